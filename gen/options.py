@@ -1,0 +1,39 @@
+"""Shared command-line options: ``--preset`` and ``--set name=value`` build a :class:`Config`."""
+
+from __future__ import annotations
+
+import ast
+
+from golden.config import PRESETS, Config, ConfigError, preset
+
+
+def add_config_options(p):
+    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
+                   help="configuration preset (default: tiny)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                   help="override one configuration parameter (repeatable), e.g. --set sort_n=16")
+
+
+def parse_overrides(items) -> dict:
+    fields = Config.fields()
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set takes NAME=VALUE, not {item!r}")
+        name, text = item.split("=", 1)
+        name = name.strip()
+        if name not in fields or name == "name":
+            raise ConfigError(f"unknown parameter {name!r} in --set; parameters are "
+                              f"{sorted(k for k in fields if k != 'name')}")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text  # bare words such as alignment=horner
+        if isinstance(value, list):
+            value = tuple(value)
+        out[name] = value
+    return out
+
+
+def config_from_args(args) -> Config:
+    return preset(args.preset, **parse_overrides(args.overrides))

@@ -1,0 +1,302 @@
+"""The DSTAR configuration: one frozen, validated object and its presets.
+
+Every width, depth and record layout that crosses a unit boundary is derived here (DESIGN.md 2.1);
+the RTL, the testbenches and the reports import it and never re-type a number.
+
+>>> cfg = preset("tiny")
+>>> cfg.acc_width
+23
+>>> preset("tiny", sort_n=12)
+Traceback (most recent call last):
+...
+golden.config.ConfigError: sort_n must be a power of two >= 2, not 12
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+__all__ = ["Config", "ConfigError", "PRESETS", "preset", "bitlen"]
+
+# Precision classes of FMDQ (DESIGN 2.2) and the fixed INT8 top threshold.
+PRECISIONS = (2, 4, 6, 8)
+THR8 = 127
+# Exponent and FPoT fields are 5 bits (DESIGN 2.2 step 3).
+EXP_WIDTH = 5
+ALIGNMENTS = ("product-shift", "horner")
+
+
+class ConfigError(ValueError):
+    """An impossible parameter set. The message names the parameter, its value and what is allowed."""
+
+
+def bitlen(n: int) -> int:
+    """Number of bits of the non-negative integer ``n`` (``int.bit_length``)."""
+    return int(n).bit_length()
+
+
+def _is_pow2(n) -> bool:
+    return isinstance(n, int) and n >= 1 and (n & (n - 1)) == 0
+
+
+@dataclass(frozen=True)
+class Config:
+    """A DSTAR core configuration (DESIGN.md 2 and 3).
+
+    Parameters (all keyword-only)
+    ----------
+    rows, cols:
+        MPU array size. This version fixes ``T = rows = cols = Bs`` (DESIGN 2.2): ``cols`` must equal
+        ``rows``.
+    lanes:
+        SIMD lanes per PE (digits per group). A power of two, at most ``sort_n``.
+    weight_width:
+        Signed weight width (INT8: 8).
+    act_width, act_frac:
+        Activation fixed point: ``act_width`` bits with ``act_frac`` fractional bits.
+    base_log2:
+        Default static base ``B`` (``ScaleBase = 2**B``), ``0 <= B <= base_log2_max``.
+    base_log2_max:
+        The largest ``B`` the configuration port accepts (``<= act_frac``); fixes ``r0_min``.
+    thr:
+        ``(thr2, thr4, thr6)``: precision thresholds, strictly increasing, below ``thr8 = 127``.
+    e_max:
+        Largest PoT exponent; ``e_max + 6`` must fit the 5-bit exponent field.
+    sort_n:
+        Bitonic sorter width (a power of two).
+    max_reduction:
+        Largest number of input channels a layer may have; bounds every accumulation.
+    drop_zero_columns:
+        Drop slice columns whose T digits are all zero (DESIGN 2.3).
+    alignment:
+        ``"product-shift"`` (default) or ``"horner"`` (needs ``sort_n >= 4 * max_reduction``).
+    acc_width:
+        Accumulator width; ``None`` derives the width that cannot overflow. A narrower width needs
+        ``overflow_detect``.
+    overflow_detect:
+        Saturating accumulator with a sticky overflow flag.
+    pe_stages:
+        Pipeline registers inside a PE between the multipliers and the accumulator (0..2).
+    closed_loop:
+        Differential layers keep ``x̂`` (closed loop, DESIGN 2.5) instead of the previous ``x``.
+    p_base_log2:
+        Static base of attention probabilities: ``P`` in units of ``2**-p_base_log2`` (DESIGN 2.6).
+    sar_interval, sar_thr:
+        SAR cache-step interval and block-keep threshold.
+    vpu_lanes:
+        VPU elements per cycle.
+    mult_width:
+        Requantization mantissa width (16: ``2**15 <= m < 2**16``); ``sh_max`` the largest shift.
+    cores:
+        Cores of the chip (performance model only).
+    """
+
+    rows: int = 4
+    cols: int = 4
+    lanes: int = 4
+    weight_width: int = 8
+    act_width: int = 16
+    act_frac: int = 8
+    base_log2: int = 6
+    base_log2_max: int | None = None
+    thr: tuple = (1, 7, 31)
+    e_max: int = 11
+    sort_n: int = 8
+    max_reduction: int = 64
+    drop_zero_columns: bool = True
+    alignment: str = "product-shift"
+    acc_width: int | None = None
+    overflow_detect: bool = False
+    pe_stages: int = 1
+    closed_loop: bool = True
+    p_base_log2: int = 7
+    sar_interval: int = 2
+    sar_thr: float = 1e-3
+    vpu_lanes: int = 4
+    mult_width: int = 16
+    sh_max: int = 47
+    cores: int = 1
+    name: str = field(default="custom", compare=False)
+
+    # ------------------------------------------------------------------ validation
+    def __post_init__(self):
+        def need(cond, param, value, allowed):
+            if not cond:
+                raise ConfigError(f"{param} must be {allowed}, not {value!r}")
+
+        def pos_int(param, lo=1, hi=None):
+            v = getattr(self, param)
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
+            rng = f"an integer >= {lo}" if hi is None else f"an integer in [{lo}, {hi}]"
+            need(ok, param, v, rng)
+
+        pos_int("rows")
+        pos_int("cols")
+        need(self.cols == self.rows, "cols", self.cols,
+             f"equal to rows ({self.rows}): this version fixes T = rows = cols")
+        need(_is_pow2(self.sort_n) and self.sort_n >= 2, "sort_n", self.sort_n, "a power of two >= 2")
+        need(_is_pow2(self.lanes) and self.lanes <= self.sort_n, "lanes", self.lanes,
+             f"a power of two <= sort_n ({self.sort_n}) so that lane groups pack a chunk")
+        pos_int("weight_width", 2, 16)
+        pos_int("act_width", 4, 32)
+        pos_int("act_frac", 0, self.act_width - 1)
+        bmax = self.act_frac if self.base_log2_max is None else self.base_log2_max
+        if self.base_log2_max is not None:
+            pos_int("base_log2_max", 0, self.act_frac)
+        pos_int("base_log2", 0, bmax)
+        need(isinstance(self.thr, tuple) and len(self.thr) == 3
+             and all(isinstance(t, int) and not isinstance(t, bool) for t in self.thr),
+             "thr", self.thr, "a tuple of three integers (thr2, thr4, thr6)")
+        t2, t4, t6 = self.thr
+        need(0 <= t2 < t4 < t6 < THR8, "thr", self.thr,
+             f"strictly increasing with 0 <= thr2 < thr4 < thr6 < {THR8}")
+        pos_int("e_max", 0, (1 << EXP_WIDTH) - 1 - 6)
+        pos_int("max_reduction", 1)
+        need(isinstance(self.drop_zero_columns, bool), "drop_zero_columns", self.drop_zero_columns,
+             "a bool")
+        need(self.alignment in ALIGNMENTS, "alignment", self.alignment, f"one of {ALIGNMENTS}")
+        if self.alignment == "horner":
+            need(self.sort_n >= 4 * self.max_reduction, "alignment", self.alignment,
+                 f"'product-shift' unless one chunk holds a whole tile "
+                 f"(sort_n >= 4 * max_reduction = {4 * self.max_reduction}, sort_n is {self.sort_n})")
+        need(isinstance(self.overflow_detect, bool), "overflow_detect", self.overflow_detect, "a bool")
+        safe = self.safe_acc_width
+        if self.acc_width is not None:
+            pos_int("acc_width", 2, 128)
+            if self.acc_width < safe:
+                need(self.overflow_detect, "acc_width", self.acc_width,
+                     f">= {safe} (the width that cannot overflow), or narrower only with "
+                     f"overflow_detect=True")
+        pos_int("pe_stages", 0, 2)
+        need(isinstance(self.closed_loop, bool), "closed_loop", self.closed_loop, "a bool")
+        pos_int("p_base_log2", 0, 8)
+        pos_int("sar_interval", 1)
+        need(isinstance(self.sar_thr, (int, float)) and 0 <= self.sar_thr < 1, "sar_thr",
+             self.sar_thr, "a number in [0, 1)")
+        pos_int("vpu_lanes")
+        pos_int("mult_width", 2, 32)
+        pos_int("sh_max", 1, 127)
+        pos_int("cores")
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def tile(self) -> int:
+        """T = Bs: tokens per tile, rows of the array, SAR block size."""
+        return self.rows
+
+    @property
+    def B_max(self) -> int:
+        return self.act_frac if self.base_log2_max is None else self.base_log2_max
+
+    @property
+    def r0(self) -> int:
+        """Finest-step shift of the default base: ``act_frac - B``."""
+        return self.act_frac - self.base_log2
+
+    @property
+    def r0_min(self) -> int:
+        return self.act_frac - self.B_max
+
+    @property
+    def thresholds(self) -> dict:
+        """``{b: thr[b]}`` for b in 2, 4, 6, 8."""
+        return dict(zip(PRECISIONS, (*self.thr, THR8)))
+
+    @property
+    def xhat_width(self) -> int:
+        """Width of the reconstruction ``x̂`` (act_width + 1)."""
+        return self.act_width + 1
+
+    @property
+    def dx_width(self) -> int:
+        """Width of a difference ``Δx`` (act_width + 2)."""
+        return self.act_width + 2
+
+    @property
+    def recon_width(self) -> int:
+        """Width of one reconstruction value ``dequant(q)`` in the QPU's second stream."""
+        return self.act_width + 3
+
+    @property
+    def safe_acc_width(self) -> int:
+        """``bitlen(max_reduction · wmax · 2**(act_width + 1 - r0_min)) + 1`` (DESIGN 2.1)."""
+        wmax = (1 << (self.weight_width - 1)) - 1
+        return bitlen(self.max_reduction * wmax * (1 << (self.act_width + 1 - self.r0_min))) + 1
+
+    @property
+    def acc_bits(self) -> int:
+        """The accumulator width in use (explicit or derived)."""
+        return self.safe_acc_width if self.acc_width is None else self.acc_width
+
+    @property
+    def exp_width(self) -> int:
+        return EXP_WIDTH
+
+    @property
+    def max_exp(self) -> int:
+        """Largest slice exponent in a group (``e_max + 6``)."""
+        return self.e_max + 6
+
+    @property
+    def chan_width(self) -> int:
+        """Width of a lane's channel index (weight row within a block)."""
+        return max(1, bitlen(self.max_reduction - 1))
+
+    @property
+    def slices_max(self) -> int:
+        """Most slice columns one tile can produce."""
+        return 4 * self.max_reduction
+
+    @property
+    def sorter_compare_exchanges(self) -> int:
+        n = self.sort_n
+        lg = n.bit_length() - 1
+        return n // 4 * lg * (lg + 1)
+
+    @property
+    def peak_macs_per_cycle(self) -> int:
+        """2-bit × weight multiply-adds per cycle of one core."""
+        return self.rows * self.cols * self.lanes
+
+    # ------------------------------------------------------------------ identity
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["thr"] = list(self.thr)
+        return d
+
+    def hash(self) -> str:
+        """A short stable hash of every parameter but the name."""
+        d = self.to_dict()
+        d.pop("name")
+        blob = json.dumps(d, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def replace(self, **changes) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def fields(cls) -> dict:
+        return {f.name: f for f in dataclasses.fields(cls)}
+
+
+# DESIGN.md 4.
+PRESETS = {
+    "tiny": dict(rows=4, cols=4, lanes=4, sort_n=8, max_reduction=64, vpu_lanes=4),
+    "fpga": dict(rows=8, cols=8, lanes=4, sort_n=32, max_reduction=256, vpu_lanes=8),
+    "paper": dict(rows=64, cols=64, lanes=4, sort_n=64, max_reduction=4608, vpu_lanes=64,
+                  cores=32),
+}
+
+
+def preset(name: str, **overrides) -> Config:
+    """The named preset, with optional parameter overrides."""
+    if name not in PRESETS:
+        raise ConfigError(f"preset must be one of {sorted(PRESETS)}, not {name!r}")
+    unknown = set(overrides) - set(Config.fields())
+    if unknown:
+        raise ConfigError(f"unknown parameter {sorted(unknown)[0]!r}; parameters are "
+                          f"{sorted(k for k in Config.fields() if k != 'name')}")
+    return Config(**{**PRESETS[name], **overrides, "name": name})

@@ -1,0 +1,145 @@
+"""Differential linear layers with error feedback (DESIGN.md 2.5).
+
+Closed loop (default): the layer keeps the reconstruction ``x̂`` and the running integer sum ``Y``::
+
+    Δx_t = x_t - x̂_{t-1}        (act_width + 2 bits)
+    q_t  = FMDQ(Δx_t)
+    x̂_t  = x̂_{t-1} + dequant(q_t)   (exact shift; act_width + 1 bits)
+    Y_t  = Y_{t-1} + Σ q·2**e·W  (acc_width, units of s0 · s_w[j])
+
+so ``Y_t = W·x̂_t`` exactly and ``|x_t - x̂_t| <= step/2`` while nothing saturates. Open loop takes
+``Δx_t = x_t - x_{t-1}`` against the exact previous input and lets the error drift; its ``Y``
+saturates at ``acc_width`` with a sticky flag.
+
+The product goes through the full schedule and executor of :mod:`golden.schedule`, so every
+statistic (groups, lane fill, counters) is the one the hardware would see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import Config
+from .fmdq import Quantized, dequant, requant_params, requantize, to_fixed
+from .schedule import Counters, execute, schedule_matrix
+
+__all__ = ["quantize_weights", "DiffLinear", "StepResult"]
+
+
+def quantize_weights(Wf, weight_width: int = 8):
+    """Symmetric per-output-channel INT quantization of a float (in, out) matrix.
+
+    Returns ``(W, s_w)`` with ``W`` int64 in ``[-(2**(w-1)-1), 2**(w-1)-1]`` and ``s_w`` the float
+    scale per output channel (0 for an all-zero column).
+    """
+    Wf = np.asarray(Wf, dtype=np.float64)
+    qmax = (1 << (weight_width - 1)) - 1
+    amax = np.abs(Wf).max(axis=0)
+    s = np.where(amax > 0, amax / qmax, 0.0)
+    safe = np.where(s > 0, s, 1.0)
+    r = Wf / safe
+    W = (np.sign(r) * np.floor(np.abs(r) + 0.5)).astype(np.int64)
+    return np.clip(W, -qmax, qmax), s
+
+
+@dataclass
+class StepResult:
+    """What one step of a differential layer produced."""
+
+    y: np.ndarray          # requantized output, act fixed point (tokens, out)
+    Y: np.ndarray          # running integer sum after the step (tokens, out)
+    acc: np.ndarray        # this step's accumulator contribution (tokens, out)
+    qz: Quantized          # the step's quantized sub-channels
+    tiles: list            # TileSchedule per token tile
+    counters: Counters
+    dx: np.ndarray         # the difference that was quantized
+
+
+class DiffLinear:
+    """One differential linear layer with state (``x̂`` or ``x_prev``, and ``Y``).
+
+    Parameters
+    ----------
+    W : int array (in, out), already quantized to ``cfg.weight_width``.
+    s_w : float array (out,), weight scale per output channel.
+    cfg : the configuration (tile size, widths, loop mode).
+    bias : float array (out,) or None.
+    base_log2 : static base ``B`` of this layer (default ``cfg.base_log2``).
+    """
+
+    def __init__(self, W, s_w, cfg: Config, bias=None, base_log2: int | None = None, name=""):
+        self.W = np.asarray(W, dtype=np.int64)
+        self.cfg = cfg
+        self.name = name
+        cin, cout = self.W.shape
+        if cin > cfg.max_reduction:
+            raise ValueError(f"layer {name!r} has {cin} input channels; max_reduction is "
+                             f"{cfg.max_reduction}")
+        self.B = cfg.base_log2 if base_log2 is None else int(base_log2)
+        self.r0 = cfg.act_frac - self.B
+        self.s_w = np.asarray(s_w, dtype=np.float64)
+        # Output scale: Y · s0 · s_w[j] in real units, · 2**act_frac in output LSBs.
+        self.m, self.sh = zip(*(requant_params(s * 2.0 ** self.r0, cfg.mult_width)
+                                for s in self.s_w))
+        self.m = np.array(self.m, dtype=np.int64)
+        self.sh = np.array(self.sh, dtype=np.int64)
+        b = np.zeros(cout) if bias is None else np.asarray(bias, dtype=np.float64)
+        self.bias_int, _ = to_fixed(b, 48, cfg.act_frac)
+        self.state = None   # x̂ (closed loop) or x_prev (open loop)
+        self.recon_sum = None  # Σ dequant(q_t): what Y represents (== x̂ in closed loop)
+        self.Y = None
+        self.flags = dict(y_saturated=0, Y_saturated=False, xhat_saturated=False)
+
+    def reset(self):
+        self.state = None
+        self.recon_sum = None
+        self.Y = None
+
+    def step(self, x) -> StepResult:
+        """Process one denoising step's input ``x`` (tokens, in) in act fixed point."""
+        cfg = self.cfg
+        x = np.asarray(x, dtype=np.int64)
+        N, cin = x.shape
+        if cin != self.W.shape[0]:
+            raise ValueError(f"layer {self.name!r}: input has {cin} channels, W has {self.W.shape[0]}")
+        if self.state is None:
+            self.state = np.zeros_like(x)
+            self.recon_sum = np.zeros_like(x)
+            self.Y = np.zeros((N, self.W.shape[1]), np.int64)
+        dx = x - self.state
+        qz, tiles = schedule_matrix(dx, cfg, self.B)
+        T = cfg.tile
+        nt = len(tiles)
+        recon = dequant(qz).reshape(nt, cin, T).transpose(0, 2, 1).reshape(nt * T, cin)[:N]
+        acc = np.zeros((nt * T, self.W.shape[1]), np.int64)
+        ctr = Counters()
+        cols = cfg.cols
+        for t, ts in enumerate(tiles):
+            ctr.merge(ts.counters)
+            # The tile's group stream is replayed for every block of `cols` output channels.
+            for j0 in range(0, self.W.shape[1], cols):
+                a, _ = execute(ts.groups, self.W[:, j0:j0 + cols], cfg)
+                acc[t * T:(t + 1) * T, j0:j0 + cols] = a[0][:, :min(cols, self.W.shape[1] - j0)]
+        acc = acc[:N]
+        self.recon_sum = self.recon_sum + recon
+        if cfg.closed_loop:
+            xh = self.state + recon
+            lim = 1 << (cfg.xhat_width - 1)
+            if xh.min(initial=0) < -lim or xh.max(initial=0) >= lim:
+                self.flags["xhat_saturated"] = True
+                xh = np.clip(xh, -lim, lim - 1)
+            self.state = xh
+            self.Y = self.Y + acc
+        else:
+            self.state = x.copy()
+            Y = self.Y + acc
+            lim = 1 << (cfg.acc_bits - 1)
+            if Y.min(initial=0) < -lim or Y.max(initial=0) >= lim:
+                self.flags["Y_saturated"] = True
+                Y = np.clip(Y, -lim, lim - 1)
+            self.Y = Y
+        y, nsat = requantize(self.Y, self.m, self.sh, self.bias_int, cfg.act_width, cfg.sh_max)
+        self.flags["y_saturated"] += nsat
+        return StepResult(y=y, Y=self.Y.copy(), acc=acc, qz=qz, tiles=tiles, counters=ctr, dx=dx)

@@ -1,0 +1,109 @@
+"""Record layouts of every stream that crosses a unit boundary (DESIGN.md 2.1).
+
+A layout is an ordered list of fields ``(name, width, dims)``: ``width`` bits per element and
+``dims`` a tuple of array dimensions (``()`` for a scalar). Packing puts the first field at bit 0
+and, inside an array, element ``[0]`` (row-major) at the lowest bits. That is exactly how
+``amaranth.lib.data.StructLayout``/``ArrayLayout`` lay out their members, so the RTL builds its
+signatures from these lists (``rtl.layouts``) and a testbench packs and unpacks stream payloads with
+:func:`pack` / :func:`unpack` without re-typing a width.
+
+Signed fields carry a ``signed`` marker: ``(name, width, dims, True)``.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from .config import Config
+
+__all__ = ["group_layout", "drain_layout", "recon_layout", "weight_load_layout",
+           "baseline_group_layout", "layout_width", "pack", "unpack"]
+
+
+def _f(name, width, dims=(), signed=False):
+    return (name, int(width), tuple(dims), bool(signed))
+
+
+def group_layout(cfg: Config) -> list:
+    """One lane group (DESIGN 2.3): per row and lane a raw 2-bit digit, per lane channel, signed
+    and valid, the absolute exponent, and the tile's first/last markers."""
+    return [
+        _f("digits", 2, (cfg.rows, cfg.lanes)),
+        _f("channel", cfg.chan_width, (cfg.lanes,)),
+        _f("signed", 1, (cfg.lanes,)),
+        _f("valid", 1, (cfg.lanes,)),
+        _f("exp", cfg.exp_width),
+        _f("first", 1),
+        _f("last", 1),
+    ]
+
+
+def baseline_group_layout(cfg: Config) -> list:
+    """One beat of the INT8 baseline array: per row one signed weight-width activation and the
+    channel whose weight row it multiplies, plus tile markers."""
+    return [
+        _f("act", cfg.weight_width, (cfg.rows,), signed=True),
+        _f("channel", cfg.chan_width),
+        _f("first", 1),
+        _f("last", 1),
+    ]
+
+
+def drain_layout(cfg: Config) -> list:
+    """One MPU drain beat: one row of ``cols`` accumulators, its row index and the tile's last row."""
+    return [
+        _f("acc", cfg.acc_bits, (cfg.cols,), signed=True),
+        _f("row", max(1, (cfg.rows - 1).bit_length())),
+        _f("last", 1),
+    ]
+
+
+def weight_load_layout(cfg: Config) -> list:
+    """One weight-buffer write: the weight row ``W[channel, 0:cols]``."""
+    return [
+        _f("w", cfg.weight_width, (cfg.cols,), signed=True),
+        _f("channel", cfg.chan_width),
+    ]
+
+
+def recon_layout(cfg: Config) -> list:
+    """One reconstruction beat of the QPU: ``dequant(q)`` of the T values of a sub-channel."""
+    return [_f("value", cfg.recon_width, (cfg.rows,), signed=True)]
+
+
+def layout_width(layout) -> int:
+    return sum(w * prod(d) for _, w, d, _ in layout)
+
+
+def pack(layout, values: dict) -> int:
+    """Pack a dict of field values (scalars or nested sequences/arrays) into one integer."""
+    out, off = 0, 0
+    for name, width, dims, _signed in layout:
+        arr = np.asarray(values[name], dtype=object).reshape(-1) if dims else [values[name]]
+        n = prod(dims)
+        if len(arr) != n:
+            raise ValueError(f"field {name!r} needs {n} elements, got {len(arr)}")
+        mask = (1 << width) - 1
+        for v in arr:
+            out |= (int(v) & mask) << off
+            off += width
+    return out
+
+
+def unpack(layout, word: int) -> dict:
+    """Inverse of :func:`pack`; arrays come back as int64 NumPy arrays, signed fields sign-extended."""
+    res, off = {}, 0
+    word = int(word)
+    for name, width, dims, signed in layout:
+        n = prod(dims)
+        vals = []
+        for _ in range(n):
+            v = (word >> off) & ((1 << width) - 1)
+            if signed and v >> (width - 1):
+                v -= 1 << width
+            vals.append(v)
+            off += width
+        res[name] = np.array(vals, dtype=np.int64).reshape(dims) if dims else vals[0]
+    return res
