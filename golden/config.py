@@ -4,8 +4,8 @@ Every width, depth and record layout that crosses a unit boundary is derived her
 the RTL, the testbenches and the reports import it and never re-type a number.
 
 >>> cfg = preset("tiny")
->>> cfg.acc_width
-23
+>>> cfg.acc_bits
+31
 >>> preset("tiny", sort_n=12)
 Traceback (most recent call last):
 ...
@@ -172,7 +172,8 @@ class Config:
                      f"overflow_detect=True")
         pos_int("pe_stages", 0, 2)
         need(isinstance(self.closed_loop, bool), "closed_loop", self.closed_loop, "a bool")
-        pos_int("p_base_log2", 0, 8)
+        # P is 0..2**p_base_log2 - 1 <= 127 so the quantizer keeps e = 0 (DESIGN 2.6).
+        pos_int("p_base_log2", 0, 7)
         pos_int("sar_interval", 1)
         need(isinstance(self.sar_thr, (int, float)) and 0 <= self.sar_thr < 1, "sar_thr",
              self.sar_thr, "a number in [0, 1)")
@@ -227,6 +228,12 @@ class Config:
         return bitlen(self.max_reduction * wmax * (1 << (self.act_width + 1 - self.r0_min))) + 1
 
     @property
+    def baseline_acc_width(self) -> int:
+        """Accumulator of the INT8×INT8 baseline: ``bitlen(max_reduction · 128 · wmax) + 1``."""
+        wmax = (1 << (self.weight_width - 1)) - 1
+        return bitlen(self.max_reduction * (1 << (self.weight_width - 1)) * wmax) + 1
+
+    @property
     def acc_bits(self) -> int:
         """The accumulator width in use (explicit or derived)."""
         return self.safe_acc_width if self.acc_width is None else self.acc_width
@@ -254,7 +261,7 @@ class Config:
     def sorter_compare_exchanges(self) -> int:
         n = self.sort_n
         lg = n.bit_length() - 1
-        return n // 4 * lg * (lg + 1)
+        return n * lg * (lg + 1) // 4
 
     @property
     def peak_macs_per_cycle(self) -> int:

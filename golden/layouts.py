@@ -51,13 +51,19 @@ def baseline_group_layout(cfg: Config) -> list:
     ]
 
 
-def drain_layout(cfg: Config) -> list:
-    """One MPU drain beat: one row of ``cols`` accumulators, its row index and the tile's last row."""
-    return [
-        _f("acc", cfg.acc_bits, (cfg.cols,), signed=True),
+def drain_layout(cfg: Config, baseline: bool = False) -> list:
+    """One MPU drain beat: one row of ``cols`` accumulators, its row index and the tile's last row;
+    with ``overflow_detect`` also the row's sticky overflow flags. ``baseline`` selects the INT8
+    baseline array's accumulator width (it has no overflow flags)."""
+    width = cfg.baseline_acc_width if baseline else cfg.acc_bits
+    fields = [
+        _f("acc", width, (cfg.cols,), signed=True),
         _f("row", max(1, (cfg.rows - 1).bit_length())),
         _f("last", 1),
     ]
+    if cfg.overflow_detect and not baseline:
+        fields.append(_f("ovf", 1, (cfg.cols,)))
+    return fields
 
 
 def weight_load_layout(cfg: Config) -> list:
@@ -93,7 +99,8 @@ def pack(layout, values: dict) -> int:
 
 
 def unpack(layout, word: int) -> dict:
-    """Inverse of :func:`pack`; arrays come back as int64 NumPy arrays, signed fields sign-extended."""
+    """Inverse of :func:`pack`; arrays come back as int64 NumPy arrays (object arrays of Python
+    integers for fields wider than 63 bits), signed fields sign-extended."""
     res, off = {}, 0
     word = int(word)
     for name, width, dims, signed in layout:
@@ -105,5 +112,6 @@ def unpack(layout, word: int) -> dict:
                 v -= 1 << width
             vals.append(v)
             off += width
-        res[name] = np.array(vals, dtype=np.int64).reshape(dims) if dims else vals[0]
+        dtype = np.int64 if width <= 63 else object
+        res[name] = np.array(vals, dtype=dtype).reshape(dims) if dims else vals[0]
     return res

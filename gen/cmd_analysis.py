@@ -1,0 +1,327 @@
+"""Analysis subcommands: ``dstar trace``, ``dstar fmdq``, ``dstar sar`` and ``dstar dit``.
+
+- ``trace`` runs the float reference DiT (:mod:`golden.dit`) and writes an activation trace.
+- ``fmdq`` replays a trace's linear-layer inputs through the differential FMDQ quantizer and the
+  QPU schedule and prints per-layer statistics (bits, precision shares, groups, lane fill, error).
+- ``sar`` profiles SAR masks on a trace's attention probabilities and replays cache/reuse steps.
+- ``dit`` samples the float and the quantized DiT from one seed and prints their statistics.
+
+Every output file (trace, JSON, PNG) is written to a temporary file beside its destination and
+renamed only after everything succeeded, so a failed command leaves no partial output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from golden.dit import DIT_MODELS
+
+from .cli import UserError
+from .options import add_config_options, config_from_args
+
+__all__ = ["register"]
+
+PRECISIONS = (0, 2, 4, 6, 8)
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _check_out_dir(path):
+    if path is None:
+        return
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise UserError(f"cannot write {path}: directory {d} does not exist")
+    if os.path.isdir(path):
+        raise UserError(f"cannot write {path}: it is a directory")
+
+
+def _file_mode() -> int:
+    """Permissions of a newly created file under the current umask (mkstemp makes 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _commit_outputs(writers: dict):
+    """``{path: fn(file object)}``: write every file to a temporary sibling, then rename all."""
+    temps = []
+    try:
+        for path, fn in writers.items():
+            if path is None:
+                continue
+            d = os.path.dirname(os.path.abspath(path))
+            fd, tmp = tempfile.mkstemp(prefix=".dstar-", dir=d)
+            temps.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                fn(f)
+            os.chmod(tmp, _file_mode())
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    except OSError as exc:
+        raise UserError(f"cannot write output: {exc.strerror or exc}") from None
+    finally:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _json_writer(obj):
+    text = json.dumps(obj, indent=2, allow_nan=False) + "\n"
+    return lambda f: f.write(text.encode())
+
+
+def _nonneg(name, v):
+    if v < 0:
+        raise UserError(f"{name} must be >= 0, not {v}")
+    return v
+
+
+def _add_model_options(p):
+    p.add_argument("--model", default="small", choices=sorted(DIT_MODELS),
+                   help="reference DiT size (default: small)")
+    p.add_argument("--steps", type=int, default=10, help="DDIM denoising steps (default: 10)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed: noise and label (default: 0)")
+    p.add_argument("--weight-seed", type=int, default=0,
+                   help="seed of the random DiT weights (default: 0)")
+    p.add_argument("--label", type=int, default=None,
+                   help="class label (default: drawn from --seed; the null class is CLASSES)")
+
+
+def _model_args(args):
+    _nonneg("--seed", args.seed)
+    _nonneg("--weight-seed", args.weight_seed)
+    if args.steps < 1:
+        raise UserError(f"--steps must be >= 1, not {args.steps}")
+    return DIT_MODELS[args.model]
+
+
+def _fmt(v, width=8, prec=3):
+    if v is None:
+        return f"{'-':>{width}}"
+    if isinstance(v, float):
+        return f"{v:>{width}.{prec}f}"
+    return f"{v:>{width}}"
+
+
+def _table(header, rows):
+    name_w = max([len(header[0])] + [len(r[0]) for r in rows])
+    print(f"{header[0]:<{name_w}} " + " ".join(f"{h:>8}" for h in header[1:]))
+    for r in rows:
+        print(f"{r[0]:<{name_w}} " + " ".join(_fmt(v) for v in r[1:]))
+
+
+def _fmdq_rows(layers: dict, err_key: str):
+    rows = []
+    for name, d in layers.items():
+        rows.append([name, d["avg_bits"], *(d[f"share_b{b}"] if b else d["share_zero"]
+                                            for b in PRECISIONS),
+                     d["share_e_pos"], d["groups_per_tile"], d["lane_fill"], d["saturated"],
+                     d[f"{err_key}_max"]])
+    header = ["layer", "bits", "b0", "b2", "b4", "b6", "b8", "e>0", "grp/tile", "lanefill",
+              "sat", "err_max"]
+    return header, rows
+
+
+# ------------------------------------------------------------------------------------- plots
+def _plot_bits(result: dict, title: str):
+    from matplotlib.figure import Figure
+
+    layers = result["layers"]
+    names = list(layers) + ["all"]
+    shares = [[d["share_zero"]] + [d[f"share_b{b}"] for b in PRECISIONS[1:]]
+              for d in layers.values()]
+    hist = result["summary"]["hist"]
+    tot = max(sum(hist.values()), 1)
+    shares.append([hist[f"b{b}"] / tot for b in PRECISIONS])
+    fig = Figure(figsize=(8, 1.2 + 0.35 * len(names)))
+    ax = fig.add_subplot()
+    left = [0.0] * len(names)
+    colors = ("#dddddd", "#1b9e77", "#7570b3", "#e7298a", "#d95f02")
+    for i, b in enumerate(PRECISIONS):
+        vals = [s[i] for s in shares]
+        ax.barh(names, vals, left=left, color=colors[i], label=f"{b} bit")
+        left = [l + v for l, v in zip(left, vals)]
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of sub-channels")
+    ax.set_title(title)
+    ax.legend(ncol=5, fontsize="small", loc="lower center", bbox_to_anchor=(0.5, 1.05))
+    fig.tight_layout()
+    return fig
+
+
+def _plot_masks(result: dict):
+    from matplotlib.figure import Figure
+
+    layers = result["layers"]
+    heads = max(d["heads"] for d in layers.values())
+    fig = Figure(figsize=(1.8 * heads + 1, 1.9 * len(layers) + 0.5))
+    for r, (name, d) in enumerate(layers.items()):
+        for h, m in enumerate(d["mask"]):
+            ax = fig.add_subplot(len(layers), heads, r * heads + h + 1)
+            ax.imshow(m, cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(f"{name} h{h}" if h == 0 else f"h{h}", fontsize="small")
+    fig.suptitle(f"SAR block masks (kept = black), block {result['block']}, thr {result['thr']:g}, "
+                 f"kept {result['summary']['kept_fraction']:.2f}", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def _png_writer(fig):
+    return lambda f: fig.savefig(f, format="png", dpi=100)
+
+
+# ---------------------------------------------------------------------------------- commands
+def cmd_trace(args):
+    from golden.dit import record_trace
+    from golden.trace import split_name, write_trace
+
+    cfg = config_from_args(args)
+    spec = _model_args(args)
+    _check_out_dir(args.output)
+    trace = record_trace(spec, args.steps, args.seed, args.label, args.weight_seed)
+    for name, a in trace.items():
+        layer, kind = split_name(name)
+        if kind == "x" and a.shape[-1] > cfg.max_reduction:
+            raise UserError(f"layer {layer!r} of model {args.model!r} has {a.shape[-1]} input "
+                            f"channels; max_reduction of {cfg.name!r} is {cfg.max_reduction} "
+                            f"(use --set max_reduction={a.shape[-1]} or a larger preset)")
+    try:
+        write_trace(args.output, trace)
+    except OSError as exc:
+        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    nx = sum(1 for n in trace if n.endswith(".x"))
+    na = sum(1 for n in trace if n.endswith(".attn"))
+    print(f"wrote {args.output}: {args.steps} steps, {nx} linear layers, {na} attention layers "
+          f"(model {args.model}, seed {args.seed})")
+
+
+def cmd_fmdq(args):
+    from golden.trace import analyze_fmdq, load_trace
+
+    cfg = config_from_args(args)
+    if args.base_log2 is not None and args.profile_base:
+        raise UserError("give either --base-log2 or --profile-base, not both")
+    for p in (args.json, args.plot):
+        _check_out_dir(p)
+    trace = load_trace(args.trace)
+    res = analyze_fmdq(trace, cfg, base_log2=args.base_log2, profile_base=args.profile_base)
+    res.update(trace=os.fspath(args.trace), config=cfg.to_dict())
+    header, rows = _fmdq_rows(res["layers"], "recon_err")
+    header.insert(1, "B")
+    for r, d in zip(rows, res["layers"].values()):
+        r.insert(1, d["base_log2"])
+    fig = _plot_bits(res, f"FMDQ precision per layer ({cfg.name}, avg "
+                          f"{res['summary']['avg_bits']:.2f} bits)") if args.plot else None
+    _commit_outputs({args.json: _json_writer(res) if args.json else None,
+                     args.plot: _png_writer(fig) if fig else None})
+    _table(header, rows)
+    s = res["summary"]
+    print(f"all: {s['avg_bits']:.3f} average bits, lane fill {s['lane_fill']:.3f}, "
+          f"e>0 share {s['share_e_pos']:.3f}, {s['saturated']} saturated sub-channels, "
+          f"max |x - x̂| {s['recon_err_max']:.4g} ({'closed' if cfg.closed_loop else 'open'} loop)")
+
+
+def cmd_sar(args):
+    from golden.trace import analyze_sar, load_trace
+
+    cfg = config_from_args(args)
+    for p in (args.json, args.plot):
+        _check_out_dir(p)
+    trace = load_trace(args.trace)
+    res = analyze_sar(trace, cfg, thr=args.thr, interval=args.interval, block=args.block)
+    res.update(trace=os.fspath(args.trace))
+    fig = _plot_masks(res) if args.plot else None
+    _commit_outputs({args.json: _json_writer(res) if args.json else None,
+                     args.plot: _png_writer(fig) if fig else None})
+    rows = [[n, d["kept_fraction"], d["work_removed"], d["pcache_bytes"],
+             d["mean_bytes_written_per_step"], d["mean_bytes_read_per_step"], d["err_max"],
+             d["err_rms"]] for n, d in res["layers"].items()]
+    _table(["layer", "kept", "removed", "P$bytes", "wr/step", "rd/step", "err_max", "err_rms"],
+           rows)
+    s = res["summary"]
+    print(f"all: block {res['block']}, thr {res['thr']:g}, interval {res['interval']}: kept "
+          f"{s['kept_fraction']:.3f}, attention work removed {s['work_removed']:.3f}, P cache "
+          f"{s['pcache_bytes']} bytes")
+
+
+def cmd_dit(args):
+    from golden.dit import compare
+
+    cfg = config_from_args(args)
+    spec = _model_args(args)
+    _check_out_dir(args.json)
+    _xf, _xq, st = compare(spec, cfg, args.steps, args.seed, label=args.label,
+                           weight_seed=args.weight_seed, sar=not args.no_sar)
+    _commit_outputs({args.json: _json_writer(st) if args.json else None})
+    header, rows = _fmdq_rows(st["linear"], "out_err")
+    header.insert(1, "steps")
+    for r, d in zip(rows, st["linear"].values()):
+        r.insert(1, d["steps"])
+    _table(header, rows)
+    if st["attention"]:
+        print()
+        _table(["attention", "kept", "removed", "P$bytes", "wr/step", "rd/step"],
+               [[n, d["kept_fraction"], d["work_removed"], d["pcache_bytes"],
+                 d["mean_bytes_written_per_step"], d["mean_bytes_read_per_step"]]
+                for n, d in st["attention"].items()])
+    s, o = st["summary"], st["output"]
+    psnr = "inf" if o["psnr_db"] is None else f"{o['psnr_db']:.2f}"
+    print(f"\nall: {s['avg_bits']:.3f} average bits, lane fill {s['lane_fill']:.3f}, attention "
+          f"work removed {s['attention_work_removed']:.3f}; sample vs float: max abs error "
+          f"{o['max_abs_err']:.4g}, PSNR {psnr} dB (model {args.model}, {args.steps} steps, "
+          f"seed {args.seed}, {cfg.name})")
+
+
+# ---------------------------------------------------------------------------------- register
+def register(subparsers):
+    p = subparsers.add_parser("trace", help="run the float reference DiT and write a trace",
+                              description="Run the float reference DiT (DDIM) and write an "
+                              "activation trace .npz (linear inputs, attention P and V per step). "
+                              "--preset/--set check that every layer fits max_reduction.")
+    add_config_options(p)
+    _add_model_options(p)
+    p.add_argument("-o", "--output", required=True, metavar="TRACE.npz", help="trace file to write")
+    p.set_defaults(func=cmd_trace)
+
+    p = subparsers.add_parser("fmdq", help="FMDQ statistics of a trace's linear layers",
+                              description="Replay every <layer>.x of a trace through closed-loop "
+                              "(or open-loop, --set closed_loop=False) differential FMDQ.")
+    p.add_argument("trace", metavar="TRACE.npz")
+    add_config_options(p)
+    p.add_argument("--base-log2", type=int, default=None, metavar="B",
+                   help="static base B of every layer (default: the config's base_log2)")
+    p.add_argument("--profile-base", action="store_true",
+                   help="per layer, the largest B for which at most 1%% of the differential "
+                   "sub-channels need e > 0 (exclusive with --base-log2)")
+    p.add_argument("--json", metavar="OUT", help="write the statistics as JSON")
+    p.add_argument("--plot", metavar="PNG", help="write a bit-width histogram")
+    p.set_defaults(func=cmd_fmdq)
+
+    p = subparsers.add_parser("sar", help="SAR masks and reuse statistics of a trace",
+                              description="Profile SAR block masks on a trace's attention "
+                              "probabilities and replay cache/reuse steps.")
+    p.add_argument("trace", metavar="TRACE.npz")
+    add_config_options(p)
+    p.add_argument("--thr", type=float, default=None, metavar="T",
+                   help="block-keep threshold (default: the config's sar_thr)")
+    p.add_argument("--interval", type=int, default=None, metavar="N",
+                   help="cache-step interval (default: the config's sar_interval)")
+    p.add_argument("--block", type=int, default=None, metavar="B",
+                   help="block size Bs (default: the config's tile T; replaces T)")
+    p.add_argument("--json", metavar="OUT", help="write the statistics and masks as JSON")
+    p.add_argument("--plot", metavar="PNG", help="write the masks as an image")
+    p.set_defaults(func=cmd_sar)
+
+    p = subparsers.add_parser("dit", help="float vs quantized DiT sampling statistics",
+                              description="Sample the float and the DSTAR-quantized reference "
+                              "DiT (FMDQ linear layers, SAR attention) from one seed.")
+    add_config_options(p)
+    _add_model_options(p)
+    p.add_argument("--no-sar", action="store_true", help="dense float attention, QK every step")
+    p.add_argument("--json", metavar="OUT", help="write the statistics as JSON")
+    p.set_defaults(func=cmd_dit)

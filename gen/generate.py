@@ -1,0 +1,111 @@
+"""Elaboration to Verilog: Amaranth → RTLIL → Yosys ``proc; flatten; opt_clean`` → Verilog.
+
+Running the netlist through Yosys turns Amaranth's ``always @*`` processes into plain logic, so
+Icarus sees no X at time 0, and strips the ``src`` attributes (absolute paths) with ``-noattr``,
+so the same configuration gives byte-identical output on any machine. A manifest JSON beside the
+Verilog records the configuration and its hash, the tool versions, the port list and the bit
+layout of every stream payload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import amaranth
+from amaranth.back import rtlil
+
+from golden import layouts as gl
+from golden.config import Config
+
+from .units import build_unit, top_name
+from .yosys import run_yosys, yosys_version
+
+__all__ = ["to_rtlil", "to_verilog", "generate", "parse_ports", "manifest"]
+
+_PORT_RE = re.compile(r"^\s*(input|output|inout)\s+(?:signed\s+)?(?:\[(\d+):(\d+)\]\s*)?(\w+)\s*;",
+                      re.M)
+
+
+def to_rtlil(unit: str, cfg: Config) -> str:
+    return rtlil.convert(build_unit(unit, cfg), name=top_name(unit))
+
+
+def to_verilog(il_text: str, top: str, flatten: bool = True) -> str:
+    script = "\n".join([
+        "read_rtlil design.il",
+        f"hierarchy -top {top}",
+        "proc",
+        "flatten" if flatten else "",
+        "opt_clean",
+        "write_verilog -noattr out.v",
+    ])
+    return run_yosys(script, {"design.il": il_text}, ["out.v"])["out.v"]
+
+
+def parse_ports(verilog: str, top: str) -> list:
+    """Ports of module ``top``: [{name, direction, width}] in declaration order."""
+    m = re.search(rf"^module {re.escape(top)}\b(.*?)^endmodule", verilog, re.M | re.S)
+    body = m.group(1) if m else verilog
+    return [dict(name=name, direction=d, width=(int(hi) - int(lo) + 1) if hi else 1)
+            for d, hi, lo, name in _PORT_RE.findall(body)]
+
+
+def _layout_doc(fields) -> list:
+    out, off = [], 0
+    for name, width, dims, is_signed in fields:
+        n = 1
+        for d in dims:
+            n *= d
+        out.append(dict(name=name, offset=off, element_width=width, dims=list(dims),
+                        signed=is_signed))
+        off += width * n
+    return out
+
+
+def stream_layouts(unit: str, cfg: Config) -> dict:
+    if unit == "mpu":
+        return dict(groups=_layout_doc(gl.group_layout(cfg)),
+                    wload=_layout_doc(gl.weight_load_layout(cfg)),
+                    drain=_layout_doc(gl.drain_layout(cfg)))
+    if unit == "baseline":
+        return dict(groups=_layout_doc(gl.baseline_group_layout(cfg)),
+                    wload=_layout_doc(gl.weight_load_layout(cfg)),
+                    drain=_layout_doc(gl.drain_layout(cfg, baseline=True)))
+    return {}
+
+
+def manifest(unit: str, cfg: Config, verilog: str) -> dict:
+    import numpy
+    top = top_name(unit)
+    return {
+        "unit": unit,
+        "top": top,
+        "preset": cfg.name,
+        "config": cfg.to_dict(),
+        "config_hash": cfg.hash(),
+        "tools": {"amaranth": amaranth.__version__, "yosys": yosys_version(),
+                  "numpy": numpy.__version__},
+        "verilog_sha256": hashlib.sha256(verilog.encode()).hexdigest(),
+        "ports": parse_ports(verilog, top),
+        "streams": stream_layouts(unit, cfg),
+    }
+
+
+def generate(unit: str, cfg: Config, out: Path, flatten: bool = True) -> dict:
+    """Write ``out`` (Verilog) and ``out`` with suffix ``.json`` (manifest); returns the manifest.
+
+    Both files are written only after the whole flow succeeded.
+    """
+    out = Path(out)
+    verilog = to_verilog(to_rtlil(unit, cfg), top_name(unit), flatten)
+    man = manifest(unit, cfg, verilog)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp_v, tmp_j = out.with_name(out.name + ".tmp"), out.with_name(out.name + ".json.tmp")
+    tmp_v.write_text(verilog)
+    tmp_j.write_text(json.dumps(man, indent=2, sort_keys=True) + "\n")
+    tmp_v.replace(out)
+    tmp_j.replace(out.with_suffix(".json"))
+    return man

@@ -1,0 +1,39 @@
+"""The generator's catalogue of units: name → constructor from a :class:`Config`."""
+
+from __future__ import annotations
+
+from golden.config import Config
+
+__all__ = ["UNITS", "build_unit", "top_name"]
+
+
+def _pe(cfg):
+    from rtl.pe import SlicePE
+    return SlicePE(cfg)
+
+
+def _mpu(cfg):
+    from rtl.mpu import MPU
+    return MPU(cfg)
+
+
+def _baseline(cfg):
+    from rtl.baseline import Baseline
+    return Baseline(cfg)
+
+
+UNITS = {
+    "pe": (_pe, "one 2-bit-slice PE"),
+    "mpu": (_mpu, "the mixed-precision systolic array with its weight front end"),
+    "baseline": (_baseline, "the INT8xINT8 output-stationary baseline array"),
+}
+
+
+def top_name(unit: str) -> str:
+    return f"dstar_{unit}"
+
+
+def build_unit(unit: str, cfg: Config):
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {sorted(UNITS)}, not {unit!r}")
+    return UNITS[unit][0](cfg)

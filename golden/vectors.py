@@ -1,0 +1,143 @@
+"""Test-vector builders shared by the Amaranth tests, the cocotb testbenches and the benchmarks.
+
+Each builder returns the weight block, the packed input beats and the packed drain beats the
+golden model expects, so a harness only moves integers and compares them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import Config
+from .layouts import baseline_group_layout, drain_layout, pack
+from .schedule import execute, schedule_matrix
+
+__all__ = ["Workload", "random_differences", "mpu_workload", "baseline_workload",
+           "drain_words"]
+
+
+@dataclass
+class Workload:
+    W: np.ndarray            # (channels, cols) weights for the buffer
+    words: list              # packed input beats
+    expected: list           # packed drain beats
+    groups_per_tile: list    # input beats per tile
+    accs: list               # (T, cols) expected accumulators per tile
+
+
+def random_differences(rng, cfg: Config, tokens: int, channels: int, kind: str = "mixed"):
+    """Differences ``Δx`` in the ``dx_width`` range that exercise every precision and exponent.
+
+    ``kind``: ``"mixed"`` (per-channel random magnitude, some zero channels), ``"zero"``,
+    ``"max"`` (extremes of the range) or ``"outlier"`` (one large value per channel).
+    """
+    lim = 1 << (cfg.dx_width - 1)
+    if kind == "zero":
+        return np.zeros((tokens, channels), np.int64)
+    if kind == "max":
+        return rng.choice(np.array([-lim, lim - 1, -lim + 1, 0]), size=(tokens, channels))
+    if kind == "outlier":
+        dx = rng.integers(-4, 5, size=(tokens, channels))
+        rows = rng.integers(0, tokens, size=channels)
+        dx[rows, np.arange(channels)] = rng.integers(-lim, lim, size=channels)
+        return dx
+    shift = rng.integers(0, cfg.dx_width, size=(1, channels))
+    dx = rng.integers(-lim, lim, size=(tokens, channels)) >> shift
+    dx[:, rng.random(channels) < 0.15] = 0
+    return dx
+
+
+def drain_words(cfg: Config, accs, flags=None, baseline: bool = False):
+    """Packed drain beats of a list of (T, cols) accumulator matrices (rows in order)."""
+    lay = drain_layout(cfg, baseline)
+    words = []
+    for t, acc in enumerate(accs):
+        for i in range(cfg.rows):
+            rec = dict(acc=acc[i], row=i, last=int(i == cfg.rows - 1))
+            if cfg.overflow_detect and not baseline:
+                rec["ovf"] = flags[t][i].astype(np.int64)
+            words.append(pack(lay, rec))
+    return words
+
+
+def mpu_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None,
+                 kinds=("mixed",), base_log2: int | None = None) -> Workload:
+    """Random tiles through the golden schedule: the group stream and the expected drain."""
+    C = channels or int(rng.integers(1, min(cfg.max_reduction, 3 * cfg.sort_n) + 1))
+    W = rng.integers(-127, 128, size=(C, cfg.cols))
+    words, gpt, accs, flags = [], [], [], []
+    for t in range(tiles):
+        kind = kinds[t % len(kinds)]
+        dx = random_differences(rng, cfg, cfg.tile, C, kind)
+        _, ts = schedule_matrix(dx, cfg, base_log2)
+        groups = ts[0].groups
+        words += [g.word(cfg) for g in groups]
+        gpt.append(len(groups))
+        a, f = execute(groups, W, cfg)
+        accs += a
+        flags += f
+    return Workload(W=W, words=words, expected=drain_words(cfg, accs, flags), groups_per_tile=gpt,
+                    accs=accs)
+
+
+def baseline_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None) -> Workload:
+    """Random INT8 tiles for the baseline array: one beat per input channel."""
+    C = channels or int(rng.integers(1, min(cfg.max_reduction, 24) + 1))
+    W = rng.integers(-127, 128, size=(C, cfg.cols))
+    lay = baseline_group_layout(cfg)
+    words, accs = [], []
+    for _ in range(tiles):
+        A = rng.integers(-128, 128, size=(cfg.tile, C))
+        for c in range(C):
+            words.append(pack(lay, dict(act=A[:, c], channel=c, first=int(c == 0),
+                                        last=int(c == C - 1))))
+        accs.append(A @ W)
+    return Workload(W=W, words=words, expected=drain_words(cfg, accs, baseline=True),
+                    groups_per_tile=[C] * tiles, accs=accs)
+
+
+def exponent_sweep(cfg: Config, rng, tokens: int | None = None):
+    """Differences whose channel ``k`` gets PoT exponent ``e = k`` for every ``k <= e_max`` when
+    quantized with the finest legal base (``base_log2 = B_max``, so ``r0 = r0_min``).
+
+    Returns ``(dx, base_log2)``; other rows hold smaller random values of either sign.
+    """
+    T = tokens or cfg.tile
+    lim = (1 << (cfg.dx_width - 1)) - 1
+    r0 = cfg.r0_min
+    C = cfg.e_max + 1
+    dx = np.zeros((T, C), np.int64)
+    for k in range(C):
+        amax = 127 << (r0 + k) if k < cfg.e_max else lim
+        amax = min(amax, lim)
+        col = rng.integers(-amax, amax + 1, size=T)
+        col[rng.integers(0, T)] = amax * (1 if rng.random() < 0.5 else -1)
+        dx[:, k] = col
+    return dx, cfg.B_max
+
+
+def random_group_stream(cfg: Config, rng, groups_per_tile, channels: int = 8):
+    """Arbitrary (not schedule-shaped) group streams: random lanes, digits, signs and exponents
+    in any order; tiles of the given group counts. Returns a :class:`Workload`."""
+    from .schedule import Group
+
+    L, T = cfg.lanes, cfg.tile
+    W = rng.integers(-127, 128, size=(channels, cfg.cols))
+    words, groups = [], []
+    for G in groups_per_tile:
+        for k in range(G):
+            valid = (rng.random(L) < 0.8).astype(np.int64)
+            signed = rng.integers(0, 2, size=L) * valid
+            raw = rng.integers(0, 4, size=(T, L)) * valid
+            digits = np.where(signed.astype(bool) & (raw >= 2), raw - 4, raw)
+            g = Group(exp=int(rng.integers(0, cfg.max_exp + 1)) if cfg.alignment != "horner" else 0,
+                      channel=rng.integers(0, channels, size=L) * valid, signed=signed,
+                      valid=valid, digits=digits, k=np.zeros(L, np.int64),
+                      first=k == 0, last=k == G - 1)
+            groups.append(g)
+            words.append(g.word(cfg))
+    accs, flags = execute(groups, W, cfg)
+    return Workload(W=W, words=words, expected=drain_words(cfg, accs, flags),
+                    groups_per_tile=list(groups_per_tile), accs=accs)

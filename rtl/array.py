@@ -1,0 +1,215 @@
+"""The output-stationary systolic array and the front end both arrays share.
+
+:class:`SystolicArray` is a ``rows × cols`` grid of PEs. Row operands enter unskewed at
+``rows_in`` and column operands (with their control) at ``cols_in``; the array delays row ``i``
+by ``i`` cycles and column ``j`` by ``j`` cycles, so PE (i, j) sees an operand pair ``i + j``
+cycles after it entered. When the bottom-right PE has captured a tile's last group, every PE
+has; the array then drains the shadows row by row (row 0 first) as a stream with back-pressure,
+shifting each column's shadow chain up by one on every accepted beat.
+
+:class:`ArrayUnit` adds what the MPU and the INT8 baseline have in common: a weight buffer
+(``amaranth.lib.memory``) written through the ``wload`` stream and read through ``read_ports``
+ports, a two-register front end (read, then mask and register), and the tile-flow rule: a
+group marked ``last`` is accepted only when the previous tile's shadows have been drained, so
+a drain never races a capture. Groups of the next tile are accepted meanwhile.
+
+Timing (no back-pressure, ``S = pe_stages``):
+
+- latency from the transfer of a tile's last group to its first drain beat:
+  ``L = rows + cols + S + 2`` cycles; the drain then takes ``rows`` beats;
+- the next tile's last group transfers no earlier than ``D = L + rows`` cycles after this one's,
+  so a tile of ``G`` groups occupies ``max(G, D)`` cycles; one group per cycle in steady state.
+"""
+
+from amaranth.hdl import Module, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from golden.config import Config
+
+from .layouts import drain_layout, to_layout, weight_load_layout
+
+__all__ = ["SystolicArray", "ArrayUnit"]
+
+
+class SystolicArray(wiring.Component):
+    """A ``rows × cols`` output-stationary array of PEs built by ``pe_factory(cfg)``.
+
+    Members
+    -------
+    rows_in : In(ArrayLayout(row_shape, rows)), unskewed row operands.
+    cols_in : In(ArrayLayout(col_shape, cols)), unskewed column operands with control.
+    drain : Out(stream.Signature(drain_layout)), one row of accumulators per beat.
+    """
+
+    def __init__(self, cfg: Config, pe_factory, row_shape, col_shape, baseline: bool = False):
+        self._cfg = cfg
+        self._pe_factory = pe_factory
+        self._baseline = baseline
+        super().__init__({
+            "rows_in": In(data.ArrayLayout(row_shape, cfg.rows)),
+            "cols_in": In(data.ArrayLayout(col_shape, cfg.cols)),
+            "drain": Out(stream.Signature(drain_layout(cfg, baseline))),
+        })
+
+    def elaborate(self, platform):
+        cfg = self._cfg
+        R, C = cfg.rows, cfg.cols
+        m = Module()
+        pes = [[None] * C for _ in range(R)]
+        for i in range(R):
+            for j in range(C):
+                pe = self._pe_factory(cfg)
+                m.submodules[f"pe_{i}_{j}"] = pe
+                pes[i][j] = pe
+
+        def delayed(sig, n, name):
+            for k in range(n):
+                reg = Signal.like(sig, name=f"{name}_d{k + 1}")
+                m.d.sync += reg.eq(sig)
+                sig = reg
+            return sig
+
+        # Skew and neighbour wiring.
+        for i in range(R):
+            m.d.comb += pes[i][0].a_in.eq(delayed(self.rows_in[i], i, f"skew_row{i}"))
+            for j in range(1, C):
+                m.d.comb += pes[i][j].a_in.eq(pes[i][j - 1].a_out)
+        for j in range(C):
+            m.d.comb += pes[0][j].w_in.eq(delayed(self.cols_in[j], j, f"skew_col{j}"))
+            for i in range(1, R):
+                m.d.comb += pes[i][j].w_in.eq(pes[i - 1][j].w_out)
+
+        # Drain: shadow chains run upwards; row 0's shadows are the beat.
+        ovf = cfg.overflow_detect and not self._baseline
+        draining = Signal()
+        row = Signal(range(R))
+        shift = Signal()
+        m.d.comb += shift.eq(self.drain.valid & self.drain.ready)
+        for i in range(R):
+            for j in range(C):
+                pe = pes[i][j]
+                m.d.comb += pe.drain_shift.eq(shift)
+                if i + 1 < R:
+                    m.d.comb += pe.shadow_in.eq(pes[i + 1][j].shadow_out)
+                    if ovf:
+                        m.d.comb += pe.ovf_in.eq(pes[i + 1][j].ovf_out)
+        for j in range(C):
+            m.d.comb += self.drain.p.acc[j].eq(pes[0][j].shadow_out)
+            if ovf:
+                m.d.comb += self.drain.p.ovf[j].eq(pes[0][j].ovf_out)
+        m.d.comb += [
+            self.drain.valid.eq(draining),
+            self.drain.p.row.eq(row),
+            self.drain.p.last.eq(row == R - 1),
+        ]
+        with m.If(pes[R - 1][C - 1].captured):
+            m.d.sync += [draining.eq(1), row.eq(0)]
+        with m.Elif(shift):
+            m.d.sync += row.eq(row + 1)
+            with m.If(row == R - 1):
+                m.d.sync += draining.eq(0)
+        return m
+
+
+class ArrayUnit(wiring.Component):
+    """Front end + weight buffer + :class:`SystolicArray`; the MPU and the baseline subclass it.
+
+    A subclass provides ``in_fields`` (the golden field list of the input stream's payload), ``read_ports``, and
+    ``operands(m, s1, rdata)`` mapping the registered input beat and the read data to row and
+    column operand values for the array (``s1`` is the beat one cycle after its transfer).
+
+    Members
+    -------
+    groups : In(stream.Signature(in_layout)): the operand stream.
+    wload : In(stream.Signature(weight_load_layout)): weight rows into the buffer (always ready).
+    drain : Out(stream.Signature(drain_layout)): accumulators, one row per beat.
+    """
+
+    def __init__(self, cfg: Config, in_fields, pe_factory, row_shape, col_shape,
+                 read_ports: int, baseline: bool = False):
+        if not isinstance(cfg, Config):
+            raise TypeError(f"cfg must be a golden.config.Config, not {cfg!r}")
+        self._cfg = cfg
+        self._in_fields = in_fields
+        self._in_layout = in_layout = to_layout(in_fields)
+        self._pe_factory = pe_factory
+        self._row_shape = row_shape
+        self._col_shape = col_shape
+        self._read_ports = read_ports
+        self._baseline = baseline
+        super().__init__({
+            "groups": In(stream.Signature(in_layout)),
+            "wload": In(stream.Signature(weight_load_layout(cfg))),
+            "drain": Out(stream.Signature(drain_layout(cfg, baseline))),
+        })
+
+    @property
+    def cfg(self):
+        return self._cfg
+
+    @property
+    def in_fields(self):
+        """The golden field list of the input stream's payload (:mod:`golden.layouts`)."""
+        return self._in_fields
+
+    @property
+    def baseline(self):
+        return self._baseline
+
+    @property
+    def latency(self):
+        """Cycles from the transfer of a tile's last input beat to its first drain beat."""
+        c = self._cfg
+        return c.rows + c.cols + c.pe_stages + 2
+
+    @property
+    def tile_period(self):
+        """Fewest cycles between the last beats of two consecutive tiles (drain turnaround)."""
+        return self.latency + self._cfg.rows
+
+    def elaborate(self, platform):
+        cfg = self._cfg
+        m = Module()
+        wshape = data.ArrayLayout(signed(cfg.weight_width), cfg.cols)
+        m.submodules.weights = mem = Memory(shape=wshape, depth=cfg.max_reduction, init=[])
+        wp = mem.write_port()
+        m.d.comb += [
+            self.wload.ready.eq(1),
+            wp.en.eq(self.wload.valid),
+            wp.addr.eq(self.wload.p.channel),
+            wp.data.eq(self.wload.p.w),
+        ]
+        rports = [mem.read_port() for _ in range(self._read_ports)]
+
+        m.submodules.array = array = SystolicArray(cfg, self._pe_factory, self._row_shape,
+                                                   self._col_shape, self._baseline)
+        wiring.connect(m, wiring.flipped(self.drain), array.drain)
+
+        # Tile flow: a last beat waits until the previous tile is drained.
+        busy = Signal()
+        take = Signal()
+        m.d.comb += [
+            self.groups.ready.eq(~(busy & self.groups.p.last)),
+            take.eq(self.groups.valid & self.groups.ready),
+        ]
+        with m.If(take & self.groups.p.last):
+            m.d.sync += busy.eq(1)
+        with m.Elif(self.drain.valid & self.drain.ready & self.drain.p.last):
+            m.d.sync += busy.eq(0)
+
+        # Stage 1: the beat is registered while the buffer is read.
+        s1 = Signal(self._in_layout, name="s1_beat")
+        s1_valid = Signal()
+        m.d.sync += [s1.eq(self.groups.p), s1_valid.eq(take)]
+        for port, addr in zip(rports, self.read_addresses(self.groups.p)):
+            m.d.comb += port.addr.eq(addr)
+
+        # Stage 2: operands registered, then into the array.
+        rows_v, cols_v = self.operands(m, s1, s1_valid, [p.data for p in rports])
+        s2_rows = Signal.like(array.rows_in, name="s2_rows")
+        s2_cols = Signal.like(array.cols_in, name="s2_cols")
+        m.d.sync += [s2_rows.eq(rows_v), s2_cols.eq(cols_v)]
+        m.d.comb += [array.rows_in.eq(s2_rows), array.cols_in.eq(s2_cols)]
+        return m

@@ -1,0 +1,96 @@
+"""Run the MPU or the baseline array in Amaranth's simulator on packed stream beats.
+
+Used by the fast unit tests and by the cycle measurements: it loads a weight block, streams
+input beats with optional random valid gaps, drains with optional random back-pressure, and
+returns the drained beats with the cycle each transferred on.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from amaranth.sim import Simulator
+
+from golden.layouts import pack, unpack, weight_load_layout
+
+__all__ = ["ArrayRun", "run_array"]
+
+
+@dataclass
+class ArrayRun:
+    beats: list          # packed drain words, in order
+    beat_cycles: list    # cycle of each drain transfer
+    in_cycles: list      # cycle of each input transfer
+    start_cycle: int     # cycle of the first input transfer
+
+
+def run_array(dut, cfg, W, words, *, gap=0.0, stall=0.0, seed=0, max_cycles=None,
+              vcd=None) -> ArrayRun:
+    """Simulate ``dut`` (an :class:`rtl.array.ArrayUnit`).
+
+    ``W``: (channels, <= cols) integer weights loaded first; ``words``: packed input beats;
+    ``gap``: probability of holding the input invalid for a cycle; ``stall``: probability of
+    deasserting the drain's ready. Returns an :class:`ArrayRun`.
+    """
+    rng = random.Random(seed)
+    expected_beats = sum(unpack(dut.in_fields, w)["last"] for w in words) * cfg.rows
+    limit = max_cycles or (len(words) * 4 + 64) * (1 + int(10 * (gap + stall))) + 8 * len(W)
+    out = ArrayRun([], [], [], -1)
+    wl = weight_load_layout(cfg)
+
+    async def load_and_feed(ctx):
+        for c, row in enumerate(W):
+            row = list(row) + [0] * (cfg.cols - len(row))
+            ctx.set(dut.wload.payload.as_value(), pack(wl, dict(w=row, channel=c)))
+            ctx.set(dut.wload.valid, 1)
+            await ctx.tick()
+        ctx.set(dut.wload.valid, 0)
+        cycle = 0
+        for w in words:
+            while gap and rng.random() < gap:
+                ctx.set(dut.groups.valid, 0)
+                await ctx.tick()
+                cycle += 1
+            ctx.set(dut.groups.payload.as_value(), w)
+            ctx.set(dut.groups.valid, 1)
+            while True:
+                ready = ctx.get(dut.groups.ready)
+                await ctx.tick()
+                if ready:
+                    out.in_cycles.append(cycle)
+                    cycle += 1
+                    break
+                cycle += 1
+                if cycle > limit:
+                    raise RuntimeError("input stalled: the array never accepted a beat")
+        ctx.set(dut.groups.valid, 0)
+
+    async def drain(ctx):
+        await ctx.tick().repeat(len(W))
+        cycle = 0
+        while len(out.beats) < expected_beats:
+            ready = not (stall and rng.random() < stall)
+            ctx.set(dut.drain.ready, int(ready))
+            valid = ctx.get(dut.drain.valid)
+            payload = ctx.get(dut.drain.payload.as_value())
+            await ctx.tick()
+            if valid and ready:
+                out.beats.append(int(payload))
+                out.beat_cycles.append(cycle)
+            cycle += 1
+            if cycle > limit:
+                raise RuntimeError(f"drain timed out after {cycle} cycles with "
+                                   f"{len(out.beats)}/{expected_beats} beats")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(load_and_feed)
+    sim.add_testbench(drain)
+    if vcd:
+        with sim.write_vcd(vcd):
+            sim.run()
+    else:
+        sim.run()
+    out.start_cycle = out.in_cycles[0] if out.in_cycles else -1
+    return out
