@@ -25,8 +25,15 @@ class UserError(Exception):
     """A problem with the user's input: reported as one line, exit status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error becomes one line and exit status 2 (no usage dump)."""
+
+    def error(self, message):
+        raise UserError(f"{self.prog}: {message}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dstar", description="DSTAR RTL generator and tools")
+    p = _Parser(prog="dstar", description="DSTAR RTL generator and tools")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for mod in COMMAND_MODULES:
@@ -38,8 +45,8 @@ def main(argv=None) -> int:
     from golden.config import ConfigError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         rc = args.func(args)
     except (UserError, ConfigError, FileNotFoundError, ValueError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -234,7 +234,7 @@ def cmd_sar(args):
         _check_out_dir(p)
     trace = load_trace(args.trace)
     res = analyze_sar(trace, cfg, thr=args.thr, interval=args.interval, block=args.block)
-    res.update(trace=os.fspath(args.trace))
+    res.update(trace=os.fspath(args.trace), config=cfg.to_dict())
     fig = _plot_masks(res) if args.plot else None
     _commit_outputs({args.json: _json_writer(res) if args.json else None,
                      args.plot: _png_writer(fig) if fig else None})

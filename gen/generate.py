@@ -39,7 +39,7 @@ def to_verilog(il_text: str, top: str, flatten: bool = True) -> str:
         f"hierarchy -top {top}",
         "proc",
         "flatten" if flatten else "",
-        "opt_clean",
+        "opt_clean -purge",
         "write_verilog -noattr out.v",
     ])
     return run_yosys(script, {"design.il": il_text}, ["out.v"])["out.v"]

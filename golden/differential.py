@@ -85,12 +85,18 @@ class DiffLinear:
                                 for s in self.s_w))
         self.m = np.array(self.m, dtype=np.int64)
         self.sh = np.array(self.sh, dtype=np.int64)
+        bad = (self.sh < 0) | (self.sh > cfg.sh_max)
+        if bad.any():   # DESIGN 2.1: refused when the program is built, not at the first step
+            j = int(np.argmax(bad))
+            raise ValueError(f"layer {name!r}: output channel {j} needs requantization shift "
+                             f"{int(self.sh[j])}, outside [0, {cfg.sh_max}] (s_w = {self.s_w[j]!r})")
         b = np.zeros(cout) if bias is None else np.asarray(bias, dtype=np.float64)
         self.bias_int, _ = to_fixed(b, 48, cfg.act_frac)
         self.state = None   # x̂ (closed loop) or x_prev (open loop)
         self.recon_sum = None  # Σ dequant(q_t): what Y represents (== x̂ in closed loop)
         self.Y = None
-        self.flags = dict(y_saturated=0, Y_saturated=False, xhat_saturated=False)
+        self.flags = dict(y_saturated=0, Y_saturated=False, xhat_saturated=False,
+                          acc_overflow=False)
 
     def reset(self):
         self.state = None
@@ -120,7 +126,9 @@ class DiffLinear:
             ctr.merge(ts.counters)
             # The tile's group stream is replayed for every block of `cols` output channels.
             for j0 in range(0, self.W.shape[1], cols):
-                a, _ = execute(ts.groups, self.W[:, j0:j0 + cols], cfg)
+                a, ovf = execute(ts.groups, self.W[:, j0:j0 + cols], cfg)
+                if ovf[0].any():   # the MPU's sticky overflow flag (narrow acc_width only)
+                    self.flags["acc_overflow"] = True
                 acc[t * T:(t + 1) * T, j0:j0 + cols] = a[0][:, :min(cols, self.W.shape[1] - j0)]
         acc = acc[:N]
         self.recon_sum = self.recon_sum + recon
@@ -131,15 +139,16 @@ class DiffLinear:
                 self.flags["xhat_saturated"] = True
                 xh = np.clip(xh, -lim, lim - 1)
             self.state = xh
-            self.Y = self.Y + acc
         else:
             self.state = x.copy()
-            Y = self.Y + acc
-            lim = 1 << (cfg.acc_bits - 1)
-            if Y.min(initial=0) < -lim or Y.max(initial=0) >= lim:
-                self.flags["Y_saturated"] = True
-                Y = np.clip(Y, -lim, lim - 1)
-            self.Y = Y
+        # Y has the accumulator width in both modes: it saturates, never wraps (DESIGN 2.1, 2.5).
+        # With the derived width this only happens in open loop (closed loop: Y = W·x̂ fits).
+        Y = self.Y + acc
+        lim = 1 << (cfg.acc_bits - 1)
+        if Y.min(initial=0) < -lim or Y.max(initial=0) >= lim:
+            self.flags["Y_saturated"] = True
+            Y = np.clip(Y, -lim, lim - 1)
+        self.Y = Y
         y, nsat = requantize(self.Y, self.m, self.sh, self.bias_int, cfg.act_width, cfg.sh_max)
         self.flags["y_saturated"] += nsat
         return StepResult(y=y, Y=self.Y.copy(), acc=acc, qz=qz, tiles=tiles, counters=ctr, dx=dx)

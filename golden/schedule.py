@@ -126,6 +126,9 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
     b = np.asarray(b, dtype=np.int64)
     e = np.asarray(e, dtype=np.int64)
     C, T = q.shape
+    if C > cfg.max_reduction:   # DESIGN 2.1: refused (channel field, Horner order, acc_width)
+        raise ValueError(f"a tile of {C} input channels exceeds max_reduction = "
+                         f"{cfg.max_reduction}")
     L = cfg.lanes
     ctr = Counters()
     digits = slice_digits(q, b)  # (C, 4, T)
@@ -202,8 +205,10 @@ def schedule_matrix(dx, cfg: Config, base_log2: int | None = None):
 
 
 def _wrap(x, width):
-    half = np.int64(1) << (width - 1)
-    return ((x + half) & ((half << 1) - 1)) - half
+    if width >= 64:
+        return x   # the int64 model register is no wider: wrapping to `width` bits is the identity
+    half = 1 << (width - 1)
+    return ((x + half) & ((1 << width) - 1)) - half
 
 
 def execute(groups, W, cfg: Config):

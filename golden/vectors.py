@@ -14,7 +14,8 @@ from .config import Config
 from .layouts import baseline_group_layout, drain_layout, pack
 from .schedule import execute, schedule_matrix
 
-__all__ = ["Workload", "random_differences", "mpu_workload", "baseline_workload",
+__all__ = ["Workload", "random_differences", "random_weights", "exponent_sweep",
+           "random_group_stream", "mpu_workload", "baseline_workload",
            "drain_words"]
 
 
@@ -49,6 +50,15 @@ def random_differences(rng, cfg: Config, tokens: int, channels: int, kind: str =
     return dx
 
 
+def random_weights(cfg: Config, rng, channels: int):
+    """Symmetric signed weights of ``weight_width`` bits, extremes included."""
+    wmax = (1 << (cfg.weight_width - 1)) - 1
+    W = rng.integers(-wmax, wmax + 1, size=(channels, cfg.cols))
+    W.flat[rng.integers(0, W.size, size=max(1, W.size // 8))] = wmax
+    W.flat[rng.integers(0, W.size, size=max(1, W.size // 8))] = -wmax
+    return W
+
+
 def drain_words(cfg: Config, accs, flags=None, baseline: bool = False):
     """Packed drain beats of a list of (T, cols) accumulator matrices (rows in order)."""
     lay = drain_layout(cfg, baseline)
@@ -66,7 +76,7 @@ def mpu_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None,
                  kinds=("mixed",), base_log2: int | None = None) -> Workload:
     """Random tiles through the golden schedule: the group stream and the expected drain."""
     C = channels or int(rng.integers(1, min(cfg.max_reduction, 3 * cfg.sort_n) + 1))
-    W = rng.integers(-127, 128, size=(C, cfg.cols))
+    W = random_weights(cfg, rng, C)
     words, gpt, accs, flags = [], [], [], []
     for t in range(tiles):
         kind = kinds[t % len(kinds)]
@@ -85,11 +95,12 @@ def mpu_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None,
 def baseline_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None) -> Workload:
     """Random INT8 tiles for the baseline array: one beat per input channel."""
     C = channels or int(rng.integers(1, min(cfg.max_reduction, 24) + 1))
-    W = rng.integers(-127, 128, size=(C, cfg.cols))
+    W = random_weights(cfg, rng, C)
     lay = baseline_group_layout(cfg)
     words, accs = [], []
+    half = 1 << (cfg.weight_width - 1)
     for _ in range(tiles):
-        A = rng.integers(-128, 128, size=(cfg.tile, C))
+        A = rng.integers(-half, half, size=(cfg.tile, C))
         for c in range(C):
             words.append(pack(lay, dict(act=A[:, c], channel=c, first=int(c == 0),
                                         last=int(c == C - 1))))
@@ -124,7 +135,7 @@ def random_group_stream(cfg: Config, rng, groups_per_tile, channels: int = 8):
     from .schedule import Group
 
     L, T = cfg.lanes, cfg.tile
-    W = rng.integers(-127, 128, size=(channels, cfg.cols))
+    W = random_weights(cfg, rng, channels)
     words, groups = [], []
     for G in groups_per_tile:
         for k in range(G):

@@ -29,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 from golden.config import Config
 
 from .layouts import drain_layout, to_layout, weight_load_layout
+from .params import check_config
 
 __all__ = ["SystolicArray", "ArrayUnit"]
 
@@ -116,9 +117,11 @@ class SystolicArray(wiring.Component):
 class ArrayUnit(wiring.Component):
     """Front end + weight buffer + :class:`SystolicArray`; the MPU and the baseline subclass it.
 
-    A subclass provides ``in_fields`` (the golden field list of the input stream's payload), ``read_ports``, and
-    ``operands(m, s1, rdata)`` mapping the registered input beat and the read data to row and
-    column operand values for the array (``s1`` is the beat one cycle after its transfer).
+    A subclass passes ``in_fields`` (the golden field list of the input stream's payload) and the
+    number of read ports, and defines ``read_addresses(beat)`` (one weight-row address per read
+    port, from the input payload) and ``operands(m, s1, s1_valid, rdata, rows, cols)``, which
+    assigns (``m.d.sync``) the registered row and column operands of the array from the input
+    beat ``s1`` registered one cycle after its transfer and the read data ``rdata``.
 
     Members
     -------
@@ -127,10 +130,12 @@ class ArrayUnit(wiring.Component):
     drain : Out(stream.Signature(drain_layout)): accumulators, one row per beat.
     """
 
+    #: Input fields used only as weight-buffer addresses (not registered into stage 1).
+    address_fields = ("channel",)
+
     def __init__(self, cfg: Config, in_fields, pe_factory, row_shape, col_shape,
                  read_ports: int, baseline: bool = False):
-        if not isinstance(cfg, Config):
-            raise TypeError(f"cfg must be a golden.config.Config, not {cfg!r}")
+        check_config(cfg)
         self._cfg = cfg
         self._in_fields = in_fields
         self._in_layout = in_layout = to_layout(in_fields)
@@ -200,16 +205,18 @@ class ArrayUnit(wiring.Component):
             m.d.sync += busy.eq(0)
 
         # Stage 1: the beat is registered while the buffer is read.
-        s1 = Signal(self._in_layout, name="s1_beat")
+        # The address fields were consumed by the read ports; the rest travels on.
+        kept = [f for f in self._in_fields if f[0] not in self.address_fields]
+        s1 = Signal(to_layout(kept), name="s1_beat")
         s1_valid = Signal()
-        m.d.sync += [s1.eq(self.groups.p), s1_valid.eq(take)]
+        m.d.sync += [getattr(s1, f[0]).eq(getattr(self.groups.p, f[0])) for f in kept]
+        m.d.sync += s1_valid.eq(take)
         for port, addr in zip(rports, self.read_addresses(self.groups.p)):
             m.d.comb += port.addr.eq(addr)
 
         # Stage 2: operands registered, then into the array.
-        rows_v, cols_v = self.operands(m, s1, s1_valid, [p.data for p in rports])
         s2_rows = Signal.like(array.rows_in, name="s2_rows")
         s2_cols = Signal.like(array.cols_in, name="s2_cols")
-        m.d.sync += [s2_rows.eq(rows_v), s2_cols.eq(cols_v)]
+        self.operands(m, s1, s1_valid, [p.data for p in rports], s2_rows, s2_cols)
         m.d.comb += [array.rows_in.eq(s2_rows), array.cols_in.eq(s2_cols)]
         return m

@@ -1,13 +1,11 @@
 """The INT8×INT8 output-stationary baseline array, from the same generator as the MPU."""
 
-from amaranth.hdl import Signal
-from amaranth.lib import data
-
 from golden.config import Config
+from golden.layouts import baseline_group_layout
 
 from .array import ArrayUnit
-from golden.layouts import baseline_group_layout
 from .pe import Int8PE, int8_col_layout, int8_row_layout
+from .params import check_config
 
 __all__ = ["Baseline"]
 
@@ -23,21 +21,17 @@ class Baseline(ArrayUnit):
     """
 
     def __init__(self, cfg: Config):
-        if not isinstance(cfg, Config):
-            raise TypeError(f"cfg must be a golden.config.Config, not {cfg!r}")
+        check_config(cfg)
         super().__init__(cfg, baseline_group_layout(cfg), Int8PE, int8_row_layout(cfg),
                          int8_col_layout(cfg), read_ports=1, baseline=True)
 
     def read_addresses(self, beat):
         return [beat.channel]
 
-    def operands(self, m, s1, s1_valid, rdata):
+    def operands(self, m, s1, s1_valid, rdata, rows, cols):
         cfg = self._cfg
-        rows = Signal(data.ArrayLayout(self._row_shape, cfg.rows), name="rows_op")
-        cols = Signal(data.ArrayLayout(self._col_shape, cfg.cols), name="cols_op")
         for i in range(cfg.rows):
-            m.d.comb += rows[i].a.eq(s1.act[i])
+            m.d.sync += rows[i].a.eq(s1.act[i])
         for j in range(cfg.cols):
-            m.d.comb += [cols[j].w.eq(rdata[0][j]), cols[j].ctrl.valid.eq(s1_valid),
+            m.d.sync += [cols[j].w.eq(rdata[0][j]), cols[j].ctrl.valid.eq(s1_valid),
                          cols[j].ctrl.first.eq(s1.first), cols[j].ctrl.last.eq(s1.last)]
-        return rows, cols

@@ -1,13 +1,13 @@
 """The MPU: DSTAR's mixed-precision output-stationary systolic array (DESIGN.md 2.4, 3)."""
 
 from amaranth.hdl import Mux, Signal
-from amaranth.lib import data
 
 from golden.config import Config
+from golden.layouts import group_layout
 
 from .array import ArrayUnit
-from golden.layouts import group_layout
 from .pe import SlicePE, slice_col_layout, slice_row_layout
+from .params import check_config
 
 __all__ = ["MPU"]
 
@@ -43,30 +43,26 @@ class MPU(ArrayUnit):
     """
 
     def __init__(self, cfg: Config):
-        if not isinstance(cfg, Config):
-            raise TypeError(f"cfg must be a golden.config.Config, not {cfg!r}")
+        check_config(cfg)
         super().__init__(cfg, group_layout(cfg), SlicePE, slice_row_layout(cfg),
                          slice_col_layout(cfg), read_ports=cfg.lanes)
 
     def read_addresses(self, beat):
         return [beat.channel[lane] for lane in range(self._cfg.lanes)]
 
-    def operands(self, m, s1, s1_valid, rdata):
+    def operands(self, m, s1, s1_valid, rdata, rows, cols):
         cfg = self._cfg
-        rows = Signal(data.ArrayLayout(self._row_shape, cfg.rows), name="rows_op")
-        cols = Signal(data.ArrayLayout(self._col_shape, cfg.cols), name="cols_op")
         for i in range(cfg.rows):
-            m.d.comb += [rows[i].d.eq(s1.digits[i]), rows[i].s.eq(s1.signed)]
+            m.d.sync += [rows[i].d.eq(s1.digits[i]), rows[i].s.eq(s1.signed)]
         if cfg.alignment == "horner":
             prev_exp = Signal(cfg.exp_width)
             with m.If(s1_valid):
                 m.d.sync += prev_exp.eq(s1.exp)
         for j in range(cfg.cols):
             for lane in range(cfg.lanes):
-                m.d.comb += cols[j].w[lane].eq(Mux(s1.valid[lane], rdata[lane][j], 0))
+                m.d.sync += cols[j].w[lane].eq(Mux(s1.valid[lane], rdata[lane][j], 0))
             ctrl = cols[j].ctrl
-            m.d.comb += [ctrl.valid.eq(s1_valid), ctrl.first.eq(s1.first),
+            m.d.sync += [ctrl.valid.eq(s1_valid), ctrl.first.eq(s1.first),
                          ctrl.last.eq(s1.last), ctrl.exp.eq(s1.exp)]
             if cfg.alignment == "horner":
-                m.d.comb += ctrl.dexp.eq(Mux(s1.first, 0, prev_exp - s1.exp))
-        return rows, cols
+                m.d.sync += ctrl.dexp.eq(Mux(s1.first, 0, prev_exp - s1.exp))

@@ -23,6 +23,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.config import Config
+from .params import check_config
 
 __all__ = ["ctrl_layout", "slice_row_layout", "slice_col_layout", "int8_row_layout",
            "int8_col_layout", "OutputStationaryPE", "SlicePE", "Int8PE"]
@@ -80,8 +81,7 @@ class OutputStationaryPE(wiring.Component):
     """
 
     def __init__(self, cfg: Config, row_shape, col_shape, acc_width: int, overflow_detect: bool):
-        if not isinstance(cfg, Config):
-            raise TypeError(f"cfg must be a golden.config.Config, not {cfg!r}")
+        check_config(cfg)
         self._cfg = cfg
         self._acc_width = acc_width
         self._ovf = overflow_detect
@@ -110,6 +110,9 @@ class OutputStationaryPE(wiring.Component):
         return self._cfg.pe_stages + 1
 
     # Alignment hooks (product-shift needs none of them) ------------------------------------
+    #: Control fields still needed after the term is aligned (the rest stop at stage 1).
+    late_ctrl_fields = ("valid", "first", "last")
+
     def align_term(self, value, ctrl):
         """The term added to the (aligned) accumulator."""
         return value
@@ -155,8 +158,10 @@ class OutputStationaryPE(wiring.Component):
         term = self.align_term(value, ctrl)
         if stages >= 2:
             t2 = Signal.like(term, name="p2_term")
-            c2 = Signal.like(ctrl, name="p2_ctrl")
-            m.d.sync += [t2.eq(term), c2.eq(ctrl)]
+            members = ctrl.shape().members
+            late = [n for n in members if n in self.late_ctrl_fields]
+            c2 = Signal(data.StructLayout({n: members[n] for n in late}), name="p2_ctrl")
+            m.d.sync += [t2.eq(term), *(getattr(c2, n).eq(getattr(ctrl, n)) for n in late)]
             term, ctrl = t2, c2
 
         acc = Signal(signed(self._acc_width))
@@ -198,8 +203,11 @@ class SlicePE(OutputStationaryPE):
     """
 
     def __init__(self, cfg: Config):
+        check_config(cfg)
         super().__init__(cfg, slice_row_layout(cfg), slice_col_layout(cfg), cfg.acc_bits,
                          cfg.overflow_detect)
+        if cfg.alignment == "horner":
+            self.late_ctrl_fields = ("valid", "first", "last", "exp", "dexp")
 
     def partial(self, m):
         terms = []
@@ -247,6 +255,7 @@ class Int8PE(OutputStationaryPE):
     """
 
     def __init__(self, cfg: Config):
+        check_config(cfg)
         super().__init__(cfg, int8_row_layout(cfg), int8_col_layout(cfg), cfg.baseline_acc_width,
                          False)
 

@@ -7,7 +7,7 @@ import numpy as np
 import cocotb
 
 from golden.schedule import execute, schedule_matrix
-from golden.vectors import (Workload, drain_words, exponent_sweep, mpu_workload,
+from golden.vectors import (Workload, drain_words, exponent_sweep, mpu_workload, random_weights,
                             random_group_stream)
 from sim.timing import array_first_beats
 
@@ -45,7 +45,7 @@ async def every_exponent(dut):
     dx = np.concatenate([dx, rng.integers(-8, 9, size=(cfg.tile, 6))], axis=1)
     if dx.shape[1] > cfg.max_reduction:
         dx = dx[:, :cfg.max_reduction]
-    W = rng.integers(-127, 128, size=(dx.shape[1], cfg.cols))
+    W = random_weights(cfg, rng, dx.shape[1])
     _, tiles = schedule_matrix(dx, cfg, B)
     groups = tiles[0].groups
     accs, flags = execute(groups, W, cfg)

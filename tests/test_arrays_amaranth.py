@@ -1,0 +1,98 @@
+"""PE, MPU and baseline in Amaranth's simulator against the golden model (fast tier)."""
+
+import numpy as np
+import pytest
+
+from golden.config import preset
+from golden.layouts import drain_layout, unpack
+from golden.vectors import baseline_workload, mpu_workload, random_group_stream
+from rtl.baseline import Baseline
+from rtl.mpu import MPU
+from rtl.pe import SlicePE
+from sim.amaranth_array import run_array
+from sim.timing import array_first_beats, array_latency, array_tile_period
+
+KINDS = ("mixed", "zero", "max", "outlier")
+
+CONFIGS = {
+    "tiny": dict(),
+    "stages0": dict(pe_stages=0),
+    "stages2": dict(pe_stages=2),
+    "lanes2": dict(lanes=2),
+    "nodrop": dict(drop_zero_columns=False),
+    "thr-clip": dict(thr=(3, 15, 63)),
+    "horner": dict(alignment="horner", max_reduction=2),
+    "horner-stages2": dict(alignment="horner", max_reduction=2, pe_stages=2),
+    "overflow": dict(acc_width=14, overflow_detect=True),
+    "rect-weights": dict(weight_width=6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_mpu_matches_golden(name):
+    cfg = preset("tiny", **CONFIGS[name])
+    rng = np.random.default_rng(sum(map(ord, name)))
+    wl = mpu_workload(cfg, rng, tiles=4, channels=min(cfg.max_reduction, 7), kinds=KINDS)
+    run = run_array(MPU(cfg), cfg, wl.W, wl.words, gap=0.25, stall=0.35, seed=7)
+    assert run.beats == wl.expected
+
+
+def test_overflow_flags_are_set_and_saturate():
+    cfg = preset("tiny", acc_width=12, overflow_detect=True)
+    rng = np.random.default_rng(11)
+    wl = mpu_workload(cfg, rng, tiles=3, channels=6, kinds=("max",))
+    lay = drain_layout(cfg)
+    flags = [unpack(lay, w)["ovf"] for w in wl.expected]
+    assert any(f.any() for f in flags), "the workload must overflow a 12-bit accumulator"
+    accs = np.concatenate([unpack(lay, w)["acc"] for w in wl.expected])
+    assert accs.max() <= 2047 and accs.min() >= -2048
+    run = run_array(MPU(cfg), cfg, wl.W, wl.words, stall=0.2)
+    assert run.beats == wl.expected
+
+
+def test_arbitrary_group_streams():
+    cfg = preset("tiny")
+    wl = random_group_stream(cfg, np.random.default_rng(2), [1, 7, 2, 19])
+    assert run_array(MPU(cfg), cfg, wl.W, wl.words, gap=0.3, stall=0.3).beats == wl.expected
+
+
+def test_baseline_matches_numpy():
+    cfg = preset("tiny")
+    wl = baseline_workload(cfg, np.random.default_rng(4), tiles=3)
+    assert run_array(Baseline(cfg), cfg, wl.W, wl.words, gap=0.2, stall=0.3).beats == wl.expected
+
+
+@pytest.mark.parametrize("stages", [0, 1, 2])
+@pytest.mark.parametrize("unit", ["mpu", "baseline"])
+def test_cycles_follow_the_documented_formula(unit, stages):
+    cfg = preset("tiny", pe_stages=stages)
+    G = [1, 3, array_tile_period(cfg) + 3, 5, 30]
+    if unit == "mpu":
+        dut = MPU(cfg)
+        wl = random_group_stream(cfg, np.random.default_rng(stages), G)
+    else:
+        dut = Baseline(cfg)
+        wl = baseline_workload(cfg, np.random.default_rng(stages), tiles=1, channels=5)
+        G = [5]
+    run = run_array(dut, cfg, wl.W, wl.words)
+    assert run.beats == wl.expected
+    first = [run.beat_cycles[k * cfg.rows] - run.start_cycle for k in range(len(G))]
+    assert first == array_first_beats(cfg, G)
+    assert dut.latency == array_latency(cfg) and dut.tile_period == array_tile_period(cfg)
+
+
+def test_steady_state_is_one_group_per_cycle():
+    """Tiles of at least the drain turnaround never stall the input: beats are back to back."""
+    cfg = preset("tiny")
+    D = array_tile_period(cfg)
+    wl = random_group_stream(cfg, np.random.default_rng(9), [D, D + 1, D, 2 * D])
+    run = run_array(MPU(cfg), cfg, wl.W, wl.words)
+    assert run.beats == wl.expected
+    assert np.diff(run.in_cycles).tolist() == [1] * (len(wl.words) - 1)
+
+
+def test_units_refuse_a_non_config():
+    with pytest.raises(TypeError, match="cfg must be a golden.config.Config"):
+        MPU({"rows": 4})
+    with pytest.raises(TypeError, match="cfg must be a golden.config.Config"):
+        SlicePE(None)

@@ -1,0 +1,132 @@
+"""``dstar trace | fmdq | sar | dit`` in-process: outputs on success; on bad input exit status 2,
+exactly one line on stderr and no output file."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import gen.cli
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(autouse=True)
+def only_analysis(monkeypatch):
+    # Register only this module's subcommands: these tests must not depend on the elaboration
+    # stack (Amaranth, Yosys) that other subcommands import.
+    monkeypatch.setattr(gen.cli, "COMMAND_MODULES", ("gen.cmd_analysis",))
+
+
+def dstar(capsys, *argv):
+    rc = gen.cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def trace_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("trace") / "t.npz"
+    assert gen.cli.main(["trace", "--model", "tiny", "--steps", "3", "--seed", "1",
+                         "-o", str(p)]) == 0
+    return p
+
+
+def test_trace_fmdq_sar_outputs(tmp_path, capsys, trace_file):
+    from golden.trace import load_trace
+
+    tr = load_trace(trace_file)
+    assert tr["blocks.0.attn.qkv.x"].shape == (3, 16, 16)
+
+    rc, out, err = dstar(capsys, "fmdq", trace_file, "--json", tmp_path / "f.json",
+                         "--plot", tmp_path / "f.png")
+    assert rc == 0 and err == ""
+    assert "blocks.0.mlp.fc2" in out and "average bits" in out
+    res = json.loads((tmp_path / "f.json").read_text())
+    assert 0 < res["summary"]["avg_bits"] <= 8
+    assert res["layers"]["x_embed"]["base_log2"] == 6
+    assert (tmp_path / "f.png").read_bytes()[:8] == PNG_MAGIC
+
+    rc, out, err = dstar(capsys, "sar", trace_file, "--thr", "2e-3", "--json", tmp_path / "s.json",
+                         "--plot", tmp_path / "s.png")
+    assert rc == 0 and err == ""
+    assert "blocks.0.attn" in out and "work removed" in out
+    res = json.loads((tmp_path / "s.json").read_text())
+    assert res["thr"] == 2e-3
+    mask = np.array(res["layers"]["blocks.0.attn"]["mask"])
+    assert mask.shape == (2, 4, 4) and mask.diagonal(axis1=1, axis2=2).all()
+    assert (tmp_path / "s.png").read_bytes()[:8] == PNG_MAGIC
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # no temporaries left
+
+
+def test_fmdq_options(tmp_path, capsys, trace_file):
+    rc, _, _ = dstar(capsys, "fmdq", trace_file, "--base-log2", "3", "--json", tmp_path / "a.json")
+    assert rc == 0
+    assert {d["base_log2"] for d in json.loads((tmp_path / "a.json").read_text())["layers"]
+            .values()} == {3}
+    rc, out, _ = dstar(capsys, "fmdq", trace_file, "--profile-base", "--preset", "fpga")
+    assert rc == 0 and "x_embed" in out
+
+
+def test_dit_command(tmp_path, capsys):
+    rc, out, err = dstar(capsys, "dit", "--model", "tiny", "--steps", "2", "--json",
+                         tmp_path / "d.json")
+    assert rc == 0 and err == ""
+    assert "PSNR" in out and "blocks.0.attn.qkv[qk]" in out
+    st = json.loads((tmp_path / "d.json").read_text())
+    assert st["steps"] == 2 and 0 < st["summary"]["avg_bits"] <= 8
+
+
+def _bad_files(tmp_path):
+    text = tmp_path / "text.npz"
+    text.write_text("not a trace")
+    nan = tmp_path / "nan.npz"
+    with open(nan, "wb") as f:
+        np.savez(f, **{"l.x": np.array([[[np.nan]]])})
+    with open(tmp_path / "xonly.npz", "wb") as f:
+        np.savez(f, **{"l.x": np.ones((1, 4, 4))})
+
+
+BAD = [
+    ("missing trace", ["fmdq", "{d}/nope.npz"], "no such file"),
+    ("text trace", ["fmdq", "{d}/text.npz"], "not a NumPy .npz archive"),
+    ("nan trace", ["sar", "{d}/nan.npz"], "NaN"),
+    ("sar without attention", ["sar", "{d}/xonly.npz"], "no attention probabilities"),
+    ("base too big", ["fmdq", "{t}", "--base-log2", "99"], "base_log2"),
+    ("base and profile", ["fmdq", "{t}", "--base-log2", "3", "--profile-base"], "either"),
+    ("too wide", ["fmdq", "{t}", "--set", "max_reduction=8"], "max_reduction"),
+    ("unknown param", ["fmdq", "{t}", "--set", "bogus=1"], "bogus"),
+    ("bad thr", ["sar", "{t}", "--thr", "2"], "sar_thr"),
+    ("bad interval", ["sar", "{t}", "--interval", "0"], "sar_interval"),
+    ("bad block", ["sar", "{t}", "--block", "0"], "rows"),
+    ("missing out dir", ["fmdq", "{t}", "--json", "{d}/no/dir/x.json"], "does not exist"),
+    ("trace out dir", ["trace", "--model", "tiny", "-o", "{d}/no/t.npz"], "does not exist"),
+    ("trace steps", ["trace", "--steps", "0", "-o", "{d}/t.npz"], "--steps"),
+    ("trace seed", ["trace", "--seed", "-1", "-o", "{d}/t.npz"], "--seed"),
+    ("trace too wide", ["trace", "--set", "max_reduction=16", "-o", "{d}/t.npz"],
+     "max_reduction"),
+    ("dit label", ["dit", "--model", "tiny", "--steps", "1", "--label", "99"], "label"),
+    ("dit too wide", ["dit", "--model", "tiny", "--steps", "1", "--set", "max_reduction=16"],
+     "max_reduction"),
+]
+
+
+@pytest.mark.parametrize("argv, frag", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_input_one_line_no_output(tmp_path, capsys, trace_file, argv, frag):
+    _bad_files(tmp_path)
+    before = set(os.listdir(tmp_path))
+    argv = [a.format(d=tmp_path, t=trace_file) for a in argv]
+    # Every command also asks for every output it can write.
+    extra = {"fmdq": ["--json", tmp_path / "o.json", "--plot", tmp_path / "o.png"],
+             "sar": ["--json", tmp_path / "o.json", "--plot", tmp_path / "o.png"],
+             "dit": ["--json", tmp_path / "o.json"], "trace": []}[argv[0]]
+    if "--json" in argv:
+        extra = []
+    rc, out, err = dstar(capsys, *argv, *extra)
+    assert rc == 2
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dstar: error: "), err
+    assert frag in lines[0]
+    assert out == ""
+    assert set(os.listdir(tmp_path)) == before

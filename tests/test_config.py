@@ -1,0 +1,250 @@
+"""Configuration: presets, derived values and every refused combination (DESIGN.md 2.1-2.4, 4)."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from golden.config import PRESETS, Config, ConfigError, preset
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def acc_width_from_design(max_reduction, act_width, act_frac, B_max=None):
+    """DESIGN 2.1, recomputed from its definition with Python integers:
+    ``acc_width = bitlen(max_reduction · 127 · 2**(act_width + 1 - r0_min)) + 1`` with
+    ``r0_min = act_frac - B_max`` and ``B_max = act_frac`` unless lowered."""
+    B_max = act_frac if B_max is None else B_max
+    r0_min = act_frac - B_max
+    bound = max_reduction * 127 * 2 ** (act_width + 1 - r0_min)
+    # bitlen by repeated halving (independent of int.bit_length).
+    n, bits = bound, 0
+    while n:
+        n //= 2
+        bits += 1
+    return bits + 1
+
+
+# ----------------------------------------------------------------------------- presets
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_build(name):
+    cfg = preset(name)
+    assert cfg.name == name
+    assert cfg.tile == cfg.rows == cfg.cols
+    assert cfg.acc_width is None  # derived
+    assert cfg.acc_bits == cfg.safe_acc_width == acc_width_from_design(
+        cfg.max_reduction, cfg.act_width, cfg.act_frac)
+    assert cfg.thresholds == {2: 1, 4: 7, 6: 31, 8: 127}
+    assert cfg.r0 == cfg.act_frac - cfg.base_log2
+    assert cfg.r0_min == 0 and cfg.B_max == cfg.act_frac
+    assert cfg.xhat_width == cfg.act_width + 1
+    assert cfg.dx_width == cfg.act_width + 2
+    assert cfg.recon_width == cfg.act_width + 3
+    assert cfg.max_exp == cfg.e_max + 6 <= 2 ** cfg.exp_width - 1
+    assert cfg.peak_macs_per_cycle == cfg.rows * cfg.cols * cfg.lanes
+    assert (1 << cfg.chan_width) >= cfg.max_reduction
+
+
+def test_preset_sizes_of_design_section_4():
+    tiny, fpga, paper = preset("tiny"), preset("fpga"), preset("paper")
+    assert (tiny.rows, tiny.cols, tiny.tile, tiny.sort_n) == (4, 4, 4, 8)
+    assert (fpga.rows, fpga.sort_n) == (8, 32)
+    assert (paper.rows, paper.cols, paper.lanes, paper.sort_n, paper.cores) == (64, 64, 4, 64, 32)
+
+
+def test_acc_width_known_values():
+    # tiny: 64 · 127 · 2**17 = 1_065_353_216 < 2**30 → 30 bits + sign.
+    assert preset("tiny").acc_bits == 31
+    assert preset("fpga").acc_bits == 33
+    assert preset("paper").acc_bits == 38
+
+
+@pytest.mark.parametrize("max_reduction", [1, 2, 3, 7, 64, 65, 100, 1000, 4608])
+@pytest.mark.parametrize("act_width,act_frac,bmax", [(16, 8, None), (16, 8, 4), (12, 6, None),
+                                                      (20, 10, 10), (8, 4, 0)])
+def test_acc_width_formula(max_reduction, act_width, act_frac, bmax):
+    cfg = preset("tiny", max_reduction=max_reduction, act_width=act_width, act_frac=act_frac,
+                 base_log2=min(6, act_frac if bmax is None else bmax), base_log2_max=bmax)
+    assert cfg.r0_min == act_frac - (act_frac if bmax is None else bmax)
+    assert cfg.acc_bits == acc_width_from_design(max_reduction, act_width, act_frac, bmax)
+
+
+def test_explicit_acc_width():
+    safe = preset("tiny").safe_acc_width
+    assert preset("tiny", acc_width=safe + 5).acc_bits == safe + 5
+    assert preset("tiny", acc_width=safe).acc_bits == safe
+    narrow = preset("tiny", acc_width=12, overflow_detect=True)
+    assert narrow.acc_bits == 12
+
+
+def test_thresholds_derived():
+    cfg = preset("tiny", thr=(3, 20, 60))
+    assert cfg.thresholds == {2: 3, 4: 20, 6: 60, 8: 127}
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16, 32, 64, 128, 256])
+def test_sorter_compare_exchanges(n):
+    lg = {2: 1, 4: 2, 8: 3, 16: 4, 32: 5, 64: 6, 128: 7, 256: 8}[n]
+    # DESIGN 2.3: sort_n/4 · log2(sort_n) · (log2(sort_n) + 1), e.g. 80 at 16, 672 at 64.
+    assert preset("tiny", sort_n=n, lanes=2).sorter_compare_exchanges * 4 == n * lg * (lg + 1)
+    assert preset("tiny", sort_n=16).sorter_compare_exchanges == 80
+    assert preset("paper").sorter_compare_exchanges == 672
+
+
+# ----------------------------------------------------------------------------- refusals
+def refused(param, value, allowed, **kw):
+    """Build must raise ConfigError whose message names ``param``, ``value`` and ``allowed``."""
+    with pytest.raises(ConfigError) as ei:
+        preset("tiny", **kw)
+    msg = str(ei.value)
+    assert re.search(rf"\b{re.escape(param)}\b", msg), msg
+    assert str(value) in msg, msg
+    assert re.search(allowed, msg), msg
+    return msg
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 6, 12, 24, 100])
+def test_sort_n_not_power_of_two(n):
+    refused("sort_n", n, "power of two", sort_n=n, lanes=1)
+
+
+@pytest.mark.parametrize("lanes,sort_n", [(16, 8), (8, 4), (3, 8), (6, 8), (0, 8)])
+def test_lanes_illegal(lanes, sort_n):
+    refused("lanes", lanes, r"power of two <= sort_n \(%d\)" % sort_n, lanes=lanes, sort_n=sort_n)
+
+
+@pytest.mark.parametrize("cols", [2, 8, 5])
+def test_cols_not_rows(cols):
+    refused("cols", cols, r"equal to rows \(4\)", cols=cols)
+
+
+def test_base_above_act_frac():
+    refused("base_log2", 9, r"\[0, 8\]", base_log2=9)
+    refused("base_log2", 6, r"\[0, 5\]", base_log2=6, act_frac=5)
+    refused("base_log2_max", 9, r"\[0, 8\]", base_log2_max=9)
+
+
+def test_base_above_base_max():
+    refused("base_log2", 5, r"\[0, 4\]", base_log2=5, base_log2_max=4)
+    cfg = preset("tiny", base_log2=4, base_log2_max=4)
+    assert cfg.r0_min == 4
+
+
+@pytest.mark.parametrize("thr", [(1, 7, 7), (7, 7, 31), (8, 7, 31), (1, 31, 7), (1, 7, 127),
+                                 (1, 7, 200), (-1, 7, 31), (1, 1, 1)])
+def test_thresholds_not_increasing_or_too_big(thr):
+    refused("thr", str(thr), r"strictly increasing.*127", thr=thr)
+
+
+def test_thresholds_wrong_type():
+    refused("thr", "[1, 7, 31]", "tuple of three integers", thr=[1, 7, 31])
+    refused("thr", "(1, 7)", "tuple of three integers", thr=(1, 7))
+
+
+@pytest.mark.parametrize("e_max", [26, 27, 31, 40])
+def test_e_max_too_large_for_5_bit_field(e_max):
+    # FPoT = e + b - 2 <= e_max + 6 must fit the 5-bit exponent field: e_max <= 25.
+    refused("e_max", e_max, r"\[0, 25\]", e_max=e_max)
+    assert preset("tiny", e_max=25).max_exp == 31
+
+
+def test_narrow_acc_width_needs_overflow_detect():
+    safe = preset("tiny").safe_acc_width
+    refused("acc_width", safe - 1, rf">= {safe}.*overflow_detect", acc_width=safe - 1)
+    refused("acc_width", 12, rf">= {safe}.*overflow_detect", acc_width=12)
+
+
+def test_horner_needs_whole_tile_in_one_chunk():
+    refused("alignment", "horner", r"sort_n >= 4 \* max_reduction = 256", alignment="horner")
+    refused("alignment", "horner", r"sort_n >= 4 \* max_reduction = 12", alignment="horner",
+            max_reduction=3, sort_n=8)
+    assert preset("tiny", alignment="horner", max_reduction=2, sort_n=8).alignment == "horner"
+    assert preset("tiny", alignment="horner", max_reduction=16, sort_n=64).alignment == "horner"
+
+
+def test_unknown_alignment():
+    refused("alignment", "shift", "one of", alignment="shift")
+
+
+def test_unknown_preset():
+    with pytest.raises(ConfigError, match=r"preset must be one of \['fpga', 'paper', 'tiny'\], "
+                                          r"not 'huge'"):
+        preset("huge")
+
+
+def test_unknown_override():
+    with pytest.raises(ConfigError, match=r"unknown parameter 'bogus'.*parameters are \[.*sort_n"):
+        preset("tiny", bogus=3)
+
+
+@pytest.mark.parametrize("kw,param", [
+    (dict(rows=0, cols=0), "rows"), (dict(weight_width=1), "weight_width"),
+    (dict(act_frac=16), "act_frac"), (dict(pe_stages=3), "pe_stages"),
+    (dict(sar_interval=0), "sar_interval"), (dict(sar_thr=1.5), "sar_thr"),
+    (dict(drop_zero_columns=1), "drop_zero_columns"), (dict(overflow_detect="yes"), "overflow_detect"),
+    (dict(closed_loop=None), "closed_loop"), (dict(p_base_log2=9), "p_base_log2"),
+])
+def test_other_refusals_name_the_parameter(kw, param):
+    with pytest.raises(ConfigError, match=rf"^{param} must be .*, not "):
+        preset("tiny", **kw)
+
+
+def test_p_base_keeps_probabilities_within_int8():
+    # DESIGN 2.6: P is 0..127 (saturating at 127) so that the quantizer keeps e = 0.
+    assert preset("tiny", p_base_log2=7).p_base_log2 == 7
+    with pytest.raises(ConfigError, match=r"p_base_log2 .*\[0, 7\].*not 8"):
+        preset("tiny", p_base_log2=8)
+
+
+def test_config_error_is_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+# ----------------------------------------------------------------------------- identity
+def test_frozen():
+    cfg = preset("tiny")
+    with pytest.raises(Exception):
+        cfg.rows = 8  # type: ignore[misc]
+
+
+def test_hashable_and_equal():
+    a, b = preset("tiny"), preset("tiny")
+    assert a == b and hash(a) == hash(b)
+    assert len({a, b, preset("fpga")}) == 2
+    assert {a: 1}[b] == 1
+    # The name is not a parameter.
+    c = Config(**{k: getattr(a, k) for k in Config.fields() if k != "name"})
+    assert c.name == "custom" and c == a and c.hash() == a.hash()
+
+
+def test_stable_hash_is_deterministic_across_processes():
+    h = preset("fpga", thr=(2, 9, 40)).hash()
+    assert re.fullmatch(r"[0-9a-f]{16}", h)
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "from golden.config import preset; print(preset('fpga', thr=(2, 9, 40)).hash())"],
+        cwd=ROOT, capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": "123"})
+    assert out.stdout.strip() == h
+
+
+@pytest.mark.parametrize("change", [
+    dict(thr=(1, 7, 30)), dict(sort_n=16), dict(lanes=2), dict(base_log2=5), dict(e_max=10),
+    dict(drop_zero_columns=False), dict(acc_width=40), dict(closed_loop=False),
+    dict(sar_thr=2e-3), dict(max_reduction=63), dict(overflow_detect=True),
+])
+def test_hash_differs_when_a_parameter_differs(change):
+    a = preset("tiny")
+    b = a.replace(**change)
+    assert a != b
+    assert a.hash() != b.hash()
+
+
+def test_to_dict_is_json_and_round_trips():
+    cfg = preset("paper", thr=(2, 8, 33))
+    d = cfg.to_dict()
+    json.dumps(d)
+    d["thr"] = tuple(d["thr"])
+    assert Config(**d) == cfg
