@@ -19,6 +19,7 @@ import numpy as np
 from .config import Config
 
 __all__ = ["group_layout", "drain_layout", "recon_layout", "weight_load_layout",
+           "subchannel_layout", "qpu_config_layout",
            "baseline_group_layout", "layout_width", "pack", "unpack"]
 
 
@@ -77,6 +78,16 @@ def weight_load_layout(cfg: Config) -> list:
 def recon_layout(cfg: Config) -> list:
     """One reconstruction beat of the QPU: ``dequant(q)`` of the T values of a sub-channel."""
     return [_f("value", cfg.recon_width, (cfg.rows,), signed=True)]
+
+
+def subchannel_layout(cfg: Config) -> list:
+    """One QPU input beat: the T differences of one input channel of a tile, and the tile's end."""
+    return [_f("u", cfg.dx_width, (cfg.rows,), signed=True), _f("last", 1)]
+
+
+def qpu_config_layout(cfg: Config) -> list:
+    """The QPU's per-layer configuration word: static base ``B`` and ``thr2, thr4, thr6``."""
+    return [_f("base_log2", max(1, cfg.act_frac.bit_length())), _f("thr", 7, (3,))]
 
 
 def layout_width(layout) -> int:

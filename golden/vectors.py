@@ -152,3 +152,46 @@ def random_group_stream(cfg: Config, rng, groups_per_tile, channels: int = 8):
     accs, flags = execute(groups, W, cfg)
     return Workload(W=W, words=words, expected=drain_words(cfg, accs, flags),
                     groups_per_tile=list(groups_per_tile), accs=accs)
+
+
+@dataclass
+class QPUWorkload:
+    words: list          # packed sub-channel beats (golden.layouts.subchannel_layout)
+    groups: list         # packed group records the QPU must emit, in order
+    recon: list          # packed reconstruction beats, one per sub-channel
+    counters: dict       # golden counter values after the whole workload
+    tiles: list          # (dx, TileSchedule) per tile
+    group_objs: list     # golden Group objects, in order
+
+
+def qpu_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None,
+                 kinds=("mixed",), base_log2: int | None = None, thr=None) -> QPUWorkload:
+    """Random tiles of differences and everything the QPU must produce for them."""
+    from .fmdq import dequant
+    from .layouts import recon_layout, subchannel_layout
+    from .schedule import Counters
+
+    qcfg = cfg if thr is None else cfg.replace(thr=tuple(thr))
+    sl, rl = subchannel_layout(cfg), recon_layout(cfg)
+    out = QPUWorkload([], [], [], {}, [], [])
+    total = Counters()
+    for t in range(tiles):
+        C = channels or int(rng.integers(1, min(cfg.max_reduction, 3 * cfg.sort_n) + 1))
+        kind = kinds[t % len(kinds)]
+        if kind == "sweep":
+            dx, _ = exponent_sweep(cfg, rng)
+            dx = dx[:, :C] if dx.shape[1] >= C else np.concatenate(
+                [dx, random_differences(rng, cfg, cfg.tile, C - dx.shape[1])], axis=1)
+        else:
+            dx = random_differences(rng, cfg, cfg.tile, C, kind)
+        qz, ts = schedule_matrix(dx, qcfg, base_log2)
+        rec = dequant(qz)
+        for c in range(C):
+            out.words.append(pack(sl, dict(u=dx[:, c], last=int(c == C - 1))))
+            out.recon.append(pack(rl, dict(value=rec[c])))
+        out.groups += [g.word(cfg) for g in ts[0].groups]
+        out.group_objs += ts[0].groups
+        total.merge(ts[0].counters)
+        out.tiles.append((dx, ts[0]))
+    out.counters = dict(total.values)
+    return out

@@ -14,6 +14,8 @@ from amaranth.sim import Simulator
 
 from golden.layouts import pack, unpack, weight_load_layout
 
+from .amaranth_streams import stream_get, stream_put
+
 __all__ = ["ArrayRun", "run_array"]
 
 
@@ -46,42 +48,13 @@ def run_array(dut, cfg, W, words, *, gap=0.0, stall=0.0, seed=0, max_cycles=None
             ctx.set(dut.wload.valid, 1)
             await ctx.tick()
         ctx.set(dut.wload.valid, 0)
-        cycle = 0
-        for w in words:
-            while gap and rng.random() < gap:
-                ctx.set(dut.groups.valid, 0)
-                await ctx.tick()
-                cycle += 1
-            ctx.set(dut.groups.payload.as_value(), w)
-            ctx.set(dut.groups.valid, 1)
-            while True:
-                ready = ctx.get(dut.groups.ready)
-                await ctx.tick()
-                if ready:
-                    out.in_cycles.append(cycle)
-                    cycle += 1
-                    break
-                cycle += 1
-                if cycle > limit:
-                    raise RuntimeError("input stalled: the array never accepted a beat")
-        ctx.set(dut.groups.valid, 0)
+        await stream_put(ctx, dut.groups, words, gap=gap, rng=rng, cycles=out.in_cycles,
+                         limit=limit)
 
     async def drain(ctx):
         await ctx.tick().repeat(len(W))
-        cycle = 0
-        while len(out.beats) < expected_beats:
-            ready = not (stall and rng.random() < stall)
-            ctx.set(dut.drain.ready, int(ready))
-            valid = ctx.get(dut.drain.valid)
-            payload = ctx.get(dut.drain.payload.as_value())
-            await ctx.tick()
-            if valid and ready:
-                out.beats.append(int(payload))
-                out.beat_cycles.append(cycle)
-            cycle += 1
-            if cycle > limit:
-                raise RuntimeError(f"drain timed out after {cycle} cycles with "
-                                   f"{len(out.beats)}/{expected_beats} beats")
+        await stream_get(ctx, dut.drain, expected_beats, out.beats, stall=stall, rng=rng,
+                         cycles=out.beat_cycles, limit=limit)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

@@ -1,0 +1,171 @@
+"""QPU chunk assembly: kept slice columns → chunks of ``sort_n`` descriptors (DESIGN.md 2.3).
+
+Each quantized sub-channel brings up to four kept columns; their descriptors
+``(exp = e + 2k, signed = (k == b/2 - 1), channel, pos)`` are appended in channel-then-k order.
+``pos`` is the descriptor's slot in its chunk: the packer fetches the column's digits from the
+chunk's digit store by it. A chunk is handed on lazily: when it is full and more descriptors of
+the same tile arrive, or when the tile ends (padded with invalid entries). So the last chunk of a
+tile always holds at least one descriptor and a tile without descriptors emits one empty chunk,
+exactly as the golden schedule fills its chunks. When the tile's last sub-channel overflows a full
+chunk, the remainder goes out one cycle later (the input waits that cycle).
+
+Latency: a chunk leaves the cycle its tile ends or the cycle after it overflows; one sub-channel
+accepted per cycle otherwise.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from golden.config import Config
+
+from .params import check_config
+from .qpu_front import front_out_layout
+
+__all__ = ["ChunkAssembler", "descriptor_layout", "chunk_side_layout", "SLOTS"]
+
+#: Chunks that may be between the assembler and the end of the packer (digit-store slots).
+SLOTS = 4
+
+
+def descriptor_layout(cfg: Config) -> data.StructLayout:
+    """Sort payload of one descriptor: weight row, signed top digit, slot in the chunk."""
+    return data.StructLayout({"channel": cfg.chan_width, "signed": 1,
+                              "pos": range(cfg.sort_n)})
+
+
+def chunk_side_layout(cfg: Config) -> data.StructLayout:
+    """Per-chunk data that travels with it: tile markers and the digit-store slot."""
+    return data.StructLayout({"first": 1, "last": 1, "slot": range(SLOTS)})
+
+
+class ChunkAssembler(wiring.Component):
+    """Appends each sub-channel's kept columns to the current chunk and emits full chunks.
+
+    Members
+    -------
+    i : In(stream of quantized sub-channels, :func:`~rtl.qpu_front.front_out_layout`).
+    o : Out(stream of ``{entries: sort_n × {key, payload}, side}``) into the sorter.
+    o_digits : Out(sort_n × T raw digits): the emitted chunk's digit columns, valid with ``o``.
+    slot_free : In(1): the packer released the oldest slot.
+    overflow : Out(1): sticky; a tile had more than ``max_reduction`` sub-channels.
+    """
+
+    def __init__(self, cfg: Config, chunk_layout):
+        check_config(cfg)
+        self._cfg = cfg
+        self._chunk = chunk_layout
+        super().__init__({
+            "i": In(stream.Signature(front_out_layout(cfg))),
+            "o": Out(stream.Signature(chunk_layout)),
+            "o_digits": Out(data.ArrayLayout(data.ArrayLayout(2, cfg.rows), cfg.sort_n)),
+            "slot_free": In(1),
+            "overflow": Out(1),
+        })
+
+    def elaborate(self, platform):
+        cfg = self._cfg
+        n, T, X = cfg.sort_n, cfg.rows, cfg.exp_width
+        m = Module()
+        entry_shape = self._chunk.members["entries"].elem_shape
+        col_shape = data.ArrayLayout(2, T)
+
+        buf = Signal(data.ArrayLayout(entry_shape, n), name="buf")
+        buf_dig = Signal(data.ArrayLayout(col_shape, n), name="buf_digits")
+        fill = Signal(range(n + 1))
+        flush = Signal()           # the tile's remainder waits to go out
+        started = Signal()         # a chunk of this tile has gone out
+        channel = Signal(range(cfg.max_reduction + 1))
+        inflight = Signal(range(SLOTS + 1))
+        wslot = Signal(range(SLOTS))
+
+        # The incoming sub-channel's descriptors, compacted in k order.
+        p = self.i.p
+        kept = [p.kept[k] for k in range(4)]
+        ranks = []
+        for k in range(4):
+            ranks.append(sum((kept[j] for j in range(k)), Const(0, 3)) if k else Const(0, 3))
+        count = Signal(range(5))
+        m.d.comb += count.eq(sum(kept[k] for k in range(4)))
+        top = Signal(range(4))
+        m.d.comb += top.eq((p.b >> 1) - 1)
+        desc = []          # (present, entry value, digits) for rank r
+        for r in range(4):
+            e_val = Signal(entry_shape, name=f"desc{r}")
+            d_val = Signal(col_shape, name=f"desc{r}_digits")
+            present = Signal(name=f"desc{r}_present")
+            m.d.comb += present.eq(count > r)
+            for k in range(4):
+                with m.If(kept[k] & (ranks[k] == r)):
+                    m.d.comb += [
+                        e_val.key.eq(Cat((p.e + 2 * k)[:X], Const(1, 1))),
+                        e_val.payload.channel.eq(channel),
+                        e_val.payload.signed.eq(top == k),
+                        d_val.eq(p.digits[k]),
+                    ]
+            desc.append((present, e_val, d_val))
+
+        # Combined view: the buffer followed by the new descriptors (sort_n + 4 positions).
+        total = Signal(range(n + 5))
+        m.d.comb += total.eq(fill + count)
+        comb_e = [Signal(entry_shape, name=f"comb{i}") for i in range(n + 4)]
+        comb_d = [Signal(col_shape, name=f"comb{i}_digits") for i in range(n + 4)]
+        for i in range(n + 4):
+            if i < n:
+                with m.If(i < fill):
+                    m.d.comb += [comb_e[i].eq(buf[i]), comb_d[i].eq(buf_dig[i])]
+            for r, (present, e_val, d_val) in enumerate(desc):
+                if i - r < 0 or i - r > n:
+                    continue
+                with m.If(present & (fill == i - r)):
+                    m.d.comb += [comb_e[i].eq(e_val), comb_d[i].eq(d_val),
+                                 comb_e[i].payload.pos.eq(i % n)]
+
+        can_emit = Signal()
+        m.d.comb += can_emit.eq(self.o.ready & (inflight < SLOTS))
+        overflow_chunk = total > n
+        need_emit = overflow_chunk | p.last
+        take = Signal()
+        emit = Signal()
+        m.d.comb += [
+            self.i.ready.eq(~flush & (~need_emit | can_emit)),
+            take.eq(self.i.valid & self.i.ready),
+        ]
+
+        side = self.o.p.side
+        m.d.comb += [side.first.eq(~started), side.slot.eq(wslot)]
+        with m.If(flush):
+            # The remainder of a tile whose last sub-channel overflowed the previous chunk.
+            m.d.comb += [emit.eq(can_emit), side.last.eq(1)]
+            for i in range(n):
+                m.d.comb += [self.o.p.entries[i].eq(Mux(i < fill, buf[i].as_value(), 0)),
+                             self.o_digits[i].eq(buf_dig[i])]
+            with m.If(emit):
+                m.d.sync += [flush.eq(0), fill.eq(0), started.eq(0)]
+        with m.Else():
+            m.d.comb += [emit.eq(take & need_emit), side.last.eq(p.last & ~overflow_chunk)]
+            for i in range(n):
+                m.d.comb += [self.o.p.entries[i].eq(comb_e[i]), self.o_digits[i].eq(comb_d[i])]
+            with m.If(take):
+                m.d.sync += channel.eq(Mux(p.last, 0, channel + 1))
+                with m.If(channel >= cfg.max_reduction):
+                    m.d.sync += self.overflow.eq(1)
+                with m.If(overflow_chunk):
+                    # The first sort_n go out; the rest start the next chunk.
+                    for i in range(n):
+                        src = i + n
+                        if src < n + 4:
+                            m.d.sync += [buf[i].eq(comb_e[src]), buf_dig[i].eq(comb_d[src])]
+                    m.d.sync += [fill.eq(total - n), started.eq(1), flush.eq(p.last)]
+                with m.Elif(p.last):
+                    m.d.sync += [fill.eq(0), started.eq(0)]
+                with m.Else():
+                    m.d.sync += [fill.eq(total)]
+                    for i in range(n):
+                        m.d.sync += [buf[i].eq(comb_e[i]), buf_dig[i].eq(comb_d[i])]
+        m.d.comb += self.o.valid.eq((inflight < SLOTS) &
+                                    Mux(flush, 1, self.i.valid & need_emit))
+        with m.If(emit):
+            m.d.sync += wslot.eq(Mux(wslot == SLOTS - 1, 0, wslot + 1))
+        m.d.sync += inflight.eq(inflight + emit - self.slot_free)
+        return m

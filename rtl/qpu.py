@@ -1,0 +1,170 @@
+"""The QPU: a tile of differential activations in, the MPU's lane groups out (DESIGN.md 2.2-2.3).
+
+Five stages: (1) max |u| of a sub-channel, (2) precision/exponent bins, (3) quantize, slice and
+reconstruct (:class:`~rtl.qpu_front.QuantizeSlice`); chunk assembly
+(:class:`~rtl.chunker.ChunkAssembler`); (4) the bitonic sort of each chunk by (valid, exponent)
+(:class:`~rtl.sorter.BitonicSorter`, the golden network); (5) packing into lane groups with their
+digit columns (:class:`~rtl.packer.Packer`). Digit columns wait in a store of ``SLOTS`` chunk
+slots while their descriptors are sorted. The reconstruction ``dequant(q)`` of every sub-channel
+leaves in order on a second stream (through a small FIFO), and the statistics counters of DESIGN
+2.3 count exactly as the golden model's.
+"""
+
+from amaranth.hdl import Array, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from golden.config import Config
+from golden.layouts import group_layout, recon_layout
+from golden.schedule import COUNTER_MAX, COUNTER_NAMES
+
+from .chunker import SLOTS, ChunkAssembler, chunk_side_layout, descriptor_layout
+from .layouts import to_layout
+from .packer import Packer
+from .params import check_config
+from .qpu_front import QuantizeSlice, front_in_layout, qpu_config_layout
+from .sorter import BitonicSorter
+
+__all__ = ["QPU", "counters_layout"]
+
+
+def counters_layout() -> data.StructLayout:
+    return data.StructLayout({name: 32 for name in COUNTER_NAMES})
+
+
+class QPU(wiring.Component):
+    """Quantization and packing unit.
+
+    Parameters
+    ----------
+    cfg : Config (rows = T, act widths, base and thresholds defaults, e_max, sort_n, lanes,
+        drop_zero_columns, max_reduction).
+
+    Members
+    -------
+    subch : In(stream ``{u[T], last}``): one sub-channel (T differences of one input channel) per
+        beat, channel by channel; ``last`` ends the tile.
+    config : In(stream ``{base_log2, thr[3]}``): per-layer base and thresholds, always ready; a
+        value that is not legal (``B > B_max``, thresholds not strictly increasing below 127) is
+        ignored and sets ``config_error``. Applies to sub-channels entering after it.
+    groups : Out(stream of :func:`golden.layouts.group_layout` records) to the MPU.
+    recon : Out(stream of :func:`golden.layouts.recon_layout`): ``dequant(q)`` per sub-channel.
+    counters : Out(32-bit saturating counters of DESIGN 2.3); ``counters_clear`` zeroes them.
+    config_error, overflow : Out(1), sticky: a refused configuration; a tile longer than
+        ``max_reduction`` sub-channels.
+
+    Latency and throughput
+    ----------------------
+    One sub-channel per cycle in; one group per cycle out. Stages 1-3 take 3 cycles; a chunk
+    enters the sorter when it is complete (or its tile ends), spends ``S = log2(sort_n) ·
+    (log2(sort_n) + 1) / 2`` cycles in it, and its first group is out one cycle later.
+    """
+
+    def __init__(self, cfg: Config):
+        check_config(cfg)
+        if cfg.sort_n < 4:
+            raise ValueError(f"sort_n must be >= 4 for the QPU (one sub-channel brings up to 4 "
+                             f"slice columns and a chunk must hold the overflow), not {cfg.sort_n}")
+        self._cfg = cfg
+        super().__init__({
+            "subch": In(stream.Signature(front_in_layout(cfg))),
+            "config": In(stream.Signature(qpu_config_layout(cfg))),
+            "groups": Out(stream.Signature(to_layout(group_layout(cfg)))),
+            "recon": Out(stream.Signature(to_layout(recon_layout(cfg)))),
+            "counters": Out(counters_layout()),
+            "counters_clear": In(1),
+            "config_error": Out(1),
+            "overflow": Out(1),
+        })
+
+    @property
+    def cfg(self):
+        return self._cfg
+
+    @property
+    def sorter_latency(self):
+        lg = self._cfg.sort_n.bit_length() - 1
+        return lg * (lg + 1) // 2
+
+    def elaborate(self, platform):
+        cfg = self._cfg
+        m = Module()
+        n, T = cfg.sort_n, cfg.rows
+
+        # Configuration registers with the elaboration-time defaults.
+        base = Signal(range(cfg.act_frac + 1), init=cfg.base_log2)
+        thr = Signal(data.ArrayLayout(7, 3), init=list(cfg.thr))
+        cp = self.config.p
+        legal = ((cp.base_log2 <= cfg.B_max) & (cp.thr[0] < cp.thr[1]) &
+                 (cp.thr[1] < cp.thr[2]) & (cp.thr[2] < 127))
+        m.d.comb += self.config.ready.eq(1)
+        with m.If(self.config.valid):
+            with m.If(legal):
+                m.d.sync += [base.eq(cp.base_log2), thr.eq(cp.thr)]
+            with m.Else():
+                m.d.sync += self.config_error.eq(1)
+
+        m.submodules.front = front = QuantizeSlice(cfg)
+        m.d.comb += [front.config.base_log2.eq(base), front.config.thr.eq(thr)]
+        wiring.connect(m, wiring.flipped(self.subch), front.i)
+
+        key_width = cfg.exp_width + 1
+        m.submodules.sorter = sorter = BitonicSorter(
+            n, key_width, descriptor_layout(cfg), chunk_side_layout(cfg))
+        chunk = sorter.chunk_layout
+        m.submodules.chunker = chunker = ChunkAssembler(cfg, chunk)
+        m.submodules.packer = packer = Packer(cfg, chunk, range(SLOTS))
+        wiring.connect(m, chunker.o, sorter.i)
+        wiring.connect(m, sorter.o, packer.i)
+        wiring.connect(m, packer.o, wiring.flipped(self.groups))
+        m.d.comb += [chunker.slot_free.eq(packer.done), self.overflow.eq(chunker.overflow)]
+
+        # Digit store: one slot per chunk between the assembler and the packer.
+        slots = Array(Signal(data.ArrayLayout(data.ArrayLayout(2, T), n), name=f"slot{s}")
+                      for s in range(SLOTS))
+        with m.If(chunker.o.valid & chunker.o.ready):
+            m.d.sync += slots[chunker.o.p.side.slot].eq(chunker.o_digits)
+        m.d.comb += packer.digits.eq(slots[packer.current_slot])
+
+        # Reconstruction FIFO and the hand-off of a quantized sub-channel to both consumers.
+        rlay = to_layout(recon_layout(cfg))
+        m.submodules.recon_fifo = fifo = SyncFIFOBuffered(width=rlay.size, depth=4)
+        m.d.comb += [
+            chunker.i.payload.eq(front.o.payload),
+            chunker.i.valid.eq(front.o.valid & fifo.w_rdy),
+            front.o.ready.eq(chunker.i.ready & fifo.w_rdy),
+            fifo.w_en.eq(front.o.valid & front.o.ready),
+            fifo.w_data.eq(front.o.p.recon.as_value()),
+            self.recon.valid.eq(fifo.r_rdy),
+            self.recon.payload.eq(fifo.r_data),
+            fifo.r_en.eq(self.recon.ready),
+        ]
+
+        # Counters (DESIGN 2.3): 32 bits, saturating.
+        sub = front.o.valid & front.o.ready
+        fo = front.o.p
+        kept = sum(fo.kept[k] for k in range(4))
+        incs = {
+            "subchannels": sub,
+            "subchannels_b2": sub & (fo.b == 2),
+            "subchannels_b4": sub & (fo.b == 4),
+            "subchannels_b6": sub & (fo.b == 6),
+            "subchannels_b8": sub & (fo.b == 8),
+            "subchannels_zero": sub & (fo.b == 0),
+            "saturated": sub & fo.saturated,
+            "slice_columns": Mux(sub, kept, 0),
+            "dropped_columns": Mux(sub, (fo.b >> 1) - kept, 0),
+        }
+        grp = self.groups.valid & self.groups.ready
+        gv = self.groups.p.valid
+        incs["groups"] = grp
+        incs["padded_lanes"] = Mux(grp, cfg.lanes - sum(gv[i] for i in range(cfg.lanes)), 0)
+        for name in COUNTER_NAMES:
+            ctr = getattr(self.counters, name)
+            nxt = ctr + incs[name]
+            with m.If(self.counters_clear):
+                m.d.sync += ctr.eq(0)
+            with m.Else():
+                m.d.sync += ctr.eq(Mux(nxt > COUNTER_MAX, COUNTER_MAX, nxt))
+        return m

@@ -1,0 +1,51 @@
+"""Stream helpers for Amaranth-simulator testbenches (``lib.stream`` interfaces, packed payloads).
+
+Transfers are decided at the clock edge (``ctx.tick().sample(...)``), after every testbench has
+set its inputs for the cycle, so concurrent producers and consumers never race.
+"""
+
+from __future__ import annotations
+
+__all__ = ["stream_put", "stream_get"]
+
+
+async def stream_put(ctx, port, words, *, gap=0.0, rng=None, cycles=None, limit=1_000_000):
+    """Send packed ``words`` on ``port``; ``gap``: probability of an idle cycle before a beat.
+    Appends the cycle number of each transfer to ``cycles`` if given."""
+    cycle = 0
+    for w in words:
+        while gap and rng.random() < gap:
+            ctx.set(port.valid, 0)
+            await ctx.tick()
+            cycle += 1
+        ctx.set(port.payload.as_value(), int(w))
+        ctx.set(port.valid, 1)
+        while True:
+            _, _, ready = await ctx.tick().sample(port.ready)
+            cycle += 1
+            if ready:
+                if cycles is not None:
+                    cycles.append(cycle - 1)
+                break
+            if cycle > limit:
+                raise TimeoutError(f"stream input not accepted within {limit} cycles")
+    ctx.set(port.valid, 0)
+
+
+async def stream_get(ctx, port, count, out, *, stall=0.0, rng=None, cycles=None,
+                     limit=1_000_000):
+    """Receive ``count`` packed beats from ``port`` into the list ``out``; ``stall``: probability
+    of holding ``ready`` low for a cycle."""
+    cycle = 0
+    while len(out) < count:
+        ready = not (stall and rng.random() < stall)
+        ctx.set(port.ready, int(ready))
+        _, _, valid, payload = await ctx.tick().sample(port.valid, port.payload.as_value())
+        if valid and ready:
+            out.append(int(payload))
+            if cycles is not None:
+                cycles.append(cycle)
+        cycle += 1
+        if cycle > limit:
+            raise TimeoutError(f"{len(out)}/{count} beats after {cycle} cycles")
+    ctx.set(port.ready, 0)
