@@ -46,11 +46,17 @@ def to_verilog(il_text: str, top: str, flatten: bool = True) -> str:
 
 
 def parse_ports(verilog: str, top: str) -> list:
-    """Ports of module ``top``: [{name, direction, width}] in declaration order."""
-    m = re.search(rf"^module {re.escape(top)}\b(.*?)^endmodule", verilog, re.M | re.S)
-    body = m.group(1) if m else verilog
-    return [dict(name=name, direction=d, width=(int(hi) - int(lo) + 1) if hi else 1)
-            for d, hi, lo, name in _PORT_RE.findall(body)]
+    """Ports of module ``top``: [{name, direction, width}] in the header's order."""
+    head = re.search(rf"^module {re.escape(top)}\((.*?)\);(.*?)^endmodule", verilog, re.M | re.S)
+    if not head:
+        raise ValueError(f"module {top} not found in the generated Verilog")
+    names = [n.strip() for n in head.group(1).split(",") if n.strip()]
+    decls = {name: (d, hi, lo) for d, hi, lo, name in _PORT_RE.findall(head.group(2))}
+    out = []
+    for name in names:
+        d, hi, lo = decls[name]
+        out.append(dict(name=name, direction=d, width=(int(hi) - int(lo) + 1) if hi else 1))
+    return out
 
 
 def _layout_doc(fields) -> list:
@@ -66,6 +72,15 @@ def _layout_doc(fields) -> list:
 
 
 def stream_layouts(unit: str, cfg: Config) -> dict:
+    qpu = dict(subch=_layout_doc(gl.subchannel_layout(cfg)),
+               config=_layout_doc(gl.qpu_config_layout(cfg)),
+               recon=_layout_doc(gl.recon_layout(cfg)),
+               counters=_layout_doc(gl.counters_layout()))
+    if unit == "qpu":
+        return dict(qpu, groups=_layout_doc(gl.group_layout(cfg)))
+    if unit == "qpu_mpu":
+        return dict(qpu, wload=_layout_doc(gl.weight_load_layout(cfg)),
+                    drain=_layout_doc(gl.drain_layout(cfg)))
     if unit == "mpu":
         return dict(groups=_layout_doc(gl.group_layout(cfg)),
                     wload=_layout_doc(gl.weight_load_layout(cfg)),

@@ -22,10 +22,22 @@ def _baseline(cfg):
     return Baseline(cfg)
 
 
+def _qpu(cfg):
+    from rtl.qpu import QPU
+    return QPU(cfg)
+
+
+def _qpu_mpu(cfg):
+    from rtl.chain import QuantizedMatmul
+    return QuantizedMatmul(cfg)
+
+
 UNITS = {
     "pe": (_pe, "one 2-bit-slice PE"),
     "mpu": (_mpu, "the mixed-precision systolic array with its weight front end"),
     "baseline": (_baseline, "the INT8xINT8 output-stationary baseline array"),
+    "qpu": (_qpu, "the quantization unit: max, bins, quantize/slice, bitonic sort, pack"),
+    "qpu_mpu": (_qpu_mpu, "the QPU streaming groups straight into the MPU"),
 }
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from .config import Config
 
 __all__ = ["group_layout", "drain_layout", "recon_layout", "weight_load_layout",
-           "subchannel_layout", "qpu_config_layout",
+           "subchannel_layout", "qpu_config_layout", "counters_layout",
            "baseline_group_layout", "layout_width", "pack", "unpack"]
 
 
@@ -88,6 +88,12 @@ def subchannel_layout(cfg: Config) -> list:
 def qpu_config_layout(cfg: Config) -> list:
     """The QPU's per-layer configuration word: static base ``B`` and ``thr2, thr4, thr6``."""
     return [_f("base_log2", max(1, cfg.act_frac.bit_length())), _f("thr", 7, (3,))]
+
+
+def counters_layout() -> list:
+    """The QPU's statistics counters as one word: 32 bits each, in DESIGN 2.3's order."""
+    from .schedule import COUNTER_NAMES
+    return [_f(name, 32) for name in COUNTER_NAMES]
 
 
 def layout_width(layout) -> int:

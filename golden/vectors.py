@@ -15,7 +15,8 @@ from .layouts import baseline_group_layout, drain_layout, pack
 from .schedule import execute, schedule_matrix
 
 __all__ = ["Workload", "random_differences", "random_weights", "exponent_sweep",
-           "random_group_stream", "mpu_workload", "baseline_workload",
+           "random_group_stream", "QPUWorkload", "qpu_workload", "qpu_workload_from_tiles",
+           "dit_difference_tiles", "mpu_workload", "baseline_workload",
            "drain_words"]
 
 
@@ -167,14 +168,7 @@ class QPUWorkload:
 def qpu_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None,
                  kinds=("mixed",), base_log2: int | None = None, thr=None) -> QPUWorkload:
     """Random tiles of differences and everything the QPU must produce for them."""
-    from .fmdq import dequant
-    from .layouts import recon_layout, subchannel_layout
-    from .schedule import Counters
-
-    qcfg = cfg if thr is None else cfg.replace(thr=tuple(thr))
-    sl, rl = subchannel_layout(cfg), recon_layout(cfg)
-    out = QPUWorkload([], [], [], {}, [], [])
-    total = Counters()
+    dxs = []
     for t in range(tiles):
         C = channels or int(rng.integers(1, min(cfg.max_reduction, 3 * cfg.sort_n) + 1))
         kind = kinds[t % len(kinds)]
@@ -184,6 +178,23 @@ def qpu_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None,
                 [dx, random_differences(rng, cfg, cfg.tile, C - dx.shape[1])], axis=1)
         else:
             dx = random_differences(rng, cfg, cfg.tile, C, kind)
+        dxs.append(dx)
+    return qpu_workload_from_tiles(cfg, dxs, base_log2, thr)
+
+
+def qpu_workload_from_tiles(cfg: Config, dxs, base_log2: int | None = None,
+                            thr=None) -> QPUWorkload:
+    """Everything the QPU must produce for a sequence of (T, C) difference tiles."""
+    from .fmdq import dequant
+    from .layouts import recon_layout, subchannel_layout
+    from .schedule import Counters
+
+    qcfg = cfg if thr is None else cfg.replace(thr=tuple(thr))
+    sl, rl = subchannel_layout(cfg), recon_layout(cfg)
+    out = QPUWorkload([], [], [], {}, [], [])
+    total = Counters()
+    for dx in dxs:
+        C = dx.shape[1]
         qz, ts = schedule_matrix(dx, qcfg, base_log2)
         rec = dequant(qz)
         for c in range(C):
@@ -194,4 +205,35 @@ def qpu_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None,
         total.merge(ts[0].counters)
         out.tiles.append((dx, ts[0]))
     out.counters = dict(total.values)
+    return out
+
+
+def dit_difference_tiles(cfg: Config, steps: int = 4, seed: int = 0, layers=None,
+                         model: str = "small"):
+    """Closed-loop differences ``Δx_t = x_t - x̂_{t-1}`` of the reference DiT's linear layers,
+    cut into (T, C) token tiles: ``[(layer, step, tile_index, dx)]``."""
+    from .differential import DiffLinear
+    from .dit import DIT_MODELS, record_trace
+    from .fmdq import to_fixed
+
+    trace = record_trace(DIT_MODELS[model], steps=steps, seed=seed)
+    names = [k[:-2] for k in trace if k.endswith(".x")]
+    out = []
+    for name in names:
+        if layers and name not in layers:
+            continue
+        X = trace[name + ".x"]
+        C = X.shape[2]
+        if C > cfg.max_reduction:
+            continue
+        layer = DiffLinear(np.zeros((C, 1), np.int64), np.ones(1), cfg, name=name)
+        for t in range(X.shape[0]):
+            x, _ = to_fixed(X[t], cfg.act_width, cfg.act_frac)
+            dx = layer.step(x).dx
+            N = dx.shape[0]
+            pad = -(-N // cfg.tile) * cfg.tile
+            dxp = np.zeros((pad, C), np.int64)
+            dxp[:N] = dx
+            for k in range(pad // cfg.tile):
+                out.append((name, t, k, dxp[k * cfg.tile:(k + 1) * cfg.tile]))
     return out

@@ -67,8 +67,14 @@ class ChunkAssembler(wiring.Component):
         cfg = self._cfg
         n, T, X = cfg.sort_n, cfg.rows, cfg.exp_width
         m = Module()
-        entry_shape = self._chunk.members["entries"].elem_shape
+        # Buffered entries do not store `pos`: a descriptor's slot in the chunk is its index.
+        entry_shape = data.StructLayout({"key": X + 1, "channel": cfg.chan_width, "signed": 1})
         col_shape = data.ArrayLayout(2, T)
+
+        def emit_entry(i, value):
+            ent = self.o.p.entries[i]
+            return [ent.key.eq(value.key), ent.payload.channel.eq(value.channel),
+                    ent.payload.signed.eq(value.signed), ent.payload.pos.eq(i)]
 
         buf = Signal(data.ArrayLayout(entry_shape, n), name="buf")
         buf_dig = Signal(data.ArrayLayout(col_shape, n), name="buf_digits")
@@ -99,8 +105,8 @@ class ChunkAssembler(wiring.Component):
                 with m.If(kept[k] & (ranks[k] == r)):
                     m.d.comb += [
                         e_val.key.eq(Cat((p.e + 2 * k)[:X], Const(1, 1))),
-                        e_val.payload.channel.eq(channel),
-                        e_val.payload.signed.eq(top == k),
+                        e_val.channel.eq(channel),
+                        e_val.signed.eq(top == k),
                         d_val.eq(p.digits[k]),
                     ]
             desc.append((present, e_val, d_val))
@@ -118,8 +124,7 @@ class ChunkAssembler(wiring.Component):
                 if i - r < 0 or i - r > n:
                     continue
                 with m.If(present & (fill == i - r)):
-                    m.d.comb += [comb_e[i].eq(e_val), comb_d[i].eq(d_val),
-                                 comb_e[i].payload.pos.eq(i % n)]
+                    m.d.comb += [comb_e[i].eq(e_val), comb_d[i].eq(d_val)]
 
         can_emit = Signal()
         m.d.comb += can_emit.eq(self.o.ready & (inflight < SLOTS))
@@ -138,14 +143,15 @@ class ChunkAssembler(wiring.Component):
             # The remainder of a tile whose last sub-channel overflowed the previous chunk.
             m.d.comb += [emit.eq(can_emit), side.last.eq(1)]
             for i in range(n):
-                m.d.comb += [self.o.p.entries[i].eq(Mux(i < fill, buf[i].as_value(), 0)),
-                             self.o_digits[i].eq(buf_dig[i])]
+                live = Signal(entry_shape, name=f"flush{i}")
+                m.d.comb += live.eq(Mux(i < fill, buf[i].as_value(), 0))
+                m.d.comb += [*emit_entry(i, live), self.o_digits[i].eq(buf_dig[i])]
             with m.If(emit):
                 m.d.sync += [flush.eq(0), fill.eq(0), started.eq(0)]
         with m.Else():
             m.d.comb += [emit.eq(take & need_emit), side.last.eq(p.last & ~overflow_chunk)]
             for i in range(n):
-                m.d.comb += [self.o.p.entries[i].eq(comb_e[i]), self.o_digits[i].eq(comb_d[i])]
+                m.d.comb += [*emit_entry(i, comb_e[i]), self.o_digits[i].eq(comb_d[i])]
             with m.If(take):
                 m.d.sync += channel.eq(Mux(p.last, 0, channel + 1))
                 with m.If(channel >= cfg.max_reduction):

@@ -16,6 +16,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from golden.config import Config
+from golden import layouts as gl
 from golden.layouts import group_layout, recon_layout
 from golden.schedule import COUNTER_MAX, COUNTER_NAMES
 
@@ -30,7 +31,7 @@ __all__ = ["QPU", "counters_layout"]
 
 
 def counters_layout() -> data.StructLayout:
-    return data.StructLayout({name: 32 for name in COUNTER_NAMES})
+    return to_layout(gl.counters_layout())
 
 
 class QPU(wiring.Component):

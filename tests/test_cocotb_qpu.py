@@ -1,0 +1,38 @@
+"""cocotb regression of the QPU and of the QPU → MPU chain, in Verilator and Icarus (DESIGN 5
+tiers: tiny on both simulators and fpga on Verilator in ``make test``; more in ``make regress``)."""
+
+import pytest
+
+from golden.config import preset
+from sim.runner import run_cocotb
+
+FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator")]
+SLOW = [("fpga", "icarus")]
+UNITS = {"qpu": "test_qpu", "qpu_mpu": "test_chain"}
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("preset_name, simulator", FAST)
+@pytest.mark.parametrize("unit", sorted(UNITS))
+def test_qpu_regression(unit, preset_name, simulator):
+    run_cocotb(unit, preset(preset_name), simulator, UNITS[unit], seed=1,
+               extra_env={"DSTAR_TILES": "5"})
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("preset_name, simulator", FAST + SLOW)
+@pytest.mark.parametrize("unit", sorted(UNITS))
+def test_qpu_regression_long(unit, preset_name, simulator, seed):
+    run_cocotb(unit, preset(preset_name), simulator, UNITS[unit], seed=seed,
+               extra_env={"DSTAR_TILES": "30"}, tag="long")
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+@pytest.mark.parametrize("overrides", [dict(sort_n=16, lanes=2), dict(drop_zero_columns=False),
+                                       dict(sort_n=4, lanes=1, e_max=6)])
+def test_qpu_configurations(simulator, overrides):
+    run_cocotb("qpu", preset("tiny", **overrides), simulator, "test_qpu", seed=5, tag="cfg")

@@ -1,0 +1,180 @@
+"""The QPU in Amaranth's simulator: stage by stage and whole, against the golden schedule."""
+
+import numpy as np
+import pytest
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+from amaranth.sim import Simulator
+
+from golden.bitonic import apply_network
+from golden.config import preset
+from golden.fmdq import dequant, quantize_subchannels
+from golden.layouts import pack, qpu_config_layout
+from golden.schedule import execute, slice_digits
+from golden.vectors import (drain_words, exponent_sweep, qpu_workload, random_differences,
+                            random_weights)
+from rtl.chain import QuantizedMatmul
+from rtl.qpu import QPU
+from rtl.qpu_front import QuantizeSlice
+from rtl.sorter import BitonicSorter
+from sim.amaranth_array import ArrayRun
+from sim.amaranth_qpu import run_qpu
+from sim.amaranth_streams import stream_get, stream_put
+
+KINDS = ("mixed", "zero", "max", "outlier", "sweep")
+
+
+@pytest.mark.parametrize("n, per_reg", [(4, 1), (8, 1), (16, 2), (32, 3)])
+def test_sorter_applies_the_golden_permutation(n, per_reg):
+    dut = BitonicSorter(n, 6, unsigned(8), stages_per_register=per_reg)
+    rng = np.random.default_rng(n)
+    chunks = [rng.integers(0, 64, size=n) for _ in range(12)]
+    chunks += [np.full(n, 33), np.zeros(n, int), np.arange(n)[::-1] % 64, rng.integers(30, 34, n)]
+    lay = dut.i.payload.shape()
+    words = [lay.const(dict(entries=[dict(key=int(c[k]), payload=k) for k in range(n)],
+                                  side=0)).as_value().value for c in chunks]
+    got = []
+
+    async def feed(ctx):
+        await stream_put(ctx, dut.i, words)
+
+    async def sink(ctx):
+        await stream_get(ctx, dut.o, len(words), got, stall=0.4, rng=np.random.default_rng(n))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(feed)
+    sim.add_testbench(sink)
+    sim.run()
+    for c, word in zip(chunks, got):
+        keys, idx = apply_network(np.array(c), np.arange(n))
+        out = data.Const(lay, word)
+        assert [(int(out.entries[k].key), int(out.entries[k].payload)) for k in range(n)] == \
+            [(int(a), int(b)) for a, b in zip(keys, idx)]
+
+
+@pytest.mark.parametrize("preset_name, B, thr, drop", [
+    ("tiny", 6, (1, 7, 31), True), ("tiny", 8, (1, 7, 31), True), ("tiny", 3, (2, 9, 40), False),
+    ("fpga", 0, (1, 7, 31), True)])
+def test_front_end_matches_fmdq(preset_name, B, thr, drop):
+    cfg = preset(preset_name, drop_zero_columns=drop)
+    dut = QuantizeSlice(cfg)
+    rng = np.random.default_rng(B)
+    u = np.concatenate([random_differences(rng, cfg, cfg.tile, 30, k).T
+                        for k in ("mixed", "zero", "max", "outlier")])
+    u = np.concatenate([u, exponent_sweep(cfg, rng)[0].T])
+    ref = quantize_subchannels(u, cfg.replace(thr=thr), base_log2=B)
+    digits, recon = slice_digits(ref.q, ref.b), dequant(ref)
+    got = []
+
+    async def feed(ctx):
+        ctx.set(dut.config.base_log2, B)
+        for i, t in enumerate(thr):
+            ctx.set(dut.config.thr[i], t)
+        words = [pack([("u", cfg.dx_width, (cfg.rows,), True), ("last", 1, (), False)],
+                      dict(u=row, last=0)) for row in u]
+        await stream_put(ctx, dut.i, words)
+
+    async def sink(ctx):
+        out = []
+        await stream_get(ctx, dut.o, len(u), out, stall=0.3, rng=np.random.default_rng(0))
+        got.extend(out)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(feed)
+    sim.add_testbench(sink)
+    sim.run()
+    lay = dut.o.payload.shape()
+    for s, word in enumerate(got):
+        v = data.Const(lay, word)
+        b = int(ref.b[s])
+        kept = sum(1 << k for k in range(b // 2) if not drop or digits[s, k].any())
+        assert (int(v.b), int(v.e), int(v.saturated), int(v.kept)) == \
+            (b, int(ref.e[s]), int(ref.saturated[s]), kept), f"sub-channel {s}"
+        assert [int(v.recon[t]) for t in range(cfg.tile)] == list(recon[s])
+        for k in range(b // 2):
+            assert [int(v.digits[k][t]) for t in range(cfg.tile)] == list(digits[s, k] & 3)
+
+
+QPU_CONFIGS = {
+    "tiny": (dict(), 6, (1, 7, 31)),
+    "finest-base": (dict(), 8, (1, 7, 31)),
+    "no-drop-clip": (dict(drop_zero_columns=False), 5, (2, 9, 40)),
+    "lanes2": (dict(lanes=2, sort_n=4), 6, (1, 7, 31)),
+    "lanes1": (dict(lanes=1, sort_n=4), 6, (1, 7, 31)),
+    "sort16-clip": (dict(sort_n=16), 6, (3, 15, 63)),
+    "emax5": (dict(e_max=5), 8, (1, 7, 31)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QPU_CONFIGS))
+def test_qpu_matches_golden_schedule(name):
+    overrides, B, thr = QPU_CONFIGS[name]
+    cfg = preset("tiny", **overrides)
+    wl = qpu_workload(cfg, np.random.default_rng(len(name)), tiles=6, kinds=KINDS,
+                      base_log2=B, thr=thr)
+    run = run_qpu(QPU(cfg), wl, base_log2=B, thr=thr, gap=0.2, stall=0.3, seed=3)
+    assert run.groups == wl.groups
+    assert run.recon == wl.recon
+    assert run.counters == wl.counters
+    assert run.config_error == 0
+
+
+def test_qpu_fpga_preset():
+    cfg = preset("fpga")
+    wl = qpu_workload(cfg, np.random.default_rng(5), tiles=3, kinds=KINDS)
+    run = run_qpu(QPU(cfg), wl, stall=0.2, seed=1)
+    assert (run.groups, run.recon, run.counters) == (wl.groups, wl.recon, wl.counters)
+
+
+@pytest.mark.parametrize("B, thr", [(9, (1, 7, 31)), (6, (7, 7, 31)), (6, (1, 7, 127))])
+def test_illegal_configuration_is_refused_and_flagged(B, thr):
+    cfg = preset("tiny")
+    word = pack(qpu_config_layout(cfg), dict(base_log2=B, thr=list(thr)))
+    wl = qpu_workload(cfg, np.random.default_rng(0), tiles=2)  # defaults stay in force
+    run = run_qpu(QPU(cfg), wl, config_words=[word])
+    assert run.config_error == 1
+    assert run.groups == wl.groups and run.recon == wl.recon
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_qpu_refuses_tiny_sort_width():
+    with pytest.raises(ValueError, match="sort_n must be >= 4 for the QPU"):
+        QPU(preset("tiny", sort_n=2, lanes=2))
+
+
+@pytest.mark.parametrize("preset_name", ["tiny", "fpga"])
+def test_chain_qpu_into_mpu(preset_name):
+    """Differences in, accumulators out: equal to Σ q·2**e·W for every tile."""
+    cfg = preset(preset_name)
+    rng = np.random.default_rng(8)
+    C = 3 * cfg.sort_n // 2 + 1
+    wl = qpu_workload(cfg, rng, tiles=4, channels=C, kinds=KINDS)
+    W = random_weights(cfg, rng, C)
+    accs, flags = execute(wl.group_objs, W, cfg)
+    expected = drain_words(cfg, accs, flags)
+    dut = QuantizedMatmul(cfg)
+    out = ArrayRun([], [], [], -1)
+
+    async def feed(ctx):
+        from golden.layouts import weight_load_layout
+        for c, row in enumerate(W):
+            ctx.set(dut.wload.payload.as_value(), pack(weight_load_layout(cfg), dict(w=row, channel=c)))
+            ctx.set(dut.wload.valid, 1)
+            await ctx.tick()
+        ctx.set(dut.wload.valid, 0)
+        await stream_put(ctx, dut.subch, wl.words, gap=0.1, rng=rng)
+
+    async def drain(ctx):
+        await stream_get(ctx, dut.drain, len(expected), out.beats, stall=0.2, rng=rng)
+
+    async def recon(ctx):
+        ctx.set(dut.recon.ready, 1)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for tb in (feed, drain, recon):
+        sim.add_testbench(tb)
+    sim.run()
+    assert out.beats == expected
