@@ -24,5 +24,9 @@ test:  ## golden, Amaranth-simulator and cocotb tests (tiny on both simulators, 
 regress:  ## the long tier: every preset on both simulators, many seeds, random configurations
 	DSTAR_REGRESS=1 $(BIN)/python -m pytest -q -n $(JOBS)
 
+reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, QPU rate; slow)
+	$(BIN)/python -m fpga.report_arrays
+	$(BIN)/python -m sim.bench_qpu
+
 clean:  ## remove build products (keeps .venv)
 	rm -rf build .pytest_cache .hypothesis

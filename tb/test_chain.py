@@ -4,6 +4,7 @@ equal to Σ q·2**e·W of the golden numerics for every tile."""
 import numpy as np
 import cocotb
 
+from golden.fmdq import quantize_subchannels
 from golden.layouts import drain_layout
 from golden.schedule import execute, reference_product
 from golden.vectors import drain_words, qpu_workload, random_weights
@@ -23,9 +24,7 @@ async def differences_to_accumulators(dut):
     W = random_weights(cfg, rng, C)
     accs, flags = execute(wl.group_objs, W, cfg)
     for (dx, _), acc in zip(wl.tiles, accs):  # the chain computes the numerics' product
-        from golden.fmdq import quantize_subchannels
-        qz = quantize_subchannels(dx.T, cfg)
-        assert (reference_product(qz, 1, W, cfg)[0] == acc).all()
+        assert (reference_product(quantize_subchannels(dx.T, cfg), 1, W, cfg)[0] == acc).all()
     await tb.reset()
     await tb.load_weights(W)
     await tb.run(wl.words, len(accs) * cfg.rows, len(wl.recon))

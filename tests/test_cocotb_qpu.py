@@ -9,11 +9,14 @@ from sim.runner import run_cocotb
 FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator")]
 SLOW = [("fpga", "icarus")]
 UNITS = {"qpu": "test_qpu", "qpu_mpu": "test_chain"}
+# The chain on the fpga preset is a long Verilator build; the Amaranth-simulator chain test
+# covers that preset in `make test`, cocotb covers it in `make regress`.
+FAST_CASES = [(u, p, s) for u in sorted(UNITS) for p, s in FAST
+              if not (u == "qpu_mpu" and p == "fpga")]
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("preset_name, simulator", FAST)
-@pytest.mark.parametrize("unit", sorted(UNITS))
+@pytest.mark.parametrize("unit, preset_name, simulator", FAST_CASES)
 def test_qpu_regression(unit, preset_name, simulator):
     run_cocotb(unit, preset(preset_name), simulator, UNITS[unit], seed=1,
                extra_env={"DSTAR_TILES": "5"})

