@@ -30,7 +30,7 @@ __all__ = ["slice_digits", "Group", "Counters", "TileSchedule", "schedule_tile",
 
 COUNTER_NAMES = ("subchannels", "subchannels_b2", "subchannels_b4", "subchannels_b6",
                  "subchannels_b8", "subchannels_zero", "saturated", "slice_columns",
-                 "dropped_columns", "groups", "padded_lanes")
+                 "dropped_columns", "groups", "padded_lanes", "shifts", "shift_amount")
 COUNTER_MAX = (1 << 32) - 1
 
 
@@ -184,6 +184,11 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
     groups[-1].last = True
     ctr.add("groups", len(groups))
     ctr.add("padded_lanes", sum(L - int(g.valid.sum()) for g in groups))
+    # The paper's shift counts as statistics: groups whose exponent differs from the previous
+    # group's of the tile, and the sum of |differences| (a Horner PE's total shift distance).
+    sc = shift_counts(groups)
+    ctr.add("shifts", sum(1 for v in sc if v))
+    ctr.add("shift_amount", sum(abs(v) for v in sc))
     return TileSchedule(groups=groups, counters=ctr, chunks=nchunks)
 
 

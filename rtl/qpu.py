@@ -161,6 +161,15 @@ class QPU(wiring.Component):
         gv = self.groups.p.valid
         incs["groups"] = grp
         incs["padded_lanes"] = Mux(grp, cfg.lanes - sum(gv[i] for i in range(cfg.lanes)), 0)
+        # Shift statistics: exponent changes between consecutive groups of a tile.
+        prev_exp = Signal(cfg.exp_width)
+        gexp = self.groups.p.exp
+        step = Mux(prev_exp > gexp, prev_exp - gexp, gexp - prev_exp)
+        moved = grp & ~self.groups.p.first & (step != 0)
+        with m.If(grp):
+            m.d.sync += prev_exp.eq(gexp)
+        incs["shifts"] = moved
+        incs["shift_amount"] = Mux(moved, step, 0)
         for name in COUNTER_NAMES:
             ctr = getattr(self.counters, name)
             nxt = ctr + incs[name]
