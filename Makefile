@@ -28,5 +28,8 @@ reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, 
 	$(BIN)/python -m fpga.report_arrays
 	$(BIN)/python -m sim.bench_qpu
 
+formal:  ## formal checks of the sorter and packer (sby, boolector and z3 from PyPI), slow ones included
+	$(BIN)/python -m pytest -q -n $(JOBS) tests/test_formal.py --durations=0
+
 clean:  ## remove build products (keeps .venv)
 	rm -rf build .pytest_cache .hypothesis

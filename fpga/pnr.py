@@ -25,6 +25,7 @@ import sys
 import time
 from functools import lru_cache
 from pathlib import Path
+from .synth import _first_error  # one error-line rule for every tool
 
 __all__ = ["PnrError", "DEVICES", "place_and_route", "nextpnr_version", "parse_fmax_log"]
 
@@ -58,14 +59,6 @@ def parse_fmax_log(log: str) -> dict:
     for clk, mhz, verdict, target in _FMAX_RE.findall(log):  # later lines (post-route) win
         out[clk] = {"achieved": float(mhz), "constraint": float(target), "pass": verdict == "PASS"}
     return out
-
-
-def _first_error(log: str, stderr: str) -> str:
-    for line in (log + "\n" + stderr).splitlines():
-        if line.startswith("ERROR:") or "error:" in line.lower():
-            return line.strip()
-    tail = [ln.strip() for ln in (stderr or log).strip().splitlines() if ln.strip()]
-    return tail[-1] if tail else "no output"
 
 
 def _critical_path(report: dict, clock: str) -> dict | None:

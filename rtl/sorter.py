@@ -89,15 +89,19 @@ class BitonicSorter(wiring.Component):
         cur_valid = self.i.valid
         for r in range(nreg):
             entries = [cur.entries[k] for k in range(self._n)]
-            for stage in stages[r * self._spr:(r + 1) * self._spr]:
+            for s, stage in enumerate(stages[r * self._spr:(r + 1) * self._spr]):
                 nxt = list(entries)
                 for a, b, descending in stage:
                     ka, kb = entries[a].key, entries[b].key
-                    swap = (ka < kb) if descending else (ka > kb)
-                    nxt[a] = Mux(swap, entries[b].as_value(), entries[a].as_value())
-                    nxt[b] = Mux(swap, entries[a].as_value(), entries[b].as_value())
-                entries = [data.View(self._entry, e) if not isinstance(e, data.View) else e
-                           for e in nxt]
+                    swap = Signal(name=f"swap_r{r}_s{s}_{a}_{b}")
+                    m.d.comb += swap.eq((ka < kb) if descending else (ka > kb))
+                    # Named signals between stages keep the netlist linear in the stage count.
+                    na = Signal(self._entry, name=f"e_r{r}_s{s}_{a}")
+                    nb = Signal(self._entry, name=f"e_r{r}_s{s}_{b}")
+                    m.d.comb += [na.eq(Mux(swap, entries[b].as_value(), entries[a].as_value())),
+                                 nb.eq(Mux(swap, entries[a].as_value(), entries[b].as_value()))]
+                    nxt[a], nxt[b] = na, nb
+                entries = nxt
             with m.If(advance):
                 m.d.sync += [regs[r].entries[k].eq(entries[k]) for k in range(self._n)]
                 m.d.sync += [regs[r].side.eq(cur.side), valid[r].eq(cur_valid)]

@@ -9,13 +9,12 @@ import os
 import random
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
 from golden.config import Config
 from golden.layouts import drain_layout, pack, unpack, weight_load_layout
 
-from .streams import StreamSink, StreamSource
+from .streams import StreamSink, StreamSource, reset, start_clock
 
 __all__ = ["config_from_env", "ArrayTB", "env_int"]
 
@@ -42,13 +41,10 @@ class ArrayTB:
         self.src = StreamSource(dut, "groups", dut.clk, gap, self.rng)
         self.sink = StreamSink(dut, "drain", dut.clk, stall, random.Random(cocotb.RANDOM_SEED + 1))
         dut.wload__valid.value = 0
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        start_clock(dut)
 
     async def reset(self):
-        self.dut.rst.value = 1
-        for _ in range(2):
-            await RisingEdge(self.dut.clk)
-        self.dut.rst.value = 0
+        await reset(self.dut)
 
     async def load_weights(self, W):
         lay = weight_load_layout(self.cfg)

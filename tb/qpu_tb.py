@@ -6,14 +6,13 @@ from __future__ import annotations
 import random
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 
 from golden.layouts import (counters_layout, group_layout, pack, qpu_config_layout, unpack,
                             weight_load_layout)
 
 from .array_tb import config_from_env
-from .streams import StreamSink, StreamSource
+from .streams import StreamSink, StreamSource, reset, start_clock
 
 __all__ = ["QPUTB"]
 
@@ -34,13 +33,10 @@ class QPUTB:
         dut.counters_clear.value = 0
         if chain:
             dut.wload__valid.value = 0
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        start_clock(dut)
 
     async def reset(self):
-        self.dut.rst.value = 1
-        for _ in range(2):
-            await RisingEdge(self.dut.clk)
-        self.dut.rst.value = 0
+        await reset(self.dut)
 
     async def configure(self, base_log2, thr):
         self.dut.config__payload.value = pack(qpu_config_layout(self.cfg),

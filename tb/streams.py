@@ -10,9 +10,24 @@ from __future__ import annotations
 
 import random
 
+import cocotb
+from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-__all__ = ["StreamSource", "StreamSink"]
+__all__ = ["StreamSource", "StreamSink", "start_clock", "reset"]
+
+
+def start_clock(dut, period_ns: int = 10):
+    """Start the DUT's ``clk`` (Amaranth's sync domain)."""
+    cocotb.start_soon(Clock(dut.clk, period_ns, unit="ns").start())
+
+
+async def reset(dut, cycles: int = 2):
+    """Hold Amaranth's synchronous, active-high ``rst`` for ``cycles`` rising edges."""
+    dut.rst.value = 1
+    for _ in range(cycles):
+        await RisingEdge(dut.clk)
+    dut.rst.value = 0
 
 
 class StreamSource:
