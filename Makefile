@@ -26,6 +26,7 @@ regress:  ## the long tier: every preset on both simulators, many seeds, random 
 
 reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, QPU rate; slow)
 	$(BIN)/python -m fpga.report_arrays
+	$(BIN)/python -m fpga.report_qpu
 	$(BIN)/python -m sim.bench_qpu
 
 formal:  ## formal checks of the sorter and packer (sby, boolector and z3 from PyPI), slow ones included
