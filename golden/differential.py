@@ -103,6 +103,14 @@ class DiffLinear:
         self.recon_sum = None
         self.Y = None
 
+    def _saturate(self, v, width: int, flag: str):
+        """Clip ``v`` to ``width`` signed bits, setting the sticky ``flag`` when it clips."""
+        lim = 1 << (width - 1)
+        if v.min(initial=0) < -lim or v.max(initial=0) >= lim:
+            self.flags[flag] = True
+            v = np.clip(v, -lim, lim - 1)
+        return v
+
     def step(self, x) -> StepResult:
         """Process one denoising step's input ``x`` (tokens, in) in act fixed point."""
         cfg = self.cfg
@@ -139,22 +147,12 @@ class DiffLinear:
         acc = acc[:N]
         self.recon_sum = self.recon_sum + recon
         if cfg.closed_loop:
-            xh = self.state + recon
-            lim = 1 << (cfg.xhat_width - 1)
-            if xh.min(initial=0) < -lim or xh.max(initial=0) >= lim:
-                self.flags["xhat_saturated"] = True
-                xh = np.clip(xh, -lim, lim - 1)
-            self.state = xh
+            self.state = self._saturate(self.state + recon, cfg.xhat_width, "xhat_saturated")
         else:
             self.state = x.copy()
         # Y has the accumulator width in both modes: it saturates, never wraps (DESIGN 2.1, 2.5).
         # With the derived width this only happens in open loop (closed loop: Y = W·x̂ fits).
-        Y = self.Y + acc
-        lim = 1 << (cfg.acc_bits - 1)
-        if Y.min(initial=0) < -lim or Y.max(initial=0) >= lim:
-            self.flags["Y_saturated"] = True
-            Y = np.clip(Y, -lim, lim - 1)
-        self.Y = Y
+        self.Y = self._saturate(self.Y + acc, cfg.acc_bits, "Y_saturated")
         y, nsat = requantize(self.Y, self.m, self.sh, self.bias_int, cfg.act_width, cfg.sh_max)
         self.flags["y_saturated"] += nsat
         return StepResult(y=y, Y=self.Y.copy(), acc=acc, qz=qz, tiles=tiles, counters=ctr, dx=dx)
