@@ -32,7 +32,7 @@ def measure(cfg, tiles, simulator="verilator") -> dict:
         spec.write_text(json.dumps(dict(words=[format(w, "x") for w in wl.words],
                                         groups=len(wl.groups), recon=len(wl.recon),
                                         expected_groups=[format(w, "x") for w in wl.groups])))
-        run_cocotb("qpu", cfg, simulator, "test_qpu_rate", seed=1, optimize=True, tag="rate",
+        run_cocotb("qpu", cfg, simulator, "test_qpu_rate", seed=1, tag="rate",
                    extra_env={"DSTAR_RATE_IN": str(spec), "DSTAR_RATE_OUT": str(res)})
         r = json.loads(res.read_text())
     ins, outs = r["in_cycles"], r["group_cycles"]
