@@ -44,7 +44,7 @@ from pathlib import Path
 from golden.config import preset
 
 from .report_arrays import _relative, _say, _secs, _Step, _table
-from .synth import (BUILD_ROOT, SynthError, _cached, _design_stats, _histogram, _memory_bits,
+from .synth import (BUILD_ROOT, SynthError, _cached, _histogram,
                     _run, resources, synthesize, yosys_version)
 
 ROOT = Path(__file__).resolve().parent.parent
