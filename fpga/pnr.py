@@ -25,7 +25,7 @@ import sys
 import time
 from functools import lru_cache
 from pathlib import Path
-from .synth import _first_error  # one error-line rule for every tool
+from .synth import _first_error, stored_result  # shared with synthesis
 
 __all__ = ["PnrError", "DEVICES", "place_and_route", "nextpnr_version", "parse_fmax_log"]
 
@@ -163,17 +163,10 @@ def place_and_route(netlist: str | os.PathLike, *, workdir: str | os.PathLike,
 def _cached(workdir: Path, netlist: Path, args: list, clock: str) -> dict | None:
     """The stored result of an identical run, its critical-path summary re-derived from the
     stored nextpnr report; ``None`` when there is none."""
-    try:
-        res = json.loads((workdir / "result.json").read_text())
-        same = (filecmp.cmp(netlist, workdir / "design.json", shallow=False)
-                and res.get("args") == args
-                and res.get("tools", {}).get("nextpnr-ecp5") == nextpnr_version())
-        if same and (workdir / "report.json").exists():
-            report = json.loads((workdir / "report.json").read_text())
-            res["critical_path"] = _critical_path(report, clock)
-    except (OSError, ValueError):
-        return None
-    if not same:
-        return None
-    res["reused"] = True
+    res = stored_result(workdir, lambda r: (
+        filecmp.cmp(netlist, workdir / "design.json", shallow=False) and r.get("args") == args
+        and r.get("tools", {}).get("nextpnr-ecp5") == nextpnr_version()))
+    if res is not None and (workdir / "report.json").exists():
+        res["critical_path"] = _critical_path(json.loads((workdir / "report.json").read_text()),
+                                              clock)
     return res

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from golden.config import preset
+from sim.runner import source_digest
 
 from .pnr import PnrError, nextpnr_version, place_and_route
 from .synth import BUILD_ROOT, SynthError, synthesize, yosys_version
@@ -430,11 +431,7 @@ def main(argv=None) -> int:
                 tools={"amaranth": amaranth.__version__, "yosys": yosys_version(),
                        "nextpnr-ecp5": nextpnr_version(), "cocotb": cocotb.__version__},
                 steps=steps)
-    try:
-        from sim.runner import source_digest
-        data["source_digest"] = source_digest()  # RTL + generator sources the figures are of
-    except ImportError:
-        pass
+    data["source_digest"] = source_digest()  # RTL + generator sources the figures are of
     _say(f"report_arrays: preset {cfg.name} ({cfg.hash()}), units {args.units}, "
          f"yosys {data['tools']['yosys']}, nextpnr {data['tools']['nextpnr-ecp5']}")
 

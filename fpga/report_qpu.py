@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 from golden.config import preset
+from sim.runner import source_digest
 
 from .report_arrays import _relative, _say, _secs, _Step, _table
 from .synth import (BUILD_ROOT, SynthError, _cached, _histogram,
@@ -645,11 +646,7 @@ def main(argv=None) -> int:
                           load_avg_start=round(os.getloadavg()[0], 2)),
                 tools={"amaranth": amaranth.__version__, "yosys": yosys_version()},
                 steps=steps, presets={})
-    try:
-        from sim.runner import source_digest
-        data["source_digest"] = source_digest()
-    except ImportError:
-        pass
+    data["source_digest"] = source_digest()  # RTL + generator sources the figures are of
     _say(f"report_qpu: presets {args.presets}, yosys {data['tools']['yosys']}, "
          f"amaranth {data['tools']['amaranth']}")
 

@@ -274,18 +274,24 @@ def _workdir(unit: str, cfg: Config, target: str, nodsp: bool, liberty) -> Path:
     return BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" / tag
 
 
-def _cached(workdir: Path, il: str, script: str) -> dict | None:
-    """The stored result of an identical run (same RTLIL, script and Yosys), else ``None``."""
+def stored_result(workdir: Path, same) -> dict | None:
+    """``workdir/result.json`` marked ``"reused"`` when ``same(result)`` holds (it may read the
+    work directory's inputs), else ``None``; shared by synthesis and place-and-route."""
     try:
-        res = json.loads((workdir / "result.json").read_text())
-        same = ((workdir / "design.il").read_text() == il and res.get("script") == script
-                and res.get("tools", {}).get("yosys") == yosys_version())
+        res = json.loads((Path(workdir) / "result.json").read_text())
+        if not same(res):
+            return None
     except (OSError, ValueError):
-        return None
-    if not same:
         return None
     res["reused"] = True
     return res
+
+
+def _cached(workdir: Path, il: str, script: str) -> dict | None:
+    """The stored result of an identical run (same RTLIL, script and Yosys), else ``None``."""
+    return stored_result(workdir, lambda res: (
+        (workdir / "design.il").read_text() == il and res.get("script") == script
+        and res.get("tools", {}).get("yosys") == yosys_version()))
 
 
 def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = False,
