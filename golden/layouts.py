@@ -20,7 +20,8 @@ from .config import Config
 
 __all__ = ["group_layout", "drain_layout", "recon_layout", "weight_load_layout",
            "subchannel_layout", "qpu_config_layout", "counters_layout",
-           "baseline_group_layout", "layout_width", "pack", "unpack"]
+           "baseline_group_layout", "VPU_OPS", "vpu_cmd_layout", "vpu_in_layout",
+           "vpu_out_layout", "layout_width", "pack", "unpack"]
 
 
 def _f(name, width, dims=(), signed=False):
@@ -94,6 +95,64 @@ def counters_layout() -> list:
     """The QPU's statistics counters as one word: 32 bits each, in DESIGN 2.3's order."""
     from .schedule import COUNTER_NAMES
     return [_f(name, 32) for name in COUNTER_NAMES]
+
+
+# VPU operation codes (DESIGN 2.7), in command order; `golden.vpu_stream` documents the operands.
+VPU_OPS = ("softmax", "layernorm", "modulate", "gelu", "gated_residual", "acc_requant",
+           "diff_delta", "xhat_update", "kv_amax", "kv_quant")
+
+
+def vpu_param_width(cfg: Config) -> int:
+    """Width of the command's ``param``: LayerNorm's ``eps_q`` (the widest) or the K/V shift."""
+    from .vpu import vpu_tables
+    return max(vpu_tables(cfg).widths["layernorm.eps"][0], 6)
+
+
+def vpu_cmd_layout(cfg: Config) -> list:
+    """One VPU command: the operation (index into :data:`VPU_OPS`), the row length ``n`` in
+    elements (1 .. max_reduction) and the operation's parameter (LayerNorm ``eps_q``, the
+    ``kv_quant`` shift ``e``; 0 otherwise)."""
+    return [
+        _f("op", 4),
+        _f("n", cfg.max_reduction.bit_length()),
+        _f("param", vpu_param_width(cfg)),
+    ]
+
+
+def vpu_operand_widths(cfg: Config) -> dict:
+    """Widths of the VPU's per-lane operands ``a`` and ``b`` (signed) and ``c`` (signed)."""
+    W, A = cfg.act_width, cfg.acc_bits
+    return {"a": max(A, W + 1), "b": max(A, cfg.recon_width), "c": W}
+
+
+def vpu_in_layout(cfg: Config) -> list:
+    """One VPU input beat: ``vpu_lanes`` elements of a row (element ``k·vpu_lanes + l`` in lane
+    ``l``; lanes past the row's end are ignored), each with operands ``a``, ``b``, ``c``, the
+    requantization mantissa ``m`` and shift ``sh``, and the softmax ``mask`` bit."""
+    L = cfg.vpu_lanes
+    w = vpu_operand_widths(cfg)
+    return [
+        _f("a", w["a"], (L,), signed=True),
+        _f("b", w["b"], (L,), signed=True),
+        _f("c", w["c"], (L,), signed=True),
+        _f("m", cfg.mult_width, (L,)),
+        _f("sh", cfg.sh_max.bit_length(), (L,)),
+        _f("mask", 1, (L,)),
+    ]
+
+
+def vpu_out_layout(cfg: Config) -> list:
+    """One VPU output beat: per lane the result ``y`` (act format, ``P``, ``Δx``, ``x̂``, INT8
+    ``w`` or the K/V shift ``e``), the running sum ``Y`` of ``acc_requant``, the saturation flags
+    of ``y`` and ``Y``, and the row's last beat marker. Lanes past the row's end are 0."""
+    L = cfg.vpu_lanes
+    return [
+        _f("y", cfg.dx_width, (L,), signed=True),
+        _f("Y", cfg.acc_bits, (L,), signed=True),
+        _f("sat", 1, (L,)),
+        _f("Ysat", 1, (L,)),
+        _f("last", 1),
+    ]
 
 
 def layout_width(layout) -> int:

@@ -61,7 +61,7 @@ __all__ = [
     "gated_residual", "gated_residual_ref",
     "acc_requant", "acc_requant_ref", "AccRequant",
     "diff_delta", "xhat_update", "recon_matrix",
-    "kv_int8", "kv_int8_ref",
+    "kv_int8", "kv_int8_ref", "kv_shift", "kv_quant",
     "recip_core", "rsqrt_core", "int_bitlen",
 ]
 
@@ -1025,6 +1025,28 @@ def kv_int8(v, cfg: Config, probe=None):
     _note(probe, "kv.e", e)
     _note(probe, "kv.w", w)
     return w, e
+
+
+def kv_shift(amax) -> int:
+    """The K/V weight shift of DESIGN 2.6 for a head whose largest magnitude is ``amax``: the
+    smallest ``e >= 0`` with ``rnd(amax, e) <= 127`` (what the VPU's ``kv_amax`` returns)."""
+    amax = int(amax)
+    if amax < 0:
+        raise ValueError(f"kv_shift: amax must be >= 0, not {amax}")
+    e = 0
+    while int(rnd(amax, e)) > 127:
+        e += 1
+    return e
+
+
+def kv_quant(v, e: int, cfg: Config):
+    """``w = sat8(rnd(v, e))``: the VPU's ``kv_quant`` with a given shift (with the ``e`` of
+    :func:`kv_shift` nothing saturates; :func:`kv_int8` is this with that ``e``). Returns
+    ``(w, n_saturated)``."""
+    v = _check("kv_quant input", v, cfg.act_width)
+    if not 0 <= int(e) <= cfg.act_width:
+        raise ValueError(f"kv_quant shift e must be in [0, {cfg.act_width}], not {e}")
+    return _sat(rnd(v, int(e)), 8)
 
 
 def kv_int8_ref(v, e):

@@ -1,0 +1,428 @@
+"""The VPU: every function of DESIGN.md 2.7 on ``vpu_lanes`` elements per cycle, bit for bit the
+integer golden model (:mod:`golden.vpu`).
+
+A *command* (:func:`golden.layouts.vpu_cmd_layout`) names an operation and a row length ``n``;
+the row's elements then arrive as ``ceil(n / vpu_lanes)`` input beats and leave as as many output
+beats (one for ``kv_amax``). The operands of each operation (which of a beat's ``a``, ``b``, ``c``,
+``m``, ``sh``, ``mask`` it reads) are in :mod:`golden.vpu_stream`.
+
+Structure: an operand stage maps the operation onto the lanes' multiply-add-round-saturate
+datapath (:class:`rtl.vpu_lane.VPULane`); a row buffer (``amaranth.lib.memory``,
+``ceil(max_reduction / vpu_lanes)`` words) holds a softmax or LayerNorm row between its passes;
+per-row scalars come from :mod:`rtl.vpu_scalar`.
+
+Passes and cycles per row (``nb = ceil(n / vpu_lanes)``, without stalls)
+-----------------------------------------------------------------------
+* element-wise (``modulate``, ``gelu``, ``gated_residual``, ``acc_requant``, ``diff_delta``,
+  ``xhat_update``, ``kv_quant``): the command (1 cycle), then one beat per cycle in and out;
+  latency from an input beat to its output beat 6 cycles.
+* ``softmax``: load (row max) ``nb``; exponentials and their sum (written back) ``nb`` plus the
+  pipeline's drain; the reciprocal 5; output ``nb``: about ``3·nb + 15``.
+* ``layernorm``: load (``Σx``, ``Σx²``) ``nb`` plus the drain; the reciprocal square root 10;
+  output ``nb``: about ``2·nb + 20``.
+* ``kv_amax``: load ``nb`` (the running max |v|; ``param`` bit 0 continues the previous command's
+  max, so a head longer than ``max_reduction`` takes several commands), then one output beat
+  with the shift ``e`` in lane 0.
+
+Errors: a command with an unknown operation, ``n`` outside ``1 .. max_reduction`` or a
+``kv_quant`` shift above ``act_width`` is consumed without effect and sets the sticky ``error``
+(reset clears it); no input beat is consumed for it. An ``acc_requant`` beat with a shift above
+``sh_max`` also sets ``error`` (its outputs are then not meaningful).
+"""
+
+import enum
+from math import ceil
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from golden.config import Config, ConfigError
+from golden.layouts import VPU_OPS, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
+from golden.vpu import VPUTables, vpu_tables
+
+from .arith import rom, saturate
+from .layouts import to_layout
+from .params import check_config
+from .vpu_lane import LaneMode, VPULane, lane_widths
+from .vpu_scalar import KVShift, LayerNormRsqrt, SoftmaxRecip
+
+__all__ = ["VPU", "VPUOp"]
+
+VPUOp = enum.IntEnum("VPUOp", {name.upper(): i for i, name in enumerate(VPU_OPS)})
+
+
+class _U(enum.IntEnum):
+    """Micro-operations: what the operand stage maps onto the lanes."""
+    NONE = 0
+    MODULATE = 1
+    GELU = 2
+    GATED = 3
+    REQUANT = 4
+    DIFF = 5
+    XHAT = 6
+    KVQ = 7
+    LNSQ = 8      # LayerNorm load: x² into Σx²
+    SMEXP = 9     # softmax exponentials (from the row buffer), written back
+    SMOUT = 10    # softmax output P (from the row buffer)
+    LNOUT = 11    # LayerNorm output (from the row buffer)
+    KVE = 12      # the K/V shift, one beat
+
+
+_EW = {VPUOp.MODULATE: _U.MODULATE, VPUOp.GELU: _U.GELU, VPUOp.GATED_RESIDUAL: _U.GATED,
+       VPUOp.ACC_REQUANT: _U.REQUANT, VPUOp.DIFF_DELTA: _U.DIFF, VPUOp.XHAT_UPDATE: _U.XHAT,
+       VPUOp.KV_QUANT: _U.KVQ}
+
+
+class _S(enum.IntEnum):
+    IDLE = 0
+    EW = 1
+    LOAD = 2
+    DRAIN = 3
+    SCALAR = 4
+    EXP = 5
+    OUT = 6
+    EMIT = 7
+
+
+class _Dest(enum.IntEnum):
+    OUT = 0
+    SUM = 1      # softmax: write back and add to Σex
+    SQ = 2       # LayerNorm: add to Σx²
+
+
+class VPU(wiring.Component):
+    """Vector processing unit.
+
+    Parameters
+    ----------
+    cfg : Config (vpu_lanes, act format, p_base_log2, max_reduction, acc_bits, mult_width, sh_max).
+    tables : VPUTables, default :func:`golden.vpu.vpu_tables` of ``cfg`` (the RTL's ROMs hold
+        exactly these).
+
+    Members
+    -------
+    cmd : In(stream of :func:`golden.layouts.vpu_cmd_layout`): taken when the VPU is idle.
+    i : In(stream of :func:`golden.layouts.vpu_in_layout`).
+    o : Out(stream of :func:`golden.layouts.vpu_out_layout`).
+    error : Out(1), sticky: a refused command. busy : Out(1): a row in progress or in flight.
+    """
+
+    def __init__(self, cfg: Config, tables: VPUTables | None = None):
+        check_config(cfg)
+        t = vpu_tables(cfg) if tables is None else tables
+        if t.rsqrt_frac < cfg.act_frac + t.ln_eps_frac // 2:
+            raise ConfigError(f"VPU: act_frac ({cfg.act_frac}) + ln_eps_frac/2 "
+                              f"({t.ln_eps_frac // 2}) must not exceed rsqrt_frac "
+                              f"({t.rsqrt_frac}): LayerNorm's output shift would be negative")
+        self._cfg, self._t = cfg, t
+        super().__init__({
+            "cmd": In(stream.Signature(to_layout(vpu_cmd_layout(cfg)))),
+            "i": In(stream.Signature(to_layout(vpu_in_layout(cfg)))),
+            "o": Out(stream.Signature(to_layout(vpu_out_layout(cfg)))),
+            "error": Out(1),
+            "busy": Out(1),
+        })
+
+    @property
+    def cfg(self):
+        return self._cfg
+
+    @property
+    def depth(self) -> int:
+        """Row buffer words."""
+        return ceil(self._cfg.max_reduction / self._cfg.vpu_lanes)
+
+    def elaborate(self, platform):
+        cfg, t = self._cfg, self._t
+        L, W, F, n_max = cfg.vpu_lanes, cfg.act_width, cfg.act_frac, cfg.max_reduction
+        E = t.exp_frac
+        lw = lane_widths(cfg, t)
+        m = Module()
+
+        # ---------------------------------------------------------------- units
+        lanes = []
+        for k in range(L):
+            lane = VPULane(cfg, t)
+            m.submodules[f"lane{k}"] = lane
+            lanes.append(lane)
+        m.submodules.recip = recip = SoftmaxRecip(cfg, t)
+        eps_w = len(self.cmd.p.param)
+        m.submodules.rsqrt = rsqrt = LayerNormRsqrt(cfg, t, lw["ny1"], lw["s1y1"], eps_w)
+        m.submodules.kvshift = kvshift = KVShift(cfg)
+
+        bw = max(W, E + 1)
+        word = data.ArrayLayout(data.StructLayout({"v": bw, "m": 1}), L)
+        m.submodules.buf = buf = Memory(shape=word, depth=self.depth, init=[])
+        wr = buf.write_port()
+        rd = buf.read_port()
+
+        # ---------------------------------------------------------------- command and FSM state
+        state = Signal(_S)
+        op = Signal(range(len(VPU_OPS)))
+        n = Signal(range(n_max + 1))
+        param = Signal(eps_w)
+        nb = Signal(range(self.depth + 1))
+        cnt = Signal(range(self.depth + 1))      # beats done in the current pass
+        rem = Signal(range(n_max + 1))           # elements left from the current beat on
+        wait = Signal(range(16))
+        second = Signal()                        # softmax: the scalar step after the exponentials
+
+        # Pipeline control: R (row-buffer read), A (operands), then the lanes' stages.
+        lat = VPULane.LATENCY
+        adv = Signal()
+        r_valid, r_last = Signal(), Signal()
+        r_uop = Signal(_U)
+        r_addr = Signal(range(self.depth))
+        r_len = Signal(L)
+        a_valid, a_last = Signal(), Signal()
+        a_dest = Signal(_Dest)
+        a_addr = Signal(range(self.depth))
+        ctl = [(Signal(name=f"p{s}_valid"), Signal(_Dest, name=f"p{s}_dest"),
+                Signal(name=f"p{s}_last"), Signal(range(self.depth), name=f"p{s}_addr"))
+               for s in range(lat)]
+        f_valid, f_dest, f_last, f_addr = ctl[-1]
+        empty = ~r_valid & ~a_valid & ~Cat(*(c[0] for c in ctl)).any()
+        m.d.comb += [
+            adv.eq(~(f_valid & (f_dest == _Dest.OUT) & ~self.o.ready)),
+            self.busy.eq((state != _S.IDLE) | ~empty),
+        ]
+        with m.If(adv):
+            prev = (a_valid, a_dest, a_last, a_addr)
+            for c in ctl:
+                m.d.sync += [c[i].eq(prev[i]) for i in range(4)]
+                prev = c
+        for lane in lanes:
+            m.d.comb += lane.en.eq(adv)
+
+        # Per-row accumulators and latched scalars.
+        smax = Signal(signed(W))
+        total = Signal(unsigned(t.widths["softmax.sum"][0]))
+        s1 = Signal(signed(t.widths["layernorm.S1"][0]))
+        s2 = Signal(unsigned(t.widths["layernorm.S2"][0]))
+        amax = Signal(unsigned(W))
+        y1_row = Signal.like(recip.y1)
+        smshift_row = Signal.like(recip.shift)
+        ny1_row, s1y1_row = Signal.like(rsqrt.ny1), Signal.like(rsqrt.s1y1)
+        lnshift_row, zero_row = Signal.like(rsqrt.shift), Signal()
+        e_row = Signal.like(kvshift.e)
+        m.d.comb += [recip.total.eq(total), rsqrt.n.eq(n), rsqrt.s1.eq(s1), rsqrt.s2.eq(s2),
+                     rsqrt.eps_q.eq(param), kvshift.amax.eq(amax)]
+
+        # ---------------------------------------------------------------- command intake
+        c = self.cmd.p
+        legal = ((c.op < len(VPU_OPS)) & (c.n >= 1) & (c.n <= n_max) &
+                 ~((c.op == VPUOp.KV_QUANT) & (c.param > W)))
+        m.d.comb += self.cmd.ready.eq(state == _S.IDLE)
+        beats = (c.n + (L - 1)) // L if L & (L - 1) else (c.n + (L - 1)) >> (L.bit_length() - 1)
+        with m.If(self.cmd.valid & self.cmd.ready):
+            with m.If(~legal):
+                m.d.sync += self.error.eq(1)
+            with m.Else():
+                m.d.sync += [op.eq(c.op), n.eq(c.n), param.eq(c.param), nb.eq(beats),
+                             cnt.eq(0), rem.eq(c.n), second.eq(0),
+                             smax.eq(-(1 << (W - 1))), total.eq(0), s1.eq(0), s2.eq(0)]
+                with m.If((c.op != VPUOp.KV_AMAX) | ~c.param[0]):
+                    m.d.sync += amax.eq(0)
+                with m.If((c.op == VPUOp.SOFTMAX) | (c.op == VPUOp.LAYERNORM) |
+                          (c.op == VPUOp.KV_AMAX)):
+                    m.d.sync += state.eq(_S.LOAD)
+                with m.Else():
+                    m.d.sync += state.eq(_S.EW)
+
+        # ---------------------------------------------------------------- input beats
+        ip = self.i.p
+        lane_ok = Signal(L)
+        m.d.comb += lane_ok.eq(Cat(*(rem > k for k in range(L))))
+        uses_pipe = (state == _S.EW) | ((state == _S.LOAD) & (op == VPUOp.LAYERNORM))
+        m.d.comb += self.i.ready.eq(Mux(uses_pipe, adv & ~r_valid, state == _S.LOAD))
+        take = self.i.valid & self.i.ready
+        last_beat = cnt + 1 == nb
+        with m.If(take):
+            m.d.sync += [cnt.eq(cnt + 1), rem.eq(rem - L)]
+            with m.If(last_beat):
+                m.d.sync += [cnt.eq(0), rem.eq(n)]
+                with m.If(state == _S.EW):
+                    m.d.sync += state.eq(_S.IDLE)
+                with m.Elif(op == VPUOp.SOFTMAX):
+                    m.d.sync += state.eq(_S.EXP)
+                with m.Elif(op == VPUOp.LAYERNORM):
+                    m.d.sync += state.eq(_S.DRAIN)
+                with m.Else():
+                    m.d.sync += [state.eq(_S.SCALAR), wait.eq(KVShift.LATENCY)]
+        xs = [ip.a[k][:W].as_signed() for k in range(L)]
+        if (1 << len(ip.sh[0])) - 1 > cfg.sh_max:
+            bad_sh = Cat(*(lane_ok[k] & (ip.sh[k] > cfg.sh_max) for k in range(L))).any()
+            with m.If(take & (state == _S.EW) & (op == VPUOp.ACC_REQUANT) & bad_sh):
+                m.d.sync += self.error.eq(1)
+        load = take & (state == _S.LOAD)
+        with m.If(load):
+            # The row's reductions.
+            kept = [lane_ok[k] & ip.mask[k] for k in range(L)]
+            mx = smax
+            for k in range(L):
+                mx = Mux(kept[k] & (xs[k] > mx), xs[k], mx)
+            am = amax
+            for k in range(L):
+                mag = Mux(xs[k] < 0, -xs[k], xs[k])[:W]
+                am = Mux(lane_ok[k] & (mag > am), mag, am)
+            m.d.sync += [smax.eq(mx), amax.eq(am),
+                         s1.eq(s1 + sum(Mux(lane_ok[k], xs[k], 0) for k in range(L)))]
+
+        # ---------------------------------------------------------------- row passes
+        with m.Switch(state):
+            with m.Case(_S.DRAIN):
+                with m.If(empty):
+                    m.d.sync += state.eq(_S.SCALAR)
+                    m.d.sync += wait.eq(Mux(op == VPUOp.SOFTMAX, SoftmaxRecip.LATENCY,
+                                            LayerNormRsqrt.LATENCY))
+            with m.Case(_S.SCALAR):
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(wait == 0):
+                    m.d.sync += [y1_row.eq(recip.y1), smshift_row.eq(recip.shift),
+                                 ny1_row.eq(rsqrt.ny1), s1y1_row.eq(rsqrt.s1y1),
+                                 lnshift_row.eq(rsqrt.shift), zero_row.eq(rsqrt.zero),
+                                 e_row.eq(kvshift.e), cnt.eq(0), rem.eq(n)]
+                    m.d.sync += state.eq(Mux(op == VPUOp.KV_AMAX, _S.EMIT, _S.OUT))
+        issue = ((state == _S.EXP) | (state == _S.OUT)) & adv
+        m.d.comb += [rd.en.eq(adv), rd.addr.eq(cnt)]
+        with m.If(adv):
+            m.d.sync += [r_valid.eq(issue), r_last.eq(last_beat), r_addr.eq(cnt),
+                         r_len.eq(lane_ok),
+                         r_uop.eq(Mux(state == _S.EXP, _U.SMEXP,
+                                      Mux(op == VPUOp.SOFTMAX, _U.SMOUT, _U.LNOUT)))]
+        with m.If(issue):
+            m.d.sync += [cnt.eq(cnt + 1), rem.eq(rem - L)]
+            with m.If(last_beat):
+                m.d.sync += [cnt.eq(0), rem.eq(n)]
+                with m.If(state == _S.EXP):
+                    m.d.sync += state.eq(_S.DRAIN)
+                with m.Else():
+                    m.d.sync += state.eq(_S.IDLE)
+        inject = (state == _S.EMIT) & adv & ~r_valid
+        with m.If(inject):
+            m.d.sync += state.eq(_S.IDLE)
+
+        # ---------------------------------------------------------------- operand stage (A)
+        uop = Signal(_U)
+        with m.If(r_valid):
+            m.d.comb += uop.eq(r_uop)
+        with m.Elif(take & (state == _S.EW)):
+            with m.Switch(op):
+                for o, u in _EW.items():
+                    with m.Case(o):
+                        m.d.comb += uop.eq(u)
+        with m.Elif(take & uses_pipe):
+            m.d.comb += uop.eq(_U.LNSQ)
+        with m.Elif(inject):
+            m.d.comb += uop.eq(_U.KVE)
+        with m.If(adv):
+            m.d.sync += [
+                a_valid.eq(uop != _U.NONE),
+                a_dest.eq(Mux(uop == _U.SMEXP, _Dest.SUM, Mux(uop == _U.LNSQ, _Dest.SQ,
+                                                              _Dest.OUT))),
+                a_last.eq(Mux(r_valid, r_last, last_beat | inject)),
+                a_addr.eq(r_addr),
+            ]
+        self._operands(m, lanes, uop, ip, rd.data, lane_ok, r_len, adv,
+                       dict(smax=smax, y1=y1_row, smshift=smshift_row, ny1=ny1_row,
+                            s1y1=s1y1_row, lnshift=lnshift_row, zero=zero_row, e=e_row,
+                            param=param))
+
+        # ---------------------------------------------------------------- results
+        # The row buffer's one write port: a loaded beat, or exponentials written back.
+        write_back = f_valid & (f_dest == _Dest.SUM)
+        with m.If(write_back):
+            m.d.sync += total.eq(total + sum(lane.r[:E + 2].as_unsigned() for lane in lanes))
+            m.d.comb += [wr.en.eq(1), wr.addr.eq(f_addr)]
+            for k, lane in enumerate(lanes):
+                m.d.comb += wr.data[k].v.eq(lane.r[:bw])
+        with m.Elif(load):
+            m.d.comb += [wr.en.eq((op == VPUOp.SOFTMAX) | (op == VPUOp.LAYERNORM)),
+                         wr.addr.eq(cnt)]
+            for k in range(L):
+                m.d.comb += [wr.data[k].v.eq(xs[k]),
+                             wr.data[k].m.eq(lane_ok[k] & ((op != VPUOp.SOFTMAX) | ip.mask[k]))]
+        with m.If(f_valid & (f_dest == _Dest.SQ)):
+            m.d.sync += s2.eq(s2 + sum(lane.r[:2 * W].as_unsigned() for lane in lanes))
+        o = self.o.p
+        m.d.comb += [self.o.valid.eq(f_valid & (f_dest == _Dest.OUT)), o.last.eq(f_last)]
+        for k, lane in enumerate(lanes):
+            m.d.comb += [o.y[k].eq(lane.r), o.Y[k].eq(lane.side_o), o.sat[k].eq(lane.sat),
+                         o.Ysat[k].eq(lane.side_flag_o)]
+        return m
+
+    # -------------------------------------------------------------------- operand mapping
+    def _operands(self, m, lanes, uop, ip, rdata, lane_ok, r_len, adv, row):
+        """Register each lane's ``x, y, add, rs, mode, lane_en, side`` for the micro-operation."""
+        cfg, t = self._cfg, self._t
+        W, F, A = cfg.act_width, cfg.act_frac, cfg.acc_bits
+        G, Sg, Ra = t.gelu_frac, t.gelu_seg_log2, t.gelu_range_log2
+        lw = lane_widths(cfg, t)
+        for k, lane in enumerate(lanes):
+            a, b, cc = ip.a[k], ip.b[k], ip.c[k]
+            x_w = a[:W].as_signed()
+            bv = rdata[k].v
+            x = Signal(signed(lw["x"]), name=f"op{k}_x")
+            y = Signal(signed(lw["y"]), name=f"op{k}_y")
+            add = Signal(signed(lw["add"]), name=f"op{k}_add")
+            rs = Signal(unsigned(lw["rs"]), name=f"op{k}_rs")
+            mode = Signal(LaneMode, name=f"op{k}_mode")
+            en = Signal(name=f"op{k}_en")
+            side = Signal(signed(A), name=f"op{k}_side")
+            flag = Signal(name=f"op{k}_flag")
+            m.d.comb += [en.eq(lane_ok[k]), mode.eq(LaneMode.RAW)]
+            # GELU's tables, indexed by the clamped magnitude.
+            mag = Mux(x_w < 0, -x_w, x_w)[:W]
+            ac = Mux(mag > (1 << (F + Ra)) - 1, (1 << (F + Ra)) - 1, mag)
+            base = rom(m, f"gelu_base{k}", t.gelu_base, signed(t.widths["gelu.base"][0]))
+            delta = rom(m, f"gelu_delta{k}", t.gelu_delta, signed(t.widths["gelu.delta"][0]))
+            m.d.comb += [base.addr.eq(ac >> (F - Sg)), delta.addr.eq(ac >> (F - Sg))]
+            frac = ac[:F - Sg] if F > Sg else Const(0, 1)
+            ysum = a[:A].as_signed() + b[:A].as_signed()
+            ys, ysat = saturate(m, ysum, -(1 << (A - 1)), (1 << (A - 1)) - 1, A, f"op{k}_Ysum")
+            with m.Switch(uop):
+                with m.Case(_U.MODULATE):
+                    m.d.comb += [x.eq(x_w), y.eq(cc + (1 << F)), add.eq(b[:W].as_signed() << F),
+                                 rs.eq(F), mode.eq(LaneMode.SAT_W)]
+                with m.Case(_U.GELU):
+                    m.d.comb += [x.eq(delta.data), y.eq(frac), rs.eq(G - Sg),
+                                 add.eq((base.data << (F - Sg)) +
+                                        Mux(x_w >= 0, x_w << (G - Sg), 0)),
+                                 mode.eq(LaneMode.SAT_W)]
+                with m.Case(_U.GATED):
+                    m.d.comb += [x.eq(b[:W].as_signed()), y.eq(cc), add.eq(x_w << F), rs.eq(F),
+                                 mode.eq(LaneMode.SAT_W)]
+                with m.Case(_U.REQUANT):
+                    m.d.comb += [x.eq(ys), y.eq(ip.m[k]), add.eq(cc << ip.sh[k]),
+                                 rs.eq(ip.sh[k]), mode.eq(LaneMode.SAT_W), side.eq(ys),
+                                 flag.eq(ysat)]
+                with m.Case(_U.DIFF):
+                    m.d.comb += [x.eq(b[:cfg.xhat_width].as_signed()), y.eq(-1), add.eq(x_w)]
+                with m.Case(_U.XHAT):
+                    m.d.comb += [x.eq(b[:cfg.recon_width].as_signed()), y.eq(1),
+                                 add.eq(a[:cfg.xhat_width].as_signed()),
+                                 mode.eq(LaneMode.SAT_XHAT)]
+                with m.Case(_U.KVQ):
+                    m.d.comb += [x.eq(x_w), y.eq(1), rs.eq(row["param"]), mode.eq(LaneMode.SAT_8)]
+                with m.Case(_U.LNSQ):
+                    m.d.comb += [x.eq(x_w), y.eq(x_w)]
+                with m.Case(_U.SMEXP):
+                    s = bv[:W].as_signed()
+                    m.d.comb += [x.eq(Mux(rdata[k].m, row["smax"] - s, 0)), y.eq(t.log2e_q),
+                                 rs.eq(F + t.log2e_frac - t.exp_lut_bits),
+                                 mode.eq(LaneMode.EXP), en.eq(rdata[k].m & r_len[k])]
+                with m.Case(_U.SMOUT):
+                    m.d.comb += [x.eq(bv[:t.exp_frac + 1]), y.eq(row["y1"]),
+                                 rs.eq(row["smshift"]), mode.eq(LaneMode.SAT_P), en.eq(r_len[k])]
+                with m.Case(_U.LNOUT):
+                    m.d.comb += [x.eq(bv[:W].as_signed()), y.eq(row["ny1"]),
+                                 add.eq(-row["s1y1"]), rs.eq(row["lnshift"]),
+                                 mode.eq(LaneMode.SAT_W), en.eq(r_len[k] & ~row["zero"])]
+                with m.Case(_U.KVE):
+                    m.d.comb += [x.eq(row["e"]), y.eq(1), en.eq(k == 0)]
+            with m.If(adv):
+                m.d.sync += [lane.x.eq(x), lane.y.eq(y), lane.add.eq(add), lane.rs.eq(rs),
+                             lane.mode.eq(mode), lane.lane_en.eq(en), lane.side.eq(side),
+                             lane.side_flag.eq(flag)]
