@@ -59,4 +59,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the package's module, not this __main__ copy, so its error classes are the ones caught.
+    from gen.cli import main as _main
+    sys.exit(_main())

@@ -352,14 +352,14 @@ def dit_int_markdown(res: dict) -> str:
            "after the step, and of each block's output in the sampling run (*dB*, *max*) and "
            "against the float block on the same input (*loc*: the block's own error). PSNR uses "
            "the peak-to-peak of the float tensor; *inf* means identical. *sat*: values that "
-           "saturated in the blocks this step (almost all are softmax outputs clamped at 127, "
-           "i.e. probabilities >= 127.5/128); *P$bytes*: P-cache bytes of all blocks. "
+           "saturated in the blocks this step (a softmax output clamped at 127, a probability "
+           ">= 127.5/128, counts as one); *P$bytes*: P-cache bytes of all blocks. "
            "Choices: docs/architecture.md, \"Integer DiT-block golden\".", ""]
     for key, st in res["runs"].items():
         s = st["summary"]
+        mode = f"SAR interval {st['interval']}" if st["sar"] else "no SAR"
         out += [f"## {key}: model {res['model']}, {st['steps']} steps, seed {st['seed']}, "
-                f"label {st['label']}, {'SAR interval ' + str(st['interval']) if st['sar'] else 'no SAR'}",
-                ""]
+                f"label {st['label']}, {mode}", ""]
         header, rows = _dit_int_rows(st)
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "---|" * len(header))
@@ -367,12 +367,14 @@ def dit_int_markdown(res: dict) -> str:
             out.append("| " + " | ".join(_md_num(v) if not isinstance(v, float) or "max" not in h
                                          else _md_num(v, 4) for h, v in zip(header, r)) + " |")
         out += ["", f"Final sample: PSNR {_md_num(s['sample']['psnr_db'])} dB, max abs error "
-                f"{s['sample']['max_abs_err']:.4f}. Worst step: eps PSNR "
-                f"{_md_num(s['eps_psnr_db_min'])} dB, block-local PSNR "
-                f"{_md_num(s['block_local_psnr_db_min'])} dB (max abs error "
-                f"{s['block_local_max_abs_err_max']:.4f}). Kept blocks per attention: "
+                f"{s['sample']['max_abs_err']:.4f}. Over all steps: lowest eps PSNR "
+                f"{_md_num(s['eps_psnr_db_min'])} dB, lowest block-local PSNR "
+                f"{_md_num(s['block_local_psnr_db_min'])} dB, largest block-local max abs error "
+                f"{s['block_local_max_abs_err_max']:.4f}. Kept blocks per attention: "
                 + ", ".join(f"{k:.3f}" for k in st["kept_fraction"])
-                + f"; {s['saturated']} saturations; base B = {st['base_log2']}.", ""]
+                + f"; {s['saturated']} saturations ("
+                + (", ".join(f"{k} {v}" for k, v in s["saturation"].items()) or "none")
+                + f"); base B = {st['base_log2']}.", ""]
     return "\n".join(out)
 
 

@@ -32,12 +32,18 @@ def _qpu_mpu(cfg):
     return QuantizedMatmul(cfg)
 
 
+def _vpu(cfg):
+    from rtl.vpu import VPU
+    return VPU(cfg)
+
+
 UNITS = {
     "pe": (_pe, "one 2-bit-slice PE"),
     "mpu": (_mpu, "the mixed-precision systolic array with its weight front end"),
     "baseline": (_baseline, "the INT8xINT8 output-stationary baseline array"),
     "qpu": (_qpu, "the quantization unit: max, bins, quantize/slice, bitonic sort, pack"),
     "qpu_mpu": (_qpu_mpu, "the QPU streaming groups straight into the MPU"),
+    "vpu": (_vpu, "the vector unit: softmax, LayerNorm, modulation, GELU, residual, requantize"),
 }
 
 

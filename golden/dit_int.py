@@ -73,7 +73,7 @@ import numpy as np
 from . import vpu
 from .config import Config
 from .differential import DiffLinear, quantize_weights
-from .fmdq import Quantized, dequant, quantize_tile_matrix, requant_params, requantize, rnd
+from .fmdq import Quantized, quantize_tile_matrix, requant_params, requantize
 from .sar import PRECISION_CODE_BITS, PCacheRecord, expand_mask, is_cache_step, quantize_p
 from .schedule import reference_product
 
@@ -88,10 +88,7 @@ MOD_NAMES = ("shift1", "scale1", "gate1", "shift2", "scale2", "gate2")
 def kv_e_max(cfg: Config) -> int:
     """Largest exponent :func:`golden.vpu.kv_int8` can return for an act-format tensor: the
     smallest ``e`` with ``rnd(2**(act_width-1), e) <= 127``."""
-    e = 0
-    while int(rnd(1 << (cfg.act_width - 1), e)) > 127:
-        e += 1
-    return e
+    return vpu.kv_shift(1 << (cfg.act_width - 1))
 
 
 # =============================================================================== records

@@ -160,6 +160,11 @@ def compare_int(spec: DiTSpec | None = None, cfg: Config | None = None, steps: i
     eps_psnr = [v for v in (p["eps"]["psnr_db"] for p in per_step) if v is not None]
     local = [b["local"]["psnr_db"] for p in per_step for b in p["blocks"]
              if b["local"]["psnr_db"] is not None]
+    sat_total = {}
+    for p in per_step:
+        for b in p["blocks"]:
+            for k, v in b["saturation"].items():
+                sat_total[k] = sat_total.get(k, 0) + v
     flags = {f"blocks.{i}.{k}": {f: (int(v) if f == "y_saturated" else bool(v))
                                  for f, v in layer.flags.items()}
              for i, blk in enumerate(im.int_blocks) for k, layer in blk.layers.items()}
@@ -176,5 +181,6 @@ def compare_int(spec: DiTSpec | None = None, cfg: Config | None = None, steps: i
             block_local_psnr_db_min=min(local) if local else None,
             block_local_max_abs_err_max=max(b["local"]["max_abs_err"] for p in per_step
                                             for b in p["blocks"]),
-            saturated=sum(b["saturated"] for p in per_step for b in p["blocks"])))
+            saturated=sum(b["saturated"] for p in per_step for b in p["blocks"]),
+            saturation=sat_total))
     return xf, xi, stats, im

@@ -17,20 +17,27 @@ def shift_round(m, v, s, width: int, name: str):
     ``(v + 2**(s-1) - [v < 0 and s > 0]) >> s``, arithmetic, which equals rounding half away from
     zero. The half is a one-hot decode of ``s`` (no wide variable left shift). Result: a signed
     ``width``-bit signal (the caller sizes it for the largest result)."""
-    w = len(v) + 1
+    vs = Signal(v.shape(), name=f"{name}_v")
+    m.d.comb += vs.eq(v)
+    is_signed = vs.shape().signed
     out = Signal(signed(width), name=name)
     if isinstance(s, int):
         if s == 0:
-            m.d.comb += out.eq(v)
+            m.d.comb += out.eq(vs)
         else:
-            m.d.comb += out.eq((v + (1 << (s - 1)) - (v < 0)) >> s)
+            m.d.comb += out.eq((vs + (1 << (s - 1)) - ((vs < 0) if is_signed else 0)) >> s)
         return out
-    half = Signal(unsigned(w), name=f"{name}_half")
-    for i in range(1, min(w, 1 << len(s))):
+    # The half for a shift of i is bit i-1; shifts past the value's width need no half.
+    top = min(len(vs) + 1, (1 << len(s)) - 1)
+    half = Signal(unsigned(max(1, top)), name=f"{name}_half")
+    for i in range(1, top + 1):
         m.d.comb += half[i - 1].eq(s == i)
-    neg = (v < 0) & (s != 0)
-    t = Signal(signed(w + 1), name=f"{name}_t")
-    m.d.comb += [t.eq(v + half - neg), out.eq(t >> s)]
+    t = Signal(signed(len(vs) + 2), name=f"{name}_t")
+    if is_signed:
+        m.d.comb += t.eq(vs + half - ((vs < 0) & (s != 0)))
+    else:
+        m.d.comb += t.eq(vs + half)
+    m.d.comb += out.eq(t >> s)
     return out
 
 

@@ -60,11 +60,11 @@ class SoftmaxRecip(wiring.Component):
         c3_X = _reg(m, c2_X.shape(), c2_X, "c3_X")
         c3_y0 = _reg(m, unsigned(Qr), lut.data, "c3_y0")
         c3_shift = _reg(m, c2_shift.shape(), c2_shift, "c3_shift")
-        tt = shift_round(m, c3_X * c3_y0, Qr, 2 * Qr + 2, "recip_t")
+        tt = shift_round(m, c3_X * c3_y0, Qr, t.widths["recip.t"][0] + 1, "recip_t")
         c4_e = _reg(m, unsigned(Qr + 2), (1 << (Qr + 1)) - tt, "c4_e")
         c4_y0 = _reg(m, unsigned(Qr), c3_y0, "c4_y0")
         c4_shift = _reg(m, c2_shift.shape(), c3_shift, "c4_shift")
-        y1 = shift_round(m, c4_y0 * c4_e, Qr, 2 * Qr + 3, "recip_y1")
+        y1 = shift_round(m, c4_y0 * c4_e, Qr, t.widths["recip.y1"][0] + 1, "recip_y1")
         m.d.sync += [self.y1.eq(y1), self.shift.eq(c4_shift)]
         return m
 
@@ -133,16 +133,16 @@ class LayerNormRsqrt(wiring.Component):
         c6_X = _reg(m, c5_X.shape(), c5_X, "c6_X")
         c6_y0 = _reg(m, unsigned(Qs), lut.data, "c6_y0")
         chain = delay(chain, "c6")
-        y0sq = shift_round(m, c6_y0 * c6_y0, Qs, 2 * Qs + 2, "y0sq")
+        y0sq = shift_round(m, c6_y0 * c6_y0, Qs, w["rsqrt.y0sq"][0] + 1, "y0sq")
         c7_y0sq = _reg(m, unsigned(Qs + 1), y0sq, "c7_y0sq")
         c7_X = _reg(m, c5_X.shape(), c6_X, "c7_X")
         c7_y0 = _reg(m, unsigned(Qs), c6_y0, "c7_y0")
         chain = delay(chain, "c7")
-        vy2 = shift_round(m, c7_X * c7_y0sq, Qs, 2 * Qs + 4, "vy2")
+        vy2 = shift_round(m, c7_X * c7_y0sq, Qs, w["rsqrt.vy2"][0] + 1, "vy2")
         c8_e = _reg(m, unsigned(Qs + 3), 3 * (1 << Qs) - vy2, "c8_e")
         c8_y0 = _reg(m, unsigned(Qs), c7_y0, "c8_y0")
         chain = delay(chain, "c8")
-        y1 = shift_round(m, c8_y0 * c8_e, Qs + 1, 2 * Qs + 4, "y1")
+        y1 = shift_round(m, c8_y0 * c8_e, Qs + 1, w["rsqrt.y1"][0] + 1, "y1")
         c9_y1 = _reg(m, unsigned(w["layernorm.y1"][0]), y1, "c9_y1")
         chain = dict(delay(chain, "c9"))
         m.d.sync += [

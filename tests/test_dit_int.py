@@ -236,18 +236,21 @@ def test_compare_is_deterministic(cfg, sar_run):
 
 # ------------------------------------------------------------------------------ float distance
 def test_close_to_float(dense_run, sar_run):
-    # Integer numerics alone (no SAR): every block output against the float block on the same
-    # input. Measured 55-64 dB on this model; 45 dB is a bound with a 10 dB margin.
+    # Integer numerics alone (no SAR): the block output against the float block on the same
+    # input, and the model output. Measured 61-65 dB (block) and 58-63 dB (eps) over these 5
+    # steps; the bounds keep a margin of 15 dB or more.
     for p in dense_run[2]["per_step"]:
         for b in p["blocks"]:
             assert b["local"]["psnr_db"] > 45, p
         assert p["eps"]["psnr_db"] > 40, p
-    # With SAR the reuse steps add the error of stale probabilities (measured >= 30 dB local,
-    # >= 35 dB eps over these 5 steps).
+    # With SAR the reuse steps add the error of stale probabilities: measured >= 39 dB (block
+    # and eps) on the reuse steps.
     for p in sar_run[2]["per_step"]:
-        assert p["blocks"][0]["local"]["psnr_db"] > 22, p
-        assert p["eps"]["psnr_db"] > 25, p
-    assert dense_run[2]["summary"]["sample"]["psnr_db"] > 30
+        assert p["blocks"][0]["local"]["psnr_db"] > 28, p
+        assert p["eps"]["psnr_db"] > 28, p
+    # The sample after 5 steps: measured 48.6 dB (no SAR), 35.4 dB (SAR).
+    assert dense_run[2]["summary"]["sample"]["psnr_db"] > 38
+    assert sar_run[2]["summary"]["sample"]["psnr_db"] > 25
 
 
 def test_block_against_float_block_directly(cfg):
@@ -266,8 +269,19 @@ def test_block_against_float_block_directly(cfg):
         mi, _ = to_fixed(mod.reshape(6, -1), cfg.act_width, cfg.act_frac)
         out = blk.step(xi, mi).out / 2.0 ** cfg.act_frac
         mse = ((out - ref) ** 2).mean()
-        # Measured 57-58 dB; 45 dB is the bound.
+        # Measured 54-59 dB; 45 dB is the bound.
         assert 10 * math.log10(np.ptp(ref) ** 2 / mse) > 45
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tiny", "fpga"])
+def test_small_model_close_to_float(name):
+    """The ``small`` DiT (64 tokens, 2 blocks) over 8 steps, no SAR (reports/dit_int.md):
+    measured block-local PSNR 63.7-68.4 dB and eps PSNR 53.6-62.5 dB on both presets."""
+    st = compare_int(DIT_MODELS["small"], preset(name), steps=8, seed=0, sar=False)[2]
+    assert st["summary"]["block_local_psnr_db_min"] > 50
+    assert st["summary"]["eps_psnr_db_min"] > 45
+    assert set(st["summary"]["saturation"]) <= {"softmax"}
 
 
 # ------------------------------------------------------------------------------ bad inputs
@@ -367,3 +381,12 @@ def test_cli_dit_int_errors(tmp_path, capsys, only_analysis, argv, match):
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("dstar: error:") and match in err
     assert not j.exists()
+
+
+def test_open_loop_keeps_previous_input(sar_run):
+    """closed_loop=False: the layer state is the previous exact input (DESIGN 2.5)."""
+    steps = _steps(sar_run)
+    blk = _fresh(preset("tiny", closed_loop=False), sar_run, interval=1)
+    for r in blk.run([s.x for s in steps[:2]], [s.mod for s in steps[:2]]):
+        for k in LAYERS:
+            np.testing.assert_array_equal(r.layers[k].xhat, r.layers[k].x)

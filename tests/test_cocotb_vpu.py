@@ -1,0 +1,33 @@
+"""cocotb regression of the VPU on Verilator and Icarus (tiny and fpga in ``make test``; more
+rows and seeds in ``make regress``)."""
+
+import pytest
+
+from golden.config import preset
+from sim.runner import run_cocotb
+
+FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator"), ("fpga", "icarus")]
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("preset_name, simulator", FAST)
+def test_vpu_regression(preset_name, simulator):
+    run_cocotb("vpu", preset(preset_name), simulator, "test_vpu", seed=1,
+               extra_env={"DSTAR_ROWS": "4"})
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("preset_name, simulator", FAST)
+def test_vpu_regression_long(preset_name, simulator, seed):
+    run_cocotb("vpu", preset(preset_name), simulator, "test_vpu", seed=seed,
+               extra_env={"DSTAR_ROWS": "24"}, tag="long")
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_vpu_odd_lanes(simulator):
+    run_cocotb("vpu", preset("tiny", vpu_lanes=3, max_reduction=20), simulator, "test_vpu",
+               seed=5, tag="cfg")
