@@ -219,3 +219,18 @@ def random_rows(cfg: Config, op: str, rng: np.random.Generator, count: int,
             amax = max(amax if param else 0, int(np.abs(x).max()))
         rows.append(row)
     return rows
+
+
+def bench_rows(cfg: Config, op: str, n: int, count: int, seed: int = 0) -> list:
+    """``count`` rows of ``op``, all of length ``n``, typical random values (for cycle
+    measurements: every row of a run has the same shape)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(count):
+        r = random_rows(cfg, op, rng, 1, kinds=("random",))[0]
+        ops = {k: v[:n] if len(v) >= n else np.resize(v, n) for k, v in r.operands.items()}
+        param = r.param
+        if op == "layernorm":
+            param = gv.layernorm_eps_int(n, 1e-6, cfg)
+        rows.append(make_row(cfg, op, param=param, **ops))
+    return rows

@@ -9,35 +9,44 @@ of the same formula, not by a tolerance.
 from amaranth.hdl import Const, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 
-__all__ = ["shift_round", "saturate", "bit_length", "rom"]
+__all__ = ["round_bias", "shift_round", "saturate", "bit_length", "tree_max", "rom"]
 
 
-def shift_round(m, v, s, width: int, name: str):
-    """``rnd(v, s)`` for a signed ``v`` and an unsigned shift ``s`` (a signal or an int):
-    ``(v + 2**(s-1) - [v < 0 and s > 0]) >> s``, arithmetic, which equals rounding half away from
-    zero. The half is a one-hot decode of ``s`` (no wide variable left shift). Result: a signed
-    ``width``-bit signal (the caller sizes it for the largest result)."""
+def round_bias(m, v, s, name: str):
+    """The first half of :func:`shift_round`: ``v + 2**(s-1) - [v < 0 and s > 0]`` for a signal
+    shift ``s`` (an arithmetic shift right by ``s`` then finishes the rounding). The half is a
+    one-hot decode of ``s`` (no wide variable left shift)."""
     vs = Signal(v.shape(), name=f"{name}_v")
     m.d.comb += vs.eq(v)
-    is_signed = vs.shape().signed
-    out = Signal(signed(width), name=name)
-    if isinstance(s, int):
-        if s == 0:
-            m.d.comb += out.eq(vs)
-        else:
-            m.d.comb += out.eq((vs + (1 << (s - 1)) - ((vs < 0) if is_signed else 0)) >> s)
-        return out
     # The half for a shift of i is bit i-1; shifts past the value's width need no half.
     top = min(len(vs) + 1, (1 << len(s)) - 1)
     half = Signal(unsigned(max(1, top)), name=f"{name}_half")
     for i in range(1, top + 1):
         m.d.comb += half[i - 1].eq(s == i)
     t = Signal(signed(len(vs) + 2), name=f"{name}_t")
-    if is_signed:
+    if vs.shape().signed:
         m.d.comb += t.eq(vs + half - ((vs < 0) & (s != 0)))
     else:
         m.d.comb += t.eq(vs + half)
-    m.d.comb += out.eq(t >> s)
+    return t
+
+
+def shift_round(m, v, s, width: int, name: str):
+    """``rnd(v, s)`` for a signed or unsigned ``v`` and an unsigned shift ``s`` (a signal or an
+    int): ``(v + 2**(s-1) - [v < 0 and s > 0]) >> s``, arithmetic, which equals rounding half
+    away from zero. Result: a signed ``width``-bit signal (the caller sizes it for the largest
+    result)."""
+    out = Signal(signed(width), name=name)
+    if isinstance(s, int):
+        vs = Signal(v.shape(), name=f"{name}_v")
+        m.d.comb += vs.eq(v)
+        if s == 0:
+            m.d.comb += out.eq(vs)
+        else:
+            neg = (vs < 0) if vs.shape().signed else 0
+            m.d.comb += out.eq((vs + (1 << (s - 1)) - neg) >> s)
+        return out
+    m.d.comb += out.eq(round_bias(m, v, s, name) >> s)
     return out
 
 
@@ -54,13 +63,39 @@ def saturate(m, v, lo: int, hi: int, width: int, name: str):
 
 
 def bit_length(m, v, name: str):
-    """``int.bit_length`` of an unsigned value (0 for 0): a priority encoder, highest bit wins."""
+    """``int.bit_length`` of an unsigned value (0 for 0): a balanced tree (log2 depth), each node
+    choosing the upper half's length when it is non-zero."""
+    def node(lo, hi):
+        if hi - lo == 1:
+            return v[lo], 1
+        mid = lo + (hi - lo + 1) // 2
+        up, up_w = node(mid, hi)
+        dn, dn_w = node(lo, mid)
+        width = max(up_w, dn_w, (hi - lo).bit_length())
+        out = Signal(width, name=f"{name}_{lo}_{hi}")
+        m.d.comb += out.eq(Mux(v[mid:hi].any(), up + (mid - lo), dn))
+        return out, width
+
+    res, _ = node(0, len(v))
     out = Signal(range(len(v) + 1), name=name)
-    m.d.comb += out.eq(0)
-    for i in range(len(v)):
-        with m.If(v[i]):
-            m.d.comb += out.eq(i + 1)
+    m.d.comb += out.eq(res)
     return out
+
+
+def tree_max(m, values, name: str):
+    """The largest of ``values`` (signals of one shape) by a balanced tree of comparisons."""
+    level = list(values)
+    depth = 0
+    while len(level) > 1:
+        nxt = []
+        for i in range(0, len(level) - 1, 2):
+            s = Signal(level[i].shape(), name=f"{name}_{depth}_{i // 2}")
+            m.d.comb += s.eq(Mux(level[i] > level[i + 1], level[i], level[i + 1]))
+            nxt.append(s)
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level, depth = nxt, depth + 1
+    return level[0]
 
 
 def rom(m, name: str, values, shape):

@@ -6,20 +6,24 @@ the row's elements then arrive as ``ceil(n / vpu_lanes)`` input beats and leave 
 beats (one for ``kv_amax``). The operands of each operation (which of a beat's ``a``, ``b``, ``c``,
 ``m``, ``sh``, ``mask`` it reads) are in :mod:`golden.vpu_stream`.
 
-Structure: an operand stage maps the operation onto the lanes' multiply-add-round-saturate
-datapath (:class:`rtl.vpu_lane.VPULane`); a row buffer (``amaranth.lib.memory``,
-``ceil(max_reduction / vpu_lanes)`` words) holds a softmax or LayerNorm row between its passes;
-per-row scalars come from :mod:`rtl.vpu_scalar`.
+Structure: an input register (I) or a row-buffer read (R) feeds an operand stage (A) that maps
+the operation onto the lanes' multiply-add-round-saturate datapath
+(:class:`rtl.vpu_lane.VPULane`, 6 stages); a row buffer (``amaranth.lib.memory``,
+``ceil(max_reduction / vpu_lanes)`` words, one write and one read port) holds a softmax or
+LayerNorm row between its passes; the row reductions (max, Σx, max |v|) are a registered tree per
+beat and an accumulator; per-row scalars come from :mod:`rtl.vpu_scalar`. Every pipeline register
+advances together unless the output holds a beat that is not taken.
 
-Passes and cycles per row (``nb = ceil(n / vpu_lanes)``, without stalls)
------------------------------------------------------------------------
+Passes and cycles per row (``nb = ceil(n / vpu_lanes)``, no stalls; measured figures in
+``reports/vpu.md``)
+-----------------------------------------------------------------------------------------------
 * element-wise (``modulate``, ``gelu``, ``gated_residual``, ``acc_requant``, ``diff_delta``,
-  ``xhat_update``, ``kv_quant``): the command (1 cycle), then one beat per cycle in and out;
-  latency from an input beat to its output beat 6 cycles.
-* ``softmax``: load (row max) ``nb``; exponentials and their sum (written back) ``nb`` plus the
-  pipeline's drain; the reciprocal 5; output ``nb``: about ``3·nb + 15``.
-* ``layernorm``: load (``Σx``, ``Σx²``) ``nb`` plus the drain; the reciprocal square root 10;
-  output ``nb``: about ``2·nb + 20``.
+  ``xhat_update``, ``kv_quant``): the command (1 cycle), then one beat per cycle in and out, so
+  a row costs ``nb + 1`` cycles in steady state; 9 cycles from an input beat to its output beat.
+* ``softmax``: load ``nb`` (row max), drain, exponentials and their sum (written back to the
+  buffer) ``nb``, drain, the reciprocal (5), output ``nb``: ``3·nb + 20`` in steady state.
+* ``layernorm``: load ``nb`` (``Σx``; ``x²`` through the lanes for ``Σx²``), drain, the
+  reciprocal square root (10), output ``nb``: ``2·nb + 22``.
 * ``kv_amax``: load ``nb`` (the running max |v|; ``param`` bit 0 continues the previous command's
   max, so a head longer than ``max_reduction`` takes several commands), then one output beat
   with the shift ``e`` in lane 0.
@@ -42,7 +46,7 @@ from golden.config import Config, ConfigError
 from golden.layouts import VPU_OPS, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
 from golden.vpu import VPUTables, vpu_tables
 
-from .arith import rom, saturate
+from .arith import rom, saturate, tree_max
 from .layouts import to_layout
 from .params import check_config
 from .vpu_lane import LaneMode, VPULane, lane_widths
@@ -68,6 +72,8 @@ class _U(enum.IntEnum):
     SMOUT = 10    # softmax output P (from the row buffer)
     LNOUT = 11    # LayerNorm output (from the row buffer)
     KVE = 12      # the K/V shift, one beat
+    LDSM = 13     # softmax load: row buffer and max (no lane work)
+    LDKV = 14     # K/V load: max |v| (no lane work)
 
 
 _EW = {VPUOp.MODULATE: _U.MODULATE, VPUOp.GELU: _U.GELU, VPUOp.GATED_RESIDUAL: _U.GATED,
@@ -167,11 +173,19 @@ class VPU(wiring.Component):
         cnt = Signal(range(self.depth + 1))      # beats done in the current pass
         rem = Signal(range(n_max + 1))           # elements left from the current beat on
         wait = Signal(range(16))
-        second = Signal()                        # softmax: the scalar step after the exponentials
+        second = Signal()                        # softmax: the exponentials are done
 
-        # Pipeline control: R (row-buffer read), A (operands), then the lanes' stages.
+        # Pipeline: I (an input beat, registered) or R (a row-buffer read), then A (the lanes'
+        # operands), then the lanes' stages. I and R load on the same advance from states that
+        # exclude each other, so at most one of them is valid.
         lat = VPULane.LATENCY
         adv = Signal()
+        i_valid, i_last = Signal(), Signal()
+        i_uop = Signal(_U)
+        i_len = Signal(L)
+        i_p = Signal(self.i.p.shape())
+        i_addr = Signal(range(self.depth))
+        i_shift = Signal(range(W + 1))           # kv_quant's shift, travelling with its beat
         r_valid, r_last = Signal(), Signal()
         r_uop = Signal(_U)
         r_addr = Signal(range(self.depth))
@@ -183,7 +197,10 @@ class VPU(wiring.Component):
                 Signal(name=f"p{s}_last"), Signal(range(self.depth), name=f"p{s}_addr"))
                for s in range(lat)]
         f_valid, f_dest, f_last, f_addr = ctl[-1]
-        empty = ~r_valid & ~a_valid & ~Cat(*(c[0] for c in ctl)).any()
+        # Reduction registers between a beat and its row accumulator.
+        red_valid, sum_valid, sq_valid = Signal(), Signal(), Signal()
+        empty = ~(i_valid | r_valid | a_valid | Cat(*(c[0] for c in ctl)).any() | red_valid |
+                  sum_valid | sq_valid)
         m.d.comb += [
             adv.eq(~(f_valid & (f_dest == _Dest.OUT) & ~self.o.ready)),
             self.busy.eq((state != _S.IDLE) | ~empty),
@@ -232,58 +249,75 @@ class VPU(wiring.Component):
                     m.d.sync += state.eq(_S.EW)
 
         # ---------------------------------------------------------------- input beats
-        ip = self.i.p
         lane_ok = Signal(L)
         m.d.comb += lane_ok.eq(Cat(*(rem > k for k in range(L))))
-        uses_pipe = (state == _S.EW) | ((state == _S.LOAD) & (op == VPUOp.LAYERNORM))
-        m.d.comb += self.i.ready.eq(Mux(uses_pipe, adv & ~r_valid, state == _S.LOAD))
+        m.d.comb += self.i.ready.eq(adv & ((state == _S.EW) | (state == _S.LOAD)))
         take = self.i.valid & self.i.ready
         last_beat = cnt + 1 == nb
         with m.If(take):
             m.d.sync += [cnt.eq(cnt + 1), rem.eq(rem - L)]
             with m.If(last_beat):
                 m.d.sync += [cnt.eq(0), rem.eq(n)]
-                with m.If(state == _S.EW):
-                    m.d.sync += state.eq(_S.IDLE)
-                with m.Elif(op == VPUOp.SOFTMAX):
-                    m.d.sync += state.eq(_S.EXP)
-                with m.Elif(op == VPUOp.LAYERNORM):
-                    m.d.sync += state.eq(_S.DRAIN)
-                with m.Else():
-                    m.d.sync += [state.eq(_S.SCALAR), wait.eq(KVShift.LATENCY)]
-        xs = [ip.a[k][:W].as_signed() for k in range(L)]
-        if (1 << len(ip.sh[0])) - 1 > cfg.sh_max:
-            bad_sh = Cat(*(lane_ok[k] & (ip.sh[k] > cfg.sh_max) for k in range(L))).any()
-            with m.If(take & (state == _S.EW) & (op == VPUOp.ACC_REQUANT) & bad_sh):
+                m.d.sync += state.eq(Mux(state == _S.EW, _S.IDLE, _S.DRAIN))
+        inject = (state == _S.EMIT) & adv
+        with m.If(inject):
+            m.d.sync += state.eq(_S.IDLE)
+        in_uop = Signal(_U)
+        with m.Switch(op):
+            for o, u in _EW.items():
+                with m.Case(o):
+                    m.d.comb += in_uop.eq(u)
+            with m.Case(VPUOp.SOFTMAX):
+                m.d.comb += in_uop.eq(_U.LDSM)
+            with m.Case(VPUOp.LAYERNORM):
+                m.d.comb += in_uop.eq(_U.LNSQ)
+            with m.Case(VPUOp.KV_AMAX):
+                m.d.comb += in_uop.eq(Mux(inject, _U.KVE, _U.LDKV))
+        with m.If(adv):
+            m.d.sync += [i_valid.eq(take | inject), i_uop.eq(in_uop), i_last.eq(last_beat | inject),
+                         i_len.eq(lane_ok), i_addr.eq(cnt), i_p.eq(self.i.payload),
+                         i_shift.eq(param)]
+        used = i_valid & adv                     # I moves on: its beat is used exactly once
+
+        # The row's reductions (LOAD): a tree per beat, registered, then the accumulator.
+        xs = [i_p.a[k][:W].as_signed() for k in range(L)]
+        red_max = Signal(signed(W))
+        red_amax = Signal(unsigned(W))
+        red_s1 = Signal(signed(W + L.bit_length()))
+        low = -(1 << (W - 1))
+        kept = [Mux(i_len[k] & ((i_uop != _U.LDSM) | i_p.mask[k]), xs[k], low) for k in range(L)]
+        mags = [Mux(i_len[k], Mux(xs[k] < 0, -xs[k], xs[k])[:W], 0) for k in range(L)]
+        m.d.sync += [
+            red_valid.eq(used & ((i_uop == _U.LDSM) | (i_uop == _U.LNSQ) | (i_uop == _U.LDKV))),
+            red_max.eq(tree_max(m, kept, "beat_max")),
+            red_amax.eq(tree_max(m, mags, "beat_amax")),
+            red_s1.eq(sum(Mux(i_len[k], xs[k], 0) for k in range(L))),
+        ]
+        with m.If(red_valid):
+            m.d.sync += [smax.eq(Mux(red_max > smax, red_max, smax)),
+                         amax.eq(Mux(red_amax > amax, red_amax, amax)), s1.eq(s1 + red_s1)]
+        if (1 << len(i_p.sh[0])) - 1 > cfg.sh_max:
+            bad_sh = Cat(*(i_len[k] & (i_p.sh[k] > cfg.sh_max) for k in range(L))).any()
+            with m.If(used & (i_uop == _U.REQUANT) & bad_sh):
                 m.d.sync += self.error.eq(1)
-        load = take & (state == _S.LOAD)
-        with m.If(load):
-            # The row's reductions.
-            kept = [lane_ok[k] & ip.mask[k] for k in range(L)]
-            mx = smax
-            for k in range(L):
-                mx = Mux(kept[k] & (xs[k] > mx), xs[k], mx)
-            am = amax
-            for k in range(L):
-                mag = Mux(xs[k] < 0, -xs[k], xs[k])[:W]
-                am = Mux(lane_ok[k] & (mag > am), mag, am)
-            m.d.sync += [smax.eq(mx), amax.eq(am),
-                         s1.eq(s1 + sum(Mux(lane_ok[k], xs[k], 0) for k in range(L)))]
 
         # ---------------------------------------------------------------- row passes
+        scalar_wait = Mux(op == VPUOp.SOFTMAX, SoftmaxRecip.LATENCY,
+                          Mux(op == VPUOp.LAYERNORM, LayerNormRsqrt.LATENCY, KVShift.LATENCY))
         with m.Switch(state):
             with m.Case(_S.DRAIN):
                 with m.If(empty):
-                    m.d.sync += state.eq(_S.SCALAR)
-                    m.d.sync += wait.eq(Mux(op == VPUOp.SOFTMAX, SoftmaxRecip.LATENCY,
-                                            LayerNormRsqrt.LATENCY))
+                    with m.If((op == VPUOp.SOFTMAX) & ~second):
+                        m.d.sync += state.eq(_S.EXP)
+                    with m.Else():
+                        m.d.sync += [state.eq(_S.SCALAR), wait.eq(scalar_wait)]
             with m.Case(_S.SCALAR):
                 m.d.sync += wait.eq(wait - 1)
                 with m.If(wait == 0):
                     m.d.sync += [y1_row.eq(recip.y1), smshift_row.eq(recip.shift),
                                  ny1_row.eq(rsqrt.ny1), s1y1_row.eq(rsqrt.s1y1),
                                  lnshift_row.eq(rsqrt.shift), zero_row.eq(rsqrt.zero),
-                                 e_row.eq(kvshift.e), cnt.eq(0), rem.eq(n)]
+                                 e_row.eq(kvshift.e)]
                     m.d.sync += state.eq(Mux(op == VPUOp.KV_AMAX, _S.EMIT, _S.OUT))
         issue = ((state == _S.EXP) | (state == _S.OUT)) & adv
         m.d.comb += [rd.en.eq(adv), rd.addr.eq(cnt)]
@@ -297,55 +331,53 @@ class VPU(wiring.Component):
             with m.If(last_beat):
                 m.d.sync += [cnt.eq(0), rem.eq(n)]
                 with m.If(state == _S.EXP):
-                    m.d.sync += state.eq(_S.DRAIN)
+                    m.d.sync += [state.eq(_S.DRAIN), second.eq(1)]
                 with m.Else():
                     m.d.sync += state.eq(_S.IDLE)
-        inject = (state == _S.EMIT) & adv & ~r_valid
-        with m.If(inject):
-            m.d.sync += state.eq(_S.IDLE)
 
         # ---------------------------------------------------------------- operand stage (A)
         uop = Signal(_U)
         with m.If(r_valid):
             m.d.comb += uop.eq(r_uop)
-        with m.Elif(take & (state == _S.EW)):
-            with m.Switch(op):
-                for o, u in _EW.items():
-                    with m.Case(o):
-                        m.d.comb += uop.eq(u)
-        with m.Elif(take & uses_pipe):
-            m.d.comb += uop.eq(_U.LNSQ)
-        with m.Elif(inject):
-            m.d.comb += uop.eq(_U.KVE)
+        with m.Elif(i_valid):
+            m.d.comb += uop.eq(i_uop)
+        lane_op = (uop != _U.NONE) & (uop != _U.LDSM) & (uop != _U.LDKV)
         with m.If(adv):
             m.d.sync += [
-                a_valid.eq(uop != _U.NONE),
+                a_valid.eq(lane_op),
                 a_dest.eq(Mux(uop == _U.SMEXP, _Dest.SUM, Mux(uop == _U.LNSQ, _Dest.SQ,
                                                               _Dest.OUT))),
-                a_last.eq(Mux(r_valid, r_last, last_beat | inject)),
+                a_last.eq(Mux(r_valid, r_last, i_last)),
                 a_addr.eq(r_addr),
             ]
-        self._operands(m, lanes, uop, ip, rd.data, lane_ok, r_len, adv,
+        self._operands(m, lanes, uop, i_p, rd.data, i_len, r_len, adv,
                        dict(smax=smax, y1=y1_row, smshift=smshift_row, ny1=ny1_row,
                             s1y1=s1y1_row, lnshift=lnshift_row, zero=zero_row, e=e_row,
-                            param=param))
+                            kv_shift=i_shift))
 
         # ---------------------------------------------------------------- results
-        # The row buffer's one write port: a loaded beat, or exponentials written back.
+        # The row buffer's one write port: exponentials written back, or a loaded beat.
+        sum_val = Signal.like(total)
+        sq_val = Signal.like(s2)
         write_back = f_valid & (f_dest == _Dest.SUM)
+        m.d.sync += [
+            sum_valid.eq(write_back), sq_valid.eq(f_valid & (f_dest == _Dest.SQ)),
+            sum_val.eq(sum(lane.r[:E + 2].as_unsigned() for lane in lanes)),
+            sq_val.eq(sum(lane.r[:2 * W].as_unsigned() for lane in lanes)),
+        ]
+        with m.If(sum_valid):
+            m.d.sync += total.eq(total + sum_val)
+        with m.If(sq_valid):
+            m.d.sync += s2.eq(s2 + sq_val)
         with m.If(write_back):
-            m.d.sync += total.eq(total + sum(lane.r[:E + 2].as_unsigned() for lane in lanes))
             m.d.comb += [wr.en.eq(1), wr.addr.eq(f_addr)]
             for k, lane in enumerate(lanes):
                 m.d.comb += wr.data[k].v.eq(lane.r[:bw])
-        with m.Elif(load):
-            m.d.comb += [wr.en.eq((op == VPUOp.SOFTMAX) | (op == VPUOp.LAYERNORM)),
-                         wr.addr.eq(cnt)]
+        with m.Elif(used & ((i_uop == _U.LDSM) | (i_uop == _U.LNSQ))):
+            m.d.comb += [wr.en.eq(1), wr.addr.eq(i_addr)]
             for k in range(L):
                 m.d.comb += [wr.data[k].v.eq(xs[k]),
-                             wr.data[k].m.eq(lane_ok[k] & ((op != VPUOp.SOFTMAX) | ip.mask[k]))]
-        with m.If(f_valid & (f_dest == _Dest.SQ)):
-            m.d.sync += s2.eq(s2 + sum(lane.r[:2 * W].as_unsigned() for lane in lanes))
+                             wr.data[k].m.eq(i_len[k] & ((i_uop != _U.LDSM) | i_p.mask[k]))]
         o = self.o.p
         m.d.comb += [self.o.valid.eq(f_valid & (f_dest == _Dest.OUT)), o.last.eq(f_last)]
         for k, lane in enumerate(lanes):
@@ -405,7 +437,7 @@ class VPU(wiring.Component):
                                  add.eq(a[:cfg.xhat_width].as_signed()),
                                  mode.eq(LaneMode.SAT_XHAT)]
                 with m.Case(_U.KVQ):
-                    m.d.comb += [x.eq(x_w), y.eq(1), rs.eq(row["param"]), mode.eq(LaneMode.SAT_8)]
+                    m.d.comb += [x.eq(x_w), y.eq(1), rs.eq(row["kv_shift"]), mode.eq(LaneMode.SAT_8)]
                 with m.Case(_U.LNSQ):
                     m.d.comb += [x.eq(x_w), y.eq(x_w)]
                 with m.Case(_U.SMEXP):

@@ -18,7 +18,8 @@ A disabled lane (``lane_en`` low: past the row's end, masked, or a LayerNorm row
 variance) gives 0 and no saturation flag. ``side``/``side_flag`` (``acc_requant``'s running sum
 ``Y`` and its saturation) ride along unchanged.
 
-Latency ``LATENCY = 5`` cycles (product, sum, rounding, post, exponential shift); every register
+Latency ``LATENCY = 6`` cycles (product, sum, rounding bias, rounding shift, post, exponential
+shift); every register
 advances when ``en`` is high, so a lane holds its contents while the VPU's output is stalled.
 Throughput one element per cycle.
 """
@@ -32,7 +33,7 @@ from amaranth.lib.wiring import In, Out
 from golden.config import Config
 from golden.vpu import VPUTables
 
-from .arith import rom, saturate, shift_round
+from .arith import rom, round_bias, saturate, shift_round
 
 __all__ = ["LaneMode", "VPULane", "lane_widths"]
 
@@ -83,7 +84,7 @@ class VPULane(wiring.Component):
         its saturation flag and the side data, ``LATENCY`` advances later.
     """
 
-    LATENCY = 5
+    LATENCY = 6
 
     def __init__(self, cfg: Config, tables: VPUTables):
         self._cfg, self._t = cfg, tables
@@ -131,9 +132,10 @@ class VPULane(wiring.Component):
         # Stage C: the sum.
         c = stage("c", sum=(signed(w["sum"]), b["prod"] + b["add"]), rs=(b["rs"].shape(), b["rs"]),
                   **carry(b))
-        # Stage D: the rounding.
-        rounded = shift_round(m, c["sum"], c["rs"], w["sum"], "rounded")
-        d = stage("d", r=(signed(w["sum"]), rounded), **carry(c))
+        # Stages D1, D2: the rounding (the bias, then the shift).
+        biased = round_bias(m, c["sum"], c["rs"], "rounded")
+        d1 = stage("d1", t=(biased.shape(), biased), rs=(c["rs"].shape(), c["rs"]), **carry(c))
+        d = stage("d", r=(signed(w["sum"]), d1["t"] >> d1["rs"]), **carry(d1))
 
         # Stage E: saturation, or the exponential's table look-up.
         rd = d["r"]
