@@ -18,6 +18,7 @@ __all__ = ["main", "UserError"]
 COMMAND_MODULES = (
     "gen.cmd_generate",
     "gen.cmd_analysis",
+    "gen.cmd_synth",
 )
 
 

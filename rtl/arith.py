@@ -9,7 +9,7 @@ of the same formula, not by a tolerance.
 from amaranth.hdl import Const, Mux, Signal, signed, unsigned
 from amaranth.lib.memory import Memory
 
-__all__ = ["round_bias", "shift_round", "saturate", "bit_length", "tree_max", "rom"]
+__all__ = ["round_bias", "shift_round", "saturate", "bit_length", "tree_max", "tree_reduce", "rom"]
 
 
 def round_bias(m, v, s, name: str):
@@ -82,20 +82,45 @@ def bit_length(m, v, name: str):
     return out
 
 
-def tree_max(m, values, name: str):
-    """The largest of ``values`` (signals of one shape) by a balanced tree of comparisons."""
+def tree_reduce(m, values, kind: str, name: str, every: int = 0):
+    """Reduce ``values`` by a balanced tree of ``kind`` (``"max"`` or ``"sum"``); with
+    ``every > 0`` a register follows every ``every`` levels (free-running: the caller delays its
+    valid flag by the returned stage count). Returns ``(result, stages)``; sums widen by one bit
+    per level, maxima keep the values' shape."""
     level = list(values)
-    depth = 0
+    depth = stages = 0
     while len(level) > 1:
         nxt = []
+        registered = every and (depth + 1) % every == 0 and len(level) > 2
         for i in range(0, len(level) - 1, 2):
-            s = Signal(level[i].shape(), name=f"{name}_{depth}_{i // 2}")
-            m.d.comb += s.eq(Mux(level[i] > level[i + 1], level[i], level[i + 1]))
+            a, b = level[i], level[i + 1]
+            if kind == "max":
+                shape, value = a.shape(), Mux(a > b, a, b)
+            else:
+                w = max(len(a), len(b)) + 1
+                shape, value = (signed(w) if a.shape().signed or b.shape().signed
+                                else unsigned(w)), a + b
+            s = Signal(shape, name=f"{name}_{depth}_{i // 2}")
+            if registered:
+                m.d.sync += s.eq(value)
+            else:
+                m.d.comb += s.eq(value)
             nxt.append(s)
         if len(level) % 2:
-            nxt.append(level[-1])
+            last = level[-1]
+            if registered:
+                r = Signal(last.shape(), name=f"{name}_{depth}_pass")
+                m.d.sync += r.eq(last)
+                last = r
+            nxt.append(last)
+        stages += bool(registered)
         level, depth = nxt, depth + 1
-    return level[0]
+    return level[0], stages
+
+
+def tree_max(m, values, name: str):
+    """The largest of ``values`` (signals of one shape) by a balanced combinational tree."""
+    return tree_reduce(m, values, "max", name)[0]
 
 
 def rom(m, name: str, values, shape):

@@ -46,7 +46,7 @@ from golden.config import Config, ConfigError
 from golden.layouts import VPU_OPS, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
 from golden.vpu import VPUTables, vpu_tables
 
-from .arith import rom, saturate, tree_max
+from .arith import rom, saturate, tree_reduce
 from .layouts import to_layout
 from .params import check_config
 from .vpu_lane import LaneMode, VPULane, lane_widths
@@ -198,9 +198,11 @@ class VPU(wiring.Component):
                for s in range(lat)]
         f_valid, f_dest, f_last, f_addr = ctl[-1]
         # Reduction registers between a beat and its row accumulator.
-        red_valid, sum_valid, sq_valid = Signal(), Signal(), Signal()
-        empty = ~(i_valid | r_valid | a_valid | Cat(*(c[0] for c in ctl)).any() | red_valid |
-                  sum_valid | sq_valid)
+        # Reduction pipelines between a beat and its row accumulator: valid flags, delayed as
+        # many cycles as the trees' registers (filled in below).
+        red_valids, sum_valids, sq_valids = [], [], []
+        in_flight = Signal()
+        empty = ~(i_valid | r_valid | a_valid | Cat(*(c[0] for c in ctl)).any() | in_flight)
         m.d.comb += [
             adv.eq(~(f_valid & (f_dest == _Dest.OUT) & ~self.o.ready)),
             self.busy.eq((state != _S.IDLE) | ~empty),
@@ -281,18 +283,29 @@ class VPU(wiring.Component):
 
         # The row's reductions (LOAD): a tree per beat, registered, then the accumulator.
         xs = [i_p.a[k][:W].as_signed() for k in range(L)]
-        red_max = Signal(signed(W))
-        red_amax = Signal(unsigned(W))
-        red_s1 = Signal(signed(W + L.bit_length()))
         low = -(1 << (W - 1))
-        kept = [Mux(i_len[k] & ((i_uop != _U.LDSM) | i_p.mask[k]), xs[k], low) for k in range(L)]
-        mags = [Mux(i_len[k], Mux(xs[k] < 0, -xs[k], xs[k])[:W], 0) for k in range(L)]
-        m.d.sync += [
-            red_valid.eq(used & ((i_uop == _U.LDSM) | (i_uop == _U.LNSQ) | (i_uop == _U.LDKV))),
-            red_max.eq(tree_max(m, kept, "beat_max")),
-            red_amax.eq(tree_max(m, mags, "beat_amax")),
-            red_s1.eq(sum(Mux(i_len[k], xs[k], 0) for k in range(L))),
-        ]
+        kept, mags, xsum = [], [], []
+        for k in range(L):
+            kv = Signal(signed(W), name=f"kept{k}")
+            mv = Signal(unsigned(W), name=f"mag{k}")
+            xv = Signal(signed(W), name=f"xin{k}")
+            m.d.comb += [
+                kv.eq(Mux(i_len[k] & ((i_uop != _U.LDSM) | i_p.mask[k]), xs[k], low)),
+                mv.eq(Mux(i_len[k], Mux(xs[k] < 0, -xs[k], xs[k])[:W], 0)),
+                xv.eq(Mux(i_len[k], xs[k], 0)),
+            ]
+            kept.append(kv)
+            mags.append(mv)
+            xsum.append(xv)
+        t_max, stages = tree_reduce(m, kept, "max", "beat_max", every=2)
+        t_amax, _ = tree_reduce(m, mags, "max", "beat_amax", every=2)
+        t_s1, _ = tree_reduce(m, xsum, "sum", "beat_s1", every=2)
+        red_max, red_amax, red_s1 = (Signal.like(t_max, name="red_max"),
+                                     Signal.like(t_amax, name="red_amax"),
+                                     Signal.like(t_s1, name="red_s1"))
+        m.d.sync += [red_max.eq(t_max), red_amax.eq(t_amax), red_s1.eq(t_s1)]
+        red_in = used & ((i_uop == _U.LDSM) | (i_uop == _U.LNSQ) | (i_uop == _U.LDKV))
+        red_valid = self._delay(m, red_in, stages + 1, "red_valid", red_valids)
         with m.If(red_valid):
             m.d.sync += [smax.eq(Mux(red_max > smax, red_max, smax)),
                          amax.eq(Mux(red_amax > amax, red_amax, amax)), s1.eq(s1 + red_s1)]
@@ -357,14 +370,23 @@ class VPU(wiring.Component):
 
         # ---------------------------------------------------------------- results
         # The row buffer's one write port: exponentials written back, or a loaded beat.
-        sum_val = Signal.like(total)
-        sq_val = Signal.like(s2)
         write_back = f_valid & (f_dest == _Dest.SUM)
-        m.d.sync += [
-            sum_valid.eq(write_back), sq_valid.eq(f_valid & (f_dest == _Dest.SQ)),
-            sum_val.eq(sum(lane.r[:E + 2].as_unsigned() for lane in lanes)),
-            sq_val.eq(sum(lane.r[:2 * W].as_unsigned() for lane in lanes)),
-        ]
+        exs = []
+        sqs = []
+        for k, lane in enumerate(lanes):
+            e_k = Signal(unsigned(E + 1), name=f"ex{k}")
+            q_k = Signal(unsigned(2 * W), name=f"sq{k}")
+            m.d.comb += [e_k.eq(lane.r[:E + 1]), q_k.eq(lane.r[:2 * W])]
+            exs.append(e_k)
+            sqs.append(q_k)
+        t_sum, stages = tree_reduce(m, exs, "sum", "beat_sum", every=2)
+        t_sq, _ = tree_reduce(m, sqs, "sum", "beat_sq", every=2)
+        sum_val, sq_val = Signal.like(t_sum, name="sum_val"), Signal.like(t_sq, name="sq_val")
+        m.d.sync += [sum_val.eq(t_sum), sq_val.eq(t_sq)]
+        sum_valid = self._delay(m, write_back, stages + 1, "sum_valid", sum_valids)
+        sq_valid = self._delay(m, f_valid & (f_dest == _Dest.SQ), stages + 1, "sq_valid",
+                               sq_valids)
+        m.d.comb += in_flight.eq(Cat(*red_valids, *sum_valids, *sq_valids).any())
         with m.If(sum_valid):
             m.d.sync += total.eq(total + sum_val)
         with m.If(sq_valid):
@@ -384,6 +406,16 @@ class VPU(wiring.Component):
             m.d.comb += [o.y[k].eq(lane.r), o.Y[k].eq(lane.side_o), o.sat[k].eq(lane.sat),
                          o.Ysat[k].eq(lane.side_flag_o)]
         return m
+
+    @staticmethod
+    def _delay(m, value, cycles: int, name: str, regs: list):
+        """``value`` delayed ``cycles`` cycles by free-running registers (appended to ``regs``)."""
+        for k in range(cycles):
+            r = Signal(name=f"{name}{k}")
+            m.d.sync += r.eq(value)
+            regs.append(r)
+            value = r
+        return value
 
     # -------------------------------------------------------------------- operand mapping
     def _operands(self, m, lanes, uop, ip, rdata, lane_ok, r_len, adv, row):

@@ -1,0 +1,641 @@
+"""A cheap analytic estimate of a unit's resources and peak throughput from its configuration.
+
+No elaboration and no synthesis: :func:`estimate` takes a :class:`~golden.config.Config` and
+returns, in microseconds, the estimated ECP5 LUTs (``synth_ecp5`` with and without DSP blocks),
+flip-flops, DSP blocks, block and LUT RAM, generic CMOS transistors (Yosys ``stat -tech cmos``
+after ``dfflegalize``, as :mod:`fpga.synth` reports them), and the peak operations per cycle.
+
+The model
+---------
+A unit is a sum of *parts* (a PE and how many of them, the array's front end, the sorter, a VPU
+lane, ...). Every part carries, per instance, *features* computed from the configuration by
+reading the RTL:
+
+``reg.*``
+    Register bits counted from the RTL, with what Yosys does to them: the PE's stage-1 control
+    equals its forwarded control (``w_out.ctrl``) and is merged with it; the array's skew chains of
+    values that every row or column shares (the digits' signed flags, the column control) exist
+    once; PE outputs that lead nowhere (the right column's ``a_out``, the bottom row's weights,
+    every ``captured`` flag but the last PE's) are removed; the ECP5 weight buffer gets the
+    write-port glue Yosys adds around a DP16KD (``2 × width + address + 5`` flip-flops). For the
+    arrays this count is exact on the configurations checked (e.g. 2,432 for the ``tiny`` MPU,
+    9,795 for the ``fpga`` MPU); the QPU and VPU counts are approximate (their Yosys trimming is
+    not modelled bit by bit) and carry their own coefficient.
+logic features
+    Widths of the datapath elements that cost LUTs and gates, one feature per kind of element so
+    that its coefficient is the cost of one bit of it: ``pe.mul`` = lanes × weight_width (one
+    2-bit digit × weight product per lane), ``pe.tree`` = (lanes − 1) × dot width (the adder
+    tree), ``pe.shift`` = aligned width × exponent bits (the alignment shifter), ``pe.acc`` =
+    acc_bits (accumulate, first-group select, shadow), ``so.cx`` = compare-exchanges of
+    :func:`golden.bitonic.network` × (key + payload) bits, ``vl.mul`` = the VPU lane's
+    ``x × y`` multiplier bits from :func:`rtl.vpu_lane.lane_widths`, and so on (see the part
+    functions below).
+DSP blocks, block RAM, LUT RAM
+    Counted structurally: a product of an a-bit and a b-bit operand takes
+    ``ceil(a/18) × ceil(b/18)`` MULT18X18D; a memory of depth ≤ 32 becomes TRELLIS_DPR16X4
+    (16 × 4 bits each), a deeper one the cheapest DP16KD shape; one copy per read port.
+
+Each resource is Σ coefficient × feature. The coefficients (:data:`CALIBRATION`) were fitted
+once by non-negative least squares on the relative error against real Yosys synthesis
+(:func:`fpga.synth.synthesize`, one fresh process per run) of the small configurations in
+:data:`CALIBRATION_RUNS`: PE, MPU and INT8-baseline variants, the QPU, its sorter alone, the VPU
+and its lane alone, each for ``ecp5``, ``ecp5 -nodsp`` and ``generic``. ``python -m
+fpga.estimate --calibrate`` re-runs that synthesis (``reuse`` of identical earlier runs) and
+prints the fit; ``--write`` stores the new coefficients in this file.
+
+Measured error
+--------------
+After the fit, on the calibration runs (``python -m fpga.estimate --calibrate`` prints each),
+and on held-out configurations that took no part in it (``tests/test_estimate.py``): see
+:data:`CALIBRATION` ``["error"]`` for the per-run figures and ``TOLERANCE`` for the bound the
+tests assert. The arrays' flip-flops are exact or within 1 %; LUTs of the PE, MPU and baseline
+within a few per cent; the QPU and the VPU are coarser (their largest per-run errors are in
+``CALIBRATION["error"]``). The VPU RTL is being changed; a re-calibration follows it.
+
+>>> r = estimate("mpu", preset("tiny"))                     # doctest: +SKIP
+>>> r["peak"]["ops_per_cycle"], r["ecp5"]["dsp"]            # doctest: +SKIP
+(64, 64)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from math import ceil
+from pathlib import Path
+
+import numpy as np
+
+from golden.bitonic import compare_exchanges
+from golden.config import Config, ConfigError, preset
+
+__all__ = ["estimate", "parts", "Part", "UNITS", "TARGETS", "TOLERANCE", "CALIBRATION",
+           "CALIBRATION_RUNS", "calibrate"]
+
+UNITS = ("pe", "mpu", "baseline", "qpu", "qpu_mpu", "vpu")
+
+#: Estimated quantity → (synthesis target, nodsp, result field) it is calibrated against.
+TARGETS = {
+    "lut": ("ecp5", False, "lut_total"),
+    "lut_nodsp": ("ecp5", True, "lut_total"),
+    "ff": ("ecp5", False, "ff"),
+    "transistors": ("generic", False, "transistors"),
+}
+
+#: The relative error the tests allow between estimate and synthesis (a documented tolerance,
+#: wider than the errors measured at calibration; see ``CALIBRATION["error"]``).
+TOLERANCE = {"lut": 0.25, "lut_nodsp": 0.25, "ff": 0.10, "transistors": 0.25}
+
+_SLOTS = 4             # rtl.chunker.SLOTS: digit-store slots of the QPU
+_COUNTERS = 13         # golden.schedule.COUNTER_NAMES: 32-bit statistics counters of the QPU
+_FIFO_DEPTH = 4        # the QPU's reconstruction FIFO
+
+
+# ------------------------------------------------------------------------------- primitives
+def _ubits(n: int) -> int:
+    """Bits of an Amaranth ``range(n)`` signal (values 0 .. n-1)."""
+    return max(0, (n - 1).bit_length())
+
+
+def _dsp(a: int, b: int) -> int:
+    """MULT18X18D blocks for an a × b product (Yosys ``mul2dsp`` with 18 × 18 pieces)."""
+    if min(a, b) < 2:
+        return 0
+    return ceil(a / 18) * ceil(b / 18)
+
+
+_BRAM_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
+
+
+def _memory(depth: int, width: int, read_ports: int = 1) -> dict:
+    """ECP5 primitives of a memory with one write port (one copy per read port): LUT RAM
+    (TRELLIS_DPR16X4, 16 × 4) up to depth 32, else the cheapest DP16KD shape."""
+    if depth <= 32:
+        return {"lutram": read_ports * ceil(depth / 16) * ceil(width / 4), "bram": 0}
+    tiles = min(ceil(depth / d) * ceil(width / w) for d, w in _BRAM_SHAPES)
+    return {"lutram": 0, "bram": read_ports * tiles}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One kind of hardware in a unit: ``count`` instances, each with ``feats`` (feature →
+    amount), ``dsp``/``bram``/``lutram`` primitives and ``mem_bits`` of memory (flip-flops in
+    generic gates)."""
+    name: str
+    count: int
+    feats: dict
+    dsp: int = 0
+    bram: int = 0
+    lutram: int = 0
+    mem_bits: int = 0
+    note: str = ""
+
+    def vector(self) -> dict:
+        """Per-instance features including the derived ``ff`` (all counted register bits) and
+        ``mem`` (memory bits) that the transistor model prices."""
+        v = dict(self.feats)
+        v["ff"] = sum(a for k, a in self.feats.items() if k.startswith("reg."))
+        v["mem"] = self.mem_bits
+        return v
+
+
+def _uses(target: str, feature: str) -> bool:
+    """Which features a target's model may use."""
+    if target == "ff":
+        return feature.startswith("reg.")
+    if feature.startswith("reg.") or feature in ("ff", "mem"):
+        return target == "transistors" and feature in ("ff", "mem")
+    return True
+
+
+# ------------------------------------------------------------------------------------ parts
+def _slice_pe(cfg: Config, count: int = 1) -> Part:
+    """:class:`rtl.pe.SlicePE`."""
+    L, ww, A, S = cfg.lanes, cfg.weight_width, cfg.acc_bits, cfg.pe_stages
+    XW, X = cfg.exp_width, cfg.max_exp
+    horner = cfg.alignment == "horner"
+    ctrl = 3 + XW * (2 if horner else 1)
+    dot = ww + 3 + (L - 1).bit_length()
+    regs = 3 * L + (L * ww + ctrl) + 2 * A + 1          # a_out, w_out, acc, shadow, captured
+    if S >= 1:
+        regs += dot                                       # p1_value (p1_ctrl merges with w_out)
+    if S >= 2:
+        regs += (dot if horner else dot + X) + (3 + 2 * XW if horner else 3)
+    if cfg.overflow_detect:
+        regs += 2
+    shift = 2 * A * XW if horner else (dot + X) * XW
+    return Part("PE (2-bit slice)", count, {
+        "reg.arr": regs, "pe.mul": L * ww, "pe.tree": (L - 1) * dot, "pe.shift": shift,
+        "pe.acc": A, "pe.sat": A if cfg.overflow_detect else 0, "pe.1": 1},
+        dsp=L * _dsp(3, ww))
+
+
+def _int8_pe(cfg: Config, count: int = 1) -> Part:
+    """:class:`rtl.pe.Int8PE`."""
+    ww, A, S = cfg.weight_width, cfg.baseline_acc_width, cfg.pe_stages
+    regs = ww + (ww + 3) + 2 * A + 1
+    if S >= 1:
+        regs += 2 * ww
+    if S >= 2:
+        regs += 2 * ww + 3
+    return Part("PE (INT8)", count, {"reg.arr": regs, "i8.mul": ww * ww, "i8.acc": A,
+                                     "i8.1": 1}, dsp=_dsp(ww, ww))
+
+
+def _array_front(cfg: Config, baseline: bool) -> Part:
+    """:class:`rtl.array.ArrayUnit` and :class:`rtl.array.SystolicArray` without the PEs: weight
+    buffer, front-end registers, skew chains, drain control; less the PE registers that lead
+    nowhere in an array."""
+    R, C, L, ww, XW, S = cfg.rows, cfg.cols, cfg.lanes, cfg.weight_width, cfg.exp_width, \
+        cfg.pe_stages
+    if baseline:
+        row, row_sh, col, col_sh = ww, 0, ww, 3
+        s1 = R * ww + 2
+        ports, mask, extra = 1, 0, 0
+        dead = R * ww + C * ww + (0 if S else C * 3)
+    else:
+        ctrl = 3 + XW * (2 if cfg.alignment == "horner" else 1)
+        # Per row 2-bit digits; the signed flags are the same for every row (one chain).
+        row, row_sh, col, col_sh = 2 * L, L, L * ww, ctrl
+        s1 = R * L * 2 + 2 * L + XW + 2
+        ports, mask = L, C * L * ww
+        extra = XW if cfg.alignment == "horner" else 0
+        dead = R * 3 * L + C * L * ww + (0 if S else C * ctrl)
+    skew = R * (R - 1) // 2 * row + (R - 1) * row_sh + C * (C - 1) // 2 * col + (C - 1) * col_sh
+    s2 = R * row + row_sh + C * col + col_sh
+    width = C * ww
+    glue = 2 * width + cfg.chan_width + 5                # Yosys's DP16KD write-port glue
+    regs = skew + s2 + s1 + 1 + extra + 2 + _ubits(R) + glue - dead - (R * C - 1)
+    return Part("array front end, skew, drain", 1, {
+        "reg.arr": regs, "arr.mask": mask, "arr.1": 1},
+        mem_bits=cfg.max_reduction * width, **_memory(cfg.max_reduction, width, ports))
+
+
+def _qpu_parts(cfg: Config) -> list:
+    """:class:`rtl.qpu.QPU`: front (stages 1-3), chunk assembler, sorter, packer, top."""
+    T, n, L, XW = cfg.rows, cfg.sort_n, cfg.lanes, cfg.exp_width
+    dxw, rw, F, chw = cfg.dx_width, cfg.recon_width, cfg.act_frac, cfg.chan_width
+    sb = (F + cfg.e_max).bit_length()                   # quantization shift r0 + e
+    r0b = F.bit_length()
+    front_regs = (2 * T * dxw + dxw + r0b + 21 + 4 + XW + sb + 2 * 2
+                  + 4 + XW + 1 + 4 + 8 * T + T * rw + 2)
+    front = Part("QPU front: max, bins, quantize/slice", 1, {
+        "reg.qpu": front_regs, "qf.tok": T * (dxw + rw) * sb, "qf.lin": T * dxw + cfg.e_max * dxw})
+    ebits = XW + 1 + chw + 1                             # a buffered descriptor
+    ch_regs = (n * (ebits + 2 * T) + (n + 1).bit_length() + 2 + cfg.max_reduction.bit_length()
+               + _SLOTS.bit_length() + _ubits(_SLOTS) + 1)
+    chunker = Part("QPU chunk assembler", 1, {"reg.qpu": ch_regs,
+                                              "ch.mux": (n + 4) * (ebits + 2 * T)})
+    sorter = _sorter(cfg)
+    kw, pw = XW + 1, chw + 1 + _ubits(n)
+    group = T * L * 2 + L * chw + 2 * L + XW + 2
+    pk_regs = n * (kw + pw) + 4 + 1 + (n + 1).bit_length() + 1 + group
+    packer = Part("QPU packer", 1, {"reg.qpu": pk_regs, "pk.sel": L * n * (kw + pw + 2 * T)})
+    top_regs = (_SLOTS * n * 2 * T + _COUNTERS * 32 + r0b + 21 + XW + 2
+                + T * rw + 2 * _FIFO_DEPTH.bit_length() + 2)
+    top = Part("QPU digit store, counters, FIFO", 1, {
+        "reg.qpu": top_regs, "qt.store": n * 2 * T, "qt.fifo": T * rw, "qpu.1": 1},
+        mem_bits=(_FIFO_DEPTH - 1) * T * rw, **_memory(_FIFO_DEPTH - 1, T * rw))
+    return [front, chunker, sorter, packer, top]
+
+
+def _sorter(cfg: Config) -> Part:
+    """:class:`rtl.sorter.BitonicSorter` as the QPU builds it: ``sort_n`` descriptors, key
+    (valid, exponent), payload (channel, signed, position), one register per network stage."""
+    n = cfg.sort_n
+    kw, pw = cfg.exp_width + 1, cfg.chan_width + 1 + _ubits(n)
+    lg = n.bit_length() - 1
+    stages = lg * (lg + 1) // 2
+    cx = compare_exchanges(n)
+    return Part("QPU bitonic sorter", 1, {"reg.qpu": stages * (n * (kw + pw) + 4 + 1),
+                                          "so.cx": cx * (kw + pw), "so.key": cx * kw})
+
+
+def _vpu_lane(cfg: Config, t, count: int = 1, operands: bool = True) -> Part:
+    """One VPU lane: :class:`rtl.vpu_lane.VPULane` and (``operands``) its share of the VPU's
+    input and operand registers, operand selection and GELU tables."""
+    from golden.layouts import vpu_operand_widths
+    from rtl.vpu_lane import lane_widths
+
+    w = lane_widths(cfg, t)
+    A, E = cfg.acc_bits, t.exp_frac
+    x, y, ad, rs, sm, r = w["x"], w["y"], w["add"], w["rs"], w["sum"], w["r"]
+    carry = 3 + 1 + A + 1                                  # mode, enable, side, flag
+    regs = ((x + y) + ad + rs + carry + sm + rs + carry + (sm + 2) + rs + carry + sm + carry
+            + r + 1 + (E + 2).bit_length() + (E + 1) + carry + r + 1 + A + 1)
+    feats = {"reg.vpu": regs, "vl.mul": x * y, "vl.shift": sm * rs, "vl.lin": x + y + ad + sm
+             + 4 * r, "vl.rom": len(t.exp_lut) * (t.exp_lut_frac + 1), "vl.1": 1}
+    if operands:
+        ow = vpu_operand_widths(cfg)
+        feats["reg.vpu"] += (ow["a"] + ow["b"] + ow["c"] + cfg.mult_width
+                             + cfg.sh_max.bit_length() + 1) + (x + y + ad + rs + carry)
+        feats["vo.mux"] = x + y + ad
+        feats["vo.rom"] = (len(t.gelu_base) * t.widths["gelu.base"][0]
+                           + len(t.gelu_delta) * t.widths["gelu.delta"][0])
+    # The exponential's table is read into a register: Yosys maps it to block RAM.
+    mem = _memory(len(t.exp_lut), t.exp_lut_frac + 1)
+    return Part("VPU lane", count, feats, dsp=_dsp(x, y), bram=mem["bram"], lutram=mem["lutram"])
+
+
+def _vpu_parts(cfg: Config) -> list:
+    """:class:`rtl.vpu.VPU`: ``vpu_lanes`` lanes; the row scalars, row buffer and control."""
+    from golden.vpu import vpu_tables
+
+    t = vpu_tables(cfg)
+    if t.rsqrt_frac < cfg.act_frac + t.ln_eps_frac // 2:  # the RTL's own check (rtl.vpu.VPU)
+        raise ConfigError(f"VPU: act_frac ({cfg.act_frac}) + ln_eps_frac/2 "
+                          f"({t.ln_eps_frac // 2}) must not exceed rsqrt_frac "
+                          f"({t.rsqrt_frac}): LayerNorm's output shift would be negative")
+    L, W, n_max = cfg.vpu_lanes, cfg.act_width, cfg.max_reduction
+    wd = {k: v[0] for k, v in t.widths.items()}
+    Qr, Qs = t.recip_frac, t.rsqrt_frac
+    nb = n_max.bit_length()
+    muls = [(Qr + 1, Qr), (Qr, Qr + 2), (nb, wd["layernorm.S2"]),
+            (wd["layernorm.S1"], wd["layernorm.S1"]), (Qs, Qs), (Qs + 2, Qs + 1),
+            (Qs, Qs + 3), (nb, wd["layernorm.y1"]), (wd["layernorm.S1"], wd["layernorm.y1"])]
+    depth = ceil(n_max / L)
+    bw = max(W, t.exp_frac + 1)
+    scalar_regs = (wd["softmax.sum"] + 6 + 3 * (Qr + 1) + 2 * Qr + Qr + 2 + 3 * 6
+                   + wd["layernorm.nS2"] + wd["layernorm.S1sq"] + wd["layernorm.V"]
+                   + 2 * wd["layernorm.Vp"] + 4 * (Qs + 2) + 4 * Qs + Qs + 1 + Qs + 3
+                   + wd["layernorm.y1"] + 5 * 6 + 2 * nb + 4)
+    row_regs = (4 * W + wd["softmax.sum"] + wd["layernorm.S1"] + wd["layernorm.S2"]
+                + 2 * (wd["softmax.sum"] + wd["layernorm.S2"]) + 2 * W + L.bit_length()
+                + wd["softmax.y1"] + 6 + wd["layernorm.y1"] + nb + 2 * 45 + 6 + 1 + 5)
+    ctl_regs = 3 + 4 + 2 * nb + 45 + 2 * _ubits(depth + 1) + 4 + 1 + \
+        (VPU_LATENCY + 3) * (3 + _ubits(depth)) + 3 * L + 6
+    feats = {"reg.vpu": scalar_regs + row_regs + ctl_regs,
+             "vpu.mul": sum(a * b for a, b in muls), "vpu.red": L * W, "vpu.1": 1}
+    mem = _memory(depth, L * (bw + 1))
+    fixed = Part("VPU row scalars, reductions, row buffer, control", 1, feats,
+                 dsp=sum(_dsp(a, b) for a, b in muls), mem_bits=depth * L * (bw + 1), **mem)
+    return [_vpu_lane(cfg, t, count=L), fixed]
+
+
+VPU_LATENCY = 6  # rtl.vpu_lane.VPULane.LATENCY
+
+
+def parts(unit: str, cfg: Config) -> list:
+    """The parts of ``unit`` for ``cfg`` (see the module docstring)."""
+    if unit == "pe":
+        return [_slice_pe(cfg)]
+    if unit == "mpu":
+        return [_slice_pe(cfg, cfg.rows * cfg.cols), _array_front(cfg, False)]
+    if unit == "baseline":
+        return [_int8_pe(cfg, cfg.rows * cfg.cols), _array_front(cfg, True)]
+    if unit in ("qpu", "qpu_mpu"):
+        if cfg.sort_n < 4:  # the RTL's own check (rtl.qpu.QPU)
+            raise ValueError(f"sort_n must be >= 4 for the QPU (one sub-channel brings up to 4 "
+                             f"slice columns and a chunk must hold the overflow), not "
+                             f"{cfg.sort_n}")
+        return _qpu_parts(cfg) + (parts("mpu", cfg) if unit == "qpu_mpu" else [])
+    if unit == "vpu":
+        return _vpu_parts(cfg)
+    raise ValueError(f"unit must be one of {list(UNITS)}, not {unit!r}")
+
+
+def _component_parts(kind: str, cfg: Config) -> list:
+    """Parts of a unit or of a component synthesized alone for calibration."""
+    if kind == "int8pe":
+        return [_int8_pe(cfg)]
+    if kind == "sorter":
+        return [_sorter(cfg)]
+    if kind == "vpu_lane":
+        from golden.vpu import vpu_tables
+        return [_vpu_lane(cfg, vpu_tables(cfg), operands=False)]
+    return parts(kind, cfg)
+
+
+def peak(unit: str, cfg: Config) -> dict:
+    """Peak operations per cycle of ``unit``."""
+    R, C, L = cfg.rows, cfg.cols, cfg.lanes
+    ww = cfg.weight_width
+    if unit in ("mpu", "qpu_mpu", "pe"):
+        n = L if unit == "pe" else R * C * L
+        # Four 2-bit digit-MACs make one INT8 x weight MAC.
+        return {"ops_per_cycle": n, "op": f"2-bit x {ww}-bit digit-MACs",
+                "int8_mac_equivalent": n // 4 if n % 4 == 0 else n / 4}
+    if unit == "baseline":
+        return {"ops_per_cycle": R * C, "op": f"{ww}-bit x {ww}-bit MACs"}
+    if unit == "qpu":
+        return {"ops_per_cycle": cfg.rows, "op": f"values quantized (one sub-channel of "
+                                                 f"T = {cfg.rows} per cycle)"}
+    if unit == "vpu":
+        return {"ops_per_cycle": cfg.vpu_lanes, "op": "elements per cycle"}
+    raise ValueError(f"unit must be one of {list(UNITS)}, not {unit!r}")
+
+
+# ------------------------------------------------------------------------------ the estimate
+def _coef(target: str) -> dict:
+    return CALIBRATION["coef"][target]
+
+
+def _value(target: str, ps: list) -> float:
+    c = _coef(target)
+    return sum(p.count * sum(c.get(f, 0.0) * a for f, a in p.vector().items() if _uses(target, f))
+               for p in ps)
+
+
+def estimate(unit: str, cfg: Config) -> dict:
+    """The analytic estimate of ``unit`` for ``cfg``: ``{unit, preset, config_hash, peak,
+    ecp5 {lut_total, ff, dsp, bram, lutram}, ecp5_nodsp {...}, generic {transistors,
+    memory_bits}, parts [...], model {...}}``. Raises :class:`ValueError` for an unknown unit."""
+    ps = parts(unit, cfg)
+    ff = round(_value("ff", ps))
+    bram = sum(p.count * p.bram for p in ps)
+    lutram = sum(p.count * p.lutram for p in ps)
+    dsp = sum(p.count * p.dsp for p in ps)
+    out = dict(
+        unit=unit, preset=cfg.name, config_hash=cfg.hash(), peak=peak(unit, cfg),
+        ecp5=dict(lut_total=round(_value("lut", ps)), ff=ff, dsp=dsp, bram=bram, lutram=lutram),
+        ecp5_nodsp=dict(lut_total=round(_value("lut_nodsp", ps)), ff=ff, dsp=0, bram=bram,
+                        lutram=lutram),
+        generic=dict(transistors=round(_value("transistors", ps)),
+                     memory_bits=sum(p.count * p.mem_bits for p in ps)),
+        parts=[dict(name=p.name, count=p.count,
+                    lut=round(_value("lut", [p])), lut_nodsp=round(_value("lut_nodsp", [p])),
+                    ff=round(_value("ff", [p])), dsp=p.count * p.dsp,
+                    bram=p.count * p.bram, transistors=round(_value("transistors", [p])))
+               for p in ps],
+        model=dict(yosys=CALIBRATION["yosys"], calibrated=CALIBRATION["date"],
+                   runs=len(CALIBRATION["error"]), tolerance=TOLERANCE,
+                   max_calibration_error={k: max((abs(e.get(k, 0.0)) for e in
+                                                  CALIBRATION["error"].values()), default=None)
+                                          for k in TARGETS}),
+    )
+    return out
+
+
+# ------------------------------------------------------------------------------ calibration
+#: (label, unit or component, preset, overrides): the configurations the coefficients are fitted
+#: to. Each synthesizes in well under two minutes for every target on two busy cores.
+CALIBRATION_RUNS = (
+    ("pe tiny", "pe", "tiny", {}),
+    ("pe lanes=1", "pe", "tiny", {"lanes": 1}),
+    ("pe lanes=2", "pe", "tiny", {"lanes": 2}),
+    ("pe lanes=8", "pe", "tiny", {"lanes": 8}),
+    ("pe ww=4", "pe", "tiny", {"weight_width": 4}),
+    ("pe ww=12", "pe", "tiny", {"weight_width": 12}),
+    ("pe max_reduction=4096", "pe", "tiny", {"max_reduction": 4096}),
+    ("pe act_width=8", "pe", "tiny", {"act_width": 8, "act_frac": 4, "base_log2": 4}),
+    ("pe stages=0", "pe", "tiny", {"pe_stages": 0}),
+    ("pe stages=2", "pe", "tiny", {"pe_stages": 2}),
+    ("pe horner", "pe", "tiny", {"alignment": "horner", "max_reduction": 2}),
+    ("pe overflow", "pe", "tiny", {"overflow_detect": True, "acc_width": 20}),
+    ("int8pe tiny", "int8pe", "tiny", {}),
+    ("int8pe ww=4", "int8pe", "tiny", {"weight_width": 4}),
+    ("int8pe ww=12 stages=2", "int8pe", "tiny", {"weight_width": 12, "pe_stages": 2}),
+    ("mpu 2x2", "mpu", "tiny", {"rows": 2, "cols": 2}),
+    ("mpu 2x2 lanes=2", "mpu", "tiny", {"rows": 2, "cols": 2, "lanes": 2}),
+    ("mpu 3x3 lanes=2", "mpu", "tiny", {"rows": 3, "cols": 3, "lanes": 2}),
+    ("mpu tiny", "mpu", "tiny", {}),
+    ("baseline 2x2", "baseline", "tiny", {"rows": 2, "cols": 2}),
+    ("baseline tiny", "baseline", "tiny", {}),
+    ("sorter n=4", "sorter", "tiny", {"sort_n": 4}),
+    ("sorter n=8", "sorter", "tiny", {}),
+    ("sorter n=16", "sorter", "tiny", {"sort_n": 16}),
+    ("qpu tiny", "qpu", "tiny", {}),
+    ("qpu T=2 n=4 lanes=2", "qpu", "tiny", {"rows": 2, "cols": 2, "sort_n": 4, "lanes": 2}),
+    ("qpu n=16", "qpu", "tiny", {"sort_n": 16}),
+    ("qpu T=8", "qpu", "tiny", {"rows": 8, "cols": 8}),
+    ("qpu lanes=2 max_reduction=1024", "qpu", "tiny", {"lanes": 2, "max_reduction": 1024}),
+    ("qpu act_width=12", "qpu", "tiny", {"act_width": 12, "act_frac": 6, "base_log2": 4}),
+    ("vpu_lane tiny", "vpu_lane", "tiny", {}),
+    ("vpu_lane act_width=12", "vpu_lane", "tiny", {"act_width": 12, "act_frac": 6,
+                                                   "base_log2": 4}),
+    ("vpu tiny", "vpu", "tiny", {}),
+    ("vpu lanes=2", "vpu", "tiny", {"vpu_lanes": 2}),
+    ("vpu lanes=8 max_reduction=256", "vpu", "tiny", {"vpu_lanes": 8, "max_reduction": 256}),
+)
+
+_CAL_ROOT_NAME = "estimate-calibration"
+
+
+def _component(kind: str, cfg: Config):
+    if kind == "int8pe":
+        from rtl.pe import Int8PE
+        return Int8PE(cfg)
+    if kind == "sorter":
+        from rtl.chunker import chunk_side_layout, descriptor_layout
+        from rtl.sorter import BitonicSorter
+        return BitonicSorter(cfg.sort_n, cfg.exp_width + 1, descriptor_layout(cfg),
+                             chunk_side_layout(cfg))
+    if kind == "vpu_lane":
+        from golden.vpu import vpu_tables
+        from rtl.vpu_lane import VPULane
+        return VPULane(cfg, vpu_tables(cfg))
+    raise ValueError(kind)
+
+
+def _synth_run(kind: str, cfg: Config, target: str, nodsp: bool) -> dict:
+    """Synthesize a unit (``fpga.synth.synthesize``) or a component alone, reusing a stored
+    result of identical RTLIL, script and Yosys."""
+    from .synth import BUILD_ROOT, _cached, synth_script, synthesize, synthesize_rtlil
+
+    if kind in UNITS:
+        return synthesize(kind, cfg, target, nodsp=nodsp, reuse=True)
+    from amaranth.back import rtlil
+
+    top = f"cal_{kind}"
+    il = rtlil.convert(_component(kind, cfg), name=top)
+    tag = target + ("-nodsp" if nodsp else "")
+    workdir = (BUILD_ROOT / _CAL_ROOT_NAME / f"{kind}-{cfg.hash()}" / tag).resolve()
+    cached = _cached(workdir, il, synth_script(top, target, nodsp=nodsp))
+    if cached is not None:
+        return cached
+    out = synthesize_rtlil(il, top, target, nodsp=nodsp, workdir=workdir)
+    (workdir / "result.json").write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+def measure(runs=CALIBRATION_RUNS, say=print) -> list:
+    """Synthesize every calibration run for every target: ``[{label, kind, preset, overrides,
+    measured {target: value}, seconds {...}}]``."""
+    out = []
+    for label, kind, pname, ov in runs:
+        cfg = preset(pname, **ov)
+        rec = dict(label=label, kind=kind, preset=pname, overrides=ov, measured={}, seconds={})
+        done = {}
+        for tname, (target, nodsp, key) in TARGETS.items():
+            if (target, nodsp) not in done:
+                t0 = time.perf_counter()
+                say(f"  synth {label}: {target}{' -nodsp' if nodsp else ''} ...")
+                r = _synth_run(kind, cfg, target, nodsp)
+                done[target, nodsp] = r
+                rec["seconds"][f"{target}{'-nodsp' if nodsp else ''}"] = (
+                    "reused" if r.get("reused") else round(time.perf_counter() - t0, 1))
+            r = done[target, nodsp]
+            rec["measured"][tname] = r["transistors"] if key == "transistors" else \
+                r["resources"][key]
+        out.append(rec)
+    return out
+
+
+def _nnls(A: np.ndarray, b: np.ndarray, iters: int = 500) -> np.ndarray:
+    """Non-negative least squares (Lawson-Hanson active set): min |Ax - b|, x >= 0."""
+    m, n = A.shape
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    w = A.T @ (b - A @ x)
+    for _ in range(iters):
+        if passive.all() or w[~passive].max(initial=-np.inf) <= 1e-12:
+            break
+        j = np.argmax(np.where(passive, -np.inf, w))
+        passive[j] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(A[:, passive], b, rcond=None)[0]
+            if (z[passive] > 0).all():
+                x = z
+                break
+            neg = passive & (z <= 0)
+            alpha = np.min(x[neg] / (x[neg] - z[neg]))
+            x = x + alpha * (z - x)
+            passive &= x > 1e-12
+        w = A.T @ (b - A @ x)
+    return x
+
+
+def fit(records: list) -> dict:
+    """Coefficients per target fitted to measured records (relative-error NNLS) and the
+    relative error of every record: ``{coef: {target: {feature: c}}, error: {label: {...}}}``."""
+    coef, err = {}, {r["label"]: {} for r in records}
+    vecs = []
+    for r in records:
+        ps = _component_parts(r["kind"], preset(r["preset"], **r["overrides"]))
+        v = {}
+        for p in ps:
+            for f, a in p.vector().items():
+                v[f] = v.get(f, 0) + p.count * a
+        vecs.append(v)
+    for target in TARGETS:
+        feats = sorted({f for v in vecs for f, a in v.items() if a and _uses(target, f)})
+        rows = [(v, r["measured"][target]) for v, r in zip(vecs, records)
+                if r["measured"].get(target)]
+        A = np.array([[v.get(f, 0) / y for f in feats] for v, y in rows], dtype=float)
+        x = _nnls(A, np.ones(len(rows)))
+        coef[target] = {f: float(f"{c:.5g}") for f, c in zip(feats, x) if c > 0}
+        for v, r in zip(vecs, records):
+            y = r["measured"].get(target)
+            if y:
+                est = sum(coef[target].get(f, 0) * a for f, a in v.items())
+                err[r["label"]][target] = round(est / y - 1, 4)
+    return dict(coef=coef, error=err)
+
+
+def calibrate(write: bool = False, say=print) -> dict:
+    """Measure, fit and report; with ``write`` store the result in this module's
+    ``CALIBRATION`` block."""
+    from .synth import yosys_version
+
+    say(f"calibrating against Yosys {yosys_version()} on {len(CALIBRATION_RUNS)} configurations")
+    recs = measure(say=say)
+    res = fit(recs)
+    cal = dict(yosys=yosys_version(), date=time.strftime("%Y-%m-%d"), coef=res["coef"],
+               error=res["error"],
+               measured={r["label"]: r["measured"] for r in recs})
+    say("")
+    say(f"{'run':34s} " + " ".join(f"{t:>12s}" for t in TARGETS))
+    for r in recs:
+        e = res["error"][r["label"]]
+        say(f"{r['label']:34s} " + " ".join(
+            f"{r['measured'][t]:>7} {100 * e[t]:+4.0f}%" if t in e else f"{'-':>12s}"
+            for t in TARGETS))
+    say("")
+    for t, c in res["coef"].items():
+        say(f"{t}: " + ", ".join(f"{k} {v:g}" for k, v in c.items()))
+    if write:
+        path = Path(__file__)
+        text = path.read_text()
+        block = "CALIBRATION = " + _pyrepr(cal) + "\n"
+        new, n = re.subn(r"(# BEGIN CALIBRATION[^\n]*\n).*?(# END CALIBRATION)",
+                         lambda m: m.group(1) + block + m.group(2), text, flags=re.S)
+        if n != 1:
+            raise RuntimeError("calibration block markers not found in fpga/estimate.py")
+        path.write_text(new)
+        say(f"wrote the coefficients to {path}")
+    return cal
+
+
+def _pyrepr(obj, indent: int = 0) -> str:
+    """A stable, readable Python literal of nested dicts (one entry per line at the top two
+    levels)."""
+    pad = "    " * (indent + 1)
+    if isinstance(obj, dict) and indent < 2:
+        items = [f"{pad}{k!r}: {_pyrepr(v, indent + 1)}," for k, v in obj.items()]
+        return "{\n" + "\n".join(items) + "\n" + "    " * indent + "}"
+    return repr(obj)
+
+
+# The fitted coefficients: written by `python -m fpga.estimate --calibrate --write` from real
+# synthesis of CALIBRATION_RUNS (LUTs, FFs and transistors per unit of each feature), with the
+# measured values and the fit's relative error on every run. Do not edit by hand.
+# BEGIN CALIBRATION
+CALIBRATION = {"yosys": None, "date": None, "coef": {t: {} for t in TARGETS}, "error": {},
+               "measured": {}}
+# END CALIBRATION
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fpga.estimate", description=__doc__.split("\n")[0])
+    p.add_argument("--calibrate", action="store_true",
+                   help="synthesize the calibration runs (reusing identical earlier runs), fit "
+                        "and print the coefficients and per-run errors")
+    p.add_argument("--write", action="store_true",
+                   help="with --calibrate: store the coefficients in fpga/estimate.py")
+    args = p.parse_args(argv)
+    if not args.calibrate:
+        p.error("nothing to do: pass --calibrate (the estimate itself is `dstar estimate`)")
+    t0 = time.perf_counter()
+    calibrate(write=args.write,
+              say=lambda s: print(f"[{time.perf_counter() - t0:7.1f} s] {s}" if s.startswith(
+                  "  synth") else s, flush=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
