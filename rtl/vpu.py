@@ -18,8 +18,9 @@ Passes and cycles per row (``nb = ceil(n / vpu_lanes)``, no stalls; measured fig
 ``reports/vpu.md``)
 -----------------------------------------------------------------------------------------------
 * element-wise (``modulate``, ``gelu``, ``gated_residual``, ``acc_requant``, ``diff_delta``,
-  ``xhat_update``, ``kv_quant``): the command (1 cycle), then one beat per cycle in and out, so
-  a row costs ``nb + 1`` cycles in steady state; 9 cycles from an input beat to its output beat.
+  ``xhat_update``, ``kv_quant``): one beat per cycle in and out, ``nb`` cycles per row in steady
+  state (the next command waits in a one-entry register and starts on the edge the row's last
+  beat is taken); 9 cycles from an input beat to its output beat.
 * ``softmax``: load ``nb`` (row max), drain, exponentials and their sum (written back to the
   buffer) ``nb``, drain, the reciprocal (5), output ``nb``: ``3·nb + 20`` in steady state.
 * ``layernorm``: load ``nb`` (``Σx``; ``x²`` through the lanes for ``Σx²``), drain, the
@@ -109,7 +110,8 @@ class VPU(wiring.Component):
 
     Members
     -------
-    cmd : In(stream of :func:`golden.layouts.vpu_cmd_layout`): taken when the VPU is idle.
+    cmd : In(stream of :func:`golden.layouts.vpu_cmd_layout`): one command waits in a register
+        while a row runs.
     i : In(stream of :func:`golden.layouts.vpu_in_layout`).
     o : Out(stream of :func:`golden.layouts.vpu_out_layout`).
     error : Out(1), sticky: a refused command. busy : Out(1): a row in progress or in flight.
@@ -205,7 +207,6 @@ class VPU(wiring.Component):
         empty = ~(i_valid | r_valid | a_valid | Cat(*(c[0] for c in ctl)).any() | in_flight)
         m.d.comb += [
             adv.eq(~(f_valid & (f_dest == _Dest.OUT) & ~self.o.ready)),
-            self.busy.eq((state != _S.IDLE) | ~empty),
         ]
         with m.If(adv):
             prev = (a_valid, a_dest, a_last, a_addr)
@@ -228,27 +229,6 @@ class VPU(wiring.Component):
         e_row = Signal.like(kvshift.e)
         m.d.comb += [recip.total.eq(total), rsqrt.n.eq(n), rsqrt.s1.eq(s1), rsqrt.s2.eq(s2),
                      rsqrt.eps_q.eq(param), kvshift.amax.eq(amax)]
-
-        # ---------------------------------------------------------------- command intake
-        c = self.cmd.p
-        legal = ((c.op < len(VPU_OPS)) & (c.n >= 1) & (c.n <= n_max) &
-                 ~((c.op == VPUOp.KV_QUANT) & (c.param > W)))
-        m.d.comb += self.cmd.ready.eq(state == _S.IDLE)
-        beats = (c.n + (L - 1)) // L if L & (L - 1) else (c.n + (L - 1)) >> (L.bit_length() - 1)
-        with m.If(self.cmd.valid & self.cmd.ready):
-            with m.If(~legal):
-                m.d.sync += self.error.eq(1)
-            with m.Else():
-                m.d.sync += [op.eq(c.op), n.eq(c.n), param.eq(c.param), nb.eq(beats),
-                             cnt.eq(0), rem.eq(c.n), second.eq(0),
-                             smax.eq(-(1 << (W - 1))), total.eq(0), s1.eq(0), s2.eq(0)]
-                with m.If((c.op != VPUOp.KV_AMAX) | ~c.param[0]):
-                    m.d.sync += amax.eq(0)
-                with m.If((c.op == VPUOp.SOFTMAX) | (c.op == VPUOp.LAYERNORM) |
-                          (c.op == VPUOp.KV_AMAX)):
-                    m.d.sync += state.eq(_S.LOAD)
-                with m.Else():
-                    m.d.sync += state.eq(_S.EW)
 
         # ---------------------------------------------------------------- input beats
         lane_ok = Signal(L)
@@ -405,6 +385,38 @@ class VPU(wiring.Component):
         for k, lane in enumerate(lanes):
             m.d.comb += [o.y[k].eq(lane.r), o.Y[k].eq(lane.side_o), o.sat[k].eq(lane.sat),
                          o.Ysat[k].eq(lane.side_flag_o)]
+
+        # ---------------------------------------------------------------- command intake
+        # One command waits in a register; it starts when the VPU is idle or, so that rows
+        # follow each other without a gap, on the very edge the current row's last beat is
+        # taken or issued. (Last in the module: its assignments win.)
+        pend = Signal(self.cmd.p.shape())
+        pend_valid = Signal()
+        m.d.comb += self.cmd.ready.eq(~pend_valid)
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += [pend.eq(self.cmd.payload), pend_valid.eq(1)]
+        finishing = (((state == _S.EW) & take & last_beat) |
+                     ((state == _S.OUT) & issue & last_beat) | inject)
+        c = pend
+        legal = ((c.op < len(VPU_OPS)) & (c.n >= 1) & (c.n <= n_max) &
+                 ~((c.op == VPUOp.KV_QUANT) & (c.param > W)))
+        beats = (c.n + (L - 1)) // L if L & (L - 1) else (c.n + (L - 1)) >> (L.bit_length() - 1)
+        with m.If(pend_valid & ((state == _S.IDLE) | finishing)):
+            m.d.sync += pend_valid.eq(0)
+            with m.If(~legal):
+                m.d.sync += self.error.eq(1)
+            with m.Else():
+                m.d.sync += [op.eq(c.op), n.eq(c.n), param.eq(c.param), nb.eq(beats),
+                             cnt.eq(0), rem.eq(c.n), second.eq(0),
+                             smax.eq(-(1 << (W - 1))), total.eq(0), s1.eq(0), s2.eq(0)]
+                with m.If((c.op != VPUOp.KV_AMAX) | ~c.param[0]):
+                    m.d.sync += amax.eq(0)
+                with m.If((c.op == VPUOp.SOFTMAX) | (c.op == VPUOp.LAYERNORM) |
+                          (c.op == VPUOp.KV_AMAX)):
+                    m.d.sync += state.eq(_S.LOAD)
+                with m.Else():
+                    m.d.sync += state.eq(_S.EW)
+        m.d.comb += self.busy.eq((state != _S.IDLE) | ~empty | pend_valid)
         return m
 
     @staticmethod
