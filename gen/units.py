@@ -37,6 +37,13 @@ def _vpu(cfg):
     return VPU(cfg)
 
 
+def _uart_vpu(cfg):
+    # The UART bit time is not a Config field: the generated unit uses the module's simulation
+    # default (rtl.uart_vpu.SIM_CYCLES_PER_BIT); a board top passes clock / baud itself.
+    from rtl.uart_vpu import SIM_CYCLES_PER_BIT, UartVPU
+    return UartVPU(cfg, cycles_per_bit=SIM_CYCLES_PER_BIT)
+
+
 UNITS = {
     "pe": (_pe, "one 2-bit-slice PE"),
     "mpu": (_mpu, "the mixed-precision systolic array with its weight front end"),
@@ -44,6 +51,7 @@ UNITS = {
     "qpu": (_qpu, "the quantization unit: max, bins, quantize/slice, bitonic sort, pack"),
     "qpu_mpu": (_qpu_mpu, "the QPU streaming groups straight into the MPU"),
     "vpu": (_vpu, "the vector unit: softmax, LayerNorm, modulation, GELU, residual, requantize"),
+    "uart_vpu": (_uart_vpu, "the VPU behind the UART host link (simulation bit time)"),
 }
 
 

@@ -39,3 +39,24 @@ def test_markdown_writers_render_tables():
     assert "| bitonic sorter | 80 (67 %) | 40 (80 %) | 0 | 90 | 40 | 600 (67 %) |" in qpu
     assert "Largest in transistors: bitonic sorter (67%)" in qpu
     assert "1.8 %" in qpu
+
+
+def test_vpu_report_renders_every_section():
+    from fpga import report_vpu
+
+    cyc = dict(vpu_lanes=4, max_reduction=8, rows=3, lengths=[4, 8], ops=["gelu"],
+               sim_cycles_per_second=1000,
+               table={"gelu": {"4": dict(latency=10, interval=1.0),
+                               "8": dict(latency=11, interval=2.0)}})
+    acc = {"gelu": dict(max_abs=0.5, mean_abs=0.1, max_bound=0.6, mean_bound=0.2,
+                        worst="x=3")}
+    res_ecp5 = dict(resources=dict(lut_total=100, ff=50, dsp=2, bram=1, carry=9), seconds=3.0)
+    pnr = dict(fmax_mhz=55.5, constraint_mhz=100, timing_pass=False,
+               critical_path=dict(delay_ns=18.0, logic_ns=9.0, routing_ns=9.0, **{
+                   "from": "a", "to": "b"}))
+    md = report_vpu.render(dict(cycles={"tiny": cyc}, accuracy={"tiny": acc},
+                                fpga={"ecp5": res_ecp5, "ecp5-nodsp": res_ecp5, "pnr": pnr},
+                                steps=[dict(step="s", seconds=1.0, status="ok")]))
+    assert "| gelu | 10 / 1 | 11 / 2 |" in md
+    assert "**Fmax 55.5 MHz** (NOT met)" in md
+    assert "| ecp5 | 100 | 50 | 2 | 1 | 9 | 3 |" in md
