@@ -63,7 +63,8 @@ def register(sub):
         description="Estimate ECP5 LUTs and flip-flops, DSP and RAM blocks, generic transistors "
                     "and peak operations per cycle from the configuration alone, with a model "
                     "calibrated against Yosys (python -m fpga.estimate --calibrate).")
-    q.add_argument("unit", choices=sorted(UNITS), help="which unit")
+    from fpga.estimate import UNITS as MODELLED
+    q.add_argument("unit", choices=sorted(MODELLED), help="which unit")
     add_config_options(q)
     q.add_argument("--json", type=Path, metavar="OUT", help="write the estimate as JSON")
     q.set_defaults(func=run_estimate)

@@ -89,6 +89,9 @@ def stream_layouts(unit: str, cfg: Config) -> dict:
         return dict(groups=_layout_doc(gl.baseline_group_layout(cfg)),
                     wload=_layout_doc(gl.weight_load_layout(cfg)),
                     drain=_layout_doc(gl.drain_layout(cfg, baseline=True)))
+    if unit == "vpu":
+        return dict(cmd=_layout_doc(gl.vpu_cmd_layout(cfg)), i=_layout_doc(gl.vpu_in_layout(cfg)),
+                    o=_layout_doc(gl.vpu_out_layout(cfg)))
     return {}
 
 

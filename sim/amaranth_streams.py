@@ -6,6 +6,8 @@ set its inputs for the cycle, so concurrent producers and consumers never race.
 
 from __future__ import annotations
 
+from amaranth.hdl import Value
+
 __all__ = ["stream_put", "stream_get"]
 
 
@@ -18,7 +20,7 @@ async def stream_put(ctx, port, words, *, gap=0.0, rng=None, cycles=None, limit=
             ctx.set(port.valid, 0)
             await ctx.tick()
             cycle += 1
-        ctx.set(port.payload.as_value(), int(w))
+        ctx.set(Value.cast(port.payload), int(w))
         ctx.set(port.valid, 1)
         while True:
             _, _, ready = await ctx.tick().sample(port.ready)
@@ -40,7 +42,7 @@ async def stream_get(ctx, port, count, out, *, stall=0.0, rng=None, cycles=None,
     while len(out) < count:
         ready = not (stall and rng.random() < stall)
         ctx.set(port.ready, int(ready))
-        _, _, valid, payload = await ctx.tick().sample(port.valid, port.payload.as_value())
+        _, _, valid, payload = await ctx.tick().sample(port.valid, Value.cast(port.payload))
         if valid and ready:
             out.append(int(payload))
             if cycles is not None:

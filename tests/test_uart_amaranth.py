@@ -10,43 +10,13 @@ from amaranth.sim import Simulator
 
 from rtl.host_link import HostLink
 from rtl.uart import UARTRx, UARTTx
+from sim.amaranth_streams import stream_get, stream_put
 from sim.host_driver import (QUERY, Frame, FrameDecoder, HostDriver, LinkError, Status,
                              encode_frame, encode_query)
 
-LIMIT = 200_000
-
 
 # ---------------------------------------------------------------------------- helpers
-async def put(ctx, port, words, cycles=None):
-    """Send ``words`` on a stream (any payload shape); ``cycles``: the tick of each transfer,
-    counted from the call."""
-    tick = 0
-    for w in words:
-        ctx.set(Value.cast(port.payload), int(w))
-        ctx.set(port.valid, 1)
-        while True:
-            _, _, ready = await ctx.tick().sample(port.ready)
-            tick += 1
-            if ready:
-                if cycles is not None:
-                    cycles.append(tick)
-                break
-    ctx.set(port.valid, 0)
-
-
-async def get(ctx, port, count, out, stall=0.0, rng=None, limit=LIMIT):
-    """Receive ``count`` words into ``out``; ``stall``: probability of holding ``ready`` low."""
-    for _ in range(limit):
-        if len(out) >= count:
-            break
-        ready = not (stall and rng.random() < stall)
-        ctx.set(port.ready, int(ready))
-        _, _, valid, payload = await ctx.tick().sample(port.valid, Value.cast(port.payload))
-        if valid and ready:
-            out.append(int(payload))
-    else:
-        raise TimeoutError(f"{len(out)}/{count} words after {limit} cycles")
-    ctx.set(port.ready, 0)
+put, get = stream_put, stream_get
 
 
 def simulate(top, *benches, background=()):
@@ -312,7 +282,7 @@ def run_link(bench, host_bytes, expect, *, outputs=None, out_frames=0, stall=0.3
         dec = FrameDecoder({k: w for k, w in enumerate(OUT_W)})
         frames = []
         ctx.set(bench.host_rx.o.ready, 1)
-        for _ in range(LIMIT):
+        for _ in range(200_000):
             if len(frames) >= out_frames and done["sinks"] == len(IN_W) and done["host"]:
                 break
             _, _, valid, payload = await ctx.tick().sample(bench.host_rx.o.valid,
