@@ -679,30 +679,118 @@ def calibrate(write: bool = False, say=print) -> dict:
         text = path.read_text()
         block = "CALIBRATION = " + _pyrepr(cal) + "\n"
         new, n = re.subn(r"(# BEGIN CALIBRATION[^\n]*\n).*?(# END CALIBRATION)",
-                         lambda m: m.group(1) + block + m.group(2), text, flags=re.S)
-        if n != 1:
-            raise RuntimeError("calibration block markers not found in fpga/estimate.py")
-        path.write_text(new)
-        say(f"wrote the coefficients to {path}")
-    return cal
-
-
-def _pyrepr(obj, indent: int = 0) -> str:
-    """A stable, readable Python literal of nested dicts (one entry per line at the top two
-    levels)."""
-    pad = "    " * (indent + 1)
-    if isinstance(obj, dict) and indent < 2:
-        items = [f"{pad}{k!r}: {_pyrepr(v, indent + 1)}," for k, v in obj.items()]
-        return "{\n" + "\n".join(items) + "\n" + "    " * indent + "}"
-    return repr(obj)
-
-
-# The fitted coefficients: written by `python -m fpga.estimate --calibrate --write` from real
-# synthesis of CALIBRATION_RUNS (LUTs, FFs and transistors per unit of each feature), with the
-# measured values and the fit's relative error on every run. Do not edit by hand.
-# BEGIN CALIBRATION
-CALIBRATION = {"yosys": None, "date": None, "coef": {t: {} for t in TARGETS}, "error": {},
-               "validation": {}, "measured": {}}
+CALIBRATION = {
+    'yosys': '0.70',
+    'date': '2026-11-30',
+    'coef': {
+        'lut': {'arr.1': 40.77, 'arr.mask': 3.8351, 'i8.1': 14.908, 'i8.acc': 2.8266, 'i8.mul': 0.14668, 'pe.acc': 5.0105, 'pe.fused': 104.97, 'pe.hshift': 1.12, 'pe.mul': 4.2988, 'pe.sat': 3.5131, 'qf': 2.8891, 'qm': 0.94614, 'qpu.1': 1359.7, 'so': 1.0616, 'vl.lin': 2.3737, 'vo': 1.0647, 'vpu.1': 1004.8, 'vpu.mul': 0.31865},
+        'lut_nodsp': {'arr.1': 25.875, 'arr.mask': 3.7911, 'i8.1': 26.357, 'i8.mul': 5.6982, 'pe.acc': 6.7784, 'pe.hshift': 1.0799, 'pe.mul': 15.031, 'pe.sat': 2.4221, 'qf': 2.8891, 'qm': 0.94614, 'qpu.1': 1359.7, 'so': 1.0616, 'vl.lin': 4.6992, 'vl.mul': 2.4374, 'vpu.mul': 3.3886},
+        'ff': {'reg.arr': 0.9999, 'reg.qpu': 0.99078, 'reg.vpu': 0.96741},
+        'transistors': {'arr.1': 919.27, 'arr.mask': 55.985, 'ff': 30.453, 'g.rd': 11.437, 'g.rom': 3.3266, 'i8.1': 187.15, 'i8.acc': 42.196, 'i8.mul': 53.341, 'mem': 28.469, 'pe.acc': 97.517, 'pe.fused': 69.141, 'pe.hshift': 6.9529, 'pe.mul': 100.81, 'pe.sat': 49.682, 'pe.tree': 29.844, 'qf': 28.211, 'qm': 23.323, 'qpu.1': 10959.0, 'so': 21.349, 'vl.lin': 15.024, 'vl.mul': 49.153, 'vo': 22.591, 'vpu.mul': 49.567},
+    },
+    'error': {
+        'pe tiny': {'lut': -0.0617, 'lut_nodsp': -0.0225, 'ff': -0.0001, 'transistors': 0.0033},
+        'pe lanes=1': {'lut': -0.0078, 'lut_nodsp': -0.0479, 'ff': -0.0001, 'transistors': 0.0046},
+        'pe lanes=2': {'lut': -0.073, 'lut_nodsp': 0.0781, 'ff': -0.0001, 'transistors': -0.0109},
+        'pe lanes=8': {'lut': -0.0422, 'lut_nodsp': -0.0134, 'ff': -0.0001, 'transistors': -0.003},
+        'pe ww=4': {'lut': 0.0693, 'lut_nodsp': 0.0132, 'ff': -0.0001, 'transistors': -0.0005},
+        'pe ww=12': {'lut': -0.0188, 'lut_nodsp': -0.0207, 'ff': -0.0001, 'transistors': -0.0008},
+        'pe max_reduction=4096': {'lut': -0.0448, 'lut_nodsp': -0.0098, 'ff': -0.0001, 'transistors': 0.0054},
+        'pe act_width=8': {'lut': 0.0712, 'lut_nodsp': -0.0049, 'ff': -0.0001, 'transistors': 0.0038},
+        'pe stages=0': {'lut': 0.0415, 'lut_nodsp': 0.0164, 'ff': -0.0001, 'transistors': -0.0013},
+        'pe stages=2': {'lut': 0.0313, 'lut_nodsp': 0.0016, 'ff': -0.0001, 'transistors': 0.0001},
+        'pe horner': {'lut': 0.0, 'lut_nodsp': 0.0, 'ff': -0.0001, 'transistors': -0.0},
+        'pe overflow': {'lut': 0.0, 'lut_nodsp': 0.0, 'ff': -0.0001, 'transistors': -0.0},
+        'int8pe tiny': {'lut': -0.0273, 'lut_nodsp': 0.0052, 'ff': -0.0001, 'transistors': -0.0008},
+        'int8pe ww=4': {'lut': 0.0, 'lut_nodsp': -0.004, 'ff': -0.0001, 'transistors': -0.0},
+        'int8pe ww=12 stages=2': {'lut': 0.0, 'lut_nodsp': -0.0175, 'ff': -0.0001, 'transistors': -0.0},
+        'mpu 2x2': {'lut': -0.0159, 'lut_nodsp': -0.0016, 'ff': -0.0001, 'transistors': 0.0025},
+        'mpu 2x2 lanes=2': {'lut': 0.0177, 'lut_nodsp': 0.0045, 'ff': -0.0001, 'transistors': 0.0014},
+        'mpu 3x3 lanes=2': {'lut': -0.0042, 'lut_nodsp': -0.0239, 'ff': -0.0001, 'transistors': -0.0017},
+        'mpu tiny': {'lut': 0.011, 'lut_nodsp': 0.0198, 'ff': -0.0001, 'transistors': -0.0034},
+        'baseline 2x2': {'lut': -0.0121, 'lut_nodsp': -0.0012, 'ff': -0.0001, 'transistors': -0.0021},
+        'baseline tiny': {'lut': 0.037, 'lut_nodsp': 0.0169, 'ff': 0.002, 'transistors': 0.0029},
+        'sorter n=4': {'lut': 0.0237, 'lut_nodsp': 0.0237, 'ff': -0.0092, 'transistors': -0.0057},
+        'sorter n=8': {'lut': 0.0033, 'lut_nodsp': 0.0033, 'ff': -0.0092, 'transistors': 0.0012},
+        'sorter n=16': {'lut': -0.0247, 'lut_nodsp': -0.0247, 'ff': -0.0092, 'transistors': 0.0042},
+        'qpu tiny': {'lut': -0.0008, 'lut_nodsp': -0.0008, 'ff': 0.0043, 'transistors': -0.0043},
+        'qpu T=2 n=4 lanes=2': {'lut': -0.0099, 'lut_nodsp': -0.0099, 'ff': -0.0013, 'transistors': -0.0005},
+        'qpu n=16': {'lut': -0.0201, 'lut_nodsp': -0.0201, 'ff': 0.0165, 'transistors': -0.0014},
+        'qpu T=6': {'transistors': -0.0007},
+        'qpu lanes=2 max_reduction=1024': {'lut': -0.0172, 'lut_nodsp': -0.0172, 'ff': 0.003, 'transistors': 0.0058},
+        'qpu act_width=12': {'lut': 0.0419, 'lut_nodsp': 0.0419, 'ff': 0.0047, 'transistors': 0.0011},
+        'vpu_lane tiny': {'lut': 0.0322, 'lut_nodsp': 0.0048, 'ff': -0.0045, 'transistors': -0.0},
+        'vpu_lane act_width=12': {'lut': -0.0345, 'lut_nodsp': -0.0249, 'ff': -0.0014, 'transistors': -0.0},
+        'vpu lanes=1': {'lut': -0.0005, 'lut_nodsp': -0.0316, 'ff': 0.0131, 'transistors': -0.0002},
+        'vpu tiny': {'lut': -0.0006, 'lut_nodsp': 0.0247, 'ff': 0.0057, 'transistors': -0.0002},
+        'vpu lanes=2': {'lut': 0.0011, 'lut_nodsp': 0.025, 'ff': 0.0032, 'transistors': 0.0003},
+        'vpu lanes=8 max_reduction=256': {'lut': 0.0, 'lut_nodsp': -0.0009, 'ff': -0.0166, 'transistors': -0.0},
+    },
+    'validation': {
+        'pe ww=6': {'lut': 0.0395, 'lut_nodsp': 0.0133, 'ff': -0.0001, 'transistors': 0.0036},
+        'pe lanes=2 stages=0 max_reduction=256': {'lut': 0.194, 'lut_nodsp': -0.0772, 'ff': -0.0001, 'transistors': -0.0132},
+        'pe horner lanes=2 ww=6': {'lut': 0.0525, 'lut_nodsp': 0.0366, 'ff': -0.0001, 'transistors': -0.0008},
+        'pe overflow acc_width=26 lanes=8': {'lut': -0.0771, 'lut_nodsp': -0.0753, 'ff': -0.0001, 'transistors': 0.0312},
+        'mpu 3x3': {'lut': -0.0323, 'lut_nodsp': -0.0084, 'ff': -0.0001, 'transistors': 0.002},
+        'mpu 2x2 ww=6 stages=2': {'lut': 0.047, 'lut_nodsp': 0.0661, 'ff': -0.0001, 'transistors': 0.0042},
+        'baseline 3x3': {'lut': -0.0309, 'lut_nodsp': -0.0002, 'ff': -0.0001, 'transistors': -0.0032},
+        'baseline 2x2 ww=6': {'lut': 0.0186, 'lut_nodsp': -0.0167, 'ff': -0.0001, 'transistors': -0.002},
+        'qpu T=2': {'transistors': -0.0102},
+        'qpu n=16 lanes=8': {'lut': -0.0568, 'lut_nodsp': -0.0568, 'ff': 0.0162, 'transistors': -0.0049},
+        'vpu lanes=2 act_width=12': {'lut': -0.0071, 'lut_nodsp': -0.1537, 'ff': 0.0092, 'transistors': 0.0078},
+        'qpu_mpu tiny': {'lut': 0.0056, 'lut_nodsp': 0.0129, 'ff': 0.0026, 'transistors': -0.0113},
+    },
+    'measured': {
+        'pe tiny': {'lut': 424, 'lut_nodsp': 707, 'ff': 128, 'transistors': 11342},
+        'pe lanes=1': {'lut': 297, 'lut_nodsp': 347, 'ff': 93, 'transistors': 6700},
+        'pe lanes=2': {'lut': 355, 'lut_nodsp': 418, 'ff': 105, 'transistors': 8352},
+        'pe lanes=8': {'lut': 559, 'lut_nodsp': 1188, 'ff': 173, 'transistors': 17790},
+        'pe ww=4': {'lut': 289, 'lut_nodsp': 418, 'ff': 100, 'transistors': 8170},
+        'pe ww=12': {'lut': 496, 'lut_nodsp': 979, 'ff': 156, 'transistors': 14606},
+        'pe max_reduction=4096': {'lut': 448, 'lut_nodsp': 739, 'ff': 140, 'transistors': 12264},
+        'pe act_width=8': {'lut': 334, 'lut_nodsp': 640, 'ff': 112, 'transistors': 10074},
+        'pe stages=0': {'lut': 382, 'lut_nodsp': 680, 'ff': 115, 'transistors': 10998},
+        'pe stages=2': {'lut': 284, 'lut_nodsp': 690, 'ff': 161, 'transistors': 12314},
+        'pe horner': {'lut': 664, 'lut_nodsp': 938, 'ff': 123, 'transistors': 12548},
+        'pe overflow': {'lut': 413, 'lut_nodsp': 665, 'ff': 108, 'transistors': 10692},
+        'int8pe tiny': {'lut': 86, 'lut_nodsp': 389, 'ff': 78, 'transistors': 6868},
+        'int8pe ww=4': {'lut': 54, 'lut_nodsp': 118, 'ff': 46, 'transistors': 2990},
+        'int8pe ww=12 stages=2': {'lut': 118, 'lut_nodsp': 862, 'ff': 137, 'transistors': 13264},
+        'mpu 2x2': {'lut': 1908, 'lut_nodsp': 3038, 'ff': 664, 'transistors': 130324},
+        'mpu 2x2 lanes=2': {'lut': 1454, 'lut_nodsp': 1941, 'ff': 508, 'transistors': 90882},
+        'mpu 3x3 lanes=2': {'lut': 3200, 'lut_nodsp': 4368, 'ff': 1097, 'transistors': 161714},
+        'mpu tiny': {'lut': 6822, 'lut_nodsp': 11344, 'ff': 2432, 'transistors': 355068},
+        'baseline 2x2': {'lut': 380, 'lut_nodsp': 1592, 'ff': 369, 'transistors': 71118},
+        'baseline tiny': {'lut': 1330, 'lut_nodsp': 6178, 'ff': 1452, 'transistors': 198170},
+        'sorter n=4': {'lut': 224, 'lut_nodsp': 224, 'ff': 195, 'transistors': 10610},
+        'sorter n=8': {'lut': 965, 'lut_nodsp': 965, 'ff': 798, 'transistors': 43718},
+        'sorter n=16': {'lut': 3483, 'lut_nodsp': 3483, 'ff': 2770, 'transistors': 152026},
+        'qpu tiny': {'lut': 5735, 'lut_nodsp': 5735, 'ff': 2280, 'transistors': 162638},
+        'qpu T=2 n=4 lanes=2': {'lut': 3220, 'lut_nodsp': 3220, 'ff': 1133, 'transistors': 78430},
+        'qpu n=16': {'lut': 9501, 'lut_nodsp': 9501, 'ff': 4730, 'transistors': 316994},
+        'qpu T=6': {'transistors': 192714},
+        'qpu lanes=2 max_reduction=1024': {'lut': 6069, 'lut_nodsp': 6069, 'ff': 2516, 'transistors': 172968},
+        'qpu act_width=12': {'lut': 5145, 'lut_nodsp': 5145, 'ff': 2210, 'transistors': 154646},
+        'vpu_lane tiny': {'lut': 1612, 'lut_nodsp': 5083, 'ff': 619, 'transistors': 80126},
+        'vpu_lane act_width=12': {'lut': 1507, 'lut_nodsp': 4574, 'ff': 559, 'transistors': 72258},
+        'vpu lanes=1': {'lut': 4337, 'lut_nodsp': 14488, 'ff': 2075, 'transistors': 323540},
+        'vpu tiny': {'lut': 11816, 'lut_nodsp': 28646, 'ff': 4729, 'transistors': 641964},
+        'vpu lanes=2': {'lut': 6819, 'lut_nodsp': 18670, 'ff': 2974, 'transistors': 429382},
+        'vpu lanes=8 max_reduction=256': {'lut': 22135, 'lut_nodsp': 53080, 'ff': 8761, 'transistors': 1304204},
+        'pe ww=6': {'lut': 340, 'lut_nodsp': 550, 'ff': 114, 'transistors': 9738},
+        'pe lanes=2 stages=0 max_reduction=256': {'lut': 284, 'lut_nodsp': 503, 'ff': 97, 'transistors': 8322},
+        'pe horner lanes=2 ww=6': {'lut': 503, 'lut_nodsp': 564, 'ff': 88, 'transistors': 8106},
+        'pe overflow acc_width=26 lanes=8': {'lut': 652, 'lut_nodsp': 1299, 'ff': 165, 'transistors': 17744},
+        'mpu 3x3': {'lut': 4123, 'lut_nodsp': 6666, 'ff': 1428, 'transistors': 230656},
+        'mpu 2x2 ww=6 stages=2': {'lut': 1164, 'lut_nodsp': 2286, 'ff': 708, 'transistors': 106644},
+        'baseline 3x3': {'lut': 819, 'lut_nodsp': 3546, 'ff': 806, 'transistors': 127546},
+        'baseline 2x2 ww=6': {'lut': 308, 'lut_nodsp': 968, 'ff': 293, 'transistors': 51894},
+        'qpu T=2': {'transistors': 132630},
+        'qpu n=16 lanes=8': {'lut': 10673, 'lut_nodsp': 10673, 'ff': 4794, 'transistors': 338824},
+        'vpu lanes=2 act_width=12': {'lut': 6270, 'lut_nodsp': 19962, 'ff': 2707, 'transistors': 390620},
+        'qpu_mpu tiny': {'lut': 12558, 'lut_nodsp': 17080, 'ff': 4709, 'transistors': 521690},
+    },
+}
 # END CALIBRATION
 
 

@@ -58,8 +58,8 @@ def fpga_figures(steps: list, reuse: bool) -> dict:
                               reused=p.get("reused", False), tools=p["tools"],
                               utilisation=p["utilisation"],
                               critical_path={k: cp.get(k) for k in
-                                             ("from", "to", "delay_ns", "logic_ns",
-                                              "routing_ns")})
+                                             ("start", "end", "delay_ns", "logic_ns",
+                                              "routing_ns", "logic_levels")})
     return out
 
 
@@ -85,8 +85,11 @@ def render(res: dict) -> str:
     for name, c in cyc.items():
         lines += [f"## Cycles per row, `{name}` preset (vpu_lanes {c['vpu_lanes']}, "
                   f"max_reduction {c['max_reduction']})", "",
-                  f"Verilator, {c['rows']} rows back to back per case, no gaps, output always "
-                  f"ready; simulation speed {c['sim_cycles_per_second']:,.0f} cycles/s.", ""]
+                  f"Verilator, {c['rows']} rows back to back per case (commands sent ahead on "
+                  f"their own stream), no gaps, output always ready. *lat*: the first row's "
+                  f"command transfer to its last output beat; *int*: cycles between the last "
+                  f"beats of consecutive rows. Testbench throughput (golden model included) "
+                  f"{c['sim_cycles_per_second']:,.0f} cycles/s.", ""]
         head = ["operation"] + [f"n={n} lat / int" for n in c["lengths"]]
         rows = []
         for op in c["ops"]:
@@ -99,8 +102,8 @@ def render(res: dict) -> str:
                   "Maximum and mean absolute error of the integer model against the float "
                   "reference over random and edge rows, and the bounds `tests/test_vpu.py` "
                   "asserts (units: output LSBs unless noted).", ""]
-        rows = [[k, v["max_abs"], v["max_bound"], v["mean_abs"], v["mean_bound"], v["worst"]]
-                for k, v in a.items()]
+        rows = [[k] + [f"{v[f]:.4g}" for f in ("max_abs", "max_bound", "mean_abs", "mean_bound")]
+                + [v["worst"]] for k, v in a.items()]
         lines += [_table(["function", "max", "max bound", "mean", "mean bound", "worst case"],
                          rows), ""]
     f = res.get("fpga")
@@ -118,8 +121,8 @@ def render(res: dict) -> str:
                   f"**Fmax {p['fmax_mhz']} MHz** "
                   f"({'met' if p['timing_pass'] else 'NOT met'}); critical path "
                   f"{cp.get('delay_ns')} ns ({cp.get('logic_ns')} logic, "
-                  f"{cp.get('routing_ns')} routing) from `{cp.get('from')}` to "
-                  f"`{cp.get('to')}`.", ""]
+                  f"{cp.get('routing_ns')} routing, {cp.get('logic_levels')} logic levels) "
+                  f"from `{cp.get('start')}` to `{cp.get('end')}`.", ""]
     lines += ["## Steps", "", _table(["step", "seconds", "status"],
                                      [[s["step"], s["seconds"], s["status"]]
                                       for s in res.get("steps", [])]), ""]

@@ -19,15 +19,15 @@ Passes and cycles per row (``nb = ceil(n / vpu_lanes)``, no stalls; measured fig
 -----------------------------------------------------------------------------------------------
 * element-wise (``modulate``, ``gelu``, ``gated_residual``, ``acc_requant``, ``diff_delta``,
   ``xhat_update``, ``kv_quant``): one beat per cycle in and out, ``nb`` cycles per row in steady
-  state (the next command waits in a one-entry register and starts on the edge the row's last
-  beat is taken); 9 cycles from an input beat to its output beat.
+  state, also for one-beat rows (the next command starts on the edge the row's last beat is
+  taken; one more waits in a register); 9 cycles from an input beat to its output beat.
 * ``softmax``: load ``nb`` (row max), drain, exponentials and their sum (written back to the
-  buffer) ``nb``, drain, the reciprocal (5), output ``nb``: ``3·nb + 20`` in steady state.
+  buffer) ``nb``, drain, the reciprocal (5), output ``nb``: ``3·nb + 19`` in steady state.
 * ``layernorm``: load ``nb`` (``Σx``; ``x²`` through the lanes for ``Σx²``), drain, the
-  reciprocal square root (10), output ``nb``: ``2·nb + 22``.
+  reciprocal square root (10), output ``nb``: ``2·nb + 21``.
 * ``kv_amax``: load ``nb`` (the running max |v|; ``param`` bit 0 continues the previous command's
-  max, so a head longer than ``max_reduction`` takes several commands), then one output beat
-  with the shift ``e`` in lane 0.
+  max, so a head longer than ``max_reduction`` takes several commands), the drain and the shift
+  (6 cycles), then one output beat with the shift ``e`` in lane 0.
 
 Errors: a command with an unknown operation, ``n`` outside ``1 .. max_reduction`` or a
 ``kv_quant`` shift above ``act_width`` is consumed without effect and sets the sticky ``error``
@@ -387,22 +387,26 @@ class VPU(wiring.Component):
                          o.Ysat[k].eq(lane.side_flag_o)]
 
         # ---------------------------------------------------------------- command intake
-        # One command waits in a register; it starts when the VPU is idle or, so that rows
-        # follow each other without a gap, on the very edge the current row's last beat is
-        # taken or issued. (Last in the module: its assignments win.)
+        # A command starts when the VPU is idle or, so that rows follow each other without a
+        # gap, on the very edge the current row's last beat is taken or issued; one more waits
+        # in a register meanwhile. (Last in the module: its assignments win.)
         pend = Signal(self.cmd.p.shape())
         pend_valid = Signal()
-        m.d.comb += self.cmd.ready.eq(~pend_valid)
-        with m.If(self.cmd.valid & self.cmd.ready):
-            m.d.sync += [pend.eq(self.cmd.payload), pend_valid.eq(1)]
         finishing = (((state == _S.EW) & take & last_beat) |
                      ((state == _S.OUT) & issue & last_beat) | inject)
-        c = pend
+        # The command to start: the waiting one, else the one on the port (taken directly).
+        c = Signal(self.cmd.p.shape())
+        m.d.comb += [self.cmd.ready.eq(~pend_valid),
+                     c.eq(Mux(pend_valid, pend, self.cmd.payload))]
+        start = (pend_valid | self.cmd.valid) & ((state == _S.IDLE) | finishing)
+        with m.If(start):
+            m.d.sync += pend_valid.eq(0)
+        with m.Elif(self.cmd.valid & self.cmd.ready):
+            m.d.sync += [pend.eq(self.cmd.payload), pend_valid.eq(1)]
         legal = ((c.op < len(VPU_OPS)) & (c.n >= 1) & (c.n <= n_max) &
                  ~((c.op == VPUOp.KV_QUANT) & (c.param > W)))
         beats = (c.n + (L - 1)) // L if L & (L - 1) else (c.n + (L - 1)) >> (L.bit_length() - 1)
-        with m.If(pend_valid & ((state == _S.IDLE) | finishing)):
-            m.d.sync += pend_valid.eq(0)
+        with m.If(start):
             with m.If(~legal):
                 m.d.sync += self.error.eq(1)
             with m.Else():

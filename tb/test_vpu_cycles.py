@@ -38,10 +38,16 @@ async def cycles_per_row(dut):
             t0 = get_sim_time(unit="ns")
             rx = cocotb.start_soon(tb.out.receive(total, timeout=100 * total + 2000))
             cmd_cycles = []
-            for row in rows:
-                await tb.cmd.send([cmd_word(cfg, row)])
-                cmd_cycles.append(int((get_sim_time(unit="ns") - t0) // PERIOD_NS) - 1)
-                await tb.src.send(in_words(cfg, row))
+
+            async def commands():
+                # Commands run ahead of the data on their own stream (the VPU holds one).
+                for row in rows:
+                    await tb.cmd.send([cmd_word(cfg, row)])
+                    cmd_cycles.append(int((get_sim_time(unit="ns") - t0) // PERIOD_NS) - 1)
+
+            cmds = cocotb.start_soon(commands())
+            await tb.src.send([w for row in rows for w in in_words(cfg, row)])
+            await cmds
             await rx
             for _ in range(4):
                 await RisingEdge(dut.clk)

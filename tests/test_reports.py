@@ -52,11 +52,12 @@ def test_vpu_report_renders_every_section():
                         worst="x=3")}
     res_ecp5 = dict(resources=dict(lut_total=100, ff=50, dsp=2, bram=1, carry=9), seconds=3.0)
     pnr = dict(fmax_mhz=55.5, constraint_mhz=100, timing_pass=False,
-               critical_path=dict(delay_ns=18.0, logic_ns=9.0, routing_ns=9.0, **{
-                   "from": "a", "to": "b"}))
+               critical_path=dict(delay_ns=18.0, logic_ns=9.0, routing_ns=9.0, logic_levels=7,
+                                  start="a", end="b"))
     md = report_vpu.render(dict(cycles={"tiny": cyc}, accuracy={"tiny": acc},
                                 fpga={"ecp5": res_ecp5, "ecp5-nodsp": res_ecp5, "pnr": pnr},
                                 steps=[dict(step="s", seconds=1.0, status="ok")]))
     assert "| gelu | 10 / 1 | 11 / 2 |" in md
-    assert "**Fmax 55.5 MHz** (NOT met)" in md
+    assert "**Fmax 55.5 MHz** (NOT met)" in md and "from `a` to `b`" in md
+    assert "| gelu | 0.5 | 0.6 | 0.1 | 0.2 | x=3 |" in md
     assert "| ecp5 | 100 | 50 | 2 | 1 | 9 | 3 |" in md
