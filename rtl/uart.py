@@ -25,7 +25,19 @@ def check_cycles_per_bit(cycles_per_bit) -> int:
     return cycles_per_bit
 
 
-class UARTRx(wiring.Component):
+class _UARTSide(wiring.Component):
+    """What the receiver and the transmitter share: the checked ``cycles_per_bit``."""
+
+    def __init__(self, *, cycles_per_bit: int):
+        self._cpb = check_cycles_per_bit(cycles_per_bit)
+        super().__init__()
+
+    @property
+    def cycles_per_bit(self) -> int:
+        return self._cpb
+
+
+class UARTRx(_UARTSide):
     """8N1 receiver.
 
     The ``rx`` pin passes a two-flip-flop synchronizer (no reset, as is usual for one: in a
@@ -76,14 +88,6 @@ class UARTRx(wiring.Component):
     frame_error: Out(1)
     overrun: Out(1)
     brk: Out(1)
-
-    def __init__(self, *, cycles_per_bit: int):
-        self._cpb = check_cycles_per_bit(cycles_per_bit)
-        super().__init__()
-
-    @property
-    def cycles_per_bit(self) -> int:
-        return self._cpb
 
     def elaborate(self, platform):
         cpb = self._cpb
@@ -137,7 +141,7 @@ class UARTRx(wiring.Component):
         return m
 
 
-class UARTTx(wiring.Component):
+class UARTTx(_UARTSide):
     """8N1 transmitter.
 
     A byte taken from ``i`` goes out as a start bit (low), its 8 bits LSB first and a stop bit
@@ -168,14 +172,6 @@ class UARTTx(wiring.Component):
 
     i: In(stream.Signature(8))
     tx: Out(1, init=1)
-
-    def __init__(self, *, cycles_per_bit: int):
-        self._cpb = check_cycles_per_bit(cycles_per_bit)
-        super().__init__()
-
-    @property
-    def cycles_per_bit(self) -> int:
-        return self._cpb
 
     def elaborate(self, platform):
         cpb = self._cpb
