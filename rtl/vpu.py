@@ -199,7 +199,6 @@ class VPU(wiring.Component):
                 Signal(name=f"p{s}_last"), Signal(range(self.depth), name=f"p{s}_addr"))
                for s in range(lat)]
         f_valid, f_dest, f_last, f_addr = ctl[-1]
-        # Reduction registers between a beat and its row accumulator.
         # Reduction pipelines between a beat and its row accumulator: valid flags, delayed as
         # many cycles as the trees' registers (filled in below).
         red_valids, sum_valids, sq_valids = [], [], []
