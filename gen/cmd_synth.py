@@ -131,7 +131,8 @@ def run_synth(args):
         if not args.liberty.is_file():
             raise UserError(f"liberty file not found: {args.liberty}")
     _check_out(args.json)
-    build_unit(args.unit, cfg)  # the unit's own parameter checks, before anything runs
+    # The unit's own parameter checks, before anything runs (the object itself is not used).
+    build_unit(args.unit, cfg)._MustUse__silence = True
 
     what = (f"{args.unit} (preset {cfg.name}, config {cfg.hash()}) for {target}"
             f"{' -nodsp' if args.nodsp else ''}{' + liberty' if args.liberty else ''}")
@@ -177,8 +178,9 @@ def _print_synth(res, cfg):
                                                                 "types have no price"))]
         if "area" in r:
             rows.append(("area", _n(r["area"]),
-                         f"library units (µm² for the usual libraries), {Path(res['liberty']).name};"
-                         f" sequential {_n(r.get('sequential_area'))}"))
+                         f"library units, µm² for the usual libraries; "
+                         f"{Path(res['liberty']).name}; "
+                         f"sequential {_n(r.get('sequential_area'))}"))
     else:
         prims = {"ecp5": ("CCU2C", "MULT18X18D", "DP16KD", "TRELLIS_DPR16X4"),
                  "ice40": ("SB_CARRY", "SB_MAC16", "SB_RAM40_4K", None)}[target]
