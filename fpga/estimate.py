@@ -435,9 +435,9 @@ def peak(unit: str, cfg: Config) -> dict:
         return {"ops_per_cycle": R * C, "op": f"{ww}-bit x {ww}-bit MACs"}
     if unit == "qpu":
         return {"ops_per_cycle": cfg.rows, "op": f"values quantized (one sub-channel of "
-                                                 f"T = {cfg.rows} per cycle)"}
+                                                 f"T = {cfg.rows})"}
     if unit == "vpu":
-        return {"ops_per_cycle": cfg.vpu_lanes, "op": "elements per cycle"}
+        return {"ops_per_cycle": cfg.vpu_lanes, "op": "elements"}
     raise ValueError(f"unit must be one of {list(UNITS)}, not {unit!r}")
 
 
@@ -450,6 +450,11 @@ def _value(target: str, ps: list) -> float:
     c = _coef(target)
     return sum(p.count * sum(c.get(f, 0.0) * a for f, a in p.vector().items() if _uses(target, f))
                for p in ps)
+
+
+def _worst(errs: dict) -> dict:
+    """The largest relative error per target over ``{label: {target: error}}``."""
+    return {t: max((abs(e[t]) for e in errs.values() if t in e), default=None) for t in TARGETS}
 
 
 def estimate(unit: str, cfg: Config) -> dict:
@@ -474,10 +479,10 @@ def estimate(unit: str, cfg: Config) -> dict:
                     bram=p.count * p.bram, transistors=round(_value("transistors", [p])))
                for p in ps],
         model=dict(yosys=CALIBRATION["yosys"], calibrated=CALIBRATION["date"],
-                   runs=len(CALIBRATION["error"]), tolerance=TOLERANCE,
-                   max_calibration_error={k: max((abs(e.get(k, 0.0)) for e in
-                                                  CALIBRATION["error"].values()), default=None)
-                                          for k in TARGETS}),
+                   runs=len(CALIBRATION["error"]), held_out=len(CALIBRATION["validation"]),
+                   tolerance=TOLERANCE,
+                   max_calibration_error=_worst(CALIBRATION["error"]),
+                   max_held_out_error=_worst(CALIBRATION["validation"])),
     )
     return out
 

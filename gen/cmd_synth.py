@@ -241,8 +241,11 @@ def _print_estimate(est, cfg):
               f"{_n(p['lut_nodsp']):>10s} {_n(p['ff']):>8s} {_n(p['dsp']):>5s} "
               f"{_n(p['transistors']):>12s}")
     m = est["model"]
-    tol = ", ".join(f"{k} {100 * v:.0f} %" for k, v in m["tolerance"].items())
-    worst = ", ".join(f"{k} {100 * v:.0f} %" for k, v in m["max_calibration_error"].items()
-                      if v is not None)
-    print(f"  model: fitted to {m['runs']} syntheses with Yosys {m['yosys']} ({m['calibrated']}); "
-          f"largest calibration error {worst}; tests allow {tol}")
+
+    def pct(d):
+        return ", ".join(f"{k} {100 * v:.0f} %" for k, v in d.items() if v is not None)
+    print(f"  model: fitted to {m['runs']} syntheses with Yosys {m['yosys']} "
+          f"({m['calibrated']}); largest error on {m['held_out']} held-out configurations: "
+          f"{pct(m['max_held_out_error'])}")
+    print(f"  (fitted runs: {pct(m['max_calibration_error'])}; the tests allow "
+          f"{pct(m['tolerance'])})")
