@@ -31,7 +31,8 @@ PRECISIONS = (0, 2, 4, 6, 8)
 
 
 # ------------------------------------------------------------------------------------ helpers
-def _check_out_dir(path):
+def check_output_path(path):
+    """Refuse (one line) an output path whose directory is missing or that is a directory."""
     if path is None:
         return
     d = os.path.dirname(os.path.abspath(path))
@@ -186,7 +187,7 @@ def cmd_trace(args):
 
     cfg = config_from_args(args)
     spec = _model_args(args)
-    _check_out_dir(args.output)
+    check_output_path(args.output)
     trace = record_trace(spec, args.steps, args.seed, args.label, args.weight_seed)
     for name, a in trace.items():
         layer, kind = split_name(name)
@@ -211,7 +212,7 @@ def cmd_fmdq(args):
     if args.base_log2 is not None and args.profile_base:
         raise UserError("give either --base-log2 or --profile-base, not both")
     for p in (args.json, args.plot):
-        _check_out_dir(p)
+        check_output_path(p)
     trace = load_trace(args.trace)
     res = analyze_fmdq(trace, cfg, base_log2=args.base_log2, profile_base=args.profile_base)
     res.update(trace=os.fspath(args.trace), config=cfg.to_dict())
@@ -235,7 +236,7 @@ def cmd_sar(args):
 
     cfg = config_from_args(args)
     for p in (args.json, args.plot):
-        _check_out_dir(p)
+        check_output_path(p)
     trace = load_trace(args.trace)
     res = analyze_sar(trace, cfg, thr=args.thr, interval=args.interval, block=args.block)
     res.update(trace=os.fspath(args.trace), config=cfg.to_dict())
@@ -258,7 +259,7 @@ def cmd_dit(args):
 
     cfg = config_from_args(args)
     spec = _model_args(args)
-    _check_out_dir(args.json)
+    check_output_path(args.json)
     _xf, _xq, st = compare(spec, cfg, args.steps, args.seed, label=args.label,
                            weight_seed=args.weight_seed, sar=not args.no_sar)
     _commit_outputs({args.json: _json_writer(st) if args.json else None})
@@ -383,7 +384,7 @@ def cmd_dit_int(args):
 
     spec = _model_args(args)
     for p in (args.json, args.md):
-        _check_out_dir(p)
+        check_output_path(p)
     runs = _dit_int_runs(args)
     res = dict(command=_dit_int_command(args), model=args.model, runs={})
     for key, cfg, sar in runs:

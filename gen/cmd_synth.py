@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from .cli import UserError
+from .cmd_analysis import check_output_path
 from .options import add_config_options, config_from_args
 from .units import UNITS, build_unit
 
@@ -71,16 +72,6 @@ def register(sub):
 
 
 # ------------------------------------------------------------------------------------ helpers
-def _check_out(path):
-    if path is None:
-        return
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
-        raise UserError(f"cannot write {path}: directory {d} does not exist")
-    if os.path.isdir(path):
-        raise UserError(f"cannot write {path}: it is a directory")
-
-
 def _write_json(path, obj):
     """Write ``obj`` to a temporary file beside ``path``, then rename it into place."""
     d = os.path.dirname(os.path.abspath(path))
@@ -130,7 +121,7 @@ def run_synth(args):
                             f"generic, not {target}")
         if not args.liberty.is_file():
             raise UserError(f"liberty file not found: {args.liberty}")
-    _check_out(args.json)
+    check_output_path(args.json)
     # The unit's own parameter checks, before anything runs (the object itself is not used).
     build_unit(args.unit, cfg)._MustUse__silence = True
 
@@ -209,7 +200,7 @@ def run_estimate(args):
     from fpga.estimate import estimate
 
     cfg = config_from_args(args)
-    _check_out(args.json)
+    check_output_path(args.json)
     est = estimate(args.unit, cfg)
     _print_estimate(est, cfg)
     if args.json is not None:
