@@ -134,9 +134,16 @@ class ArrayUnit(wiring.Component):
     address_fields = ("channel",)
 
     def __init__(self, cfg: Config, in_fields, pe_factory, row_shape, col_shape,
-                 read_ports: int, baseline: bool = False):
+                 read_ports: int, baseline: bool = False, weight_depth: int | None = None):
         check_config(cfg)
         self._cfg = cfg
+        self._depth = cfg.max_reduction if weight_depth is None else int(weight_depth)
+        if self._depth < 1:
+            raise ValueError(f"weight_depth must be >= 1, not {weight_depth!r}")
+        if weight_depth is not None:   # a larger buffer: channel fields address all of it
+            abits = max(1, (self._depth - 1).bit_length())
+            in_fields = [(n, abits, d, s) if n == "channel" else (n, w, d, s)
+                         for n, w, d, s in in_fields]
         self._in_fields = in_fields
         self._in_layout = in_layout = to_layout(in_fields)
         self._pe_factory = pe_factory
@@ -146,13 +153,25 @@ class ArrayUnit(wiring.Component):
         self._baseline = baseline
         super().__init__({
             "groups": In(stream.Signature(in_layout)),
-            "wload": In(stream.Signature(weight_load_layout(cfg))),
+            "wload": In(stream.Signature(self._wload_layout(cfg))),
             "drain": Out(stream.Signature(drain_layout(cfg, baseline))),
         })
+
+    def _wload_layout(self, cfg):
+        lay = weight_load_layout(cfg)
+        if self._depth == cfg.max_reduction:
+            return lay
+        return data.StructLayout({"w": lay.members["w"],
+                                  "channel": range(self._depth)})
 
     @property
     def cfg(self):
         return self._cfg
+
+    @property
+    def weight_depth(self):
+        """Rows of the weight buffer (``max_reduction`` unless given)."""
+        return self._depth
 
     @property
     def in_fields(self):
@@ -178,7 +197,7 @@ class ArrayUnit(wiring.Component):
         cfg = self._cfg
         m = Module()
         wshape = data.ArrayLayout(signed(cfg.weight_width), cfg.cols)
-        m.submodules.weights = mem = Memory(shape=wshape, depth=cfg.max_reduction, init=[])
+        m.submodules.weights = mem = Memory(shape=wshape, depth=self._depth, init=[])
         wp = mem.write_port()
         m.d.comb += [
             self.wload.ready.eq(1),

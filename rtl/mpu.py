@@ -25,6 +25,8 @@ class MPU(ArrayUnit):
     ----------
     cfg : Config (rows, cols, lanes, weight_width, acc width, alignment, pe_stages,
         max_reduction = weight-buffer depth).
+    weight_depth : rows of the weight buffer when larger than ``max_reduction`` (the core's
+        weight memory); the ``channel`` fields of ``groups`` and ``wload`` then address all of it.
 
     Members
     -------
@@ -42,10 +44,10 @@ class MPU(ArrayUnit):
     is always ready.
     """
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, weight_depth: int | None = None):
         check_config(cfg)
         super().__init__(cfg, group_layout(cfg), SlicePE, slice_row_layout(cfg),
-                         slice_col_layout(cfg), read_ports=cfg.lanes)
+                         slice_col_layout(cfg), read_ports=cfg.lanes, weight_depth=weight_depth)
 
     def read_addresses(self, beat):
         return [beat.channel[lane] for lane in range(self._cfg.lanes)]

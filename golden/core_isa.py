@@ -1,0 +1,405 @@
+"""The DSTAR core's instruction set: buffers, command encoding, semantics (docs/core.md).
+
+This module is the single source of the core's command words, buffer row layouts and counter
+order; the RTL (:mod:`rtl.core`), the compiler (:mod:`golden.core_compiler`), the ISA-level
+executor (:mod:`golden.core_exec`) and the testbenches import it. It depends only on the golden
+configuration and layouts.
+
+Tile size ``T = rows = cols = vpu_lanes``; every buffer is addressed in rows.
+
+Buffers
+-------
+======  ==================================================  ============================
+id      row                                                 written / read by
+======  ==================================================  ============================
+ABUF    ``T`` activations (act_width, signed), one *lane*   LOAD/STORE, QUANT, GEMM, VROW
+        per token of a tile
+XBUF    ``T`` values of ``x̂`` (act_width + 1, signed)       LOAD/STORE, QUANT (diff)
+YBUF    ``T`` running sums ``Y`` (acc_bits, signed)         LOAD/STORE, GEMM (accum)
+WMEM    ``cols`` INT8 weights of one input channel          LOAD, VROW (kv_quant); GEMM
+RBUF    ``T`` × (m, sh, bias) of output channels            LOAD; GEMM
+VBUF    ``T`` act values of a per-channel vector            LOAD; VROW (b, c operands)
+MASK    one bit per key block of a query tile               LOAD; VROW (softmax)
+CNT     one 32-bit counter (:data:`COUNTERS`)               STORE only (read-only)
+======  ==================================================  ============================
+
+**Tensors in ABUF.** A tensor of ``N`` tokens × ``C`` channels at base ``b`` keeps element
+``(t, c)`` in row ``b + (t // T)·C + c``, lane ``t % T``: one row is a *sub-channel* (the ``T``
+tokens of a tile at one channel). Rows ``r .. r+T-1`` at lane ``t`` are a *token segment*. The
+hardware stores ABUF skewed over ``T`` banks (element of row ``r``, lane ``t`` in bank
+``(r + t) mod T``) so both are one access per cycle; the skew is invisible at this level.
+Vectors in VBUF and rows of RBUF hold channel ``k·T + l`` of block ``k`` in lane ``l``.
+A GMEM group stream (one QUANT) occupies consecutive rows, one group
+(:func:`golden.layouts.group_layout`) per row, the last one marked ``last``.
+
+Commands
+--------
+Every command is :data:`CMD_BITS` (128) bits: the header ``op`` (5 bits), ``wait`` and ``signal``
+(4 bits each, masks over four counting semaphores), then the opcode's fields
+(:func:`cmd_layout`). The dispatcher reads commands in order. A command issues when its engine
+is idle, every semaphore in ``wait`` is non-zero (they are decremented at issue), and:
+H and V commands wait until every engine is idle and block the dispatcher while they run; Q and M
+commands may run together (the compiler uses the semaphores for the group double buffer). An
+engine increments the semaphores of ``signal`` when the command's last write has landed.
+
+=========  ======  ============================================================================
+opcode     engine  semantics
+=========  ======  ============================================================================
+NOP        -       nothing.
+END        -       wait until every engine is idle; the core reports ``done``.
+BARRIER    -       wait until every engine is idle.
+LOAD       H       ``zero``: rows ``addr .. addr+count-1`` of ``buf`` := 0 (no host words);
+                   otherwise those rows from the host stream, :func:`host_words_per_row` 32-bit
+                   words each, least significant first.
+STORE      H       rows ``addr .. addr+count-1`` of ``buf`` to the host stream, same packing.
+QCFG       Q       the QPU's base ``B`` and thresholds ``thr2, thr4, thr6`` for later QUANTs.
+QUANT      Q       one tile: for ``c`` in ``0 .. nch-1``, ``x = ABUF[src + c]``; ``u = x -
+                   XBUF[xsrc + c]`` if ``diff`` else ``x``; the QPU quantizes ``u`` (the last
+                   ``c`` ends the tile); its groups go to ``GMEM[gdst ...]`` in order; if ``diff``,
+                   ``XBUF[xsrc + c] := sat(XBUF[xsrc + c] + dequant(q))`` (act_width + 1).
+                   Done when the tile's last group is written. ``pcache`` counts the groups as
+                   P-cache writes.
+GEMM       M       replays ``GMEM[gsrc ...]`` up to its ``last`` group through the MPU, weight
+                   row of lane channel ``ch`` = ``WMEM[wbase + ch]``; for each token ``i`` of the
+                   tile: ``Y = YBUF[ysrc + i]`` if ``accum`` else 0, ``(y, Y') =
+                   acc_requant(Y, acc_i, m, sh - s, bias)`` with ``(m, sh, bias) = RBUF[rrow]``
+                   and ``s = SREG[sreg]`` if ``use_sreg`` else 0; ``y`` to the token segment of
+                   ABUF rows ``dst .. dst+T-1`` lane ``i``; if ``accum``, ``YBUF[ysrc + i] := Y'``.
+                   ``pcache`` counts the replayed groups as P-cache reads.
+VROW       V       VPU operation ``vop`` (:data:`golden.layouts.VPU_OPS`, not ``acc_requant``,
+                   ``diff_delta``, ``xhat_update``) over rows, ``cols`` selects the walk:
+                   *token rows* (``cols = 0``): for token ``r`` in ``0 .. R-1`` one VPU command of
+                   ``n`` elements; beat ``k`` reads operand ``a`` from ABUF token segment at rows
+                   ``a + (r // T)·C + k·T``, lane ``r % T`` (``c`` likewise from base ``c`` for
+                   gated_residual), ``b`` (and ``c`` for modulate) from ``VBUF[vb + k]``
+                   (``VBUF[c + k]``), the softmax mask bit of every lane from bit ``k`` of
+                   ``MASK[vb + r // T]``; results to the token segment of ``dst`` likewise (ABUF),
+                   or ``WMEM[dst + k·R + r]`` (kv_quant).
+                   *sub-channels* (``cols = 1``): for tile ``j`` in ``0 .. R-1`` one VPU command
+                   of ``n·T`` elements; beat ``k`` reads ``ABUF[a + j·C + k]``; results to
+                   ``WMEM[dst + j·n + k]`` (kv_quant).
+                   ``kv_amax`` continues its running max over every command of the VROW and
+                   writes the shift of the last to ``SREG[sreg]``; ``kv_quant`` takes its shift
+                   from ``SREG[sreg]``; other operations take ``param`` from the VPARAM register.
+VPARAM     V       the VROW parameter register := ``value`` (LayerNorm's ``eps_q``).
+STEP       -       the step phase := phase + 1, or 0 when that reaches ``interval``.
+SKIP       -       on a reuse step (phase != 0) the next ``count`` commands are discarded.
+=========  ======  ============================================================================
+
+Errors (sticky code on the status port; the core stops issuing and then consumes and discards
+every further command; reset clears it): :data:`ERRORS`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .config import Config, bitlen
+from .layouts import VPU_OPS, group_layout, layout_width, pack, qpu_config_layout, unpack
+from .schedule import COUNTER_NAMES
+
+__all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "ERRORS",
+           "COUNTERS", "CMD_BITS", "HOST_WORD", "ADDR_BITS", "SEMAPHORES", "SREGS", "Cmd",
+           "cmd_layout", "header_layout", "assemble", "disassemble", "encode", "decode",
+           "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
+           "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS"]
+
+CMD_BITS = 128          # one command
+HOST_WORD = 32          # host stream word
+ADDR_BITS = 14          # every address and count field
+SEMAPHORES = 4
+SREGS = 16              # K/V shift registers
+SEM_BITS = 4            # each semaphore counts 0..15
+
+OPCODES = ("NOP", "END", "BARRIER", "LOAD", "STORE", "QCFG", "QUANT", "GEMM", "VROW",
+           "VPARAM", "STEP", "SKIP")
+ENGINE = {"LOAD": "H", "STORE": "H", "QCFG": "Q", "QUANT": "Q", "GEMM": "M", "VROW": "V",
+          "VPARAM": "V"}
+BUFFERS = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "CNT")
+STORABLE = ("ABUF", "XBUF", "YBUF", "CNT")
+VROW_OPS = ("softmax", "layernorm", "modulate", "gelu", "gated_residual", "kv_amax", "kv_quant")
+
+#: Sticky error codes (0 = none).
+ERRORS = ("none", "opcode", "address", "operand", "vpu", "qpu", "shift", "semaphore")
+
+#: Performance counters (32-bit, saturating) in CNT order. Cycle counters: ``cycles`` since
+#: reset; per engine ``busy_E`` (a command running) and ``stall_E`` (a command of that engine
+#: waiting at the dispatcher). The rest are event counts the ISA executor reproduces exactly.
+COUNTERS = (
+    ("cycles", "busy_H", "busy_Q", "busy_M", "busy_V", "stall_H", "stall_Q", "stall_M",
+     "stall_V", "commands", "host_words_in", "host_words_out",
+     "groups_replayed", "lanes_valid", "pcache_groups_written", "pcache_groups_read",
+     "abuf_reads", "abuf_writes", "xbuf_reads", "xbuf_writes", "ybuf_reads", "ybuf_writes",
+     "wmem_writes", "gmem_writes", "vpu_rows", "vpu_beats", "vpu_saturated", "y_saturated",
+     "Y_saturated")
+    + tuple(f"qpu_{n}" for n in COUNTER_NAMES))
+CYCLE_COUNTERS = COUNTERS[:9]
+
+
+def _f(name, width, dims=(), signed=False):
+    return (name, int(width), tuple(dims), bool(signed))
+
+
+# ================================================================================ sizes
+@dataclass(frozen=True)
+class CoreConfig:
+    """Buffer depths (rows) of the core; checked against a program by the compiler.
+
+    Every depth is at most ``2**ADDR_BITS``.
+    """
+
+    abuf_rows: int = 4096
+    xbuf_rows: int = 1024
+    ybuf_rows: int = 1024
+    wmem_rows: int = 2048
+    gmem_rows: int = 2048
+    rbuf_rows: int = 128
+    vbuf_rows: int = 128
+    mask_rows: int = 64
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 1 << ADDR_BITS:
+                raise ValueError(f"CoreConfig.{f.name} must be an integer in [1, "
+                                 f"{1 << ADDR_BITS}], not {v!r}")
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+CORE_PRESETS = {
+    "tiny": CoreConfig(abuf_rows=2048, xbuf_rows=512, ybuf_rows=512, wmem_rows=1024,
+                       gmem_rows=1024, rbuf_rows=64, vbuf_rows=64, mask_rows=32),
+    "fpga": CoreConfig(abuf_rows=4096, xbuf_rows=1024, ybuf_rows=1024, wmem_rows=2048,
+                       gmem_rows=2048, rbuf_rows=128, vbuf_rows=64, mask_rows=64),
+    "paper": CoreConfig(abuf_rows=16384, xbuf_rows=8192, ybuf_rows=8192, wmem_rows=16384,
+                        gmem_rows=16384, rbuf_rows=1024, vbuf_rows=512, mask_rows=512),
+}
+
+
+def core_preset(name: str, **overrides) -> CoreConfig:
+    if name not in CORE_PRESETS:
+        raise ValueError(f"core preset must be one of {sorted(CORE_PRESETS)}, not {name!r}")
+    d = CORE_PRESETS[name].to_dict()
+    d.update(overrides)
+    return CoreConfig(**d)
+
+
+def check_core(cfg: Config):
+    """The core needs ``rows == cols == vpu_lanes`` (the tile size T); raise otherwise."""
+    if not (cfg.rows == cfg.cols == cfg.vpu_lanes):
+        raise ValueError(f"the core needs rows == cols == vpu_lanes (the tile size); "
+                         f"{cfg.name!r} has rows {cfg.rows}, cols {cfg.cols}, "
+                         f"vpu_lanes {cfg.vpu_lanes}")
+
+
+# ============================================================================ buffer rows
+def row_layout(cfg: Config, buf: str) -> list:
+    """Golden layout of one row of ``buf`` (the order the host words carry it)."""
+    T = cfg.tile
+    if buf == "ABUF":
+        return [_f("v", cfg.act_width, (T,), True)]
+    if buf == "XBUF":
+        return [_f("v", cfg.xhat_width, (T,), True)]
+    if buf == "YBUF":
+        return [_f("v", cfg.acc_bits, (T,), True)]
+    if buf == "WMEM":
+        return [_f("w", cfg.weight_width, (cfg.cols,), True)]
+    if buf == "RBUF":
+        return [_f("m", cfg.mult_width, (T,)), _f("sh", bitlen(cfg.sh_max), (T,)),
+                _f("bias", cfg.act_width, (T,), True)]
+    if buf == "VBUF":
+        return [_f("v", cfg.act_width, (T,), True)]
+    if buf == "MASK":
+        return [_f("bits", max(1, math.ceil(cfg.max_reduction / T)))]
+    if buf == "CNT":
+        return [_f("count", 32)]
+    raise ValueError(f"buf must be one of {BUFFERS}, not {buf!r}")
+
+
+def row_width(cfg: Config, buf: str) -> int:
+    return layout_width(row_layout(cfg, buf))
+
+
+def host_words_per_row(cfg: Config, buf: str) -> int:
+    return -(-row_width(cfg, buf) // HOST_WORD)
+
+
+def buffer_depth(core: CoreConfig, buf: str) -> int:
+    if buf == "CNT":
+        return len(COUNTERS)
+    return getattr(core, buf.lower() + "_rows")
+
+
+def row_to_words(cfg: Config, buf: str, values: dict) -> list:
+    """One row (dict of field values) → its host words."""
+    word = pack(row_layout(cfg, buf), values)
+    n = host_words_per_row(cfg, buf)
+    return [(word >> (HOST_WORD * i)) & ((1 << HOST_WORD) - 1) for i in range(n)]
+
+
+def words_to_row(cfg: Config, buf: str, words) -> dict:
+    word = sum(int(w) << (HOST_WORD * i) for i, w in enumerate(words))
+    return unpack(row_layout(cfg, buf), word)
+
+
+# ================================================================================ commands
+def header_layout() -> list:
+    return [_f("op", 5), _f("wait", SEMAPHORES), _f("signal", SEMAPHORES)]
+
+
+def cmd_layout(cfg: Config, op: str) -> list:
+    """Field layout of opcode ``op`` after the header (bit 13 on)."""
+    A = ADDR_BITS
+    if op in ("NOP", "END", "BARRIER"):
+        return []
+    if op == "LOAD":
+        return [_f("buf", 3), _f("zero", 1), _f("addr", A), _f("count", A)]
+    if op == "STORE":
+        return [_f("buf", 3), _f("addr", A), _f("count", A)]
+    if op == "QCFG":
+        return [(n, w, d, s) for n, w, d, s in qpu_config_layout(cfg)]
+    if op == "QUANT":
+        return [_f("src", A), _f("xsrc", A), _f("nch", A), _f("gdst", A), _f("diff", 1),
+                _f("pcache", 1)]
+    if op == "GEMM":
+        return [_f("gsrc", A), _f("wbase", A), _f("ysrc", A), _f("rrow", A), _f("dst", A),
+                _f("accum", 1), _f("use_sreg", 1), _f("sreg", 4), _f("pcache", 1)]
+    if op == "VROW":
+        return [_f("vop", 4), _f("cols", 1), _f("R", A), _f("n", A), _f("a", A), _f("C", A),
+                _f("c", A), _f("vb", A), _f("dst", A), _f("sreg", 4)]
+    if op == "VPARAM":
+        return [_f("value", 64)]
+    if op == "STEP":
+        return [_f("interval", 8)]
+    if op == "SKIP":
+        return [_f("count", A)]
+    raise ValueError(f"op must be one of {OPCODES}, not {op!r}")
+
+
+@dataclass
+class Cmd:
+    """One command: ``op``, semaphore masks and the opcode's fields (dict)."""
+
+    op: str
+    args: dict
+    wait: int = 0
+    signal: int = 0
+
+    def __getattr__(self, k):
+        try:
+            return self.__dict__["args"][k]
+        except KeyError:
+            raise AttributeError(k) from None
+
+
+def _check_fields(cfg: Config, cmd: Cmd) -> list:
+    lay = cmd_layout(cfg, cmd.op)
+    names = [f[0] for f in lay]
+    extra = set(cmd.args) - set(names)
+    if extra:
+        raise ValueError(f"{cmd.op} has no field(s) {sorted(extra)}; fields are {names}")
+    for name, w, dims, _s in lay:
+        v = cmd.args.get(name, 0)
+        vals = np.asarray(v).reshape(-1) if dims else [v]
+        for x in vals:
+            if not 0 <= int(x) < 1 << w:
+                raise ValueError(f"{cmd.op}.{name} = {int(x)} does not fit in {w} bits "
+                                 f"(allowed 0..{(1 << w) - 1})")
+    for k, v in (("wait", cmd.wait), ("signal", cmd.signal)):
+        if not 0 <= v < 1 << SEMAPHORES:
+            raise ValueError(f"{cmd.op}.{k} = {v} is not a mask over {SEMAPHORES} semaphores")
+    return lay
+
+
+def encode(cfg: Config, cmd: Cmd) -> int:
+    """One command → its 128-bit integer."""
+    if cmd.op not in OPCODES:
+        raise ValueError(f"op must be one of {OPCODES}, not {cmd.op!r}")
+    lay = _check_fields(cfg, cmd)
+    head = pack(header_layout(), dict(op=OPCODES.index(cmd.op), wait=cmd.wait,
+                                      signal=cmd.signal))
+    body = pack(lay, {f[0]: cmd.args.get(f[0], 0 if not f[2] else [0] * math.prod(f[2]))
+                      for f in lay}) if lay else 0
+    return head | (body << layout_width(header_layout()))
+
+
+def decode(cfg: Config, word: int) -> Cmd:
+    """Inverse of :func:`encode`; an unknown opcode raises ValueError."""
+    word = int(word)
+    h = unpack(header_layout(), word)
+    if h["op"] >= len(OPCODES):
+        raise ValueError(f"unknown opcode {h['op']}")
+    op = OPCODES[h["op"]]
+    lay = cmd_layout(cfg, op)
+    body = unpack(lay, word >> layout_width(header_layout())) if lay else {}
+    args = {k: (v.tolist() if isinstance(v, np.ndarray) else int(v)) for k, v in body.items()}
+    return Cmd(op, args, int(h["wait"]), int(h["signal"]))
+
+
+def assemble(cfg: Config, cmds) -> list:
+    """Commands → 128-bit words."""
+    return [encode(cfg, c) for c in cmds]
+
+
+def disassemble(cfg: Config, words) -> list:
+    """128-bit words → commands."""
+    return [decode(cfg, w) for w in words]
+
+
+def format_cmd(cmd: Cmd) -> str:
+    """One line of assembly: ``GEMM gsrc=0 wbase=16 ... [wait=1 signal=2]``."""
+    parts = [cmd.op]
+    for k, v in cmd.args.items():
+        if k == "vop":
+            v = VPU_OPS[v]
+        elif k == "buf":
+            v = BUFFERS[v]
+        elif isinstance(v, list):
+            v = ",".join(str(x) for x in v)
+        parts.append(f"{k}={v}")
+    if cmd.wait:
+        parts.append(f"wait={cmd.wait}")
+    if cmd.signal:
+        parts.append(f"signal={cmd.signal}")
+    return " ".join(parts)
+
+
+def parse_cmd(cfg: Config, line: str) -> Cmd:
+    """Inverse of :func:`format_cmd`."""
+    toks = line.split("#", 1)[0].split()
+    if not toks:
+        raise ValueError("empty command line")
+    op = toks[0].upper()
+    if op not in OPCODES:
+        raise ValueError(f"unknown opcode {toks[0]!r}; opcodes are {OPCODES}")
+    args, wait, signal = {}, 0, 0
+    for t in toks[1:]:
+        if "=" not in t:
+            raise ValueError(f"{op}: expected field=value, got {t!r}")
+        k, v = t.split("=", 1)
+        if k == "vop":
+            if v not in VPU_OPS:
+                raise ValueError(f"vop must be one of {VPU_OPS}, not {v!r}")
+            val = VPU_OPS.index(v)
+        elif k == "buf":
+            if v not in BUFFERS:
+                raise ValueError(f"buf must be one of {BUFFERS}, not {v!r}")
+            val = BUFFERS.index(v)
+        elif "," in v:
+            val = [int(x, 0) for x in v.split(",")]
+        else:
+            val = int(v, 0)
+        if k == "wait":
+            wait = val
+        elif k == "signal":
+            signal = val
+        else:
+            args[k] = val
+    cmd = Cmd(op, args, wait, signal)
+    _check_fields(cfg, cmd)
+    return cmd

@@ -1,0 +1,283 @@
+"""The DSTAR core (MPC): MPU + QPU + VPU, the buffers and the controller that executes the
+command stream of golden/core_isa.py (docs/core.md).
+
+Structure: the :class:`~rtl.core_dispatch.Dispatcher` issues commands to four engines, host
+:class:`~rtl.core_host.HostEngine` (H), quantize :class:`~rtl.core_quant.QuantEngine` (Q, owns
+the QPU), matrix :class:`~rtl.core_matrix.MatrixEngine` (M, owns the MPU, whose weight buffer is
+WMEM) and vector :class:`~rtl.core_vector.VectorEngine` (V). The VPU is shared by M
+(accumulate-and-requantize) and V; H and V never run beside another engine, so every shared port
+is a plain multiplexer on the requests of whichever engine uses it. Buffers are
+``amaranth.lib.memory`` memories: ABUF (:class:`~rtl.core_abuf.SkewedBuffer`), XBUF, YBUF, RBUF,
+VBUF, MASK, GMEM (group streams and the P cache), and WMEM inside the MPU; SREG is 16 registers.
+
+Ports: ``cmd`` (128-bit commands), ``host_in`` / ``host_out`` (32-bit words), ``status``
+(``done``, ``busy``, ``error`` code of :data:`golden.core_isa.ERRORS`, ``error_index``,
+``phase``). The performance counters (:data:`golden.core_isa.COUNTERS`) are read with
+``STORE CNT``.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from golden import core_isa as isa
+from golden.config import Config, bitlen
+from golden.schedule import COUNTER_NAMES
+
+from .core_abuf import SkewedBuffer
+from .core_dispatch import ENGINES, Dispatcher
+from .core_host import HostEngine
+from .core_layouts import BUF, row_layout
+from .core_matrix import MatrixEngine
+from .core_quant import QuantEngine
+from .core_vector import VectorEngine
+from .layouts import group_layout
+from .params import check_config
+from .vpu import VPU
+
+__all__ = ["Core", "status_layout"]
+
+
+def status_layout() -> data.StructLayout:
+    return data.StructLayout({"done": 1, "busy": 1, "error": range(len(isa.ERRORS)),
+                              "error_index": 32, "phase": 8})
+
+
+def _share(m, target, users, fields):
+    """Drive ``target``'s request ``fields`` from whichever user has ``en`` high (first wins),
+    ``en`` from any of them, and fan its read ``data`` back out when the target has one."""
+    m.d.comb += target.en.eq(Cat(*(u.en for u in users)).any())
+    for f in fields:
+        val = getattr(users[-1], f)
+        for u in reversed(users[:-1]):
+            val = Mux(u.en, getattr(u, f), val)
+        m.d.comb += getattr(target, f).eq(val)
+
+
+class Core(wiring.Component):
+    """The core. Parameters: ``cfg`` (a :class:`golden.config.Config` with ``rows == cols ==
+    vpu_lanes``, a power of two) and ``core`` (:class:`golden.core_isa.CoreConfig`, buffer
+    depths)."""
+
+    def __init__(self, cfg: Config, core: isa.CoreConfig):
+        check_config(cfg)
+        isa.check_core(cfg)
+        if not isinstance(core, isa.CoreConfig):
+            raise TypeError(f"core must be a golden.core_isa.CoreConfig, not {core!r}")
+        self._cfg, self._core = cfg, core
+        super().__init__({
+            "cmd": In(stream.Signature(isa.CMD_BITS)),
+            "host_in": In(stream.Signature(isa.HOST_WORD)),
+            "host_out": Out(stream.Signature(isa.HOST_WORD)),
+            "status": Out(status_layout()),
+        })
+
+    @property
+    def cfg(self):
+        return self._cfg
+
+    @property
+    def core(self):
+        return self._core
+
+    def elaborate(self, platform):
+        cfg, core = self._cfg, self._core
+        T = cfg.tile
+        m = Module()
+        m.submodules.dispatch = dsp = Dispatcher(cfg, core)
+        m.submodules.host = h = HostEngine(cfg)
+        m.submodules.quant = q = QuantEngine(cfg, core)
+        m.submodules.matrix = mx = MatrixEngine(cfg, core)
+        m.submodules.vector = v = VectorEngine(cfg, core)
+        m.submodules.vpu = vpu = VPU(cfg)
+        eng = {"H": h, "Q": q, "M": mx, "V": v}
+
+        wiring.connect(m, wiring.flipped(self.cmd), dsp.cmd)
+        wiring.connect(m, wiring.flipped(self.host_in), h.host_in)
+        wiring.connect(m, h.host_out, wiring.flipped(self.host_out))
+        for e, unit in eng.items():
+            wiring.connect(m, getattr(dsp, f"to_{e}"), unit.cmd)
+            m.d.comb += [getattr(dsp, f"busy_{e}").eq(unit.busy),
+                         getattr(dsp, f"done_{e}").eq(unit.done),
+                         getattr(dsp, f"signal_{e}").eq(unit.signal)]
+        m.d.comb += v.param.eq(dsp.param)
+
+        # SREG: written by V (kv_amax), read by V and M.
+        sreg = Signal(data.ArrayLayout(bitlen(cfg.sh_max), isa.SREGS))
+        with m.If(v.sreg_we):
+            m.d.sync += sreg[v.sreg_idx].eq(v.sreg_val)
+        m.d.comb += [v.sreg.eq(sreg), mx.sreg.eq(sreg)]
+
+        # The VPU: V's while V runs (then M is idle), otherwise M's.
+        vown = v.busy
+        for name in ("cmd", "i"):
+            src_v = v.vpu_cmd if name == "cmd" else v.vpu_in
+            src_m = mx.vpu_cmd if name == "cmd" else mx.vpu_in
+            dst = getattr(vpu, name)
+            m.d.comb += [dst.valid.eq(Mux(vown, src_v.valid, src_m.valid)),
+                         dst.payload.eq(Mux(vown, src_v.payload, src_m.payload)),
+                         src_v.ready.eq(vown & dst.ready), src_m.ready.eq(~vown & dst.ready)]
+        for dst in (v.vpu_out, mx.vpu_out):
+            m.d.comb += dst.payload.eq(vpu.o.payload)
+        m.d.comb += [v.vpu_out.valid.eq(vown & vpu.o.valid),
+                     mx.vpu_out.valid.eq(~vown & vpu.o.valid),
+                     vpu.o.ready.eq(Mux(vown, v.vpu_out.ready, mx.vpu_out.ready))]
+
+        # H's generic bus, split per buffer.
+        hb = h.bus
+        hbuf_q = Signal.like(hb.rbuf)
+        with m.If(hb.ren):
+            m.d.sync += hbuf_q.eq(hb.rbuf)
+
+        def host_port(buf, write):
+            """H's request to ``buf`` as a port-like record (``en``, ``addr``/``row``, ``data``)."""
+            width = isa.row_width(cfg, buf)
+            p = wiring.Signature({"en": Out(1), "addr": Out(isa.ADDR_BITS),
+                                  "data": Out(width)}).create(path=(f"h_{buf}_{'w' if write else 'r'}",))
+            if write:
+                m.d.comb += [p.en.eq(hb.wen & (hb.wbuf == BUF[buf])), p.addr.eq(hb.waddr),
+                             p.data.eq(hb.wdata[:width])]
+            else:
+                m.d.comb += [p.en.eq(hb.ren & (hb.rbuf == BUF[buf])), p.addr.eq(hb.raddr)]
+            return p
+
+        rdata = {}
+
+        def memory(name, depth, shape, readers, writers):
+            """A buffer with one read port per entry of ``readers`` (lists of users sharing it)
+            and one write port shared by ``writers``."""
+            mem = Memory(shape=shape, depth=depth, init=[])
+            m.submodules[name] = mem
+            for users in readers:
+                rp = mem.read_port()
+                _share(m, rp, users, ["addr"])
+                for u in users:
+                    m.d.comb += u.data.eq(rp.data)
+            wp = mem.write_port()
+            _share(m, wp, writers, ["addr", "data"])
+            return mem
+
+        # ABUF: r0 = Q / V.a / H, r1 = V.c; write = H / M / V.
+        m.submodules.abuf = ab = SkewedBuffer(T, cfg.act_width, core.abuf_rows, read_ports=2)
+        hr = host_port("ABUF", False)
+        hw = host_port("ABUF", True)
+        h_ar = wiring.Signature({"en": Out(1), "row": Out(range(core.abuf_rows)),
+                                 "token": Out(range(T)), "seg": Out(1),
+                                 "data": In(ab.r0.data.shape())}).create(path=("h_abuf_r",))
+        h_aw = wiring.Signature({"en": Out(1), "row": Out(range(core.abuf_rows)),
+                                 "token": Out(range(T)), "seg": Out(1),
+                                 "data": Out(ab.w.data.shape())}).create(path=("h_abuf_w",))
+        m.d.comb += [h_ar.en.eq(hr.en), h_ar.row.eq(hr.addr),
+                     h_aw.en.eq(hw.en), h_aw.row.eq(hw.addr), h_aw.data.eq(hw.data)]
+        _share(m, ab.r0, [q.abuf, v.ra, h_ar], ["row", "token", "seg"])
+        for u in (q.abuf, v.ra, h_ar):
+            m.d.comb += u.data.eq(ab.r0.data)
+        _share(m, ab.r1, [v.rc], ["row", "token", "seg"])
+        m.d.comb += v.rc.data.eq(ab.r1.data)
+        _share(m, ab.w, [mx.awr, v.awr, h_aw], ["row", "token", "seg", "data"])
+        rdata["ABUF"] = h_ar.data
+
+        class _Raw:
+            """H's raw-bit port seen as a memory port of the buffer's row shape."""
+            def __init__(self, p, shape):
+                self.en, self.addr = p.en, p.addr
+                self.data = Signal(shape, name=f"{p.en.name}_data")
+
+        # Build the plain buffers, wiring H's raw data through.
+        raws = {}
+
+        def raw(buf, write):
+            p = host_port(buf, write)
+            r = _Raw(p, row_layout(cfg, buf))
+            if write:
+                m.d.comb += r.data.eq(p.data)
+            raws[(buf, write)] = r
+            return r
+
+        memory("xbuf", core.xbuf_rows, row_layout(cfg, "XBUF"),
+               [[q.xrd, raw("XBUF", False)], [q.xupd]], [q.xwr, raw("XBUF", True)])
+        memory("ybuf", core.ybuf_rows, row_layout(cfg, "YBUF"),
+               [[mx.yrd, raw("YBUF", False)]], [mx.ywr, raw("YBUF", True)])
+        memory("rbuf", core.rbuf_rows, row_layout(cfg, "RBUF"), [[mx.rrd]],
+               [raw("RBUF", True)])
+        memory("vbuf", core.vbuf_rows, row_layout(cfg, "VBUF"), [[v.vb], [v.vc]],
+               [raw("VBUF", True)])
+        memory("mask", core.mask_rows, row_layout(cfg, "MASK"), [[v.mrd]],
+               [raw("MASK", True)])
+        memory("gmem", core.gmem_rows, group_layout(cfg), [[mx.grd]], [q.gwr])
+        for buf in ("XBUF", "YBUF"):
+            rdata[buf] = raws[(buf, False)].data
+
+        # WMEM (inside the MPU): H and V write rows.
+        hw_w = raw("WMEM", True)
+        wl = mx.wload
+        m.d.comb += [wl.valid.eq(hw_w.en | v.wwr.en),
+                     wl.p.channel.eq(Mux(v.wwr.en, v.wwr.addr, hw_w.addr)),
+                     wl.p.w.eq(Mux(v.wwr.en, v.wwr.data.w, hw_w.data.w))]
+
+        # Counters.
+        hload = {b: hb.wen & (hb.wbuf == BUF[b]) for b in ("ABUF", "XBUF", "YBUF", "WMEM")}
+        hstore = {b: hb.ren & (hb.rbuf == BUF[b]) for b in ("ABUF", "XBUF", "YBUF")}
+        counters = self._counters(m, dsp, eng, hload, hstore)
+        cnt_q = Signal(32)
+        cnt_r = host_port("CNT", False)
+        with m.If(cnt_r.en):
+            m.d.sync += cnt_q.eq(_select(counters, cnt_r.addr))
+        rdata["CNT"] = cnt_q
+        with m.Switch(hbuf_q):
+            for buf, d in rdata.items():
+                with m.Case(BUF[buf]):
+                    m.d.comb += hb.rdata.eq(d.as_value() if hasattr(d, "as_value") else d)
+
+        # Errors and status.
+        fault = Signal.like(dsp.fault)
+        with m.If(vpu.error):
+            m.d.comb += fault.eq(isa.ERRORS.index("vpu"))
+        with m.If(q.fault != 0):
+            m.d.comb += fault.eq(q.fault)
+        with m.If(mx.fault != 0):
+            m.d.comb += fault.eq(mx.fault)
+        m.d.comb += dsp.fault.eq(fault)
+        m.d.comb += [self.status.done.eq(dsp.done), self.status.error.eq(dsp.error),
+                     self.status.error_index.eq(dsp.error_index), self.status.phase.eq(dsp.phase),
+                     self.status.busy.eq(Cat(*(u.busy for u in eng.values())).any())]
+        return m
+
+    def _counters(self, m, dsp, eng, hload, hstore):
+        """The counters of :data:`golden.core_isa.COUNTERS`, 32-bit saturating (the ``qpu_*``
+        ones are the QPU's own)."""
+        h, q, mx, v = eng["H"], eng["Q"], eng["M"], eng["V"]
+        inc = {"cycles": 1, "commands": dsp.executed,
+               "host_words_in": h.words_in, "host_words_out": h.words_out,
+               "groups_replayed": mx.group, "lanes_valid": mx.lanes,
+               "pcache_groups_written": q.pcache_group, "pcache_groups_read": mx.pcache_group,
+               "abuf_reads": q.abuf_read + v.abuf_reads + hstore["ABUF"],
+               "abuf_writes": mx.abuf_write + v.abuf_write + hload["ABUF"],
+               "xbuf_reads": q.xbuf_read + hstore["XBUF"],
+               "xbuf_writes": q.xbuf_write + hload["XBUF"],
+               "ybuf_reads": mx.ybuf_read + hstore["YBUF"],
+               "ybuf_writes": mx.ybuf_write + hload["YBUF"],
+               "wmem_writes": v.wmem_write + hload["WMEM"], "gmem_writes": q.groups,
+               "vpu_rows": mx.vpu_row + v.vpu_row, "vpu_beats": mx.vpu_row + v.vpu_beat,
+               "vpu_saturated": v.sat, "y_saturated": mx.ysat, "Y_saturated": mx.Ysat}
+        for e in ENGINES:
+            inc[f"busy_{e}"] = eng[e].busy
+            inc[f"stall_{e}"] = getattr(dsp, f"stall_{e}")
+        out = []
+        for name in isa.COUNTERS:
+            c = Signal(32, name=f"cnt_{name}")
+            if name.startswith("qpu_"):
+                m.d.comb += c.eq(getattr(q.counters, name[4:]))
+            else:
+                nxt = c + inc[name]
+                m.d.sync += c.eq(Mux(nxt >> 32 != 0, (1 << 32) - 1, nxt))
+            out.append(c)
+        return out
+
+
+def _select(values, idx):
+    res = values[0]
+    for i, v in enumerate(values[1:], 1):
+        res = Mux(idx == i, v, res)
+    return res

@@ -1,0 +1,219 @@
+"""The core's dispatcher: reads the command stream in order, checks each command's operands
+against the buffer depths, and issues it to its engine under the rules of golden/core_isa.py
+(semaphores; H and V run alone; Q and M may run together). NOP, END, BARRIER, VPARAM, STEP and
+SKIP execute here.
+
+Timing: a command is taken into the head register, checked the next cycle, and issued (or
+executed) from the cycle after that, so back-to-back commands to free engines cost 3 cycles each.
+After an error the dispatcher stops issuing and takes and discards every further command.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from golden import core_isa as isa
+from golden.layouts import vpu_cmd_layout
+
+from .core_layouts import BUF, OP, VOP, cmd_layout
+from .layouts import to_layout
+
+__all__ = ["Dispatcher", "ENGINES", "ERR"]
+
+ENGINES = ("H", "Q", "M", "V")
+ERR = {name: i for i, name in enumerate(isa.ERRORS)}
+
+
+class Dispatcher(wiring.Component):
+    """Members: ``cmd`` In(stream of 128-bit commands); per engine ``E`` in :data:`ENGINES`:
+    ``to_E`` Out(stream), ``busy_E``/``done_E``/``signal_E`` In, ``stall_E`` Out (a command for
+    ``E`` is waiting); ``param`` Out (the VPARAM register); ``fault`` In (an engine's error code,
+    0 = none); ``error`` Out (sticky code), ``error_index`` Out (the failing command's index in
+    the stream); ``done`` Out (END reached, cleared by the next command); ``executed`` Out (one
+    cycle per command executed or issued); ``phase`` Out (the step phase)."""
+
+    def __init__(self, cfg, core):
+        self._cfg, self._core = cfg, core
+        members = {"cmd": In(stream.Signature(isa.CMD_BITS))}
+        for e in ENGINES:
+            members[f"to_{e}"] = Out(stream.Signature(isa.CMD_BITS))
+            members[f"busy_{e}"] = In(1)
+            members[f"done_{e}"] = In(1)
+            members[f"signal_{e}"] = In(isa.SEMAPHORES)
+            members[f"stall_{e}"] = Out(1)
+        members.update({
+            "param": Out(to_layout(vpu_cmd_layout(cfg)).members["param"]),
+            "fault": In(range(len(isa.ERRORS))),
+            "error": Out(range(len(isa.ERRORS))),
+            "error_index": Out(32),
+            "done": Out(1), "executed": Out(1), "phase": Out(8),
+        })
+        super().__init__(members)
+
+    # ----------------------------------------------------------------- operand checks
+    def _check(self, m, hd):
+        """Combinational error code (0 = fine) of the command word ``hd``."""
+        cfg, core = self._cfg, self._core
+        T = cfg.tile
+        k = (T - 1).bit_length()
+        code = Signal(range(len(isa.ERRORS)), name="check_code")
+        addr_bad = Signal()
+        opnd_bad = Signal()
+        op = cmd_layout(cfg, "NOP")(hd).op
+        depth = {b: isa.buffer_depth(core, b) for b in isa.BUFFERS}
+        depth["GMEM"] = core.gmem_rows
+
+        def over(end, buf):
+            return end > depth[buf]
+
+        with m.Switch(op):
+            with m.Case(OP["LOAD"], OP["STORE"]):
+                ld = cmd_layout(cfg, "LOAD")(hd)
+                st = cmd_layout(cfg, "STORE")(hd)
+                buf = Mux(op == OP["LOAD"], ld.buf, st.buf)
+                a = Mux(op == OP["LOAD"], ld.addr, st.addr)
+                n = Mux(op == OP["LOAD"], ld.count, st.count)
+                with m.Switch(buf):
+                    for b in isa.BUFFERS:
+                        with m.Case(BUF[b]):
+                            m.d.comb += addr_bad.eq(over(a + n, b))
+                storable = Cat(*(buf == BUF[b] for b in isa.STORABLE)).any()
+                m.d.comb += opnd_bad.eq(Mux(op == OP["LOAD"], buf == BUF["CNT"], ~storable))
+            with m.Case(OP["QUANT"]):
+                q = cmd_layout(cfg, "QUANT")(hd)
+                m.d.comb += [
+                    opnd_bad.eq((q.nch == 0) | (q.nch > cfg.max_reduction)),
+                    addr_bad.eq(over(q.src + q.nch, "ABUF") |
+                                (q.diff & over(q.xsrc + q.nch, "XBUF")) |
+                                over(q.gdst + 1, "GMEM")),
+                ]
+            with m.Case(OP["GEMM"]):
+                g = cmd_layout(cfg, "GEMM")(hd)
+                m.d.comb += addr_bad.eq(over(g.gsrc + 1, "GMEM") | over(g.wbase + 1, "WMEM") |
+                                        over(g.rrow + 1, "RBUF") | over(g.dst + T, "ABUF") |
+                                        (g.accum & over(g.ysrc + T, "YBUF")))
+            with m.Case(OP["VROW"]):
+                v = cmd_layout(cfg, "VROW")(hd)
+                is_op = {name: v.vop == VOP(name) for name in isa.VROW_OPS}
+                known = Cat(*is_op.values()).any()
+                nb = Mux(v.cols, v.n, (v.n + T - 1) >> k)
+                elems = Mux(v.cols, v.n << k, v.n)
+                tiles = Mux(v.cols, v.R - 1, (v.R - 1) >> k)
+                span = Signal(2 * isa.ADDR_BITS + 2, name="vrow_span")
+                m.d.comb += span.eq(tiles * v.C + Mux(v.cols, v.n, nb << k))
+                to_abuf = ~(is_op["kv_amax"] | is_op["kv_quant"])
+                wm_rows = Signal(2 * isa.ADDR_BITS + 1, name="vrow_wmem_rows")
+                m.d.comb += wm_rows.eq(nb * v.R)
+                m.d.comb += [
+                    opnd_bad.eq(~known | (v.R == 0) | (v.n == 0) |
+                                (elems > cfg.max_reduction) | (v.cols & to_abuf)),
+                    addr_bad.eq(over(v.a + span, "ABUF") |
+                                (is_op["gated_residual"] & over(v.c + span, "ABUF")) |
+                                (to_abuf & over(v.dst + span, "ABUF")) |
+                                (is_op["kv_quant"] & over(v.dst + wm_rows, "WMEM")) |
+                                ((is_op["modulate"] | is_op["gated_residual"]) &
+                                 over(v.vb + nb, "VBUF")) |
+                                (is_op["modulate"] & over(v.c + nb, "VBUF")) |
+                                (is_op["softmax"] & over(v.vb + tiles + 1, "MASK"))),
+                ]
+            with m.Case(*(OP[o] for o in ("NOP", "END", "BARRIER", "QCFG", "VPARAM", "STEP",
+                                          "SKIP"))):
+                pass
+            with m.Default():
+                m.d.comb += code.eq(ERR["opcode"])
+        with m.If(opnd_bad):
+            m.d.comb += code.eq(ERR["operand"])
+        with m.Elif(addr_bad):
+            m.d.comb += code.eq(ERR["address"])
+        return code
+
+    def elaborate(self, platform):
+        cfg = self._cfg
+        m = Module()
+        hd = Signal(isa.CMD_BITS)
+        hv = Signal()
+        checked = Signal()
+        err = Signal.like(self.error)
+        index = Signal(32)
+        skip = Signal(isa.ADDR_BITS)
+        phase = Signal(8)
+        param = Signal.like(self.param)
+        m.d.comb += [self.error.eq(err), self.phase.eq(phase), self.param.eq(param)]
+        hdr = cmd_layout(cfg, "NOP")(hd)
+        op = hdr.op
+
+        # Take a command into the head (or drop it while skipping or after an error).
+        m.d.comb += self.cmd.ready.eq(~hv)
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += [index.eq(index + 1), self.done.eq(0)]
+            with m.If((err == 0) & (skip == 0)):
+                m.d.sync += [hd.eq(self.cmd.payload), hv.eq(1), checked.eq(0)]
+            with m.Elif(skip != 0):
+                m.d.sync += skip.eq(skip - 1)
+
+        code = self._check(m, hd)
+        fault = Signal.like(self.fault)
+        with m.If(hv & ~checked):
+            m.d.sync += checked.eq(1)
+            with m.If(code != 0):
+                m.d.comb += fault.eq(code)
+        with m.If(self.fault != 0):
+            m.d.comb += fault.eq(self.fault)
+        with m.If((fault != 0) & (err == 0)):
+            m.d.sync += [err.eq(fault), self.error_index.eq(index - 1), hv.eq(0)]
+        with m.If(err != 0):
+            m.d.sync += hv.eq(0)
+
+        # Semaphores.
+        sems = [Signal(isa.SEM_BITS + 1, name=f"sem{i}") for i in range(isa.SEMAPHORES)]
+        busy = {e: getattr(self, f"busy_{e}") for e in ENGINES}
+        all_idle = ~Cat(*busy.values()).any()
+        sem_ok = Cat(*((~hdr.wait[i]) | (sems[i] != 0) for i in range(isa.SEMAPHORES))).all()
+        ready_head = hv & checked & (err == 0) & (code == 0)
+        issued = Signal()
+        local = Signal()
+        for e in ENGINES:
+            ops = [OP[o] for o, eng in isa.ENGINE.items() if eng == e and o != "VPARAM"]
+            mine = Cat(*(op == o for o in ops)).any()
+            excl = all_idle if e in ("H", "V") else ~(busy["H"] | busy["V"])
+            port = getattr(self, f"to_{e}")
+            m.d.comb += [port.valid.eq(ready_head & mine & sem_ok & excl),
+                         port.payload.eq(hd),
+                         getattr(self, f"stall_{e}").eq(ready_head & mine &
+                                                        ~(port.valid & port.ready))]
+            with m.If(port.valid & port.ready):
+                m.d.comb += issued.eq(1)
+        for i, s in enumerate(sems):
+            inc = sum(getattr(self, f"done_{e}") & getattr(self, f"signal_{e}")[i]
+                      for e in ENGINES) + (local & hdr.signal[i])
+            nxt = s + inc - ((issued | local) & hdr.wait[i])
+            m.d.sync += s.eq(nxt)
+            with m.If(nxt > (1 << isa.SEM_BITS) - 1):
+                m.d.comb += fault.eq(ERR["semaphore"])
+
+        # Commands executed here (they wait on and signal semaphores like the others).
+        with m.If(ready_head & sem_ok):
+            with m.Switch(op):
+                with m.Case(OP["NOP"]):
+                    m.d.comb += local.eq(1)
+                with m.Case(OP["END"], OP["BARRIER"]):
+                    with m.If(all_idle):
+                        m.d.comb += local.eq(1)
+                        with m.If(op == OP["END"]):
+                            m.d.sync += self.done.eq(1)
+                with m.Case(OP["VPARAM"]):
+                    with m.If(~busy["V"]):
+                        m.d.comb += local.eq(1)
+                        m.d.sync += param.eq(cmd_layout(cfg, "VPARAM")(hd).value)
+                with m.Case(OP["STEP"]):
+                    m.d.comb += local.eq(1)
+                    iv = cmd_layout(cfg, "STEP")(hd).interval
+                    m.d.sync += phase.eq(Mux(phase + 1 >= iv, 0, phase + 1))
+                with m.Case(OP["SKIP"]):
+                    m.d.comb += local.eq(1)
+                    with m.If(phase != 0):
+                        m.d.sync += skip.eq(cmd_layout(cfg, "SKIP")(hd).count)
+        with m.If(issued | local):
+            m.d.sync += hv.eq(0)
+        m.d.comb += self.executed.eq(issued | local)
+        return m

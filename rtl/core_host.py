@@ -1,0 +1,145 @@
+"""The core's host engine H: LOAD and STORE between the host streams and the buffers.
+
+A buffer row travels as ``host_words_per_row`` 32-bit words, least significant first
+(:func:`golden.core_isa.row_to_words`). The engine talks to the buffers through one generic
+port (``buf`` id, address, raw row bits); the core routes it to the buffer's own port.
+
+Latency and throughput: LOAD takes one cycle per host word (the row is written on the edge its
+last word is taken), LOAD ``zero`` one cycle per row; STORE takes ``1 + k`` cycles per row of
+``k`` words (read, then one word per cycle).
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from golden import core_isa as isa
+
+from .core_layouts import BUF, OP, cmd_layout
+
+__all__ = ["HostEngine", "host_bus_signature"]
+
+
+def _bufs():
+    return len(isa.BUFFERS)
+
+
+def host_bus_signature(width: int) -> wiring.Signature:
+    """The engine's generic buffer port (engine side): a write (``wen``, ``wbuf``, ``waddr``,
+    ``wdata``) and a read (``ren``, ``rbuf``, ``raddr``; ``rdata`` valid the next cycle)."""
+    return wiring.Signature({
+        "wen": Out(1), "wbuf": Out(range(_bufs())), "waddr": Out(isa.ADDR_BITS),
+        "wdata": Out(width),
+        "ren": Out(1), "rbuf": Out(range(_bufs())), "raddr": Out(isa.ADDR_BITS),
+        "rdata": In(width),
+    })
+
+
+class HostEngine(wiring.Component):
+    """LOAD / STORE (golden/core_isa.py).
+
+    Members: ``cmd`` In(stream of 128-bit commands, taken when idle); ``host_in`` In(stream of
+    32-bit words); ``host_out`` Out(stream of 32-bit words); ``bus`` (:func:`host_bus_signature`);
+    ``busy``; ``done`` (one cycle when a command completes) with ``signal`` (its semaphore mask);
+    ``words_in``/``words_out`` (one cycle per word, for the counters).
+    """
+
+    def __init__(self, cfg):
+        self._cfg = cfg
+        self._k = {b: isa.host_words_per_row(cfg, b) for b in isa.BUFFERS}
+        self._width = max(self._k.values()) * isa.HOST_WORD
+        super().__init__({
+            "cmd": In(stream.Signature(isa.CMD_BITS)),
+            "host_in": In(stream.Signature(isa.HOST_WORD)),
+            "host_out": Out(stream.Signature(isa.HOST_WORD)),
+            "bus": Out(host_bus_signature(self._width)),
+            "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
+            "words_in": Out(1), "words_out": Out(1),
+        })
+
+    @property
+    def bus_width(self):
+        return self._width
+
+    def elaborate(self, platform):
+        cfg = self._cfg
+        W = isa.HOST_WORD
+        kmax = max(self._k.values())
+        m = Module()
+
+        load = cmd_layout(cfg, "LOAD")(self.cmd.payload)
+        store = cmd_layout(cfg, "STORE")(self.cmd.payload)
+        is_store = Signal()
+        zero = Signal()
+        buf = Signal(range(_bufs()))
+        addr = Signal(isa.ADDR_BITS)
+        left = Signal(isa.ADDR_BITS + 1)
+        sig = Signal(isa.SEMAPHORES)
+        words = [Signal(W, name=f"word{i}") for i in range(kmax)]
+        widx = Signal(range(kmax + 1))
+        k_of = Signal(range(kmax + 1))
+        with m.Switch(buf):
+            for b, k in self._k.items():
+                with m.Case(BUF[b]):
+                    m.d.comb += k_of.eq(k)
+
+        finish = Signal()
+        m.d.comb += [self.done.eq(finish), self.signal.eq(sig),
+                     self.bus.wbuf.eq(buf), self.bus.rbuf.eq(buf),
+                     self.bus.waddr.eq(addr), self.bus.raddr.eq(addr)]
+
+        with m.FSM(name="host"):
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    st = load.op == OP["STORE"]
+                    m.d.sync += [is_store.eq(st), zero.eq(~st & load.zero),
+                                 buf.eq(load.buf), addr.eq(load.addr), sig.eq(load.signal),
+                                 left.eq(load.count), widx.eq(0)]
+                    with m.If(st):
+                        m.d.sync += [buf.eq(store.buf), addr.eq(store.addr),
+                                     left.eq(store.count)]
+                    m.next = "RUN"
+            with m.State("RUN"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(left == 0):
+                    m.d.comb += finish.eq(1)
+                    m.next = "IDLE"
+                with m.Elif(is_store):
+                    m.d.comb += [self.bus.ren.eq(1)]
+                    m.next = "READ"
+                with m.Elif(zero):
+                    m.d.comb += [self.bus.wen.eq(1), self.bus.wdata.eq(0)]
+                    m.d.sync += [addr.eq(addr + 1), left.eq(left - 1)]
+                with m.Else():
+                    # One host word per cycle; the row is written with its last word.
+                    m.d.comb += [self.host_in.ready.eq(1), self.words_in.eq(self.host_in.valid)]
+                    m.d.comb += self.bus.wdata.eq(Cat(*(
+                        Mux(widx == i, self.host_in.payload, words[i]) for i in range(kmax))))
+                    with m.If(self.host_in.valid):
+                        m.d.sync += widx.eq(widx + 1)
+                        for i in range(kmax):
+                            with m.If(widx == i):
+                                m.d.sync += words[i].eq(self.host_in.payload)
+                        with m.If(widx == k_of - 1):
+                            m.d.comb += self.bus.wen.eq(1)
+                            m.d.sync += [widx.eq(0), addr.eq(addr + 1), left.eq(left - 1)]
+            with m.State("READ"):
+                m.d.comb += self.busy.eq(1)
+                for i in range(kmax):
+                    m.d.sync += words[i].eq(self.bus.rdata[W * i:W * (i + 1)])
+                m.d.sync += widx.eq(0)
+                m.next = "EMIT"
+            with m.State("EMIT"):
+                m.d.comb += [self.busy.eq(1), self.host_out.valid.eq(1),
+                             self.words_out.eq(self.host_out.ready)]
+                with m.Switch(widx):
+                    for i in range(kmax):
+                        with m.Case(i):
+                            m.d.comb += self.host_out.payload.eq(words[i])
+                with m.If(self.host_out.ready):
+                    m.d.sync += widx.eq(widx + 1)
+                    with m.If(widx == k_of - 1):
+                        m.d.sync += [addr.eq(addr + 1), left.eq(left - 1)]
+                        m.next = "RUN"
+        return m

@@ -1,0 +1,55 @@
+"""Amaranth views of the core's command words and buffer rows (from :mod:`golden.core_isa`)."""
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+
+from golden import core_isa as isa
+
+from .layouts import to_layout
+
+__all__ = ["cmd_layout", "row_layout", "row_width", "OP", "BUF", "VOP", "MemRead", "MemWrite"]
+
+#: Opcode, buffer and VPU-operation numbers by name.
+OP = {name: i for i, name in enumerate(isa.OPCODES)}
+BUF = {name: i for i, name in enumerate(isa.BUFFERS)}
+
+
+def VOP(name: str) -> int:
+    from golden.layouts import VPU_OPS
+    return VPU_OPS.index(name)
+
+
+def cmd_layout(cfg, op: str) -> data.StructLayout:
+    """The whole 128-bit command of opcode ``op`` as a struct (header fields first)."""
+    fields = isa.header_layout() + isa.cmd_layout(cfg, op)
+    lay = to_layout(fields)
+    pad = isa.CMD_BITS - lay.size
+    if pad:
+        fields = fields + [("_pad", pad, (), False)]
+    return to_layout(fields)
+
+
+def row_layout(cfg, buf: str) -> data.StructLayout:
+    return to_layout(isa.row_layout(cfg, buf))
+
+
+def row_width(cfg, buf: str) -> int:
+    return isa.row_width(cfg, buf)
+
+
+CMD_SHAPE = unsigned(isa.CMD_BITS)
+
+
+def MemRead(depth: int, shape) -> "wiring.Signature":
+    """A memory read port from the user's side: ``en``, ``addr``; ``data`` valid the next cycle
+    (held while ``en`` is low)."""
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+    return wiring.Signature({"en": Out(1), "addr": Out(range(depth)), "data": In(shape)})
+
+
+def MemWrite(depth: int, shape) -> "wiring.Signature":
+    """A memory write port from the user's side: ``en``, ``addr``, ``data``."""
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import Out
+    return wiring.Signature({"en": Out(1), "addr": Out(range(depth)), "data": Out(shape)})

@@ -1,0 +1,225 @@
+"""The core's matrix engine M: GEMM (golden/core_isa.py) on the MPU and the VPU's
+accumulate-and-requantize.
+
+Two decoupled halves, so that the next GEMM's groups enter the MPU while the previous tile drains:
+
+* **replay**: reads GMEM from ``gsrc`` up to the group marked ``last`` (one read per cycle
+  against the free space of a small FIFO; the one read past ``last`` is dropped), adds
+  ``wbase`` to every lane's channel (the MPU's weight buffer is the core's WMEM), and feeds the
+  MPU. The GEMM's drain job (``ysrc``, ``rrow``, ``dst``, flags, semaphore mask) waits in a
+  2-entry queue.
+* **drain**: for each drain beat (token ``i``) reads ``YBUF[ysrc + i]`` (when ``accum``) and
+  ``RBUF[rrow]``, sends one ``acc_requant`` row of ``T`` elements to the VPU with
+  ``sh - SREG[sreg]`` (when ``use_sreg``), and writes ``y`` to the ABUF token segment and ``Y``
+  back to YBUF as the VPU's results come back in order. The job is done (``done``, ``signal``)
+  when its last token is written.
+
+Throughput: one group per cycle into the MPU; one drain beat per cycle (the VPU's element-wise
+rate for one-beat rows). Errors: a GMEM read past the end, a weight row past WMEM, a negative
+shift.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from golden import core_isa as isa
+from golden.config import bitlen
+from golden.layouts import vpu_cmd_layout, vpu_in_layout, vpu_out_layout
+
+from .core_abuf import ABufPort
+from .core_layouts import VOP, MemRead, MemWrite, cmd_layout, row_layout
+from .layouts import group_layout, to_layout
+from .mpu import MPU
+
+__all__ = ["MatrixEngine"]
+
+_GFIFO = 4      # groups between GMEM and the MPU
+_WB = 16        # acc_requant rows in flight in the VPU
+
+
+class MatrixEngine(wiring.Component):
+    """Members: ``cmd`` (a GEMM is taken when the replay half is free and the job queue has
+    room), ``busy``, ``done``/``signal``, ``fault`` (error code: ``address`` for a GMEM read or
+    a weight row past the end, ``shift`` for a negative shift); ports ``grd`` (GMEM read), ``yrd``/``ywr``
+    (YBUF), ``rrd`` (RBUF read), ``awr`` (ABUF write); ``wload`` (the MPU's weight-buffer
+    write, WMEM); ``sreg`` (the 16 shift registers, In); ``vpu_cmd``/``vpu_in``/``vpu_out``
+    (the VPU's streams, shared with V); event pulses ``group`` with ``lanes`` (valid lanes),
+    ``pcache_group``, ``ybuf_read``, ``ybuf_write``, ``abuf_write``, ``vpu_row``, and
+    ``ysat``/``Ysat`` (saturated lanes of a result)."""
+
+    def __init__(self, cfg, core):
+        self._cfg, self._core = cfg, core
+        T = cfg.tile
+        self._mpu = MPU(cfg, weight_depth=core.wmem_rows)
+        shb = bitlen(cfg.sh_max)
+        super().__init__({
+            "cmd": In(stream.Signature(isa.CMD_BITS)),
+            "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
+            "fault": Out(range(len(isa.ERRORS))),
+            "grd": Out(MemRead(core.gmem_rows, group_layout(cfg))),
+            "yrd": Out(MemRead(core.ybuf_rows, row_layout(cfg, "YBUF"))),
+            "ywr": Out(MemWrite(core.ybuf_rows, row_layout(cfg, "YBUF"))),
+            "rrd": Out(MemRead(core.rbuf_rows, row_layout(cfg, "RBUF"))),
+            "awr": Out(ABufPort(T, cfg.act_width, core.abuf_rows, True)),
+            "wload": self._mpu.signature.members["wload"],
+            "sreg": In(data.ArrayLayout(shb, isa.SREGS)),
+            "vpu_cmd": Out(stream.Signature(to_layout(vpu_cmd_layout(cfg)))),
+            "vpu_in": Out(stream.Signature(to_layout(vpu_in_layout(cfg)))),
+            "vpu_out": In(stream.Signature(to_layout(vpu_out_layout(cfg)))),
+            "group": Out(1), "lanes": Out(range(cfg.lanes + 1)), "pcache_group": Out(1),
+            "ybuf_read": Out(1), "ybuf_write": Out(1), "abuf_write": Out(1), "vpu_row": Out(1),
+            "ysat": Out(range(T + 1)), "Ysat": Out(range(T + 1)),
+        })
+
+    def elaborate(self, platform):
+        cfg, core = self._cfg, self._core
+        T, L = cfg.tile, cfg.lanes
+        A = isa.ADDR_BITS
+        m = Module()
+        m.submodules.mpu = mpu = self._mpu
+        wiring.connect(m, wiring.flipped(self.wload), mpu.wload)
+
+        gemm = cmd_layout(cfg, "GEMM")(self.cmd.payload)
+        job_lay = data.StructLayout({
+            "ysrc": A, "rrow": A, "dst": A, "accum": 1, "use_sreg": 1, "sreg": 4,
+            "signal": isa.SEMAPHORES})
+
+        # ------------------------------------------------------------------ replay half
+        m.submodules.jobs = jobs = SyncFIFOBuffered(width=job_lay.size, depth=2)
+        replaying = Signal()
+        gptr = Signal(A + 1)
+        wbase = Signal(A)
+        pc = Signal()
+        seen_last = Signal()
+        m.d.comb += self.cmd.ready.eq(~replaying & jobs.w_rdy)
+        take = self.cmd.valid & self.cmd.ready
+        job_in = Signal(job_lay)
+        m.d.comb += [job_in.ysrc.eq(gemm.ysrc), job_in.rrow.eq(gemm.rrow),
+                     job_in.dst.eq(gemm.dst), job_in.accum.eq(gemm.accum),
+                     job_in.use_sreg.eq(gemm.use_sreg), job_in.sreg.eq(gemm.sreg),
+                     job_in.signal.eq(gemm.signal),
+                     jobs.w_en.eq(take), jobs.w_data.eq(job_in)]
+        with m.If(take):
+            m.d.sync += [replaying.eq(1), gptr.eq(gemm.gsrc), wbase.eq(gemm.wbase),
+                         pc.eq(gemm.pcache), seen_last.eq(0)]
+
+        m.submodules.gfifo = gfifo = SyncFIFOBuffered(width=mpu.groups.p.shape().size,
+                                                      depth=_GFIFO)
+        inflight = Signal()
+        past_end = gptr >= core.gmem_rows
+        issue = Signal()
+        m.d.comb += issue.eq(replaying & ~seen_last & ~past_end &
+                             (gfifo.level + inflight < _GFIFO))
+        m.d.sync += inflight.eq(issue)
+        m.d.comb += [self.grd.en.eq(issue), self.grd.addr.eq(gptr)]
+        with m.If(issue):
+            m.d.sync += gptr.eq(gptr + 1)
+        g = self.grd.data
+        widened = Signal(mpu.groups.p.shape())
+        bad_w = Signal()
+        m.d.comb += [widened.digits.eq(g.digits), widened.signed.eq(g.signed),
+                     widened.valid.eq(g.valid), widened.exp.eq(g.exp),
+                     widened.first.eq(g.first), widened.last.eq(g.last)]
+        bad_lane = []
+        for lane in range(L):
+            ch = Signal(A + 1, name=f"wrow{lane}")
+            m.d.comb += [ch.eq(wbase + g.channel[lane]),
+                         widened.channel[lane].eq(ch)]
+            bad_lane.append(g.valid[lane] & (ch >= core.wmem_rows))
+        push = inflight & ~seen_last
+        m.d.comb += [bad_w.eq(push & Cat(*bad_lane).any()),
+                     gfifo.w_en.eq(push), gfifo.w_data.eq(widened)]
+        with m.If(push & g.last):
+            m.d.sync += [seen_last.eq(1), replaying.eq(0)]
+        m.d.comb += [mpu.groups.valid.eq(gfifo.r_rdy), mpu.groups.payload.eq(gfifo.r_data),
+                     gfifo.r_en.eq(mpu.groups.ready)]
+        m.d.comb += [self.group.eq(push), self.pcache_group.eq(push & pc)]
+        nvalid = Signal(range(L + 1))
+        m.d.comb += [nvalid.eq(sum(g.valid[lane] for lane in range(L))),
+                     self.lanes.eq(Mux(push, nvalid, 0))]
+
+        # ------------------------------------------------------------------ drain half
+        job = Signal(job_lay)
+        m.d.comb += job.eq(jobs.r_data)
+        dr = mpu.drain
+        b_valid = Signal()
+        b_acc = Signal.like(dr.p.acc)
+        b_i = Signal(range(T))
+        b_job = Signal(job_lay)
+        wb_lay = data.StructLayout({"dst": A, "yaddr": A, "token": range(T), "accum": 1,
+                                    "last": 1, "signal": isa.SEMAPHORES})
+        m.submodules.wb = wb = SyncFIFOBuffered(width=wb_lay.size, depth=_WB)
+        b_push = Signal()
+        # The VPU streams are driven straight from stage B; cmd and in are separate streams, so
+        # each is offered until taken.
+        cmd_sent = Signal()
+        in_sent = Signal()
+        cmd_fire = self.vpu_cmd.valid & self.vpu_cmd.ready
+        in_fire = self.vpu_in.valid & self.vpu_in.ready
+        m.d.comb += [self.vpu_cmd.valid.eq(b_valid & ~cmd_sent & wb.w_rdy),
+                     self.vpu_in.valid.eq(b_valid & ~in_sent & wb.w_rdy)]
+        m.d.comb += b_push.eq(b_valid & wb.w_rdy & (cmd_sent | cmd_fire) & (in_sent | in_fire))
+        with m.If(b_push):
+            m.d.sync += [cmd_sent.eq(0), in_sent.eq(0)]
+        with m.Else():
+            with m.If(cmd_fire):
+                m.d.sync += cmd_sent.eq(1)
+            with m.If(in_fire):
+                m.d.sync += in_sent.eq(1)
+
+        m.d.comb += dr.ready.eq(jobs.r_rdy & (~b_valid | b_push))
+        dtake = dr.valid & dr.ready
+        m.d.comb += [self.yrd.en.eq(dtake), self.yrd.addr.eq(job.ysrc + dr.p.row),
+                     self.rrd.en.eq(dtake), self.rrd.addr.eq(job.rrow),
+                     self.ybuf_read.eq(dtake & job.accum),
+                     jobs.r_en.eq(dtake & dr.p.last)]
+        with m.If(dtake):
+            m.d.sync += [b_valid.eq(1), b_acc.eq(dr.p.acc), b_i.eq(dr.p.row), b_job.eq(job)]
+        with m.Elif(b_push):
+            m.d.sync += b_valid.eq(0)
+
+        # Stage B: the acc_requant row.
+        y = self.yrd.data.v
+        r = self.rrd.data
+        s = self.sreg[b_job.sreg]
+        neg = Signal()
+        m.d.comb += [self.vpu_cmd.p.op.eq(VOP("acc_requant")), self.vpu_cmd.p.n.eq(T),
+                     self.vpu_cmd.p.param.eq(0), self.vpu_row.eq(b_push)]
+        negs = []
+        for t in range(T):
+            lane = self.vpu_in.p
+            m.d.comb += [lane.a[t].eq(Mux(b_job.accum, y[t], 0)), lane.b[t].eq(b_acc[t]),
+                         lane.c[t].eq(r.bias[t]), lane.m[t].eq(r.m[t])]
+            sh = Signal(signed(len(r.sh[t]) + 1), name=f"sh{t}")
+            m.d.comb += [sh.eq(r.sh[t] - Mux(b_job.use_sreg, s, 0)), lane.sh[t].eq(sh)]
+            negs.append(sh < 0)
+        m.d.comb += neg.eq(b_push & Cat(*negs).any())
+        wb_in = Signal(wb_lay)
+        m.d.comb += [wb_in.dst.eq(b_job.dst), wb_in.yaddr.eq(b_job.ysrc + b_i),
+                     wb_in.token.eq(b_i), wb_in.accum.eq(b_job.accum),
+                     wb_in.last.eq(b_i == T - 1), wb_in.signal.eq(b_job.signal),
+                     wb.w_en.eq(b_push), wb.w_data.eq(wb_in)]
+
+        # Stage C: results back in order.
+        o = self.vpu_out
+        w = Signal(wb_lay)
+        m.d.comb += [w.eq(wb.r_data), o.ready.eq(wb.r_rdy), wb.r_en.eq(o.valid)]
+        back = o.valid & wb.r_rdy
+        m.d.comb += [self.awr.en.eq(back), self.awr.row.eq(w.dst), self.awr.token.eq(w.token),
+                     self.awr.seg.eq(1), self.abuf_write.eq(back),
+                     self.ywr.en.eq(back & w.accum), self.ywr.addr.eq(w.yaddr),
+                     self.ybuf_write.eq(back & w.accum)]
+        for t in range(T):
+            m.d.comb += [self.awr.data[t].eq(o.p.y[t]), self.ywr.data.v[t].eq(o.p.Y[t])]
+        m.d.comb += [self.ysat.eq(Mux(back, sum(o.p.sat[t] for t in range(T)), 0)),
+                     self.Ysat.eq(Mux(back, sum(o.p.Ysat[t] for t in range(T)), 0))]
+        m.d.comb += [self.done.eq(back & w.last), self.signal.eq(w.signal)]
+
+        m.d.comb += self.busy.eq(replaying | jobs.r_rdy | b_valid | wb.r_rdy | gfifo.r_rdy)
+        with m.If(neg):
+            m.d.comb += self.fault.eq(isa.ERRORS.index("shift"))
+        with m.If(bad_w | (replaying & ~seen_last & past_end & ~inflight)):
+            m.d.comb += self.fault.eq(isa.ERRORS.index("address"))
+        return m
