@@ -1,0 +1,259 @@
+"""The core (rtl/core.py) in Amaranth's simulator: host LOAD/STORE, each VROW operation, a
+differential layer over steps, and errors; golden values from golden.vpu / DiffLinear.
+
+The whole DiT block runs in tests/test_cocotb_core.py (Verilator and Icarus) against the ISA
+executor and IntDiTBlock.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from golden import vpu as gv
+from golden.config import preset
+from golden.core_isa import (BUFFERS, COUNTERS, Cmd, core_preset, host_words_per_row,
+                             row_to_words, words_to_row)
+from golden.differential import DiffLinear
+from golden.fmdq import quantize_tile_matrix, requant_params, requantize
+from golden.layouts import VPU_OPS
+from golden.sar import quantize_p
+from golden.schedule import reference_product
+from rtl.core import Core
+from sim.amaranth_core import run_core
+
+T = 4
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return preset("tiny")
+
+
+@pytest.fixture(scope="module")
+def dut(cfg):
+    return Core(cfg, core_preset("tiny"))
+
+
+class Prog:
+    """A command list with its host words and the host words it will return."""
+
+    def __init__(self, cfg):
+        self.cfg, self.cmds, self.host, self.stores = cfg, [], [], []
+
+    def load(self, buf, addr, rows):
+        self.cmds.append(Cmd("LOAD", dict(buf=BUFFERS.index(buf), addr=addr, count=len(rows))))
+        for r in rows:
+            self.host.extend(row_to_words(self.cfg, buf, r))
+
+    def zero(self, buf, addr, count):
+        self.cmds.append(Cmd("LOAD", dict(buf=BUFFERS.index(buf), addr=addr, count=count,
+                                          zero=1)))
+
+    def store(self, buf, addr, count):
+        self.cmds.append(Cmd("STORE", dict(buf=BUFFERS.index(buf), addr=addr, count=count)))
+        self.stores.append((buf, count))
+
+    def tensor(self, base, x):
+        """LOAD an (N, C) tensor to ABUF at ``base`` (row base + tile·C + c, lane token)."""
+        N, C = x.shape
+        self.load("ABUF", base, [dict(v=x[t * T:(t + 1) * T, c]) for t in range(N // T)
+                                 for c in range(C)])
+
+    def vector(self, base, vec):
+        self.load("VBUF", base, [dict(v=vec[k * T:(k + 1) * T]) for k in range(len(vec) // T)])
+
+    def run(self, dut, **kw):
+        self.cmds.append(Cmd("END", {}))
+        n = sum(c * host_words_per_row(self.cfg, b) for b, c in self.stores)
+        r = run_core(dut, self.cmds, self.host, expect_out=n, **kw)
+        out, o = [], list(r.host_out)
+        for buf, count in self.stores:
+            k = host_words_per_row(self.cfg, buf)
+            rows = [words_to_row(self.cfg, buf, o[i * k:(i + 1) * k]) for i in range(count)]
+            del o[:count * k]
+            out.append(rows)
+        return r, out
+
+
+def as_tensor(rows, N, C):
+    v = np.array([r["v"] for r in rows])
+    return v.reshape(N // T, C, T).transpose(0, 2, 1).reshape(N, C)
+
+
+def test_load_store_every_buffer(cfg, dut):
+    rng = np.random.default_rng(0)
+    p = Prog(cfg)
+    data = {}
+    for buf, width in (("ABUF", cfg.act_width), ("XBUF", cfg.xhat_width),
+                       ("YBUF", cfg.acc_bits)):
+        v = rng.integers(-(1 << (width - 1)), 1 << (width - 1), (5, T))
+        p.load(buf, 7, [dict(v=r) for r in v])
+        data[buf] = v
+    for buf in data:
+        p.store(buf, 7, 5)
+    p.zero("ABUF", 8, 2)
+    p.store("ABUF", 7, 4)
+    r, out = p.run(dut)
+    assert r.error == "none"
+    for (buf, v), rows in zip(data.items(), out):
+        assert np.array_equal(np.array([x["v"] for x in rows]), v), buf
+    z = np.array([x["v"] for x in out[3]])
+    assert np.array_equal(z[0], data["ABUF"][0]) and not z[1:3].any()
+    assert np.array_equal(z[3], data["ABUF"][3])
+
+
+def _vrow(op, R, n, a, C, dst=0, c=0, vb=0, cols=0, sreg=0):
+    return Cmd("VROW", dict(vop=VPU_OPS.index(op), cols=cols, R=R, n=n, a=a, C=C, c=c, vb=vb,
+                            dst=dst, sreg=sreg))
+
+
+def test_row_operations(cfg, dut):
+    """layernorm, modulate, gated_residual, gelu and softmax under a block mask over token rows
+    of ABUF tensors, each equal to golden.vpu."""
+    rng = np.random.default_rng(1)
+    N, D = 8, 8
+    tabs = gv.vpu_tables(cfg)
+    x = rng.integers(-3000, 3000, (N, D))
+    sh, sc, g = (rng.integers(-300, 300, D) for _ in range(3))
+    s = rng.integers(-2000, 2000, (T, N))
+    bmask = np.array([1, 0], bool)           # key block 1 dropped
+    eps = gv.layernorm_eps_int(D, 1e-6, cfg, tabs)
+    p = Prog(cfg)
+    p.tensor(0, x)
+    p.tensor(400, s)
+    p.vector(0, sh)
+    p.vector(2, sc)
+    p.vector(4, g)
+    p.load("MASK", 3, [dict(bits=int(bmask[0]) | int(bmask[1]) << 1)])
+    p.cmds.append(Cmd("VPARAM", dict(value=eps)))
+    p.cmds.append(_vrow("layernorm", N, D, a=0, C=D, dst=100))
+    p.cmds.append(_vrow("modulate", N, D, a=100, C=D, dst=200, vb=0, c=2))
+    p.cmds.append(_vrow("gated_residual", N, D, a=0, C=D, dst=300, vb=4, c=200))
+    p.cmds.append(_vrow("gelu", N, D, a=300, C=D, dst=500))
+    p.cmds.append(_vrow("softmax", T, N, a=400, C=N, dst=600, vb=3))
+    for base in (100, 200, 300, 500):
+        p.store("ABUF", base, N // T * D)
+    p.store("ABUF", 600, N)
+    r, out = p.run(dut)
+    assert r.error == "none"
+    ln, _ = gv.layernorm(x, cfg, tables=tabs, eps_q=eps)
+    mo, _ = gv.modulate(ln, sh, sc, cfg)
+    gr, _ = gv.gated_residual(x, g, mo, cfg)
+    ge, _ = gv.gelu(gr, cfg, tabs)
+    mask_el = np.repeat(bmask, T)[None].repeat(T, 0)
+    P, _ = gv.softmax(s, mask_el, cfg, tabs)
+    for name, rows, exp in (("layernorm", out[0], ln), ("modulate", out[1], mo),
+                            ("gated_residual", out[2], gr), ("gelu", out[3], ge)):
+        assert np.array_equal(as_tensor(rows, N, D), exp), name
+    assert np.array_equal(as_tensor(out[4], T, N), P), "softmax"
+
+
+@pytest.mark.parametrize("keep", [(1, 1, 1, 1), (1, 0, 1, 1)], ids=["dense", "sar"])
+def test_attention_head(cfg, dut, keep):
+    """One head end to end: K and V to INT8 in WMEM (kv_amax + kv_quant, both walks), Q·Kᵀ on
+    the kept blocks with the runtime shift, softmax under the mask, P quantized into GMEM and
+    replayed against V: the output equals golden (IntDiTBlock's attention arithmetic)."""
+    rng = np.random.default_rng(3)
+    N, d = 8, 8
+    nb = N // T
+    mask = np.array(keep, bool).reshape(nb, nb)
+    B = cfg.base_log2
+    Q, K, V = (rng.integers(-6000, 6000, (N, d)) for _ in range(3))
+    s_m, s_sh = requant_params(2.0 ** -B / math.sqrt(d), cfg.mult_width)
+    o_m, o_sh = requant_params(2.0 ** -cfg.p_base_log2, cfg.mult_width)
+    th = cfg.thresholds
+    thr = [th[2], th[4], th[6]]
+    p = Prog(cfg)
+    p.tensor(0, Q)
+    p.tensor(100, K)
+    p.tensor(200, V)
+    p.load("RBUF", 0, [dict(m=[s_m] * T, sh=[s_sh] * T, bias=[0] * T),
+                       dict(m=[o_m] * T, sh=[o_sh] * T, bias=[0] * T)])
+    p.load("MASK", 0, [dict(bits=sum(int(b) << j for j, b in enumerate(row))) for row in mask])
+    p.cmds += [_vrow("kv_amax", nb, d, a=100, C=d, cols=1, sreg=0),
+               _vrow("kv_quant", nb, d, a=100, C=d, cols=1, dst=0, sreg=0),
+               _vrow("kv_amax", N, d, a=200, C=d, sreg=1),
+               _vrow("kv_quant", N, d, a=200, C=d, dst=64, sreg=1)]
+    for qa in range(nb):
+        p.cmds.append(Cmd("QCFG", dict(base_log2=B, thr=thr)))
+        p.cmds.append(Cmd("QUANT", dict(src=qa * d, nch=d, gdst=0), signal=1))
+        kept = [kb for kb in range(nb) if mask[qa, kb]]
+        for i, kb in enumerate(kept):
+            p.cmds.append(Cmd("GEMM", dict(gsrc=0, wbase=kb * d, rrow=0, use_sreg=1, sreg=0,
+                                           dst=300 + kb * T), wait=1 if i == 0 else 0))
+        p.cmds.append(Cmd("BARRIER", {}))
+        p.cmds.append(_vrow("softmax", T, N, a=300, C=N, dst=400, vb=qa))
+        p.cmds.append(Cmd("QCFG", dict(base_log2=cfg.act_frac, thr=thr)))
+        p.cmds.append(Cmd("QUANT", dict(src=400, nch=N, gdst=512 + 64 * qa, pcache=1),
+                          signal=1))
+        for cb in range(d // T):
+            p.cmds.append(Cmd("GEMM", dict(gsrc=512 + 64 * qa, wbase=64 + cb * N, rrow=1,
+                                           use_sreg=1, sreg=1, dst=500 + qa * d + cb * T,
+                                           pcache=1), wait=1 if cb == 0 else 0))
+        p.cmds.append(Cmd("BARRIER", {}))
+    p.store("ABUF", 500, nb * d)
+    p.store("CNT", 0, len(COUNTERS))
+    r, out = p.run(dut)
+    assert r.error == "none"
+    # Golden (golden.dit_int.IntDiTBlock._attention for one head).
+    k_w, k_e = (a[0] for a in gv.kv_int8(K[None], cfg))   # one head
+    qz, nt = quantize_tile_matrix(Q, cfg, B)
+    acc = np.concatenate(reference_product(qz, nt, k_w.T, cfg), axis=0)[:N]
+    mask_el = np.repeat(np.repeat(mask, T, 0), T, 1)
+    S = np.zeros((N, N), np.int64)
+    S[mask_el], _ = requantize(acc[mask_el], s_m, s_sh - int(k_e), 0, cfg.act_width,
+                               cfg.sh_max)
+    P, _ = gv.softmax(S, mask_el, cfg)
+    rec = quantize_p(P, mask, cfg)
+    v_w, v_e = (a[0] for a in gv.kv_int8(V[None], cfg))
+    o, _ = requantize(rec.values @ v_w, o_m, o_sh - int(v_e), 0, cfg.act_width, cfg.sh_max)
+    assert np.array_equal(as_tensor(out[0], N, d), o)
+    cnt = dict(zip(COUNTERS, (r_["count"] for r_ in out[1])))
+    # Each query tile's P stream is replayed once per column block of V.
+    assert cnt["pcache_groups_read"] == (d // T) * cnt["pcache_groups_written"] > 0
+
+
+def test_differential_layer_over_steps(cfg, dut):
+    """A differential layer (2 token tiles, 2 output blocks) over 3 steps with the group double
+    buffer: every y, x̂ and Y equal to golden.differential.DiffLinear."""
+    rng = np.random.default_rng(4)
+    N, cin, cout = 8, 8, 8
+    nt, nob = N // T, cout // T
+    W = rng.integers(-127, 128, (cin, cout))
+    lay = DiffLinear(W, rng.uniform(0.002, 0.02, cout), cfg, bias=rng.uniform(-1, 1, cout))
+    th = cfg.thresholds
+    p = Prog(cfg)
+    p.load("WMEM", 0, [dict(w=W[c, ob * T:(ob + 1) * T]) for ob in range(nob)
+                       for c in range(cin)])
+    p.load("RBUF", 0, [dict(m=lay.m[ob * T:(ob + 1) * T], sh=lay.sh[ob * T:(ob + 1) * T],
+                            bias=lay.bias_int[ob * T:(ob + 1) * T]) for ob in range(nob)])
+    p.zero("XBUF", 0, nt * cin)
+    p.zero("YBUF", 0, nt * nob * T)
+    x = rng.integers(-3000, 3000, (N, cin))
+    xs = [x, x + rng.integers(-60, 60, (N, cin)), x + rng.integers(-60, 60, (N, cin))]
+    for x in xs:
+        p.tensor(0, x)
+        p.cmds.append(Cmd("QCFG", dict(base_log2=lay.B, thr=[th[2], th[4], th[6]])))
+        for tau in range(nt):
+            slot = 512 * (tau % 2)
+            p.cmds.append(Cmd("QUANT", dict(src=tau * cin, xsrc=tau * cin, nch=cin, gdst=slot,
+                                            diff=1), signal=1))
+            for ob in range(nob):
+                p.cmds.append(Cmd("GEMM", dict(gsrc=slot, wbase=ob * cin,
+                                               ysrc=(tau * nob + ob) * T, rrow=ob,
+                                               dst=256 + tau * cout + ob * T, accum=1),
+                                  wait=1 if ob == 0 else 0))
+        p.cmds.append(Cmd("BARRIER", {}))
+        p.store("ABUF", 256, nt * cout)
+        p.store("XBUF", 0, nt * cin)
+        p.store("YBUF", 0, nt * nob * T)
+    r, out = p.run(dut)
+    assert r.error == "none"
+    for s, x in enumerate(xs):
+        res = lay.step(x)
+        y, xh, Y = out[3 * s:3 * s + 3]
+        assert np.array_equal(as_tensor(y, N, cout), res.y), f"y, step {s}"
+        assert np.array_equal(as_tensor(xh, N, cin), lay.state), f"x̂, step {s}"
+        Yg = np.array([r_["v"] for r_ in Y]).reshape(nt, nob, T, T).transpose(0, 2, 1, 3)
+        assert np.array_equal(Yg.reshape(N, cout), res.Y), f"Y, step {s}"
