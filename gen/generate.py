@@ -92,6 +92,13 @@ def stream_layouts(unit: str, cfg: Config) -> dict:
     if unit == "vpu":
         return dict(cmd=_layout_doc(gl.vpu_cmd_layout(cfg)), i=_layout_doc(gl.vpu_in_layout(cfg)),
                     o=_layout_doc(gl.vpu_out_layout(cfg)))
+    if unit == "core":
+        from golden import core_isa as isa
+        head = isa.header_layout()
+        return {"cmd": {op: _layout_doc(head + isa.cmd_layout(cfg, op)) for op in isa.OPCODES},
+                "host_in": [dict(name="word", offset=0, element_width=isa.HOST_WORD, dims=[],
+                                 signed=False)],
+                "rows": {b: _layout_doc(isa.row_layout(cfg, b)) for b in isa.BUFFERS}}
     return {}
 
 

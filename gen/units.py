@@ -44,6 +44,15 @@ def _uart_vpu(cfg):
     return UartVPU(cfg, cycles_per_bit=SIM_CYCLES_PER_BIT)
 
 
+def _core(cfg):
+    # Buffer depths are not Config fields: the core preset of the same name (or the default
+    # CoreConfig for a configuration that is not a preset).
+    from golden.core_isa import CORE_PRESETS, CoreConfig, check_core
+    from rtl.core import Core
+    check_core(cfg)
+    return Core(cfg, CORE_PRESETS.get(cfg.name, CoreConfig()))
+
+
 UNITS = {
     "pe": (_pe, "one 2-bit-slice PE"),
     "mpu": (_mpu, "the mixed-precision systolic array with its weight front end"),
@@ -52,6 +61,7 @@ UNITS = {
     "qpu_mpu": (_qpu_mpu, "the QPU streaming groups straight into the MPU"),
     "vpu": (_vpu, "the vector unit: softmax, LayerNorm, modulation, GELU, residual, requantize"),
     "uart_vpu": (_uart_vpu, "the VPU behind the UART host link (simulation bit time)"),
+    "core": (_core, "the DSTAR core: MPU, QPU, VPU, buffers and the command controller"),
 }
 
 

@@ -87,7 +87,14 @@ SKIP       -       on a reuse step (phase != 0) the next ``count`` commands are 
 =========  ======  ============================================================================
 
 Errors (sticky code on the status port; the core stops issuing and then consumes and discards
-every further command; reset clears it): :data:`ERRORS`.
+every further command; reset clears it): :data:`ERRORS`. ``opcode``: an unknown opcode;
+``address``: a row outside its buffer (checked before the command starts; a GMEM replay or group
+write running past the end, a weight row past WMEM while it runs); ``operand``: an illegal
+field (VROW ``vop`` not in :data:`VROW_OPS`, ``n`` or ``R`` 0, a row longer than
+``max_reduction``, the sub-channel walk for an operation writing ABUF, STORE of a buffer not in
+:data:`STORABLE`, LOAD of CNT, QUANT ``nch`` 0 or above ``max_reduction``); ``vpu`` / ``qpu``: the
+unit refused a command or configuration; ``shift``: ``sh - SREG`` negative; ``semaphore``: a
+count above 15, or a wait no engine can satisfy any more (every engine idle).
 """
 
 from __future__ import annotations
@@ -105,7 +112,8 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "COUNTERS", "CMD_BITS", "HOST_WORD", "ADDR_BITS", "SEMAPHORES", "SREGS", "Cmd",
            "cmd_layout", "header_layout", "assemble", "disassemble", "encode", "decode",
            "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
-           "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS"]
+           "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
+           "STORABLE", "check_core"]
 
 CMD_BITS = 128          # one command
 HOST_WORD = 32          # host stream word
@@ -248,6 +256,14 @@ def words_to_row(cfg: Config, buf: str, words) -> dict:
 
 
 # ================================================================================ commands
+def status_layout() -> list:
+    """The core's ``status`` port: ``done`` (END reached), ``busy`` (an engine runs), ``error``
+    (index into :data:`ERRORS`), ``error_index`` (the failing command's position in the
+    stream), ``phase`` (the step phase)."""
+    return [_f("done", 1), _f("busy", 1), _f("error", bitlen(len(ERRORS) - 1)),
+            _f("error_index", 32), _f("phase", 8)]
+
+
 def header_layout() -> list:
     return [_f("op", 5), _f("wait", SEMAPHORES), _f("signal", SEMAPHORES)]
 

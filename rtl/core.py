@@ -32,7 +32,7 @@ from .core_layouts import BUF, row_layout
 from .core_matrix import MatrixEngine
 from .core_quant import QuantEngine
 from .core_vector import VectorEngine
-from .layouts import group_layout
+from .layouts import group_layout, to_layout
 from .params import check_config
 from .vpu import VPU
 
@@ -40,8 +40,7 @@ __all__ = ["Core", "status_layout"]
 
 
 def status_layout() -> data.StructLayout:
-    return data.StructLayout({"done": 1, "busy": 1, "error": range(len(isa.ERRORS)),
-                              "error_index": 32, "phase": 8})
+    return to_layout(isa.status_layout())
 
 
 def _share(m, target, users, fields):
@@ -232,13 +231,15 @@ class Core(wiring.Component):
 
         # Errors and status.
         fault = Signal.like(dsp.fault)
+        who = Signal.like(dsp.fault_engine)
         with m.If(vpu.error):
-            m.d.comb += fault.eq(isa.ERRORS.index("vpu"))
+            m.d.comb += [fault.eq(isa.ERRORS.index("vpu")),
+                         who.eq(Mux(vown, ENGINES.index("V"), ENGINES.index("M")))]
         with m.If(q.fault != 0):
-            m.d.comb += fault.eq(q.fault)
+            m.d.comb += [fault.eq(q.fault), who.eq(ENGINES.index("Q"))]
         with m.If(mx.fault != 0):
-            m.d.comb += fault.eq(mx.fault)
-        m.d.comb += dsp.fault.eq(fault)
+            m.d.comb += [fault.eq(mx.fault), who.eq(ENGINES.index("M"))]
+        m.d.comb += [dsp.fault.eq(fault), dsp.fault_engine.eq(who)]
         m.d.comb += [self.status.done.eq(dsp.done), self.status.error.eq(dsp.error),
                      self.status.error_index.eq(dsp.error_index), self.status.phase.eq(dsp.phase),
                      self.status.busy.eq(Cat(*(u.busy for u in eng.values())).any())]

@@ -28,8 +28,9 @@ class Dispatcher(wiring.Component):
     """Members: ``cmd`` In(stream of 128-bit commands); per engine ``E`` in :data:`ENGINES`:
     ``to_E`` Out(stream), ``busy_E``/``done_E``/``signal_E`` In, ``stall_E`` Out (a command for
     ``E`` is waiting); ``param`` Out (the VPARAM register); ``fault`` In (an engine's error code,
-    0 = none); ``error`` Out (sticky code), ``error_index`` Out (the failing command's index in
-    the stream); ``done`` Out (END reached, cleared by the next command); ``executed`` Out (one
+    0 = none) from engine ``fault_engine``; ``error`` Out (sticky code), ``error_index`` Out (the
+    failing command's index in the stream: the head's for a refused command, the last command
+    issued to the faulting engine for an engine's fault); ``done`` Out (END reached, cleared by the next command); ``executed`` Out (one
     cycle per command executed or issued); ``phase`` Out (the step phase)."""
 
     def __init__(self, cfg, core):
@@ -44,6 +45,7 @@ class Dispatcher(wiring.Component):
         members.update({
             "param": Out(to_layout(vpu_cmd_layout(cfg)).members["param"]),
             "fault": In(range(len(isa.ERRORS))),
+            "fault_engine": In(range(len(ENGINES))),
             "error": Out(range(len(isa.ERRORS))),
             "error_index": Out(32),
             "done": Out(1), "executed": Out(1), "phase": Out(8),
@@ -153,14 +155,18 @@ class Dispatcher(wiring.Component):
 
         code = self._check(m, hd)
         fault = Signal.like(self.fault)
+        fault_idx = Signal(32)
+        last_idx = [Signal(32, name=f"last_idx_{e}") for e in ENGINES]
+        m.d.comb += fault_idx.eq(index - 1)
         with m.If(hv & ~checked):
             m.d.sync += checked.eq(1)
             with m.If(code != 0):
                 m.d.comb += fault.eq(code)
         with m.If(self.fault != 0):
-            m.d.comb += fault.eq(self.fault)
+            m.d.comb += [fault.eq(self.fault),
+                         fault_idx.eq(_select(last_idx, self.fault_engine))]
         with m.If((fault != 0) & (err == 0)):
-            m.d.sync += [err.eq(fault), self.error_index.eq(index - 1), hv.eq(0)]
+            m.d.sync += [err.eq(fault), self.error_index.eq(fault_idx), hv.eq(0)]
         with m.If(err != 0):
             m.d.sync += hv.eq(0)
 
@@ -183,6 +189,7 @@ class Dispatcher(wiring.Component):
                                                         ~(port.valid & port.ready))]
             with m.If(port.valid & port.ready):
                 m.d.comb += issued.eq(1)
+                m.d.sync += last_idx[ENGINES.index(e)].eq(index - 1)
         for i, s in enumerate(sems):
             inc = sum(getattr(self, f"done_{e}") & getattr(self, f"signal_{e}")[i]
                       for e in ENGINES) + (local & hdr.signal[i])
@@ -190,6 +197,10 @@ class Dispatcher(wiring.Component):
             m.d.sync += s.eq(nxt)
             with m.If(nxt > (1 << isa.SEM_BITS) - 1):
                 m.d.comb += fault.eq(ERR["semaphore"])
+
+        # A wait that nothing can satisfy any more (every engine idle) is a deadlock: refuse it.
+        with m.If(ready_head & ~sem_ok & all_idle):
+            m.d.comb += fault.eq(ERR["semaphore"])
 
         # Commands executed here (they wait on and signal semaphores like the others).
         with m.If(ready_head & sem_ok):
@@ -217,3 +228,10 @@ class Dispatcher(wiring.Component):
             m.d.sync += hv.eq(0)
         m.d.comb += self.executed.eq(issued | local)
         return m
+
+
+def _select(values, idx):
+    res = values[0]
+    for i, v in enumerate(values[1:], 1):
+        res = Mux(idx == i, v, res)
+    return res

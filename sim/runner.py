@@ -55,7 +55,7 @@ def source_digest() -> str:
     h = hashlib.sha256()
     files = sorted((ROOT / "rtl").glob("*.py")) + sorted((ROOT / "gen").glob("*.py")) + [
         ROOT / "golden" / "config.py", ROOT / "golden" / "layouts.py",
-        ROOT / "golden" / "bitonic.py"]
+        ROOT / "golden" / "bitonic.py", ROOT / "golden" / "core_isa.py"]
     for f in files:
         h.update(f.name.encode())
         h.update(f.read_bytes())

@@ -12,7 +12,7 @@ import pytest
 
 from golden import vpu as gv
 from golden.config import preset
-from golden.core_isa import (BUFFERS, COUNTERS, Cmd, core_preset, host_words_per_row,
+from golden.core_isa import (BUFFERS, COUNTERS, Cmd, core_preset, encode, host_words_per_row,
                              row_to_words, words_to_row)
 from golden.differential import DiffLinear
 from golden.fmdq import quantize_tile_matrix, requant_params, requantize
@@ -257,3 +257,54 @@ def test_differential_layer_over_steps(cfg, dut):
         assert np.array_equal(as_tensor(xh, N, cin), lay.state), f"x̂, step {s}"
         Yg = np.array([r_["v"] for r_ in Y]).reshape(nt, nob, T, T).transpose(0, 2, 1, 3)
         assert np.array_equal(Yg.reshape(N, cout), res.Y), f"Y, step {s}"
+
+
+def _errors_case(cfg, kind):
+    p = Prog(cfg)
+    if kind == "opcode":
+        bad = len(__import__("golden.core_isa", fromlist=["OPCODES"]).OPCODES)
+        p.cmds.append(bad)                       # a raw word with an unknown opcode
+    elif kind == "address":
+        p.cmds.append(Cmd("LOAD", dict(buf=BUFFERS.index("ABUF"), addr=2040, count=16)))
+    elif kind == "operand":
+        p.cmds.append(_vrow("acc_requant", 4, 4, a=0, C=4))
+    elif kind == "replay":                       # GMEM holds no tile end: replay runs off
+        p.cmds.append(Cmd("GEMM", dict(gsrc=1000, wbase=0, rrow=0, dst=0)))
+    elif kind == "shift":
+        p.load("ABUF", 0, [dict(v=[30000] * T)])
+        p.cmds += [_vrow("kv_amax", 1, 1, a=0, C=1, cols=1, sreg=3),
+                   Cmd("QCFG", dict(base_log2=cfg.base_log2, thr=[1, 7, 31])),
+                   Cmd("QUANT", dict(src=0, nch=1, gdst=0), signal=1),
+                   Cmd("GEMM", dict(gsrc=0, rrow=5, dst=8, use_sreg=1, sreg=3), wait=1)]
+    elif kind == "semaphore":
+        p.cmds.append(Cmd("GEMM", dict(gsrc=0, rrow=0, dst=0), wait=2))
+    return p
+
+
+@pytest.mark.parametrize("kind, code", [("opcode", "opcode"), ("address", "address"),
+                                        ("operand", "operand"), ("replay", "address"),
+                                        ("shift", "shift"), ("semaphore", "semaphore")])
+def test_errors_stop_cleanly(cfg, dut, kind, code):
+    """Each error sets its code and the core then drains every further command (the trailing
+    STOREs produce nothing, END is consumed): the stream never hangs."""
+    p = _errors_case(cfg, kind)
+    n_before = len(p.cmds)
+    p.store("ABUF", 0, 2)
+    p.cmds.append(Cmd("END", {}))
+    words = [c if isinstance(c, int) else encode(cfg, c) for c in p.cmds]
+    r = run_core(dut, words, p.host, limit=20_000)
+    assert r.error == code
+    assert not r.host_out and not r.done
+    assert r.error_index == n_before - 1     # the failing command
+
+
+def test_host_back_pressure_and_gaps(cfg, dut):
+    """STORE under a host that stalls half the time and LOAD data with gaps: nothing lost."""
+    rng = np.random.default_rng(5)
+    v = rng.integers(-(1 << 15), 1 << 15, (12, T))
+    p = Prog(cfg)
+    p.load("ABUF", 3, [dict(v=r) for r in v])
+    p.store("ABUF", 3, 12)
+    r, out = p.run(dut, gap=0.4, stall=0.5, seed=2)
+    assert r.error == "none"
+    assert np.array_equal(np.array([x["v"] for x in out[0]]), v)

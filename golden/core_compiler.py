@@ -1,0 +1,505 @@
+"""The DSTAR core's compiler: one :class:`golden.dit_int.IntDiTBlock` → a core program
+(:mod:`golden.core_isa` commands) whose sequential execution (:mod:`golden.core_exec`) equals the
+block bit for bit at every step.
+
+Program structure
+-----------------
+*Init* (once): LOAD the weights of every layer into WMEM, the requantization rows into RBUF, the
+SAR masks into MASK, LOAD ``zero`` the x̂ (XBUF) and ``Y`` (YBUF) state regions; END.
+
+*Step* (the same command list every step; the host sends ``x`` and the six adaLN vectors)::
+
+    LOAD ABUF x; LOAD VBUF shift1..gate2; VPARAM eps_q
+    VROW layernorm x → ln1; VROW modulate ln1 → a
+    SKIP [qk layer]                                   cache steps only
+    v layer
+    SKIP [per head: kv_amax/kv_quant K → WMEM Kᵀ;      cache steps only
+          per query tile: QCFG B; QUANT Q; GEMM per kept key block → S; BARRIER;
+          VROW softmax S → P (MASK row); QCFG r0 = 0; QUANT P → P-cache region]
+    per head: kv_amax/kv_quant V → WMEM; per query tile and column block: GEMM P-cache → o
+    BARRIER; proj layer; VROW gated_residual → h1; layernorm → ln2; modulate → m
+    fc1 layer; VROW gelu; fc2 layer; VROW gated_residual → out
+    STORE out, o, per layer y, x̂, Y; STEP interval; END
+
+*A differential layer* (cin → cout, ``nt = N/T`` token tiles, ``nb = cout/T`` column blocks):
+QCFG (B, thr); then ``QUANT 0``; for each tile τ: ``QUANT τ+1`` (diff, into GMEM slot
+``(τ+1) % 2``), then the ``nb`` GEMMs of τ (accum). Semaphore 0 (*full*): every QUANT signals
+it, the first GEMM of each tile waits on it. Semaphore 1 (*free*): the last GEMM of tile τ
+signals it when a QUANT ``τ+2`` exists, and that QUANT waits on it. So the QUANT of τ+1 runs
+while the GEMMs of τ run, every wait is met in program order and both counts are 0 at the end
+of the layer. A BARRIER ends each layer (its output is read next by a VROW or a QUANT).
+
+Group-stream bound (GMEM reservation): a tile of ``nch`` sub-channels emits at most
+``4·nch`` groups (at most ``b/2 <= 4`` slice columns per sub-channel and every group holds at least
+one valid lane), or exactly 1 when every sub-channel is zero; ``4·nch`` is reached (e.g. two 8-bit
+sub-channels per chunk with exponents of different parity). Each slot and each P-cache region
+reserves ``4·nch`` rows.
+
+The ``qk`` outputs are stored every step; on a reuse step ABUF still holds those of the last cache
+step, which equal ``requant(Y_qk)`` of the unchanged state (:meth:`CoreProgram.expected`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import Config
+from .core_isa import (ADDR_BITS, BUFFERS, Cmd, CoreConfig, buffer_depth, check_core, cmd_layout,
+                       host_words_per_row, row_to_words, words_to_row)
+from .dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
+from .fmdq import requantize
+from .layouts import VPU_OPS
+
+__all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE"]
+
+FULL, FREE = 1 << 0, 1 << 1          # semaphore masks: group slot full / free
+SREG_K, SREG_V = 0, 1                # shift registers of K and V (one head at a time)
+MAX_COUNT = (1 << ADDR_BITS) - 1     # largest count field
+BUF_ORDER = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "GMEM")
+
+
+def make_cmd(cfg: Config, op: str, wait: int = 0, signal: int = 0, **fields) -> Cmd:
+    """A :class:`~golden.core_isa.Cmd` with every field of ``op`` present (0 unless given), so
+    that it equals its own decoded word."""
+    lay = cmd_layout(cfg, op)
+    names = [f[0] for f in lay]
+    extra = set(fields) - set(names)
+    if extra:
+        raise ValueError(f"{op} has no field(s) {sorted(extra)}")
+    args = {}
+    for name, _w, dims, _s in lay:
+        v = fields.get(name, 0 if not dims else [0] * int(np.prod(dims)))
+        args[name] = [int(x) for x in v] if dims else int(v)
+    return Cmd(op, args, wait, signal)
+
+
+@dataclass(frozen=True)
+class Region:
+    """Rows ``base .. base+rows-1`` of ``buf`` named ``name``."""
+
+    buf: str
+    name: str
+    base: int
+    rows: int
+
+
+@dataclass
+class CoreProgram:
+    """A compiled block (:func:`compile_block`): commands, host streams, memory map."""
+
+    blk: IntDiTBlock
+    core: CoreConfig
+    regions: dict = field(default_factory=dict)
+    init: list = field(default_factory=list)
+    step: list = field(default_factory=list)
+    sections: list = field(default_factory=list)    # (name, start, stop) into step
+    init_words: list = field(default_factory=list)
+    stores: list = field(default_factory=list)      # (key, region name) in STORE order
+
+    # ------------------------------------------------------------------ commands
+    def init_commands(self) -> list:
+        """The one-time program (weights, RBUF, masks, zero state; END)."""
+        return list(self.init)
+
+    def init_host_words(self) -> list:
+        """The host words the init program's LOADs consume."""
+        return list(self.init_words)
+
+    def step_commands(self) -> list:
+        """The program of one denoising step (identical every step)."""
+        return list(self.step)
+
+    def section(self, name: str) -> tuple:
+        """``(start, stop)`` of the named part of :meth:`step_commands` (see :attr:`sections`)."""
+        for n, a, b in self.sections:
+            if n == name:
+                return a, b
+        raise KeyError(f"no section {name!r}; sections are {[s[0] for s in self.sections]}")
+
+    # ------------------------------------------------------------------ host data
+    @property
+    def cfg(self) -> Config:
+        """The block's configuration."""
+        return self.blk.cfg
+
+    def _tensor_rows(self, t) -> np.ndarray:
+        """(N, C) tensor → ABUF rows (N/T·C, T): row ``(t // T)·C + c``, lane ``t % T``."""
+        T = self.cfg.tile
+        N, C = t.shape
+        return t.reshape(N // T, T, C).transpose(0, 2, 1).reshape(N // T * C, T)
+
+    def _rows_tensor(self, rows, N: int) -> np.ndarray:
+        """Inverse of :meth:`_tensor_rows` for ``N`` tokens."""
+        T = self.cfg.tile
+        C = len(rows) * T // N
+        return rows.reshape(N // T, C, T).transpose(0, 2, 1).reshape(N, C)
+
+    def step_host_words(self, x, mod) -> list:
+        """Host words of one step: ``x`` (N, D) into ABUF, then ``mod`` (6, D) into VBUF (act
+        format integers, as :meth:`golden.dit_int.IntDiTBlock.step` takes them)."""
+        s = self.blk.spec
+        x = np.asarray(x, np.int64).reshape(s.tokens, s.hidden)
+        mod = np.asarray(mod, np.int64).reshape(len(MOD_NAMES), s.hidden)
+        words = []
+        for r in self._tensor_rows(x):
+            words += row_to_words(self.cfg, "ABUF", {"v": r})
+        for r in mod.reshape(-1, self.cfg.tile):
+            words += row_to_words(self.cfg, "VBUF", {"v": r})
+        return words
+
+    def parse_step_output(self, words) -> dict:
+        """The words STOREd by one step → ``{key: int64 array}`` in the shapes of
+        :meth:`expected`."""
+        cfg, s = self.cfg, self.blk.spec
+        N, T = s.tokens, cfg.tile
+        words, out, pos = list(words), {}, 0
+        for key, rname in self.stores:
+            reg = self.regions[rname]
+            wpr = host_words_per_row(cfg, reg.buf)
+            need = reg.rows * wpr
+            if pos + need > len(words):
+                raise ValueError(f"output stream ends inside {key!r} ({len(words)} words)")
+            rows = np.array([words_to_row(cfg, reg.buf, words[pos + i * wpr:pos + (i + 1) * wpr])
+                             ["v"] for i in range(reg.rows)], np.int64)
+            pos += need
+            if reg.buf == "YBUF":   # row (tile·nb + block)·T + token, lane = channel in block
+                cout = reg.rows * T // N
+                out[key] = rows.reshape(N // T, cout // T, T, T).transpose(0, 2, 1, 3) \
+                               .reshape(N, cout)
+            else:
+                out[key] = self._rows_tensor(rows, N)
+        if pos != len(words):
+            raise ValueError(f"output stream has {len(words) - pos} words past the last region")
+        out["o"] = out["o"].reshape(N, s.heads, s.head_dim).transpose(1, 0, 2)
+        return out
+
+    def expected(self, step: BlockStep) -> dict:
+        """The golden values of :meth:`parse_step_output`'s keys for one
+        :class:`~golden.dit_int.BlockStep`: ``out`` (N, D), ``o`` (H, N, d) and per layer
+        ``<layer>.y``, ``<layer>.xhat``, ``<layer>.Y``. For ``qk`` on a reuse step ``y`` is
+        ``requant(Y)`` of the unchanged state (what ABUF still holds)."""
+        cfg = self.cfg
+        res = {"out": step.out, "o": step.attn.o}
+        for k in LAYERS:
+            ls = step.layers[k]
+            y = ls.y
+            if y is None:
+                lay = self.blk.layers[k]
+                y, _ = requantize(ls.Y, lay.m, lay.sh, lay.bias_int, cfg.act_width, cfg.sh_max)
+            res[f"{k}.y"], res[f"{k}.xhat"], res[f"{k}.Y"] = y, ls.xhat, ls.Y
+        return {k: np.asarray(v, np.int64) for k, v in res.items()}
+
+    # ------------------------------------------------------------------ memory
+    def memory_map(self) -> str:
+        """A readable table of the regions: buffer, name, base, rows (and the depth used)."""
+        lines = [f"{'buffer':<7}{'region':<14}{'base':>7}{'rows':>7}"]
+        for buf in BUF_ORDER:
+            regs = [r for r in self.regions.values() if r.buf == buf]
+            for r in regs:
+                lines.append(f"{buf:<7}{r.name:<14}{r.base:>7}{r.rows:>7}")
+            if regs:
+                lines.append(f"{buf:<7}{'(used/depth)':<14}{self.rows_used(buf):>7}"
+                             f"{buffer_depth(self.core, buf):>7}")
+        return "\n".join(lines)
+
+    def rows_used(self, buf: str) -> int:
+        """Rows of ``buf`` the program needs (end of its highest region)."""
+        return max((r.base + r.rows for r in self.regions.values() if r.buf == buf), default=0)
+
+    def check_fits(self):
+        """Raise ValueError naming the first buffer whose regions exceed its depth."""
+        for buf in BUF_ORDER:
+            need, depth = self.rows_used(buf), buffer_depth(self.core, buf)
+            if need > depth:
+                raise ValueError(f"the program does not fit {buf}: it needs {need} rows, the "
+                                 f"core has {depth} (CoreConfig.{buf.lower()}_rows)")
+
+
+def compile_block(blk: IntDiTBlock, core: CoreConfig) -> CoreProgram:
+    """Lower ``blk`` to a :class:`CoreProgram` for a core of buffer depths ``core`` (module
+    docstring). Raises ValueError for a dimension that is not a multiple of ``T``, a bias beyond
+    ``act_width``, an open-loop configuration, or a program that does not fit."""
+    cfg = blk.cfg
+    check_core(cfg)
+    s = blk.spec
+    T = cfg.tile
+    dims = (("N (tokens)", s.tokens), ("D (hidden)", s.hidden), ("d (head dim)", s.head_dim),
+            ("M (MLP width)", s.mlp_hidden))
+    for what, v in dims:
+        if v % T:
+            raise ValueError(f"{what} = {v} is not a multiple of the tile size T = {T}")
+    if not cfg.closed_loop:
+        raise ValueError("the core implements closed-loop differential layers only "
+                         "(cfg.closed_loop is False)")
+    if not 1 <= blk.interval <= 255:
+        raise ValueError(f"SAR interval {blk.interval} does not fit STEP.interval (1..255)")
+    lim = 1 << (cfg.act_width - 1)
+    for k in LAYERS:
+        b = blk.layers[k].bias_int
+        if b.min(initial=0) < -lim or b.max(initial=0) >= lim:
+            raise ValueError(f"layer {k!r} ({blk.layers[k].name}): bias {int(np.abs(b).max())} "
+                             f"LSBs does not fit act_width {cfg.act_width}")
+    if not 0 <= blk.eps_q < 1 << 64:
+        raise ValueError(f"LayerNorm eps_q {blk.eps_q} does not fit VPARAM.value (64 bits)")
+    prog = CoreProgram(blk=blk, core=core)
+    _plan(prog)
+    prog.check_fits()
+    _lower(prog)
+    return prog
+
+
+def _plan(prog: CoreProgram):
+    """Allocate every region (the memory map) in ``prog.regions``."""
+    blk, cfg = prog.blk, prog.cfg
+    s, T = blk.spec, cfg.tile
+    N, D, H, d, M = s.tokens, s.hidden, s.heads, s.head_dim, s.mlp_hidden
+    nt = N // T
+    top = dict.fromkeys(BUF_ORDER, 0)
+
+    def take(buf, name, rows):
+        prog.regions[name] = Region(buf, name, top[buf], rows)
+        top[buf] += rows
+
+    widths = {"x": D, "ln1": D, "a": D, "qk.y": 2 * D, "v.y": D, "S": None, "P": None, "o": D,
+              "proj.y": D, "h1": D, "ln2": D, "m": D, "fc1.y": M, "gelu": M, "fc2.y": D, "out": D}
+    for name, C in widths.items():
+        take("ABUF", name, N if C is None else nt * C)     # S, P: T queries × N keys
+    for k in LAYERS:
+        take("XBUF", f"{k}.xhat", nt * blk.layers[k].W.shape[0])
+    for k in LAYERS:
+        take("YBUF", f"{k}.Y", N * blk.layers[k].W.shape[1] // T)
+    for k in LAYERS:
+        cin, cout = blk.layers[k].W.shape
+        take("WMEM", f"{k}.W", cin * cout // T)
+    take("WMEM", "K^T", nt * d)          # row kb·d + c: K[kb·T + lane, c] (one head)
+    take("WMEM", "V", (d // T) * N)      # row cb·N + key: V[key, cb·T + lane] (one head)
+    for k in LAYERS:
+        take("RBUF", f"{k}.r", blk.layers[k].W.shape[1] // T)
+    take("RBUF", "S.r", 1)
+    take("RBUF", "O.r", 1)
+    for name in MOD_NAMES:
+        take("VBUF", name, D // T)
+    take("MASK", "mask", H * nt)         # row h·nt + query tile
+    slot = 4 * max(blk.layers[k].W.shape[0] for k in LAYERS)
+    take("GMEM", "slot0", slot)
+    take("GMEM", "slot1", slot)
+    take("GMEM", "pcache", H * nt * 4 * N)   # region (h·nt + qa)·4N
+
+
+# ================================================================================ lowering
+class _Emitter:
+    """Appends commands to a list; ``sec`` marks named sections, ``skip`` wraps a part in SKIPs."""
+
+    def __init__(self, cfg: Config):
+        self.cfg, self.cmds, self.sections = cfg, [], []
+
+    def __call__(self, op: str, wait: int = 0, signal: int = 0, **f):
+        """Append one command (:func:`make_cmd`)."""
+        self.cmds.append(make_cmd(self.cfg, op, wait, signal, **f))
+
+    def skip(self, body: list):
+        """``body`` (commands) behind SKIPs of at most :data:`MAX_COUNT` commands each."""
+        for i in range(0, len(body), MAX_COUNT):
+            part = body[i:i + MAX_COUNT]
+            self("SKIP", count=len(part))
+            self.cmds.extend(part)
+
+    def transfer(self, op: str, buf: str, reg: Region, zero: int = 0):
+        """LOAD/STORE of a whole region, split at :data:`MAX_COUNT` rows."""
+        for a in range(0, reg.rows, MAX_COUNT):
+            f = dict(buf=BUFFERS.index(buf), addr=reg.base + a, count=min(MAX_COUNT, reg.rows - a))
+            if op == "LOAD":
+                f["zero"] = zero
+            self(op, **f)
+
+
+def _vrow(e: _Emitter, op: str, **f):
+    """Append a VROW of the VPU operation named ``op``."""
+    e("VROW", vop=VPU_OPS.index(op), **f)
+
+
+def _layer(prog: CoreProgram, e: _Emitter, k: str, src: str):
+    """One differential layer ``k`` reading ABUF region ``src`` (module docstring)."""
+    cfg, R = prog.cfg, prog.regions
+    T, N = cfg.tile, prog.blk.spec.tokens
+    lay = prog.blk.layers[k]
+    cin, cout = lay.W.shape
+    nt, nb = N // T, cout // T
+    slots = (R["slot0"].base, R["slot1"].base)
+    xa, xh, Yb = R[src].base, R[f"{k}.xhat"].base, R[f"{k}.Y"].base
+    wb, rb, ya = R[f"{k}.W"].base, R[f"{k}.r"].base, R[f"{k}.y"].base
+    e("QCFG", base_log2=lay.B, thr=list(cfg.thr))
+
+    def quant(t):
+        e("QUANT", wait=FREE if t >= 2 else 0, signal=FULL, src=xa + t * cin,
+          xsrc=xh + t * cin, nch=cin, gdst=slots[t % 2], diff=1)
+
+    quant(0)
+    for t in range(nt):
+        if t + 1 < nt:
+            quant(t + 1)
+        for j in range(nb):
+            e("GEMM", wait=FULL if j == 0 else 0,
+              signal=FREE if j == nb - 1 and t + 2 < nt else 0, gsrc=slots[t % 2],
+              wbase=wb + j * cin, ysrc=Yb + (t * nb + j) * T, rrow=rb + j,
+              dst=ya + t * cout + j * T, accum=1)
+    e("BARRIER")
+
+
+def _attention_cache(prog: CoreProgram, e: _Emitter):
+    """Cache-step part: per head Kᵀ into WMEM; per query tile S, softmax, P into the P cache."""
+    blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    s, T = blk.spec, cfg.tile
+    N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
+    nt = N // T
+    qk, kt = R["qk.y"].base, R["K^T"].base
+    for h in range(H):
+        walk = dict(cols=1, R=nt, n=d, a=qk + D + h * d, C=2 * D, sreg=SREG_K)
+        _vrow(e, "kv_amax", **walk)
+        _vrow(e, "kv_quant", dst=kt, **walk)
+        for qa in range(nt):
+            e("QCFG", base_log2=blk.B, thr=list(cfg.thr))
+            e("QUANT", signal=FULL, src=qk + qa * 2 * D + h * d, nch=d, gdst=R["slot0"].base)
+            first = True
+            for kb in range(nt):
+                if not blk.mask[h, qa, kb]:
+                    continue
+                e("GEMM", wait=FULL if first else 0, gsrc=R["slot0"].base, wbase=kt + kb * d,
+                  rrow=R["S.r"].base, dst=R["S"].base + kb * T, use_sreg=1, sreg=SREG_K)
+                first = False
+            e("BARRIER")
+            _vrow(e, "softmax", R=T, n=N, a=R["S"].base, C=N, vb=R["mask"].base + h * nt + qa,
+                  dst=R["P"].base)
+            e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
+            e("QUANT", src=R["P"].base, nch=N, gdst=_pcache(prog, h, qa), pcache=1)
+    e("BARRIER")
+
+
+def _pcache(prog: CoreProgram, h: int, qa: int) -> int:
+    """GMEM base of the P-cache region of head ``h``, query tile ``qa`` (4·N rows each)."""
+    N = prog.blk.spec.tokens
+    return prog.regions["pcache"].base + (h * (N // prog.cfg.tile) + qa) * 4 * N
+
+
+def _attention_every(prog: CoreProgram, e: _Emitter):
+    """Every step: per head V into WMEM, then ``o`` = P-cache · V per query tile, column block."""
+    blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    s, T = blk.spec, cfg.tile
+    N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
+    vw = R["V"].base
+    for h in range(H):
+        walk = dict(R=N, n=d, a=R["v.y"].base + h * d, C=D, sreg=SREG_V)
+        _vrow(e, "kv_amax", **walk)
+        _vrow(e, "kv_quant", dst=vw, **walk)
+        for qa in range(N // T):
+            for cb in range(d // T):
+                e("GEMM", gsrc=_pcache(prog, h, qa), wbase=vw + cb * N, rrow=R["O.r"].base,
+                  dst=R["o"].base + qa * D + h * d + cb * T, use_sreg=1, sreg=SREG_V, pcache=1)
+    e("BARRIER")
+
+
+def _init(prog: CoreProgram):
+    """Init commands and host words: weights, RBUF rows, masks, zero x̂/Y state; END."""
+    blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    T, N = cfg.tile, blk.spec.tokens
+    nt = N // T
+    e, words = _Emitter(cfg), []
+    for k in LAYERS:
+        lay = blk.layers[k]
+        cin, cout = lay.W.shape
+        e.transfer("LOAD", "WMEM", R[f"{k}.W"])
+        for j in range(cout // T):
+            for c in range(cin):
+                words += row_to_words(cfg, "WMEM", {"w": lay.W[c, j * T:(j + 1) * T]})
+    for k in LAYERS:
+        lay = blk.layers[k]
+        e.transfer("LOAD", "RBUF", R[f"{k}.r"])
+        for j in range(lay.W.shape[1] // T):
+            sl = slice(j * T, (j + 1) * T)
+            words += row_to_words(cfg, "RBUF", {"m": lay.m[sl], "sh": lay.sh[sl],
+                                                "bias": lay.bias_int[sl]})
+    for name, m, sh in (("S.r", blk.s_m, blk.s_sh), ("O.r", blk.o_m, blk.o_sh)):
+        e.transfer("LOAD", "RBUF", R[name])
+        words += row_to_words(cfg, "RBUF", {"m": [m] * T, "sh": [sh] * T, "bias": [0] * T})
+    e.transfer("LOAD", "MASK", R["mask"])
+    for h in range(blk.spec.heads):
+        for qa in range(nt):
+            bits = sum(1 << kb for kb in range(nt) if blk.mask[h, qa, kb])
+            words += row_to_words(cfg, "MASK", {"bits": bits})
+    for buf, suffix in (("XBUF", "xhat"), ("YBUF", "Y")):
+        regs = [R[f"{k}.{suffix}"] for k in LAYERS]
+        whole = Region(buf, suffix, regs[0].base, sum(r.rows for r in regs))   # contiguous
+        e.transfer("LOAD", buf, whole, zero=1)
+    e("END")
+    prog.init, prog.init_words = e.cmds, words
+
+
+def _lower(prog: CoreProgram):
+    """Fill ``prog``'s init and step programs, sections and STORE list."""
+    blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    s = blk.spec
+    N, D, M = s.tokens, s.hidden, s.mlp_hidden
+    _init(prog)
+    e = _Emitter(cfg)
+    mark = {}
+
+    def section(name):
+        if mark:
+            (prev, start), = mark.items()
+            prog.sections.append((prev, start, len(e.cmds)))
+            mark.clear()
+        if name:
+            mark[name] = len(e.cmds)
+
+    def vr(op, a, dst, n=D, C=D, **f):
+        _vrow(e, op, R=N, n=n, a=R[a].base, C=C, dst=R[dst].base, **f)
+
+    vb = {k: R[k].base for k in MOD_NAMES}
+    section("load")
+    e.transfer("LOAD", "ABUF", R["x"])
+    e.transfer("LOAD", "VBUF", Region("VBUF", "mod", vb["shift1"], len(MOD_NAMES) * D // cfg.tile))
+    e("VPARAM", value=blk.eps_q)
+    section("ln1")
+    vr("layernorm", "x", "ln1")
+    section("mod1")
+    vr("modulate", "ln1", "a", vb=vb["shift1"], c=vb["scale1"])
+    section("qk")
+    sub = _Emitter(cfg)
+    _layer(prog, sub, "qk", "a")
+    e.skip(sub.cmds)
+    section("v")
+    _layer(prog, e, "v", "a")
+    section("attn.cache")
+    sub = _Emitter(cfg)
+    _attention_cache(prog, sub)
+    e.skip(sub.cmds)
+    section("attn.pv")
+    _attention_every(prog, e)
+    section("proj")
+    _layer(prog, e, "proj", "o")
+    section("res1")
+    vr("gated_residual", "x", "h1", vb=vb["gate1"], c=R["proj.y"].base)
+    section("ln2")
+    vr("layernorm", "h1", "ln2")
+    section("mod2")
+    vr("modulate", "ln2", "m", vb=vb["shift2"], c=vb["scale2"])
+    section("fc1")
+    _layer(prog, e, "fc1", "m")
+    section("gelu")
+    vr("gelu", "fc1.y", "gelu", n=M, C=M)
+    section("fc2")
+    _layer(prog, e, "fc2", "gelu")
+    section("res2")
+    vr("gated_residual", "h1", "out", vb=vb["gate2"], c=R["fc2.y"].base)
+    section("store")
+    prog.stores = [("out", "out"), ("o", "o")]
+    for k in LAYERS:
+        prog.stores += [(f"{k}.y", f"{k}.y"), (f"{k}.xhat", f"{k}.xhat"), (f"{k}.Y", f"{k}.Y")]
+    for _key, rname in prog.stores:
+        e.transfer("STORE", R[rname].buf, R[rname])
+    e("STEP", interval=blk.interval)
+    e("END")
+    section(None)
+    prog.step = e.cmds

@@ -1,0 +1,383 @@
+"""The core's compiler (golden/core_compiler.py) and ISA-level executor (golden/core_exec.py):
+the compiled program run on the executor equals IntDiTBlock bit for bit at every step (SAR with
+cache and reuse steps, every block kept, interval 1, presets tiny and fpga), the command words and
+assembly round-trip, programs that do not fit are refused, core errors carry their codes, and the
+event counters follow the rules of golden/core_exec.py."""
+
+import numpy as np
+import pytest
+
+from golden.config import preset
+from golden.core_compiler import FREE, FULL, compile_block, make_cmd
+from golden.core_exec import CoreError, CoreExecutor
+from golden.core_isa import (BUFFERS, COUNTERS, CoreConfig, assemble, core_preset, disassemble,
+                             encode, format_cmd, parse_cmd, row_to_words)
+from golden.dit import DiTSpec, init_params
+from golden.dit_int import LAYERS, IntDiTBlock
+from golden.fmdq import quantize_subchannels, to_fixed
+from golden.layouts import VPU_OPS
+from golden.schedule import schedule_tile
+
+SPEC = DiTSpec(image_size=8, patch=2, hidden=16, heads=2, depth=1)   # N 16, D 16, d 8, M 32
+STEPS = 5
+
+
+def _sar_mask(cfg):
+    """Diagonal kept; head 0 drops its top-right block, head 1 its bottom-left one (and, with 4
+    blocks, one more each)."""
+    nb = SPEC.tokens // cfg.tile
+    mask = np.ones((SPEC.heads, nb, nb), bool)
+    mask[0, 0, nb - 1] = mask[1, nb - 1, 0] = False
+    if nb > 2:
+        mask[0, 2, 0] = mask[1, 1, 3] = False
+    return mask
+
+
+def _inputs(cfg, params, steps, seed=7):
+    """(x, mod) per step as tests/test_dit_int.py makes them: a random state and the adaLN
+    vectors of a random conditioning, both converted to the act format."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for step in range(steps):
+        h = rng.normal(0, 1, (SPEC.tokens, SPEC.hidden)) * (1 + 0.1 * step)
+        c = rng.normal(0, 1, SPEC.hidden)
+        mod = (c / (1 + np.exp(-c))) @ params["blocks.0.adaLN.W"] + params["blocks.0.adaLN.b"]
+        x, _ = to_fixed(h, cfg.act_width, cfg.act_frac)
+        m, _ = to_fixed(mod.reshape(6, -1), cfg.act_width, cfg.act_frac)
+        out.append((x, m))
+    return out
+
+
+def _run(name, sar=True, interval=2, words=False):
+    """Compile, run init and STEPS steps on the executor beside the golden block. Returns
+    ``(prog, ex, [(golden BlockStep, parsed output, counter delta, semaphores)])``."""
+    cfg = preset(name)
+    params = init_params(SPEC, 1)
+    blk = IntDiTBlock(params, 0, SPEC, cfg, _sar_mask(cfg) if sar else None, interval=interval)
+    gold = IntDiTBlock(params, 0, SPEC, cfg, blk.mask, interval=interval)
+    core = core_preset(name)
+    prog = compile_block(blk, core)
+    ex = CoreExecutor(cfg, core)
+    init, step = prog.init_commands(), prog.step_commands()
+    if words:
+        init, step = assemble(cfg, init), assemble(cfg, step)
+    ex.run(init, prog.init_host_words())
+    res = []
+    for x, m in _inputs(cfg, params, STEPS):
+        before = dict(ex.counters)
+        out = ex.run(step, prog.step_host_words(x, m))
+        delta = {k: ex.counters[k] - before[k] for k in COUNTERS}
+        res.append((gold.step(x, m), prog.parse_step_output(out), delta, list(ex.sem)))
+    return prog, ex, res
+
+
+@pytest.fixture(scope="module")
+def tiny_sar():
+    return _run("tiny")
+
+
+def _check_equal(prog, res, cache_pattern):
+    assert [g.cache_step for g, *_ in res] == cache_pattern
+    for g, got, _delta, sem in res:
+        exp = prog.expected(g)
+        assert set(got) == set(exp) == {"out", "o"} | {f"{k}.{v}" for k in LAYERS
+                                                         for v in ("y", "xhat", "Y")}
+        for k in exp:
+            assert got[k].shape == exp[k].shape, (g.step, k)
+            np.testing.assert_array_equal(got[k], exp[k], err_msg=f"step {g.step} {k}")
+        assert sem == [0, 0, 0, 0]   # every semaphore balanced by the end of the step
+
+
+# ------------------------------------------------------------------------- bit for bit
+def test_tiny_sar_equals_golden(tiny_sar):
+    prog, ex, res = tiny_sar
+    _check_equal(prog, res, [True, False, True, False, True])
+    assert not prog.blk.mask.all()
+    assert ex.done and ex.error is None
+
+
+@pytest.mark.parametrize("name, sar, interval, pattern", [
+    ("fpga", True, 2, [True, False, True, False, True]),
+    ("tiny", False, 2, [True, False, True, False, True]),
+    ("tiny", True, 1, [True] * STEPS),
+])
+def test_equals_golden(name, sar, interval, pattern):
+    prog, _ex, res = _run(name, sar, interval, words=(name == "fpga"))
+    _check_equal(prog, res, pattern)
+
+
+# ------------------------------------------------------------------------- encoding
+def test_round_trips(tiny_sar):
+    prog = tiny_sar[0]
+    cfg = prog.cfg
+    for cmds in (prog.init_commands(), prog.step_commands()):
+        assert disassemble(cfg, assemble(cfg, cmds)) == cmds
+        assert [parse_cmd(cfg, format_cmd(c)) for c in cmds] == cmds
+    text = prog.memory_map()
+    for name in ("qk.W", "K^T", "pcache", "slot0", "mask", "fc2.Y"):
+        assert name in text
+
+
+def test_program_shape(tiny_sar):
+    """The step program is the same every step; SKIPs cover exactly the qk layer and the cache
+    part of the attention; one STEP with the block's interval and END close it."""
+    prog = tiny_sar[0]
+    step = prog.step_commands()
+    skips = [i for i, c in enumerate(step) if c.op == "SKIP"]
+    assert len(skips) == 2
+    for i, name in zip(skips, ("qk", "attn.cache")):
+        a, b = prog.section(name)
+        assert i == a and step[i].count == b - a - 1
+    assert [c.op for c in step[-2:]] == ["STEP", "END"] and step[-2].interval == 2
+    # GEMMs of the differential layers wait and signal only the slot semaphores.
+    assert {c.wait | c.signal for c in step} <= {0, FULL, FREE, FULL | FREE}
+
+
+# ------------------------------------------------------------------------- refusals
+def test_does_not_fit():
+    cfg = preset("tiny")
+    blk = IntDiTBlock(init_params(SPEC, 1), 0, SPEC, cfg)
+    with pytest.raises(ValueError, match=r"ABUF: it needs 1120 rows, the core has 1000"):
+        compile_block(blk, CoreConfig(abuf_rows=1000))
+    with pytest.raises(ValueError, match=r"GMEM: it needs 768 rows, the core has 700"):
+        compile_block(blk, core_preset("tiny", gmem_rows=700))
+
+
+def test_refuses_dims_and_bias():
+    cfg = preset("tiny")
+    spec = DiTSpec(image_size=6, patch=2, hidden=16, heads=2, depth=1)    # N = 9
+    blk = IntDiTBlock(init_params(spec, 1), 0, spec, cfg)
+    with pytest.raises(ValueError, match=r"N \(tokens\) = 9 is not a multiple of .* T = 4"):
+        compile_block(blk, core_preset("tiny"))
+    spec = DiTSpec(image_size=8, patch=2, hidden=24, heads=4, depth=1)    # d = 6
+    blk = IntDiTBlock(init_params(spec, 1), 0, spec, cfg)
+    with pytest.raises(ValueError, match=r"d \(head dim\) = 6"):
+        compile_block(blk, core_preset("tiny"))
+    blk = IntDiTBlock(init_params(SPEC, 1), 0, SPEC, cfg)
+    blk.layers["fc1"].bias_int[3] = 1 << 15
+    with pytest.raises(ValueError, match=r"layer 'fc1'.*act_width 16"):
+        compile_block(blk, core_preset("tiny"))
+
+
+def test_group_bound():
+    """A tile of nch sub-channels emits at most 4·nch groups (1 if all zero); tiny reaches it."""
+    rng = np.random.default_rng(1)
+    for name in ("tiny", "fpga"):
+        cfg = preset(name)
+        for _ in range(40):
+            nch = int(rng.integers(1, 40))
+            u = rng.integers(-(1 << 12), 1 << 12, (nch, cfg.tile)) >> rng.integers(0, 13, (nch, 1))
+            qz = quantize_subchannels(u, cfg)
+            assert len(schedule_tile(qz.q, qz.b, qz.e, cfg).groups) <= 4 * nch
+        z = np.zeros((5, cfg.tile), np.int64)
+        assert len(schedule_tile(z, np.zeros(5, np.int64), np.zeros(5, np.int64), cfg).groups) == 1
+    cfg = preset("tiny")            # 8-bit, all four digits non-zero, exponents 0,2,4,6 | 1,3,5,7
+    nch = 6
+    q = np.full((nch, cfg.tile), 127, np.int64)
+    ts = schedule_tile(q, np.full(nch, 8), np.arange(nch) % 2, cfg)
+    assert len(ts.groups) == 4 * nch
+
+
+# ------------------------------------------------------------------------- core errors
+def _err(cmds, host=(), name="tiny", core=None):
+    cfg = preset(name)
+    ex = CoreExecutor(cfg, core or core_preset(name))
+    with pytest.raises(CoreError) as e:
+        ex.run(cmds, host)
+    return ex, e.value
+
+
+def test_errors():
+    cfg = preset("tiny")
+    core = core_preset("tiny")
+    nop = make_cmd(cfg, "NOP")
+    A = BUFFERS.index("ABUF")
+    ex, e = _err([nop, nop, 31])                                     # opcode 31 does not exist
+    assert (e.code, e.index) == ("opcode", 2)
+    with pytest.raises(CoreError):                                   # sticky until reset
+        ex.run([nop])
+    ex.reset()
+    assert ex.run([nop]) == []
+    _ex, e = _err([make_cmd(cfg, "LOAD", buf=A, zero=1, addr=core.abuf_rows - 1, count=2)])
+    assert (e.code, e.index) == ("address", 0)
+    for vop in (VPU_OPS.index("acc_requant"), VPU_OPS.index("diff_delta"), 12):
+        _ex, e = _err([make_cmd(cfg, "VROW", vop=vop, R=4, n=4, C=4)])
+        assert e.code == "operand"
+    _ex, e = _err([make_cmd(cfg, "VROW", vop=VPU_OPS.index("gelu"), R=4, n=0)])
+    assert e.code == "operand"
+    _ex, e = _err([make_cmd(cfg, "VROW", vop=VPU_OPS.index("gelu"), R=1, n=65, C=65)])
+    assert e.code == "operand"
+    _ex, e = _err([nop, make_cmd(cfg, "NOP", wait=FREE)])           # never signalled
+    assert (e.code, e.index) == ("semaphore", 1)
+    _ex, e = _err([make_cmd(cfg, "NOP", signal=FULL)] * 16)          # counts only to 15
+    assert (e.code, e.index) == ("semaphore", 15)
+    _ex, e = _err([make_cmd(cfg, "STORE", buf=BUFFERS.index("WMEM"), count=1)])
+    assert e.code == "operand"
+    _ex, e = _err([make_cmd(cfg, "LOAD", buf=BUFFERS.index("CNT"), zero=1, count=1)])
+    assert e.code == "operand"
+    _ex, e = _err([make_cmd(cfg, "QUANT", nch=65)])
+    assert e.code == "qpu"
+    _ex, e = _err([make_cmd(cfg, "QCFG", base_log2=9, thr=[1, 7, 31])])
+    assert e.code == "qpu"
+    _ex, e = _err([make_cmd(cfg, "GEMM")])                            # reset GMEM has no last
+    assert e.code == "address"
+
+
+def test_shift_error_and_skip():
+    """GEMM with a K/V shift larger than RBUF's sh: ``shift``. SKIP on a reuse step discards
+    commands undecoded."""
+    cfg = preset("tiny")
+    A = BUFFERS.index("ABUF")
+    row = row_to_words(cfg, "ABUF", {"v": [30000, -5, 7, 0]})
+    cmds = [make_cmd(cfg, "LOAD", buf=A, addr=0, count=1),
+            make_cmd(cfg, "QUANT", src=0, nch=1, gdst=0),
+            make_cmd(cfg, "VROW", vop=VPU_OPS.index("kv_amax"), cols=1, R=1, n=1, a=0, sreg=3),
+            make_cmd(cfg, "GEMM", use_sreg=1, sreg=3, dst=8)]
+    ex, e = _err(cmds, row)
+    assert (e.code, e.index) == ("shift", 3) and ex.sreg[3] == 8    # rnd(30000, 8) = 117
+    ex = CoreExecutor(cfg, core_preset("tiny"))
+    ex.run([make_cmd(cfg, "STEP", interval=3), make_cmd(cfg, "SKIP", count=2), 31, 31,
+            make_cmd(cfg, "STEP", interval=3), make_cmd(cfg, "STEP", interval=3),
+            make_cmd(cfg, "SKIP", count=1), make_cmd(cfg, "NOP")])
+    assert ex.phase == 0 and ex.counters["commands"] == 6
+
+
+# ------------------------------------------------------------------------- counters
+def _tile_groups(q, b, e, cfg):
+    """(groups, slice columns) of one tile by golden.schedule."""
+    ts = schedule_tile(q, b, e, cfg)
+    return len(ts.groups), ts.counters["slice_columns"]
+
+
+def _attention_groups(g, blk, cfg):
+    """Golden (groups, slice columns) of the Q tiles (per head, query tile) and of the P-cache
+    tiles (all N keys; dropped blocks are zero sub-channels), from the golden records."""
+    T, N, d = cfg.tile, SPEC.tokens, SPEC.head_dim
+    nt = N // T
+    qg, pg = {}, {}
+    for h in range(SPEC.heads):
+        if g.attn.q_qz is not None:
+            qz = g.attn.q_qz[h]
+            for qa in range(nt):
+                sl = slice(qa * d, (qa + 1) * d)
+                qg[h, qa] = _tile_groups(qz.q[sl], qz.b[sl], qz.e[sl], cfg)
+        rec = g.attn.pcache[h]
+        for qa in range(nt):
+            q = rec.values[qa * T:(qa + 1) * T].T                     # (keys, queries)
+            pg[h, qa] = _tile_groups(q, rec.b[qa].reshape(-1), np.zeros(N, np.int64), cfg)
+    return qg, pg
+
+
+def test_counters_step(tiny_sar):
+    """Whole-step counts derived from the golden records: groups replayed (each differential
+    tile once per column block, each Q tile once per kept key block, each P tile once per column
+    block of V), valid lanes, P-cache traffic, host words, no saturation outside softmax."""
+    prog, _ex, res = tiny_sar
+    blk, cfg = prog.blk, prog.cfg
+    T, N, D, d, M = cfg.tile, SPEC.tokens, SPEC.hidden, SPEC.head_dim, SPEC.mlp_hidden
+    nt = N // T
+    for g, _got, delta, _sem in res:
+        replay = lanes = written = 0
+        qpu = dict.fromkeys(("subchannels", "groups", "saturated"), 0)
+        for k in LAYERS:
+            ls = g.layers[k]
+            if ls.updated:
+                nb = blk.layers[k].W.shape[1] // T
+                replay += ls.counters["groups"] * nb
+                lanes += ls.counters["slice_columns"] * nb
+                written += ls.counters["groups"]
+                for c in qpu:
+                    qpu[c] += ls.counters[c]
+        qg, pg = _attention_groups(g, blk, cfg)
+        kept = {(h, qa): int(blk.mask[h, qa].sum()) for h, qa in qg}
+        pv = sum(n for n, _ in pg.values()) * (d // T)
+        replay += pv + sum(n * kept[hq] for hq, (n, _) in qg.items())
+        lanes += sum(c for _, c in pg.values()) * (d // T) + \
+            sum(c * kept[hq] for hq, (_, c) in qg.items())
+        assert delta["groups_replayed"] == replay
+        assert delta["lanes_valid"] == lanes         # one valid lane per kept slice column
+        assert delta["pcache_groups_read"] == pv
+        p_written = sum(n for n, _ in pg.values()) if g.cache_step else 0
+        assert delta["pcache_groups_written"] == p_written
+        assert delta["gmem_writes"] == written + sum(n for n, _ in qg.values()) + p_written
+        if g.cache_step:
+            qpu["subchannels"] += SPEC.heads * nt * (d + N)       # Q tiles and P tiles
+        else:
+            assert not qg
+        assert delta["qpu_subchannels"] == qpu["subchannels"]
+        rows = {"ABUF": 2, "VBUF": 2, "XBUF": 3, "YBUF": 4}       # words per row (tiny)
+        assert delta["host_words_in"] == (N * D // T) * rows["ABUF"] + 6 * (D // T) * rows["VBUF"]
+        ys = sum(prog.regions[f"{k}.Y"].rows for k in LAYERS)
+        xs = sum(prog.regions[f"{k}.xhat"].rows for k in LAYERS)
+        ab = sum(prog.regions[r].rows for r in ("out", "o", *[f"{k}.y" for k in LAYERS]))
+        assert delta["host_words_out"] == ab * 2 + xs * 3 + ys * 4
+        sat = g.saturation
+        assert delta["y_saturated"] == sum(g.layers[k].y_saturated for k in LAYERS) + \
+            sat.get("s", 0) + sat["o"]                  # S and o requantize in GEMMs too
+        assert delta["vpu_saturated"] == sum(sat.get(k, 0) for k in (
+            "ln1", "mod1", "softmax", "res1", "ln2", "mod2", "gelu", "res2"))
+        assert delta["commands"] == len(prog.step_commands()) - \
+            (0 if g.cache_step else sum(b - a - 1 for n, a, b in prog.sections
+                                        if n in ("qk", "attn.cache")))
+
+
+def test_counters_sections():
+    """One differential layer (fc1) and the VROWs, run section by section."""
+    cfg = preset("tiny")
+    params = init_params(SPEC, 1)
+    blk = IntDiTBlock(params, 0, SPEC, cfg, _sar_mask(cfg))
+    gold = IntDiTBlock(params, 0, SPEC, cfg, blk.mask)
+    prog = compile_block(blk, core_preset("tiny"))
+    ex = CoreExecutor(cfg, core_preset("tiny"))
+    ex.run(prog.init_commands(), prog.init_host_words())
+    T, N, D, M = cfg.tile, SPEC.tokens, SPEC.hidden, SPEC.mlp_hidden
+    (x, m), = _inputs(cfg, params, 1)
+    g = gold.step(x, m)
+    step, deltas, pos = prog.step_commands(), {}, 0
+    host = prog.step_host_words(x, m)
+    for name, a, b in prog.sections:
+        assert a == pos
+        before = dict(ex.counters)
+        ex.run(step[a:b], host if a == 0 else ())
+        deltas[name] = {k: ex.counters[k] - before[k] for k in COUNTERS}
+        pos = b
+    assert pos == len(step)
+    # fc1: D -> M, nt token tiles, nb column blocks
+    nt, nb = N // T, M // T
+    f, ls = deltas["fc1"], g.layers["fc1"]
+    assert f["commands"] == 1 + nt + nt * nb + 1          # QCFG, QUANTs, GEMMs, BARRIER
+    assert f["abuf_reads"] == nt * D                      # each input sub-channel once
+    assert f["xbuf_reads"] == f["xbuf_writes"] == nt * D
+    assert f["abuf_writes"] == f["ybuf_reads"] == f["ybuf_writes"] == nt * nb * T
+    assert f["gmem_writes"] == ls.counters["groups"]
+    assert f["groups_replayed"] == ls.counters["groups"] * nb
+    assert f["lanes_valid"] == ls.counters["slice_columns"] * nb
+    for k, v in ls.counters.items():
+        assert f["qpu_" + k] == v, k
+    assert f["vpu_rows"] == f["wmem_writes"] == f["host_words_in"] == 0
+    # LayerNorm: N rows of D/T beats; gated residual reads two ABUF operands
+    for name, reads in (("ln1", 1), ("mod1", 1), ("res1", 2), ("gelu", 1)):
+        v = deltas[name]
+        beats = N * (M if name == "gelu" else D) // T
+        assert (v["vpu_rows"], v["vpu_beats"]) == (N, beats), name
+        assert (v["abuf_reads"], v["abuf_writes"]) == (reads * beats, beats), name
+    # V into WMEM per head: N rows of d/T beats each, one WMEM row per beat
+    d = SPEC.head_dim
+    assert deltas["attn.pv"]["wmem_writes"] == SPEC.heads * N * d // T
+    # cache part: K^T by sub-channel walk (nt commands of d beats) per head, softmax per tile
+    c = deltas["attn.cache"]
+    assert c["wmem_writes"] == SPEC.heads * nt * d
+    assert c["vpu_rows"] == SPEC.heads * (2 * nt + nt * T)
+
+
+def test_store_counters():
+    """STORE of CNT: ``commands`` includes the STORE itself, ``host_words_out`` not yet."""
+    cfg = preset("tiny")
+    ex = CoreExecutor(cfg, core_preset("tiny"))
+    C = BUFFERS.index("CNT")
+    i = COUNTERS.index("commands")
+    out = ex.run([make_cmd(cfg, "NOP"), make_cmd(cfg, "NOP"),
+                  make_cmd(cfg, "STORE", buf=C, addr=i, count=3)])
+    assert out == [3, 0, 0] and COUNTERS[i + 1:i + 3] == ("host_words_in", "host_words_out")
+    assert ex.counters["host_words_out"] == 3
+    assert encode(cfg, make_cmd(cfg, "NOP")) == 0
