@@ -47,10 +47,10 @@ def _uart_vpu(cfg):
 def _core(cfg):
     # Buffer depths are not Config fields: the core preset of the same name (or the default
     # CoreConfig for a configuration that is not a preset).
-    from golden.core_isa import CORE_PRESETS, CoreConfig, check_core
+    from golden.core_isa import check_core, core_for
     from rtl.core import Core
     check_core(cfg)
-    return Core(cfg, CORE_PRESETS.get(cfg.name, CoreConfig()))
+    return Core(cfg, core_for(cfg))
 
 
 UNITS = {

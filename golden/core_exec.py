@@ -64,8 +64,10 @@ groups_replayed       GEMM: +groups replayed (the ``last`` one included).
 lanes_valid           GEMM: +valid lanes of the replayed groups.
 pcache_groups_written QUANT with pcache: +groups written.
 pcache_groups_read    GEMM with pcache: +groups replayed.
-vpu_rows              VROW: +1 per VPU command (R per VROW).
+vpu_rows              VROW: +1 per VPU command (R per VROW). GEMM: +T (one acc_requant row per
+                      token).
 vpu_beats             VROW: +input beats per VPU command (ceil(n/T) token walk, n sub-channels).
+                      GEMM: +T (one beat per acc_requant row).
 vpu_saturated         VROW: +saturated result elements (the golden function's count); QUANT with
                       diff: +x̂ elements that saturated in ``xhat_update``.
 y_saturated           GEMM: +outputs y that saturated (acc_requant).
@@ -84,10 +86,10 @@ import numpy as np
 from . import vpu
 from .config import Config, ConfigError
 from .core_isa import (BUFFERS, COUNTERS, ERRORS, OPCODES, SEMAPHORES, SEM_BITS, SREGS, STORABLE,
-                       VROW_OPS, Cmd, CoreConfig, buffer_depth, check_core, decode, encode,
+                       Cmd, CoreConfig, buffer_depth, check_core, decode, encode,
                        host_words_per_row, row_to_words, words_to_row)
 from .fmdq import dequant, quantize_subchannels
-from .layouts import VPU_OPS
+from .core_vrow import VrowEngine
 from .schedule import Group, execute, schedule_tile
 
 __all__ = ["CoreError", "CoreExecutor", "COUNTER_MAX"]
@@ -97,7 +99,6 @@ SEM_MAX = (1 << SEM_BITS) - 1
 # (read counter, write counter) of the buffers that have row counters.
 _ROW_COUNTERS = {"ABUF": ("abuf_reads", "abuf_writes"), "XBUF": ("xbuf_reads", "xbuf_writes"),
                  "YBUF": ("ybuf_reads", "ybuf_writes"), "WMEM": (None, "wmem_writes")}
-_ABUF_RESULT = ("softmax", "layernorm", "modulate", "gelu", "gated_residual")
 
 
 class CoreError(Exception):
@@ -119,8 +120,9 @@ def zero_group(cfg: Config) -> Group:
                  digits=np.zeros((T, L), np.int64), k=z.copy())
 
 
-class CoreExecutor:
-    """Sequential ISA-level model of one core (module docstring): :meth:`run` executes commands."""
+class CoreExecutor(VrowEngine):
+    """Sequential ISA-level model of one core (module docstring): :meth:`run` executes commands.
+    VROW runs in :class:`golden.core_vrow.VrowEngine`."""
 
     def __init__(self, cfg: Config, core: CoreConfig):
         check_core(cfg)
@@ -207,8 +209,8 @@ class CoreExecutor:
         raise CoreError(code, self._index, msg)
 
     def _decode(self, c) -> Cmd:
-        if isinstance(c, Cmd):
         """A Cmd or a 128-bit word → the decoded Cmd (unknown opcode: ``opcode``)."""
+        if isinstance(c, Cmd):
             if c.op not in OPCODES:
                 self._fail("opcode", f"unknown opcode {c.op!r}")
             c = encode(self.cfg, c)   # fields that do not fit raise ValueError (assembler error)
@@ -278,15 +280,15 @@ class CoreExecutor:
 
     # ------------------------------------------------------------------ host transfers
     def _row_dict(self, buf: str, r: int) -> dict:
+        """Row ``r`` of a storable buffer as the dict :func:`row_to_words` packs."""
         if buf == "CNT":
             return {"count": self.counters[COUNTERS[r]]}
         return {"v": getattr(self, buf.lower())[r]}
 
     def _set_row(self, buf: str, r: int, row: dict):
-        """Row ``r`` of a storable buffer as the dict :func:`row_to_words` packs."""
+        """Write a row dict (:func:`words_to_row`) to row ``r`` of ``buf``."""
         if buf == "RBUF":
             for k in ("m", "sh", "bias"):
-        """Write a row dict (:func:`words_to_row`) to row ``r`` of ``buf``."""
                 self.rbuf[k][r] = row[k]
         elif buf == "MASK":
             self.mask[r] = int(row["bits"])
@@ -296,6 +298,7 @@ class CoreExecutor:
             getattr(self, buf.lower())[r] = row["v"]
 
     def _zero_row(self, buf: str) -> dict:
+        """An all-zero row dict of ``buf``."""
         T = self.T
         if buf == "RBUF":
             return {k: np.zeros(T, np.int64) for k in ("m", "sh", "bias")}
@@ -306,7 +309,7 @@ class CoreExecutor:
         return {"v": np.zeros(T, np.int64)}
 
     def _op_load(self, a, out):
-        """An all-zero row dict of ``buf``."""
+        """LOAD rows of a buffer from the host stream (or zero them)."""
         buf = BUFFERS[a["buf"]]
         if buf == "CNT":
             self._fail("operand", "LOAD of CNT (read-only)")
@@ -317,7 +320,6 @@ class CoreExecutor:
             raise ValueError(f"LOAD {buf} needs {count * wpr} host words, "
                              f"{len(self._host)} left")
         for r in range(addr, addr + count):
-        """LOAD rows of a buffer from the host stream (or zero them)."""
             if a["zero"]:
                 row = self._zero_row(buf)
             else:
@@ -352,6 +354,7 @@ class CoreExecutor:
         self.qpu_base, self.qpu_thr = base, thr
 
     def _qpu_cfg(self) -> Config:
+        """The configuration with the QCFG thresholds (cached per threshold tuple)."""
         thr = self.qpu_thr
         if thr not in self._qcfgs:
             try:
@@ -361,7 +364,7 @@ class CoreExecutor:
         return self._qcfgs[thr]
 
     def _op_quant(self, a, out):
-        """The configuration with the QCFG thresholds (cached per threshold tuple)."""
+        """QUANT: quantize one tile into GMEM groups (and update x̂ when ``diff``)."""
         cfg = self.cfg
         src, xsrc, nch, gdst = a["src"], a["xsrc"], a["nch"], a["gdst"]
         if nch == 0:
@@ -401,7 +404,6 @@ class CoreExecutor:
         if a["pcache"]:
             self._add("pcache_groups_written", n)
         for k, v in ts.counters.values.items():
-        """QUANT: quantize one tile into GMEM groups (and update x̂ when ``diff``)."""
             self._add("qpu_" + k, v)
 
     # ------------------------------------------------------------------ MPU
@@ -452,126 +454,5 @@ class CoreExecutor:
             self._add("pcache_groups_read", len(groups))
         self._add("y_saturated", r.y_saturated)
         self._add("Y_saturated", r.Y_saturated)
-
-    # ------------------------------------------------------------------ VPU rows
-    def _op_vrow(self, a, out):
-        """VROW: check the operation and walk, then run its VPU commands."""
-        cfg, T = self.cfg, self.T
-        vop = a["vop"]
-        if vop >= len(VPU_OPS) or VPU_OPS[vop] not in VROW_OPS:
-            self._fail("operand", f"VROW vop {vop} "
-                       f"({VPU_OPS[vop] if vop < len(VPU_OPS) else 'undefined'}) is not one of "
-                       f"{VROW_OPS}")
-        op, R, n = VPU_OPS[vop], a["R"], a["n"]
-        if R == 0 or n == 0:
-            self._fail("operand", f"VROW {op} with R = {R}, n = {n}")
-        if a["cols"]:
-            if op not in ("kv_amax", "kv_quant"):
-                self._fail("operand", f"VROW {op} has no sub-channel walk (cols = 1)")
-            if n * T > cfg.max_reduction:
-                self._fail("operand", f"VROW {op}: {n}·{T} elements exceed max_reduction "
-                                      f"{cfg.max_reduction}")
-            self._subchannel_walk(op, a)
-        else:
-            if n > cfg.max_reduction:
-                self._fail("operand", f"VROW {op}: n = {n} exceeds max_reduction "
-                                      f"{cfg.max_reduction}")
-            self._token_walk(op, a)
-
-    def _vpu(self, op: str, x, b=None, c=None, mask=None, e=0):
-        """One VPU command on a row ``x`` (1-D): ``(result, n_saturated)``."""
-        cfg, tb = self.cfg, self.tables
-        try:
-            if op == "softmax":
-                y, ns = vpu.softmax(x[None], mask[None], cfg, tb)
-                return y[0], ns
-            if op == "layernorm":
-                y, ns = vpu.layernorm(x[None], cfg, tables=tb, eps_q=self.vparam)
-                return y[0], ns
-            if op == "modulate":
-                return vpu.modulate(x, b, c, cfg)
-            if op == "gelu":
-                return vpu.gelu(x, cfg, tb)
-            if op == "gated_residual":
-                return vpu.gated_residual(x, b, c, cfg)
-            return vpu.kv_quant(x, e, cfg)
-        except ValueError as err:
-            self._fail("vpu", f"{op}: {err}")
-
-    def _token_walk(self, op: str, a):
-        """VROW over token rows (``cols = 0``): one VPU command per token."""
-        T = self.T
-        R, n, C = a["R"], a["n"], a["C"]
-        nb = -(-n // T)
-        span = ((R - 1) // T) * C + nb * T      # rows from a base to its last touched row + 1
-        self._rows("ABUF", a["a"], span, "VROW a")
-        if op == "gated_residual":
-            self._rows("ABUF", a["c"], span, "VROW c")
-        if op in ("modulate", "gated_residual"):
-            self._rows("VBUF", a["vb"], nb, "VROW vb")
-        if op == "modulate":
-            self._rows("VBUF", a["c"], nb, "VROW c")
-        if op == "softmax":
-            self._rows("MASK", a["vb"], (R - 1) // T + 1, "VROW mask")
-        if op in _ABUF_RESULT:
-            self._rows("ABUF", a["dst"], span, "VROW dst")
-        if op == "kv_quant":
-            self._rows("WMEM", a["dst"], (nb - 1) * R + R, "VROW dst")
-        k = np.arange(nb * T)
-        amax = 0
-        for r in range(R):
-            lane, off = r % T, (r // T) * C
-            x = self.abuf[a["a"] + off + k, lane][:n]
-            b = c = mask = None
-            if op in ("modulate", "gated_residual"):
-                b = self.vbuf[a["vb"]:a["vb"] + nb].reshape(-1)[:n]
-            if op == "modulate":
-                c = self.vbuf[a["c"]:a["c"] + nb].reshape(-1)[:n]
-            elif op == "gated_residual":
-                c = self.abuf[a["c"] + off + k, lane][:n]
-            elif op == "softmax":
-                bits = self.mask[a["vb"] + r // T]
-                mask = ((bits >> (k // T)) & 1).astype(bool)[:n]
-            self._count_row(op, nb)
-            if op == "kv_amax":
-                amax = max(amax, int(np.abs(x).max()))
-                continue
-            y, ns = self._vpu(op, x, b, c, mask, self.sreg[a["sreg"]])
-            self._add("vpu_saturated", ns)
-            full = np.zeros(nb * T, np.int64)
-            full[:n] = y
-            if op == "kv_quant":
-                self.wmem[a["dst"] + np.arange(nb) * R + r] = full.reshape(nb, T)
-            else:
-                self.abuf[a["dst"] + off + k, lane] = full
-        if op == "kv_amax":
-            self.sreg[a["sreg"]] = vpu.kv_shift(amax)
-
-    def _subchannel_walk(self, op: str, a):
-        """VROW over sub-channels (``cols = 1``): one VPU command per token tile."""
-        R, n, C = a["R"], a["n"], a["C"]
-        self._rows("ABUF", a["a"], (R - 1) * C + n, "VROW a")
-        if op == "kv_quant":
-            self._rows("WMEM", a["dst"], R * n, "VROW dst")
-        amax = 0
-        for j in range(R):
-            x = self.abuf[a["a"] + j * C:a["a"] + j * C + n]   # (n beats, T lanes)
-            self._count_row(op, n)
-            if op == "kv_amax":
-                amax = max(amax, int(np.abs(x).max()))
-                continue
-            w, ns = self._vpu(op, x.reshape(-1), e=self.sreg[a["sreg"]])
-            self._add("vpu_saturated", ns)
-            self.wmem[a["dst"] + j * n:a["dst"] + (j + 1) * n] = w.reshape(n, -1)
-        if op == "kv_amax":
-            self.sreg[a["sreg"]] = vpu.kv_shift(amax)
-
-    def _count_row(self, op: str, beats: int):
-        """Counters of one VPU command of ``beats`` input beats."""
-        self._add("vpu_rows")
-        self._add("vpu_beats", beats)
-        self._add("abuf_reads", beats * (2 if op == "gated_residual" else 1))
-        if op in _ABUF_RESULT:
-            self._add("abuf_writes", beats)
-        elif op == "kv_quant":
-            self._add("wmem_writes", beats)
+        self._add("vpu_rows", T)     # one acc_requant row of T elements per token
+        self._add("vpu_beats", T)

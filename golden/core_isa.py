@@ -113,7 +113,7 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "cmd_layout", "header_layout", "assemble", "disassemble", "encode", "decode",
            "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
            "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
-           "STORABLE", "check_core"]
+           "STORABLE", "check_core", "core_for"]
 
 CMD_BITS = 128          # one command
 HOST_WORD = 32          # host stream word
@@ -195,6 +195,11 @@ def core_preset(name: str, **overrides) -> CoreConfig:
     d = CORE_PRESETS[name].to_dict()
     d.update(overrides)
     return CoreConfig(**d)
+
+
+def core_for(cfg: Config) -> CoreConfig:
+    """The buffer depths used for ``cfg``: the core preset of the same name, else the default."""
+    return CORE_PRESETS.get(cfg.name, CoreConfig())
 
 
 def check_core(cfg: Config):

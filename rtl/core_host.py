@@ -41,7 +41,9 @@ class HostEngine(wiring.Component):
     Members: ``cmd`` In(stream of 128-bit commands, taken when idle); ``host_in`` In(stream of
     32-bit words); ``host_out`` Out(stream of 32-bit words); ``bus`` (:func:`host_bus_signature`);
     ``busy``; ``done`` (one cycle when a command completes) with ``signal`` (its semaphore mask);
-    ``words_in``/``words_out`` (one cycle per word, for the counters).
+    ``words_in`` (one per word), ``words_out`` (words sent: one per word, except that a STORE of
+    CNT adds all of its words when it completes, so the counters it returns are a snapshot of
+    the moment it started).
     """
 
     def __init__(self, cfg):
@@ -54,7 +56,7 @@ class HostEngine(wiring.Component):
             "host_out": Out(stream.Signature(isa.HOST_WORD)),
             "bus": Out(host_bus_signature(self._width)),
             "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
-            "words_in": Out(1), "words_out": Out(1),
+            "words_in": Out(1), "words_out": Out(isa.ADDR_BITS + 1),
         })
 
     @property
@@ -74,6 +76,7 @@ class HostEngine(wiring.Component):
         buf = Signal(range(_bufs()))
         addr = Signal(isa.ADDR_BITS)
         left = Signal(isa.ADDR_BITS + 1)
+        total = Signal(isa.ADDR_BITS + 1)   # rows of a STORE of CNT (one word each)
         sig = Signal(isa.SEMAPHORES)
         words = [Signal(W, name=f"word{i}") for i in range(kmax)]
         widx = Signal(range(kmax + 1))
@@ -98,12 +101,14 @@ class HostEngine(wiring.Component):
                                  left.eq(load.count), widx.eq(0)]
                     with m.If(st):
                         m.d.sync += [buf.eq(store.buf), addr.eq(store.addr),
-                                     left.eq(store.count)]
+                                     left.eq(store.count), total.eq(store.count)]
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(left == 0):
                     m.d.comb += finish.eq(1)
+                    with m.If(is_store & (buf == BUF["CNT"])):
+                        m.d.comb += self.words_out.eq(total)
                     m.next = "IDLE"
                 with m.Elif(is_store):
                     m.d.comb += [self.bus.ren.eq(1)]
@@ -132,7 +137,7 @@ class HostEngine(wiring.Component):
                 m.next = "EMIT"
             with m.State("EMIT"):
                 m.d.comb += [self.busy.eq(1), self.host_out.valid.eq(1),
-                             self.words_out.eq(self.host_out.ready)]
+                             self.words_out.eq(self.host_out.ready & (buf != BUF["CNT"]))]
                 with m.Switch(widx):
                     for i in range(kmax):
                         with m.Case(i):

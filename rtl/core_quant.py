@@ -10,7 +10,7 @@ Latency and throughput: one sub-channel per cycle into the QPU (reads are issued
 free space of a 4-entry FIFO); the QPU's latency (rtl/qpu.py) until the last group.
 """
 
-from amaranth.hdl import Module, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -35,7 +35,7 @@ class QuantEngine(wiring.Component):
     longer than ``max_reduction``), ports
     ``abuf`` (read), ``xrd`` / ``xupd`` (XBUF reads), ``xwr`` (XBUF write), ``gwr`` (GMEM write),
     the QPU ``counters``, and event pulses ``groups`` (a group written), ``pcache_group``,
-    ``abuf_read``, ``xbuf_read``, ``xbuf_write``."""
+    ``abuf_read``, ``xbuf_read``, ``xbuf_write``, ``xsat`` (x̂ values saturated by an update)."""
 
     def __init__(self, cfg, core):
         self._cfg, self._core = cfg, core
@@ -54,6 +54,7 @@ class QuantEngine(wiring.Component):
             "counters": Out(counters_layout()),
             "groups": Out(1), "pcache_group": Out(1),
             "abuf_read": Out(1), "xbuf_read": Out(1), "xbuf_write": Out(1),
+            "xsat": Out(range(T + 1)),
         })
 
     def elaborate(self, platform):
@@ -136,11 +137,14 @@ class QuantEngine(wiring.Component):
         with m.If(qpu.recon.valid):
             m.d.sync += [recs.eq(recs + 1), rec_val.eq(qpu.recon.p), rec_addr.eq(xsrc + recs)]
         lim = 1 << (cfg.xhat_width - 1)
+        flags = []
         for t in range(T):
             s = Signal(signed(cfg.xhat_width + 3), name=f"xsum{t}")
             m.d.comb += s.eq(self.xupd.data.v[t] + rec_val.value[t])
-            v, _ = saturate(m, s, -lim, lim - 1, cfg.xhat_width, f"xhat{t}")
+            v, f = saturate(m, s, -lim, lim - 1, cfg.xhat_width, f"xhat{t}")
             m.d.comb += self.xwr.data.v[t].eq(v)
+            flags.append(f)
+        m.d.comb += self.xsat.eq(Mux(rec_a, sum(flags), 0))
         m.d.comb += [self.xwr.en.eq(rec_a), self.xwr.addr.eq(rec_addr),
                      self.xbuf_write.eq(rec_a)]
 

@@ -354,7 +354,8 @@ def test_counters_sections():
     assert f["lanes_valid"] == ls.counters["slice_columns"] * nb
     for k, v in ls.counters.items():
         assert f["qpu_" + k] == v, k
-    assert f["vpu_rows"] == f["wmem_writes"] == f["host_words_in"] == 0
+    assert f["vpu_rows"] == f["vpu_beats"] == nt * nb * T     # one acc_requant row per token
+    assert f["wmem_writes"] == f["host_words_in"] == 0
     # LayerNorm: N rows of D/T beats; gated residual reads two ABUF operands
     for name, reads in (("ln1", 1), ("mod1", 1), ("res1", 2), ("gelu", 1)):
         v = deltas[name]
@@ -367,7 +368,9 @@ def test_counters_sections():
     # cache part: K^T by sub-channel walk (nt commands of d beats) per head, softmax per tile
     c = deltas["attn.cache"]
     assert c["wmem_writes"] == SPEC.heads * nt * d
-    assert c["vpu_rows"] == SPEC.heads * (2 * nt + nt * T)
+    # kv_amax + kv_quant (nt rows each), softmax (T rows per query tile), and one acc_requant
+    # row per query of every kept block (Q·Kᵀ)
+    assert c["vpu_rows"] == SPEC.heads * (2 * nt + nt * T) + T * int(gold.mask.sum())
 
 
 def test_store_counters():

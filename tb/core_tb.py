@@ -1,0 +1,143 @@
+"""Testbench of the core (``dstar_core``): the command, host-in and host-out streams, the status
+port, and a DiT-block workload whose golden is :class:`golden.dit_int.IntDiTBlock` and whose
+program comes from :func:`golden.core_compiler.compile_block`."""
+
+from __future__ import annotations
+
+import random
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from golden import core_isa as isa
+from golden.config import Config
+from golden.dit import DIT_MODELS, DiTSpec
+from golden.dit_int import IntDiTBlock
+from golden.dit_int_compare import compare_int
+from golden.layouts import unpack
+
+from .array_tb import config_from_env
+from .streams import StreamSink, StreamSource, reset, start_clock
+
+__all__ = ["CoreTB", "block_workload", "out_words"]
+
+#: The DiT of each preset's block test: more than one tile on every dimension (tokens, hidden,
+#: head width, MLP width).
+SPECS = {
+    "tiny": DIT_MODELS["tiny"],                          # N 16, D 16, d 8, M 32 (T = 4)
+    "fpga": DiTSpec(image_size=8, patch=2, channels=4, hidden=32, depth=1, heads=2),  # T = 8
+}
+
+
+def out_words(cfg: Config, cmds) -> int:
+    """Host words the STOREs of ``cmds`` return."""
+    n = 0
+    for c in cmds:
+        c = c if isinstance(c, isa.Cmd) else isa.decode(cfg, c)
+        if c.op == "STORE":
+            n += c.count * isa.host_words_per_row(cfg, isa.BUFFERS[c.buf])
+    return n
+
+
+def block_workload(cfg: Config, steps: int, seed: int = 3, drop: bool = True):
+    """``(make_block, inputs)``: a function building a fresh :class:`IntDiTBlock` of the preset's
+    test DiT, and per step the ``(x, mod)`` the block sees when the integer DiT samples from
+    ``seed`` (realistic activations). ``drop`` removes a few off-diagonal SAR blocks per head
+    (the diagonal stays) so that masked attention is exercised."""
+    spec = SPECS.get(cfg.name, DIT_MODELS["tiny"])
+    im = compare_int(spec, cfg, steps=steps, seed=seed)[3]
+    rec = im.int_steps[0]
+    inputs = [(r.x, r.mod) for r in rec]
+    mask = im.int_blocks[0].mask.copy()
+    if drop:
+        nb = mask.shape[1]
+        for h in range(mask.shape[0]):
+            for a in range(nb):
+                b = (a + 1 + h) % nb
+                if b != a:
+                    mask[h, a, b] = False
+    params = im.params
+
+    def make_block():
+        return IntDiTBlock(params, 0, spec, cfg, mask)
+
+    return make_block, inputs
+
+
+class CoreTB:
+    """Owns the clock, reset, the ``cmd`` / ``host_in`` sources and the ``host_out`` sink of a
+    ``dstar_core`` DUT; ``gap`` and ``stall`` randomise the host side."""
+
+    def __init__(self, dut, gap: float = 0.0, stall: float = 0.0):
+        self.dut = dut
+        self.cfg = config_from_env()
+        self.core = isa.core_for(self.cfg)
+        seed = cocotb.RANDOM_SEED
+        self.cmd = StreamSource(dut, "cmd", dut.clk, 0.0, random.Random(seed))
+        self.host = StreamSource(dut, "host_in", dut.clk, gap, random.Random(seed + 1))
+        self.out = StreamSink(dut, "host_out", dut.clk, stall, random.Random(seed + 2))
+        self.cycles = 0
+        start_clock(dut)
+
+    async def reset(self):
+        await reset(self.dut)
+
+    def status(self) -> dict:
+        return unpack(isa.status_layout(), self.dut.status.value.to_unsigned())
+
+    async def run(self, cmds, host_words=(), timeout: int = 2_000_000) -> list:
+        """Send ``cmds`` (the last one END) and ``host_words``; return the host words the
+        program stores once the core reports ``done``. Raises on an error status."""
+        words = [c if isinstance(c, int) else isa.encode(self.cfg, c) for c in cmds]
+        n = out_words(self.cfg, words)
+        self.out.words.clear()
+        self.out.cycle = 0
+        rx = cocotb.start_soon(self.out.receive(n, timeout=timeout))
+        tx = cocotb.start_soon(self.host.send(list(host_words)))
+        start = self.out.cycle
+        await self.cmd.send(words)
+        await rx
+        await tx
+        while True:
+            await ReadOnly()
+            st = self.status()
+            if st["error"] or st["done"]:
+                break
+            await RisingEdge(self.dut.clk)
+        await RisingEdge(self.dut.clk)
+        self.cycles = self.out.cycle - start
+        if st["error"]:
+            raise AssertionError(f"core error {isa.ERRORS[st['error']]!r} at command "
+                                 f"{st['error_index']}")
+        return list(self.out.words)
+
+    async def run_until_error(self, cmds, host_words=(), timeout: int = 100_000) -> dict:
+        """Send ``cmds``; wait until the status shows an error and every command was taken."""
+        words = [c if isinstance(c, int) else isa.encode(self.cfg, c) for c in cmds]
+        cocotb.start_soon(self.host.send(list(host_words)))
+        await self.cmd.send(words)
+        for _ in range(timeout):
+            await ReadOnly()
+            st = self.status()
+            await RisingEdge(self.dut.clk)
+            if st["error"]:
+                return st
+        raise TimeoutError("no error status")
+
+
+def assert_equal(got: dict, exp: dict, where: str):
+    """Every key of ``exp`` equal in ``got`` (arrays exactly); the message names the first
+    difference."""
+    for k, e in exp.items():
+        g = got[k]
+        if isinstance(e, dict):
+            assert_equal(g, e, f"{where}{k}.")
+            continue
+        e, g = np.asarray(e), np.asarray(g)
+        if e.shape != g.shape or not np.array_equal(e, g):
+            idx = np.argwhere(e != g)[0] if e.shape == g.shape else None
+            raise AssertionError(f"{where}{k}: shapes {g.shape} / {e.shape}, first difference "
+                                 f"at {None if idx is None else tuple(idx)}: got "
+                                 f"{None if idx is None else g[tuple(idx)]}, expected "
+                                 f"{None if idx is None else e[tuple(idx)]}")
