@@ -376,7 +376,7 @@ def format_cmd(cmd: Cmd) -> str:
     """One line of assembly: ``GEMM gsrc=0 wbase=16 ... [wait=1 signal=2]``."""
     parts = [cmd.op]
     for k, v in cmd.args.items():
-        if k == "vop":
+        if k == "vop" and v < len(VPU_OPS):
             v = VPU_OPS[v]
         elif k == "buf":
             v = BUFFERS[v]
@@ -403,7 +403,7 @@ def parse_cmd(cfg: Config, line: str) -> Cmd:
         if "=" not in t:
             raise ValueError(f"{op}: expected field=value, got {t!r}")
         k, v = t.split("=", 1)
-        if k == "vop":
+        if k == "vop" and not v.lstrip("-").isdigit():
             if v not in VPU_OPS:
                 raise ValueError(f"vop must be one of {VPU_OPS}, not {v!r}")
             val = VPU_OPS.index(v)

@@ -103,10 +103,11 @@ class Core(wiring.Component):
         m.d.comb += v.param.eq(dsp.param)
 
         # SREG: written by V (kv_amax), read by V and M.
-        sreg = Signal(data.ArrayLayout(bitlen(cfg.sh_max), isa.SREGS))
-        with m.If(v.sreg_we):
-            m.d.sync += sreg[v.sreg_idx].eq(v.sreg_val)
-        m.d.comb += [v.sreg.eq(sreg), mx.sreg.eq(sreg)]
+        for i in range(isa.SREGS):
+            r = Signal(bitlen(cfg.sh_max), name=f"sreg{i}")
+            with m.If(v.sreg_we & (v.sreg_idx == i)):
+                m.d.sync += r.eq(v.sreg_val)
+            m.d.comb += [v.sreg[i].eq(r), mx.sreg[i].eq(r)]
 
         # The VPU: V's while V runs (then M is idle), otherwise M's.
         vown = v.busy
@@ -212,8 +213,8 @@ class Core(wiring.Component):
         hw_w = raw("WMEM", True)
         wl = mx.wload
         m.d.comb += [wl.valid.eq(hw_w.en | v.wwr.en),
-                     wl.p.channel.eq(Mux(v.wwr.en, v.wwr.addr, hw_w.addr)),
-                     wl.p.w.eq(Mux(v.wwr.en, v.wwr.data.w, hw_w.data.w))]
+                     wl.payload.eq(Mux(v.wwr.en, Cat(v.wwr.data.w, v.wwr.addr),
+                                       Cat(hw_w.data.w, hw_w.addr)))]
 
         # Counters.
         hload = {b: hb.wen & (hb.wbuf == BUF[b]) for b in ("ABUF", "XBUF", "YBUF", "WMEM")}

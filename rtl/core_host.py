@@ -49,7 +49,7 @@ class HostEngine(wiring.Component):
     def __init__(self, cfg):
         self._cfg = cfg
         self._k = {b: isa.host_words_per_row(cfg, b) for b in isa.BUFFERS}
-        self._width = max(self._k.values()) * isa.HOST_WORD
+        self._width = max(isa.row_width(cfg, b) for b in isa.BUFFERS)
         super().__init__({
             "cmd": In(stream.Signature(isa.CMD_BITS)),
             "host_in": In(stream.Signature(isa.HOST_WORD)),
@@ -120,7 +120,8 @@ class HostEngine(wiring.Component):
                     # One host word per cycle; the row is written with its last word.
                     m.d.comb += [self.host_in.ready.eq(1), self.words_in.eq(self.host_in.valid)]
                     m.d.comb += self.bus.wdata.eq(Cat(*(
-                        Mux(widx == i, self.host_in.payload, words[i]) for i in range(kmax))))
+                        Mux(widx == i, self.host_in.payload, words[i])
+                        for i in range(kmax)))[:self._width])
                     with m.If(self.host_in.valid):
                         m.d.sync += widx.eq(widx + 1)
                         for i in range(kmax):
@@ -132,7 +133,7 @@ class HostEngine(wiring.Component):
             with m.State("READ"):
                 m.d.comb += self.busy.eq(1)
                 for i in range(kmax):
-                    m.d.sync += words[i].eq(self.bus.rdata[W * i:W * (i + 1)])
+                    m.d.sync += words[i].eq(self.bus.rdata[W * i:min(W * (i + 1), self._width)])
                 m.d.sync += widx.eq(0)
                 m.next = "EMIT"
             with m.State("EMIT"):

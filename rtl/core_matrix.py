@@ -19,7 +19,7 @@ rate for one-beat rows). Errors: a GMEM read past the end, a weight row past WME
 shift.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -64,7 +64,7 @@ class MatrixEngine(wiring.Component):
             "rrd": Out(MemRead(core.rbuf_rows, row_layout(cfg, "RBUF"))),
             "awr": Out(ABufPort(T, cfg.act_width, core.abuf_rows, True)),
             "wload": self._mpu.signature.members["wload"],
-            "sreg": In(data.ArrayLayout(shb, isa.SREGS)),
+            "sreg": In(data.ArrayLayout(shb, isa.SREGS)),   # read through a multiplexer
             "vpu_cmd": Out(stream.Signature(to_layout(vpu_cmd_layout(cfg)))),
             "vpu_in": Out(stream.Signature(to_layout(vpu_in_layout(cfg)))),
             "vpu_out": In(stream.Signature(to_layout(vpu_out_layout(cfg)))),
@@ -83,7 +83,8 @@ class MatrixEngine(wiring.Component):
 
         gemm = cmd_layout(cfg, "GEMM")(self.cmd.payload)
         job_lay = data.StructLayout({
-            "ysrc": A, "rrow": A, "dst": A, "accum": 1, "use_sreg": 1, "sreg": 4,
+            "ysrc": range(core.ybuf_rows), "rrow": range(core.rbuf_rows),
+            "dst": range(core.abuf_rows), "accum": 1, "use_sreg": 1, "sreg": 4,
             "signal": isa.SEMAPHORES})
 
         # ------------------------------------------------------------------ replay half
@@ -148,8 +149,9 @@ class MatrixEngine(wiring.Component):
         b_acc = Signal.like(dr.p.acc)
         b_i = Signal(range(T))
         b_job = Signal(job_lay)
-        wb_lay = data.StructLayout({"dst": A, "yaddr": A, "token": range(T), "accum": 1,
-                                    "last": 1, "signal": isa.SEMAPHORES})
+        wb_lay = data.StructLayout({"dst": range(core.abuf_rows), "yaddr": range(core.ybuf_rows),
+                                    "token": range(T), "accum": 1, "last": 1,
+                                    "signal": isa.SEMAPHORES})
         m.submodules.wb = wb = SyncFIFOBuffered(width=wb_lay.size, depth=_WB)
         b_push = Signal()
         # The VPU streams are driven straight from stage B; cmd and in are separate streams, so
@@ -183,7 +185,7 @@ class MatrixEngine(wiring.Component):
         # Stage B: the acc_requant row.
         y = self.yrd.data.v
         r = self.rrd.data
-        s = self.sreg[b_job.sreg]
+        s = Array(self.sreg[i] for i in range(isa.SREGS))[b_job.sreg]
         neg = Signal()
         m.d.comb += [self.vpu_cmd.p.op.eq(VOP("acc_requant")), self.vpu_cmd.p.n.eq(T),
                      self.vpu_cmd.p.param.eq(0), self.vpu_row.eq(b_push)]

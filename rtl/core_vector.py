@@ -11,7 +11,7 @@ Throughput: one input beat per cycle (reads are issued against the free space of
 the VPU's own rate per operation (rtl/vpu.py) sets the rest.
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -140,7 +140,7 @@ class VectorEngine(wiring.Component):
         with m.If(is_op["kv_amax"]):
             m.d.comb += vcmd.param.eq(r != 0)
         with m.If(is_op["kv_quant"]):
-            m.d.comb += vcmd.param.eq(self.sreg[sreg])
+            m.d.comb += vcmd.param.eq(Array(self.sreg[i] for i in range(isa.SREGS))[sreg])
         m.d.comb += [cfifo.w_en.eq(issue & row_start), cfifo.w_data.eq(vcmd),
                      self.vpu_row.eq(issue & row_start)]
 
@@ -159,13 +159,13 @@ class VectorEngine(wiring.Component):
         kk_q = Signal(A)
         with m.If(issue):
             m.d.sync += kk_q.eq(kk)
-        beat = Signal(to_layout(vpu_in_layout(cfg)))
+        beat = data.View(to_layout(vpu_in_layout(cfg)), ififo.w_data)
         bit = (self.mrd.data.bits >> kk_q)[0]
         for t in range(T):
             m.d.comb += [beat.a[t].eq(self.ra.data[t]), beat.b[t].eq(self.vb.data.v[t]),
                          beat.c[t].eq(Mux(two_abuf, self.rc.data[t], self.vc.data.v[t])),
                          beat.mask[t].eq(bit)]
-        m.d.comb += [ififo.w_en.eq(inflight), ififo.w_data.eq(beat), self.vpu_beat.eq(inflight)]
+        m.d.comb += [ififo.w_en.eq(inflight), self.vpu_beat.eq(inflight)]
         wiring.connect(m, wiring.flipped(self.vpu_cmd), _fifo_out(m, cfifo, self.vpu_cmd))
         wiring.connect(m, wiring.flipped(self.vpu_in), _fifo_out(m, ififo, self.vpu_in))
 

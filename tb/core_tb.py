@@ -8,7 +8,8 @@ import random
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import Edge, ReadOnly, RisingEdge
+from cocotb.utils import get_sim_time
 
 from golden import core_isa as isa
 from golden.config import Config
@@ -74,7 +75,7 @@ class CoreTB:
         self.cfg = config_from_env()
         self.core = isa.core_for(self.cfg)
         seed = cocotb.RANDOM_SEED
-        self.cmd = StreamSource(dut, "cmd", dut.clk, 0.0, random.Random(seed))
+        dut.cmd__valid.value = 0
         self.host = StreamSource(dut, "host_in", dut.clk, gap, random.Random(seed + 1))
         self.out = StreamSink(dut, "host_out", dut.clk, stall, random.Random(seed + 2))
         self.cycles = 0
@@ -86,27 +87,53 @@ class CoreTB:
     def status(self) -> dict:
         return unpack(isa.status_layout(), self.dut.status.value.to_unsigned())
 
-    async def run(self, cmds, host_words=(), timeout: int = 2_000_000) -> list:
-        """Send ``cmds`` (the last one END) and ``host_words``; return the host words the
-        program stores once the core reports ``done``. Raises on an error status."""
-        words = [c if isinstance(c, int) else isa.encode(self.cfg, c) for c in cmds]
-        n = out_words(self.cfg, words)
-        self.out.words.clear()
-        self.out.cycle = 0
-        rx = cocotb.start_soon(self.out.receive(n, timeout=timeout))
-        tx = cocotb.start_soon(self.host.send(list(host_words)))
-        start = self.out.cycle
-        await self.cmd.send(words)
-        await rx
-        await tx
+    async def send_commands(self, words):
+        """Drive ``cmd``; while the core does not take a command, sleep until ``ready`` changes
+        instead of waking every cycle (commands can run for thousands of cycles)."""
+        dut = self.dut
+        for w in words:
+            dut.cmd__payload.value = int(w)
+            dut.cmd__valid.value = 1
+            while True:
+                await ReadOnly()
+                ready = int(dut.cmd__ready.value) == 1
+                if ready:
+                    await RisingEdge(dut.clk)
+                    break
+                await Edge(dut.cmd__ready)
+        dut.cmd__valid.value = 0
+
+    def _cycle(self) -> int:
+        return round(get_sim_time(unit="ns") / 10)
+
+    async def wait_status(self, timeout: int):
+        """Wait until the status shows ``done`` or an error (waking only when it changes)."""
+        start = self._cycle()
         while True:
             await ReadOnly()
             st = self.status()
             if st["error"] or st["done"]:
-                break
-            await RisingEdge(self.dut.clk)
+                return st
+            if self._cycle() - start > timeout:
+                raise TimeoutError(f"core not done after {timeout} cycles")
+            await Edge(self.dut.status)
+
+    async def run(self, cmds, host_words=(), timeout: int = 2_000_000) -> list:
+        """Send ``cmds`` (the last one END) and ``host_words``; return the host words the
+        program stores once the core reports ``done``. :attr:`cycles`: clock cycles from the
+        first command offered to ``done``. Raises on an error status."""
+        words = [c if isinstance(c, int) else isa.encode(self.cfg, c) for c in cmds]
+        n = out_words(self.cfg, words)
+        self.out.words.clear()
+        rx = cocotb.start_soon(self.out.receive(n, timeout=timeout))
+        tx = cocotb.start_soon(self.host.send(list(host_words)))
+        start = self._cycle()
+        await self.send_commands(words)
+        await rx
+        await tx
+        st = await self.wait_status(timeout)
+        self.cycles = self._cycle() - start
         await RisingEdge(self.dut.clk)
-        self.cycles = self.out.cycle - start
         if st["error"]:
             raise AssertionError(f"core error {isa.ERRORS[st['error']]!r} at command "
                                  f"{st['error_index']}")
@@ -116,7 +143,7 @@ class CoreTB:
         """Send ``cmds``; wait until the status shows an error and every command was taken."""
         words = [c if isinstance(c, int) else isa.encode(self.cfg, c) for c in cmds]
         cocotb.start_soon(self.host.send(list(host_words)))
-        await self.cmd.send(words)
+        await self.send_commands(words)
         for _ in range(timeout):
             await ReadOnly()
             st = self.status()

@@ -1,0 +1,75 @@
+"""Performance of the generated core on a DiT block: per step and per program section (layer),
+the cycles from the first command to ``done`` and the deltas of every counter, with the host
+streams never stalling. Results are checked against the golden block (so the figures belong to a
+correct run) and written as JSON to ``DSTAR_PERF_JSON`` when set.
+
+Knobs: ``DSTAR_STEPS`` (default 4: cache, reuse, cache, reuse; the first step quantizes the
+whole input, later ones only its change).
+"""
+
+import json
+import os
+import time
+
+import cocotb
+
+from golden import core_isa as isa
+from golden.core_compiler import compile_block
+
+from .array_tb import env_int
+from .core_tb import SPECS, CoreTB, assert_equal, block_workload
+
+END = isa.Cmd("END", {})
+CNT = isa.Cmd("STORE", dict(buf=isa.BUFFERS.index("CNT"), addr=0, count=len(isa.COUNTERS)))
+
+
+@cocotb.test()
+async def block_performance(dut):
+    tb = CoreTB(dut)
+    await tb.reset()
+    cfg = tb.cfg
+    steps = env_int("DSTAR_STEPS", 4)
+    make_block, inputs = block_workload(cfg, steps)
+    golden, prog = make_block(), compile_block(make_block(), tb.core)
+    await tb.run(prog.init_commands() if prog.init_commands()[-1].op == "END"
+                 else prog.init_commands() + [END], prog.init_host_words())
+    step_cmds = prog.step_commands()
+    records, sim_cycles, wall = [], 0, 0.0
+    # The counters are read between sections; the cost of one read (its own tail after the
+    # snapshot) is measured from two reads back to back and subtracted from every delta.
+    first = await tb.run([CNT, END])
+    before = await tb.run([CNT, END])
+    overhead = [b - a for a, b in zip(first, before)]
+    for s, (x, mod) in enumerate(inputs):
+        ref = golden.step(x, mod)
+        host = prog.step_host_words(x, mod)
+        words, sections = [], []
+        for name, a, b in prog.sections:
+            t0 = time.perf_counter()
+            out = await tb.run(step_cmds[a:b] + [END], host if a == 0 else ())
+            wall += time.perf_counter() - t0
+            sim_cycles += tb.cycles
+            cycles = tb.cycles
+            words += out
+            after = await tb.run([CNT, END])
+            delta = {n: after[i] - before[i] - overhead[i] for i, n in enumerate(isa.COUNTERS)}
+            before = after
+            sections.append(dict(name=name, cycles=cycles, commands=b - a,
+                                 counters={k: v for k, v in delta.items() if v}))
+        assert_equal(prog.parse_step_output(words), prog.expected(ref), f"step {s}: ")
+        records.append(dict(step=s, cache=bool(ref.cache_step), sections=sections,
+                            cycles=sum(x["cycles"] for x in sections)))
+        dut._log.info(f"step {s} ({'cache' if ref.cache_step else 'reuse'}): "
+                      f"{records[-1]['cycles']} cycles")
+    spec = SPECS.get(cfg.name)
+    result = dict(preset=cfg.name, config_hash=cfg.hash(), core=tb.core.to_dict(),
+                  spec=dict(tokens=spec.tokens, hidden=spec.hidden, heads=spec.heads,
+                            head_dim=spec.head_dim, mlp=spec.mlp_hidden),
+                  mask_kept=int(golden.mask.sum()), mask_blocks=int(golden.mask.size),
+                  interval=golden.interval, steps=records,
+                  sim=dict(cycles=sim_cycles, wall_s=wall,
+                           cycles_per_s=sim_cycles / wall if wall else None))
+    path = os.environ.get("DSTAR_PERF_JSON")
+    if path:
+        with open(path, "w") as fh:
+            json.dump(result, fh, indent=1)
