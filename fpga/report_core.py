@@ -71,6 +71,13 @@ def render(res: dict) -> str:
                          c.get("abuf_reads", 0) + c.get("abuf_writes", 0)])
         md += [_table(["section", "cycles"] + [f"busy {e}" for e in ENGINES] +
                       ["groups", "VPU rows", "ABUF rows"], rows), ""]
+        md += ["### Bytes moved per buffer (one step)", "",
+               "Logical row accesses × row bytes (`golden.core_isa.row_width`); GMEM rows are "
+               "lane groups; the P cache is the GMEM groups of `P` written on a cache step and "
+               "replayed on every step.", "",
+               _table(["buffer"] + [f"step {b['step']} ({b['kind']})" for b in r["bytes"]],
+                      [[k] + [f"{b['bytes'][k]:,}" for b in r["bytes"]]
+                       for k in r["bytes"][0]["bytes"]]), ""]
         md += ["### Lane utilisation (valid lanes / issued lane slots, last cache step)", "",
                _table(["layers", "valid lanes", "lane slots", "utilisation", "paper"],
                       [[k, v["valid"], v["slots"], _pct(v["util"]), v["paper"]]
@@ -110,9 +117,31 @@ def analyse(cfg, perf: dict) -> dict:
         v, g = _util(cache, names)
         lanes[label] = dict(valid=v, slots=g * cfg.lanes,
                             util=v / (g * cfg.lanes) if g else None, paper=paper)
+    from golden import core_isa as isa
+    from golden.layouts import group_layout, layout_width
+
+    rb = {b: -(-isa.row_width(cfg, b) // 8) for b in isa.BUFFERS}
+    gb = -(-layout_width(group_layout(cfg)) // 8)
+    moved = []
+    for i, st in enumerate(perf["steps"]):
+        tot = {}
+        for sec in st["sections"]:
+            for k, v in sec["counters"].items():
+                tot[k] = tot.get(k, 0) + v
+        moved.append(dict(step=i, kind="cache" if st["cache"] else "reuse", bytes={
+            "ABUF": (tot.get("abuf_reads", 0) + tot.get("abuf_writes", 0)) * rb["ABUF"],
+            "XBUF": (tot.get("xbuf_reads", 0) + tot.get("xbuf_writes", 0)) * rb["XBUF"],
+            "YBUF": (tot.get("ybuf_reads", 0) + tot.get("ybuf_writes", 0)) * rb["YBUF"],
+            "WMEM written": tot.get("wmem_writes", 0) * rb["WMEM"],
+            "GMEM written": tot.get("gmem_writes", 0) * gb,
+            "GMEM replayed": tot.get("groups_replayed", 0) * gb,
+            "P cache written": tot.get("pcache_groups_written", 0) * gb,
+            "P cache read": tot.get("pcache_groups_read", 0) * gb,
+            "host in": tot.get("host_words_in", 0) * 4,
+            "host out": tot.get("host_words_out", 0) * 4}))
     sides = [dict(step=i, kind="cache" if s["cache"] else "reuse",
                   rows=baseline_side_by_side(cfg, perf, i)) for i, s in enumerate(perf["steps"])]
-    return dict(perf=perf, lanes=lanes, baseline=sides)
+    return dict(perf=perf, lanes=lanes, baseline=sides, bytes=moved)
 
 
 def main(argv=None) -> int:

@@ -28,3 +28,33 @@ def test_core_fpga(simulator):
 def test_core_tiny_long(simulator):
     run_cocotb("core", preset("tiny"), simulator, "test_core", seed=3,
                extra_env={"DSTAR_STEPS": "8", "DSTAR_WORKLOAD_SEED": "7"}, tag="long")
+
+
+@pytest.mark.cocotb
+def test_core_perf_record():
+    """The perf bench on ``tiny`` (Verilator): its record is consistent (figures are for
+    reports/core.md, not asserted here)."""
+    from golden.core_isa import core_for
+    from golden.core_compiler import compile_block
+    from sim.bench_core import MATRIX_SECTIONS, baseline_side_by_side, measure
+    from tb.core_tb import block_workload
+
+    cfg = preset("tiny")
+    perf = measure(cfg, steps=2, optimize=False)
+    make_block, _ = block_workload(cfg, 1)
+    names = [n for n, _, _ in compile_block(make_block(), core_for(cfg)).sections]
+    assert [s["cache"] for s in perf["steps"]] == [True, False]
+    for s in perf["steps"]:
+        assert [x["name"] for x in s["sections"]] == names
+        assert s["cycles"] == sum(x["cycles"] for x in s["sections"])
+        for x in s["sections"]:
+            c = x["counters"]
+            assert all(v >= 0 for v in c.values()), x["name"]
+            assert c.get("lanes_valid", 0) <= cfg.lanes * c.get("groups_replayed", 0)
+            assert x["cycles"] > 0
+    reuse = {x["name"]: x["counters"] for x in perf["steps"][1]["sections"]}
+    assert not reuse["qk"].get("groups_replayed") and not reuse["attn.cache"].get("busy_Q")
+    assert reuse["attn.pv"]["pcache_groups_read"] > 0
+    side = baseline_side_by_side(cfg, perf, 0)
+    assert {r["section"] for r in side} == set(MATRIX_SECTIONS)
+    assert perf["sim"]["cycles_per_s"] > 0

@@ -384,3 +384,14 @@ def test_store_counters():
     assert out == [3, 0, 0] and COUNTERS[i + 1:i + 3] == ("host_words_in", "host_words_out")
     assert ex.counters["host_words_out"] == 3
     assert encode(cfg, make_cmd(cfg, "NOP")) == 0
+
+
+def test_encoding_doc_is_current():
+    """docs/core_isa.md is the encoding golden/core_isa.py generates (regenerate with
+    ``python -m golden.core_isa fpga > docs/core_isa.md``)."""
+    from pathlib import Path
+
+    from golden.core_isa import encoding_markdown
+    doc = Path(__file__).resolve().parent.parent / "docs" / "core_isa.md"
+    assert doc.read_text() == encoding_markdown(preset("fpga")), \
+        "docs/core_isa.md is stale: python -m golden.core_isa fpga > docs/core_isa.md"
