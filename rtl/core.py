@@ -16,7 +16,9 @@ Ports: ``cmd`` (128-bit commands), ``host_in`` / ``host_out`` (32-bit words), ``
 ``STORE CNT``.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from types import SimpleNamespace
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -130,23 +132,25 @@ class Core(wiring.Component):
         with m.If(hb.ren):
             m.d.sync += hbuf_q.eq(hb.rbuf)
 
-        def host_port(buf, write):
-            """H's request to ``buf`` as a port-like record (``en``, ``addr``/``row``, ``data``)."""
-            width = isa.row_width(cfg, buf)
-            p = wiring.Signature({"en": Out(1), "addr": Out(isa.ADDR_BITS),
-                                  "data": Out(width)}).create(path=(f"h_{buf}_{'w' if write else 'r'}",))
+        def host(buf, write, shape=None):
+            """H's request to ``buf`` as a memory-port-like record (``en``, ``addr``, ``data`` in
+            the buffer's row shape); read data is the buffer's, write data H's raw bits."""
+            shape = row_layout(cfg, buf) if shape is None else shape
+            side = "w" if write else "r"
+            p = SimpleNamespace(en=Signal(name=f"h_{buf}_{side}_en"),
+                                addr=Signal(isa.ADDR_BITS, name=f"h_{buf}_{side}_addr"),
+                                data=Signal(shape, name=f"h_{buf}_{side}_data"))
             if write:
                 m.d.comb += [p.en.eq(hb.wen & (hb.wbuf == BUF[buf])), p.addr.eq(hb.waddr),
-                             p.data.eq(hb.wdata[:width])]
+                             p.data.eq(hb.wdata[:isa.row_width(cfg, buf)])]
             else:
                 m.d.comb += [p.en.eq(hb.ren & (hb.rbuf == BUF[buf])), p.addr.eq(hb.raddr)]
+                rdata[buf] = p.data
             return p
 
-        rdata = {}
-
         def memory(name, depth, shape, readers, writers):
-            """A buffer with one read port per entry of ``readers`` (lists of users sharing it)
-            and one write port shared by ``writers``."""
+            """A buffer with one read port per entry of ``readers`` (each a list of users sharing
+            the port) and one write port shared by ``writers``."""
             mem = Memory(shape=shape, depth=depth, init=[])
             m.submodules[name] = mem
             for users in readers:
@@ -156,61 +160,36 @@ class Core(wiring.Component):
                     m.d.comb += u.data.eq(rp.data)
             wp = mem.write_port()
             _share(m, wp, writers, ["addr", "data"])
-            return mem
 
-        # ABUF: r0 = Q / V.a / H, r1 = V.c; write = H / M / V.
+        rdata = {}       # H's read data per storable buffer
+
+        # ABUF: read port 0 = Q / V.a / H (sub-channel rows), 1 = V.c; write = M / V / H.
         m.submodules.abuf = ab = SkewedBuffer(T, cfg.act_width, core.abuf_rows, read_ports=2)
-        hr = host_port("ABUF", False)
-        hw = host_port("ABUF", True)
-        h_ar = wiring.Signature({"en": Out(1), "row": Out(range(core.abuf_rows)),
-                                 "token": Out(range(T)), "seg": Out(1),
-                                 "data": In(ab.r0.data.shape())}).create(path=("h_abuf_r",))
-        h_aw = wiring.Signature({"en": Out(1), "row": Out(range(core.abuf_rows)),
-                                 "token": Out(range(T)), "seg": Out(1),
-                                 "data": Out(ab.w.data.shape())}).create(path=("h_abuf_w",))
-        m.d.comb += [h_ar.en.eq(hr.en), h_ar.row.eq(hr.addr),
-                     h_aw.en.eq(hw.en), h_aw.row.eq(hw.addr), h_aw.data.eq(hw.data)]
-        _share(m, ab.r0, [q.abuf, v.ra, h_ar], ["row", "token", "seg"])
-        for u in (q.abuf, v.ra, h_ar):
+        ashape = ab.r0.data.shape()
+        hr, hw = host("ABUF", False, ashape), host("ABUF", True, ashape)
+        for p in (hr, hw):   # H moves rows (sub-channels): no skew
+            p.row, p.token, p.seg = p.addr, Signal(range(T)), Signal()
+        _share(m, ab.r0, [q.abuf, v.ra, hr], ["row", "token", "seg"])
+        for u in (q.abuf, v.ra, hr):
             m.d.comb += u.data.eq(ab.r0.data)
         _share(m, ab.r1, [v.rc], ["row", "token", "seg"])
         m.d.comb += v.rc.data.eq(ab.r1.data)
-        _share(m, ab.w, [mx.awr, v.awr, h_aw], ["row", "token", "seg", "data"])
-        rdata["ABUF"] = h_ar.data
-
-        class _Raw:
-            """H's raw-bit port seen as a memory port of the buffer's row shape."""
-            def __init__(self, p, shape):
-                self.en, self.addr = p.en, p.addr
-                self.data = Signal(shape, name=f"{p.en.name}_data")
-
-        # Build the plain buffers, wiring H's raw data through.
-        raws = {}
-
-        def raw(buf, write):
-            p = host_port(buf, write)
-            r = _Raw(p, row_layout(cfg, buf))
-            if write:
-                m.d.comb += r.data.eq(p.data)
-            raws[(buf, write)] = r
-            return r
+        _share(m, ab.w, [mx.awr, v.awr, hw], ["row", "token", "seg", "data"])
 
         memory("xbuf", core.xbuf_rows, row_layout(cfg, "XBUF"),
-               [[q.xrd, raw("XBUF", False)], [q.xupd]], [q.xwr, raw("XBUF", True)])
+               [[q.xrd, host("XBUF", False)], [q.xupd]], [q.xwr, host("XBUF", True)])
         memory("ybuf", core.ybuf_rows, row_layout(cfg, "YBUF"),
-               [[mx.yrd, raw("YBUF", False)]], [mx.ywr, raw("YBUF", True)])
+               [[mx.yrd, host("YBUF", False)]], [mx.ywr, host("YBUF", True)])
         memory("rbuf", core.rbuf_rows, row_layout(cfg, "RBUF"), [[mx.rrd]],
-               [raw("RBUF", True)])
+               [host("RBUF", True)])
         memory("vbuf", core.vbuf_rows, row_layout(cfg, "VBUF"), [[v.vb], [v.vc]],
-               [raw("VBUF", True)])
+               [host("VBUF", True)])
         memory("mask", core.mask_rows, row_layout(cfg, "MASK"), [[v.mrd]],
-               [raw("MASK", True)])
+               [host("MASK", True)])
         memory("gmem", core.gmem_rows, group_layout(cfg), [[mx.grd]], [q.gwr])
-        for buf in ("XBUF", "YBUF"):
-            rdata[buf] = raws[(buf, False)].data
 
         # WMEM (inside the MPU): H and V write rows.
-        hw_w = raw("WMEM", True)
+        hw_w = host("WMEM", True)
         wl = mx.wload
         m.d.comb += [wl.valid.eq(hw_w.en | v.wwr.en),
                      wl.payload.eq(Mux(v.wwr.en, Cat(v.wwr.data.w, v.wwr.addr),
@@ -220,15 +199,13 @@ class Core(wiring.Component):
         hload = {b: hb.wen & (hb.wbuf == BUF[b]) for b in ("ABUF", "XBUF", "YBUF", "WMEM")}
         hstore = {b: hb.ren & (hb.rbuf == BUF[b]) for b in ("ABUF", "XBUF", "YBUF")}
         counters = self._counters(m, dsp, eng, hload, hstore)
-        cnt_q = Signal(32)
-        cnt_r = host_port("CNT", False)
+        cnt_r = host("CNT", False, unsigned(32))
         with m.If(cnt_r.en):
-            m.d.sync += cnt_q.eq(_select(counters, cnt_r.addr))
-        rdata["CNT"] = cnt_q
+            m.d.sync += cnt_r.data.eq(_select(counters, cnt_r.addr))
         with m.Switch(hbuf_q):
             for buf, d in rdata.items():
                 with m.Case(BUF[buf]):
-                    m.d.comb += hb.rdata.eq(d.as_value() if hasattr(d, "as_value") else d)
+                    m.d.comb += hb.rdata.eq(d)
 
         # Errors and status.
         fault = Signal.like(dsp.fault)
