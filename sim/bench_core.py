@@ -9,7 +9,8 @@ the baseline array's cycle law (``rtl.array``, shared by both arrays and verifie
 tests: a stream of tiles of ``G_k`` beats takes ``Σ max(G_k, L + rows) + L + rows`` cycles,
 ``L = rows + cols + pe_stages + 2``) with one beat per input channel of every tile, the
 same tiles the core ran (no FMDQ, no SAR savings on the baseline's side beyond skipping dropped
-blocks).
+blocks). :func:`measure_baseline` runs the generated baseline array on those tiles under
+Verilator; its cycles replace the law in the ratio when given.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from golden.config import Config
 
 from .runner import run_cocotb
 
-__all__ = ["measure", "baseline_side_by_side", "MATRIX_SECTIONS"]
+__all__ = ["measure", "measure_baseline", "baseline_side_by_side", "MATRIX_SECTIONS"]
 
 #: Sections whose matrix work is compared; attention products live in attn.cache (Q·Kᵀ) and
 #: attn.pv (P·V).
@@ -50,7 +51,22 @@ def _tiles(spec: dict, mask_kept: int, T: int) -> dict:
             "proj": [(nt * D // T, D)], "fc1": [(nt * M // T, D)], "fc2": [(nt * D // T, M)]}
 
 
-def baseline_side_by_side(cfg: Config, perf: dict, step: int) -> list:
+def measure_baseline(cfg: Config, perf: dict) -> dict:
+    """Run the generated INT8 baseline array (Verilator) on every matrix section's tiles
+    (``tb/test_baseline_block.py``); returns ``{section: cycles}``."""
+    T = cfg.tile
+    shapes = [[name, sum(n for n, _ in sh), sh[0][1]]
+              for name, sh in _tiles(perf["spec"], perf["mask_kept"], T).items()]
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "baseline.json"
+        run_cocotb("baseline", cfg, "verilator", "test_baseline_block", seed=1,
+                   extra_env={"DSTAR_BASELINE_SHAPES": json.dumps(shapes),
+                              "DSTAR_BASELINE_JSON": str(out)}, tag="block")
+        return json.loads(out.read_text())
+
+
+def baseline_side_by_side(cfg: Config, perf: dict, step: int, measured: dict | None = None
+                          ) -> list:
     """One row per matrix section of step ``step`` (on a reuse step the cache-only sections do
     no matrix work and are left out): DSTAR groups replayed, lane utilisation, the baseline's
     dense beats and array cycles, the core's M busy cycles, and the ratio baseline / core."""
@@ -72,7 +88,8 @@ def baseline_side_by_side(cfg: Config, perf: dict, step: int) -> list:
         busy = c.get("busy_M", 0)
         rows.append(dict(section=name, tiles=ntiles, groups=groups, dense_beats=dense,
                          lane_util=lanes / (groups * cfg.lanes) if groups else None,
-                         baseline_array_cycles=base, core_m_busy=busy,
+                         baseline_array_cycles=base,
+                         baseline_rtl_cycles=(measured or {}).get(name), core_m_busy=busy,
                          section_cycles=sec["cycles"],
-                         ratio=base / busy if busy else None))
+                         ratio=((measured or {}).get(name) or base) / busy if busy else None))
     return rows

@@ -34,7 +34,7 @@ async def block_performance(dut):
     await tb.run(prog.init_commands() if prog.init_commands()[-1].op == "END"
                  else prog.init_commands() + [END], prog.init_host_words())
     step_cmds = prog.step_commands()
-    records, sim_cycles, wall = [], 0, 0.0
+    records, sim_cycles, wall, compute = [], 0, 0.0, [0, 0.0]
     # The counters are read between sections; the cost of one read (its own tail after the
     # snapshot) is measured from two reads back to back and subtracted from every delta.
     first = await tb.run([CNT, END])
@@ -47,8 +47,12 @@ async def block_performance(dut):
         for name, a, b in prog.sections:
             t0 = time.perf_counter()
             out = await tb.run(step_cmds[a:b] + [END], host if a == 0 else ())
-            wall += time.perf_counter() - t0
+            dt = time.perf_counter() - t0
+            wall += dt
             sim_cycles += tb.cycles
+            if name not in ("load", "store"):    # no host word per cycle in Python
+                compute[0] += tb.cycles
+                compute[1] += dt
             cycles = tb.cycles
             words += out
             after = await tb.run([CNT, END])
@@ -68,7 +72,9 @@ async def block_performance(dut):
                   mask_kept=int(golden.mask.sum()), mask_blocks=int(golden.mask.size),
                   interval=golden.interval, steps=records,
                   sim=dict(cycles=sim_cycles, wall_s=wall,
-                           cycles_per_s=sim_cycles / wall if wall else None))
+                           cycles_per_s=sim_cycles / wall if wall else None,
+                           compute_cycles=compute[0], compute_wall_s=compute[1],
+                           compute_cycles_per_s=compute[0] / compute[1] if compute[1] else None))
     path = os.environ.get("DSTAR_PERF_JSON")
     if path:
         with open(path, "w") as fh:
