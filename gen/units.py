@@ -53,6 +53,14 @@ def _core(cfg):
     return Core(cfg, core_for(cfg))
 
 
+def _uart_core(cfg):
+    from golden.core_isa import check_core, core_for
+    from rtl.uart_core import UartCore
+    from rtl.uart_vpu import SIM_CYCLES_PER_BIT
+    check_core(cfg)
+    return UartCore(cfg, core_for(cfg), cycles_per_bit=SIM_CYCLES_PER_BIT)
+
+
 UNITS = {
     "pe": (_pe, "one 2-bit-slice PE"),
     "mpu": (_mpu, "the mixed-precision systolic array with its weight front end"),
@@ -62,6 +70,7 @@ UNITS = {
     "vpu": (_vpu, "the vector unit: softmax, LayerNorm, modulation, GELU, residual, requantize"),
     "uart_vpu": (_uart_vpu, "the VPU behind the UART host link (simulation bit time)"),
     "core": (_core, "the DSTAR core: MPU, QPU, VPU, buffers and the command controller"),
+    "uart_core": (_uart_core, "the core behind the UART host link (simulation bit time)"),
 }
 
 

@@ -192,6 +192,13 @@ class HostDriver:
         """The next ``count`` words of output port ``port`` (``width`` bits each)."""
         return self._run(self._g_recv(port, count, width))
 
+    def run_core(self, cfg, cmds, host_words=()):
+        """Run a core program on a :class:`rtl.uart_core.UartCore`: each command (a
+        :class:`golden.core_isa.Cmd` or its 128-bit word), each LOAD followed by the host words
+        it consumes (taken in order from ``host_words``); returns the words the STOREs send
+        back."""
+        return self._run(self._g_core(cfg, cmds, host_words))
+
     def run_vpu_rows(self, cfg, rows):
         """Send every row's command and operand beats (:mod:`golden.vpu_stream`) to a
         :class:`rtl.uart_vpu.UartVPU`; returns the output words of each row."""
@@ -310,6 +317,28 @@ class HostDriver:
         while len(q) < count:
             yield from self._g_read()
         return [q.popleft() for _ in range(count)]
+
+    def _g_core(self, cfg, cmds, host_words):
+        from golden import core_isa as isa
+        from rtl.uart_core import CORE_CMD_PORT, CORE_HOST_PORT, CORE_OUT_PORT
+
+        self.decoder.widths.setdefault(CORE_OUT_PORT, isa.HOST_WORD)
+        host, pos, n_out = list(host_words), 0, 0
+        for c in cmds:
+            c = isa.decode(cfg, c) if isinstance(c, int) else c
+            yield from self._g_send(CORE_CMD_PORT, [isa.encode(cfg, c)], isa.CMD_BITS)
+            if c.op in ("LOAD", "STORE"):
+                n = c.count * isa.host_words_per_row(cfg, isa.BUFFERS[c.buf])
+                if c.op == "STORE":
+                    n_out += n
+                elif not c.zero:
+                    if pos + n > len(host):
+                        raise ValueError(f"host_words end inside a LOAD ({len(host)} words)")
+                    yield from self._g_send(CORE_HOST_PORT, host[pos:pos + n], isa.HOST_WORD)
+                    pos += n
+        if pos != len(host):
+            raise ValueError(f"{len(host) - pos} host words left over after the program")
+        return (yield from self._g_recv(CORE_OUT_PORT, n_out, isa.HOST_WORD))
 
     def _g_vpu_rows(self, cfg, rows):
         from golden.layouts import layout_width, vpu_cmd_layout, vpu_in_layout, vpu_out_layout

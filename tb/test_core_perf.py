@@ -65,6 +65,14 @@ async def block_performance(dut):
                             cycles=sum(x["cycles"] for x in sections)))
         dut._log.info(f"step {s} ({'cache' if ref.cache_step else 'reuse'}): "
                       f"{records[-1]['cycles']} cycles")
+    # Model speed: the compute sections of one step as one program (no host words, one wake-up
+    # of the testbench per status change), after the checked steps (it advances the state).
+    body = [c for name, a, b in prog.sections if name not in ("load", "store")
+            for c in step_cmds[a:b]]
+    t0 = time.perf_counter()
+    await tb.run(body + [END])
+    model = dict(cycles=tb.cycles, wall_s=time.perf_counter() - t0)
+    model["cycles_per_s"] = model["cycles"] / model["wall_s"]
     spec = SPECS.get(cfg.name)
     result = dict(preset=cfg.name, config_hash=cfg.hash(), core=tb.core.to_dict(),
                   spec=dict(tokens=spec.tokens, hidden=spec.hidden, heads=spec.heads,
@@ -74,7 +82,8 @@ async def block_performance(dut):
                   sim=dict(cycles=sim_cycles, wall_s=wall,
                            cycles_per_s=sim_cycles / wall if wall else None,
                            compute_cycles=compute[0], compute_wall_s=compute[1],
-                           compute_cycles_per_s=compute[0] / compute[1] if compute[1] else None))
+                           compute_cycles_per_s=compute[0] / compute[1] if compute[1] else None,
+                           model=model))
     path = os.environ.get("DSTAR_PERF_JSON")
     if path:
         with open(path, "w") as fh:

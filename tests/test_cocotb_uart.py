@@ -32,3 +32,17 @@ def test_uart_vpu_random_rows(simulator, seed):
     run_cocotb("uart_vpu", preset("tiny"), simulator, "test_uart_vpu", seed=seed,
                testcase=["random_rows_over_the_uart"], extra_env={"DSTAR_UART_RANDOM": "3"},
                tag="random", optimize=OPTIMIZE[simulator])
+
+
+@pytest.mark.cocotb
+def test_uart_core_layer():
+    """A differential layer over two steps through the simulated UART into the generated core
+    (Verilator in ``make test``; Icarus in ``make regress``)."""
+    run_cocotb("uart_core", preset("tiny"), "verilator", "test_uart_core", seed=1,
+               optimize=True)
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+def test_uart_core_layer_icarus():
+    run_cocotb("uart_core", preset("tiny"), "icarus", "test_uart_core", seed=2)

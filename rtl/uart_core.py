@@ -1,0 +1,79 @@
+"""The core behind the UART host link: a top a host drives with :class:`sim.host_driver.HostDriver`
+(over pyserial on a board, over the cocotb UART model in simulation)."""
+
+from amaranth.hdl import Cat, Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from golden import core_isa as isa
+from golden.config import Config
+
+from .core import Core
+from .host_link import HostLink
+from .params import check_config
+
+__all__ = ["UartCore", "CORE_CMD_PORT", "CORE_HOST_PORT", "CORE_OUT_PORT"]
+
+# Host-link port numbers.
+CORE_CMD_PORT = 0     # input: 128-bit commands (golden.core_isa)
+CORE_HOST_PORT = 1    # input: 32-bit host words for LOAD
+CORE_OUT_PORT = 0     # output: 32-bit host words from STORE
+
+
+class UartCore(wiring.Component):
+    """:class:`~rtl.host_link.HostLink` + :class:`~rtl.core.Core`: input port 0 is the core's
+    ``cmd``, input port 1 its ``host_in``, output port 0 its ``host_out``; the status reply's
+    ``user_status`` is ``{bit 0: done, bit 1: busy, bits 2..4: error code}``.
+
+    The host must send each LOAD's words right after the LOAD command (the link delivers bytes in
+    order and a stalled port stalls it; :meth:`sim.host_driver.HostDriver.run_core` does this).
+
+    Parameters: ``cfg``, ``core`` (:class:`golden.core_isa.CoreConfig`), ``cycles_per_bit``
+    (>= 4; the simulation default of :mod:`rtl.uart_vpu`), ``rx_depth`` (link receive FIFO, bytes).
+
+    Members: ``rx``/``tx`` (UART pins), ``link_error``, ``overrun``, ``frame_error`` (the link's
+    sticky flags), ``core_error`` (the core's error code), ``done``.
+    """
+
+    rx: In(1, init=1)
+    tx: Out(1, init=1)
+    link_error: Out(1)
+    overrun: Out(1)
+    frame_error: Out(1)
+    core_error: Out(range(len(isa.ERRORS)))
+    done: Out(1)
+
+    def __init__(self, cfg: Config, core: isa.CoreConfig, *, cycles_per_bit: int = 16,
+                 rx_depth: int = 256):
+        check_config(cfg)
+        self._cfg = cfg
+        self._core = Core(cfg, core)
+        c = self._core.signature.members
+        self._link = HostLink([c["cmd"].signature.members["payload"].shape,
+                               c["host_in"].signature.members["payload"].shape],
+                              [c["host_out"].signature.members["payload"].shape],
+                              cycles_per_bit=cycles_per_bit, rx_depth=rx_depth)
+        super().__init__()
+
+    @property
+    def cfg(self) -> Config:
+        return self._cfg
+
+    @property
+    def cycles_per_bit(self) -> int:
+        return self._link.cycles_per_bit
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.link = link = self._link
+        m.submodules.core = core = self._core
+        wiring.connect(m, link.in_streams[CORE_CMD_PORT], core.cmd)
+        wiring.connect(m, link.in_streams[CORE_HOST_PORT], core.host_in)
+        wiring.connect(m, core.host_out, link.out_streams[CORE_OUT_PORT])
+        st = core.status
+        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
+                     link.user_status.eq(Cat(st.done, st.busy, st.error)),
+                     self.link_error.eq(link.error), self.overrun.eq(link.overrun),
+                     self.frame_error.eq(link.frame_error), self.core_error.eq(st.error),
+                     self.done.eq(st.done)]
+        return m
