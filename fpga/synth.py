@@ -87,13 +87,24 @@ def _check_target(target, nodsp, liberty):
 # ASIC flow would) and flatten only the mapped netlist.
 _KEEP_PES = ["setattr -mod -set keep_hierarchy 1 *.pe_*_*"]
 _FLATTEN_PES = ["setattr -mod -unset keep_hierarchy *.pe_*_*", "flatten", "opt_clean"]
+# Fallback for Yosys 0.70's abc9 assertion (ABC_OPS_REINTEGRATE, rtlil.cc:3091) on some flattened
+# designs (the fpga QPU): every module mapped on its own, the netlist flattened afterwards.
+_KEEP_ALL = ["setattr -mod -set keep_hierarchy 1 *"]
+_FLATTEN_ALL = ["setattr -mod -unset keep_hierarchy *", "flatten", "opt_clean"]
+
+
+def _abc9_assertion(err: "SynthError") -> bool:
+    return "Assert" in str(err) and "rtlil.cc" in str(err)
 
 
 def synth_script(top: str, target: str, *, nodsp: bool = False, liberty: str | None = None,
-                 il_name: str = "design.il") -> str:
+                 il_name: str = "design.il", hierarchical: bool = False) -> str:
     """The Yosys script (relative file names) for ``target``; writes ``stat.json`` (and
-    ``stat_tx.json`` / ``stat_lib.json`` for the generic target, ``netlist.json`` for FPGAs)."""
+    ``stat_tx.json`` / ``stat_lib.json`` for the generic target, ``netlist.json`` for FPGAs).
+    ``hierarchical`` (FPGA targets): map every module on its own and flatten the mapped netlist
+    (the fallback :func:`synthesize_rtlil` takes when Yosys's abc9 asserts)."""
     _check_target(target, nodsp, liberty)
+    keep, flat = (_KEEP_ALL, _FLATTEN_ALL) if hierarchical else (_KEEP_PES, _FLATTEN_PES)
     lines = [f"read_rtlil {il_name}", f"hierarchy -check -top {top}"]
     if target == "generic":
         # The same passes as one `synth`, split after the coarse stage to count the memories
@@ -117,17 +128,17 @@ def synth_script(top: str, target: str, *, nodsp: bool = False, liberty: str | N
                   "opt_clean",
                   "tee -q -o stat_tx.json stat -json -tech cmos"]
     elif target == "ecp5":
-        lines += [*_KEEP_PES,
+        lines += [*keep,
                   f"synth_ecp5 -top {top}{' -nodsp' if nodsp else ''}",
-                  *_FLATTEN_PES,
+                  *flat,
                   "delete t:$scopeinfo",
                   "write_json netlist.json",
                   "tee -q -o stat.json stat -json",
                   "stat"]
     else:
-        lines += [*_KEEP_PES,
+        lines += [*keep,
                   f"synth_ice40 -top {top}{'' if nodsp else ' -dsp'}",
-                  *_FLATTEN_PES,
+                  *flat,
                   "delete t:$scopeinfo",
                   "write_json netlist.json",
                   "tee -q -o stat.json stat -json",
@@ -238,7 +249,18 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
         shutil.copyfile(liberty, workdir / lib_name)
     script = synth_script(top, target, nodsp=nodsp, liberty=lib_name)
     t0 = time.perf_counter()
-    _run(script, workdir, timeout)
+    flow = "flat"
+    try:
+        _run(script, workdir, timeout)
+    except SynthError as err:
+        if target == "generic" or not _abc9_assertion(err):
+            raise
+        # Known Yosys 0.70 abc9 assertion on some flattened designs: map module by module.
+        (workdir / "yosys_flat.log").write_text((workdir / "yosys.log").read_text()
+                                                if (workdir / "yosys.log").exists() else "")
+        script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, hierarchical=True)
+        _run(script, workdir, timeout)
+        flow = "hierarchical (abc9 assertion on the flat flow)"
     seconds = time.perf_counter() - t0
 
     stats = _design_stats(workdir / "stat.json")
@@ -246,7 +268,7 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
     res = resources(target, hist)
     out = dict(target=target, top=top, nodsp=nodsp, resources=res, cells=hist,
                num_cells=sum(hist.values()),
-               tools={"yosys": yosys_version()}, seconds=round(seconds, 2),
+               tools={"yosys": yosys_version()}, seconds=round(seconds, 2), flow=flow,
                workdir=str(workdir), log=str(workdir / "yosys.log"), script=script)
     if target == "generic":
         res["memory_bits"] = _memory_bits((workdir / "memories.il").read_text())
@@ -317,10 +339,12 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
     il = to_rtlil(unit, cfg)
     elab = time.perf_counter() - t0
     if reuse and liberty is None:
-        cached = _cached(Path(workdir).resolve(), il,
-                         synth_script(top_name(unit), target, nodsp=nodsp))
-        if cached is not None:
-            return cached
+        for hier in (False, True):     # the stored run may have taken the fallback
+            cached = _cached(Path(workdir).resolve(), il,
+                             synth_script(top_name(unit), target, nodsp=nodsp,
+                                          hierarchical=hier))
+            if cached is not None:
+                return cached
     out = synthesize_rtlil(il, top_name(unit), target, nodsp=nodsp, liberty=liberty,
                            workdir=workdir, timeout=timeout)
     out.update(unit=unit, preset=cfg.name, config_hash=cfg.hash(),

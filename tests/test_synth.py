@@ -130,3 +130,13 @@ def test_pnr(tmp_path):
     assert p["critical_path"]["delay_ns"] > 0
     log = (tmp_path / "pnr" / "nextpnr.log").read_text()
     assert parse_fmax_log(log)["clk"]["achieved"] == pytest.approx(p["fmax_mhz"], abs=0.01)
+
+
+def test_abc9_assertion_falls_back_to_hierarchical(tmp_path):
+    """Yosys 0.70's abc9 asserts (rtlil.cc:3091) on the flattened QPU with 2 rows and 4 lanes;
+    the flow then maps module by module and flattens the netlist, and says so."""
+    r = synthesize("qpu", preset("tiny", rows=2, cols=2), "ecp5", workdir=tmp_path)
+    assert r["flow"].startswith("hierarchical")
+    assert r["resources"]["lut4"] > 0 and r["resources"]["ff"] > 0
+    assert (tmp_path / "yosys_flat.log").read_text().count("rtlil.cc") >= 1
+    assert synthesize("pe", CFG, "ecp5", workdir=tmp_path / "pe")["flow"] == "flat"
