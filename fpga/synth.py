@@ -87,10 +87,11 @@ def _check_target(target, nodsp, liberty):
 # ASIC flow would) and flatten only the mapped netlist.
 _KEEP_PES = ["setattr -mod -set keep_hierarchy 1 *.pe_*_*"]
 _FLATTEN_PES = ["setattr -mod -unset keep_hierarchy *.pe_*_*", "flatten", "opt_clean"]
-# Fallback for Yosys 0.70's abc9 assertion (ABC_OPS_REINTEGRATE, rtlil.cc:3091) on some flattened
-# designs (the fpga QPU): every module mapped on its own, the netlist flattened afterwards.
-_KEEP_ALL = ["setattr -mod -set keep_hierarchy 1 *"]
-_FLATTEN_ALL = ["setattr -mod -unset keep_hierarchy *", "flatten", "opt_clean"]
+# Yosys 0.70's abc9 asserts on some designs (ABC_OPS_REINTEGRATE, rtlil.cc:3091 on the flattened
+# fpga QPU; rtlil.cc:2872 on the core mapped module by module) and synth_lattice has no switch
+# to avoid it. The fallback runs synth_ecp5's own steps with its LUT mapping `abc9 -W 300`
+# replaced by `abc -lut 4` (the classic flow; carries, DSPs and RAMs are mapped as before).
+_ABC_LUTS = ["techmap -map +/lattice/latches_map.v", "abc -lut 4 -dress", "clean"]
 
 
 def _abc9_assertion(err: "SynthError") -> bool:
@@ -98,13 +99,22 @@ def _abc9_assertion(err: "SynthError") -> bool:
 
 
 def synth_script(top: str, target: str, *, nodsp: bool = False, liberty: str | None = None,
-                 il_name: str = "design.il", hierarchical: bool = False) -> str:
+                 il_name: str = "design.il", abc9: bool = True, hierarchical: bool = False,
+                 module_stats: bool = False) -> str:
     """The Yosys script (relative file names) for ``target``; writes ``stat.json`` (and
     ``stat_tx.json`` / ``stat_lib.json`` for the generic target, ``netlist.json`` for FPGAs).
-    ``hierarchical`` (FPGA targets): map every module on its own and flatten the mapped netlist
-    (the fallback :func:`synthesize_rtlil` takes when Yosys's abc9 asserts)."""
+    ``abc9=False`` (ECP5): LUTs mapped by ``abc -lut 4`` instead of ``abc9`` (the fallback of
+    :func:`synthesize_rtlil` when abc9 asserts). ``hierarchical`` (ECP5): every module mapped on
+    its own (``-noflatten``), the netlist flattened afterwards; ``module_stats`` then also writes
+    ``stat_modules.json``, every module's own cells before flattening (area breakdowns)."""
     _check_target(target, nodsp, liberty)
-    keep, flat = (_KEEP_ALL, _FLATTEN_ALL) if hierarchical else (_KEEP_PES, _FLATTEN_PES)
+    keep, flat = ([], ["flatten", "opt_clean"]) if hierarchical else (_KEEP_PES, _FLATTEN_PES)
+    if (hierarchical or not abc9) and target != "ecp5":
+        raise ValueError("the hierarchical and abc flows are for the ecp5 target")
+    if module_stats:
+        if not hierarchical:
+            raise ValueError("module_stats needs hierarchical=True")
+        flat = ["delete t:$scopeinfo", "tee -q -o stat_modules.json stat -json", *flat]
     lines = [f"read_rtlil {il_name}", f"hierarchy -check -top {top}"]
     if target == "generic":
         # The same passes as one `synth`, split after the coarse stage to count the memories
@@ -128,8 +138,12 @@ def synth_script(top: str, target: str, *, nodsp: bool = False, liberty: str | N
                   "opt_clean",
                   "tee -q -o stat_tx.json stat -json -tech cmos"]
     elif target == "ecp5":
+        synth = (f"synth_ecp5 -top {top}{' -nodsp' if nodsp else ''}"
+                 f"{' -noflatten' if hierarchical else ''}")
+        mapping = [synth] if abc9 else [f"{synth} -run :map_luts", *_ABC_LUTS,
+                                        f"{synth} -run map_cells:"]
         lines += [*keep,
-                  f"synth_ecp5 -top {top}{' -nodsp' if nodsp else ''}",
+                  *mapping,
                   *flat,
                   "delete t:$scopeinfo",
                   "write_json netlist.json",
@@ -253,14 +267,14 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
     try:
         _run(script, workdir, timeout)
     except SynthError as err:
-        if target == "generic" or not _abc9_assertion(err):
+        if target != "ecp5" or not _abc9_assertion(err):
             raise
-        # Known Yosys 0.70 abc9 assertion on some flattened designs: map module by module.
-        (workdir / "yosys_flat.log").write_text((workdir / "yosys.log").read_text()
+        # Known Yosys 0.70 abc9 assertion: map the LUTs with abc instead.
+        (workdir / "yosys_abc9.log").write_text((workdir / "yosys.log").read_text()
                                                 if (workdir / "yosys.log").exists() else "")
-        script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, hierarchical=True)
+        script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, abc9=False)
         _run(script, workdir, timeout)
-        flow = "hierarchical (abc9 assertion on the flat flow)"
+        flow = "abc (abc9 asserted)"
     seconds = time.perf_counter() - t0
 
     stats = _design_stats(workdir / "stat.json")
@@ -339,10 +353,11 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
     il = to_rtlil(unit, cfg)
     elab = time.perf_counter() - t0
     if reuse and liberty is None:
-        for hier in (False, True):     # the stored run may have taken the fallback
+        for abc9 in (True, False):     # the stored run may have taken the fallback
+            if not abc9 and target != "ecp5":
+                continue
             cached = _cached(Path(workdir).resolve(), il,
-                             synth_script(top_name(unit), target, nodsp=nodsp,
-                                          hierarchical=hier))
+                             synth_script(top_name(unit), target, nodsp=nodsp, abc9=abc9))
             if cached is not None:
                 return cached
     out = synthesize_rtlil(il, top_name(unit), target, nodsp=nodsp, liberty=liberty,

@@ -132,11 +132,12 @@ def test_pnr(tmp_path):
     assert parse_fmax_log(log)["clk"]["achieved"] == pytest.approx(p["fmax_mhz"], abs=0.01)
 
 
-def test_abc9_assertion_falls_back_to_hierarchical(tmp_path):
+def test_abc9_assertion_falls_back_to_abc(tmp_path):
     """Yosys 0.70's abc9 asserts (rtlil.cc:3091) on the flattened QPU with 2 rows and 4 lanes;
-    the flow then maps module by module and flattens the netlist, and says so."""
+    the flow then maps LUTs with abc, and says so."""
     r = synthesize("qpu", preset("tiny", rows=2, cols=2), "ecp5", workdir=tmp_path)
-    assert r["flow"].startswith("hierarchical")
+    assert r["flow"] == "abc (abc9 asserted)"
     assert r["resources"]["lut4"] > 0 and r["resources"]["ff"] > 0
-    assert (tmp_path / "yosys_flat.log").read_text().count("rtlil.cc") >= 1
+    assert (tmp_path / "yosys_abc9.log").read_text().count("rtlil.cc") >= 1
+    assert "abc -lut 4" in r["script"] and "abc9" not in r["script"]
     assert synthesize("pe", CFG, "ecp5", workdir=tmp_path / "pe")["flow"] == "flat"
