@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "gen.cmd_generate",
     "gen.cmd_analysis",
     "gen.cmd_synth",
+    "gen.cmd_report",
 )
 
 
