@@ -30,6 +30,9 @@ reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, 
 	$(BIN)/python -m sim.bench_qpu
 	$(BIN)/python -m fpga.report_vpu
 	$(BIN)/python -m fpga.report_core
+	$(BIN)/python -m fpga.core_area
+	$(BIN)/python -m fpga.sweep --reuse
+	$(BIN)/dstar report
 
 formal:  ## formal checks of the sorter and packer (sby, boolector and z3 from PyPI), slow ones included
 	$(BIN)/python -m pytest -q -n $(JOBS) tests/test_formal.py --durations=0

@@ -90,14 +90,17 @@ def _critical_path(report: dict, clock: str) -> dict | None:
 def place_and_route(netlist: str | os.PathLike, *, workdir: str | os.PathLike,
                     device: str = "85k", package: str = "CABGA381", freq_mhz: float = 100.0,
                     seed: int = 1, clock: str = "clk", out_of_context: bool = True,
-                    extra_args=(), timeout: float | None = None, reuse: bool = False) -> dict:
+                    extra_args=(), inputs: dict | None = None, timeout: float | None = None,
+                    reuse: bool = False) -> dict:
     """Place and route the Yosys JSON ``netlist`` in ``workdir`` (emptied first).
 
     Returns ``{fmax_mhz, constraint_mhz, timing_pass, fmax (every clock), utilisation
     {bel: {used, available}}, critical_path, device, package, seed, seconds, tools, workdir,
     log}``. ``fmax_mhz`` is ``None`` when nextpnr reports no Fmax for ``clock``. ``reuse=True``
     returns the stored result of an earlier run on a byte-identical netlist with the same
-    arguments and nextpnr version (marked ``"reused": True``).
+    arguments and nextpnr version (marked ``"reused": True``). ``inputs`` maps file names to
+    text written into ``workdir`` before the run (e.g. a board's ``.lpf`` named in
+    ``extra_args``).
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {sorted(DEVICES)}, not {device!r}")
@@ -119,6 +122,8 @@ def place_and_route(netlist: str | os.PathLike, *, workdir: str | os.PathLike,
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     shutil.copyfile(netlist, workdir / "design.json")  # the WebAssembly tool sees only cwd
+    for name, text in (inputs or {}).items():
+        (workdir / name).write_text(text)
     (workdir / "args.txt").write_text(" ".join(args) + "\n")
     log_path = workdir / "nextpnr.log"
     t0 = time.perf_counter()

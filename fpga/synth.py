@@ -100,13 +100,15 @@ def _abc9_assertion(err: "SynthError") -> bool:
 
 def synth_script(top: str, target: str, *, nodsp: bool = False, liberty: str | None = None,
                  il_name: str = "design.il", abc9: bool = True, hierarchical: bool = False,
-                 module_stats: bool = False) -> str:
+                 module_stats: bool = False, primitives: bool = False) -> str:
     """The Yosys script (relative file names) for ``target``; writes ``stat.json`` (and
     ``stat_tx.json`` / ``stat_lib.json`` for the generic target, ``netlist.json`` for FPGAs).
     ``abc9=False`` (ECP5): LUTs mapped by ``abc -lut 4`` instead of ``abc9`` (the fallback of
     :func:`synthesize_rtlil` when abc9 asserts). ``hierarchical`` (ECP5): every module mapped on
     its own (``-noflatten``), the netlist flattened afterwards; ``module_stats`` then also writes
-    ``stat_modules.json``, every module's own cells before flattening (area breakdowns)."""
+    ``stat_modules.json``, every module's own cells before flattening (area breakdowns).
+    ``primitives``: leave the hierarchy check to ``synth_*``, which reads the cell library
+    first (a board top instantiates I/O and global-reset primitives)."""
     _check_target(target, nodsp, liberty)
     keep, flat = ([], ["flatten", "opt_clean"]) if hierarchical else (_KEEP_PES, _FLATTEN_PES)
     if (hierarchical or not abc9) and target != "ecp5":
@@ -116,6 +118,10 @@ def synth_script(top: str, target: str, *, nodsp: bool = False, liberty: str | N
             raise ValueError("module_stats needs hierarchical=True")
         flat = ["delete t:$scopeinfo", "tee -q -o stat_modules.json stat -json", *flat]
     lines = [f"read_rtlil {il_name}", f"hierarchy -check -top {top}"]
+    if primitives:
+        if target == "generic":
+            raise ValueError("primitives needs an FPGA target")
+        lines.pop()     # synth_* reads the cell library, then checks the hierarchy itself
     if target == "generic":
         # The same passes as one `synth`, split after the coarse stage to count the memories
         # before memory_map turns them into flip-flops (no RAM macros in generic gates).
@@ -241,7 +247,7 @@ def _run(script: str, workdir: Path, timeout) -> str:
 
 def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: bool = False,
                      liberty: str | os.PathLike | None = None, workdir: str | os.PathLike,
-                     timeout: float | None = None) -> dict:
+                     timeout: float | None = None, primitives: bool = False) -> dict:
     """Synthesize RTLIL text with top module ``top`` in ``workdir`` (emptied first).
 
     Returns ``{target, top, nodsp, resources, cells, num_cells, transistors, ..., seconds,
@@ -261,7 +267,7 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
             raise FileNotFoundError(f"liberty file not found: {liberty}")
         lib_name = "cells.lib"  # the WebAssembly tool sees only the work directory
         shutil.copyfile(liberty, workdir / lib_name)
-    script = synth_script(top, target, nodsp=nodsp, liberty=lib_name)
+    script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, primitives=primitives)
     t0 = time.perf_counter()
     flow = "flat"
     try:
@@ -272,7 +278,8 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
         # Known Yosys 0.70 abc9 assertion: map the LUTs with abc instead.
         (workdir / "yosys_abc9.log").write_text((workdir / "yosys.log").read_text()
                                                 if (workdir / "yosys.log").exists() else "")
-        script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, abc9=False)
+        script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, abc9=False,
+                              primitives=primitives)
         _run(script, workdir, timeout)
         flow = "abc (abc9 asserted)"
     seconds = time.perf_counter() - t0

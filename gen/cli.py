@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "gen.cmd_analysis",
     "gen.cmd_synth",
     "gen.cmd_report",
+    "gen.cmd_build",
 )
 
 

@@ -7,9 +7,9 @@ import ast
 from golden.config import PRESETS, Config, ConfigError, preset
 
 
-def add_config_options(p):
-    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
-                   help="configuration preset (default: tiny)")
+def add_config_options(p, default_preset: str | None = "tiny"):
+    p.add_argument("--preset", default=default_preset, choices=sorted(PRESETS),
+                   help=f"configuration preset (default: {default_preset or 'per command'})")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                    help="override one configuration parameter (repeatable), e.g. --set sort_n=16")
 

@@ -1,0 +1,46 @@
+"""``dstar build``: a bitstream of the core for a board (fpga/board.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .options import add_config_options, config_from_args
+
+__all__ = ["register"]
+
+
+def register(sub):
+    from fpga.board import BOARDS
+
+    p = sub.add_parser(
+        "build", help="build a bitstream of the core behind a UART for a board",
+        description="Elaborate the board top (the core behind the UART host link), synthesize "
+                    "(Yosys), place and route (nextpnr) and pack the bitstream, all with the "
+                    "yowasp tools; print the resources and the Fmax nextpnr reports. Boards: " +
+                    "; ".join(f"{k}: {v[2]} (default preset {v[1]})" for k, v in BOARDS.items()))
+    p.add_argument("--board", required=True, choices=sorted(BOARDS))
+    add_config_options(p, default_preset=None)
+    p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
+    p.add_argument("-o", "--out", type=Path, default=None,
+                   help="output directory (default build/board/<board>-<preset>)")
+    p.set_defaults(func=run_build)
+
+
+def run_build(args):
+    from fpga.board import BOARDS, BuildError, build
+
+    from .cli import UserError
+
+    if args.preset is None:
+        args.preset = BOARDS[args.board][1]
+    cfg = config_from_args(args)
+    out = args.out or Path("build") / "board" / f"{args.board}-{cfg.name}"
+    try:
+        r = build(args.board, cfg, out, baud=args.baud)
+    except BuildError as e:
+        raise UserError(str(e)) from None
+    res = r["resources"]
+    print(f"{r['bitstream']}: {res['lut4']} LUT4, {res['ff']} FF, {res['dsp']} DSP, "
+          f"{res['bram']} BRAM; Fmax {r['fmax_mhz']} MHz at {r['constraint_mhz']:g} MHz "
+          f"({'met' if r['timing_pass'] else 'NOT met'}); {r['seconds']:.0f} s")
+    return 0
