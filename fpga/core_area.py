@@ -128,15 +128,16 @@ def plot(res: dict, path: Path):
     import matplotlib.pyplot as plt
 
     names = list(res["presets"])
+    parts = sorted({p for n in names for p in res["presets"][n]["parts"]},
+                   key=lambda p: -max(res["presets"][n]["parts"].get(p, {}).get("lut4", 0)
+                                      for n in names))
+    colors = {p: plt.get_cmap("tab20")(i % 20) for i, p in enumerate(parts)}
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for ax, key, label in ((axes[0], "lut4", "LUT4"), (axes[1], "ff", "flip-flops")):
-        parts = sorted({p for n in names for p in res["presets"][n]["parts"]},
-                       key=lambda p: -max(res["presets"][n]["parts"].get(p, {}).get(key, 0)
-                                          for n in names))
         bottom = [0] * len(names)
         for p in parts:
             vals = [res["presets"][n]["parts"].get(p, {}).get(key, 0) for n in names]
-            ax.bar(names, vals, bottom=bottom, label=p)
+            ax.bar(names, vals, bottom=bottom, label=p, color=colors[p])
             bottom = [b + v for b, v in zip(bottom, vals)]
         ax.set_title(f"core {label} by part (ECP5)")
         ax.set_ylabel(label)
