@@ -361,6 +361,51 @@ def _port_defines(d: _Defines, port):
     d.text()
 
 
+def _core_defines(d: "_Defines", cfg: Config):
+    """The core's instruction set (golden/core_isa.py): opcodes, command fields, buffers and
+    their depths and host words per row, error codes, counter indices."""
+    from golden import core_isa as isa
+
+    core = isa.core_for(cfg)
+    d.text(f"/* Core commands: {isa.CMD_BITS} bits; fields as OFFSET/WIDTH from bit 0 (VROW's field")
+    d.text(" * C, the tensor's channel stride, is STRIDE here: c is another field). */")
+    d.define("DSTAR_CMD_BITS", isa.CMD_BITS)
+    d.define("DSTAR_HOST_WORD_BITS", isa.HOST_WORD)
+    for code, op in enumerate(isa.OPCODES):
+        d.define(f"DSTAR_OP_{op}", code)
+    for op in isa.OPCODES:
+        off = 0
+        for name, w, dims, _s in isa.header_layout() + isa.cmd_layout(cfg, op):
+            n = 1
+            for k in dims:
+                n *= k
+            if name not in ("op", "wait", "signal") or op == "NOP":
+                field = "STRIDE" if name == "C" else name.upper()
+                tag = f"DSTAR_CMD_{op}_{field}" if name not in ("op", "wait", "signal") \
+                    else f"DSTAR_CMD_{field}"
+                d.define(f"{tag}_OFFSET", off)
+                d.define(f"{tag}_WIDTH", w)
+                if dims:
+                    d.define(f"{tag}_COUNT", n)
+            off += w * n
+    d.text()
+    d.text("/* Core buffers: id (LOAD/STORE buf field), rows, host words per row. */")
+    for i, b in enumerate(isa.BUFFERS):
+        d.define(f"DSTAR_BUF_{b}", i)
+        d.define(f"DSTAR_BUF_{b}_ROWS", isa.buffer_depth(core, b))
+        d.define(f"DSTAR_BUF_{b}_WORDS_PER_ROW", isa.host_words_per_row(cfg, b))
+    d.define("DSTAR_GMEM_ROWS", core.gmem_rows)
+    d.define("DSTAR_SEMAPHORES", isa.SEMAPHORES)
+    d.define("DSTAR_SREGS", isa.SREGS)
+    d.text()
+    d.text("/* Core status error codes and counter indices (STORE CNT). */")
+    for i, e in enumerate(isa.ERRORS):
+        d.define(f"DSTAR_ERR_{e.upper()}", i)
+    for i, c in enumerate(isa.COUNTERS):
+        d.define(f"DSTAR_CNT_{c.upper()}", i)
+    d.text()
+
+
 def c_header(unit: str, cfg: Config) -> str:
     """A C99 header describing the ``unit`` generated from ``cfg`` (see the module docstring).
 
@@ -397,6 +442,8 @@ def c_header(unit: str, cfg: Config) -> str:
             d.define(f"DSTAR_VPU_OP_{op.upper()}", code)
         d.define("DSTAR_VPU_OP_COUNT", len(VPU_OPS))
         d.text()
+    if unit in ("core", "uart_core"):
+        _core_defines(d, cfg)
     if any(p["kind"] == "link" for p in ports):
         from rtl import host_link as hl
         d.text("/* Host-link framing (rtl/host_link.py): [SYNC, port, count_lo, count_hi, words...],")
@@ -415,6 +462,11 @@ def c_header(unit: str, cfg: Config) -> str:
             d.define("DSTAR_LINK_VPU_CMD_PORT", uv.VPU_CMD_PORT, "input port of VPU commands")
             d.define("DSTAR_LINK_VPU_IN_PORT", uv.VPU_IN_PORT, "input port of VPU operands")
             d.define("DSTAR_LINK_VPU_OUT_PORT", uv.VPU_OUT_PORT, "output port of VPU results")
+        if unit == "uart_core":
+            from rtl import uart_core as uc
+            d.define("DSTAR_LINK_CORE_CMD_PORT", uc.CORE_CMD_PORT, "input port of commands")
+            d.define("DSTAR_LINK_CORE_HOST_PORT", uc.CORE_HOST_PORT, "input port of LOAD words")
+            d.define("DSTAR_LINK_CORE_OUT_PORT", uc.CORE_OUT_PORT, "output port of STORE words")
         d.text()
 
     head = [

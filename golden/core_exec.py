@@ -71,7 +71,7 @@ vpu_beats             VROW: +input beats per VPU command (ceil(n/T) token walk, 
 vpu_saturated         VROW: +saturated result elements (the golden function's count); QUANT with
                       diff: +x̂ elements that saturated in ``xhat_update``.
 y_saturated           GEMM: +outputs y that saturated (acc_requant).
-Y_saturated           GEMM: +running sums Y that saturated (acc_requant).
+ysum_saturated        GEMM: +running sums Y that saturated (acc_requant).
 qpu_<name>            QUANT: + the tile's :class:`golden.schedule.Counters` (``saturated``
                       included, as :func:`golden.schedule.schedule_matrix` adds it).
 ===================== ==========================================================================
@@ -453,6 +453,6 @@ class CoreExecutor(VrowEngine):
         if a["pcache"]:
             self._add("pcache_groups_read", len(groups))
         self._add("y_saturated", r.y_saturated)
-        self._add("Y_saturated", r.Y_saturated)
+        self._add("ysum_saturated", r.Y_saturated)
         self._add("vpu_rows", T)     # one acc_requant row of T elements per token
         self._add("vpu_beats", T)

@@ -142,7 +142,7 @@ COUNTERS = (
      "groups_replayed", "lanes_valid", "pcache_groups_written", "pcache_groups_read",
      "abuf_reads", "abuf_writes", "xbuf_reads", "xbuf_writes", "ybuf_reads", "ybuf_writes",
      "wmem_writes", "gmem_writes", "vpu_rows", "vpu_beats", "vpu_saturated", "y_saturated",
-     "Y_saturated")
+     "ysum_saturated")
     + tuple(f"qpu_{n}" for n in COUNTER_NAMES))
 CYCLE_COUNTERS = COUNTERS[:9]
 

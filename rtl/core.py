@@ -239,7 +239,7 @@ class Core(wiring.Component):
                "ybuf_writes": mx.ybuf_write + hload["YBUF"],
                "wmem_writes": v.wmem_write + hload["WMEM"], "gmem_writes": q.groups,
                "vpu_rows": mx.vpu_row + v.vpu_row, "vpu_beats": mx.vpu_row + v.vpu_beat,
-               "vpu_saturated": v.sat + q.xsat, "y_saturated": mx.ysat, "Y_saturated": mx.Ysat}
+               "vpu_saturated": v.sat + q.xsat, "y_saturated": mx.ysat, "ysum_saturated": mx.Ysat}
         for e in ENGINES:
             inc[f"busy_{e}"] = eng[e].busy
             inc[f"stall_{e}"] = getattr(dsp, f"stall_{e}")

@@ -122,7 +122,7 @@ class VectorEngine(wiring.Component):
                              (~row_start | cfifo.w_rdy))
         m.d.sync += inflight.eq(issue)
         last_beat = kk == nbeats - 1
-        tile_end = cols | ((r[:k] if k else 1) == T - 1)
+        tile_end = cols | (r[:k] == T - 1)
         with m.If(issue):
             with m.If(last_beat):
                 m.d.sync += [kk.eq(0), r.eq(r + 1),

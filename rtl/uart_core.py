@@ -63,6 +63,10 @@ class UartCore(wiring.Component):
     def cycles_per_bit(self) -> int:
         return self._link.cycles_per_bit
 
+    @property
+    def link(self) -> HostLink:
+        return self._link
+
     def elaborate(self, platform):
         m = Module()
         m.submodules.link = link = self._link

@@ -297,3 +297,32 @@ def test_cli_refuses_to_overwrite_the_verilog_with_an_artefact(tmp_path, capsys)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "would be overwritten" in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("unit", ["core", "uart_core"])
+def test_core_header_matches_the_instruction_set(tmp_path, unit):
+    """The core's header carries its instruction set (opcodes, every command field, buffers,
+    rows, host words per row, error codes, counters), each value checked by the compiler
+    against golden.core_isa."""
+    from golden import core_isa as isa
+
+    cfg = preset("tiny")
+    (tmp_path / "dstar.h").write_text(c_header(unit, cfg))
+    core = isa.core_for(cfg)
+    checks = [(f"DSTAR_OP_{op}", i) for i, op in enumerate(isa.OPCODES)]
+    for op in ("LOAD", "QUANT", "GEMM", "VROW"):
+        off = 0
+        for name, w, dims, _s in isa.header_layout() + isa.cmd_layout(cfg, op):
+            if name not in ("op", "wait", "signal"):
+                tag = f"DSTAR_CMD_{op}_{'STRIDE' if name == 'C' else name.upper()}"
+                checks += [(f"{tag}_OFFSET", off), (f"{tag}_WIDTH", w)]
+            off += w * prod(dims)
+    for i, b in enumerate(isa.BUFFERS):
+        checks += [(f"DSTAR_BUF_{b}", i), (f"DSTAR_BUF_{b}_ROWS", isa.buffer_depth(core, b)),
+                   (f"DSTAR_BUF_{b}_WORDS_PER_ROW", isa.host_words_per_row(cfg, b))]
+    checks += [(f"DSTAR_ERR_{e.upper()}", i) for i, e in enumerate(isa.ERRORS)]
+    checks += [(f"DSTAR_CNT_{c.upper()}", i) for i, c in enumerate(isa.COUNTERS)]
+    prog = _compile(tmp_path, _program("dstar.h", checks), "c11")
+    assert prog.returncode == 0, prog.stderr
+    d = _defines(c_header(unit, cfg))
+    assert ("DSTAR_LINK_CORE_CMD_PORT" in d) == (unit == "uart_core")
