@@ -191,6 +191,20 @@ def write_report(out: Path) -> dict:
                ""]
         if _sweep_plot(sweep, side / "sweep.png"):
             md += ["![resources against array size](reports/sweep.png)", ""]
+    boards = sorted(REPORTS.glob("board-*.json"))
+    if boards:
+        rows = []
+        for f in boards:
+            b = json.loads(f.read_text())
+            r = b["resources"]
+            rows.append([b["board"], b["preset"], r.get("lut4"), r.get("ff"), r.get("dsp"),
+                         r.get("bram"), f"{b['fmax_mhz']}", f"{b['constraint_mhz']:g}",
+                         "met" if b["timing_pass"] else "NOT met", b["baud"],
+                         f"{b['seconds']:.0f}"])
+        md += ["## Board builds", "", "`dstar build --board ...` (the core behind the UART host "
+               "link; bitstream in `build/board/`).", "",
+               _table(["board", "preset", "LUT4", "FF", "DSP", "BRAM", "Fmax MHz",
+                       "target MHz", "timing", "baud", "seconds"], rows), ""]
     core = _load("core")
     if core:
         md += ["## The core on a DiT block", "", "`python -m fpga.report_core` (details: "
