@@ -27,7 +27,7 @@ from amaranth.lib import io
 from golden import core_isa as isa
 from golden.config import Config
 
-__all__ = ["ULX3STop", "BOARDS", "build", "BuildError"]
+__all__ = ["ULX3STop", "BOARDS", "build", "record", "BuildError"]
 
 #: Boards: platform class path, default preset, what is on them.
 BOARDS = {
@@ -77,6 +77,18 @@ def _platform(board: str):
 
 def _say(msg: str):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def record(result: dict) -> Path:
+    """Write a build's result to ``reports/board-<board>-<preset>.json`` (what ``dstar report``
+    reads: the last build of each board and preset)."""
+    reports = Path(__file__).resolve().parent.parent / "reports"
+    reports.mkdir(exist_ok=True)
+    rel = {k: (os.path.relpath(v, reports.parent) if k == "bitstream" else v)
+           for k, v in result.items() if k != "utilisation"}
+    path = reports / f"board-{result['board']}-{result['preset']}.json"
+    path.write_text(json.dumps(rel, indent=2) + "\n")
+    return path
 
 
 def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: int = 1,
@@ -134,12 +146,7 @@ def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: in
                   tools=dict(syn["tools"], **pnr.get("tools", {})),
                   seconds=round(time.perf_counter() - t0, 1))
     (outdir / "build.json").write_text(json.dumps(result, indent=2) + "\n")
-    # The summary report (`dstar report`) reads the last build of each board and preset.
-    reports = Path(__file__).resolve().parent.parent / "reports"
-    reports.mkdir(exist_ok=True)
-    rel = {k: (os.path.relpath(v, reports.parent) if k == "bitstream" else v)
-           for k, v in result.items() if k != "utilisation"}
-    (reports / f"board-{board}-{cfg.name}.json").write_text(json.dumps(rel, indent=2) + "\n")
+    record(result)
     if not pnr["timing_pass"]:
         raise BuildError(f"timing not met: Fmax {pnr['fmax_mhz']} MHz < {freq:g} MHz "
                          f"(bitstream written anyway: {bit}; log: {pnr['log']})")
