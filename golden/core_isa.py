@@ -105,7 +105,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from .config import Config, bitlen
-from .layouts import VPU_OPS, group_layout, layout_width, pack, qpu_config_layout, unpack
+from .layouts import VPU_OPS, layout_width, pack, qpu_config_layout, unpack
 from .schedule import COUNTER_NAMES
 
 __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "ERRORS",

@@ -25,7 +25,6 @@ from amaranth.lib.wiring import In, Out
 
 from golden import core_isa as isa
 from golden.config import Config, bitlen
-from golden.schedule import COUNTER_NAMES
 
 from .core_abuf import SkewedBuffer
 from .core_dispatch import ENGINES, Dispatcher

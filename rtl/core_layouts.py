@@ -1,9 +1,11 @@
 """Amaranth views of the core's command words and buffer rows (from :mod:`golden.core_isa`)."""
 
 from amaranth.hdl import unsigned
-from amaranth.lib import data
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
 
 from golden import core_isa as isa
+from golden.layouts import VPU_OPS
 
 from .layouts import to_layout
 
@@ -15,7 +17,7 @@ BUF = {name: i for i, name in enumerate(isa.BUFFERS)}
 
 
 def VOP(name: str) -> int:
-    from golden.layouts import VPU_OPS
+    """The VPU operation code of ``name``."""
     return VPU_OPS.index(name)
 
 
@@ -40,16 +42,12 @@ def row_width(cfg, buf: str) -> int:
 CMD_SHAPE = unsigned(isa.CMD_BITS)
 
 
-def MemRead(depth: int, shape) -> "wiring.Signature":
+def MemRead(depth: int, shape) -> wiring.Signature:
     """A memory read port from the user's side: ``en``, ``addr``; ``data`` valid the next cycle
     (held while ``en`` is low)."""
-    from amaranth.lib import wiring
-    from amaranth.lib.wiring import In, Out
     return wiring.Signature({"en": Out(1), "addr": Out(range(depth)), "data": In(shape)})
 
 
-def MemWrite(depth: int, shape) -> "wiring.Signature":
+def MemWrite(depth: int, shape) -> wiring.Signature:
     """A memory write port from the user's side: ``en``, ``addr``, ``data``."""
-    from amaranth.lib import wiring
-    from amaranth.lib.wiring import Out
     return wiring.Signature({"en": Out(1), "addr": Out(range(depth)), "data": Out(shape)})

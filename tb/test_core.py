@@ -4,7 +4,6 @@ blocks dropped), the host words equal to the ISA executor's, the event counters 
 executor's, and errors that stop the core cleanly."""
 
 import cocotb
-import numpy as np
 
 from golden import core_isa as isa
 from golden.core_compiler import compile_block
