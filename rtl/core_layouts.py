@@ -1,6 +1,5 @@
 """Amaranth views of the core's command words and buffer rows (from :mod:`golden.core_isa`)."""
 
-from amaranth.hdl import unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -39,7 +38,6 @@ def row_width(cfg, buf: str) -> int:
     return isa.row_width(cfg, buf)
 
 
-CMD_SHAPE = unsigned(isa.CMD_BITS)
 
 
 def MemRead(depth: int, shape) -> wiring.Signature:
