@@ -150,7 +150,8 @@ def place_and_route(netlist: str | os.PathLike, *, workdir: str | os.PathLike,
         fmax = parse_fmax_log(log)
     # Out of context the clock keeps its port name; with I/O buffers it gets a suffix.
     key = next((k for k in fmax if k == clock), None) or next(
-        (k for k in fmax if k.startswith(clock)), None)
+        (k for k in fmax if k.startswith(clock)), None) or (
+        next(iter(fmax)) if len(fmax) == 1 else None)     # a board's one clock, renamed
     util = {k: {"used": int(v["used"]), "available": int(v["available"])}
             for k, v in sorted(report.get("utilization", {}).items())}
     result = dict(

@@ -3,8 +3,10 @@ against the buffer depths, and issues it to its engine under the rules of golden
 (semaphores; H and V run alone; Q and M may run together). NOP, END, BARRIER, VPARAM, STEP and
 SKIP execute here.
 
-Timing: a command is taken into the head register, checked the next cycle, and issued (or
-executed) from the cycle after that, so back-to-back commands to free engines cost 3 cycles each.
+Timing: a command is taken into the head register, checked over the next two cycles (the
+check's result is registered, so its adders and multipliers are one pipeline stage), and issued
+(or executed) from the cycle after that: back-to-back commands to free engines cost 4 cycles
+each.
 After an error the dispatcher stops issuing and takes and discards every further command.
 """
 
@@ -153,13 +155,21 @@ class Dispatcher(wiring.Component):
             with m.Elif(skip != 0):
                 m.d.sync += skip.eq(skip - 1)
 
-        code = self._check(m, hd)
+        # The operand check (adders, multipliers, comparators) gets a cycle of its own: its
+        # result is registered, and the command counts as checked the cycle after.
+        check = self._check(m, hd)
+        code = Signal.like(check, name="code")
+        staged = Signal()
+        with m.If(hv & ~checked & ~staged):
+            m.d.sync += [code.eq(check), staged.eq(1)]
+        with m.If(~hv):
+            m.d.sync += staged.eq(0)
         fault = Signal.like(self.fault)
         fault_idx = Signal(32)
         last_idx = [Signal(32, name=f"last_idx_{e}") for e in ENGINES]
         m.d.comb += fault_idx.eq(index - 1)
-        with m.If(hv & ~checked):
-            m.d.sync += checked.eq(1)
+        with m.If(hv & ~checked & staged):
+            m.d.sync += [checked.eq(1), staged.eq(0)]
             with m.If(code != 0):
                 m.d.comb += fault.eq(code)
         with m.If(self.fault != 0):
