@@ -2,8 +2,8 @@
 block's matrix work on the INT8 baseline array.
 
 :func:`measure` runs the generated core for a preset on its test block (``tb.core_tb.SPECS``)
-over four steps (cache, reuse, cache, reuse), section by section, and returns the perf record (cycles, counter
-deltas per section, simulation speed). :func:`baseline_side_by_side` puts every matrix section
+over four steps (cache, reuse, cache, reuse), section by section, and returns the perf record
+(cycles, counter deltas per section, simulation speed). :func:`baseline_side_by_side` puts every matrix section
 next to the dense INT8 baseline array: the core's measured M-engine busy cycles (RTL) against
 the baseline array's cycle law (``rtl.array``, shared by both arrays and verified in their
 tests: a stream of tiles of ``G_k`` beats takes ``Σ max(G_k, L + rows) + L + rows`` cycles,
