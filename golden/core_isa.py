@@ -113,7 +113,7 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "cmd_layout", "header_layout", "assemble", "disassemble", "encode", "decode",
            "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
            "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
-           "STORABLE", "check_core", "core_for"]
+           "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS"]
 
 CMD_BITS = 128          # one command
 HOST_WORD = 32          # host stream word

@@ -18,7 +18,7 @@ Ports: ``cmd`` (128-bit commands), ``host_in`` / ``host_out`` (32-bit words), ``
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -200,7 +200,7 @@ class Core(wiring.Component):
         counters = self._counters(m, dsp, eng, hload, hstore)
         cnt_r = host("CNT", False, unsigned(32))
         with m.If(cnt_r.en):
-            m.d.sync += cnt_r.data.eq(_select(counters, cnt_r.addr))
+            m.d.sync += cnt_r.data.eq(Array(counters)[cnt_r.addr])
         with m.Switch(hbuf_q):
             for buf, d in rdata.items():
                 with m.Case(BUF[buf]):
@@ -253,9 +253,3 @@ class Core(wiring.Component):
             out.append(c)
         return out
 
-
-def _select(values, idx):
-    res = values[0]
-    for i, v in enumerate(values[1:], 1):
-        res = Mux(idx == i, v, res)
-    return res

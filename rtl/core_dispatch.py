@@ -10,7 +10,7 @@ each.
 After an error the dispatcher stops issuing and takes and discards every further command.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -174,7 +174,7 @@ class Dispatcher(wiring.Component):
                 m.d.comb += fault.eq(code)
         with m.If(self.fault != 0):
             m.d.comb += [fault.eq(self.fault),
-                         fault_idx.eq(_select(last_idx, self.fault_engine))]
+                         fault_idx.eq(Array(last_idx)[self.fault_engine])]
         with m.If((fault != 0) & (err == 0)):
             m.d.sync += [err.eq(fault), self.error_index.eq(fault_idx), hv.eq(0)]
         with m.If(err != 0):
@@ -239,9 +239,3 @@ class Dispatcher(wiring.Component):
         m.d.comb += self.executed.eq(issued | local)
         return m
 
-
-def _select(values, idx):
-    res = values[0]
-    for i, v in enumerate(values[1:], 1):
-        res = Mux(idx == i, v, res)
-    return res

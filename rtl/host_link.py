@@ -65,7 +65,7 @@ from amaranth.lib.wiring import In, Out
 
 from .uart import UARTRx, UARTTx, check_cycles_per_bit
 
-__all__ = ["HostLink", "SYNC", "STATUS_PORT", "STATUS_BYTES", "HEADER_BYTES", "MAX_PORTS",
+__all__ = ["HostLink", "LinkedTop", "SYNC", "STATUS_PORT", "STATUS_BYTES", "HEADER_BYTES", "MAX_PORTS",
            "word_bytes"]
 
 SYNC = 0xA5
@@ -347,3 +347,36 @@ class HostLink(wiring.Component):
                             m.d.sync += [tsr.eq(Cat(Const(SYNC, 8), Const(k, 8), Const(1, 16),
                                                     Value.cast(s.payload))),
                                          left.eq(HEADER_BYTES + nb)]
+
+
+class LinkedTop(wiring.Component):
+    """Base of a design behind a :class:`HostLink` (``rtl.uart_vpu``, ``rtl.uart_core``): the
+    UART pins and the link's sticky flags as members, the ``cfg``, ``link`` and
+    ``cycles_per_bit`` properties, and :meth:`wire_link`. A subclass sets ``self._cfg`` and
+    ``self._link`` before calling ``super().__init__()``."""
+
+    rx: In(1, init=1)
+    tx: Out(1, init=1)
+    link_error: Out(1)
+    overrun: Out(1)
+    frame_error: Out(1)
+
+    @property
+    def cfg(self):
+        return self._cfg
+
+    @property
+    def link(self) -> "HostLink":
+        return self._link
+
+    @property
+    def cycles_per_bit(self) -> int:
+        return self._link.cycles_per_bit
+
+    def wire_link(self, m, user_status) -> "HostLink":
+        """Add the link to ``m``, connect the pins and flags, drive ``user_status``."""
+        m.submodules.link = link = self._link
+        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx), link.user_status.eq(user_status),
+                     self.link_error.eq(link.error), self.overrun.eq(link.overrun),
+                     self.frame_error.eq(link.frame_error)]
+        return link

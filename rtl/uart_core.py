@@ -3,13 +3,13 @@
 
 from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import Out
 
 from golden import core_isa as isa
 from golden.config import Config
 
 from .core import Core
-from .host_link import HostLink
+from .host_link import HostLink, LinkedTop
 from .params import check_config
 
 __all__ = ["UartCore", "CORE_CMD_PORT", "CORE_HOST_PORT", "CORE_OUT_PORT"]
@@ -20,7 +20,7 @@ CORE_HOST_PORT = 1    # input: 32-bit host words for LOAD
 CORE_OUT_PORT = 0     # output: 32-bit host words from STORE
 
 
-class UartCore(wiring.Component):
+class UartCore(LinkedTop):
     """:class:`~rtl.host_link.HostLink` + :class:`~rtl.core.Core`: input port 0 is the core's
     ``cmd``, input port 1 its ``host_in``, output port 0 its ``host_out``; the status reply's
     ``user_status`` is ``{bit 0: done, bit 1: busy, bits 2..4: error code}``.
@@ -35,11 +35,6 @@ class UartCore(wiring.Component):
     sticky flags), ``core_error`` (the core's error code), ``done``.
     """
 
-    rx: In(1, init=1)
-    tx: Out(1, init=1)
-    link_error: Out(1)
-    overrun: Out(1)
-    frame_error: Out(1)
     core_error: Out(range(len(isa.ERRORS)))
     done: Out(1)
 
@@ -55,29 +50,13 @@ class UartCore(wiring.Component):
                               cycles_per_bit=cycles_per_bit, rx_depth=rx_depth)
         super().__init__()
 
-    @property
-    def cfg(self) -> Config:
-        return self._cfg
-
-    @property
-    def cycles_per_bit(self) -> int:
-        return self._link.cycles_per_bit
-
-    @property
-    def link(self) -> HostLink:
-        return self._link
-
     def elaborate(self, platform):
         m = Module()
-        m.submodules.link = link = self._link
         m.submodules.core = core = self._core
+        st = core.status
+        link = self.wire_link(m, Cat(st.done, st.busy, st.error))
         wiring.connect(m, link.in_streams[CORE_CMD_PORT], core.cmd)
         wiring.connect(m, link.in_streams[CORE_HOST_PORT], core.host_in)
         wiring.connect(m, core.host_out, link.out_streams[CORE_OUT_PORT])
-        st = core.status
-        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
-                     link.user_status.eq(Cat(st.done, st.busy, st.error)),
-                     self.link_error.eq(link.error), self.overrun.eq(link.overrun),
-                     self.frame_error.eq(link.frame_error), self.core_error.eq(st.error),
-                     self.done.eq(st.done)]
+        m.d.comb += [self.core_error.eq(st.error), self.done.eq(st.done)]
         return m

@@ -3,12 +3,12 @@
 
 from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import Out
 
 from golden.config import Config
 from golden.layouts import vpu_cmd_layout, vpu_in_layout, vpu_out_layout
 
-from .host_link import HostLink
+from .host_link import HostLink, LinkedTop
 from .layouts import to_layout
 from .params import check_config
 from .vpu import VPU
@@ -25,7 +25,7 @@ VPU_IN_PORT = 1       # input: VPU operand beats (vpu_in_layout)
 VPU_OUT_PORT = 0      # output: VPU result beats (vpu_out_layout)
 
 
-class UartVPU(wiring.Component):
+class UartVPU(LinkedTop):
     """:class:`~rtl.host_link.HostLink` + :class:`~rtl.vpu.VPU`: input port 0 is the VPU's
     ``cmd``, input port 1 its ``i``, output port 0 its ``o``; the status reply's ``user_status``
     is ``{bit 0: VPU error, bit 1: VPU busy}``.
@@ -49,11 +49,6 @@ class UartVPU(wiring.Component):
     (docs/architecture.md, section 10).
     """
 
-    rx: In(1, init=1)
-    tx: Out(1, init=1)
-    link_error: Out(1)
-    overrun: Out(1)
-    frame_error: Out(1)
     vpu_error: Out(1)
 
     def __init__(self, cfg: Config, *, cycles_per_bit: int = SIM_CYCLES_PER_BIT,
@@ -66,27 +61,12 @@ class UartVPU(wiring.Component):
                               rx_depth=rx_depth)
         super().__init__()
 
-    @property
-    def cfg(self) -> Config:
-        return self._cfg
-
-    @property
-    def cycles_per_bit(self) -> int:
-        return self._link.cycles_per_bit
-
-    @property
-    def link(self) -> HostLink:
-        return self._link
-
     def elaborate(self, platform):
         m = Module()
-        m.submodules.link = link = self._link
         m.submodules.vpu = vpu = self._vpu
+        link = self.wire_link(m, Cat(vpu.error, vpu.busy))
         wiring.connect(m, link.in_streams[VPU_CMD_PORT], vpu.cmd)
         wiring.connect(m, link.in_streams[VPU_IN_PORT], vpu.i)
         wiring.connect(m, vpu.o, link.out_streams[VPU_OUT_PORT])
-        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
-                     link.user_status.eq(Cat(vpu.error, vpu.busy)),
-                     self.link_error.eq(link.error), self.overrun.eq(link.overrun),
-                     self.frame_error.eq(link.frame_error), self.vpu_error.eq(vpu.error)]
+        m.d.comb += self.vpu_error.eq(vpu.error)
         return m
