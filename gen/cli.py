@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "gen.cmd_synth",
     "gen.cmd_report",
     "gen.cmd_build",
+    "gen.cmd_bench",
+    "gen.cmd_profile",
 )
 
 

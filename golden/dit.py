@@ -469,8 +469,12 @@ def _attn_stats(sa: SARAttention) -> dict:
 
 def compare(spec: DiTSpec | None = None, cfg: Config | None = None, steps: int = 10,
             seed: int = 0, label: int | None = None, weight_seed: int = 0,
-            calib_seed: int | None = None, sar: bool = True, base_log2: int | None = None):
+            calib_seed: int | None = None, sar: bool = True, base_log2: int | None = None,
+            params: dict | None = None):
     """Sample the float and the quantized DiT from the same seed.
+
+    The weights are ``params`` when given (e.g. the trained digits DiT of
+    :func:`golden.digits.load_trained`), otherwise ``init_params(spec, weight_seed)``.
 
     SAR masks come from a float calibration run with ``calib_seed`` (default ``seed + 1``).
     Returns ``(x_float, x_quant, stats)``; ``stats`` is a plain JSON-serialisable dict with
@@ -482,7 +486,7 @@ def compare(spec: DiTSpec | None = None, cfg: Config | None = None, steps: int =
     spec = DiTSpec() if spec is None else spec
     if cfg is None:
         raise ValueError("compare needs a configuration")
-    params = init_params(spec, weight_seed)
+    params = init_params(spec, weight_seed) if params is None else params
     xf, label = ddim_sample(DiT(spec, params=params), steps, seed, label)
     calib_seed = seed + 1 if calib_seed is None else calib_seed
     masks = calibrate_masks(spec, cfg, steps, calib_seed, params=params) if sar else None

@@ -1,0 +1,68 @@
+"""ECP5 resources of the two arrays for ``dstar bench``: the MPU and the INT8 baseline of one
+configuration, from the same flow as ``dstar synth`` / ``python -m fpga.sweep`` (``synth_ecp5``,
+DSP blocks allowed, one fresh Yosys process per unit).
+
+Where each figure comes from, in order of preference:
+
+1. ``reports/sweep.json``: a point of the same unit whose ``config_hash`` equals the
+   configuration's (the sweep is the ``tiny`` preset at several sizes, so this covers ``tiny``);
+2. :func:`fpga.synth.synthesize` with ``reuse=True``: the stored result of an earlier run on
+   byte-identical RTLIL (``build/fpga/<unit>-<preset>-<hash>/ecp5/result.json``), else a new
+   Yosys run (about 1.5 minutes per array at 8 × 8).
+
+``synth=False`` skips step 2 (the unit's entry is then ``None``). Every entry names its
+``source``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from golden.config import Config
+
+__all__ = ["UNITS", "SWEEP", "from_sweep", "array_resources"]
+
+ROOT = Path(__file__).resolve().parent.parent
+SWEEP = ROOT / "reports" / "sweep.json"
+UNITS = ("mpu", "baseline")
+
+
+def from_sweep(unit: str, cfg: Config, path: Path = SWEEP) -> dict | None:
+    """The sweep point of ``unit`` at ``cfg.rows`` with ``cfg``'s hash, else ``None``."""
+    try:
+        sweep = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    for p in sweep.get("points", []):
+        if (p.get("unit") == unit and p.get("size") == cfg.rows
+                and p.get("config_hash") == cfg.hash()):
+            return dict(resources=p["resources"], tools=p.get("tools", {}),
+                        config_hash=p["config_hash"], flow=p.get("flow", "flat"),
+                        seconds=p.get("seconds"), source="reports/sweep.json")
+    return None
+
+
+def array_resources(cfg: Config, synth: bool = True, progress=None) -> dict:
+    """``{unit: entry or None}`` for the MPU and the baseline of ``cfg`` (see the module text).
+
+    An entry is ``{resources, tools, config_hash, flow, seconds, source}``; ``source`` is
+    ``"reports/sweep.json"``, ``"fpga.synth (stored run reused)"`` or ``"fpga.synth (Yosys
+    ran)"``. Raises :class:`fpga.synth.SynthError` when Yosys fails.
+    """
+    out = {}
+    for unit in UNITS:
+        entry = from_sweep(unit, cfg)
+        if entry is None and synth:
+            from .synth import synthesize
+
+            if progress:
+                progress(f"resources: synthesize {unit} ({cfg.name}, {cfg.hash()}) for ECP5")
+            r = synthesize(unit, cfg, "ecp5", reuse=True)
+            entry = dict(resources=r["resources"], tools=r["tools"],
+                         config_hash=r.get("config_hash", cfg.hash()), flow=r.get("flow", "flat"),
+                         seconds=r.get("seconds"),
+                         source="fpga.synth (stored run reused)" if r.get("reused")
+                         else "fpga.synth (Yosys ran)")
+        out[unit] = entry
+    return out

@@ -1,0 +1,104 @@
+"""``dstar bench``: the DSTAR MPU and the INT8 baseline array side by side on the same
+differential layers of a DiT (:mod:`sim.bench_layers`).
+
+``bench [--preset fpga] [--set k=v ...] [--weights trained|random|FILE.npz] [--model M]
+[--weight-seed N] [--seed N] [--steps N] [--steps-run 0,6] [--block B] [--quick]
+[--simulator verilator|icarus] [--no-synth] [--out DIR]`` records a float DDIM run, builds each
+layer's FMDQ group streams and dense INT8 tiles, simulates both generated arrays (every drain beat
+checked against golden), takes the ECP5 resources from ``reports/sweep.json`` or ``fpga.synth``,
+prints the per-layer table and writes ``DIR/bench.json`` and ``DIR/bench.md`` (default
+``reports/``). Progress lines go to stderr.
+
+Bad input (unknown preset, steps out of range, a layer wider than ``max_reduction``, missing
+weights file, an output folder that does not exist) is one line ``dstar: error: ...`` and exit
+status 2 before any simulation. A mismatch against golden in simulation or a Yosys failure is one
+line with the log's path and exit status 1; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from .cli import UserError
+from .options import add_config_options, config_from_args
+
+__all__ = ["register"]
+
+
+def register(sub):
+    from sim.bench_layers import MODELS
+
+    p = sub.add_parser(
+        "bench", help="DSTAR MPU against the INT8 baseline array on the layers of a DiT "
+                      "(RTL cycles, ECP5 resources)",
+        description="Run the same differential layers of a DiT on the generated MPU and INT8 "
+                    "baseline arrays in simulation (outputs checked against golden) and print "
+                    "cycles, cycle, LUT and throughput-per-LUT ratios and lane utilization per "
+                    "layer and in total.")
+    add_config_options(p, default_preset="fpga")
+    p.add_argument("--weights", default="trained", metavar="trained|random|FILE.npz",
+                   help="the trained digits DiT (default), random weights of --model, or a "
+                        "weights file in the trained model's format")
+    p.add_argument("--model", default="digits", choices=sorted(MODELS),
+                   help="model size for --weights random (default digits: the trained model's)")
+    p.add_argument("--weight-seed", type=int, default=0, help="seed of --weights random")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the sampling run (start noise and class label; default 0)")
+    p.add_argument("--steps", type=int, default=10, help="DDIM steps of the run (default 10)")
+    p.add_argument("--steps-run", default="0,6", metavar="S,S,...",
+                   help="steps whose layers run on the arrays (default 0,6: the first step, "
+                        "against zero, and a later differential cache step)")
+    p.add_argument("--block", type=int, default=0, help="which DiT block (default 0)")
+    p.add_argument("--quick", action="store_true",
+                   help="2 token tiles and 2 output blocks per layer (tests)")
+    p.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
+    p.add_argument("--no-synth", dest="synth", action="store_false",
+                   help="take resources only from reports/sweep.json (never run Yosys)")
+    p.add_argument("--out", type=Path, default=Path("reports"), metavar="DIR",
+                   help="folder for bench.json and bench.md (default reports)")
+    p.set_defaults(func=run_bench)
+
+
+def run_bench(args):
+    from fpga.synth import SynthError
+    from sim.bench_layers import bench, markdown, parse_steps, text
+
+    from .cmd_synth import _write_json
+
+    cfg = config_from_args(args)
+    steps_run = parse_steps(args.steps_run)
+    if not 1 <= args.steps <= 1000:
+        raise UserError(f"--steps must be in [1, 1000], not {args.steps}")
+    bad = [s for s in steps_run if not 0 <= s < args.steps]
+    if bad:
+        raise UserError(f"--steps-run: step {bad[0]} is outside [0, {args.steps - 1}]")
+    if not args.out.is_dir():
+        raise UserError(f"cannot write to {args.out}: it is not a directory")
+    t0 = time.perf_counter()
+
+    def say(msg):
+        print(f"[{time.perf_counter() - t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
+
+    try:
+        rep = bench(cfg, weights=args.weights, model=args.model, weight_seed=args.weight_seed,
+                    seed=args.seed, steps=args.steps, steps_run=steps_run, block=args.block,
+                    quick=args.quick, simulator=args.simulator, synth=args.synth, progress=say)
+    except (AssertionError, SynthError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"dstar: error: {msg}", file=sys.stderr)
+        return 1
+    rep["command"] = " ".join(
+        ["dstar bench", f"--preset {cfg.name}", *(f"--set {o}" for o in args.overrides),
+         f"--weights {args.weights}",
+         *([f"--model {args.model}", f"--weight-seed {args.weight_seed}"]
+           if args.weights == "random" else []),
+         f"--seed {args.seed}", f"--steps {args.steps}", f"--steps-run {args.steps_run}",
+         f"--block {args.block}", *(["--quick"] if args.quick else []),
+         f"--simulator {args.simulator}", *([] if args.synth else ["--no-synth"])])
+    print(text(rep))
+    _write_json(args.out / "bench.json", rep)
+    (args.out / "bench.md").write_text(markdown(rep))
+    print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.md'}")
+    return 0

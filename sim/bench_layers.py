@@ -1,0 +1,507 @@
+"""``dstar bench``: the same differential layers of a DiT on the DSTAR MPU and on the INT8
+baseline array, cycles from RTL simulation, resources from the ECP5 flow.
+
+Steps (:func:`bench`):
+
+1. **Weights** (:func:`load_weights`): the trained digits DiT (:func:`golden.digits.load_trained`),
+   random weights of a named model (:func:`golden.dit.init_params`) or an ``.npz`` file written
+   like the trained one.
+2. **Trace**: one float DDIM sampling run (:class:`golden.dit.TracingDiT`,
+   :func:`golden.dit.ddim_sample`) records each accelerator linear layer's real input per step.
+3. **Layers** (:func:`prepare`): for one block, every linear layer type (``x_embed``, the fused
+   ``qkv`` as its two differential layers ``qkv[qk]`` and ``qkv[v]`` (DESIGN 2.5), ``proj``,
+   ``fc1``, ``fc2``, ``final.linear``) runs as a :class:`golden.differential.DiffLinear` (closed
+   loop, weights from :func:`golden.differential.quantize_weights`) from step 0 to the last
+   measured step, so its state is the one DSTAR has; ``qkv[qk]`` steps only on SAR cache steps
+   (``t % sar_interval == 0``) and is absent from a reuse step. At every measured step the layer's
+   token tiles give the MPU's group stream (the one the QPU emits, :func:`golden.schedule.
+   schedule_matrix`) and the expected drain per block of ``cols`` output channels
+   (:func:`golden.schedule.execute`, cross-checked here against the layer's own product). The
+   baseline gets the same layer at the same step as dense INT8 tiles: the step's float input
+   quantized per tensor (symmetric, ``max|x| / 127``), one beat per input channel and tile,
+   expected ``A @ W`` in integers.
+4. **RTL**: ``tb/test_bench_layers.py`` streams both workloads through the generated Verilog of
+   the two arrays (Verilator by default, one simulation after the other), checks every drain beat
+   bit-exactly and measures the cycles of each block (first beat offered to last drain beat).
+5. **Resources** (:mod:`fpga.bench_resources`): ``reports/sweep.json`` when it holds the same
+   configuration, else :func:`fpga.synth.synthesize` (a stored identical run or a new one).
+
+Ratios (per layer and in total, same work on both arrays): ``cycles_ratio = INT8 cycles /
+DSTAR cycles`` (DSTAR's speed-up), ``lut_ratio = DSTAR LUTs / INT8 LUTs`` (``lut_total``: LUT4
+plus two per carry cell), ``tput_per_lut_ratio = cycles_ratio / lut_ratio`` (throughput per LUT of
+DSTAR over that of the INT8 array). Lane utilisation is valid lanes / (groups · lanes) of the
+streamed groups.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from golden.config import Config
+
+__all__ = ["DIGITS_SPEC", "MODELS", "LAYER_KINDS", "BenchLayer", "load_weights", "trace_inputs",
+           "check_layers", "prepare", "write_workload", "run_array", "bench", "summarize",
+           "table_rows", "text", "markdown", "parse_steps"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _digits_spec():
+    from golden.dit import DiTSpec
+    return DiTSpec(image_size=16, patch=2, channels=1, hidden=128, depth=4, heads=4,
+                   mlp_ratio=2.0, classes=10, freq_dim=64)
+
+
+DIGITS_SPEC = _digits_spec()
+
+
+def _models():
+    from golden.dit import DIT_MODELS
+    return {"digits": DIGITS_SPEC, **DIT_MODELS}
+
+
+#: Model sizes for ``--weights random`` (``digits`` is the trained model's size).
+MODELS = _models()
+#: The linear layer types of one block (plus the embedding and the final layer).
+LAYER_KINDS = ("x_embed", "qkv", "proj", "fc1", "fc2", "final.linear")
+#: ``--quick``: token tiles and output-channel blocks kept per layer.
+QUICK_TILES = 2
+QUICK_BLOCKS = 2
+
+
+@dataclass
+class BenchLayer:
+    """One differential layer at one step, ready for both arrays."""
+
+    name: str              # e.g. "blocks.0.attn.qkv[v]"
+    kind: str              # one of LAYER_KINDS
+    step: int
+    cache_step: bool
+    tokens: int            # tokens streamed (after --quick)
+    cin: int
+    cout: int              # output channels streamed (after --quick)
+    mpu_stream: list       # packed group beats of all tiles
+    groups: int            # groups per replay
+    lanes_valid: int       # valid lanes per replay
+    groups_per_tile: list
+    base_stream: list      # packed dense INT8 beats of all tiles
+    blocks: list = field(default_factory=list)   # [(W block, mpu expected, baseline expected)]
+    subchannels: dict = field(default_factory=dict)   # precision histogram of the step
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}@{self.step}"
+
+
+# --------------------------------------------------------------------------------- workload
+def load_weights(weights: str = "trained", model: str = "digits", weight_seed: int = 0):
+    """``(spec, params, info)``: ``weights`` is ``"trained"`` (the trained digits DiT),
+    ``"random"`` (:func:`golden.dit.init_params` of ``MODELS[model]`` from ``weight_seed``) or the
+    path of an ``.npz`` file in the trained model's format. ``info`` describes the source and
+    carries a SHA-256 of the parameters."""
+    if weights == "random":
+        from golden.dit import init_params
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {sorted(MODELS)}, not {model!r}")
+        spec = MODELS[model]
+        params = init_params(spec, weight_seed)
+        info = dict(weights="random", model=model, weight_seed=weight_seed)
+    else:
+        from golden.digits import load_trained
+        path = None if weights == "trained" else Path(weights)
+        if path is not None and not path.is_file():
+            raise FileNotFoundError(f"weights file {path} not found (--weights takes trained, "
+                                    f"random or an .npz file)")
+        spec, params = load_trained(path)
+        info = dict(weights="trained" if path is None else str(path), model="digits-trained")
+    h = hashlib.sha256()
+    for k in sorted(params):
+        h.update(k.encode())
+        h.update(np.ascontiguousarray(params[k], dtype=np.float64).tobytes())
+    info["params_sha256"] = h.hexdigest()[:16]
+    return spec, params, info
+
+
+def trace_inputs(spec, params, steps: int, seed: int, label: int | None = None):
+    """Float DDIM run: ``({"<layer>.x": (steps, tokens, in)}, label)``."""
+    from golden.dit import TracingDiT, ddim_sample
+
+    m = TracingDiT(spec, params=params)
+    _, label = ddim_sample(m, steps, seed, label)
+    return m.trace(), label
+
+
+def _layers_of_block(spec, block: int) -> list:
+    """``[(name, kind, trace key, weight key, column slice)]`` of one block, execution order."""
+    D = spec.hidden
+    b = f"blocks.{block}"
+    return [("x_embed", "x_embed", "x_embed", "x_embed", slice(None)),
+            (f"{b}.attn.qkv[qk]", "qkv", f"{b}.attn.qkv", f"{b}.attn.qkv", slice(0, 2 * D)),
+            (f"{b}.attn.qkv[v]", "qkv", f"{b}.attn.qkv", f"{b}.attn.qkv", slice(2 * D, 3 * D)),
+            (f"{b}.attn.proj", "proj", f"{b}.attn.proj", f"{b}.attn.proj", slice(None)),
+            (f"{b}.mlp.fc1", "fc1", f"{b}.mlp.fc1", f"{b}.mlp.fc1", slice(None)),
+            (f"{b}.mlp.fc2", "fc2", f"{b}.mlp.fc2", f"{b}.mlp.fc2", slice(None)),
+            ("final.linear", "final.linear", "final.linear", "final.linear", slice(None))]
+
+
+def check_layers(cfg: Config, spec, params, block: int = 0):
+    """Refuse (ValueError) a block number outside the model or a layer wider than
+    ``max_reduction``, before anything runs."""
+    if not isinstance(block, int) or not 0 <= block < spec.depth:
+        raise ValueError(f"block must be in [0, {spec.depth - 1}], not {block}")
+    for name, _, _, wkey, cs in _layers_of_block(spec, block):
+        cin = params[f"{wkey}.W"][:, cs].shape[0]
+        if cin > cfg.max_reduction:
+            raise ValueError(f"layer {name!r} has {cin} input channels; preset {cfg.name!r} "
+                             f"has max_reduction {cfg.max_reduction} (choose a smaller model "
+                             f"or a larger preset)")
+
+
+def _int8_tensor(x, width: int):
+    """Symmetric per-tensor INT quantization of a float matrix (the baseline's activations)."""
+    qmax = (1 << (width - 1)) - 1
+    amax = float(np.abs(x).max())
+    if amax == 0:
+        return np.zeros(x.shape, np.int64)
+    r = np.asarray(x, np.float64) * (qmax / amax)
+    return np.clip(np.sign(r) * np.floor(np.abs(r) + 0.5), -qmax, qmax).astype(np.int64)
+
+
+def prepare(cfg: Config, spec, params, trace: dict, steps_run, block: int = 0,
+            quick: bool = False) -> list:
+    """The :class:`BenchLayer` list: every layer of :func:`_layers_of_block` at every step of
+    ``steps_run`` (``qkv[qk]`` on cache steps only). Raises ValueError for a layer wider than
+    ``max_reduction`` or a step the trace does not hold."""
+    from golden.differential import DiffLinear, quantize_weights
+    from golden.fmdq import to_fixed
+    from golden.layouts import baseline_group_layout, pack
+    from golden.sar import is_cache_step
+    from golden.schedule import execute
+    from golden.vectors import drain_words
+
+    check_layers(cfg, spec, params, block)
+    nsteps = len(next(iter(trace.values())))
+    steps_run = sorted(set(steps_run))
+    if not steps_run or steps_run[0] < 0 or steps_run[-1] >= nsteps:
+        raise ValueError(f"steps to run must lie in [0, {nsteps - 1}], not {steps_run}")
+    T, cols, L = cfg.tile, cfg.cols, cfg.lanes
+    blay = baseline_group_layout(cfg)
+    out = []
+    for name, kind, tkey, wkey, cs in _layers_of_block(spec, block):
+        Wf = params[f"{wkey}.W"][:, cs]
+        cin, cout = Wf.shape
+        Wq, s_w = quantize_weights(Wf, cfg.weight_width)
+        layer = DiffLinear(Wq, s_w, cfg, bias=params[f"{wkey}.b"][cs], name=name)
+        X = trace[f"{tkey}.x"]
+        qk_only_cache = name.endswith("[qk]")
+        for t in range(steps_run[-1] + 1):
+            cache = is_cache_step(t, cfg.sar_interval)
+            if qk_only_cache and not cache:
+                continue
+            xi, _ = to_fixed(X[t], cfg.act_width, cfg.act_frac)
+            r = layer.step(xi)
+            if t not in steps_run:
+                continue
+            ntiles = len(r.tiles)
+            keep_t = min(ntiles, QUICK_TILES) if quick else ntiles
+            nblocks = -(-cout // cols)
+            keep_b = min(nblocks, QUICK_BLOCKS) if quick else nblocks
+            tiles = r.tiles[:keep_t]
+            groups = [g for ts in tiles for g in ts.groups]
+            # Baseline: the same step's float input as dense INT8 tiles.
+            A = _int8_tensor(X[t], cfg.weight_width)
+            Ap = np.zeros((ntiles * T, cin), np.int64)
+            Ap[:len(A)] = A
+            base_stream = []
+            for k in range(keep_t):
+                for c in range(cin):
+                    base_stream.append(pack(blay, dict(act=Ap[k * T:(k + 1) * T, c], channel=c,
+                                                       first=int(c == 0),
+                                                       last=int(c == cin - 1))))
+            bl = BenchLayer(name=name, kind=kind, step=t, cache_step=cache,
+                            tokens=keep_t * T, cin=cin, cout=min(cout, keep_b * cols),
+                            mpu_stream=[g.word(cfg) for g in groups], groups=len(groups),
+                            lanes_valid=int(sum(int(g.valid.sum()) for g in groups)),
+                            groups_per_tile=[len(ts.groups) for ts in tiles],
+                            base_stream=base_stream)
+            for bits in (2, 4, 6, 8):
+                bl.subchannels[f"b{bits}"] = sum(ts.counters[f"subchannels_b{bits}"]
+                                                 for ts in tiles)
+            bl.subchannels["zero"] = sum(ts.counters["subchannels_zero"] for ts in tiles)
+            for j in range(keep_b):
+                Wb = Wq[:, j * cols:(j + 1) * cols]
+                accs, flags = execute(groups, Wb, cfg)
+                got = np.concatenate(accs)[:, :Wb.shape[1]]
+                want = r.acc[:keep_t * T, j * cols:(j + 1) * cols] if keep_t * T <= len(r.acc) \
+                    else None
+                if want is not None and not np.array_equal(got[:len(want)], want):
+                    raise AssertionError(f"{name}@{t}: the group stream's executor disagrees with "
+                                         f"the layer's product in block {j}")
+                Wpad = np.pad(Wb, ((0, 0), (0, cols - Wb.shape[1])))
+                base_accs = [Ap[k * T:(k + 1) * T] @ Wpad for k in range(keep_t)]
+                bl.blocks.append((Wb, drain_words(cfg, accs, flags),
+                                  drain_words(cfg, base_accs, baseline=True)))
+            out.append(bl)
+    order = {s: i for i, s in enumerate(steps_run)}
+    out.sort(key=lambda b: order[b.step])
+    return out
+
+
+def write_workload(layers: list, unit: str, path: Path):
+    """The JSON file ``tb/test_bench_layers.py`` reads for ``unit`` (``"mpu"``/``"baseline"``)."""
+    mpu = unit == "mpu"
+    doc = dict(unit=unit, layers=[dict(
+        id=bl.id, stream=bl.mpu_stream if mpu else bl.base_stream,
+        blocks=[dict(W=np.asarray(W).tolist(), expected=exp_m if mpu else exp_b)
+                for W, exp_m, exp_b in bl.blocks]) for bl in layers])
+    Path(path).write_text(json.dumps(doc))
+
+
+def run_array(unit: str, cfg: Config, layers: list, simulator: str = "verilator",
+              seed: int = 1) -> dict:
+    """Stream the layers through the generated ``unit`` under cocotb; returns the testbench's
+    result (per layer: stream cycles of every block, weight-load cycles). Raises AssertionError
+    (with the simulation log's path) when a drain beat differs from golden."""
+    from .runner import run_cocotb
+
+    with tempfile.TemporaryDirectory(prefix="dstar-bench-") as d:
+        wl, res = Path(d) / "workload.json", Path(d) / "result.json"
+        write_workload(layers, unit, wl)
+        t0 = time.perf_counter()
+        run_cocotb(unit, cfg, simulator, "test_bench_layers", seed=seed, tag="bench",
+                   extra_env={"DSTAR_BENCH_WORKLOAD": str(wl), "DSTAR_BENCH_RESULT": str(res)})
+        out = json.loads(res.read_text())
+        out["run_s"] = time.perf_counter() - t0   # build (if any) + simulation + checks
+        return out
+
+
+# ---------------------------------------------------------------------------------- summary
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_valid, dense,
+         cd, ci, lut_ratio, lanes, subch, load):
+    cr = _ratio(ci, cd)
+    nsub = sum(subch.values())
+    bits = sum(int(k[1:]) * v for k, v in subch.items() if k != "zero")
+    return dict(layer=label, kind=kind, step=step, step_kind=cache, tokens=tokens, cin=cin,
+                cout=cout, blocks=blocks, groups=groups, lanes_valid=lanes_valid,
+                dense_beats=dense, cycles_dstar=cd, cycles_int8=ci, cycles_ratio=cr,
+                lut_ratio=lut_ratio, tput_per_lut_ratio=_ratio(cr, lut_ratio),
+                lane_util=_ratio(lanes_valid, groups * lanes),
+                mean_act_bits=_ratio(bits, nsub), subchannels=dict(subch),
+                weight_load_cycles=load)
+
+
+def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict) -> dict:
+    """Per-layer rows, per-step and overall totals (see the module text for the ratios)."""
+    luts = {u: (e or {}).get("resources", {}).get("lut_total") for u, e in resources.items()}
+    lut_ratio = _ratio(luts.get("mpu"), luts.get("baseline"))
+    m = {r["id"]: r for r in mpu["layers"]}
+    b = {r["id"]: r for r in base["layers"]}
+    rows = []
+    for bl in layers:
+        nb = len(bl.blocks)
+        mr, br = m[bl.id], b[bl.id]
+        rows.append(_row(bl.name, bl.kind, bl.step, "cache" if bl.cache_step else "reuse",
+                         bl.tokens, bl.cin, bl.cout, nb, nb * bl.groups, nb * bl.lanes_valid,
+                         nb * len(bl.base_stream), sum(mr["cycles"]), sum(br["cycles"]),
+                         lut_ratio, cfg.lanes, bl.subchannels, mr["load_cycles"]))
+
+    def total(label, rs):
+        sub = {}
+        for r in rs:
+            for k, v in r["subchannels"].items():
+                sub[k] = sub.get(k, 0) + v
+        s = lambda k: sum(r[k] for r in rs)  # noqa: E731
+        t = _row(label, None, None, None, None, None, None, s("blocks"), s("groups"),
+                 s("lanes_valid"), s("dense_beats"), s("cycles_dstar"), s("cycles_int8"),
+                 lut_ratio, cfg.lanes, sub, s("weight_load_cycles"))
+        for k in ("kind", "step", "step_kind", "tokens", "cin", "cout"):
+            t.pop(k)
+        return t
+
+    steps = sorted({r["step"] for r in rows})
+    return dict(rows=rows,
+                totals=dict(all=total("total", rows),
+                            by_step={str(s): total(f"step {s}", [r for r in rows
+                                                                 if r["step"] == s])
+                                     for s in steps}))
+
+
+def _tools(sim: dict) -> dict:
+    import amaranth
+    import cocotb
+
+    out = dict(python=platform.python_version(), numpy=np.__version__,
+               amaranth=amaranth.__version__, cocotb=cocotb.__version__,
+               simulator=sim.get("simulator"), simulator_version=sim.get("simulator_version"))
+    return out
+
+
+def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weight_seed: int = 0,
+          seed: int = 0, steps: int = 10, steps_run=(0, 6), block: int = 0, quick: bool = False,
+          simulator: str = "verilator", synth: bool = True, progress=None) -> dict:
+    """The whole bench; returns the report dict (``reports/bench.json``'s content)."""
+    from fpga.bench_resources import array_resources
+
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    spec, params, winfo = load_weights(weights, model, weight_seed)
+    check_layers(cfg, spec, params, block)
+    say(f"weights: {winfo['weights']} ({winfo['model']}, {spec.tokens} tokens, hidden "
+        f"{spec.hidden}, depth {spec.depth})")
+    trace, label = trace_inputs(spec, params, steps, seed)
+    say(f"trace: float DDIM, {steps} steps, seed {seed}, label {label}")
+    layers = prepare(cfg, spec, params, trace, steps_run, block, quick)
+    say(f"layers: {len(layers)} (layer, step) pairs, "
+        f"{sum(len(b.blocks) for b in layers)} blocks of {cfg.cols} output channels")
+    res = array_resources(cfg, synth=synth, progress=say)
+    for u, e in res.items():
+        say(f"resources {u}: " + (f"{e['resources']['lut_total']} LUTs from {e['source']}"
+                                   if e else "none (no sweep point, synthesis off)"))
+    sims = {}
+    for unit in ("mpu", "baseline"):
+        say(f"simulate {unit} ({simulator}, preset {cfg.name})")
+        sims[unit] = run_array(unit, cfg, layers, simulator)
+        say(f"simulate {unit}: {sims[unit]['cycles']} cycles, "
+            f"{sims[unit]['drain_beats_checked']} drain beats checked, "
+            f"{sims[unit]['run_s']:.1f} s")
+    summ = summarize(cfg, layers, sims["mpu"], sims["baseline"], res)
+    tools = _tools(sims["mpu"])
+    tools["yosys"] = next((e["tools"].get("yosys") for e in res.values() if e), None)
+    return dict(
+        generated=time.strftime("%Y-%m-%d %H:%M"),
+        preset=cfg.name, config=cfg.to_dict(), config_hash=cfg.hash(),
+        workload=dict(winfo, spec=spec.to_dict(), tokens=spec.tokens, seed=seed, label=label,
+                      steps=steps, steps_run=sorted(set(steps_run)), block=block, quick=quick,
+                      sar_interval=cfg.sar_interval,
+                      layers=sorted({bl.name for bl in layers},
+                                    key=[bl.name for bl in layers].index)),
+        simulator=simulator, tools=tools,
+        resources={u: (dict(e) if e else None) for u, e in res.items()},
+        simulation={u: dict(cycles=s["cycles"], drain_beats_checked=s["drain_beats_checked"],
+                            checked=s["checked"], sim_wall_s=round(s["wall_s"], 2),
+                            run_s=round(s["run_s"], 2)) for u, s in sims.items()},
+        rows=summ["rows"], totals=summ["totals"],
+        runtime_s=round(time.perf_counter() - t0, 1))
+
+
+# --------------------------------------------------------------------------------- printing
+def _f(v, fmt="{:.2f}", suffix=""):
+    return "–" if v is None else fmt.format(v) + suffix
+
+
+def _pct(v):
+    return _f(None if v is None else 100 * v, "{:.1f}", " %")
+
+
+def table_rows(rep: dict) -> list:
+    """``[header, row, ...]`` of the per-layer table and its totals (strings)."""
+    head = ["layer", "step", "tokens×in→out", "blocks", "DSTAR cycles", "INT8 cycles",
+            "INT8/DSTAR cycles", "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util",
+            "mean bits"]
+    out = [head]
+    for r in rep["rows"]:
+        out.append([r["layer"], f"{r['step']} ({r['step_kind']})",
+                    f"{r['tokens']}×{r['cin']}→{r['cout']}", str(r["blocks"]),
+                    f"{r['cycles_dstar']:,}", f"{r['cycles_int8']:,}", _f(r["cycles_ratio"]),
+                    _f(r["lut_ratio"]), _f(r["tput_per_lut_ratio"]), _pct(r["lane_util"]),
+                    _f(r["mean_act_bits"], "{:.2f}")])
+    tots = list(rep["totals"]["by_step"].items()) + [("all", rep["totals"]["all"])]
+    for key, t in tots:
+        out.append([f"**{t['layer']}**", "", "", str(t["blocks"]), f"{t['cycles_dstar']:,}",
+                    f"{t['cycles_int8']:,}", _f(t["cycles_ratio"]), _f(t["lut_ratio"]),
+                    _f(t["tput_per_lut_ratio"]), _pct(t["lane_util"]),
+                    _f(t["mean_act_bits"], "{:.2f}")])
+    return out
+
+
+def _res_line(unit, e):
+    if not e:
+        return f"{unit}: no resources (no matching sweep point and synthesis off)"
+    r = e["resources"]
+    return (f"{unit}: {r['lut_total']:,} LUTs (LUT4 {r['lut4']:,} + 2 × {r['carry']:,} carry), "
+            f"{r['ff']:,} FF, {r['dsp']} DSP, {r['bram']} BRAM, from {e['source']}")
+
+
+def text(rep: dict) -> str:
+    """The plain-text summary ``dstar bench`` prints."""
+    rows = table_rows(rep)
+    rows = [[c.replace("**", "") for c in r] for r in rows]
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    wl = rep["workload"]
+    lines.append(f"dstar bench: preset {rep['preset']} (config {rep['config_hash']}), "
+                 f"{rep['simulator']}, weights {wl['weights']} ({wl['model']}), seed {wl['seed']},"
+                 f" {wl['steps']} DDIM steps, measured steps {wl['steps_run']}, block "
+                 f"{wl['block']}{', quick' if wl['quick'] else ''}")
+    for k, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i])
+                               for i, c in enumerate(r)))
+        if k == 0:
+            lines.append("  ".join("-" * x for x in w))
+    for u in ("mpu", "baseline"):
+        lines.append("resources " + _res_line(u, rep["resources"].get(u)))
+    a = rep["totals"]["all"]
+    lines.append(f"total: DSTAR {a['cycles_dstar']:,} cycles, INT8 {a['cycles_int8']:,} cycles; "
+                 f"INT8/DSTAR cycles {_f(a['cycles_ratio'])}, DSTAR/INT8 LUTs "
+                 f"{_f(a['lut_ratio'])}, DSTAR/INT8 throughput per LUT "
+                 f"{_f(a['tput_per_lut_ratio'])}, lane utilization {_pct(a['lane_util'])}; "
+                 f"every drain beat checked against golden")
+    return "\n".join(lines)
+
+
+def markdown(rep: dict) -> str:
+    """``reports/bench.md``."""
+    rows = table_rows(rep)
+    wl = rep["workload"]
+    md = ["# DSTAR MPU against the INT8 baseline array on DiT layers (`dstar bench`)", "",
+          f"Generated {rep['generated']}; preset `{rep['preset']}` (config "
+          f"`{rep['config_hash']}`), {rep['simulator']} {rep['tools'].get('simulator_version')},"
+          f" cocotb {rep['tools'].get('cocotb')}, Amaranth {rep['tools'].get('amaranth')}, Yosys "
+          f"{rep['tools'].get('yosys')}. Bench runtime {rep['runtime_s']} s.", "",
+          f"Workload: weights `{wl['weights']}` ({wl['model']}, {wl['tokens']} tokens, parameters "
+          f"`{wl['params_sha256']}`), float DDIM run of {wl['steps']} steps from seed "
+          f"{wl['seed']} (label {wl['label']}); the layers of block {wl['block']} plus `x_embed` "
+          f"and `final.linear`, as closed-loop differential FMDQ layers, measured at steps "
+          f"{', '.join(map(str, wl['steps_run']))} (SAR interval {wl['sar_interval']}: "
+          f"`qkv[qk]` runs on cache steps only){'; quick mode' if wl['quick'] else ''}. "
+          "The INT8 array runs the same layers on the same step's input quantized to INT8 "
+          "per tensor.", "",
+          "Cycles are measured in RTL simulation of the generated Verilog, block of output "
+          "channels by block (first input beat offered to last drain beat; the weight loads, "
+          "equal on both arrays, are not included); every drain beat is checked bit-exactly "
+          "against golden inside the testbench. INT8/DSTAR cycles is DSTAR's speed-up; "
+          "throughput per LUT of DSTAR over INT8 is that speed-up divided by the LUT ratio. "
+          "Lane utilization: valid lanes / (groups · lanes). Mean bits: the mean FMDQ "
+          "precision over all sub-channels of the measured tiles (all-zero ones count 0 bits).",
+          ""]
+    md += ["| " + " | ".join(rows[0]) + " |", "|" + "|".join("---" for _ in rows[0]) + "|"]
+    md += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    md += ["", "Resources (ECP5, `synth_ecp5` with DSP blocks):", ""]
+    md += [f"- {_res_line(u, rep['resources'].get(u))}" for u in ("mpu", "baseline")]
+    md += ["", f"Simulation: MPU {rep['simulation']['mpu']['drain_beats_checked']:,} and "
+               f"baseline {rep['simulation']['baseline']['drain_beats_checked']:,} drain beats "
+               f"checked.", ""]
+    return "\n".join(md)
+
+
+def parse_steps(text: str) -> list:
+    """``"0,6"`` → ``[0, 6]`` (ValueError with a readable message otherwise)."""
+    try:
+        steps = [int(s) for s in str(text).split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--steps-run takes comma-separated step numbers, not {text!r}") from None
+    if not steps:
+        raise ValueError(f"--steps-run takes comma-separated step numbers, not {text!r}")
+    return steps
