@@ -212,8 +212,11 @@ class Dispatcher(wiring.Component):
         with m.If(ready_head & ~sem_ok & all_idle):
             m.d.comb += fault.eq(ERR["semaphore"])
 
-        # Commands executed here (they wait on and signal semaphores like the others).
-        with m.If(ready_head & sem_ok):
+        # Commands executed here (they wait on and signal semaphores like the others). Like
+        # every other command they wait while H or V runs (those run alone), so a counter read
+        # never sees a later command's effects.
+        alone_free = ~(busy["H"] | busy["V"])
+        with m.If(ready_head & sem_ok & alone_free):
             with m.Switch(op):
                 with m.Case(OP["NOP"]):
                     m.d.comb += local.eq(1)
@@ -223,9 +226,8 @@ class Dispatcher(wiring.Component):
                         with m.If(op == OP["END"]):
                             m.d.sync += self.done.eq(1)
                 with m.Case(OP["VPARAM"]):
-                    with m.If(~busy["V"]):
-                        m.d.comb += local.eq(1)
-                        m.d.sync += param.eq(cmd_layout(cfg, "VPARAM")(hd).value)
+                    m.d.comb += local.eq(1)
+                    m.d.sync += param.eq(cmd_layout(cfg, "VPARAM")(hd).value)
                 with m.Case(OP["STEP"]):
                     m.d.comb += local.eq(1)
                     iv = cmd_layout(cfg, "STEP")(hd).interval

@@ -13,22 +13,13 @@ from cocotb.utils import get_sim_time
 
 from golden import core_isa as isa
 from golden.config import Config
-from golden.dit import DIT_MODELS, DiTSpec
-from golden.dit_int import IntDiTBlock
-from golden.dit_int_compare import compare_int
+from golden.core_workloads import SPECS, block_workload  # noqa: F401 (re-exported)
 from golden.layouts import unpack
 
 from .array_tb import config_from_env
 from .streams import StreamSink, StreamSource, reset, start_clock
 
 __all__ = ["CoreTB", "block_workload", "out_words"]
-
-#: The DiT of each preset's block test: more than one tile on every dimension (tokens, hidden,
-#: head width, MLP width).
-SPECS = {
-    "tiny": DIT_MODELS["tiny"],                          # N 16, D 16, d 8, M 32 (T = 4)
-    "fpga": DiTSpec(image_size=8, patch=2, channels=4, hidden=32, depth=1, heads=2),  # T = 8
-}
 
 
 def out_words(cfg: Config, cmds) -> int:
@@ -39,31 +30,6 @@ def out_words(cfg: Config, cmds) -> int:
         if c.op == "STORE":
             n += c.count * isa.host_words_per_row(cfg, isa.BUFFERS[c.buf])
     return n
-
-
-def block_workload(cfg: Config, steps: int, seed: int = 3, drop: bool = True):
-    """``(make_block, inputs)``: a function building a fresh :class:`IntDiTBlock` of the preset's
-    test DiT, and per step the ``(x, mod)`` the block sees when the integer DiT samples from
-    ``seed`` (realistic activations). ``drop`` removes a few off-diagonal SAR blocks per head
-    (the diagonal stays) so that masked attention is exercised."""
-    spec = SPECS.get(cfg.name, DIT_MODELS["tiny"])
-    im = compare_int(spec, cfg, steps=steps, seed=seed)[3]
-    rec = im.int_steps[0]
-    inputs = [(r.x, r.mod) for r in rec]
-    mask = im.int_blocks[0].mask.copy()
-    if drop:
-        nb = mask.shape[1]
-        for h in range(mask.shape[0]):
-            for a in range(nb):
-                b = (a + 1 + h) % nb
-                if b != a:
-                    mask[h, a, b] = False
-    params = im.params
-
-    def make_block():
-        return IntDiTBlock(params, 0, spec, cfg, mask)
-
-    return make_block, inputs
 
 
 class CoreTB:
@@ -118,12 +84,14 @@ class CoreTB:
                 raise TimeoutError(f"core not done after {timeout} cycles")
             await Edge(self.dut.status)
 
-    async def run(self, cmds, host_words=(), timeout: int = 2_000_000) -> list:
+    async def run(self, cmds, host_words=(), timeout: int = 2_000_000,
+                  n_out: int | None = None) -> list:
         """Send ``cmds`` (the last one END) and ``host_words``; return the host words the
         program stores once the core reports ``done``. :attr:`cycles`: clock cycles from the
-        first command offered to ``done``. Raises on an error status."""
+        first command offered to ``done``. Raises on an error status. ``n_out``: the words the
+        program stores, when a SKIP may discard a STORE (default: every STORE's words)."""
         words = [c if isinstance(c, int) else isa.encode(self.cfg, c) for c in cmds]
-        n = out_words(self.cfg, words)
+        n = out_words(self.cfg, words) if n_out is None else n_out
         self.out.words.clear()
         rx = cocotb.start_soon(self.out.receive(n, timeout=timeout))
         tx = cocotb.start_soon(self.host.send(list(host_words)))

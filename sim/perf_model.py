@@ -1,0 +1,287 @@
+"""Cycle model of the DSTAR core: a command-level event simulation of the dispatcher and the four
+engines, driven by the exact work of every command (:mod:`sim.core_work`).
+
+Why a command-level model: every engine's duration is an affine function of work the golden
+model knows exactly (host words, groups written or replayed, VPU rows and beats), so the only
+things to model are those durations and the rules that overlap them, which are the instruction
+set's own (golden/core_isa.py):
+
+* **dispatcher**: a command enters the head register, is checked for two cycles and issues on
+  the third at the earliest (``dispatch`` = 4 cycles between back-to-back issues); SKIP'd
+  commands pass at one per cycle;
+* **H and V** (and BARRIER, END) issue once every engine is idle, and nothing issues while H
+  or V runs (the next command is taken and checked meanwhile);
+  **Q and M** run together; a ``wait`` issues once every named semaphore has been signalled
+  (signals land when the signalling command completes);
+* **M** is two halves: replay (one group per cycle, the MPU's tile flow forbids two tiles' last
+  groups closer than ``tile_period`` = ``L + rows``) and drain (``T`` beats through the VPU,
+  one tile after another); a GEMM issues when the replay half is free and the drain queue
+  (2 jobs) has room.
+
+Durations (:class:`Timing`) are affine in the work, with constants from the RTL's structure and
+a few cycles of offset measured once on isolated commands (:func:`sim.perf_validate.calibrate`).
+:func:`simulate` returns per-run cycles, busy cycles per engine and bytes moved per buffer
+(P-cache traffic included). Validation against the RTL core's own counters is in
+:mod:`sim.perf_validate` (``reports/perf_model.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+
+from golden.config import Config
+from golden.core_isa import BUFFERS, host_words_per_row, row_width
+from golden.layouts import VPU_OPS, group_layout, layout_width
+
+from .core_work import Work
+
+__all__ = ["Timing", "RunCycles", "simulate", "buffer_bytes", "ENGINES"]
+
+ENGINES = ("H", "Q", "M", "V")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Cycle constants of one core configuration (see the module docstring for the rules).
+
+    Host engine: LOAD ``words + load_fixed`` (``zero``: ``rows + load_fixed``); STORE
+    ``rows·(words_per_row + store_row_extra) + store_fixed``.
+    Q: QUANT ``max(groups, nch) + quant_fixed``; QCFG ``qcfg`` cycles.
+    M: a GEMM of ``G`` groups alone is busy ``G + gemm_fixed`` cycles; its last group leaves
+    the replay half ``replay_fixed`` cycles after ``G`` groups, and its drain ends
+    ``gemm_fixed - replay_fixed`` cycles after that; the replay half takes the next GEMM
+    ``G + replay_busy`` cycles after it started. A drain job leaves the 2-entry queue
+    ``queue_release`` cycles before its drain ends. ``idle_latency``: cycles from the last
+    engine going idle to a command that needs all idle issuing. Consecutive tiles' last groups are at least
+    ``tile_period`` apart; drains are at least ``drain_period`` apart.
+    V: VROW ``vrow_fixed[k] + rows·vrow_row[k] + beats·vrow_beat[k]``, ``k`` = operation and
+    walk (:meth:`vrow_key`).
+    ``signal_latency``: cycles from a command's last busy cycle to its semaphore signal being
+    usable by a waiting command.
+    """
+
+    tile: int
+    words: dict
+    dispatch: int = 4
+    issue_latency: int = 3
+    load_fixed: int = 1
+    store_row_extra: int = 2
+    store_fixed: int = 1
+    qcfg: int = 0
+    quant_fixed: int = 17
+    gemm_fixed: int = 30
+    replay_fixed: int = 2
+    replay_busy: int = 1
+    queue_release: int = 0
+    idle_latency: int = 0
+    tile_period: int = 15
+    drain_period: int = 4
+    signal_latency: int = 0
+    vrow_fixed: dict = field(default_factory=dict)
+    vrow_row: dict = field(default_factory=dict)
+    vrow_beat: dict = field(default_factory=dict)
+
+    @classmethod
+    def structural(cls, cfg: Config, **overrides) -> "Timing":
+        """The constants that follow from the RTL's structure for ``cfg`` (MPU tile period
+        ``rows + cols + pe_stages + 2 + rows``, drain of ``T`` beats, host words per row),
+        with ``overrides`` for the measured offsets."""
+        words = {b: host_words_per_row(cfg, b) for b in BUFFERS}
+        L = cfg.rows + cfg.cols + cfg.pe_stages + 2
+        base = dict(tile=cfg.tile, words=words, tile_period=L + cfg.rows,
+                    drain_period=cfg.tile)
+        base.update(overrides)
+        return cls(**base)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def with_(self, **kw) -> "Timing":
+        return replace(self, **kw)
+
+    # ------------------------------------------------------------------ durations
+    def host(self, w: Work) -> int:
+        a = w.args
+        count = a.get("count", 0)
+        if count == 0:
+            return 0
+        buf = BUFFERS[a["buf"]]
+        if w.op == "LOAD":
+            return (count if a.get("zero") else count * self.words[buf]) + self.load_fixed
+        return count * (self.words[buf] + self.store_row_extra) + self.store_fixed
+
+    def quant(self, w: Work) -> int:
+        if w.op == "QCFG":
+            return self.qcfg
+        return max(w.n("gmem_writes"), w.args["nch"]) + self.quant_fixed
+
+    @staticmethod
+    def vrow_key(w: Work) -> str:
+        """``op/walk`` of a VROW: the operation and its walk (``tok``: token rows, ``sub``:
+        sub-channels, ``cols = 1``), which have different rates."""
+        if "vop_name" in w.args:
+            return w.args["vop_name"]
+        return f"{VPU_OPS[w.args['vop']]}/{'sub' if w.args.get('cols') else 'tok'}"
+
+    def vrow(self, w: Work) -> int:
+        op = self.vrow_key(w)
+        return int(round(self.vrow_fixed.get(op, 0) + w.n("vpu_rows") * self.vrow_row.get(op, 0)
+                         + w.n("vpu_beats") * self.vrow_beat.get(op, 1)))
+
+
+@dataclass
+class RunCycles:
+    """Model result of one run: ``cycles`` from the first command's entry to the dispatcher
+    to END (``span`` between two chosen commands, see :func:`simulate`), ``busy`` per engine,
+    the issue time of every command (``issue``)."""
+
+    cycles: int
+    busy: dict
+    issue: list
+    complete: list
+    intervals: dict
+
+    def between(self, a: int, b: int) -> tuple:
+        """``(cycles, busy per engine)`` from the issue of command ``a`` to the issue of
+        command ``b``: what two counter reads at ``a`` and ``b`` see."""
+        lo, hi = self.issue[a], self.issue[b]
+        busy = {e: _union([(max(s, lo), min(x, hi)) for s, x in iv if min(x, hi) > max(s, lo)])
+                for e, iv in self.intervals.items()}
+        return hi - lo, busy
+
+
+class _M:
+    """The matrix engine's two halves."""
+
+    def __init__(self, t: Timing):
+        self.t = t
+        self.replay_free = 0      # first cycle the replay half can take a GEMM
+        self.last_group = -10**9  # transfer time of the previous tile's last group
+        self.drain_end = -10**9
+        self.pending = []         # drain end times not yet reached (queue occupancy)
+
+    def can_issue(self) -> int:
+        """Earliest issue time from the engine's side (replay free, queue room)."""
+        t = self.replay_free
+        if len(self.pending) >= 2:
+            t = max(t, sorted(self.pending)[-2])
+        return t
+
+    def issue(self, s: int, groups: int) -> tuple:
+        """Issue a GEMM at ``s``: returns ``(busy start, completion)``."""
+        t = self.t
+        start = s + 1
+        lg = max(start + groups + t.replay_fixed - 1, self.last_group + t.tile_period)
+        self.last_group = lg
+        self.replay_free = max(start + groups + t.replay_busy, lg - t.replay_fixed + 1)
+        drain_lat = t.gemm_fixed - t.replay_fixed
+        end = max(lg + drain_lat, self.drain_end + t.drain_period)
+        self.drain_end = end
+        self.pending = [e for e in self.pending if e > s] + [end - t.queue_release]
+        return start, end
+
+
+def _union(intervals) -> int:
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def simulate(t: Timing, works: list) -> RunCycles:
+    """Simulate one run (``works``: :class:`~sim.core_work.Work` per command, ending with END)
+    from idle. Times are cycles from the first command entering the dispatcher's head."""
+    head = blocked = 0
+    free = dict.fromkeys(ENGINES, 0)     # engine idle from this cycle on (M: all drains done)
+    m = _M(t)
+    sig = {s: [] for s in range(4)}      # semaphore signal times
+    used = dict.fromkeys(range(4), 0)
+    intervals = {e: [] for e in ENGINES}
+    issue, complete = [], []
+    for i, w in enumerate(works):
+        if w.skipped:
+            issue.append(None)
+            complete.append(None)
+            head += 1
+            continue
+        s = head + t.issue_latency
+        for b in range(4):
+            if w.wait >> b & 1:
+                times = sorted(sig[b])
+                if used[b] >= len(times):
+                    raise ValueError(f"command {i} ({w.op}) waits on semaphore {b}, which no "
+                                     f"earlier command signals: the program would deadlock")
+                s = max(s, times[used[b]] + t.signal_latency)
+                used[b] += 1
+        e = w.engine
+        s = max(s, blocked)
+        if w.op in ("BARRIER", "END") or e in ("H", "V"):
+            s = max(s, max(free.values()) + t.idle_latency)
+        elif e == "Q":
+            s = max(s, free["Q"])
+        elif e == "M":
+            s = max(s, m.can_issue())
+        start, end = s, s
+        if e == "H":
+            d = t.host(w)
+            start, end = s + 1, s + 1 + d
+        elif e == "Q":
+            d = t.quant(w)
+            start, end = s + 1, s + 1 + d
+        elif e == "V":
+            d = t.vrow(w)
+            start, end = s + 1, s + 1 + d
+        elif e == "M":
+            start, end = m.issue(s, w.n("groups_replayed"))
+        if e in ENGINES:
+            intervals[e].append((start, end))
+            free[e] = max(free[e], end)
+            for b in range(4):
+                if w.signal >> b & 1:
+                    sig[b].append(end)
+        elif w.signal:
+            for b in range(4):
+                if w.signal >> b & 1:
+                    sig[b].append(s)
+        issue.append(s)
+        complete.append(end)
+        head = s + 1
+        if e in ("H", "V"):
+            blocked = end + t.idle_latency
+    cycles = issue[-1] + 1 if issue and issue[-1] is not None else head
+    return RunCycles(cycles, {e: _union(intervals[e]) for e in ENGINES}, issue, complete,
+                     intervals)
+
+
+def buffer_bytes(cfg: Config, works: list) -> dict:
+    """Bytes read and written per buffer by one run (row widths of golden/core_isa.py; GMEM at
+    its group record width), with the P-cache traffic separately."""
+    rw = {b: row_width(cfg, b) for b in ("ABUF", "XBUF", "YBUF", "WMEM")}
+    gw = layout_width(group_layout(cfg))
+    tot: dict = {}
+
+    def add(k, rows, width):
+        tot[k] = tot.get(k, 0) + rows * width / 8
+
+    for w in works:
+        ev = w.ev
+        for b in ("ABUF", "XBUF", "YBUF"):
+            add(f"{b}.read", ev.get(f"{b.lower()}_reads", 0), rw[b])
+            add(f"{b}.write", ev.get(f"{b.lower()}_writes", 0), rw[b])
+        add("WMEM.write", ev.get("wmem_writes", 0), rw["WMEM"])
+        add("WMEM.read", ev.get("lanes_valid", 0), rw["WMEM"])
+        add("GMEM.write", ev.get("gmem_writes", 0), gw)
+        add("GMEM.read", ev.get("groups_replayed", 0), gw)
+        add("PCACHE.write", ev.get("pcache_groups_written", 0), gw)
+        add("PCACHE.read", ev.get("pcache_groups_read", 0), gw)
+        add("HOST.in", ev.get("host_words_in", 0), 32)
+        add("HOST.out", ev.get("host_words_out", 0), 32)
+    return {k: math.ceil(v) for k, v in tot.items()}

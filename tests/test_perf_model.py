@@ -1,0 +1,105 @@
+"""The core's cycle model (sim/perf_model.py): its rules on hand-made command streams, and its
+calibration and validation against the RTL core's own counters (tiny preset on Verilator in
+``make test``; the full set of shapes and the fpga preset in ``make regress``)."""
+
+import pytest
+
+from golden.config import preset
+from golden.core_isa import BUFFERS, core_for
+from sim.core_work import Work, trace_work
+from sim.perf_model import Timing, buffer_bytes, simulate
+from sim.perf_workloads import isolated, layer_steps, shapes
+
+CFG = preset("tiny")
+T = Timing.structural(CFG)
+H = BUFFERS.index("ABUF")
+
+
+def quant(g, **k):
+    return Work("QUANT", dict(nch=8), ev=dict(gmem_writes=g), **k)
+
+
+def gemm(g, **k):
+    return Work("GEMM", {}, ev=dict(groups_replayed=g), **k)
+
+
+def end():
+    return Work("END", {})
+
+
+def test_back_to_back_commands_cost_the_dispatch_interval():
+    r = simulate(T, [Work("NOP", {})] * 5 + [end()])
+    assert [b - a for a, b in zip(r.issue, r.issue[1:])] == [T.dispatch] * 5
+
+
+def test_host_engine_runs_alone_and_follows_its_law():
+    store = Work("STORE", dict(buf=H, count=3))
+    r = simulate(T, [quant(40), store, end()])
+    assert r.busy["H"] == 3 * (T.words["ABUF"] + T.store_row_extra) + T.store_fixed
+    assert r.issue[1] >= r.complete[0]              # waited for Q to finish
+
+
+def test_quant_and_gemm_overlap_under_semaphores():
+    seq = [quant(30, signal=1), quant(30, signal=1), gemm(30, wait=1, signal=2),
+           gemm(30, wait=1), end()]
+    r = simulate(T, seq)
+    assert r.issue[2] >= r.complete[0]              # the GEMM waits for its groups
+    assert r.issue[1] < r.complete[0] or r.issue[1] == r.issue[0] + T.dispatch
+    assert r.issue[2] < r.complete[1]               # ... while the next QUANT runs
+    assert r.cycles < sum(r.busy.values()) + 5 * T.dispatch
+
+
+def test_gemm_stream_respects_the_tile_period():
+    r = simulate(T, [gemm(1) for _ in range(6)] + [end()])
+    assert r.busy["M"] >= 5 * T.tile_period
+
+
+def test_unsatisfiable_wait_is_refused():
+    with pytest.raises(ValueError, match="semaphore 0"):
+        simulate(T, [gemm(4, wait=1), end()])
+
+
+def test_work_trace_counts_every_command_and_the_skips():
+    cfg = CFG
+    init, steps = layer_steps(cfg, shapes(cfg, "validation", steps=1)[0])
+    works = trace_work(cfg, core_for(cfg), [init, steps[0]])
+    assert len(works[1]) == len(steps[0][0])
+    q = [w for w in works[1] if w.op == "QUANT"]
+    g = [w for w in works[1] if w.op == "GEMM"]
+    assert sum(w.n("gmem_writes") for w in q) > 0
+    assert all(w.n("groups_replayed") > 0 for w in g)
+    by = buffer_bytes(cfg, works[1])
+    assert by["GMEM.read"] >= by["GMEM.write"] > 0
+
+
+def test_isolated_program_keeps_skip_ranges():
+    from golden.core_isa import Cmd
+    cmds = [Cmd("SKIP", dict(count=2)), Cmd("NOP", {}), Cmd("NOP", {}), Cmd("END", {})]
+    iso = isolated(cmds)
+    assert iso[1].op == "SKIP" and iso[1].args["count"] == 4
+    assert [c.op for c in iso[2:7]] == ["STORE", "NOP", "STORE", "NOP", "STORE"]
+
+
+@pytest.mark.cocotb
+def test_model_matches_the_rtl_core_tiny():
+    """Calibrate on the tiny core (Verilator) and validate on three other layer shapes over two
+    steps: every compute section and every whole step within 3 % of the RTL's ``cycles``."""
+    from sim.perf_validate import run
+    rec = run(CFG, "verilator", n_validation=3, steps=2, block_steps=0)
+    assert rec["shapes"] == 3
+    s = rec["summary"]
+    assert s["compute"]["max"] < 0.03, s
+    assert s["step"]["max"] < 0.03, s
+    for r in rec["rows"]:
+        assert r["model"]["busy_H"] == r["rtl"]["busy_H"]   # the host law is exact
+
+
+@pytest.mark.cocotb
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tiny", "fpga"])
+def test_model_matches_the_rtl_core_full(name):
+    """The report's set: 10 validation shapes over 3 steps and the DiT block over 4 steps."""
+    from sim.perf_validate import run
+    rec = run(preset(name), "verilator")
+    assert rec["shapes"] >= 10
+    assert rec["summary"]["step"]["max"] < 0.03, rec["summary"]
