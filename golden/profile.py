@@ -36,7 +36,7 @@ import numpy as np
 from .config import Config
 from .differential import DiffLinear, StepResult, quantize_weights
 from .dit import DiT, QuantizedDiT, TracingDiT, attention_layer_names, ddim_sample
-from .fmdq import dequant, quantize_tile_matrix, requantize, to_fixed
+from .fmdq import dequant, quantize_tile_matrix, requantize
 from .fmdq_stats import PRECISION_BINS, LayerStats
 from .sar import profile_mask
 from .schedule import Counters, reference_product

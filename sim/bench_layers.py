@@ -192,7 +192,7 @@ def prepare(cfg: Config, spec, params, trace: dict, steps_run, block: int = 0,
     steps_run = sorted(set(steps_run))
     if not steps_run or steps_run[0] < 0 or steps_run[-1] >= nsteps:
         raise ValueError(f"steps to run must lie in [0, {nsteps - 1}], not {steps_run}")
-    T, cols, L = cfg.tile, cfg.cols, cfg.lanes
+    T, cols = cfg.tile, cfg.cols
     blay = baseline_group_layout(cfg)
     out = []
     for name, kind, tkey, wkey, cs in _layers_of_block(spec, block):

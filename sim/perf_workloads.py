@@ -21,7 +21,7 @@ from golden.core_layer import LayerProgram
 from golden.core_workloads import block_workload
 from golden.differential import DiffLinear
 
-from .core_programs import CNT, END, Program, with_counters
+from .core_programs import CNT, END, Program
 
 __all__ = ["LayerShape", "layer_program", "layer_steps", "isolated", "plain_program",
            "isolated_program", "sectioned", "Sectioned", "block_runs", "block_programs",

@@ -158,8 +158,11 @@ def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: f
     return _run(t, _stream(tiles))
 
 
-def _vrow(t: Timing, op: str, rows: int, beats: int) -> int:
-    w = Work("VROW", dict(vop_name=op), ev=dict(vpu_rows=rows, vpu_beats=beats))
+def _vrow(t: Timing, cfg: Config, op: str, rows: int, n: int, walk: str = "tok") -> int:
+    """A VROW of ``rows`` rows of ``n`` elements: token walk (``ceil(n/T)`` beats a row) or
+    sub-channel walk (``n`` beats a row), the ISA's counting (golden/core_exec.py)."""
+    beats = rows * (math.ceil(n / cfg.tile) if walk == "tok" else n)
+    w = Work("VROW", dict(vop_name=f"{op}/{walk}"), ev=dict(vpu_rows=rows, vpu_beats=beats))
     return t.vrow(w) + t.dispatch
 
 
@@ -176,15 +179,19 @@ def attention_cycles(t: Timing, cfg: Config, a: Attention, wl: Workload | None, 
     fill = 1.0 if wl is None else wl.fill
     d_blocks = math.ceil(a.head_dim / T)
     cyc = 0
-    # K and V become INT8 weights per head (kv_amax, kv_quant over the keys' sub-channels).
-    kv = 2 if (cache or wl is None) else 1
-    cyc += heads * kv * (_vrow(t, "kv_amax", 1, a.head_dim) + _vrow(t, "kv_quant", 1, a.head_dim))
+    # K (cache steps, sub-channel walk over the key tiles) and V (every step, token walk) become
+    # INT8 weights per head: kv_amax, then kv_quant into WMEM.
+    if cache or wl is None:
+        cyc += heads * (_vrow(t, cfg, "kv_amax", nk, a.head_dim, "sub")
+                        + _vrow(t, cfg, "kv_quant", nk, a.head_dim, "sub"))
+    cyc += heads * (_vrow(t, cfg, "kv_amax", a.keys, a.head_dim)
+                    + _vrow(t, cfg, "kv_quant", a.keys, a.head_dim))
     nch_p = kept * T
     g_p = nch_p if wl is None else _groups(nch_p, wl.p_bits, cfg, wl.fill)
     if cache or wl is None:
         g_q = a.head_dim if bits is None else _groups(a.head_dim, bits, cfg, fill)
         per_unit = _run(t, _stream([(a.head_dim, g_q, kept)]))
-        per_unit += _vrow(t, "softmax", T, nch_p)
+        per_unit += _vrow(t, cfg, "softmax", T, nch_p)
         if wl is not None:                                # quantize P into the P cache
             per_unit += t.quant(_quant(nch_p, g_p)) + t.dispatch
         cyc += units * per_unit
@@ -195,15 +202,15 @@ def attention_cycles(t: Timing, cfg: Config, a: Attention, wl: Workload | None, 
 def vector_cycles(t: Timing, cfg: Config, model: DiTModel, cores: int) -> int:
     """Element-wise work of one core per step: per block two layernorms, two modulates, two
     gated residuals (hidden wide) and one GELU (MLP wide), as the compiler's block program."""
-    T = cfg.tile
     cyc = 0
     for x in model.linears:
         if x.name.endswith(".fc1") or x.name.endswith("v_mlp"):
             n = _share(x.tokens, cores)
             D = x.cin
-            per_block = (2 * _vrow(t, "layernorm", n, D) + 2 * _vrow(t, "modulate", n, D)
-                         + 2 * _vrow(t, "gated_residual", n, D)
-                         + _vrow(t, "gelu", n, x.cout - (D if x.name.endswith("v_mlp") else 0)))
+            mlp = x.cout - (D if x.name.endswith("v_mlp") else 0)
+            per_block = (2 * _vrow(t, cfg, "layernorm", n, D) + 2 * _vrow(t, cfg, "modulate", n, D)
+                         + 2 * _vrow(t, cfg, "gated_residual", n, D)
+                         + _vrow(t, cfg, "gelu", n, mlp))
             cyc += x.count * per_block
     return cyc
 

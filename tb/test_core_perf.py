@@ -17,7 +17,9 @@ from golden import core_isa as isa
 from golden.core_compiler import compile_block
 
 from .array_tb import env_int
-from .core_tb import SPECS, CoreTB, assert_equal, block_workload
+from golden.core_workloads import SPECS, block_workload
+
+from .core_tb import CoreTB, assert_equal
 
 END = isa.Cmd("END", {})
 CNT = isa.Cmd("STORE", dict(buf=isa.BUFFERS.index("CNT"), addr=0, count=len(isa.COUNTERS)))

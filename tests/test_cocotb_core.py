@@ -37,7 +37,7 @@ def test_core_perf_record():
     from golden.core_isa import core_for
     from golden.core_compiler import compile_block
     from sim.bench_core import MATRIX_SECTIONS, baseline_side_by_side, measure
-    from tb.core_tb import block_workload
+    from golden.core_workloads import block_workload
 
     cfg = preset("tiny")
     perf = measure(cfg, steps=2, optimize=False)

@@ -1,0 +1,95 @@
+"""The paper-scale projection (sim/project.py, sim/dit_shapes.py): its behaviour, not its numbers
+(those are in reports/projection.md)."""
+
+import json
+
+import pytest
+
+from golden.config import preset
+from sim.dit_shapes import MODELS, Attention, DiTModel, Linear
+from sim.perf_model import Timing
+from sim.project import Chip, Workload, main, paper_timing, pcache_bytes, project_model
+
+CFG = preset("paper")
+
+
+def calibrated(offset_fpga=0):
+    """Timing dicts as sim.perf_validate writes them: structural values plus offsets."""
+    out = {}
+    for name in ("tiny", "fpga"):
+        c = preset(name)
+        L = c.rows + c.cols + c.pe_stages + 2
+        lg = c.sort_n.bit_length() - 1
+        extra = offset_fpga if name == "fpga" else 0
+        out[name] = Timing.structural(
+            c, quant_fixed=lg * (lg + 1) // 2 + 5, gemm_fixed=L + c.rows + 11 + extra,
+            tile_period=L + c.rows + 3, replay_busy=1,
+            vrow_beat={"layernorm/tok": 7.0, "softmax/tok": 9.0}).to_dict()
+    return out
+
+
+@pytest.fixture(scope="module")
+def timing():
+    return paper_timing(calibrated())[0]
+
+
+def small_model(tokens=256, steps=10):
+    D = 256
+    return DiTModel("small", steps, (Linear("fc", tokens, D, 4 * D, 2),
+                                     Linear("blk.qk", tokens, D, 2 * D, 2, cache_only=True)),
+                    (Attention("attn", tokens, tokens, 4, 64, 2),))
+
+
+def test_equal_offsets_carry_over_and_different_ones_extrapolate():
+    t, notes = paper_timing(calibrated())
+    L = CFG.rows + CFG.cols + CFG.pe_stages + 2
+    assert t.gemm_fixed == L + CFG.rows + 11
+    assert t.tile_period == L + CFG.rows + 3
+    t2, notes2 = paper_timing(calibrated(offset_fpga=4))
+    assert t2.gemm_fixed > t.gemm_fixed               # 11 at rows 4, 15 at rows 8 → more at 64
+    assert any("extrapolated" in n for n in notes2)
+
+
+def test_fewer_bits_and_fewer_kept_blocks_are_faster(timing):
+    m, chip = small_model(), Chip()
+    base = Workload("w", bits=6.0, p_bits=6.0, fill=0.85, kept=0.9)
+    r0 = project_model(m, chip, timing, timing, CFG, base)
+    r1 = project_model(m, chip, timing, timing, CFG, Workload("w", 3.0, 3.0, 0.85, 0.9))
+    r2 = project_model(m, chip, timing, timing, CFG, Workload("w", 6.0, 6.0, 0.85, 0.4))
+    assert r1["dstar"]["per_image_s"] < r0["dstar"]["per_image_s"]
+    assert r2["dstar"]["cache"]["attention_s"] < r0["dstar"]["cache"]["attention_s"]
+    assert r0["int8"] == r1["int8"] == r2["int8"]     # the baseline ignores FMDQ and SAR
+    assert r0["dstar"]["reuse"]["total_s"] < r0["dstar"]["cache"]["total_s"]
+
+
+def test_pcache_lives_where_it_fits(timing):
+    wl = Workload("w", 4.0, 4.0, 0.85, 0.6)
+    small = project_model(small_model(tokens=128), Chip(), timing, timing, CFG, wl)
+    big = project_model(MODELS["Flux.1-dev 1K"], Chip(), timing, timing, CFG, wl)
+    assert small["pcache_location"] == "scratchpad" and small["pcache_traffic_s_per_step"] == 0
+    assert big["pcache_location"] == "HBM" and big["pcache_traffic_s_per_step"] > 0
+    a = MODELS["Flux.1-dev 1K"].attentions[0]
+    assert pcache_bytes(CFG, a, wl) > pcache_bytes(CFG, a, Workload("w", 2.0, 2.0, 0.85, 0.6))
+
+
+def test_every_paper_model_has_layers_and_attention():
+    assert len(MODELS) >= 9          # seven DiTs, Flux.1-dev at three resolutions
+    for m in MODELS.values():
+        assert m.linears and m.attentions and m.steps > 0 and m.macs() > 0
+
+
+def test_missing_calibration_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["--perf-model", str(tmp_path / "none.json"), "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "perf_validate" in err[0]
+
+
+def test_cli_writes_json_markdown_and_plot(tmp_path):
+    pm = tmp_path / "perf_model.json"
+    pm.write_text(json.dumps([dict(preset=k, timing=v) for k, v in calibrated().items()]))
+    assert main(["--perf-model", str(pm), "--profile", str(tmp_path / "none"),
+                 "--out-dir", str(tmp_path)]) == 0
+    rec = json.loads((tmp_path / "projection.json").read_text())
+    assert {r["model"] for r in rec["rows"]} == set(MODELS)
+    assert (tmp_path / "projection.png").stat().st_size > 0
+    assert "P cache" in (tmp_path / "projection.md").read_text()
