@@ -8,6 +8,10 @@ named beside each table), so the summary is reproducible from those files alone:
   ``reports/vpu.json``, ``reports/core_area.json``, ``reports/sweep.json``;
 * the core on a DiT block: ``reports/core.json``;
 * the MPU against the INT8 array on DiT layers: ``reports/bench.json`` (``dstar bench``);
+* the trained workload's profile: ``reports/profile.json`` (``dstar profile``);
+* the core cycle model against the RTL and the paper-scale projection:
+  ``reports/perf_model.json`` (``python -m sim.perf_validate``), ``reports/projection.json``
+  (``python -m sim.project``);
 * verification: every ``results.xml`` under ``build/sim/<unit>-<preset>-<hash>/runs/`` (the last
   run of each test module, per simulator).
 """
@@ -161,6 +165,49 @@ def _bench_section(bench: dict) -> list:
                     "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util"], rows), ""]
 
 
+def _model_sections(profile, perf, proj) -> list:
+    """REPORT.md lines for the profile, the cycle model's validation and the projection."""
+    md = []
+    if profile:
+        runs = profile["runs"]
+
+        def ci(s, scale=1.0, fmt="{:.2f}"):
+            return (fmt.format(scale * s["mean"]) + " [" + fmt.format(scale * s["lo"]) + ", "
+                    + fmt.format(scale * s["hi"]) + "]")
+        md += ["## Trained DiT: FMDQ and SAR profile", "", f"`dstar profile` (details: "
+               f"`reports/profile.md`): {len(profile['seeds'])} seeds, {profile['steps']} DDIM "
+               "steps, means with 95 % Student-t intervals.", "",
+               _table(["point", "avg bits", "attention work removed", "PSNR vs float dB",
+                       "quantized accuracy"],
+                      [[r["name"], ci(r["summary"]["avg_bits"]),
+                        ci(r["summary"]["attention_work_removed"]),
+                        ci(r["summary"]["psnr_db"], fmt="{:.1f}"),
+                        ci(r["summary"]["quant_correct"])] for r in runs]), ""]
+    if perf:
+        rows = []
+        for r in perf:
+            s, b = r["summary"], r["block_summary"]
+            rows.append([r["preset"], r["shapes"], f"{100 * s['compute']['max']:.2f} %",
+                         f"{100 * s['step']['max']:.2f} %", f"{100 * s['step']['mean']:.2f} %",
+                         f"{100 * b['step']['max']:.2f} %" if b.get("step") else None])
+        md += ["## Core cycle model against the RTL", "", "`python -m sim.perf_validate` "
+               "(details: `reports/perf_model.md`): error of the model's cycles against the RTL "
+               "core's `cycles` counter on layer shapes not used for calibration.", "",
+               _table(["preset", "layer shapes", "max error (compute)", "max error (step)",
+                       "mean error (step)", "DiT block max error (step)"], rows), ""]
+    if proj:
+        rows = [[r["workload"]["name"], r["model"], r["steps"], f"{r['dstar']['per_image_s']:.3f}",
+                 f"{r['int8']['per_image_s']:.3f}", f"{r['speedup']:.2f}×",
+                 f"{r['pcache_bytes'] / 2**20:.1f} MiB", r["pcache_location"]]
+                for r in proj["rows"]]
+        md += ["## Paper-scale projection", "", "`python -m sim.project` (details: "
+               "`reports/projection.md`): 32 `paper` cores at 1 GHz, HBM 1.5 TB/s, against the "
+               "same chip with the dense INT8 array.", "",
+               _table(["workload", "model", "steps", "DSTAR s/image", "INT8 s/image",
+                       "speed-up", "P cache", "lives in"], rows), ""]
+    return md
+
+
 def write_report(out: Path) -> dict:
     """Write ``out`` (REPORT.md) and, beside it, ``reports/units/*.json`` and
     ``reports/sweep.png`` (so REPORT.md's relative links hold wherever it is written); returns a
@@ -254,6 +301,7 @@ def write_report(out: Path) -> dict:
     bench = _load("bench")
     if bench:
         md += _bench_section(bench)
+    md += _model_sections(_load("profile"), _load("perf_model"), _load("projection"))
     md += ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
            "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`).", "",
            _table(["unit", "preset", "run", "simulator", "tests", "failed", "date"],

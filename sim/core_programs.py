@@ -81,8 +81,9 @@ def _job(cfg: Config, core: CoreConfig, prog: Program) -> dict:
 
 
 def run_programs(cfg: Config, core: CoreConfig, programs: list, simulator: str = "verilator",
-                 tag: str = "programs") -> dict:
-    """Run ``programs`` on the generated core under ``simulator``; returns ``{name: [stored
+                 tag: str = "programs", optimize: bool = False) -> dict:
+    """Run ``programs`` on the generated core under ``simulator`` (``optimize``: Verilator's
+    optimised build, slower to compile, several times faster to run); returns ``{name: [stored
     words of each run]}``. Raises AssertionError when a stored word differs from the executor."""
     names = [p.name for p in programs]
     if len(set(names)) != len(names):
@@ -91,5 +92,5 @@ def run_programs(cfg: Config, core: CoreConfig, programs: list, simulator: str =
         src, out = Path(d) / "programs.json", Path(d) / "out.json"
         src.write_text(json.dumps([_job(cfg, core, p) for p in programs]))
         run_cocotb("core", cfg, simulator, "test_core_programs", seed=1, tag=tag,
-                   extra_env={"DSTAR_PROGRAMS": str(src), "DSTAR_PROGRAMS_OUT": str(out)})
+                   optimize=optimize, extra_env={"DSTAR_PROGRAMS": str(src), "DSTAR_PROGRAMS_OUT": str(out)})
         return json.loads(out.read_text())

@@ -45,7 +45,7 @@ def _cnt_positions(works) -> list:
 
 
 def measure(cfg: Config, simulator: str = "verilator", n_validation: int | None = None,
-            steps: int = 3, block_steps: int = 2) -> dict:
+            steps: int = 3, block_steps: int = 2, optimize: bool = True) -> dict:
     """Run the calibration and validation programs on the RTL. Returns ``{"programs": {name:
     (kind, label, Program, sections)}, "works": {name: [[Work]]}, "reads": {name: [[counter
     dicts] per run]}, "sim_s"}``; kinds: ``iso`` / ``cal`` (calibration layers, isolated and
@@ -67,7 +67,7 @@ def measure(cfg: Config, simulator: str = "verilator", n_validation: int | None 
     works = {n: trace_work(cfg, core, p.runs) for n, (_k, _s, p, _x) in progs.items()}
     t0 = time.perf_counter()
     out = run_programs(cfg, core, [p for _, _, p, _ in progs.values()], simulator,
-                       tag=f"perf-{len(progs)}-{steps}-{block_steps}")
+                       tag=f"perf-{len(progs)}-{steps}-{block_steps}", optimize=optimize)
     reads = {}
     for n, (_k, _s, p, _x) in progs.items():
         reads[n] = [counter_reads(cfg, cmds, words, {i for i, w in enumerate(wk) if w.skipped})
@@ -219,10 +219,10 @@ def summarize(rows: list) -> dict:
 
 
 def run(cfg: Config, simulator: str = "verilator", n_validation: int | None = None,
-        steps: int = 3, block_steps: int = 2) -> dict:
+        steps: int = 3, block_steps: int = 2, optimize: bool = True) -> dict:
     """Measure, calibrate and validate ``cfg``; a JSON-ready record (``rows``: validation
     layers, ``block``: the DiT block's sections)."""
-    return evaluate(cfg, measure(cfg, simulator, n_validation, steps, block_steps))
+    return evaluate(cfg, measure(cfg, simulator, n_validation, steps, block_steps, optimize))
 
 
 def evaluate(cfg: Config, m: dict) -> dict:

@@ -85,7 +85,7 @@ def test_model_matches_the_rtl_core_tiny():
     """Calibrate on the tiny core (Verilator) and validate on three other layer shapes over two
     steps: every compute section and every whole step within 3 % of the RTL's ``cycles``."""
     from sim.perf_validate import run
-    rec = run(CFG, "verilator", n_validation=3, steps=2, block_steps=0)
+    rec = run(CFG, "verilator", n_validation=3, steps=2, block_steps=0, optimize=False)
     assert rec["shapes"] == 3
     s = rec["summary"]
     assert s["compute"]["max"] < 0.03, s
