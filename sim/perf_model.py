@@ -36,7 +36,7 @@ from golden.layouts import VPU_OPS, group_layout, layout_width
 
 from .core_work import Work
 
-__all__ = ["Timing", "RunCycles", "simulate", "buffer_bytes", "ENGINES"]
+__all__ = ["Timing", "RunCycles", "simulate", "buffer_bytes", "model_program", "ENGINES"]
 
 ENGINES = ("H", "Q", "M", "V")
 
@@ -285,3 +285,18 @@ def buffer_bytes(cfg: Config, works: list) -> dict:
         add("HOST.in", ev.get("host_words_in", 0), 32)
         add("HOST.out", ev.get("host_words_out", 0), 32)
     return {k: math.ceil(v) for k, v in tot.items()}
+
+
+def model_program(t: Timing, cfg: Config, runs) -> list:
+    """The model on a whole program: ``runs`` is ``[(commands, host words)]`` from a reset core
+    (e.g. :meth:`golden.core_layer.LayerProgram.init` and ``.step``, or a compiled DiT block
+    with its SAR masks). Returns per run ``{"cycles", "busy": {engine: cycles}, "bytes":
+    {buffer.read/write: bytes}}`` (P-cache traffic as ``PCACHE.*``)."""
+    from golden.core_isa import core_for
+
+    from .core_work import trace_work
+    out = []
+    for works in trace_work(cfg, core_for(cfg), runs):
+        r = simulate(t, works)
+        out.append(dict(cycles=r.cycles, busy=r.busy, bytes=buffer_bytes(cfg, works)))
+    return out

@@ -30,7 +30,7 @@ from golden.core_isa import core_for
 
 from .core_programs import counter_reads, run_programs
 from .core_work import trace_work
-from .perf_model import Timing, simulate
+from .perf_model import Timing, buffer_bytes, simulate
 from .perf_workloads import block_programs, isolated_program, plain_program, shapes
 
 __all__ = ["measure", "calibrate", "validate", "evaluate", "run", "write_reports", "SECTIONS"]
@@ -230,9 +230,12 @@ def evaluate(cfg: Config, m: dict) -> dict:
     t = calibrate(cfg, m)
     rows = validate(t, m, ("val",))
     block = validate(t, m, ("block",))
+    name = next((n for n, v in m["programs"].items() if v[0] == "block"), None)
+    block_bytes = ([buffer_bytes(cfg, w) for w in m["works"][name][1:]] if name else [])
     return dict(preset=cfg.name, config_hash=cfg.hash(), simulator=m["simulator"],
                 sim_seconds=round(m["sim_s"], 1), timing=t.to_dict(),
                 shapes=len({r["shape"] for r in rows}), rows=rows, block=block,
+                block_bytes=block_bytes,
                 calibration=summarize(validate(t, m, ("cal",))), summary=summarize(rows),
                 block_summary=summarize(block))
 
@@ -270,6 +273,15 @@ def markdown(records: list) -> str:
                   "the overlap and dispatch rules are out of sample here):", ""]
         lines += _summary_table(rec["block_summary"], ("matrix", "attn.cache", "attn.pv",
                                                        "step"))
+        if rec.get("block_bytes"):
+            keys = sorted({k for b in rec["block_bytes"] for k in b})
+            lines += ["", "Bytes moved per DiT-block step (model, from the executor's event "
+                      "counts and the row widths; `PCACHE` is the P-cache part of GMEM; "
+                      "`HOST.out` includes the measurement's counter reads):", "",
+                      "| step | " + " | ".join(keys) + " |",
+                      "|---:|" + "---:|" * len(keys)]
+            for i, b in enumerate(rec["block_bytes"]):
+                lines.append(f"| {i} | " + " | ".join(f"{b.get(k, 0):,}" for k in keys) + " |")
         lines += ["", "Calibrated constants: " + ", ".join(
             f"`{k}` = {t[k]}" for k in ("quant_fixed", "gemm_fixed", "replay_fixed",
                                         "replay_busy", "queue_release", "idle_latency",
