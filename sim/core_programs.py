@@ -91,6 +91,7 @@ def run_programs(cfg: Config, core: CoreConfig, programs: list, simulator: str =
     with tempfile.TemporaryDirectory() as d:
         src, out = Path(d) / "programs.json", Path(d) / "out.json"
         src.write_text(json.dumps([_job(cfg, core, p) for p in programs]))
+        env = {"DSTAR_PROGRAMS": str(src), "DSTAR_PROGRAMS_OUT": str(out)}
         run_cocotb("core", cfg, simulator, "test_core_programs", seed=1, tag=tag,
-                   optimize=optimize, extra_env={"DSTAR_PROGRAMS": str(src), "DSTAR_PROGRAMS_OUT": str(out)})
+                   optimize=optimize, extra_env=env)
         return json.loads(out.read_text())

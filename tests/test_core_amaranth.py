@@ -302,3 +302,23 @@ def test_host_back_pressure_and_gaps(cfg, dut):
     r, out = p.run(dut, gap=0.4, stall=0.5, seed=2)
     assert r.error == "none"
     assert np.array_equal(np.array([x["v"] for x in out[0]]), v)
+
+
+def test_dispatcher_commands_wait_for_a_counter_read(cfg, dut):
+    """VPARAM, STEP, SKIP and NOP right after a ``STORE CNT`` execute only once it has finished
+    (H runs alone), so both reads equal the ISA executor's (the cycle counters aside)."""
+    p = Prog(cfg)
+    # STEP with interval 1 keeps phase 0, so the SKIP discards nothing.
+    for op, args in (("VPARAM", dict(value=3)), ("STEP", dict(interval=1)),
+                     ("SKIP", dict(count=1)), ("NOP", {})):
+        p.store("CNT", 0, len(COUNTERS))
+        p.cmds.append(Cmd(op, args))
+    p.store("CNT", 0, len(COUNTERS))
+    r, out = p.run(dut)
+    want = CoreExecutor(cfg, core_preset("tiny")).run(p.cmds, p.host)
+    got = [w for rows in out for row in rows for w in row_to_words(cfg, "CNT", row)]
+    assert r.error == "none" and len(got) == len(want)
+    skip = {i * len(COUNTERS) + COUNTERS.index(k) for i in range(len(out))
+            for k in CYCLE_COUNTERS}
+    assert [g for i, g in enumerate(got) if i not in skip] == \
+        [w for i, w in enumerate(want) if i not in skip]
