@@ -217,12 +217,13 @@ def vector_cycles(t: Timing, cfg: Config, model: DiTModel, cores: int) -> int:
 
 # ----------------------------------------------------------------------------- the chip
 def pcache_bytes(cfg: Config, a: Attention, wl: Workload) -> int:
-    """P-cache record of one attention layer (DESIGN 2.6): per kept block and key, a 2-bit code
-    and ``T`` values at the average P bits."""
+    """P-cache record of one attention layer (DESIGN 2.6 with this project's 3-bit precision
+    code, docs/architecture.md §2): per kept block and key, the code and ``T`` values at the
+    average P bits."""
     T = cfg.tile
     nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
     kept = max(1, round(nk * wl.kept))
-    per_key = 2 + T * wl.p_bits
+    per_key = 3 + T * wl.p_bits
     return math.ceil(a.seqs * a.heads * nq * kept * T * per_key / 8)
 
 

@@ -103,3 +103,19 @@ def test_model_matches_the_rtl_core_full(name):
     rec = run(preset(name), "verilator")
     assert rec["shapes"] >= 10
     assert rec["summary"]["step"]["max"] < 0.03, rec["summary"]
+
+
+@pytest.mark.cocotb
+@pytest.mark.slow
+def test_program_runner_on_icarus():
+    """The program-runner testbench (tb/test_core_programs.py) on Icarus: a layer's isolated
+    and plain runs, every stored word checked against the executor; the counters agree with
+    Verilator's (the RTL is cycle-exact on both)."""
+    from sim.core_programs import run_programs
+    from sim.perf_workloads import isolated_program, plain_program
+    s = shapes(CFG, "validation", steps=2)[0]
+    progs = [isolated_program(CFG, s), plain_program(CFG, s).program]
+    core = core_for(CFG)
+    ica = run_programs(CFG, core, progs, "icarus", tag="icarus-check")
+    ver = run_programs(CFG, core, progs, "verilator", tag="icarus-check")
+    assert ica == ver
