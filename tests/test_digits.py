@@ -175,8 +175,8 @@ def test_cli_profile_missing_weights_is_one_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_training_smoke(tmp_path):
-    """A few optimizer steps of a tiny model; its saved JAX samples match NumPy sampling."""
-    pytest.importorskip("jax")
+    """A few optimizer steps of a tiny model; its saved JAX samples match NumPy sampling. Needs
+    the ``train`` extra (JAX), which ``make regress`` installs."""
     from golden import train_dit
 
     out = tmp_path / "w.npz"
