@@ -5,8 +5,9 @@ A buffer row travels as ``host_words_per_row`` 32-bit words, least significant f
 port (``buf`` id, address, raw row bits); the core routes it to the buffer's own port.
 
 Latency and throughput: LOAD takes one cycle per host word (the row is written on the edge its
-last word is taken), LOAD ``zero`` one cycle per row; STORE takes ``1 + k`` cycles per row of
-``k`` words (read, then one word per cycle).
+last word is taken) plus one; LOAD ``zero`` one cycle per row; STORE takes ``k + 2`` cycles per
+row of ``k`` words (read, register, then one word per cycle) plus one. The LOAD and STORE laws
+are what the core's ``busy_H`` counter measures (sim/perf_validate.py checks them).
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal

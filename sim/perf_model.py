@@ -14,14 +14,15 @@ set's own (golden/core_isa.py):
   **Q and M** run together; a ``wait`` issues once every named semaphore has been signalled
   (signals land when the signalling command completes);
 * **M** is two halves: replay (one group per cycle, the MPU's tile flow forbids two tiles' last
-  groups closer than ``tile_period`` = ``L + rows``) and drain (``T`` beats through the VPU,
+  groups closer than ``tile_period``, ``L + rows`` plus a measured offset) and drain (``T`` beats through the VPU,
   one tile after another); a GEMM issues when the replay half is free and the drain queue
   (2 jobs) has room.
 
 Durations (:class:`Timing`) are affine in the work, with constants from the RTL's structure and
 a few cycles of offset measured once on isolated commands (:func:`sim.perf_validate.calibrate`).
-:func:`simulate` returns per-run cycles, busy cycles per engine and bytes moved per buffer
-(P-cache traffic included). Validation against the RTL core's own counters is in
+:func:`simulate` returns a run's cycles and busy cycles per engine, :func:`buffer_bytes` the
+bytes it moves per buffer (P-cache traffic included), :func:`model_program` both for a whole
+program. Validation against the RTL core's own counters is in
 :mod:`sim.perf_validate` (``reports/perf_model.md``).
 """
 
@@ -52,9 +53,9 @@ class Timing:
     the replay half ``replay_fixed`` cycles after ``G`` groups, and its drain ends
     ``gemm_fixed - replay_fixed`` cycles after that; the replay half takes the next GEMM
     ``G + replay_busy`` cycles after it started. A drain job leaves the 2-entry queue
-    ``queue_release`` cycles before its drain ends. ``idle_latency``: cycles from the last
-    engine going idle to a command that needs all idle issuing. Consecutive tiles' last groups are at least
-    ``tile_period`` apart; drains are at least ``drain_period`` apart.
+    ``queue_release`` cycles before its drain ends. Consecutive tiles' last groups are at least
+    ``tile_period`` apart; drains are at least ``drain_period`` apart. ``idle_latency``: cycles
+    from the last engine going idle to the issue of a command that needs all idle.
     V: VROW ``vrow_fixed[k] + rows·vrow_row[k] + beats·vrow_beat[k]``, ``k`` = operation and
     walk (:meth:`vrow_key`).
     ``signal_latency``: cycles from a command's last busy cycle to its semaphore signal being
@@ -69,14 +70,14 @@ class Timing:
     store_row_extra: int = 2
     store_fixed: int = 1
     qcfg: int = 0
-    quant_fixed: int = 17
-    gemm_fixed: int = 30
-    replay_fixed: int = 2
-    replay_busy: int = 1
+    quant_fixed: int = 0
+    gemm_fixed: int = 0
+    replay_fixed: int = 0
+    replay_busy: int = 0
     queue_release: int = 0
     idle_latency: int = 0
-    tile_period: int = 15
-    drain_period: int = 4
+    tile_period: int = 0
+    drain_period: int = 1
     signal_latency: int = 0
     vrow_fixed: dict = field(default_factory=dict)
     vrow_row: dict = field(default_factory=dict)
@@ -84,13 +85,16 @@ class Timing:
 
     @classmethod
     def structural(cls, cfg: Config, **overrides) -> "Timing":
-        """The constants that follow from the RTL's structure for ``cfg`` (MPU tile period
-        ``rows + cols + pe_stages + 2 + rows``, drain of ``T`` beats, host words per row),
-        with ``overrides`` for the measured offsets."""
+        """The constants that follow from the RTL's structure for ``cfg`` (the host engine's law
+        of rtl/core_host.py, host words per row; MPU latency ``L = rows + cols + pe_stages + 2``
+        plus a drain of ``rows`` beats for a GEMM alone and for the tile period; drains of ``T``
+        beats; the sorter's depth for a QUANT), with ``overrides`` for the measured values
+        (:func:`sim.perf_validate.calibrate`)."""
         words = {b: host_words_per_row(cfg, b) for b in BUFFERS}
         L = cfg.rows + cfg.cols + cfg.pe_stages + 2
-        base = dict(tile=cfg.tile, words=words, tile_period=L + cfg.rows,
-                    drain_period=cfg.tile)
+        lg = cfg.sort_n.bit_length() - 1
+        base = dict(tile=cfg.tile, words=words, tile_period=L + cfg.rows, gemm_fixed=L + cfg.rows,
+                    quant_fixed=lg * (lg + 1) // 2, drain_period=cfg.tile)
         base.update(overrides)
         return cls(**base)
 

@@ -74,9 +74,8 @@ _OFFSETS = ("quant_fixed", "gemm_fixed", "tile_period")
 
 
 def _structural(cfg: Config) -> dict:
-    L = cfg.rows + cfg.cols + cfg.pe_stages + 2
-    lg = cfg.sort_n.bit_length() - 1
-    return dict(quant_fixed=lg * (lg + 1) // 2, gemm_fixed=L + cfg.rows, tile_period=L + cfg.rows)
+    s = Timing.structural(cfg)
+    return {k: getattr(s, k) for k in _OFFSETS}
 
 
 def paper_timing(calibrated: dict, cfg: Config | None = None) -> tuple:
