@@ -1,15 +1,19 @@
 """Calibrate the core's cycle model (:mod:`sim.perf_model`) on the RTL and validate it on other
-layer shapes: ``python -m sim.perf_validate --preset tiny fpga`` → ``reports/perf_model.{json,md}``.
+layer shapes: ``python -m sim.perf_validate --preset tiny fpga`` →
+``reports/perf_model.{json,md,png}``.
 
-One cocotb run per preset executes, on the generated core (Verilator by default):
+One cocotb run per preset executes, on the generated core (Verilator's optimised build by
+default):
 
 * **calibration**: 4 layer shapes, each step with a counter read after every command
   (:func:`sim.perf_workloads.isolated`): the busy cycles of each command alone give the
   duration offsets (medians of ``busy − work``); the same shapes run plainly fit the overlap
-  constants of the matrix engine (a small grid, least total error);
+  constants of the matrix engine (coordinate descent over small integer ranges, least total
+  error); the DiT block's isolated run gives the V engine's rates (least squares per operation
+  and walk);
 * **validation**: 10 other layer shapes run plainly (3 steps each: the first quantizes the whole
-  input, later ones its change). Per step and section (``load``, ``compute``, ``store``) the
-  model's cycles and busy cycles are compared with the RTL's counters.
+  input, later ones its change), and the DiT block over a cache and a reuse step. Per step and
+  section the model's cycles and busy cycles are compared with the RTL's counters.
 
 Every stored word of every run is checked against the ISA executor in the testbench.
 """
