@@ -12,7 +12,10 @@ so ``Y_t = W·x̂_t`` exactly and ``|x_t - x̂_t| <= step/2`` while nothing satu
 saturates at ``acc_width`` with a sticky flag.
 
 The product goes through the full schedule and executor of :mod:`golden.schedule`, so every
-statistic (groups, lane fill, counters) is the one the hardware would see.
+statistic (groups, lane fill, counters) is the one the hardware would see. With
+``schedule=False`` (and no ``overflow_detect``) the layer skips building the group schedule:
+the same integer numerics (the product comes from :func:`golden.schedule.reference_product` in
+both cases), about ten times faster, without the schedule's statistics (``tiles`` is None).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .config import Config
-from .fmdq import Quantized, dequant, requant_params, requantize, to_fixed
+from .fmdq import Quantized, dequant, quantize_tile_matrix, requant_params, requantize, to_fixed
 from .schedule import Counters, execute, reference_product, schedule_matrix
 
 __all__ = ["quantize_weights", "DiffLinear", "StepResult"]
@@ -52,7 +55,7 @@ class StepResult:
     Y: np.ndarray          # running integer sum after the step (tokens, out)
     acc: np.ndarray        # this step's accumulator contribution (tokens, out)
     qz: Quantized          # the step's quantized sub-channels
-    tiles: list            # TileSchedule per token tile
+    tiles: list | None     # TileSchedule per token tile (None: built without the schedule)
     counters: Counters
     dx: np.ndarray         # the difference that was quantized
 
@@ -67,12 +70,15 @@ class DiffLinear:
     cfg : the configuration (tile size, widths, loop mode).
     bias : float array (out,) or None.
     base_log2 : static base ``B`` of this layer (default ``cfg.base_log2``).
+    schedule : build the QPU group schedule of every step (module docstring).
     """
 
-    def __init__(self, W, s_w, cfg: Config, bias=None, base_log2: int | None = None, name=""):
+    def __init__(self, W, s_w, cfg: Config, bias=None, base_log2: int | None = None, name="",
+                 schedule: bool = True):
         self.W = np.asarray(W, dtype=np.int64)
         self.cfg = cfg
         self.name = name
+        self.schedule = schedule or cfg.overflow_detect
         cin, cout = self.W.shape
         if cin > cfg.max_reduction:
             raise ValueError(f"layer {name!r} has {cin} input channels; max_reduction is "
@@ -123,14 +129,17 @@ class DiffLinear:
             self.recon_sum = np.zeros_like(x)
             self.Y = np.zeros((N, self.W.shape[1]), np.int64)
         dx = x - self.state
-        qz, tiles = schedule_matrix(dx, cfg, self.B)
+        if self.schedule:
+            qz, tiles = schedule_matrix(dx, cfg, self.B)
+            nt = len(tiles)
+        else:
+            (qz, nt), tiles = quantize_tile_matrix(dx, cfg, self.B), None
         T = cfg.tile
-        nt = len(tiles)
         recon = dequant(qz).reshape(nt, cin, T).transpose(0, 2, 1).reshape(nt * T, cin)[:N]
         acc = np.zeros((nt * T, self.W.shape[1]), np.int64)
         ctr = Counters()
         cols = cfg.cols
-        for ts in tiles:
+        for ts in tiles or ():
             ctr.merge(ts.counters)
         if not cfg.overflow_detect:
             # The executor equals Σ q·2**e·W exactly (property-tested in tests/test_schedule.py),

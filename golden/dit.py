@@ -341,6 +341,8 @@ class QuantizedDiT(DiT):
     masks : ``{attention name: (heads, nb, nb) bool}`` SAR block masks (needed when ``sar``).
     sar : run attention with SAR; otherwise dense float attention and ``QK`` every step.
     base_log2 : static base ``B`` of every layer (default ``cfg.base_log2``).
+    schedule : build every layer's QPU group schedule (lane fill, groups); False runs the same
+        integer numerics about ten times faster (:class:`~golden.differential.DiffLinear`).
 
     The fused qkv is two differential layers reading the same input (DESIGN 2.5): ``<name>[qk]``,
     stepped only on SAR cache steps, and ``<name>[v]``, stepped every step. Statistics are in
@@ -349,7 +351,7 @@ class QuantizedDiT(DiT):
     """
 
     def __init__(self, spec=None, cfg: Config | None = None, masks=None, weight_seed=0,
-                 params=None, sar=True, base_log2=None):
+                 params=None, sar=True, base_log2=None, schedule=True):
         super().__init__(spec, weight_seed, params)
         if cfg is None:
             raise ValueError("QuantizedDiT needs a configuration")
@@ -359,6 +361,7 @@ class QuantizedDiT(DiT):
         self.masks = masks or {}
         self.sar = sar
         self.base_log2 = base_log2
+        self.schedule = schedule
         self.layers = {}
         self.stats = {}
         self.attn = {}
@@ -370,7 +373,7 @@ class QuantizedDiT(DiT):
         if name not in self.layers:
             Wq, s_w = quantize_weights(W, cfg.weight_width)
             self.layers[name] = DiffLinear(Wq, s_w, cfg, bias=b, base_log2=self.base_log2,
-                                           name=name)
+                                           name=name, schedule=self.schedule)
             self.stats[name] = LayerStats(cfg)
         layer, st = self.layers[name], self.stats[name]
         xi, nsat = to_fixed(x, cfg.act_width, cfg.act_frac)

@@ -60,9 +60,10 @@ class LayerStats:
 
     def add(self, qz: Quantized, tiles, tokens: int):
         """Add one step: ``qz`` and ``tiles`` from :func:`~golden.schedule.schedule_matrix` of a
-        (``tokens``, channels) difference."""
+        (``tokens``, channels) difference; ``tiles`` None (a layer built without the schedule)
+        leaves the schedule's counters (slice columns, groups, padded lanes) unchanged."""
         T = self.cfg.tile
-        nt = len(tiles)
+        nt = len(tiles) if tiles is not None else max(1, -(-tokens // T))
         b = np.asarray(qz.b).reshape(nt, -1)
         rows = np.minimum(T, tokens - np.arange(nt) * T)
         self.steps += 1
@@ -73,7 +74,9 @@ class LayerStats:
         self.bits += int((b.sum(axis=1) * rows).sum())
         self.elements += int(rows.sum()) * b.shape[1]
         self.tiles += nt
-        for ts in tiles:
+        if tiles is None:
+            self.saturated += int(np.count_nonzero(qz.saturated))
+        for ts in tiles or ():
             c = ts.counters
             self.slice_columns += c["slice_columns"]
             self.groups += c["groups"]

@@ -18,10 +18,10 @@ classification outcomes that is the t interval of a proportion, wide for few see
 shares and accuracies are clipped to [0, 1].
 
 SAR masks are calibrated (:func:`golden.sar.profile_mask`) on float runs of separate calibration
-seeds, never on the evaluated seeds. The linear layers use :class:`_ProfileDiffLinear`: the same
-integer numerics as :class:`golden.differential.DiffLinear` without building the QPU group schedule
-(the slowest part, which only feeds hardware counters such as lane fill that this profile does not
-report); ``tests/test_digits.py`` checks the outputs agree bit for bit.
+seeds, never on the evaluated seeds. The quantized DiT runs with ``schedule=False``: the same
+integer numerics without building the QPU group schedule (the slowest part, which only feeds
+hardware counters such as lane fill that this profile does not report);
+``tests/test_differential.py`` and ``tests/test_digits.py`` check the outputs agree bit for bit.
 """
 
 from __future__ import annotations
@@ -29,19 +29,16 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .config import Config
-from .differential import DiffLinear, StepResult, quantize_weights
 from .dit import DiT, QuantizedDiT, TracingDiT, attention_layer_names, ddim_sample
-from .fmdq import dequant, quantize_tile_matrix, requantize
 from .fmdq_stats import PRECISION_BINS, LayerStats
 from .sar import profile_mask
-from .schedule import Counters, reference_product
 
-__all__ = ["LAYER_TYPES", "layer_type", "mean_ci", "ProfileDiT", "Sweep", "run_profile",
+__all__ = ["LAYER_TYPES", "layer_type", "mean_ci", "Sweep", "run_profile",
            "write_markdown", "write_plot"]
 
 LAYER_TYPES = ("x_embed", "qkv", "proj", "fc1", "fc2", "final")
@@ -80,65 +77,6 @@ def mean_ci(values, level: float = 0.95, bounds=None) -> dict:
     return dict(mean=m, lo=lo, hi=hi, n=n)
 
 
-@dataclass
-class _NoSchedule:
-    """Stands in for a :class:`~golden.schedule.TileSchedule` in :meth:`LayerStats.add`."""
-
-    counters: dict = field(default_factory=lambda: dict(slice_columns=0, groups=0,
-                                                        padded_lanes=0, saturated=0))
-
-
-class _ProfileDiffLinear(DiffLinear):
-    """:class:`~golden.differential.DiffLinear` without the QPU group schedule.
-
-    Same integer numerics as ``DiffLinear.step`` when ``overflow_detect`` is off (which takes its
-    product from :func:`~golden.schedule.reference_product` too); with ``overflow_detect`` it
-    falls back to the full step. Schedule counters are reported as zero.
-    """
-
-    def step(self, x) -> StepResult:
-        cfg = self.cfg
-        if cfg.overflow_detect:
-            return super().step(x)
-        x = np.asarray(x, dtype=np.int64)
-        N, cin = x.shape
-        if self.state is None:
-            self.state = np.zeros_like(x)
-            self.recon_sum = np.zeros_like(x)
-            self.Y = np.zeros((N, self.W.shape[1]), np.int64)
-        dx = x - self.state
-        qz, nt = quantize_tile_matrix(dx, cfg, self.B)
-        T = cfg.tile
-        recon = dequant(qz).reshape(nt, cin, T).transpose(0, 2, 1).reshape(nt * T, cin)[:N]
-        acc = np.concatenate(reference_product(qz, nt, self.W, cfg), axis=0)[:N]
-        self.recon_sum = self.recon_sum + recon
-        if cfg.closed_loop:
-            self.state = self._saturate(self.state + recon, cfg.xhat_width, "xhat_saturated")
-        else:
-            self.state = x.copy()
-        self.Y = self._saturate(self.Y + acc, cfg.acc_bits, "Y_saturated")
-        y, nsat = requantize(self.Y, self.m, self.sh, self.bias_int, cfg.act_width, cfg.sh_max)
-        self.flags["y_saturated"] += nsat
-        tiles = [_NoSchedule() for _ in range(nt)]
-        for t in range(nt):
-            tiles[t].counters["saturated"] = int(np.count_nonzero(
-                qz.saturated[t * cin:(t + 1) * cin]))
-        return StepResult(y=y, Y=self.Y.copy(), acc=acc, qz=qz, tiles=tiles, counters=Counters(),
-                          dx=dx)
-
-
-class ProfileDiT(QuantizedDiT):
-    """:class:`~golden.dit.QuantizedDiT` whose linear layers are :class:`_ProfileDiffLinear`."""
-
-    def linear(self, name, x, W, b, host=False):
-        if not host and name not in self.layers:
-            Wq, s_w = quantize_weights(W, self.cfg.weight_width)
-            self.layers[name] = _ProfileDiffLinear(Wq, s_w, self.cfg, bias=b,
-                                                   base_log2=self.base_log2, name=name)
-            self.stats[name] = LayerStats(self.cfg)
-        return super().linear(name, x, W, b, host)
-
-
 def calibrate(spec, params, cfg: Config, steps: int, seeds, thr: float) -> dict:
     """SAR masks from float runs of ``seeds`` (importance averaged over seeds and steps)."""
     probs = {n: [] for n in attention_layer_names(spec)}
@@ -168,7 +106,7 @@ def _one_run(spec, params, cfg, masks, steps, seed, sar, x_float):
     from .digits import classify, psnr
 
     label = seed % spec.classes
-    qm = ProfileDiT(spec, cfg, masks, params=params, sar=sar)
+    qm = QuantizedDiT(spec, cfg, masks, params=params, sar=sar, schedule=False)
     xq, _ = ddim_sample(qm, steps, seed, label)
     summ = LayerStats.summarize(qm.stats.values())
     dense = sum(a.stats.dense_macs for a in qm.attn.values())

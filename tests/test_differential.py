@@ -239,3 +239,23 @@ def test_quantize_weights():
     assert W.tolist() == [[64, 0, -127], [-127, 0, 64]]
     assert np.allclose(s, [2 / 127, 0, 0.5 / 127])
     assert W.dtype == np.int64 and np.abs(W).max() <= 127
+
+
+def test_layer_without_schedule_has_the_same_numerics():
+    """``schedule=False`` skips the group schedule, not the arithmetic: every output and state
+    equals the scheduled layer's, step after step."""
+    cfg = preset("tiny")
+    rng = np.random.default_rng(11)
+    W = rng.integers(-127, 128, (16, 8))
+    s_w = rng.uniform(0.002, 0.02, 8)
+    a = DiffLinear(W, s_w, cfg)
+    b = DiffLinear(W, s_w, cfg, schedule=False)
+    x = rng.integers(-3000, 3000, (10, 16))
+    for _ in range(3):
+        ra, rb = a.step(x), b.step(x)
+        assert rb.tiles is None and ra.tiles
+        for k in ("y", "Y", "acc", "dx"):
+            np.testing.assert_array_equal(getattr(ra, k), getattr(rb, k))
+        np.testing.assert_array_equal(a.state, b.state)
+        x = x + rng.integers(-50, 50, x.shape)
+    assert a.flags == b.flags
