@@ -29,11 +29,15 @@ import numpy as np
 
 from .dit import DiTSpec
 
-__all__ = ["IMAGE_SIZE", "TRAINED_PATH", "REGENERATE", "upsample_matrix", "load_dataset",
-           "classifier", "classifier_holdout_accuracy", "classify", "class_accuracy", "psnr",
+__all__ = ["IMAGE_SIZE", "DIGITS_SPEC", "TRAINED_PATH", "REGENERATE", "upsample_matrix",
+           "load_dataset", "classifier", "classifier_holdout_accuracy", "classify", "class_accuracy", "psnr",
            "load_trained", "load_reference_samples", "training_metadata"]
 
 IMAGE_SIZE = 16
+# The trained model: about 1.0M parameters, 64 tokens of 128 features; the widest quantized input
+# is fc2 (256 channels), inside the fpga preset's max_reduction.
+DIGITS_SPEC = DiTSpec(image_size=IMAGE_SIZE, patch=2, channels=1, hidden=128, depth=4, heads=4,
+                      mlp_ratio=2.0, classes=10, freq_dim=64)
 TRAINED_PATH = Path(__file__).resolve().parent / "data" / "digits_dit.npz"
 REGENERATE = "python -m golden.train_dit --out golden/data/digits_dit.npz"
 _SPLIT_SEED = 0

@@ -34,14 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .digits import DIGITS_SPEC
 from .dit import BETA_END, BETA_START, TRAIN_STEPS, DiTSpec, _pos_embed, ddim_timesteps
 
-__all__ = ["DIGITS_SPEC", "init_train_params", "forward", "ddim_sample_jax", "train", "main"]
+__all__ = ["init_train_params", "forward", "ddim_sample_jax", "train", "main"]
 
-# About 1.0M parameters, 64 tokens of 128 features; the widest quantized input is fc2 (256
-# channels), inside the fpga preset's max_reduction.
-DIGITS_SPEC = DiTSpec(image_size=16, patch=2, channels=1, hidden=128, depth=4, heads=4,
-                      mlp_ratio=2.0, classes=10, freq_dim=64)
 SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 REF_SEEDS = (0, 1, 2, 3)
 REF_STEPS = 20

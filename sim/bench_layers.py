@@ -47,23 +47,15 @@ import numpy as np
 
 from golden.config import Config
 
-__all__ = ["DIGITS_SPEC", "MODELS", "LAYER_KINDS", "BenchLayer", "load_weights", "trace_inputs",
+__all__ = ["MODELS", "LAYER_KINDS", "BenchLayer", "load_weights", "trace_inputs",
            "check_layers", "prepare", "write_workload", "run_array", "bench", "summarize",
            "table_rows", "text", "markdown", "parse_steps"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _digits_spec():
-    from golden.dit import DiTSpec
-    return DiTSpec(image_size=16, patch=2, channels=1, hidden=128, depth=4, heads=4,
-                   mlp_ratio=2.0, classes=10, freq_dim=64)
-
-
-DIGITS_SPEC = _digits_spec()
-
-
 def _models():
+    from golden.digits import DIGITS_SPEC
     from golden.dit import DIT_MODELS
     return {"digits": DIGITS_SPEC, **DIT_MODELS}
 

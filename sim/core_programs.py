@@ -4,8 +4,8 @@ their counters: the RTL side of the performance model's calibration and validati
 A :class:`Program` is a list of runs ``(commands, host words)`` from a reset core. The expected
 stored words come from the ISA executor, and the testbench checks every one of them (the cycle
 counters of a ``STORE CNT`` excepted), so a measured figure always belongs to a correct run.
-:func:`with_counters` appends a counter read to a run; :func:`counter_reads` picks those reads out
-of the stored words.
+:data:`CNT` is a counter read (``STORE CNT``); :func:`counter_reads` picks those reads out of
+the stored words.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from golden.core_isa import BUFFERS, COUNTERS, CYCLE_COUNTERS, Cmd, CoreConfig, 
 from .core_work import trace_work
 from .runner import run_cocotb
 
-__all__ = ["Program", "CNT", "END", "with_counters", "run_programs", "counter_reads"]
+__all__ = ["Program", "CNT", "END", "run_programs", "counter_reads"]
 
 CNT = Cmd("STORE", dict(buf=BUFFERS.index("CNT"), addr=0, count=len(COUNTERS)))
 END = Cmd("END", {})
@@ -34,12 +34,6 @@ class Program:
 
     name: str
     runs: list = field(default_factory=list)
-
-
-def with_counters(cmds: list) -> list:
-    """``cmds`` (ending with END) with a ``STORE CNT`` before the END."""
-    assert cmds[-1].op == "END", "a run ends with END"
-    return cmds[:-1] + [CNT, END]
 
 
 def _stores(cfg: Config, cmds, skipped=()) -> list:

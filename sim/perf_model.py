@@ -13,10 +13,10 @@ set's own (golden/core_isa.py):
   or V runs (the next command is taken and checked meanwhile);
   **Q and M** run together; a ``wait`` issues once every named semaphore has been signalled
   (signals land when the signalling command completes);
-* **M** is two halves: replay (one group per cycle, the MPU's tile flow forbids two tiles' last
-  groups closer than ``tile_period``, ``L + rows`` plus a measured offset) and drain (``T`` beats through the VPU,
-  one tile after another); a GEMM issues when the replay half is free and the drain queue
-  (2 jobs) has room.
+* **M** is two halves: replay (one group per cycle, the MPU's tile flow forbids two tiles'
+  last groups closer than ``tile_period``, ``L + rows`` plus a measured offset) and drain
+  (``T`` beats through the VPU, one tile after another); a GEMM issues when the replay half is
+  free and the drain queue (2 jobs) has room.
 
 Durations (:class:`Timing`) are affine in the work, with constants from the RTL's structure and
 a few cycles of offset measured once on isolated commands (:func:`sim.perf_validate.calibrate`).
@@ -31,11 +31,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
+from golden.bitonic import network
 from golden.config import Config
 from golden.core_isa import BUFFERS, host_words_per_row, row_width
 from golden.layouts import VPU_OPS, group_layout, layout_width
 
 from .core_work import Work
+from .timing import array_tile_period
 
 __all__ = ["Timing", "RunCycles", "simulate", "buffer_bytes", "model_program", "ENGINES"]
 
@@ -86,15 +88,14 @@ class Timing:
     @classmethod
     def structural(cls, cfg: Config, **overrides) -> "Timing":
         """The constants that follow from the RTL's structure for ``cfg`` (the host engine's law
-        of rtl/core_host.py, host words per row; MPU latency ``L = rows + cols + pe_stages + 2``
-        plus a drain of ``rows`` beats for a GEMM alone and for the tile period; drains of ``T``
-        beats; the sorter's depth for a QUANT), with ``overrides`` for the measured values
-        (:func:`sim.perf_validate.calibrate`)."""
+        of rtl/core_host.py, host words per row; the arrays' tile period of
+        :func:`sim.timing.array_tile_period` for a GEMM alone and between tiles; drains of ``T``
+        beats; the sorter's depth, one register per network stage, for a QUANT), with
+        ``overrides`` for the measured values (:func:`sim.perf_validate.calibrate`)."""
         words = {b: host_words_per_row(cfg, b) for b in BUFFERS}
-        L = cfg.rows + cfg.cols + cfg.pe_stages + 2
-        lg = cfg.sort_n.bit_length() - 1
-        base = dict(tile=cfg.tile, words=words, tile_period=L + cfg.rows, gemm_fixed=L + cfg.rows,
-                    quant_fixed=lg * (lg + 1) // 2, drain_period=cfg.tile)
+        D = array_tile_period(cfg)
+        base = dict(tile=cfg.tile, words=words, tile_period=D, gemm_fixed=D,
+                    quant_fixed=len(network(cfg.sort_n)), drain_period=cfg.tile)
         base.update(overrides)
         return cls(**base)
 

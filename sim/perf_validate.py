@@ -99,8 +99,8 @@ def _isolated(m: dict, kinds=("iso", "iso_block")):
 
 def _fit_vrow(samples: dict) -> tuple:
     """Per VROW operation, ``busy = fixed + rows·per_row + beats·per_beat`` by least squares
-    over the isolated commands (fewer distinct points than unknowns: the row term is dropped,
-    then the beat term)."""
+    over the isolated commands (with fewer distinct shapes than unknowns the row term is dropped,
+    then the fixed term: an operation seen at one shape gets cycles per beat only)."""
     fixed, per_row, per_beat = {}, {}, {}
     for op, pts in samples.items():
         A = np.array([[1.0, r, b] for r, b, _ in pts])
@@ -119,7 +119,6 @@ def calibrate(cfg: Config, m: dict) -> Timing:
     runs (see the module docstring)."""
     base = Timing.structural(cfg)
     q_off, g_off, cnt_tail, vrow = [], [], [], {}
-    cnt = None
     for cmd, d in _isolated(m):
         if cmd.engine == "H":
             cnt_tail.append(d["busy_H"] - base.host(cmd))

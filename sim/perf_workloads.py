@@ -25,7 +25,7 @@ from .core_programs import CNT, END, Program
 
 __all__ = ["LayerShape", "layer_program", "layer_steps", "isolated", "plain_program",
            "isolated_program", "sectioned", "Sectioned", "block_runs", "block_programs",
-           "SHAPES"]
+           "shapes", "SHAPES"]
 
 
 @dataclass

@@ -35,14 +35,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from golden.config import Config, preset
+from golden.core_compiler import FREE, FULL
 
 from .core_work import Work
 from .dit_shapes import MODELS, Attention, DiTModel, Linear
 from .perf_model import Timing, simulate
 
 __all__ = ["Chip", "Workload", "paper_timing", "project_model", "main"]
-
-FULL, FREE = 1, 2
 
 
 @dataclass(frozen=True)

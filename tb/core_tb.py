@@ -7,7 +7,7 @@ import random
 
 import cocotb
 import numpy as np
-from cocotb.triggers import Edge, First, ReadOnly, RisingEdge, Timer
+from cocotb.triggers import Edge, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 
 from golden import core_isa as isa
@@ -42,7 +42,6 @@ class CoreTB:
         dut.cmd__valid.value = 0
         self.host = StreamSource(dut, "host_in", dut.clk, gap, random.Random(seed + 1))
         self.out = StreamSink(dut, "host_out", dut.clk, stall, random.Random(seed + 2))
-        self.stall = stall
         self.cycles = 0
         start_clock(dut)
 
@@ -68,25 +67,6 @@ class CoreTB:
                 await Edge(dut.cmd__ready)
         dut.cmd__valid.value = 0
 
-    async def _receive(self, n: int, timeout: int):
-        """``host_out`` with ``ready`` held high: one wake-up per word, and none while the core
-        computes (it sleeps until ``valid`` rises), so long programs simulate at the
-        simulator's speed. Words land in :attr:`out`."""
-        dut, words = self.dut, self.out.words
-        dut.host_out__ready.value = 1
-        start = self._cycle()
-        while len(words) < n:
-            await ReadOnly()
-            if int(dut.host_out__valid.value):
-                words.append(dut.host_out__payload.value.to_unsigned())
-                await RisingEdge(dut.clk)
-                continue
-            left = timeout - (self._cycle() - start)
-            timer = Timer(max(left, 1) * 10, unit="ns")
-            if left <= 0 or await First(RisingEdge(dut.host_out__valid), timer) is timer:
-                raise TimeoutError(f"{len(words)}/{n} host words after {timeout} cycles")
-        dut.host_out__ready.value = 0
-
     def _cycle(self) -> int:
         return round(get_sim_time(unit="ns") / 10)
 
@@ -111,8 +91,7 @@ class CoreTB:
         words = [c if isinstance(c, int) else isa.encode(self.cfg, c) for c in cmds]
         n = out_words(self.cfg, words) if n_out is None else n_out
         self.out.words.clear()
-        rx = cocotb.start_soon(self._receive(n, timeout) if not self.stall
-                               else self.out.receive(n, timeout=timeout))
+        rx = cocotb.start_soon(self.out.receive(n, timeout=timeout))
         tx = cocotb.start_soon(self.host.send(list(host_words)))
         start = self._cycle()
         await self.send_commands(words)

@@ -11,12 +11,15 @@ from __future__ import annotations
 import random
 
 from cocotb.clock import Clock
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
+from cocotb.utils import get_sim_time
 
-__all__ = ["StreamSource", "StreamSink", "start_clock", "reset"]
+__all__ = ["StreamSource", "StreamSink", "start_clock", "reset", "CLOCK_NS"]
+
+CLOCK_NS = 10   # the clock period of every testbench
 
 
-def start_clock(dut, period_ns: int = 10):
+def start_clock(dut, period_ns: int = CLOCK_NS):
     """Start the DUT's ``clk`` (Amaranth's sync domain) with cocotb's C++ clock (``impl="gpi"``:
     no Python callback per edge)."""
     Clock(dut.clk, period_ns, unit="ns", impl="gpi").start()
@@ -79,11 +82,17 @@ class StreamSink:
         self.ready.value = 0
 
     async def receive(self, count: int, timeout: int):
+        """Take ``count`` beats. Without stalls ``ready`` stays high and, while ``valid`` is low,
+        the sink sleeps until it rises instead of waking every cycle (``cycle`` advances by the
+        cycles slept), so a long computation before the output costs no Python per cycle."""
         while len(self.words) < count:
             ready = not (self.stall and self.rng.random() < self.stall)
             self.ready.value = int(ready)
             await ReadOnly()
             valid = int(self.valid.value) == 1
+            if not valid and not self.stall:
+                await self._sleep_until_valid(count, timeout)
+                continue
             word = self.payload.value.to_unsigned() if valid and ready else None
             await RisingEdge(self.clk)
             if word is not None:
@@ -93,3 +102,14 @@ class StreamSink:
             if self.cycle > timeout:
                 raise TimeoutError(f"{len(self.words)}/{count} beats after {self.cycle} cycles")
         self.ready.value = 0
+
+    async def _sleep_until_valid(self, count: int, timeout: int):
+        """From the read-only phase after an edge with ``valid`` low: wait for the edge at which
+        it rises (it changes only on clock edges) and count the cycles passed."""
+        t0 = get_sim_time(unit="ns")
+        left = timeout - self.cycle
+        timer = Timer(max(left, 1) * CLOCK_NS, unit="ns")
+        fired = await First(RisingEdge(self.valid), timer)
+        self.cycle += round((get_sim_time(unit="ns") - t0) / CLOCK_NS)
+        if fired is timer or self.cycle > timeout:
+            raise TimeoutError(f"{len(self.words)}/{count} beats after {self.cycle} cycles")

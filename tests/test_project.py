@@ -17,14 +17,11 @@ def calibrated(offset_fpga=0):
     """Timing dicts as sim.perf_validate writes them: structural values plus offsets."""
     out = {}
     for name in ("tiny", "fpga"):
-        c = preset(name)
-        L = c.rows + c.cols + c.pe_stages + 2
-        lg = c.sort_n.bit_length() - 1
+        s = Timing.structural(preset(name))
         extra = offset_fpga if name == "fpga" else 0
-        out[name] = Timing.structural(
-            c, quant_fixed=lg * (lg + 1) // 2 + 5, gemm_fixed=L + c.rows + 11 + extra,
-            tile_period=L + c.rows + 3, replay_busy=1,
-            vrow_beat={"layernorm/tok": 7.0, "softmax/tok": 9.0}).to_dict()
+        out[name] = s.with_(quant_fixed=s.quant_fixed + 5, gemm_fixed=s.gemm_fixed + 11 + extra,
+                            tile_period=s.tile_period + 3, replay_busy=1,
+                            vrow_beat={"layernorm/tok": 7.0, "softmax/tok": 9.0}).to_dict()
     return out
 
 
@@ -42,9 +39,9 @@ def small_model(tokens=256, steps=10):
 
 def test_equal_offsets_carry_over_and_different_ones_extrapolate():
     t, notes = paper_timing(calibrated())
-    L = CFG.rows + CFG.cols + CFG.pe_stages + 2
-    assert t.gemm_fixed == L + CFG.rows + 11
-    assert t.tile_period == L + CFG.rows + 3
+    s = Timing.structural(CFG)
+    assert t.gemm_fixed == s.gemm_fixed + 11
+    assert t.tile_period == s.tile_period + 3
     t2, notes2 = paper_timing(calibrated(offset_fpga=4))
     assert t2.gemm_fixed > t.gemm_fixed               # 11 at rows 4, 15 at rows 8 → more at 64
     assert any("extrapolated" in n for n in notes2)
