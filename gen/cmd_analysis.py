@@ -9,21 +9,23 @@
 - ``dit-int`` samples the float DiT and the DiT with integer blocks (:mod:`golden.dit_int`) from
   one seed, per preset, and prints the error per denoising step; ``--md`` renders a report.
 
-Every output file (trace, JSON, PNG) is written to a temporary file beside its destination and
-renamed only after everything succeeded, so a failed command leaves no partial output.
+Every output path is checked before any work (:func:`gen.outputs.check_outputs`: not a folder,
+not the input trace, not another output of the command; a missing folder is created), and the
+outputs of a command (trace, JSON, PNG, Markdown) are written together
+(:func:`gen.outputs.write_together`) only after everything succeeded, so a failed command leaves
+no output.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 
 from golden.config import PRESETS, preset
 from golden.dit import DIT_MODELS
 
 from .cli import UserError
 from .options import add_config_options, config_from_args, parse_overrides
+from .outputs import check_outputs, json_text, write_together
 
 __all__ = ["register"]
 
@@ -31,52 +33,6 @@ PRECISIONS = (0, 2, 4, 6, 8)
 
 
 # ------------------------------------------------------------------------------------ helpers
-def check_output_path(path):
-    """Refuse (one line) an output path whose directory is missing or that is a directory."""
-    if path is None:
-        return
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
-        raise UserError(f"cannot write {path}: directory {d} does not exist")
-    if os.path.isdir(path):
-        raise UserError(f"cannot write {path}: it is a directory")
-
-
-def _file_mode() -> int:
-    """Permissions of a newly created file under the current umask (mkstemp makes 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def _commit_outputs(writers: dict):
-    """``{path: fn(file object)}``: write every file to a temporary sibling, then rename all."""
-    temps = []
-    try:
-        for path, fn in writers.items():
-            if path is None:
-                continue
-            d = os.path.dirname(os.path.abspath(path))
-            fd, tmp = tempfile.mkstemp(prefix=".dstar-", dir=d)
-            temps.append((tmp, path))
-            with os.fdopen(fd, "wb") as f:
-                fn(f)
-            os.chmod(tmp, _file_mode())
-        for tmp, path in temps:
-            os.replace(tmp, path)
-    except OSError as exc:
-        raise UserError(f"cannot write output: {exc.strerror or exc}") from None
-    finally:
-        for tmp, _ in temps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-
-def _json_writer(obj):
-    text = json.dumps(obj, indent=2, allow_nan=False) + "\n"
-    return lambda f: f.write(text.encode())
-
-
 def _nonneg(name, v):
     if v < 0:
         raise UserError(f"{name} must be >= 0, not {v}")
@@ -99,7 +55,27 @@ def _model_args(args):
     _nonneg("--weight-seed", args.weight_seed)
     if args.steps < 1:
         raise UserError(f"--steps must be >= 1, not {args.steps}")
-    return DIT_MODELS[args.model]
+    spec = DIT_MODELS[args.model]
+    if args.label is not None and not 0 <= args.label <= spec.classes:
+        raise UserError(f"--label must be in [0, {spec.classes}] for model {args.model!r} "
+                        f"({spec.classes} is the null class), not {args.label}")
+    return spec
+
+
+def _check_widths(args, spec, cfgs):
+    """Refuse, before any sampling, a model whose widest linear input exceeds a configuration's
+    ``max_reduction`` (the layer would not fit the array)."""
+    from golden.dit import init_params, linear_layer_names
+
+    params = init_params(spec, args.weight_seed)
+    for cfg in cfgs:
+        for layer in linear_layer_names(spec):
+            cin = params[f"{layer}.W"].shape[0]
+            if cin > cfg.max_reduction:
+                raise UserError(f"layer {layer!r} of model {args.model!r} has {cin} input "
+                                f"channels; max_reduction of {cfg.name!r} is "
+                                f"{cfg.max_reduction} (use --set max_reduction={cin} or a "
+                                f"larger preset)")
 
 
 def _fmt(v, width=8, prec=3):
@@ -176,29 +152,23 @@ def _plot_masks(result: dict):
     return fig
 
 
-def _png_writer(fig):
-    return lambda f: fig.savefig(f, format="png", dpi=100)
+def _png(fig):
+    """A :func:`gen.outputs.write_together` writer of ``fig`` as PNG (``None``: no figure)."""
+    return None if fig is None else (lambda f: fig.savefig(f, format="png", dpi=100))
 
 
 # ---------------------------------------------------------------------------------- commands
 def cmd_trace(args):
     from golden.dit import record_trace
-    from golden.trace import split_name, write_trace
+    from golden.trace import save_trace, validate_trace
 
     cfg = config_from_args(args)
     spec = _model_args(args)
-    check_output_path(args.output)
+    check_outputs(args.output)
+    _check_widths(args, spec, [cfg])
     trace = record_trace(spec, args.steps, args.seed, args.label, args.weight_seed)
-    for name, a in trace.items():
-        layer, kind = split_name(name)
-        if kind == "x" and a.shape[-1] > cfg.max_reduction:
-            raise UserError(f"layer {layer!r} of model {args.model!r} has {a.shape[-1]} input "
-                            f"channels; max_reduction of {cfg.name!r} is {cfg.max_reduction} "
-                            f"(use --set max_reduction={a.shape[-1]} or a larger preset)")
-    try:
-        write_trace(args.output, trace)
-    except OSError as exc:
-        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    arrays = validate_trace(trace, f"trace {args.output}")
+    write_together({args.output: lambda f: save_trace(f, arrays)})
     nx = sum(1 for n in trace if n.endswith(".x"))
     na = sum(1 for n in trace if n.endswith(".attn"))
     print(f"wrote {args.output}: {args.steps} steps, {nx} linear layers, {na} attention layers "
@@ -211,8 +181,7 @@ def cmd_fmdq(args):
     cfg = config_from_args(args)
     if args.base_log2 is not None and args.profile_base:
         raise UserError("give either --base-log2 or --profile-base, not both")
-    for p in (args.json, args.plot):
-        check_output_path(p)
+    check_outputs(args.json, args.plot, inputs=[args.trace])
     trace = load_trace(args.trace)
     res = analyze_fmdq(trace, cfg, base_log2=args.base_log2, profile_base=args.profile_base)
     res.update(trace=os.fspath(args.trace), config=cfg.to_dict())
@@ -222,8 +191,7 @@ def cmd_fmdq(args):
         r.insert(1, d["base_log2"])
     fig = _plot_bits(res, f"FMDQ precision per layer ({cfg.name}, avg "
                           f"{res['summary']['avg_bits']:.2f} bits)") if args.plot else None
-    _commit_outputs({args.json: _json_writer(res) if args.json else None,
-                     args.plot: _png_writer(fig) if fig else None})
+    write_together({args.json: json_text(res) if args.json else None, args.plot: _png(fig)})
     _table(header, rows)
     s = res["summary"]
     print(f"all: {s['avg_bits']:.3f} average bits, lane fill {s['lane_fill']:.3f}, "
@@ -235,14 +203,12 @@ def cmd_sar(args):
     from golden.trace import analyze_sar, load_trace
 
     cfg = config_from_args(args)
-    for p in (args.json, args.plot):
-        check_output_path(p)
+    check_outputs(args.json, args.plot, inputs=[args.trace])
     trace = load_trace(args.trace)
     res = analyze_sar(trace, cfg, thr=args.thr, interval=args.interval, block=args.block)
     res.update(trace=os.fspath(args.trace), config=cfg.to_dict())
     fig = _plot_masks(res) if args.plot else None
-    _commit_outputs({args.json: _json_writer(res) if args.json else None,
-                     args.plot: _png_writer(fig) if fig else None})
+    write_together({args.json: json_text(res) if args.json else None, args.plot: _png(fig)})
     rows = [[n, d["kept_fraction"], d["work_removed"], d["pcache_bytes"],
              d["mean_bytes_written_per_step"], d["mean_bytes_read_per_step"], d["err_max"],
              d["err_rms"]] for n, d in res["layers"].items()]
@@ -259,10 +225,11 @@ def cmd_dit(args):
 
     cfg = config_from_args(args)
     spec = _model_args(args)
-    check_output_path(args.json)
+    check_outputs(args.json)
+    _check_widths(args, spec, [cfg])
     _xf, _xq, st = compare(spec, cfg, args.steps, args.seed, label=args.label,
                            weight_seed=args.weight_seed, sar=not args.no_sar)
-    _commit_outputs({args.json: _json_writer(st) if args.json else None})
+    write_together({args.json: json_text(st) if args.json else None})
     header, rows = _fmdq_rows(st["linear"], "out_err")
     header.insert(1, "steps")
     for r, d in zip(rows, st["linear"].values()):
@@ -290,8 +257,14 @@ def _dit_int_runs(args):
         raise UserError(f"--preset {dup[0]} given twice")
     overrides = parse_overrides(args.overrides)
     modes = {"on": (True,), "off": (False,), "both": (True, False)}[args.sar]
-    return [(n if sar else f"{n} no-SAR", preset(n, **overrides), sar)
+    runs = [(n if sar else f"{n} no-SAR", preset(n, **overrides), sar)
             for n in names for sar in modes]
+    for key, cfg, _ in runs:
+        B = args.base_log2
+        if B is not None and not 0 <= B <= cfg.B_max:
+            raise UserError(f"--base-log2: base_log2 must be in [0, {cfg.B_max}] for {key}, "
+                            f"not {B}")
+    return runs
 
 
 def _dit_int_command(args) -> str:
@@ -383,18 +356,17 @@ def cmd_dit_int(args):
     from golden.dit_int_compare import compare_int
 
     spec = _model_args(args)
-    for p in (args.json, args.md):
-        check_output_path(p)
+    check_outputs(args.json, args.md)
     runs = _dit_int_runs(args)
+    _check_widths(args, spec, [cfg for _, cfg, _ in runs])
     res = dict(command=_dit_int_command(args), model=args.model, runs={})
     for key, cfg, sar in runs:
         _xf, _xi, st, _m = compare_int(spec, cfg, args.steps, args.seed, label=args.label,
                                        weight_seed=args.weight_seed, sar=sar,
                                        base_log2=args.base_log2)
         res["runs"][key] = st
-    text = dit_int_markdown(res) + "\n"
-    _commit_outputs({args.json: _json_writer(res) if args.json else None,
-                     args.md: (lambda f: f.write(text.encode())) if args.md else None})
+    write_together({args.json: json_text(res) if args.json else None,
+                    args.md: dit_int_markdown(res) + "\n" if args.md else None})
     for i, (key, st) in enumerate(res["runs"].items()):
         if i:
             print()

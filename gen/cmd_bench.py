@@ -9,10 +9,12 @@ checked against golden), takes the ECP5 resources from ``reports/sweep.json`` or
 prints the per-layer table and writes ``DIR/bench.json`` and ``DIR/bench.md`` (default
 ``reports/``). Progress lines go to stderr.
 
-Bad input (unknown preset, steps out of range, a layer wider than ``max_reduction``, missing
-weights file, an output folder that does not exist) is one line ``dstar: error: ...`` and exit
-status 2 before any simulation. A mismatch against golden in simulation or a Yosys failure is one
-line with the log's path and exit status 1; nothing is written then.
+Bad input (unknown preset, steps out of range, a negative seed or block, a layer wider than
+``max_reduction``, a missing weights file, an output folder that is a file) is one line
+``dstar: error: ...`` and exit status 2 before any simulation; a missing output folder is
+created. A mismatch against golden in simulation or a Yosys failure is one line with the log's
+path and exit status 1; nothing is written then. ``bench.json`` and ``bench.md`` appear together
+(:func:`gen.outputs.write_together`) or not at all.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import UserError
+from .cli import UserError, WorkError
 from .options import add_config_options, config_from_args
+from .outputs import check_output_dir, check_outputs, json_text, write_together
 
 __all__ = ["register"]
 
@@ -57,25 +60,40 @@ def register(sub):
     p.add_argument("--no-synth", dest="synth", action="store_false",
                    help="take resources only from reports/sweep.json (never run Yosys)")
     p.add_argument("--out", type=Path, default=Path("reports"), metavar="DIR",
-                   help="folder for bench.json and bench.md (default reports)")
+                   help="folder for bench.json and bench.md, created if missing (default "
+                        "reports)")
     p.set_defaults(func=run_bench)
 
 
-def run_bench(args):
-    from fpga.synth import SynthError
-    from sim.bench_layers import bench, markdown, parse_steps, text
+def _check(args):
+    """Every check of the command's input that needs no work: one line, exit status 2."""
+    from sim.bench_layers import parse_steps
 
-    from .cmd_synth import _write_json
-
-    cfg = config_from_args(args)
     steps_run = parse_steps(args.steps_run)
     if not 1 <= args.steps <= 1000:
         raise UserError(f"--steps must be in [1, 1000], not {args.steps}")
     bad = [s for s in steps_run if not 0 <= s < args.steps]
     if bad:
         raise UserError(f"--steps-run: step {bad[0]} is outside [0, {args.steps - 1}]")
-    if not args.out.is_dir():
-        raise UserError(f"cannot write to {args.out}: it is not a directory")
+    for opt, v in (("--seed", args.seed), ("--weight-seed", args.weight_seed),
+                   ("--block", args.block)):
+        if v < 0:
+            raise UserError(f"{opt} must be >= 0, not {v}")
+    if args.weights not in ("trained", "random") and not Path(args.weights).is_file():
+        raise UserError(f"weights file {args.weights} not found (--weights takes trained, "
+                        f"random or an .npz file)")
+    check_output_dir(args.out)
+    inputs = [] if args.weights in ("trained", "random") else [args.weights]
+    check_outputs(args.out / "bench.json", args.out / "bench.md", inputs=inputs)
+    return steps_run
+
+
+def run_bench(args):
+    from fpga.synth import SynthError
+    from sim.bench_layers import bench, markdown, text
+
+    cfg = config_from_args(args)
+    steps_run = _check(args)
     t0 = time.perf_counter()
 
     def say(msg):
@@ -86,9 +104,7 @@ def run_bench(args):
                     seed=args.seed, steps=args.steps, steps_run=steps_run, block=args.block,
                     quick=args.quick, simulator=args.simulator, synth=args.synth, progress=say)
     except (AssertionError, SynthError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"dstar: error: {msg}", file=sys.stderr)
-        return 1
+        raise WorkError(str(exc) or type(exc).__name__) from None
     rep["command"] = " ".join(
         ["dstar bench", f"--preset {cfg.name}", *(f"--set {o}" for o in args.overrides),
          f"--weights {args.weights}",
@@ -97,8 +113,9 @@ def run_bench(args):
          f"--seed {args.seed}", f"--steps {args.steps}", f"--steps-run {args.steps_run}",
          f"--block {args.block}", *(["--quick"] if args.quick else []),
          f"--simulator {args.simulator}", *([] if args.synth else ["--no-synth"])])
+    json_out, md_out = args.out / "bench.json", args.out / "bench.md"
+    files = {json_out: json_text(rep), md_out: markdown(rep)}
     print(text(rep))
-    _write_json(args.out / "bench.json", rep)
-    (args.out / "bench.md").write_text(markdown(rep))
-    print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.md'}")
+    write_together(files)
+    print(f"wrote {json_out} and {md_out}")
     return 0

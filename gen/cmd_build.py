@@ -1,10 +1,18 @@
-"""``dstar build``: a bitstream of the core for a board (fpga/board.py)."""
+"""``dstar build``: a bitstream of the core for a board (fpga/board.py).
+
+Bad input (an unknown board, a configuration the core refuses, a baud rate the board's clock
+cannot make, an output folder that is a file) is one line and exit status 2 before anything is
+elaborated or written. A failing step or missed timing is one line (naming the tool's log) and
+exit status 1; with missed timing the bitstream and ``build.json`` are written anyway (they
+record it), together, as on success."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .cli import WorkError
 from .options import add_config_options, config_from_args
+from .outputs import check_output_dir, check_outputs
 
 __all__ = ["register"]
 
@@ -22,23 +30,25 @@ def register(sub):
     add_config_options(p, default_preset=None)
     p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
     p.add_argument("-o", "--out", type=Path, default=None,
-                   help="output directory (default build/board/<board>-<preset>)")
+                   help="output directory, created if missing (default "
+                        "build/board/<board>-<preset>)")
     p.set_defaults(func=run_build)
 
 
 def run_build(args):
-    from fpga.board import BOARDS, BuildError, build
-
-    from .cli import UserError
+    from fpga.board import BOARDS, BuildError, build, check_build, output_files
 
     if args.preset is None:
         args.preset = BOARDS[args.board][1]
     cfg = config_from_args(args)
     out = args.out or Path("build") / "board" / f"{args.board}-{cfg.name}"
+    check_build(args.board, cfg, args.baud)
+    check_output_dir(out)
+    check_outputs(*output_files(args.board, cfg, out))
     try:
         r = build(args.board, cfg, out, baud=args.baud)
     except BuildError as e:
-        raise UserError(str(e)) from None
+        raise WorkError(str(e)) from None
     res = r["resources"]
     print(f"{r['bitstream']}: {res['lut4']} LUT4, {res['ff']} FF, {res['dsp']} DSP, "
           f"{res['bram']} BRAM; Fmax {r['fmax_mhz']} MHz at {r['constraint_mhz']:g} MHz "

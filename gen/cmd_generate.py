@@ -1,11 +1,18 @@
 """``dstar generate UNIT --preset P [--set k=v ...] -o FILE.v [--fusesoc] [--header]``: Verilog
-plus a manifest, and on request a FuseSoC core and a C header beside them (gen/export.py)."""
+plus a manifest, and on request a FuseSoC core and a C header beside them (gen/export.py).
+
+Bad input (an unknown unit, an impossible configuration, an output that is a folder or whose
+name another output takes, such as ``-o x.json``) is one line and exit status 2 before
+elaboration; a Yosys failure is one line and exit status 1. The files appear together or not at
+all; a missing output folder is created."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .cli import UserError, WorkError
 from .options import add_config_options, config_from_args
+from .outputs import check_outputs, write_together
 from .units import UNITS
 
 
@@ -16,7 +23,9 @@ def register(sub):
                                    "FuseSoC core and a C header from the same configuration.")
     p.add_argument("unit", choices=sorted(UNITS), help="which unit")
     add_config_options(p)
-    p.add_argument("-o", "--output", required=True, type=Path, help="Verilog file to write")
+    p.add_argument("-o", "--output", required=True, type=Path,
+                   help="Verilog file to write (FILE.v: the manifest is FILE.json); a missing "
+                        "folder is created")
     p.add_argument("--hierarchy", action="store_true", help="keep the module hierarchy")
     p.add_argument("--fusesoc", action="store_true",
                    help="also write a FuseSoC CAPI2 core, OUTPUT with suffix .core")
@@ -26,32 +35,45 @@ def register(sub):
     p.set_defaults(func=run)
 
 
-def _write(path: Path, text: str):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+def _outputs(args) -> dict:
+    """``{what: path}`` of every file the command writes; refuses (one line) two that coincide or
+    one that cannot be written."""
+    from .generate import manifest_path
+
+    out = args.output
+    check_outputs(out)
+    paths = {"Verilog": out, "manifest": manifest_path(out)}
+    if args.fusesoc:
+        paths["FuseSoC core"] = out.with_suffix(".core")
+    if args.header:
+        paths["C header"] = out.with_suffix(".h")
+    for what, path in list(paths.items())[1:]:
+        if path == out:
+            raise UserError(f"the Verilog {out} would be overwritten by the {what}: name the "
+                            f"Verilog file *.v")
+    check_outputs(*paths.values())
+    return paths
 
 
 def run(args):
     from .export import c_header, fusesoc_core
-    from .generate import generate
+    from .generate import render
+    from .yosys import YosysError
 
     cfg = config_from_args(args)
-    out = args.output
-    # The artefacts are made before anything is written, so a failure leaves no file behind.
-    extra = {}
+    paths = _outputs(args)
+    # Every artefact is made before anything is written (elaboration first: it runs the unit's
+    # own parameter checks); then all are written together.
+    try:
+        files, man = render(args.unit, cfg, args.output, flatten=not args.hierarchy)
+    except YosysError as exc:
+        raise WorkError(str(exc)) from None
     if args.fusesoc:
-        extra[out.with_suffix(".core")] = fusesoc_core(args.unit, cfg, out.name)
+        files[paths["FuseSoC core"]] = fusesoc_core(args.unit, cfg, args.output.name)
     if args.header:
-        extra[out.with_suffix(".h")] = c_header(args.unit, cfg)
-    for path in extra:
-        if path == out:
-            raise ValueError(f"the output {out} would be overwritten by {path.suffix}: "
-                             f"name the Verilog file *.v")
-    man = generate(args.unit, cfg, out, flatten=not args.hierarchy)
-    for path, text in extra.items():
-        _write(path, text)
-    written = [str(out.with_suffix(".json")), *map(str, extra)]
-    print(f"wrote {out} ({man['top']}, {len(man['ports'])} ports, config {man['config_hash']}) "
-          f"and {', '.join(written)}")
+        files[paths["C header"]] = c_header(args.unit, cfg)
+    write_together(files)
+    written = [str(p) for p in list(paths.values())[1:]]
+    print(f"wrote {args.output} ({man['top']}, {len(man['ports'])} ports, config "
+          f"{man['config_hash']}) and {', '.join(written)}")
     return 0

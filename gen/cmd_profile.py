@@ -1,21 +1,35 @@
 """``dstar profile``: FMDQ bits and SAR savings against sample quality on the trained digits DiT
-(the work is in :mod:`golden.profile`)."""
+(the work is in :mod:`golden.profile`).
+
+Bad input (fewer than two seeds, a threshold outside [0, 1), an interval below 1, missing
+weights, an output folder that is a file) is one line and exit status 2 before any sampling; a
+missing output folder is created. ``profile.json``, ``profile.md`` and ``profile.png`` appear
+together (:func:`gen.outputs.write_together`) or not at all."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from .options import add_config_options, config_from_args
+from .outputs import check_output_dir, check_outputs, write_together
 
 __all__ = ["register"]
 
 
-def _floats(text: str) -> tuple:
-    return tuple(float(v) for v in text.split(","))
+def _list_of(kind, what):
+    """An argparse type: comma-separated values of ``kind``, refused with a readable line."""
+    def parse(text: str) -> tuple:
+        try:
+            return tuple(kind(v) for v in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes comma-separated {what}, not {text!r}") \
+                from None
+    return parse
 
 
-def _ints(text: str) -> tuple:
-    return tuple(int(v) for v in text.split(","))
+_floats = _list_of(float, "numbers")
+_ints = _list_of(int, "integers")
 
 
 def register(sub):
@@ -38,20 +52,21 @@ def register(sub):
     p.add_argument("--weights", type=Path, default=None,
                    help="trained weights (default golden/data/digits_dit.npz)")
     p.add_argument("--out-dir", type=Path, default=Path("reports"),
-                   help="directory for profile.json/.md/.png (default reports)")
+                   help="directory for profile.json/.md/.png, created if missing (default "
+                        "reports)")
     p.add_argument("--quick", action="store_true",
                    help="a tiny sweep for tests: 2 seeds, 4 steps, one SAR point")
     p.set_defaults(func=run)
 
 
 def run(args):
-    from golden.profile import Sweep, run_profile, write_reports
+    from golden.profile import Sweep, report_files, report_names, run_profile
 
     from .cli import UserError
 
     cfg = config_from_args(args)
-    if not args.out_dir.is_dir():
-        raise UserError(f"cannot write to {args.out_dir}: not a directory")
+    check_output_dir(args.out_dir)
+    check_outputs(*report_names(args.out_dir), inputs=[args.weights])
     if args.quick:
         sweep = Sweep.quick()
     else:
@@ -69,7 +84,7 @@ def run(args):
         sweep = Sweep(sar_thr=tuple(thr), sar_interval=tuple(args.sar_interval), seeds=args.seeds,
                       steps=args.steps)
     rep = run_profile(cfg, sweep, weights=args.weights, log=lambda s: print(s, flush=True))
-    paths = write_reports(rep, args.out_dir)
+    paths = write_together(report_files(rep, args.out_dir))
     best = max((r for r in rep["runs"] if r["sar"]),
                key=lambda r: r["summary"]["attention_work_removed"]["mean"], default=None)
     fq = rep["runs"][0]["summary"]

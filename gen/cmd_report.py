@@ -1,10 +1,14 @@
-"""``dstar report``: regenerate REPORT.md and reports/units/*.json from the measured reports."""
+"""``dstar report``: regenerate REPORT.md and reports/units/*.json from the measured reports.
+
+REPORT.md, ``reports/units/*.json`` and ``reports/sweep.png`` beside it are written together
+(:mod:`gen.outputs`); an output that cannot be written is one line and exit status 2 before
+anything is read."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .cmd_analysis import check_output_path
+from .outputs import check_output_dir, check_outputs, write_together
 
 __all__ = ["register"]
 
@@ -22,10 +26,13 @@ def register(sub):
 
 
 def run_report(args):
-    from fpga.report_summary import write_report
+    from fpga.report_summary import report_files, side_folder
 
-    check_output_path(args.out)
-    s = write_report(Path(args.out))
+    check_outputs(args.out)
+    check_output_dir(side_folder(args.out) / "units")
+    files, s = report_files(args.out)
+    check_outputs(*files)
+    write_together(files)
     print(f"wrote {s['out']} ({s['units']} unit/preset/target entries, "
-          f"{s['verification']} cocotb results) and reports/units/")
+          f"{s['verification']} cocotb results) and {Path(args.out).parent / 'reports' / 'units'}/")
     return 0

@@ -12,23 +12,22 @@
   blocks, generic transistors and the peak operations per cycle, from the configuration alone.
 
 Bad input (an unknown unit or target, ``--liberty`` with an FPGA target or a missing library,
-``--nodsp`` with the generic target, an impossible configuration, an output folder that does not
-exist) is one line ``dstar: error: ...`` and exit status 2 before anything runs. A Yosys failure
-is one line with the log's path and exit status 1.
+``--nodsp`` with the generic target, a ``--timeout`` that is not positive, an impossible
+configuration, a ``--json`` that is a folder or the library) is one line ``dstar: error: ...``
+and exit status 2 before anything runs. A Yosys failure is one line with the log's path and exit
+status 1. A missing ``--json`` folder is created; the file appears only when the command
+succeeds.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from .cli import UserError
-from .cmd_analysis import check_output_path
+from .cli import UserError, WorkError
 from .options import add_config_options, config_from_args
+from .outputs import check_outputs, json_text, write_together
 from .units import UNITS, build_unit
 
 __all__ = ["register"]
@@ -72,24 +71,6 @@ def register(sub):
 
 
 # ------------------------------------------------------------------------------------ helpers
-def _write_json(path, obj):
-    """Write ``obj`` to a temporary file beside ``path``, then rename it into place."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".dstar-", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(obj, indent=2, allow_nan=False) + "\n")
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _n(v) -> str:
     if v is None:
         return "-"
@@ -121,7 +102,9 @@ def run_synth(args):
                             f"generic, not {target}")
         if not args.liberty.is_file():
             raise UserError(f"liberty file not found: {args.liberty}")
-    check_output_path(args.json)
+    if args.timeout is not None and not args.timeout > 0:
+        raise UserError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
+    check_outputs(args.json, inputs=[args.liberty])
     # The unit's own parameter checks, before anything runs (the object itself is not used).
     build_unit(args.unit, cfg)._MustUse__silence = True
 
@@ -134,8 +117,7 @@ def run_synth(args):
                          timeout=args.timeout, reuse=args.reuse)
     except SynthError as exc:
         _progress(t0, f"end   synth {args.unit}: failed")
-        print(f"dstar: error: {exc}", file=sys.stderr)
-        return 1
+        raise WorkError(str(exc)) from None
     dt = time.perf_counter() - t0
     how = (f"reused the result of an earlier run ({res['seconds']} s)" if res.get("reused")
            else f"Yosys {res['seconds']} s, elaboration {res.get('elaboration_seconds')} s")
@@ -144,7 +126,7 @@ def run_synth(args):
     res = dict(res, config=cfg.to_dict())
     _print_synth(res, cfg)
     if args.json is not None:
-        _write_json(args.json, res)
+        write_together({args.json: json_text(res)})
         print(f"wrote {args.json}")
     return 0
 
@@ -200,11 +182,11 @@ def run_estimate(args):
     from fpga.estimate import estimate
 
     cfg = config_from_args(args)
-    check_output_path(args.json)
+    check_outputs(args.json)
     est = estimate(args.unit, cfg)
     _print_estimate(est, cfg)
     if args.json is not None:
-        _write_json(args.json, dict(est, config=cfg.to_dict()))
+        write_together({args.json: json_text(dict(est, config=cfg.to_dict()))})
         print(f"wrote {args.json}")
     return 0
 
@@ -222,7 +204,8 @@ def _print_estimate(est, cfg):
         print(f"  {label:<13s} {_n(e['lut_total']):>10s} {_n(e['ff']):>9s} {_n(e['dsp']):>6s} "
               f"{_n(e['bram']):>6s} {_n(e['lutram']):>8s}")
     g = est["generic"]
-    print(f"  generic CMOS transistors {_n(g['transistors'])}"
+    print(f"  generic CMOS transistors {'>= ' if g.get('lower_bound') else ''}"
+          f"{_n(g['transistors'])}"
           + (f" (memories as flip-flops: {_n(g['memory_bits'])} bits)" if g["memory_bits"]
              else ""))
     print(f"  {'part':<48s} {'count':>6s} {'LUT':>9s} {'LUT-nodsp':>10s} {'FF':>8s} "
@@ -240,3 +223,9 @@ def _print_estimate(est, cfg):
           f"{pct(m['max_held_out_error'])}")
     print(f"  (fitted runs: {pct(m['max_calibration_error'])}; the tests allow "
           f"{pct(m['tolerance'])})")
+    if "core" in m:
+        c = m["core"]
+        errs = "; ".join(f"{name} " + ", ".join(f"{k} {100 * v:+.1f} %" for k, v in e.items())
+                         for name, e in c["error_vs_measured"].items())
+        print(f"  core control: {c['control']}; against the measured cores (the points of that "
+              f"line, not held out): {errs}; transistors: {c['transistors']}")

@@ -23,7 +23,8 @@ from golden.config import Config
 from .units import build_unit, top_name
 from .yosys import run_yosys, yosys_version
 
-__all__ = ["to_rtlil", "to_verilog", "generate", "parse_ports", "manifest"]
+__all__ = ["to_rtlil", "to_verilog", "generate", "render", "manifest_path", "parse_ports",
+           "manifest"]
 
 _PORT_RE = re.compile(r"^\s*(input|output|inout)\s+(?:signed\s+)?(?:\[(\d+):(\d+)\]\s*)?(\w+)\s*;",
                       re.M)
@@ -119,18 +120,33 @@ def manifest(unit: str, cfg: Config, verilog: str) -> dict:
     }
 
 
+def manifest_path(out) -> Path:
+    """Where the manifest of the Verilog file ``out`` goes: ``out`` with suffix ``.json``."""
+    return Path(out).with_suffix(".json")
+
+
+def render(unit: str, cfg: Config, out, flatten: bool = True) -> tuple:
+    """Elaborate ``unit`` and return ``({out: Verilog, manifest_path(out): manifest JSON},
+    manifest)`` without writing anything. Raises :class:`gen.yosys.YosysError` when Yosys fails.
+    """
+    out = Path(out)
+    if manifest_path(out) == out:
+        raise ValueError(f"the Verilog {out} would be overwritten by its manifest: name the "
+                         f"Verilog file *.v")
+    verilog = to_verilog(to_rtlil(unit, cfg), top_name(unit), flatten)
+    man = manifest(unit, cfg, verilog)
+    text = json.dumps(man, indent=2, sort_keys=True) + "\n"
+    return {out: verilog, manifest_path(out): text}, man
+
+
 def generate(unit: str, cfg: Config, out: Path, flatten: bool = True) -> dict:
     """Write ``out`` (Verilog) and ``out`` with suffix ``.json`` (manifest); returns the manifest.
 
-    Both files are written only after the whole flow succeeded.
+    Both files are written together (:func:`gen.outputs.write_together`) after the whole flow
+    succeeded, so a failure leaves neither.
     """
-    out = Path(out)
-    verilog = to_verilog(to_rtlil(unit, cfg), top_name(unit), flatten)
-    man = manifest(unit, cfg, verilog)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_v, tmp_j = out.with_name(out.name + ".tmp"), out.with_name(out.name + ".json.tmp")
-    tmp_v.write_text(verilog)
-    tmp_j.write_text(json.dumps(man, indent=2, sort_keys=True) + "\n")
-    tmp_v.replace(out)
-    tmp_j.replace(out.with_suffix(".json"))
+    from .outputs import write_together
+
+    files, man = render(unit, cfg, out, flatten)
+    write_together(files)
     return man

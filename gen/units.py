@@ -12,6 +12,11 @@ def _pe(cfg):
     return SlicePE(cfg)
 
 
+def _baseline_pe(cfg):
+    from rtl.pe import Int8PE
+    return Int8PE(cfg)
+
+
 def _mpu(cfg):
     from rtl.mpu import MPU
     return MPU(cfg)
@@ -65,6 +70,7 @@ UNITS = {
     "pe": (_pe, "one 2-bit-slice PE"),
     "mpu": (_mpu, "the mixed-precision systolic array with its weight front end"),
     "baseline": (_baseline, "the INT8xINT8 output-stationary baseline array"),
+    "baseline_pe": (_baseline_pe, "one INT8xINT8 PE of the baseline array"),
     "qpu": (_qpu, "the quantization unit: max, bins, quantize/slice, bitonic sort, pack"),
     "qpu_mpu": (_qpu_mpu, "the QPU streaming groups straight into the MPU"),
     "vpu": (_vpu, "the vector unit: softmax, LayerNorm, modulation, GELU, residual, requantize"),

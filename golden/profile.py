@@ -38,8 +38,8 @@ from .dit import DiT, QuantizedDiT, TracingDiT, attention_layer_names, ddim_samp
 from .fmdq_stats import PRECISION_BINS, LayerStats
 from .sar import profile_mask
 
-__all__ = ["LAYER_TYPES", "layer_type", "mean_ci", "Sweep", "run_profile",
-           "write_markdown", "write_plot"]
+__all__ = ["LAYER_TYPES", "layer_type", "mean_ci", "Sweep", "run_profile", "markdown", "plot",
+           "write_markdown", "write_plot", "report_names", "report_files"]
 
 LAYER_TYPES = ("x_embed", "qkv", "proj", "fc1", "fc2", "final")
 CI_METHOD = ("95% two-sided Student t interval over seeds (n-1 dof): mean ± t·s/sqrt(n), "
@@ -208,6 +208,12 @@ def _fmt(ci: dict, digits: int = 2) -> str:
 
 
 def write_markdown(rep: dict, path) -> None:
+    """Write :func:`markdown` of ``rep`` to ``path``."""
+    with open(path, "w") as f:
+        f.write(markdown(rep))
+
+
+def markdown(rep: dict) -> str:
     """The report as readable Markdown tables."""
     fl = rep["float"]["class_accuracy"]
     tr = rep["training"]
@@ -242,18 +248,21 @@ def write_markdown(rep: dict, path) -> None:
         lines.append(f"| {t} | {_fmt(d['avg_bits'])} | " + " | ".join(
             f"{d[f'share_b{b}']['mean']:.3f}" for b in PRECISION_BINS) + " |")
     lines += ["", f"Run time: {rep['seconds']:.0f} s.", ""]
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    return "\n".join(lines)
 
 
 def write_plot(rep: dict, path) -> None:
-    """Left: PSNR against attention work removed, one line per SAR interval (error bars: the CI).
-    Right: average bits per layer type for FMDQ alone."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Write :func:`plot` of ``rep`` to ``path`` (a file name or a binary file object) as PNG."""
+    plot(rep).savefig(path, format="png", dpi=100)
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+
+def plot(rep: dict):
+    """A matplotlib figure. Left: PSNR against attention work removed, one line per SAR interval
+    (error bars: the CI). Right: average bits per layer type for FMDQ alone."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4))
+    a1, a2 = fig.subplots(1, 2)
     sar = [r for r in rep["runs"] if r["sar"]]
     for iv in sorted({r["sar_interval"] for r in sar}):
         pts = sorted((r for r in sar if r["sar_interval"] == iv),
@@ -279,17 +288,20 @@ def write_plot(rep: dict, path) -> None:
     a2.set_ylabel("average activation bits")
     a2.set_title("FMDQ bits per layer type")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
-def write_reports(rep: dict, out_dir) -> list:
-    """``profile.json``, ``profile.md`` and ``profile.png`` in ``out_dir``; returns the paths."""
+def report_names(out_dir) -> list:
+    """The report files in ``out_dir``: ``profile.json``, ``profile.md``, ``profile.png``."""
     from pathlib import Path
 
-    out_dir = Path(out_dir)
-    paths = [out_dir / "profile.json", out_dir / "profile.md", out_dir / "profile.png"]
-    paths[0].write_text(json.dumps(rep, indent=1) + "\n")
-    write_markdown(rep, paths[1])
-    write_plot(rep, paths[2])
-    return paths
+    return [Path(out_dir) / n for n in ("profile.json", "profile.md", "profile.png")]
+
+
+def report_files(rep: dict, out_dir) -> dict:
+    """``{path: content}`` of the report files (text, or a writer of the PNG to a binary file
+    object), for the caller to write together."""
+    fig = plot(rep)
+    js, md, png = report_names(out_dir)
+    return {js: json.dumps(rep, indent=1) + "\n", md: markdown(rep),
+            png: lambda f: fig.savefig(f, format="png", dpi=100)}

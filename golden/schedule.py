@@ -25,8 +25,9 @@ from .config import Config
 from .fmdq import Quantized, quantize_tile_matrix
 from .layouts import group_layout, pack
 
-__all__ = ["slice_digits", "Group", "Counters", "TileSchedule", "schedule_tile",
-           "schedule_matrix", "execute", "reference_product", "shift_counts"]
+__all__ = ["slice_digits", "digit_values", "Group", "Counters", "TileSchedule", "schedule_tile",
+           "schedule_matrix", "Accumulator", "execute", "slice_pe_execute", "int8_pe_execute",
+           "reference_product", "exp_steps", "shift_counts"]
 
 COUNTER_NAMES = ("subchannels", "subchannels_b2", "subchannels_b4", "subchannels_b6",
                  "subchannels_b8", "subchannels_zero", "saturated", "slice_columns",
@@ -47,11 +48,18 @@ def slice_digits(q, b):
     mask = (np.int64(1) << np.maximum(b, 1)) - 1
     qb = q & mask[:, None]
     for k in range(4):
-        d = (qb >> (2 * k)) & 3
         top = (b // 2 - 1) == k
-        d = np.where(top[:, None] & (d >= 2), d - 4, d)
+        d = digit_values(qb >> (2 * k), top[:, None])
         out[:, k, :] = np.where((k < b // 2)[:, None], d, 0)
     return out
+
+
+def digit_values(raw, signed):
+    """Values of raw 2-bit digit patterns (taken mod 4), elementwise: unsigned {0..3}, or signed
+    {-2..1} where ``signed`` is set (a sub-channel's top digit). This is how a slice PE reads
+    the ``d``/``s`` pair of each lane."""
+    raw = np.asarray(raw, dtype=np.int64) & 3
+    return np.where(np.asarray(signed, dtype=bool) & (raw >= 2), raw - 4, raw)
 
 
 @dataclass
@@ -216,12 +224,79 @@ def _wrap(x, width):
     return ((x + half) & ((1 << width) - 1)) - half
 
 
+class Accumulator:
+    """The accumulator of output-stationary PEs (DESIGN 2.1, 2.4), elementwise over ``shape``:
+    the one statement of what a PE does with its operand beats, used by :func:`execute` (the
+    array) and by :func:`slice_pe_execute` / :func:`int8_pe_execute` (one PE).
+
+    :meth:`step` is one valid beat: ``part``, the beat's unaligned partial sum (``Σ d · w`` over
+    the lanes of a slice PE, ``a · w`` for the INT8 PE), the group's absolute exponent ``exp``
+    and the tile markers. A beat marked ``first`` restarts the sum and the sticky flag.
+
+    - ``horner=False`` (product-shift): ``acc = fit(acc + (part << exp))``;
+    - ``horner=True``: ``acc = fit((acc << (prev_exp - exp)) + part)`` with ``prev_exp`` the
+      previous beat's exponent (the shift is 0 at ``first``; exponents must not increase within
+      a tile), and the final value is ``fit(acc << exp)``.
+
+    ``fit`` wraps to ``width`` bits (a modular two's-complement register), or with ``saturate``
+    clips to the ``width``-bit range and sets the sticky overflow flag. At a beat marked ``last``
+    :meth:`step` returns ``(value, ovf)``, what the PE copies into its shadow register, else None.
+    """
+
+    def __init__(self, width: int, shape=(), *, horner: bool = False, saturate: bool = False):
+        self.width = int(width)
+        self.horner = bool(horner)
+        self.saturate = bool(saturate)
+        self.lo, self.hi = -(1 << (self.width - 1)), (1 << (self.width - 1)) - 1
+        self.acc = np.zeros(shape, np.int64)
+        self.ovf = np.zeros(shape, bool)
+        self.prev_exp = 0
+
+    @classmethod
+    def slice_pe(cls, cfg: Config, shape=()) -> "Accumulator":
+        """The accumulator of :class:`rtl.pe.SlicePE` under ``cfg``."""
+        return cls(cfg.acc_bits, shape, horner=cfg.alignment == "horner",
+                   saturate=cfg.overflow_detect)
+
+    @classmethod
+    def int8_pe(cls, cfg: Config, shape=()) -> "Accumulator":
+        """The accumulator of :class:`rtl.pe.Int8PE` (the baseline's: wraps, no flag)."""
+        return cls(cfg.baseline_acc_width, shape)
+
+    def _fit(self, x):
+        if self.saturate:
+            self.ovf |= (x < self.lo) | (x > self.hi)
+            return np.clip(x, self.lo, self.hi)
+        return _wrap(x, self.width)
+
+    def step(self, part, exp: int = 0, first: bool = False, last: bool = False):
+        part = np.asarray(part, dtype=np.int64)
+        exp = int(exp)
+        if first:
+            self.acc = np.zeros_like(self.acc)
+            self.ovf = np.zeros_like(self.ovf)
+            self.prev_exp = exp
+        if self.horner:
+            if exp > self.prev_exp:
+                raise ValueError(f"Horner alignment needs non-increasing exponents within a "
+                                 f"tile, got {exp} after {self.prev_exp}")
+            self.acc = self._fit((self.acc << (self.prev_exp - exp)) + part)
+        else:
+            self.acc = self._fit(self.acc + (part << exp))
+        self.prev_exp = exp
+        if not last:
+            return None
+        value = self._fit(self.acc << exp) if self.horner else self.acc
+        return value.copy(), self.ovf.copy()
+
+
 def execute(groups, W, cfg: Config):
     """Integer executor of a group stream on the output-stationary array (DESIGN 2.4).
 
     ``W`` is (channels, cols) signed integers. Returns ``(accs, overflow)``: one (T, cols) int64
     accumulator matrix per tile (in stream order) and, per tile, a (T, cols) bool array of sticky
-    overflow flags (all False unless ``cfg.overflow_detect``).
+    overflow flags (all False unless ``cfg.overflow_detect``). PE (i, j) is one
+    :class:`Accumulator` fed with ``Σ_lanes digits[i] · W[channel, j]`` (weight 0 on padded lanes).
 
     With the derived accumulator width the accumulator is a modular two's-complement register: the
     final sum always fits (DESIGN 2.1), so wrapping partial sums cancel and the result is exact.
@@ -232,41 +307,47 @@ def execute(groups, W, cfg: Config):
     if W.ndim != 2 or len(W) == 0 or W.shape[1] > cols:
         raise ValueError(f"W must have shape (channels >= 1, <= {cols}), not {W.shape}")
     W = np.pad(W, ((0, 0), (0, cols - W.shape[1])))
-    width = cfg.acc_bits
-    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    acc = Accumulator.slice_pe(cfg, (T, cols))
     accs, flags = [], []
-    acc = np.zeros((T, cols), np.int64)
-    ovf = np.zeros((T, cols), bool)
-    prev_exp = 0
     for g in groups:
-        if g.first:
-            acc[:] = 0
-            ovf[:] = False
-            prev_exp = g.exp
         w = np.where(g.valid[:, None].astype(bool), W[g.channel], 0)
-        part = g.digits @ w  # (T, cols)
-        if cfg.alignment == "horner":
-            new = (acc << (prev_exp - g.exp)) + part
-            prev_exp = g.exp
-        else:
-            new = acc + (part << g.exp)
-        if cfg.overflow_detect:
-            ovf |= (new < lo) | (new > hi)
-            acc = np.clip(new, lo, hi)
-        else:
-            acc = _wrap(new, width)
-        if g.last:
-            if cfg.alignment == "horner":
-                fin = acc << prev_exp
-                if cfg.overflow_detect:
-                    ovf |= (fin < lo) | (fin > hi)
-                    fin = np.clip(fin, lo, hi)
-                else:
-                    fin = _wrap(fin, width)
-                acc = fin
-            accs.append(acc.copy())
-            flags.append(ovf.copy())
+        out = acc.step(g.digits @ w, g.exp, g.first, g.last)  # (T, cols)
+        if out is not None:
+            accs.append(out[0])
+            flags.append(out[1])
     return accs, flags
+
+
+def slice_pe_execute(digits, signed, w, exp, first, last, cfg: Config):
+    """What one slice PE (:class:`rtl.pe.SlicePE`) computes for a stream of valid groups.
+
+    ``digits``, ``signed``, ``w``: (G, lanes) raw 2-bit digit patterns, their signed flags
+    (:func:`digit_values`) and the lane weights (0 on padded lanes); ``exp``, ``first``,
+    ``last``: (G,) the groups' absolute exponents and tile markers. Returns one
+    ``(value, ovf)`` pair of Python ints per tile, in stream order. A Horner PE is also given
+    each group's :func:`exp_steps` (``dexp``) by its array; this function derives it the same way.
+    """
+    part = (digit_values(digits, signed) * np.asarray(w, dtype=np.int64)).sum(axis=1)
+    acc = Accumulator.slice_pe(cfg)
+    out = []
+    for p, e, f, l in zip(part, exp, first, last):
+        r = acc.step(p, e, bool(f), bool(l))
+        if r is not None:
+            out.append((int(r[0]), int(r[1])))
+    return out
+
+
+def int8_pe_execute(a, w, first, last, cfg: Config):
+    """What one baseline PE (:class:`rtl.pe.Int8PE`) computes: ``acc += a · w`` on the
+    baseline's accumulator width, wrapping. ``a``, ``w``, ``first``, ``last``: (G,) per valid
+    beat. Returns the final value of each tile (Python ints), in stream order."""
+    acc = Accumulator.int8_pe(cfg)
+    out = []
+    for p, f, l in zip(np.asarray(a, np.int64) * np.asarray(w, np.int64), first, last):
+        r = acc.step(p, 0, bool(f), bool(l))
+        if r is not None:
+            out.append(int(r[0]))
+    return out
 
 
 def reference_product(qz: Quantized, ntiles: int, W, cfg: Config):
@@ -278,10 +359,17 @@ def reference_product(qz: Quantized, ntiles: int, W, cfg: Config):
     return [(q[t] << e[t][:, None]).T @ W for t in range(ntiles)]
 
 
+def exp_steps(exp, first):
+    """Each group's exponent step: the previous group's exponent minus its own, 0 at a tile's
+    first group (``exp``, ``first``: per group). A Horner PE shifts its accumulator by it
+    (``dexp``); the schedule counts them as the paper's shifts."""
+    out, prev = [], None
+    for e, f in zip(exp, first):
+        out.append(0 if f or prev is None else int(prev) - int(e))
+        prev = e
+    return out
+
+
 def shift_counts(groups):
     """The paper's shift counts: previous group's exponent minus this one, reset (0) at each tile."""
-    out, prev = [], None
-    for g in groups:
-        out.append(0 if g.first or prev is None else prev - g.exp)
-        prev = g.exp
-    return out
+    return exp_steps([g.exp for g in groups], [g.first for g in groups])

@@ -32,8 +32,8 @@ from .fmdq_stats import LayerStats
 from .sar import expand_mask, is_cache_step, p_to_int, profile_mask, quantize_p
 from .schedule import schedule_matrix
 
-__all__ = ["KINDS", "split_name", "validate_trace", "load_trace", "write_trace", "linear_layers",
-           "attention_layers", "profile_base_log2", "analyze_fmdq", "analyze_sar"]
+__all__ = ["KINDS", "split_name", "validate_trace", "load_trace", "save_trace", "write_trace",
+           "linear_layers", "attention_layers", "profile_base_log2", "analyze_fmdq", "analyze_sar"]
 
 KINDS = {"x": (3, "(steps, tokens, channels)"),
          "attn": (4, "(steps, heads, tokens, tokens)"),
@@ -124,6 +124,12 @@ def load_trace(path) -> dict:
     return validate_trace(arrays, f"trace {path}")
 
 
+def save_trace(file, arrays: dict):
+    """Validate ``arrays`` and write them as float32 ``.npz`` to the open binary ``file``."""
+    arrays = validate_trace(arrays, "trace")
+    np.savez(file, **{k: np.asarray(v, dtype=np.float32) for k, v in arrays.items()})
+
+
 def write_trace(path, arrays: dict):
     """Validate ``arrays`` and write them as float32 to ``path`` (exactly that name; written to a
     temporary file first and renamed, so a failure leaves no partial file)."""
@@ -133,7 +139,7 @@ def write_trace(path, arrays: dict):
     fd, tmp = tempfile.mkstemp(prefix=".trace-", suffix=".npz", dir=d)
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **{k: np.asarray(v, dtype=np.float32) for k, v in arrays.items()})
+            save_trace(f, arrays)
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(tmp, 0o666 & ~mask)

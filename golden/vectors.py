@@ -133,7 +133,7 @@ def exponent_sweep(cfg: Config, rng, tokens: int | None = None):
 def random_group_stream(cfg: Config, rng, groups_per_tile, channels: int = 8):
     """Arbitrary (not schedule-shaped) group streams: random lanes, digits, signs and exponents
     in any order; tiles of the given group counts. Returns a :class:`Workload`."""
-    from .schedule import Group
+    from .schedule import Group, digit_values
 
     L, T = cfg.lanes, cfg.tile
     W = random_weights(cfg, rng, channels)
@@ -143,7 +143,7 @@ def random_group_stream(cfg: Config, rng, groups_per_tile, channels: int = 8):
             valid = (rng.random(L) < 0.8).astype(np.int64)
             signed = rng.integers(0, 2, size=L) * valid
             raw = rng.integers(0, 4, size=(T, L)) * valid
-            digits = np.where(signed.astype(bool) & (raw >= 2), raw - 4, raw)
+            digits = digit_values(raw, signed)
             g = Group(exp=int(rng.integers(0, cfg.max_exp + 1)) if cfg.alignment != "horner" else 0,
                       channel=rng.integers(0, channels, size=L) * valid, signed=signed,
                       valid=valid, digits=digits, k=np.zeros(L, np.int64),

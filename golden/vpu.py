@@ -8,7 +8,9 @@ Conventions
   one LSB is ``2**-F``. Inputs outside their stated width are refused (``ValueError``).
 * Every rounding is :func:`golden.fmdq.rnd` (divide by ``2**r``, half away from zero); every output
   is rounded once and then saturated to its width (``act_width`` signed; ``P`` is unsigned
-  ``0 .. 2**p_base_log2 - 1``, DESIGN 2.6). Functions return ``(out, n_saturated)``.
+  ``0 .. 2**p_base_log2 - 1``, DESIGN 2.6). Functions return ``(out, n_saturated)``;
+  ``n_saturated`` is a :class:`Saturated`, the count as an ``int`` that also carries the
+  per-element flags (``.flags``).
 * No float enters the integer path. Lookup tables are generated once per configuration in exact
   decimal/rational arithmetic (:class:`VPUTables`) and stored as Python integers; the RTL imports
   the same object. Program constants that come from a float (LayerNorm's ``eps``, the
@@ -62,7 +64,7 @@ __all__ = [
     "acc_requant", "acc_requant_ref", "AccRequant",
     "diff_delta", "xhat_update", "recon_matrix",
     "kv_int8", "kv_int8_ref", "kv_shift", "kv_quant",
-    "recip_core", "rsqrt_core", "int_bitlen",
+    "recip_core", "rsqrt_core", "int_bitlen", "Saturated",
 ]
 
 _MAX_MODEL_BITS = 62
@@ -94,11 +96,28 @@ def _shift_round(v, s):
     return rnd(v, np.maximum(s, 0)) << np.maximum(-s, 0)
 
 
+class Saturated(int):
+    """The number of saturated outputs, an ``int`` (so counts add and compare as before), with
+    the per-element flags: ``flags`` is a bool array of the output's shape, True where the
+    value was clipped (what the RTL's per-lane flag reports)."""
+
+    flags: np.ndarray
+
+    def __new__(cls, flags):
+        flags = np.asarray(flags, bool)
+        self = super().__new__(cls, int(np.count_nonzero(flags)))
+        self.flags = flags
+        return self
+
+    def __reduce__(self):                  # copy and pickle rebuild it from its flags
+        return Saturated, (self.flags,)
+
+
 def _sat(v, width: int, signed: bool = True):
+    """``v`` clipped to ``width`` bits and its :class:`Saturated` count."""
     lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
     v = np.asarray(v, np.int64)
-    n = int(np.count_nonzero((v < lo) | (v > hi)))
-    return np.clip(v, lo, hi), n
+    return np.clip(v, lo, hi), Saturated((v < lo) | (v > hi))
 
 
 def _check(name, v, width: int, signed: bool = True):
@@ -904,8 +923,8 @@ def gelu_ref(x, cfg: Config):
 class AccRequant(NamedTuple):
     Y: np.ndarray          # the running sum after the step (acc_bits, saturating)
     y: np.ndarray          # requantized output, act format
-    Y_saturated: int       # entries of Y that saturated (sticky flag source)
-    y_saturated: int       # outputs that saturated
+    Y_saturated: Saturated  # entries of Y that saturated (sticky flag source), with flags
+    y_saturated: Saturated  # outputs that saturated, with flags
 
 
 def acc_requant(Y, acc, m, sh, bias, cfg: Config) -> AccRequant:
@@ -935,7 +954,10 @@ def acc_requant(Y, acc, m, sh, bias, cfg: Config) -> AccRequant:
     _check("acc_requant m", m, cfg.mult_width, signed=False)
     _check("acc_requant bias", bias, W)
     Yn, ysat = _sat(Y + acc, A)
-    y, nsat = requantize(Yn, m, sh, bias, W, cfg.sh_max)
+    # Rounded at a width no result reaches (|rnd(sum, sh)| <= |Y|·m + |bias| + 1), then
+    # saturated here, which gives the per-element flags as well as the count.
+    wide, _ = requantize(Yn, m, sh, bias, A + cfg.mult_width + 1, cfg.sh_max)
+    y, nsat = _sat(wide, W)
     return AccRequant(Yn, y, ysat, nsat)
 
 

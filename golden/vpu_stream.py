@@ -19,8 +19,9 @@ kv_quant        a = v                                       w (INT8)           e
 ==============  ==========================================  =================  =========
 
 A row of ``n`` elements is ``ceil(n / vpu_lanes)`` beats, element ``k·vpu_lanes + l`` in lane
-``l``; lanes past the end are sent as 0 and come back as 0. Saturation is compared as a count per
-row (the golden functions return counts), values exactly.
+``l``; lanes past the end are sent as 0 and come back as 0. Values and the saturation flags of
+``y`` and ``Y`` are compared element by element (the golden functions' counts carry per-element
+flags, :class:`golden.vpu.Saturated`).
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ class VPURow:
     operands: dict
     y: np.ndarray                   # expected results (length n; 1 for kv_amax)
     Y: np.ndarray | None = None     # acc_requant's running sums
-    nsat: int = 0
-    nYsat: int = 0
+    sat: np.ndarray | None = None   # per-element saturation flags of y (bool, like y)
+    Ysat: np.ndarray | None = None  # per-element saturation flags of Y (bool, like y)
     note: str = field(default="", compare=False)
 
 
@@ -69,7 +70,7 @@ def make_row(cfg: Config, op: str, param: int = 0, carry_amax: int = 0, note: st
         if len(v) != n:
             raise ValueError(f"operand {k!r} has {len(v)} elements, a has {n}")
     a, b, c = ops.get("a"), ops.get("b"), ops.get("c")
-    Y, nY = None, 0
+    Y, nY = None, None
     if op == "softmax":
         y, ns = gv.softmax(a[None], ops["mask"].astype(bool)[None], cfg)
     elif op == "layernorm":
@@ -84,17 +85,26 @@ def make_row(cfg: Config, op: str, param: int = 0, carry_amax: int = 0, note: st
         r = gv.acc_requant(a, b, ops["m"], ops["sh"], c, cfg)
         y, ns, Y, nY = r.y, r.y_saturated, r.Y, r.Y_saturated
     elif op == "diff_delta":
-        y, ns = gv.diff_delta(a, b, cfg), 0
+        y, ns = gv.diff_delta(a, b, cfg), None
     elif op == "xhat_update":
         y, ns = gv.xhat_update(a, b, cfg)
     elif op == "kv_amax":
         start = int(carry_amax) if param & 1 else 0
-        y, ns = np.array([gv.kv_shift(max(start, int(np.abs(a).max())))]), 0
+        y, ns = np.array([gv.kv_shift(max(start, int(np.abs(a).max())))]), None
     else:
         y, ns = gv.kv_quant(a, param, cfg)
-    return VPURow(op, n, int(param), ops, np.asarray(y, np.int64).reshape(-1),
-                  None if Y is None else np.asarray(Y, np.int64).reshape(-1), int(ns), int(nY),
-                  note)
+    y = np.asarray(y, np.int64).reshape(-1)
+    return VPURow(op, n, int(param), ops, y,
+                  None if Y is None else np.asarray(Y, np.int64).reshape(-1),
+                  _flags(ns, len(y)), _flags(nY, len(y)), note)
+
+
+def _flags(saturated, n: int) -> np.ndarray:
+    """The per-element flags of a golden function's :class:`golden.vpu.Saturated` count (length
+    ``n``; ``None``: an operation that never saturates)."""
+    if saturated is None:
+        return np.zeros(n, bool)
+    return np.asarray(saturated.flags, bool).reshape(n)
 
 
 def cmd_word(cfg: Config, row: VPURow) -> int:
@@ -128,24 +138,16 @@ def check_output(cfg: Config, row: VPURow, words, where: str = "") -> None:
     for i, bt in enumerate(beats):
         if bt["last"] != (i == nb - 1):
             raise AssertionError(f"{tag}: beat {i} has last={bt['last']}")
-    y = np.concatenate([bt["y"] for bt in beats])
-    Yg = np.concatenate([bt["Y"] for bt in beats])
-    sat = int(sum(int(bt["sat"].sum()) for bt in beats))
-    Ysat = int(sum(int(bt["Ysat"].sum()) for bt in beats))
-    k = len(row.y)
-    exp_y = np.concatenate([row.y, np.zeros(len(y) - k, np.int64)])
-    if not np.array_equal(y, exp_y):
-        i = int(np.flatnonzero(y != exp_y)[0])
-        raise AssertionError(f"{tag}: y[{i}] = {int(y[i])}, golden {int(exp_y[i])}")
-    exp_Y = np.zeros(len(Yg), np.int64)
-    if row.Y is not None:
-        exp_Y[:k] = row.Y
-    if not np.array_equal(Yg, exp_Y):
-        i = int(np.flatnonzero(Yg != exp_Y)[0])
-        raise AssertionError(f"{tag}: Y[{i}] = {int(Yg[i])}, golden {int(exp_Y[i])}")
-    if (sat, Ysat) != (row.nsat, row.nYsat):
-        raise AssertionError(f"{tag}: saturation counts y {sat}, Y {Ysat}; golden {row.nsat}, "
-                             f"{row.nYsat}")
+    got = {f: np.concatenate([np.asarray(bt[f], np.int64) for bt in beats])
+           for f in ("y", "Y", "sat", "Ysat")}
+    width = len(got["y"])
+    for f, exp in (("y", row.y), ("Y", row.Y), ("sat", row.sat), ("Ysat", row.Ysat)):
+        want = np.zeros(width, np.int64)                  # lanes past the end come back as 0
+        if exp is not None:
+            want[:len(exp)] = exp
+        if not np.array_equal(got[f], want):
+            i = int(np.flatnonzero(got[f] != want)[0])
+            raise AssertionError(f"{tag}: {f}[{i}] = {int(got[f][i])}, golden {int(want[i])}")
 
 
 # ---------------------------------------------------------------------------- random rows

@@ -15,9 +15,10 @@ from .vpu import VPU
 
 __all__ = ["UartVPU", "SIM_CYCLES_PER_BIT", "VPU_CMD_PORT", "VPU_IN_PORT", "VPU_OUT_PORT"]
 
-# UART bit time of the generated `uart_vpu` unit (gen/units.py): short, for simulation. A board
-# top passes its clock frequency / baud rate instead (217 for 115200 baud at 25 MHz).
-SIM_CYCLES_PER_BIT = 16
+# UART bit time of the generated `uart_vpu` and `uart_core` units (gen/units.py): the shortest
+# the receiver takes (rtl.uart.MIN_CYCLES_PER_BIT), so that a simulated byte costs 40 cycles. A
+# board top passes its clock frequency / baud rate instead (217 for 115200 baud at 25 MHz).
+SIM_CYCLES_PER_BIT = 4
 
 # Host-link port numbers.
 VPU_CMD_PORT = 0      # input: VPU commands (vpu_cmd_layout)

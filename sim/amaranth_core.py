@@ -10,7 +10,8 @@ from amaranth.sim import Simulator
 
 from golden import core_isa as isa
 
-from .amaranth_streams import stream_put
+from .amaranth_streams import stream_put, trailing_window
+from .timing import core_store_latency
 
 __all__ = ["CoreRun", "run_core"]
 
@@ -28,7 +29,10 @@ def run_core(dut, cmds, host_in=(), *, expect_out=None, gap=0.0, stall=0.0, seed
              limit=200_000, vcd=None) -> CoreRun:
     """Stream ``cmds`` (Cmd objects or 128-bit words) and ``host_in`` words into ``dut`` until
     every command is taken and the core reports ``done`` (the program ends with END) or an
-    error, and ``expect_out`` host words (if given) have arrived."""
+    error, collecting every host word on the way (the host engine has sent them all before
+    ``done``). Then ``host_out`` stays ready for twice :func:`sim.timing.core_store_latency`
+    cycles and a word in them raises AssertionError (nothing may follow ``done`` or an error);
+    with ``expect_out`` the number of host words must equal it (AssertionError)."""
     cfg = dut.cfg
     words = [c if isinstance(c, int) else isa.encode(cfg, c) for c in cmds]
     rng = random.Random(seed)
@@ -52,8 +56,7 @@ def run_core(dut, cmds, host_in=(), *, expect_out=None, gap=0.0, stall=0.0, seed
             cycle += 1
             if valid and ready:
                 out.append(int(payload))
-            enough = expect_out is None or len(out) >= expect_out
-            if state["cmds_done"] and ((done and enough) or err):
+            if state["cmds_done"] and (done or err):
                 break
             if cycle > limit:
                 raise TimeoutError(f"core not done after {cycle} cycles "
@@ -62,6 +65,9 @@ def run_core(dut, cmds, host_in=(), *, expect_out=None, gap=0.0, stall=0.0, seed
         state["error"] = ctx.get(dut.status.error)
         state["index"] = ctx.get(dut.status.error_index)
         state["done"] = bool(ctx.get(dut.status.done))
+        await trailing_window(ctx, dut.host_out, 2 * core_store_latency(cfg),
+                              f"{'done' if state['done'] else 'the error'} with {len(out)} "
+                              f"host words out")
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -73,5 +79,7 @@ def run_core(dut, cmds, host_in=(), *, expect_out=None, gap=0.0, stall=0.0, seed
             sim.run()
     else:
         sim.run()
+    if expect_out is not None and len(out) != expect_out:
+        raise AssertionError(f"{len(out)} host words stored, expected {expect_out}")
     return CoreRun(out, isa.ERRORS[state["error"]], state["index"], state["done"],
                    state["cycles"])

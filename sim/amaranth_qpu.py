@@ -10,6 +10,7 @@ from amaranth.sim import Simulator
 from golden.schedule import COUNTER_NAMES
 
 from .amaranth_streams import stream_get, stream_put
+from .timing import qpu_latency
 
 __all__ = ["QPURun", "run_qpu"]
 
@@ -25,10 +26,15 @@ class QPURun:
 
 
 def run_qpu(dut, wl, *, base_log2=None, thr=None, gap=0.0, stall=0.0, seed=0,
-            config_words=None, limit=200_000) -> QPURun:
+            config_words=None, counters_init=None, limit=200_000) -> QPURun:
     """Configure (``base_log2``/``thr``, or raw ``config_words``), stream the workload's
-    sub-channels, collect groups and reconstructions, then read the counters."""
+    sub-channels, collect groups and reconstructions, then read the counters. After the
+    expected beats each output stays ready for twice :func:`sim.timing.qpu_latency` cycles and
+    a further beat raises AssertionError. ``counters_init`` (dict, name → value) is deposited
+    into those counter registers before the first sub-channel, as if they had counted that far
+    (the simulator overwrites a register's value; the RTL then counts on from it)."""
     rng = random.Random(seed)
+    window = 2 * qpu_latency(dut.cfg)
     out = QPURun([], [], {}, [], [], 0)
 
     async def feed(ctx):
@@ -48,16 +54,19 @@ def run_qpu(dut, wl, *, base_log2=None, thr=None, gap=0.0, stall=0.0, seed=0,
             ctx.set(dut.config.valid, 1)
             await ctx.tick()
             ctx.set(dut.config.valid, 0)
+        for name, v in (counters_init or {}).items():
+            ctx.set(getattr(dut.counters, name), v)
         await stream_put(ctx, dut.subch, wl.words, gap=gap, rng=rng, cycles=out.in_cycles,
                          limit=limit)
 
     async def groups(ctx):
         await stream_get(ctx, dut.groups, len(wl.groups), out.groups, stall=stall,
-                         rng=random.Random(seed + 1), cycles=out.group_cycles, limit=limit)
+                         rng=random.Random(seed + 1), cycles=out.group_cycles, limit=limit,
+                         window=window)
 
     async def recon(ctx):
         await stream_get(ctx, dut.recon, len(wl.recon), out.recon, stall=stall,
-                         rng=random.Random(seed + 2), limit=limit)
+                         rng=random.Random(seed + 2), limit=limit, window=window)
 
     async def counters(ctx):
         while len(out.groups) < len(wl.groups) or len(out.recon) < len(wl.recon):

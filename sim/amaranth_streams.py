@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Value
 
-__all__ = ["stream_put", "stream_get"]
+__all__ = ["stream_put", "stream_get", "trailing_window"]
 
 
 async def stream_put(ctx, port, words, *, gap=0.0, rng=None, cycles=None, limit=1_000_000):
@@ -35,9 +35,23 @@ async def stream_put(ctx, port, words, *, gap=0.0, rng=None, cycles=None, limit=
 
 
 async def stream_get(ctx, port, count, out, *, stall=0.0, rng=None, cycles=None,
-                     limit=1_000_000):
-    """Receive ``count`` packed beats from ``port`` into the list ``out``; ``stall``: probability
-    of holding ``ready`` low for a cycle."""
+                     limit=1_000_000, window=0):
+    """Receive ``count`` packed beats from ``port`` into the list ``out``.
+
+    Parameters
+    ----------
+    stall : float
+        Probability of holding ``ready`` low for a cycle (``rng`` draws it).
+    cycles : list, optional
+        Gets the cycle (from the call) of each transfer.
+    limit : int
+        Cycles before a TimeoutError.
+    window : int
+        The trailing window: after the ``count`` beats ``ready`` stays high for ``window``
+        cycles and a ``valid`` in any of them raises AssertionError (a duplicated or extra
+        trailing beat). A unit's driver sets it to at least twice the unit's latency
+        (:mod:`sim.timing`); 0 (sub-block tests) checks nothing.
+    """
     cycle = 0
     while len(out) < count:
         ready = not (stall and rng.random() < stall)
@@ -50,4 +64,16 @@ async def stream_get(ctx, port, count, out, *, stall=0.0, rng=None, cycles=None,
         cycle += 1
         if cycle > limit:
             raise TimeoutError(f"{len(out)}/{count} beats after {cycle} cycles")
+    await trailing_window(ctx, port, window, f"the {count} expected beats")
     ctx.set(port.ready, 0)
+
+
+async def trailing_window(ctx, port, window, after):
+    """Hold ``port.ready`` high for ``window`` cycles; raise AssertionError if ``port.valid`` is
+    high in any of them (``after`` names what came before, for the message)."""
+    ctx.set(port.ready, 1)
+    for k in range(window):
+        _, _, valid, payload = await ctx.tick().sample(port.valid, Value.cast(port.payload))
+        if valid:
+            raise AssertionError(f"a beat ({int(payload):#x}) valid {k} cycles after {after} "
+                                 f"(a duplicated or extra trailing beat)")

@@ -10,38 +10,53 @@ from amaranth.sim import Simulator
 from golden.vpu_stream import cmd_word, in_words, out_beats
 
 from .amaranth_streams import stream_get, stream_put
+from .timing import vpu_latency
 
 __all__ = ["VPURun", "run_vpu"]
 
 
 @dataclass
 class VPURun:
-    outputs: list                                  # output words per row
+    """Output words per row, and the cycle (from the start of the simulation) of every command,
+    input beat and output beat transferred."""
+
+    outputs: list
     cmd_cycles: list = field(default_factory=list)
+    in_cycles: list = field(default_factory=list)
     out_cycles: list = field(default_factory=list)
     error: int = 0
 
 
 def run_vpu(dut, rows, *, gap=0.0, stall=0.0, seed=0, limit=200_000, raw_cmds=()) -> VPURun:
     """Send every row's command and beats (after the words of ``raw_cmds``, sent on ``cmd`` alone,
-    e.g. illegal commands), collect the output beats and split them by row."""
+    e.g. illegal commands), collect the output beats and split them by row. After the last
+    expected beat the output stays ready for twice :func:`sim.timing.vpu_latency` cycles and a
+    further beat raises AssertionError."""
     cfg = dut.cfg
     rng = random.Random(seed)
     words_out: list = []
     run = VPURun([])
 
     async def feed(ctx):
-        await stream_put(ctx, dut.cmd, list(raw_cmds), limit=limit)
+        t = 0                                   # cycles passed since the start
+
+        async def put(port, words, stamps=None, **kw):
+            nonlocal t
+            c = []
+            await stream_put(ctx, port, words, cycles=c, limit=limit, **kw)
+            if stamps is not None:
+                stamps += [t + k for k in c]
+            t += c[-1] + 1 if c else 0          # stream_put returns after its last transfer
+
+        await put(dut.cmd, list(raw_cmds))
         for row in rows:
-            await stream_put(ctx, dut.cmd, [cmd_word(cfg, row)], gap=gap, rng=rng,
-                             cycles=run.cmd_cycles, limit=limit)
-            await stream_put(ctx, dut.i, in_words(cfg, row), gap=gap, rng=rng, limit=limit)
+            await put(dut.cmd, [cmd_word(cfg, row)], run.cmd_cycles, gap=gap, rng=rng)
+            await put(dut.i, in_words(cfg, row), run.in_cycles, gap=gap, rng=rng)
 
     async def sink(ctx):
         total = sum(out_beats(cfg, r) for r in rows)
         await stream_get(ctx, dut.o, total, words_out, stall=stall, rng=random.Random(seed + 1),
-                         cycles=run.out_cycles, limit=limit)
-        await ctx.tick().repeat(2)
+                         cycles=run.out_cycles, limit=limit, window=2 * vpu_latency(cfg))
         run.error = ctx.get(dut.error)
 
     sim = Simulator(dut)

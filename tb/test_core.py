@@ -1,9 +1,13 @@
 """cocotb tests of the generated core: a DiT block over denoising steps bit-exact against the
 integer golden (every output and every x̂ / Y state at every step, cache and reuse steps, SAR
-blocks dropped), the host words equal to the ISA executor's, the event counters equal to the
-executor's, and errors that stop the core cleanly."""
+blocks dropped; commands with random idle cycles between them), the host words equal to the
+ISA executor's, the event counters equal to the executor's, errors that stop the core cleanly
+(no host word from the first command to the end of the trailing window), and the host words of
+a program counted as they come, not assumed (a STORE a SKIP discards, a word after the expected
+ones)."""
 
 import cocotb
+from cocotb.triggers import RisingEdge
 
 from golden import core_isa as isa
 from golden.core_compiler import compile_block
@@ -22,8 +26,9 @@ def _ended(cmds):
 
 @cocotb.test()
 async def dit_block_over_steps(dut):
-    """The block over DSTAR_STEPS steps (interval 2: cache, reuse, cache, reuse, ...)."""
-    tb = CoreTB(dut, gap=0.1, stall=0.2)
+    """The block over DSTAR_STEPS steps (interval 2: cache, reuse, cache, reuse, ...), with
+    random gaps on every host-side stream, commands included."""
+    tb = CoreTB(dut, gap=0.1, stall=0.2, cmd_gap=0.2)
     await tb.reset()
     cfg = tb.cfg
     steps = env_int("DSTAR_STEPS", 4)
@@ -50,12 +55,16 @@ async def dit_block_over_steps(dut):
         if name not in isa.CYCLE_COUNTERS:
             assert got[i] == want[i], f"counter {name}: core {got[i]}, executor {want[i]}"
     dut._log.info("counters: " + ", ".join(f"{n}={v}" for n, v in zip(isa.COUNTERS, got)))
+    assert tb.cmd_idle > 0, "no idle cycle between commands"
+    dut._log.info(f"{tb.cmd_idle} idle cycles between commands")
 
 
 @cocotb.test()
 async def errors_stop_cleanly(dut):
     """An unknown opcode, a LOAD past the end of ABUF and a VROW with an operation it does not
-    run each set their code; the commands after them are drained without effect."""
+    run each set their code; the commands after them are drained without effect: ``host_out``,
+    ready and watched from the first command to the end of the trailing window after the error,
+    carries no word."""
     cfg = None
     for kind, code in (("opcode", "opcode"), ("address", "address"), ("operand", "operand")):
         tb = CoreTB(dut) if cfg is None else tb
@@ -71,4 +80,40 @@ async def errors_stop_cleanly(dut):
         st = await tb.run_until_error(bad + tail)
         assert isa.ERRORS[st["error"]] == code, (kind, st)
         assert st["error_index"] == 0 and not st["done"]
-        assert int(dut.host_out__valid.value) == 0
+        assert tb.out.words == [], f"{kind}: host words after the error: {tb.out.words}"
+
+
+@cocotb.test()
+async def stored_words_are_counted_not_assumed(dut):
+    """The sink takes what the core stores, not a count derived from the program: a STORE that
+    a SKIP discards returns nothing (the words equal the executor's), and a sink told to expect
+    one word fewer than a STORE returns fails on the last one in its trailing window."""
+    tb = CoreTB(dut)
+    await tb.reset()
+    cfg = tb.cfg
+    abuf = isa.BUFFERS.index("ABUF")
+    rows = [dict(v=[3 * r + k for k in range(cfg.tile)]) for r in range(3)]
+    host = [w for r in rows for w in isa.row_to_words(cfg, "ABUF", r)]
+    prog = [isa.Cmd("LOAD", dict(buf=abuf, addr=0, count=3)),
+            isa.Cmd("STEP", dict(interval=2)),                   # phase 1: a reuse step
+            isa.Cmd("SKIP", dict(count=1)),
+            isa.Cmd("STORE", dict(buf=abuf, addr=0, count=3)),   # discarded
+            isa.Cmd("STORE", dict(buf=abuf, addr=1, count=1)), END]
+    got = await tb.run(prog, host)
+    want = CoreExecutor(cfg, tb.core).run(prog, host)
+    assert got == want and len(got) == isa.host_words_per_row(cfg, "ABUF"), (got, want)
+
+    store = [isa.Cmd("STORE", dict(buf=abuf, addr=0, count=2)), END]
+    n = 2 * isa.host_words_per_row(cfg, "ABUF")
+    tb.out.words.clear()
+    tx = cocotb.start_soon(tb.send_commands([isa.encode(cfg, c) for c in store]))
+    try:
+        await tb.out.receive(n - 1, timeout=1000)
+    except AssertionError as e:
+        assert "extra trailing beat" in str(e), e
+    else:
+        raise AssertionError("the sink accepted a word after the expected ones")
+    await tx
+    await RisingEdge(dut.clk)            # out of the read-only phase the sink failed in
+    tb.out.ready.value = 0
+    assert (await tb.wait_status(1000))["done"]

@@ -59,7 +59,8 @@ async def arbitrary_groups(dut):
     """Group streams the scheduler would never emit: any exponent order, any lane mix."""
     tb = ArrayTB(dut, gap=0.3, stall=0.5)
     rng = _rng()
-    wl = random_group_stream(tb.cfg, rng, [int(g) for g in rng.integers(1, 30, size=4)])
+    wl = random_group_stream(tb.cfg, rng, [int(g) for g in rng.integers(1, 30, size=4)],
+                             channels=min(8, tb.cfg.max_reduction))
     await _run(tb, wl)
 
 
@@ -75,3 +76,17 @@ async def cycles(dut):
     measured = [tb.sink.cycles[k * cfg.rows] - start for k in range(len(G))]
     expected = array_first_beats(cfg, G)
     assert measured == expected, f"first drain beats at {measured}, formula says {expected}"
+
+
+@cocotb.test()
+async def reset_mid_stream(dut):
+    """Reset with a tile in the drain (half of it received) and the next in the array, then a
+    fresh stream of schedule tiles with new weights: every drain beat equals golden and none of
+    the old stream comes out after the reset (:meth:`ArrayTB.reset_mid_stream`)."""
+    tb = ArrayTB(dut, gap=0.2, stall=0.3)
+    cfg = tb.cfg
+    rng = _rng()
+    old = random_group_stream(cfg, rng, [6, cfg.rows + cfg.cols + 4, 5],
+                              channels=min(8, cfg.max_reduction))
+    fresh = mpu_workload(cfg, rng, tiles=3, kinds=("mixed", "outlier", "max"))
+    await tb.reset_mid_stream(old, fresh)

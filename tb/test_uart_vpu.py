@@ -6,7 +6,8 @@ bit against golden (:func:`golden.vpu_stream.check_output`).
 Environment: ``DSTAR_CONFIG`` (the configuration), ``DSTAR_CYCLES_PER_BIT`` (default
 :data:`rtl.uart_vpu.SIM_CYCLES_PER_BIT`, must match the build), ``DSTAR_UART_N`` (row length of
 the fixed-length test, default 5), ``DSTAR_UART_RANDOM`` (random rows per operation, lengths up
-to ``max_reduction``; default 0, the long tier sets it).
+to ``max_reduction``; default 3). The fast tier runs the fixed-length and error tests
+(``testcase=``), the long tier the random rows.
 """
 
 import numpy as np
@@ -67,10 +68,10 @@ async def every_operation_over_the_uart(dut):
     assert int(dut.vpu_error.value) == 0 and int(dut.link_error.value) == 0
 
 
-@cocotb.test(skip=env_int("DSTAR_UART_RANDOM", 0) == 0)
+@cocotb.test()
 async def random_rows_over_the_uart(dut):
-    """``DSTAR_UART_RANDOM`` random and edge rows of every operation (skipped when 0)."""
-    count = env_int("DSTAR_UART_RANDOM", 0)
+    """``DSTAR_UART_RANDOM`` random and edge rows of every operation."""
+    count = env_int("DSTAR_UART_RANDOM", 3)
     tb = UartTB(dut)
     await tb.start()
     rng = np.random.default_rng(cocotb.RANDOM_SEED)

@@ -1,11 +1,13 @@
 """cocotb tests of the generated VPU: every operation bit-exact against the integer golden model
-on random and edge rows, under input gaps and output back-pressure; refused commands."""
+(values and per-element saturation flags) on random and edge rows, under input gaps and output
+back-pressure; refused commands; a beat after the expected ones fails the sink."""
 
 import numpy as np
 import cocotb
+from cocotb.triggers import RisingEdge
 
 from golden.layouts import VPU_OPS, pack, vpu_cmd_layout
-from golden.vpu_stream import make_row, random_rows
+from golden.vpu_stream import cmd_word, in_words, make_row, out_beats, random_rows
 
 from .array_tb import env_int
 from .vpu_tb import VPUTB
@@ -69,3 +71,28 @@ async def refused_command_sets_error_and_loses_nothing(dut):
     rows = random_rows(cfg, "gated_residual", np.random.default_rng(cocotb.RANDOM_SEED + 2), 2)
     await tb.run(rows, raw_cmds=[bad])
     assert tb.error == 1
+
+
+@cocotb.test()
+async def a_beat_after_the_expected_ones_fails(dut):
+    """The sink's trailing window: told to expect one output beat fewer than a row gives, the
+    sink fails on the row's last beat (it stands for a duplicated or extra trailing beat)."""
+    tb = VPUTB(dut)
+    await tb.reset()
+    cfg = tb.cfg
+    row = make_row(cfg, "gelu", a=np.arange(2 * cfg.vpu_lanes) - 5)
+
+    async def send():
+        await tb.cmd.send([cmd_word(cfg, row)])
+        await tb.src.send(in_words(cfg, row))
+
+    tx = cocotb.start_soon(send())
+    try:
+        await tb.out.receive(out_beats(cfg, row) - 1, timeout=1000)
+    except AssertionError as e:
+        assert "extra trailing beat" in str(e), e
+    else:
+        raise AssertionError("the sink accepted a beat after the expected ones")
+    await tx
+    await RisingEdge(dut.clk)            # out of the read-only phase the sink failed in
+    tb.out.ready.value = 0

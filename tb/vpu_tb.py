@@ -1,14 +1,15 @@
-"""Testbench of the VPU: command and operand drivers, output monitor, and the scoreboard of
-:func:`golden.vpu_stream.check_output` (values exact, saturation counts per row)."""
+"""Testbench of the VPU: command and operand drivers, output monitor (nothing may follow the
+expected beats within twice :func:`sim.timing.vpu_latency`), and the scoreboard of
+:func:`golden.vpu_stream.check_output` (values and per-element saturation flags exact)."""
 
 from __future__ import annotations
 
 import random
 
 import cocotb
-from cocotb.triggers import RisingEdge
 
 from golden.vpu_stream import check_output, cmd_word, in_words, out_beats
+from sim.timing import vpu_latency
 
 from .array_tb import config_from_env
 from .streams import StreamSink, StreamSource, reset, start_clock
@@ -25,7 +26,8 @@ class VPUTB:
         seed = cocotb.RANDOM_SEED
         self.cmd = StreamSource(dut, "cmd", dut.clk, gap, random.Random(seed))
         self.src = StreamSource(dut, "i", dut.clk, gap, random.Random(seed + 1))
-        self.out = StreamSink(dut, "o", dut.clk, stall, random.Random(seed + 2))
+        self.out = StreamSink(dut, "o", dut.clk, stall, random.Random(seed + 2),
+                              window=2 * vpu_latency(self.cfg))
         start_clock(dut)
 
     async def reset(self):
@@ -45,8 +47,6 @@ class VPUTB:
             await self.cmd.send([cmd_word(cfg, row)])
             await self.src.send(in_words(cfg, row))
         await rx
-        for _ in range(2):
-            await RisingEdge(self.dut.clk)
         k = 0
         for i, row in enumerate(rows):
             nb = out_beats(cfg, row)

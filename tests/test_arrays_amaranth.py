@@ -9,7 +9,7 @@ from golden.vectors import baseline_workload, mpu_workload, random_group_stream
 from rtl.baseline import Baseline
 from rtl.mpu import MPU
 from rtl.pe import SlicePE
-from sim.amaranth_array import run_array
+from sim.amaranth_array import run_array, run_array_reset
 from sim.timing import array_first_beats, array_latency, array_tile_period
 
 KINDS = ("mixed", "zero", "max", "outlier")
@@ -97,3 +97,32 @@ def test_units_refuse_a_non_config():
         MPU({"rows": 4})
     with pytest.raises(TypeError, match="cfg must be a golden.config.Config"):
         SlicePE(None)
+
+
+@pytest.mark.parametrize("unit", ["mpu", "baseline"])
+def test_reset_mid_stream(unit):
+    """Reset (the ``sync`` domain's ``rst``, two cycles) with the first tile half drained and the
+    second in the array, then a fresh stream with new weights under gaps and back-pressure:
+    every drain beat equals golden, and from the first reset edge on the drain is valid only
+    with the fresh stream's beats (its first beat first, none after its last)."""
+    cfg = preset("tiny")
+    rng = np.random.default_rng(12)
+    G1 = cfg.rows + cfg.cols + 4
+    if unit == "mpu":
+        dut = MPU(cfg)
+        old = random_group_stream(cfg, rng, [6, G1, 5])
+        fresh = mpu_workload(cfg, rng, tiles=3, kinds=KINDS)
+    else:
+        dut = Baseline(cfg)
+        old = baseline_workload(cfg, rng, tiles=3, channels=G1)
+        fresh = baseline_workload(cfg, rng, tiles=3)
+    G, half = old.groups_per_tile, cfg.rows // 2
+    run = run_array_reset(dut, cfg, old, fresh, taken=half, gap=0.2, stall=0.3, seed=5)
+    # The state at the reset: tile 0 half drained, tile 1 in the array (its last beat waits for
+    # the drain), tile 2 not sent.
+    assert run.old_beats == old.expected[:half]
+    assert run.old_sent == G[0] + G[1] - 1
+    assert run.beats == fresh.expected
+    assert run.watched[0][0] == fresh.expected[0], "the first beat after the reset is old"
+    assert [p for p, t in run.watched if t] == fresh.expected
+    assert run.watched[-1][1], "a beat valid after the fresh stream's last"

@@ -1,5 +1,5 @@
-"""``dstar trace | fmdq | sar | dit`` in-process: outputs on success; on bad input exit status 2,
-exactly one line on stderr and no output file."""
+"""``dstar trace | fmdq | sar | dit`` in-process: outputs on success (missing folders created);
+on bad input exit status 2, exactly one line on stderr and no output file."""
 
 import json
 import os
@@ -100,8 +100,18 @@ BAD = [
     ("bad thr", ["sar", "{t}", "--thr", "2"], "sar_thr"),
     ("bad interval", ["sar", "{t}", "--interval", "0"], "sar_interval"),
     ("bad block", ["sar", "{t}", "--block", "0"], "rows"),
-    ("missing out dir", ["fmdq", "{t}", "--json", "{d}/no/dir/x.json"], "does not exist"),
-    ("trace out dir", ["trace", "--model", "tiny", "-o", "{d}/no/t.npz"], "does not exist"),
+    ("out folder is a file", ["fmdq", "{t}", "--json", "{d}/text.npz/x.json"],
+     "is a file, not a directory"),
+    ("out is a folder", ["fmdq", "{t}", "--json", "{d}"], "it is a directory"),
+    ("plot is the json", ["fmdq", "{t}", "--json", "{d}/o.x", "--plot", "{d}/o.x"],
+     "same file"),
+    ("json is the trace", ["sar", "{d}/nan.npz", "--json", "{d}/nan.npz"], "is the input"),
+    ("trace out is a folder", ["trace", "--model", "tiny", "-o", "{d}"], "it is a directory"),
+    ("trace out under a file", ["trace", "--model", "tiny", "-o", "{d}/text.npz/t.npz"],
+     "is a file, not a directory"),
+    ("dit json under a file", ["dit", "--model", "tiny", "--json", "{d}/text.npz/d.json"],
+     "is a file, not a directory"),
+    ("dit negative label", ["dit", "--model", "tiny", "--label", "-1"], "--label"),
     ("trace steps", ["trace", "--steps", "0", "-o", "{d}/t.npz"], "--steps"),
     ("trace seed", ["trace", "--seed", "-1", "-o", "{d}/t.npz"], "--seed"),
     ("trace too wide", ["trace", "--set", "max_reduction=16", "-o", "{d}/t.npz"],
@@ -130,3 +140,73 @@ def test_bad_input_one_line_no_output(tmp_path, capsys, trace_file, argv, frag):
     assert frag in lines[0]
     assert out == ""
     assert set(os.listdir(tmp_path)) == before
+
+
+def test_missing_output_folders_are_created(tmp_path, capsys, trace_file):
+    """A missing output folder is what users expect to be made (it was refused before)."""
+    out = tmp_path / "new" / "deeper"
+    rc, _, err = dstar(capsys, "fmdq", trace_file, "--json", out / "f.json", "--plot",
+                       out / "png" / "f.png")
+    assert rc == 0 and err == ""
+    assert json.loads((out / "f.json").read_text())["summary"]
+    assert (out / "png" / "f.png").read_bytes()[:8] == PNG_MAGIC
+    rc, _, err = dstar(capsys, "trace", "--model", "tiny", "--steps", "1", "-o",
+                       tmp_path / "t" / "t.npz")
+    assert rc == 0 and (tmp_path / "t" / "t.npz").is_file()
+
+
+def test_a_failing_output_leaves_no_output_and_no_folder(tmp_path, capsys, trace_file,
+                                                         monkeypatch):
+    """The JSON and the plot appear together or not at all: when drawing the plot fails after
+    the JSON was made, neither file, no temporary and no new folder is left."""
+    import matplotlib.figure
+
+    def boom(self, *a, **k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", boom)
+    out = tmp_path / "new"
+    rc, out_text, err = dstar(capsys, "fmdq", trace_file, "--json", out / "f.json", "--plot",
+                              out / "f.png")
+    assert rc == 1 and out_text == ""
+    assert err.splitlines() == [f"dstar: error: cannot write {out / 'f.png'}: No space left on "
+                                f"device"]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, frag", [
+    (["--preset", "tiny", "--preset", "fpga", "--base-log2", "9"], "base_log2 must be in [0, 8]"),
+    (["--json", "{d}/r.x", "--md", "{d}/r.x"], "two outputs of this command are the same file"),
+    (["--md", "{d}/file/r.md"], "is a file, not a directory"),
+    (["--label", "99"], "--label must be in [0, 4]"),
+])
+def test_dit_int_checks_every_run_before_the_first(tmp_path, capsys, monkeypatch, argv, frag):
+    """dit-int's per-preset base check used to run inside the work, after the float run."""
+    import golden.dit_int_compare
+
+    def never(*a, **k):
+        raise AssertionError("a run started on bad input")
+    monkeypatch.setattr(golden.dit_int_compare, "compare_int", never)
+    (tmp_path / "file").write_text("x")
+    rc, out, err = dstar(capsys, "dit-int", "--model", "tiny", "--steps", "1",
+                         *[a.format(d=tmp_path) for a in argv])
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and frag in err, err
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+@pytest.mark.parametrize("command", ["trace", "dit", "dit-int"])
+def test_a_layer_too_wide_is_refused_before_sampling(tmp_path, capsys, monkeypatch, command):
+    """max_reduction used to be checked after the float run (trace) or inside the work."""
+    import golden.dit
+    import golden.dit_int_compare
+
+    def never(*a, **k):
+        raise AssertionError("sampling started on bad input")
+    for mod, name in ((golden.dit, "record_trace"), (golden.dit, "compare"),
+                      (golden.dit_int_compare, "compare_int")):
+        monkeypatch.setattr(mod, name, never)
+    out = ["-o", tmp_path / "t.npz"] if command == "trace" else ["--json", tmp_path / "o.json"]
+    rc, text, err = dstar(capsys, command, "--model", "tiny", "--set", "max_reduction=8", *out)
+    assert rc == 2 and text == ""
+    assert err.count("\n") == 1 and "has 16 input channels; max_reduction of 'tiny' is 8" in err
+    assert list(tmp_path.iterdir()) == []

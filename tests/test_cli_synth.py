@@ -1,6 +1,7 @@
-"""``dstar synth`` and ``dstar estimate`` in-process: summaries and JSON on success; on bad input
-exit status 2, exactly one line on stderr, nothing on stdout and no output file (and no Yosys
-run). The synthesis runs are the tiny PE (a few seconds each) in a private build folder."""
+"""``dstar synth`` and ``dstar estimate`` in-process: summaries and JSON on success (a missing
+folder is created); on bad input exit status 2, exactly one line on stderr, nothing on stdout and
+no output file (and no Yosys run); a Yosys failure is one line and exit status 1. The synthesis
+runs are the tiny PE (a few seconds each) in a private build folder."""
 
 import json
 import os
@@ -80,13 +81,15 @@ def test_estimate_paper_is_cheap(capsys):
 
 
 def test_synth_ecp5_json_and_reuse(tmp_path, capsys):
-    rc, out, err = dstar(capsys, "synth", "pe", "--target", "ecp5", "--json", tmp_path / "s.json")
+    # The --json folder does not exist: it is created.
+    rc, out, err = dstar(capsys, "synth", "pe", "--target", "ecp5", "--json",
+                         tmp_path / "new" / "s.json")
     assert rc == 0
     assert "LUT total" in out and "MULT18X18D" in out and "flip-flops" in out
     lines = err.splitlines()
     assert lines[0].split("] ", 1)[1].startswith("start synth pe")
     assert lines[-1].split("] ", 1)[1].startswith("end   synth pe")
-    res = json.loads((tmp_path / "s.json").read_text())
+    res = json.loads((tmp_path / "new" / "s.json").read_text())
     assert res["resources"]["dsp"] == 4 and res["config"]["lanes"] == 4
     assert f"{res['resources']['lut_total']:,}" in out
 
@@ -105,16 +108,17 @@ def test_synth_generic_liberty(tmp_path, capsys):
     assert f"{res['transistors']:,}" in out
 
 
-def test_synth_yosys_failure_is_one_line(monkeypatch, capsys):
+def test_synth_yosys_failure_is_one_line(tmp_path, monkeypatch, capsys):
     from fpga.synth import SynthError
 
     def fail(*a, **k):
         raise SynthError("yosys failed (exit 1): ERROR: boom; log: /x/yosys.log")
     monkeypatch.setattr(fpga.synth, "synthesize", fail)
-    rc, out, err = dstar(capsys, "synth", "pe")
+    rc, out, err = dstar(capsys, "synth", "pe", "--json", tmp_path / "new" / "s.json")
     assert rc == 1 and out == ""
     assert err.splitlines()[-1] == "dstar: error: yosys failed (exit 1): ERROR: boom; log: " \
                                    "/x/yosys.log"
+    assert "Traceback" not in err and list(tmp_path.iterdir()) == []
 
 
 BAD = [
@@ -132,15 +136,24 @@ BAD = [
     ("bad config", ["synth", "mpu", "--set", "cols=3"], "cols must be equal to rows"),
     ("qpu sorter too small", ["synth", "qpu", "--set", "sort_n=2", "--set", "lanes=2"],
      "sort_n must be >= 4"),
-    ("synth json dir", ["synth", "pe", "--json", "{d}/no/dir/x.json"], "does not exist"),
+    ("synth json under a file", ["synth", "pe", "--json", "{d}/mini.lib/x.json"],
+     "is a file, not a directory"),
     ("synth json is dir", ["synth", "pe", "--json", "{d}"], "it is a directory"),
+    ("synth json is the liberty", ["synth", "pe", "--target", "generic", "--liberty",
+                                   "{d}/mini.lib", "--json", "{d}/mini.lib"], "is the input"),
+    ("synth zero timeout", ["synth", "pe", "--timeout", "0"], "--timeout must be a positive"),
+    ("synth negative timeout", ["synth", "pe", "--timeout", "-5"],
+     "--timeout must be a positive"),
     ("unknown preset", ["synth", "pe", "--preset", "huge"], "invalid choice: 'huge'"),
     ("estimate unknown unit", ["estimate", "gpu"], "invalid choice: 'gpu'"),
     ("estimate unknown param", ["estimate", "mpu", "--set", "bogus=1"], "bogus"),
     ("estimate bad value", ["estimate", "mpu", "--set", "lanes=3"], "lanes must be a power"),
     ("estimate qpu sorter", ["estimate", "qpu", "--set", "sort_n=2", "--set", "lanes=2"],
      "sort_n must be >= 4"),
-    ("estimate json dir", ["estimate", "mpu", "--json", "{d}/no/x.json"], "does not exist"),
+    ("estimate json under a file", ["estimate", "mpu", "--json", "{d}/mini.lib/x.json"],
+     "is a file, not a directory"),
+    ("estimate core not square", ["estimate", "core", "--set", "vpu_lanes=8"],
+     "the core needs rows == cols == vpu_lanes"),
 ]
 
 

@@ -1,6 +1,12 @@
-"""The VPU over the simulated UART host link, end to end (``tb/test_uart_vpu.py``): the host
-driver's own code through a cocotb UART model into the generated ``dstar_uart_vpu``, bit-exact
-against golden, on Verilator and Icarus."""
+"""The VPU and the core over the simulated UART host link, end to end (``tb/test_uart_vpu.py``,
+``tb/test_uart_core.py``): the host driver's own code through a cocotb UART model into the
+generated ``dstar_uart_vpu`` / ``dstar_uart_core``, bit-exact against golden, on Verilator and
+Icarus.
+
+The generated units run the UART at :data:`rtl.uart_vpu.SIM_CYCLES_PER_BIT` (4) cycles per bit, so
+the fast tier's runs are short enough for the runner's default Verilator build (``-O0``: it
+compiles in a fraction of an ``-O2`` build's time and runs a few thousand cycles per second).
+"""
 
 import pytest
 
@@ -8,18 +14,15 @@ from golden.config import preset
 from sim.runner import run_cocotb
 
 SIMULATORS = ["verilator", "icarus"]
-
-# A UART test runs hundreds of thousands of cycles: Verilator's model at -O0 (the runner's
-# default, right for short runs) does about 3,000 cycles/s here, at -O2 about 37,000; Icarus about
-# 18,000. So Verilator builds this unit optimized (a longer build, once per source state).
-OPTIMIZE = {"verilator": True, "icarus": False}
+# The random rows (a quarter of a million cycles) run in the long tier only.
+FAST_CASES = ["every_operation_over_the_uart", "errors_are_reported_and_the_link_recovers"]
 
 
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_uart_vpu(simulator):
     run_cocotb("uart_vpu", preset("tiny"), simulator, "test_uart_vpu", seed=1,
-               optimize=OPTIMIZE[simulator])
+               testcase=FAST_CASES)
 
 
 @pytest.mark.slow
@@ -27,22 +30,14 @@ def test_uart_vpu(simulator):
 @pytest.mark.parametrize("seed", [2, 3])
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_uart_vpu_random_rows(simulator, seed):
-    """Random and edge rows of every operation, lengths up to max_reduction (0.8-1.1 million
-    cycles: about 20 s on Verilator, 100 s on Icarus)."""
+    """Random and edge rows of every operation, lengths up to max_reduction."""
     run_cocotb("uart_vpu", preset("tiny"), simulator, "test_uart_vpu", seed=seed,
                testcase=["random_rows_over_the_uart"], extra_env={"DSTAR_UART_RANDOM": "3"},
-               tag="random", optimize=OPTIMIZE[simulator])
+               tag="random")
 
 
 @pytest.mark.cocotb
-def test_uart_core_layer():
-    """A differential layer over two steps through the simulated UART into the generated core
-    (Verilator in ``make test``; Icarus in ``make regress``)."""
-    run_cocotb("uart_core", preset("tiny"), "verilator", "test_uart_core", seed=1,
-               optimize=True)
-
-
-@pytest.mark.slow
-@pytest.mark.cocotb
-def test_uart_core_layer_icarus():
-    run_cocotb("uart_core", preset("tiny"), "icarus", "test_uart_core", seed=2)
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_uart_core_layer(simulator):
+    """A differential layer over two steps through the simulated UART into the generated core."""
+    run_cocotb("uart_core", preset("tiny"), simulator, "test_uart_core", seed=1)

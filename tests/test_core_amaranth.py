@@ -322,3 +322,18 @@ def test_dispatcher_commands_wait_for_a_counter_read(cfg, dut):
             for k in CYCLE_COUNTERS}
     assert [g for i, g in enumerate(got) if i not in skip] == \
         [w for i, w in enumerate(want) if i not in skip]
+
+
+def test_host_word_count_is_checked(cfg, dut):
+    """:func:`run_core` counts the host words the core stores, up to ``done`` and through the
+    trailing window after it: one more or one fewer than ``expect_out`` fails with the count,
+    not a timeout."""
+    p = Prog(cfg)
+    p.load("ABUF", 0, [dict(v=[1, 2, 3, 4]), dict(v=[5, 6, 7, 8])])
+    p.store("ABUF", 0, 2)
+    p.cmds.append(Cmd("END", {}))
+    n = 2 * host_words_per_row(cfg, "ABUF")
+    assert len(run_core(dut, p.cmds, p.host, expect_out=n).host_out) == n
+    for wrong in (n - 1, n + 1):
+        with pytest.raises(AssertionError, match=f"{n} host words stored, expected {wrong}"):
+            run_core(dut, p.cmds, p.host, expect_out=wrong)

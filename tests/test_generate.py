@@ -17,7 +17,7 @@ def _generate(tmp_path, unit, preset_name, *extra, name="out.v"):
 
 
 @pytest.mark.parametrize("preset_name", ["tiny", "fpga"])
-@pytest.mark.parametrize("unit", ["pe", "mpu", "baseline", "qpu"])
+@pytest.mark.parametrize("unit", ["pe", "baseline_pe", "mpu", "baseline", "qpu"])
 def test_generate_writes_verilog_and_manifest(tmp_path, unit, preset_name):
     rc, out = _generate(tmp_path, unit, preset_name)
     assert rc == 0
@@ -34,7 +34,7 @@ def test_generate_writes_verilog_and_manifest(tmp_path, unit, preset_name):
         assert ports["groups__payload"]["width"] == layout_width(group_layout(cfg))
         assert ports["recon__payload"]["width"] == layout_width(recon_layout(cfg))
         assert set(man["streams"]) == {"subch", "config", "groups", "recon", "counters"}
-    elif unit != "pe":
+    elif unit not in ("pe", "baseline_pe"):
         fields = group_layout(cfg) if unit == "mpu" else baseline_group_layout(cfg)
         assert ports["groups__payload"]["width"] == layout_width(fields)
         assert ports["wload__payload"]["width"] == layout_width(weight_load_layout(cfg))
@@ -55,6 +55,21 @@ def test_same_configuration_gives_identical_bytes(tmp_path):
     assert va.with_suffix(".json").read_bytes() == vb.with_suffix(".json").read_bytes()
 
 
+def test_both_pes_have_the_same_ports(tmp_path):
+    """``pe`` (SlicePE) and ``baseline_pe`` (Int8PE) share the skeleton's port names, so one
+    testbench drives both; only the widths differ."""
+    ports = {}
+    for unit in ("pe", "baseline_pe"):
+        rc, out = _generate(tmp_path, unit, "tiny", name=f"{unit}.v")
+        assert rc == 0
+        man = json.loads(out.with_suffix(".json").read_text())
+        ports[unit] = {p["name"]: p["direction"] for p in man["ports"]}
+    assert ports["pe"] == ports["baseline_pe"] == {
+        "a_in": "input", "w_in": "input", "shadow_in": "input", "drain_shift": "input",
+        "clk": "input", "rst": "input", "a_out": "output", "w_out": "output",
+        "shadow_out": "output", "captured": "output"}
+
+
 def test_paper_pe_generates(tmp_path):
     rc, out = _generate(tmp_path, "pe", "paper")
     assert rc == 0 and out.exists()
@@ -73,3 +88,82 @@ def test_bad_parameters_fail_with_one_line_and_no_file(tmp_path, capsys, args, m
     assert rc == 2
     assert err.count("\n") == 1 and err.startswith("dstar: error: ") and message in err
     assert not out.exists() and not out.with_suffix(".json").exists()
+
+
+# ------------------------------------------------------------------ bad input, tool failure
+def _no_yosys(monkeypatch):
+    """Make any Yosys run fail the test: bad input must be refused before elaboration."""
+    import gen.generate
+
+    def never(*a, **k):
+        raise AssertionError("Yosys ran on bad input")
+    monkeypatch.setattr(gen.generate, "run_yosys", never)
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("x.json", [], "would be overwritten by the manifest"),
+    ("x.h", ["--header"], "would be overwritten by the C header"),
+    ("x.core", ["--fusesoc"], "would be overwritten by the FuseSoC core"),
+])
+def test_output_named_like_an_artefact_is_refused(tmp_path, capsys, monkeypatch, name, args,
+                                                  message):
+    """``-o x.json`` used to exit 0 with the manifest written over the Verilog."""
+    _no_yosys(monkeypatch)
+    rc = main(["generate", "pe", *args, "-o", str(tmp_path / name)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and message in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_that_is_a_folder_is_refused(tmp_path, capsys, monkeypatch):
+    """``-o DIR`` used to print a traceback and leave ``.tmp`` files behind."""
+    _no_yosys(monkeypatch)
+    (tmp_path / "d").mkdir()
+    rc = main(["generate", "pe", "-o", str(tmp_path / "d")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == f"dstar: error: cannot write {tmp_path / 'd'}: it is a directory\n"
+    assert [p.name for p in tmp_path.rglob("*")] == ["d"]
+
+
+def test_output_under_a_file_is_refused(tmp_path, capsys, monkeypatch):
+    _no_yosys(monkeypatch)
+    (tmp_path / "f").write_text("keep")
+    rc = main(["generate", "pe", "-o", str(tmp_path / "f" / "pe.v")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "is a file, not a directory" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["f"] and (tmp_path / "f").read_text() == "keep"
+
+
+def test_missing_output_folder_is_created(tmp_path, capsys):
+    out = tmp_path / "a" / "b" / "pe.v"
+    assert main(["generate", "pe", "-o", str(out)]) == 0
+    assert "module dstar_pe(" in out.read_text() and out.with_suffix(".json").is_file()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["pe.json", "pe.v"]
+
+
+def test_yosys_failure_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """A Yosys failure used to print a traceback. Now: one line naming the error, exit status 1
+    (the input was fine, the tool failed), and the files that were there are untouched."""
+    import gen.generate
+    from gen.yosys import YosysError
+
+    def fail(*a, **k):
+        raise YosysError("yosys failed (exit 1): ERROR: Module `dstar_pe' not found!\n"
+                         "-- log tail --\nEnd of script.")
+    monkeypatch.setattr(gen.generate, "run_yosys", fail)
+    out = tmp_path / "pe.v"
+    out.write_text("old")
+    rc = main(["generate", "pe", "--header", "-o", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 1 and cap.out == ""
+    assert cap.err == "dstar: error: yosys failed (exit 1): ERROR: Module `dstar_pe' not found!\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["pe.v"] and out.read_text() == "old"
+
+
+def test_yosys_error_names_the_first_error_on_its_first_line():
+    from gen.yosys import YosysError, run_yosys
+
+    with pytest.raises(YosysError) as e:
+        run_yosys("read_rtlil missing.il", {})
+    first = str(e.value).splitlines()[0]
+    assert first.startswith("yosys failed (exit 1): ERROR:") and "missing.il" in first

@@ -10,7 +10,7 @@ from golden.bitonic import apply_network
 from golden.config import preset
 from golden.fmdq import dequant, quantize_subchannels
 from golden.layouts import pack, qpu_config_layout
-from golden.schedule import execute, slice_digits
+from golden.schedule import COUNTER_MAX, COUNTER_NAMES, execute, slice_digits
 from golden.vectors import (drain_words, exponent_sweep, qpu_workload, random_differences,
                             random_weights)
 from rtl.chain import QuantizedMatmul
@@ -20,6 +20,7 @@ from rtl.sorter import BitonicSorter
 from sim.amaranth_array import ArrayRun
 from sim.amaranth_qpu import run_qpu
 from sim.amaranth_streams import stream_get, stream_put
+from sim.timing import array_latency, qpu_latency
 
 KINDS = ("mixed", "zero", "max", "outlier", "sweep")
 
@@ -39,7 +40,8 @@ def test_sorter_applies_the_golden_permutation(n, per_reg):
         await stream_put(ctx, dut.i, words)
 
     async def sink(ctx):
-        await stream_get(ctx, dut.o, len(words), got, stall=0.4, rng=np.random.default_rng(n))
+        await stream_get(ctx, dut.o, len(words), got, stall=0.4, rng=np.random.default_rng(n),
+                         window=2 * dut.latency + 2)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -77,7 +79,8 @@ def test_front_end_matches_fmdq(preset_name, B, thr, drop):
 
     async def sink(ctx):
         out = []
-        await stream_get(ctx, dut.o, len(u), out, stall=0.3, rng=np.random.default_rng(0))
+        await stream_get(ctx, dut.o, len(u), out, stall=0.3, rng=np.random.default_rng(0),
+                         window=2 * qpu_latency(cfg))   # the QPU's latency bounds its front end's
         got.extend(out)
 
     sim = Simulator(dut)
@@ -167,7 +170,8 @@ def test_chain_qpu_into_mpu(preset_name):
         await stream_put(ctx, dut.subch, wl.words, gap=0.1, rng=rng)
 
     async def drain(ctx):
-        await stream_get(ctx, dut.drain, len(expected), out.beats, stall=0.2, rng=rng)
+        await stream_get(ctx, dut.drain, len(expected), out.beats, stall=0.2, rng=rng,
+                         window=2 * (qpu_latency(cfg) + array_latency(cfg)))
 
     async def recon(ctx):
         ctx.set(dut.recon.ready, 1)
@@ -178,3 +182,23 @@ def test_chain_qpu_into_mpu(preset_name):
         sim.add_testbench(tb)
     sim.run()
     assert out.beats == expected
+
+
+def test_counters_saturate_at_32_bits():
+    """The QPU's 32-bit counters (rtl/qpu.py as built, full width) saturate at 2**32 - 1
+    instead of wrapping. Each is deposited near the top before a stream in which every counter
+    counts (several step by more than one in a cycle): most start half their golden count below
+    the top and must end at 2**32 - 1, ``subchannels`` starts exactly its count below (ends at
+    the top, no early clamp), ``groups`` one more (ends one below the top)."""
+    cfg = preset("tiny")
+    wl = qpu_workload(cfg, np.random.default_rng(0), tiles=4, kinds=KINDS, thr=(3, 15, 63))
+    n = wl.counters
+    assert all(n.values()), f"every counter must count in the workload: {n}"
+    start = {k: COUNTER_MAX - v // 2 for k, v in n.items()}
+    start["subchannels"] = COUNTER_MAX - n["subchannels"]
+    start["groups"] = COUNTER_MAX - n["groups"] - 1
+    run = run_qpu(QPU(cfg), wl, thr=(3, 15, 63), counters_init=start, stall=0.2, seed=4)
+    assert run.groups == wl.groups and run.recon == wl.recon
+    expected = {k: min(COUNTER_MAX, start[k] + v) for k, v in n.items()}
+    assert run.counters == expected
+    assert sum(v == COUNTER_MAX for v in expected.values()) == len(COUNTER_NAMES) - 1

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 from _ref import ref_digits, ref_quantize
 from golden.config import preset
 from golden.fmdq import quantize_subchannels
-from golden.schedule import (COUNTER_MAX, Counters, execute, reference_product, schedule_matrix,
-                             schedule_tile, shift_counts, slice_digits)
+from golden.schedule import (COUNTER_MAX, Accumulator, Counters, execute, exp_steps,
+                             int8_pe_execute, reference_product, schedule_matrix, schedule_tile,
+                             shift_counts, slice_digits, slice_pe_execute)
+from golden.vectors import random_differences, random_weights
 
 SET = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DX_LO, DX_HI = -(2 ** 17), 2 ** 17 - 1   # act_width + 2 = 18 bits
@@ -538,3 +540,57 @@ def test_schedule_refuses_more_channels_than_max_reduction():
     with pytest.raises(ValueError, match="5 input channels exceeds max_reduction = 2"):
         schedule_matrix(np.full((4, 5), 100), cfg)
     schedule_matrix(np.full((4, 2), 100), cfg)
+
+
+# ----------------------------------------------------------------------------- one PE
+@pytest.mark.parametrize("overrides", [
+    {}, dict(alignment="horner", max_reduction=2), dict(acc_width=12, overflow_detect=True),
+    dict(alignment="horner", max_reduction=2, acc_width=10, overflow_detect=True)])
+def test_each_pe_of_the_array_is_slice_pe_execute(overrides):
+    """PE (i, j) of :func:`execute` is :func:`slice_pe_execute` on what that PE's ports carry:
+    the raw 2-bit digits of row i with the lanes' signed flags, the weights ``W[channel, j]``
+    (0 on padded lanes), the exponents and tile markers. Horner's ``dexp`` is ``exp_steps``."""
+    cfg = preset("tiny", **overrides)
+    rng = np.random.default_rng(3)
+    C = min(cfg.max_reduction, 6)
+    dx = np.concatenate([random_differences(rng, cfg, cfg.tile, C, k) for k in
+                         ("mixed", "max", "outlier")])
+    W = random_weights(cfg, rng, C)
+    _, tiles = schedule_matrix(dx, cfg, cfg.B_max)
+    groups = [g for ts in tiles for g in ts.groups]
+    accs, flags = execute(groups, W, cfg)
+    assert shift_counts(groups) == exp_steps([g.exp for g in groups], [g.first for g in groups])
+    args = [[g.exp for g in groups], [g.first for g in groups], [g.last for g in groups], cfg]
+    for i in range(cfg.rows):
+        raw = np.array([g.digits[i] & 3 for g in groups])
+        signed = np.array([g.signed for g in groups])
+        for j in range(cfg.cols):
+            w = np.array([np.where(g.valid.astype(bool), W[g.channel, j], 0) for g in groups])
+            got = slice_pe_execute(raw, signed, w, *args)
+            assert got == [(int(a[i, j]), int(f[i, j])) for a, f in zip(accs, flags)]
+    if cfg.overflow_detect:
+        assert any(f.any() for f in flags)
+    assert Accumulator.slice_pe(cfg).width == cfg.acc_bits
+
+
+def test_int8_pe_execute_is_a_dot_product_per_tile():
+    """:func:`int8_pe_execute`: ``Σ a · w`` per tile (back to back), exact while it fits the
+    baseline's accumulator, over the whole signed operand range."""
+    cfg = preset("tiny")
+    rng = np.random.default_rng(4)
+    half = 1 << (cfg.weight_width - 1)
+    a = rng.integers(-half, half, size=40)
+    w = rng.integers(-half, half, size=40)
+    first = [k in (0, 17, 18) for k in range(40)]
+    last = [k in (16, 17, 39) for k in range(40)]
+    assert int8_pe_execute(a, w, first, last, cfg) == [
+        int(a[:17] @ w[:17]), int(a[17] * w[17]), int(a[18:] @ w[18:])]
+
+
+def test_horner_accumulator_refuses_an_increasing_exponent():
+    """A negative shift has no meaning; the schedule never emits one (one sorted chunk per tile)."""
+    acc = Accumulator(20, horner=True)
+    assert acc.step(3, 5, first=True) is None
+    with pytest.raises(ValueError, match="non-increasing exponents within a tile, got 6 after 5"):
+        acc.step(1, 6)
+    assert acc.step(1, 7, first=True, last=True)[0] == 1 << 7   # a new tile may start anywhere

@@ -1,16 +1,23 @@
 """The VPU in Amaranth's simulator: every operation bit-exact against the integer golden model
-(:mod:`golden.vpu`) on random and edge rows, under input gaps and output back-pressure, and its
-refusals."""
+(:mod:`golden.vpu`; values and per-element saturation flags) on random and edge rows, under
+input gaps and output back-pressure, and its refusals; the scoreboard's per-element flags, the
+sink's trailing window and the latency bound that sizes it."""
+
+import copy
 
 import numpy as np
 import pytest
+from amaranth.sim import Simulator
 
 from golden.config import ConfigError, preset
-from golden.layouts import VPU_OPS, pack, vpu_cmd_layout
+from golden.layouts import VPU_OPS, pack, vpu_cmd_layout, vpu_out_layout
 from golden.vpu import VPUTables
-from golden.vpu_stream import check_output, make_row, random_rows
+from golden.vpu_stream import (bench_rows, check_output, cmd_word, in_words, make_row, out_beats,
+                               random_rows)
 from rtl.vpu import VPU
+from sim.amaranth_streams import stream_get, stream_put
 from sim.amaranth_vpu import run_vpu
+from sim.timing import vpu_latency
 
 CONFIGS = {
     "tiny": preset("tiny"),
@@ -113,3 +120,79 @@ def test_layernorm_shift_must_not_be_negative():
     cfg = preset("tiny", act_frac=12)
     with pytest.raises(ConfigError, match="act_frac"):
         VPU(cfg, VPUTables.build(cfg))
+
+
+def _out_words(cfg, row):
+    """The output beats the golden row expects, packed (flags and all)."""
+    L, nb = cfg.vpu_lanes, out_beats(cfg, row)
+
+    def lanes(v):
+        w = np.zeros(nb * L, np.int64)
+        if v is not None:
+            w[:len(v)] = v
+        return w.reshape(nb, L)
+
+    f = {k: lanes(getattr(row, k)) for k in ("y", "Y", "sat", "Ysat")}
+    return [pack(vpu_out_layout(cfg), dict(y=f["y"][i], Y=f["Y"][i], sat=f["sat"][i],
+                                           Ysat=f["Ysat"][i], last=int(i == nb - 1)))
+            for i in range(nb)]
+
+
+def test_saturation_flags_are_compared_per_element():
+    """The scoreboard takes the golden beats and refuses the same beats with one saturation
+    flag moved to another element (the count per row unchanged), for ``y`` and for ``Y``."""
+    cfg = CONFIGS["tiny"]
+    A = cfg.acc_bits
+    row = make_row(cfg, "acc_requant", a=[(1 << (A - 1)) - 1, 3, -(1 << (A - 1)), 7],
+                   b=[5, 0, -5, 0], c=[0] * 4, m=[(1 << cfg.mult_width) - 1, 1] * 2, sh=[0] * 4)
+    assert row.sat.tolist() == [True, False, True, False]
+    assert row.Ysat.tolist() == [True, False, True, False]
+    check_output(cfg, row, _out_words(cfg, row))
+    for f in ("sat", "Ysat"):
+        moved = copy.deepcopy(row)
+        getattr(moved, f)[[0, 1]] = [False, True]
+        with pytest.raises(AssertionError, match=rf"{f}\[0\] = 0, golden 1"):
+            check_output(cfg, row, _out_words(cfg, moved))
+
+
+def test_an_output_beat_after_the_expected_ones_fails():
+    """A sink told to expect one beat fewer than the VPU sends (the row's last beat then looks
+    like a duplicated or extra trailing beat) fails in its trailing window."""
+    cfg = CONFIGS["tiny"]
+    rows = [make_row(cfg, "gelu", a=np.arange(2 * cfg.vpu_lanes) - 3)]
+    dut = VPU(cfg)
+
+    async def feed(ctx):
+        await stream_put(ctx, dut.cmd, [cmd_word(cfg, rows[0])])
+        await stream_put(ctx, dut.i, in_words(cfg, rows[0]))
+
+    async def sink(ctx):
+        await stream_get(ctx, dut.o, out_beats(cfg, rows[0]) - 1, [],
+                         window=2 * vpu_latency(cfg))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(feed)
+    sim.add_testbench(sink)
+    with pytest.raises(AssertionError, match="valid 0 cycles after the 1 expected beats"):
+        sim.run()
+
+
+@pytest.mark.parametrize("name", ["tiny", "lanes3"])
+def test_latency_is_within_the_trailing_window_bound(name):
+    """Every operation, rows of one element and of ``max_reduction``: from a row's last input
+    beat to its first output beat takes at most :func:`sim.timing.vpu_latency` cycles (the
+    sinks' trailing windows are twice that)."""
+    cfg = CONFIGS[name]
+    rows = [bench_rows(cfg, op, n, 1, seed=n)[0] for op in VPU_OPS
+            for n in (1, cfg.max_reduction)]
+    run = run_vpu(VPU(cfg), rows)
+    _check_all(cfg, rows, run)
+    first_in, first_out = 0, 0
+    worst = 0
+    for row in rows:
+        last_in = run.in_cycles[first_in + len(in_words(cfg, row)) - 1]
+        worst = max(worst, run.out_cycles[first_out] - last_in)
+        first_in += len(in_words(cfg, row))
+        first_out += out_beats(cfg, row)
+    assert 0 < worst <= vpu_latency(cfg), (worst, vpu_latency(cfg))

@@ -1,0 +1,209 @@
+"""The output files of a ``dstar`` command: checked before any work, written together.
+
+Every command names its outputs before it starts. :func:`check_outputs` (files) and
+:func:`check_output_dir` (a folder the command writes into) refuse, with one line
+(:class:`gen.errors.UserError`, exit status 2) and before anything is written, a destination that
+cannot be written: an existing folder where a file goes, a file where a folder goes, a folder
+without write permission, two outputs of one command that name the same file, an output that
+is one of the command's inputs. A missing folder is not an error: it is created when the outputs
+are written.
+
+:func:`write_together` then writes all of a command's outputs at once: each to a temporary file
+in its destination folder (creating missing folders), and only when every one of them is
+complete renames them all into place. On any failure (a writer raises, the disk is full) it
+removes the temporaries and the folders it created, so the outputs appear together or not at
+all; an OS error becomes :class:`gen.errors.WorkError` (one line, exit status 1: the input was
+valid, the work failed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import UserError, WorkError
+
+__all__ = ["check_outputs", "check_output_dir", "write_together", "json_text"]
+
+
+def json_text(obj) -> str:
+    """``obj`` as the JSON text of a ``dstar`` output file (indented; NaN refused, ValueError)."""
+    return json.dumps(obj, indent=2, allow_nan=False) + "\n"
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """The nearest ancestor of ``path`` (itself excluded) that exists, as an absolute path."""
+    p = Path(os.path.abspath(path)).parent
+    while not os.path.lexists(p):
+        p = p.parent
+    return p
+
+
+def _check_folder(path, target: Path):
+    """Refuse ``target`` (an output, or a folder to create) when the folder it goes into cannot
+    be made or written; ``path`` is what the user named, for the message."""
+    anc = _existing_ancestor(target)
+    if not anc.is_dir():
+        raise UserError(f"cannot write {path}: {anc} is a file, not a directory")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write {path}: no permission to write in {anc}")
+
+
+def check_outputs(*paths, inputs=()) -> list:
+    """Refuse, before any work, output files that the command could not write.
+
+    Parameters
+    ----------
+    *paths : str or os.PathLike or None
+        The command's output files (``None``: an output not asked for).
+    inputs : iterable of str or os.PathLike or None
+        The command's input files: no output may be one of them.
+
+    Returns
+    -------
+    list of Path
+        The outputs that were named, in order.
+
+    Raises
+    ------
+    gen.errors.UserError
+        One line naming the output and the reason: it is a directory, its folder cannot be
+        created or written, two outputs are the same file, or it is an input.
+    """
+    named = [Path(p) for p in paths if p is not None]
+    seen = {}
+    ins = {os.path.realpath(i): Path(i) for i in inputs if i is not None}
+    for p in named:
+        if p.is_dir():
+            raise UserError(f"cannot write {p}: it is a directory")
+        _check_folder(p, p)
+        real = os.path.realpath(p)
+        if real in seen:
+            raise UserError(f"cannot write {p}: two outputs of this command are the same file"
+                            if str(seen[real]) == str(p) else
+                            f"cannot write {p}: it is the same file as the output {seen[real]}")
+        if real in ins:
+            raise UserError(f"cannot write {p}: it is the input {ins[real]}")
+        seen[real] = p
+    return named
+
+
+def check_output_dir(path) -> Path:
+    """Refuse, before any work, an output folder the command could not create or write into.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The folder; it need not exist (it is created when the outputs are written).
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    gen.errors.UserError
+        ``path`` is an existing file, an ancestor is a file, or the folder that would hold it
+        is not writable.
+    """
+    p = Path(path)
+    if p.exists():
+        if not p.is_dir():
+            raise UserError(f"cannot write into {p}: it is a file, not a directory")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise UserError(f"cannot write into {p}: no permission")
+        return p
+    _check_folder(p, p)
+    return p
+
+
+def _file_mode() -> int:
+    """Permissions of a newly created file under the current umask (``mkstemp`` makes 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _make_folders(folder: Path, created: list):
+    """Create ``folder`` and its missing ancestors, appending each one made to ``created``."""
+    missing = []
+    p = folder
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        os.mkdir(d)
+        created.append(d)
+
+
+def _emit(f, content):
+    if callable(content):
+        content(f)
+    elif isinstance(content, str):
+        f.write(content.encode())
+    else:
+        f.write(content)
+
+
+def write_together(files: dict) -> list:
+    """Write every output of one command, all or none.
+
+    Parameters
+    ----------
+    files : dict
+        ``{path: content}``; ``content`` is ``str`` (written as UTF-8), ``bytes``, or a
+        function that writes to the binary file object it is given (e.g. ``savefig``). An entry
+        whose path or content is ``None`` is skipped.
+
+    Returns
+    -------
+    list of Path
+        The paths written, in order.
+
+    Raises
+    ------
+    gen.errors.WorkError
+        An OS error while writing (one line naming the file). Any other exception of a writer
+        propagates; in both cases no output and no temporary file is left, and folders this
+        call created are removed.
+
+    Notes
+    -----
+    The renames come last, once every temporary file is complete beside its destination; on
+    one file system they do not fail short of a folder being removed meanwhile.
+    """
+    items = [(Path(p), c) for p, c in files.items() if p is not None and c is not None]
+    reals = [os.path.realpath(p) for p, _ in items]
+    if len(set(reals)) != len(reals):
+        raise ValueError(f"write_together: two outputs name the same file: {files}")
+    created, temps, done = [], [], False
+    current = None
+    try:
+        for path, content in items:
+            current = path
+            _make_folders(Path(os.path.abspath(path)).parent, created)
+            fd, tmp = tempfile.mkstemp(prefix=".dstar-", suffix=".tmp",
+                                       dir=os.path.dirname(os.path.abspath(path)))
+            temps.append(tmp)
+            with os.fdopen(fd, "wb") as f:
+                _emit(f, content)
+            os.chmod(tmp, _file_mode())
+        for (path, _), tmp in zip(items, temps):
+            current = path
+            os.replace(tmp, path)
+        done = True
+    except OSError as exc:
+        raise WorkError(f"cannot write {current}: {exc.strerror or exc}") from None
+    finally:
+        if not done:
+            for tmp in temps:
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)
+            for d in reversed(created):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+    return [p for p, _ in items]

@@ -1,0 +1,88 @@
+"""``dstar estimate core`` (fpga/estimate_core.py): the core's estimate composed from the MPU's,
+the QPU's and the VPU's parts, structurally counted buffers and the measured control line; no
+synthesis here."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import gen.cli
+from fpga.estimate import estimate
+from fpga.estimate_core import (COMPUTE_PARTS, CORE_MEASURED, ENGINE_PARTS, control,
+                                measured_error)
+from golden.config import preset
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def only_synth(monkeypatch):
+    monkeypatch.setattr(gen.cli, "COMMAND_MODULES", ("gen.cmd_synth",))
+
+
+def test_cli_estimate_core(tmp_path, capsys):
+    """``dstar generate core`` exists, so ``dstar estimate core`` does too (it was refused)."""
+    rc = gen.cli.main(["estimate", "core", "--json", str(tmp_path / "new" / "core.json")])
+    out, err = capsys.readouterr()
+    assert rc == 0 and err == ""
+    assert out.startswith("estimate core, preset tiny")
+    assert "peak: 64 2-bit x 8-bit digit-MACs per cycle" in out
+    assert "core control" in out and "generic CMOS transistors >= " in out
+    got = json.loads((tmp_path / "new" / "core.json").read_text())
+    assert got["ecp5"] == estimate("core", preset("tiny"))["ecp5"]
+    assert got["generic"]["lower_bound"] is True and "core" in got["model"]
+
+
+def test_core_is_composed_of_the_units_parts():
+    """The PE array, the QPU and the VPU parts are the units' own estimates; the MPU's weight
+    memory is the core's WMEM (wmem_rows deep), so only its RAM differs."""
+    cfg = preset("fpga")
+    core = {p["name"]: p for p in estimate("core", cfg)["parts"]}
+    for unit in ("mpu", "qpu", "vpu"):
+        for p in estimate(unit, cfg)["parts"]:
+            if p["name"] == "array front end, skew, drain":
+                assert core[p["name"]]["bram"] > p["bram"]
+                continue
+            assert core[p["name"]] == p, p["name"]
+    names = list(core)
+    assert any(n.startswith("ABUF bank") for n in names)
+    assert core["core control: engines, dispatcher, ports"]["dsp"] == 2
+
+
+def test_control_line_passes_through_the_measured_cores():
+    for name, m in CORE_MEASURED.items():
+        c = control(preset(name))
+        assert c == pytest.approx({k: float(v) for k, v in m["control"].items()})
+
+
+def test_measured_constants_are_those_of_the_report():
+    """CORE_MEASURED is copied from reports/core_area.json: regenerating the report must update
+    it (python -m fpga.core_area)."""
+    rep = json.loads((ROOT / "reports" / "core_area.json").read_text())
+    for name, m in CORE_MEASURED.items():
+        r = rep["presets"][name]
+        assert r["config_hash"] == m["config_hash"] == preset(name).hash()
+        ctl = {k: sum(v.get(f, 0) for p, v in r["parts"].items() if p not in COMPUTE_PARTS)
+               for k, f in (("lut", "lut_total"), ("ff", "ff"))}
+        ctl["lutram"] = sum(r["parts"][p]["lutram"] for p in ENGINE_PARTS)
+        assert ctl == m["control"]
+        assert {k: r["total"][k] for k in m["total"]} == m["total"]
+
+
+def test_core_estimate_against_the_measured_cores():
+    """The composed estimate is within the unit tolerance of the measured cores (in-sample for
+    the control line: the check is on the composed parts and the structural RAM counts)."""
+    for name, e in measured_error().items():
+        assert abs(e["lut"]) <= 0.05 and abs(e["ff"]) <= 0.02, (name, e)
+        assert abs(e["dsp"]) <= 0.03, (name, e)
+    assert measured_error()["fpga"]["bram"] == 0
+
+
+def test_every_preset_is_cheap():
+    t0 = time.perf_counter()
+    for name in ("tiny", "fpga", "paper"):
+        e = estimate("core", preset(name))
+        assert e["ecp5"]["lut_total"] > 0 and e["generic"]["transistors"] > 0
+    assert time.perf_counter() - t0 < 5

@@ -1,0 +1,54 @@
+"""The cocotb regression of one PE on generated Verilog (units ``pe`` and ``baseline_pe``), in
+Verilator and Icarus: ``tb/test_pe.py`` against the golden PE functions.
+
+Fast tier (``make test``): one build per configuration and simulator, a few hundred cycles per
+cocotb test; each simulator sees both PEs, both alignments, wrapping and narrow saturating
+accumulators and ``pe_stages`` 0..2. Long tier (``-m slow``): every configuration on both
+simulators, more seeds and longer random streams.
+"""
+
+import pytest
+
+from golden.config import preset
+from sim.runner import run_cocotb
+
+CONFIGS = {
+    "tiny": ("pe", dict()),
+    "ovf12-stages0": ("pe", dict(acc_width=12, overflow_detect=True, pe_stages=0)),
+    "horner-ovf14-stages2": ("pe", dict(alignment="horner", max_reduction=2, acc_width=14,
+                                        overflow_detect=True, pe_stages=2)),
+    "horner-stages0": ("pe", dict(alignment="horner", max_reduction=2, pe_stages=0)),
+    "stages2": ("pe", dict(pe_stages=2)),
+    "lanes2-w6": ("pe", dict(lanes=2, weight_width=6, e_max=5)),
+    "int8": ("baseline_pe", dict()),
+    "int8-stages0": ("baseline_pe", dict(pe_stages=0)),
+    "int8-w4-stages2": ("baseline_pe", dict(weight_width=4, max_reduction=4, pe_stages=2)),
+}
+
+# Verilator (three builds): product-shift wrapping at pe_stages 1, Horner saturating at 2, the
+# INT8 PE at 0. Icarus (cheap builds): the same slice configurations and more.
+FAST = [("tiny", "verilator"), ("horner-ovf14-stages2", "verilator"),
+        ("int8-stages0", "verilator"),
+        ("tiny", "icarus"), ("horner-ovf14-stages2", "icarus"), ("ovf12-stages0", "icarus"),
+        ("horner-stages0", "icarus"), ("stages2", "icarus"), ("int8", "icarus"),
+        ("int8-w4-stages2", "icarus")]
+SLOW = [(c, s) for c in CONFIGS for s in ("verilator", "icarus") if (c, s) not in FAST]
+
+
+def _run(name, simulator, seed, **kw):
+    unit, overrides = CONFIGS[name]
+    return run_cocotb(unit, preset("tiny", **overrides), simulator, "test_pe", seed=seed, **kw)
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("name, simulator", FAST)
+def test_pe_regression(name, simulator):
+    assert _run(name, simulator, 1).tests == 3
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("name, simulator", FAST + SLOW)
+def test_pe_regression_long(name, simulator, seed):
+    _run(name, simulator, seed, extra_env={"DSTAR_PE_TILES": "120"}, tag="long")
