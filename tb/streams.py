@@ -15,7 +15,8 @@ from cocotb.clock import Clock
 from cocotb.triggers import Event, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
-__all__ = ["StreamSource", "StreamSink", "start_clock", "reset", "CLOCK_NS"]
+__all__ = ["StreamSource", "StreamSink", "expect_trailing_beat", "start_clock", "reset",
+           "CLOCK_NS"]
 
 CLOCK_NS = 10   # the clock period of every testbench
 
@@ -171,3 +172,20 @@ class StreamSink:
         self.cycle += round((get_sim_time(unit="ns") - t0) / CLOCK_NS)
         if fired is timer or self.cycle > timeout:
             raise TimeoutError(self._progress(count))
+
+
+async def expect_trailing_beat(sink: StreamSink, count: int, timeout: int, pending=None):
+    """Take ``count`` beats from a stream that sends more and require the sink's trailing window
+    to fail on the next one (the check a testbench relies on); then wait for ``pending`` (the
+    driver task still feeding the unit, ``ready`` kept high meanwhile), leave the read-only
+    phase and drop ``ready``. Raises AssertionError if the extra beat passes unnoticed."""
+    try:
+        await sink.receive(count, timeout=timeout)
+    except AssertionError as e:
+        assert "extra trailing beat" in str(e), e
+    else:
+        raise AssertionError(f"{sink.name}: the sink accepted a beat after the expected ones")
+    if pending is not None:
+        await pending
+    await RisingEdge(sink.clk)           # out of the read-only phase the sink failed in
+    sink.ready.value = 0
