@@ -2,9 +2,11 @@
 differential layers of a DiT (:mod:`sim.bench_layers`).
 
 ``bench [--preset fpga] [--set k=v ...] [--weights trained|random|FILE.npz] [--model M]
-[--weight-seed N] [--seed N] [--steps N] [--steps-run 0,6] [--block B] [--quick]
-[--simulator verilator|icarus] [--no-synth] [--out DIR]`` records a float DDIM run, builds each
-layer's FMDQ group streams and dense INT8 tiles, simulates both generated arrays (every drain beat
+[--weight-seed N] [--seed N] [--steps N] [--steps-run 0,6|all] [--block B] [--quick]
+[--trace T.npz] [--simulator verilator|icarus] [--no-synth] [--out DIR]`` records a float DDIM
+run (or, with ``--trace``, takes any model's layer inputs from a trace and its weights from
+``--weights FILE.npz``: ``<layer>.weight`` (out, in), ``<layer>.bias``; see
+:mod:`sim.bench_inputs`), builds each layer's FMDQ group streams and dense INT8 tiles, simulates both generated arrays (every drain beat
 checked against golden), takes the ECP5 resources from ``reports/sweep.json`` or ``fpga.synth``,
 prints the per-layer table and writes ``DIR/bench.json`` and ``DIR/bench.md`` (default
 ``reports/``). Progress lines go to stderr.
@@ -50,9 +52,14 @@ def register(sub):
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the sampling run (start noise and class label; default 0)")
     p.add_argument("--steps", type=int, default=10, help="DDIM steps of the run (default 10)")
-    p.add_argument("--steps-run", default="0,6", metavar="S,S,...",
-                   help="steps whose layers run on the arrays (default 0,6: the first step, "
-                        "against zero, and a later differential cache step)")
+    p.add_argument("--steps-run", default="0,6", metavar="S,S,...|all",
+                   help="steps whose layers run on the arrays: a list, or all for the whole "
+                        "sampling run (default 0,6: the first step, against zero, and a later "
+                        "differential cache step)")
+    p.add_argument("--trace", type=Path, default=None, metavar="T.npz",
+                   help="bench any DiT: every '<layer>.x' (steps, tokens, in) of this trace, "
+                        "with --weights FILE.npz holding '<layer>.weight' (out, in) and "
+                        "'<layer>.bias'")
     p.add_argument("--block", type=int, default=0, help="which DiT block (default 0)")
     p.add_argument("--quick", action="store_true",
                    help="2 token tiles and 2 output blocks per layer (tests)")
@@ -65,25 +72,48 @@ def register(sub):
     p.set_defaults(func=run_bench)
 
 
-def _check(args):
-    """Every check of the command's input that needs no work: one line, exit status 2."""
-    from sim.bench_layers import parse_steps
+def _check(args, cfg):
+    """Every check of the command's input that needs no simulation: one line, exit status 2.
+    With ``--trace`` the trace and the weights are read and checked against each other here."""
+    from sim.bench_inputs import block_layers, check_widths
+    from sim.bench_layers import load_inputs, load_weights, parse_steps
 
-    steps_run = parse_steps(args.steps_run)
+    try:
+        steps_run = parse_steps(args.steps_run)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     if not 1 <= args.steps <= 1000:
         raise UserError(f"--steps must be in [1, 1000], not {args.steps}")
-    bad = [s for s in steps_run if not 0 <= s < args.steps]
-    if bad:
-        raise UserError(f"--steps-run: step {bad[0]} is outside [0, {args.steps - 1}]")
     for opt, v in (("--seed", args.seed), ("--weight-seed", args.weight_seed),
                    ("--block", args.block)):
         if v < 0:
             raise UserError(f"{opt} must be >= 0, not {v}")
-    if args.weights not in ("trained", "random") and not Path(args.weights).is_file():
-        raise UserError(f"weights file {args.weights} not found (--weights takes trained, "
-                        f"random or an .npz file)")
-    check_output_dir(args.out)
     inputs = [] if args.weights in ("trained", "random") else [args.weights]
+    nsteps = args.steps
+    if args.trace is not None:
+        if not inputs:
+            raise UserError("--trace needs --weights FILE.npz with '<layer>.weight' and "
+                            "'<layer>.bias' arrays")
+        inputs.append(args.trace)
+        try:
+            _, _, wl = load_inputs(cfg, weights=args.weights, trace_file=args.trace)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        nsteps = wl["steps"]
+    else:
+        if inputs and not Path(args.weights).is_file():
+            raise UserError(f"weights file {args.weights} not found (--weights takes trained, "
+                            f"random or an .npz file)")
+        try:
+            spec, params, _ = load_weights(args.weights, args.model, args.weight_seed)
+            check_widths(cfg, block_layers(spec, params, args.block))
+        except (ValueError, KeyError) as exc:
+            raise UserError(str(exc).strip("'\"")) from None
+    if steps_run != "all":
+        bad = [s for s in steps_run if not 0 <= s < nsteps]
+        if bad:
+            raise UserError(f"--steps-run: step {bad[0]} is outside [0, {nsteps - 1}]")
+    check_output_dir(args.out)
     check_outputs(args.out / "bench.json", args.out / "bench.md", inputs=inputs)
     return steps_run
 
@@ -93,7 +123,7 @@ def run_bench(args):
     from sim.bench_layers import bench, markdown, text
 
     cfg = config_from_args(args)
-    steps_run = _check(args)
+    steps_run = _check(args, cfg)
     t0 = time.perf_counter()
 
     def say(msg):
@@ -102,7 +132,8 @@ def run_bench(args):
     try:
         rep = bench(cfg, weights=args.weights, model=args.model, weight_seed=args.weight_seed,
                     seed=args.seed, steps=args.steps, steps_run=steps_run, block=args.block,
-                    quick=args.quick, simulator=args.simulator, synth=args.synth, progress=say)
+                    quick=args.quick, simulator=args.simulator, synth=args.synth,
+                    trace_file=args.trace, progress=say)
     except (AssertionError, SynthError) as exc:
         raise WorkError(str(exc) or type(exc).__name__) from None
     rep["command"] = " ".join(
@@ -112,6 +143,7 @@ def run_bench(args):
            if args.weights == "random" else []),
          f"--seed {args.seed}", f"--steps {args.steps}", f"--steps-run {args.steps_run}",
          f"--block {args.block}", *(["--quick"] if args.quick else []),
+         *([f"--trace {args.trace}"] if args.trace is not None else []),
          f"--simulator {args.simulator}", *([] if args.synth else ["--no-synth"])])
     json_out, md_out = args.out / "bench.json", args.out / "bench.md"
     files = {json_out: json_text(rep), md_out: markdown(rep)}

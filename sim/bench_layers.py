@@ -47,8 +47,10 @@ import numpy as np
 
 from golden.config import Config
 
+from .bench_inputs import block_layers, check_widths, file_layers, load_layer_weights
+
 __all__ = ["MODELS", "LAYER_KINDS", "BenchLayer", "load_weights", "trace_inputs",
-           "check_layers", "prepare", "write_workload", "run_array", "bench", "summarize",
+           "check_layers", "load_inputs", "prepare", "write_workload", "run_array", "bench", "summarize",
            "table_rows", "text", "markdown", "parse_steps"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,11 +116,7 @@ def load_weights(weights: str = "trained", model: str = "digits", weight_seed: i
                                     f"random or an .npz file)")
         spec, params = load_trained(path)
         info = dict(weights="trained" if path is None else str(path), model="digits-trained")
-    h = hashlib.sha256()
-    for k in sorted(params):
-        h.update(k.encode())
-        h.update(np.ascontiguousarray(params[k], dtype=np.float64).tobytes())
-    info["params_sha256"] = h.hexdigest()[:16]
+    info["params_sha256"] = _params_sha(params)
     return spec, params, info
 
 
@@ -131,30 +129,10 @@ def trace_inputs(spec, params, steps: int, seed: int, label: int | None = None):
     return m.trace(), label
 
 
-def _layers_of_block(spec, block: int) -> list:
-    """``[(name, kind, trace key, weight key, column slice)]`` of one block, execution order."""
-    D = spec.hidden
-    b = f"blocks.{block}"
-    return [("x_embed", "x_embed", "x_embed", "x_embed", slice(None)),
-            (f"{b}.attn.qkv[qk]", "qkv", f"{b}.attn.qkv", f"{b}.attn.qkv", slice(0, 2 * D)),
-            (f"{b}.attn.qkv[v]", "qkv", f"{b}.attn.qkv", f"{b}.attn.qkv", slice(2 * D, 3 * D)),
-            (f"{b}.attn.proj", "proj", f"{b}.attn.proj", f"{b}.attn.proj", slice(None)),
-            (f"{b}.mlp.fc1", "fc1", f"{b}.mlp.fc1", f"{b}.mlp.fc1", slice(None)),
-            (f"{b}.mlp.fc2", "fc2", f"{b}.mlp.fc2", f"{b}.mlp.fc2", slice(None)),
-            ("final.linear", "final.linear", "final.linear", "final.linear", slice(None))]
-
-
 def check_layers(cfg: Config, spec, params, block: int = 0):
     """Refuse (ValueError) a block number outside the model or a layer wider than
     ``max_reduction``, before anything runs."""
-    if not isinstance(block, int) or not 0 <= block < spec.depth:
-        raise ValueError(f"block must be in [0, {spec.depth - 1}], not {block}")
-    for name, _, _, wkey, cs in _layers_of_block(spec, block):
-        cin = params[f"{wkey}.W"][:, cs].shape[0]
-        if cin > cfg.max_reduction:
-            raise ValueError(f"layer {name!r} has {cin} input channels; preset {cfg.name!r} "
-                             f"has max_reduction {cfg.max_reduction} (choose a smaller model "
-                             f"or a larger preset)")
+    check_widths(cfg, block_layers(spec, params, block))
 
 
 def _int8_tensor(x, width: int):
@@ -167,11 +145,10 @@ def _int8_tensor(x, width: int):
     return np.clip(np.sign(r) * np.floor(np.abs(r) + 0.5), -qmax, qmax).astype(np.int64)
 
 
-def prepare(cfg: Config, spec, params, trace: dict, steps_run, block: int = 0,
-            quick: bool = False) -> list:
-    """The :class:`BenchLayer` list: every layer of :func:`_layers_of_block` at every step of
-    ``steps_run`` (``qkv[qk]`` on cache steps only). Raises ValueError for a layer wider than
-    ``max_reduction`` or a step the trace does not hold."""
+def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = False) -> list:
+    """The :class:`BenchLayer` list: every :class:`~sim.bench_inputs.LinearSpec` of ``layers``
+    at every step of ``steps_run`` (a ``cache_only`` layer on SAR cache steps only). Raises
+    ValueError for a layer wider than ``max_reduction`` or a step the trace does not hold."""
     from golden.differential import DiffLinear, quantize_weights
     from golden.fmdq import to_fixed
     from golden.layouts import baseline_group_layout, pack
@@ -179,7 +156,7 @@ def prepare(cfg: Config, spec, params, trace: dict, steps_run, block: int = 0,
     from golden.schedule import execute
     from golden.vectors import drain_words
 
-    check_layers(cfg, spec, params, block)
+    check_widths(cfg, layers)
     nsteps = len(next(iter(trace.values())))
     steps_run = sorted(set(steps_run))
     if not steps_run or steps_run[0] < 0 or steps_run[-1] >= nsteps:
@@ -187,16 +164,15 @@ def prepare(cfg: Config, spec, params, trace: dict, steps_run, block: int = 0,
     T, cols = cfg.tile, cfg.cols
     blay = baseline_group_layout(cfg)
     out = []
-    for name, kind, tkey, wkey, cs in _layers_of_block(spec, block):
-        Wf = params[f"{wkey}.W"][:, cs]
-        cin, cout = Wf.shape
-        Wq, s_w = quantize_weights(Wf, cfg.weight_width)
-        layer = DiffLinear(Wq, s_w, cfg, bias=params[f"{wkey}.b"][cs], name=name)
-        X = trace[f"{tkey}.x"]
-        qk_only_cache = name.endswith("[qk]")
+    for ls in layers:
+        name, kind = ls.name, ls.kind
+        cin, cout = ls.W.shape
+        Wq, s_w = quantize_weights(ls.W, cfg.weight_width)
+        layer = DiffLinear(Wq, s_w, cfg, bias=ls.bias, name=name)
+        X = trace[ls.x_key]
         for t in range(steps_run[-1] + 1):
             cache = is_cache_step(t, cfg.sar_interval)
-            if qk_only_cache and not cache:
+            if ls.cache_only and not cache:
                 continue
             xi, _ = to_fixed(X[t], cfg.act_width, cfg.act_frac)
             r = layer.step(xi)
@@ -340,21 +316,65 @@ def _tools(sim: dict) -> dict:
     return out
 
 
-def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weight_seed: int = 0,
-          seed: int = 0, steps: int = 10, steps_run=(0, 6), block: int = 0, quick: bool = False,
-          simulator: str = "verilator", synth: bool = True, progress=None) -> dict:
-    """The whole bench; returns the report dict (``reports/bench.json``'s content)."""
-    from fpga.bench_resources import array_resources
+def _params_sha(arrays: dict) -> str:
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        h.update(k.encode())
+        h.update(np.ascontiguousarray(arrays[k], dtype=np.float64).tobytes())
+    return h.hexdigest()[:16]
 
+
+def load_inputs(cfg: Config, *, weights: str = "trained", model: str = "digits",
+                weight_seed: int = 0, seed: int = 0, steps: int = 10, block: int = 0,
+                trace_file=None, progress=None):
+    """``(layers, trace, workload)``: the :class:`~sim.bench_inputs.LinearSpec` list, the trace
+    holding their inputs, and the report's description of both. With ``trace_file`` the layers
+    are every ``<layer>.x`` of that trace with their weights from the ``weights`` file
+    (:func:`sim.bench_inputs.file_layers`); otherwise one block of the bundled DiT, traced by a
+    float DDIM run of ``steps`` steps from ``seed``. Raises ValueError on inconsistent input."""
     say = progress or (lambda msg: None)
-    t0 = time.perf_counter()
+    if trace_file is not None:
+        from golden.trace import load_trace
+
+        trace = load_trace(trace_file)
+        arrays = load_layer_weights(weights)
+        layers = file_layers(trace, arrays, f"weights {weights}")
+        check_widths(cfg, layers)
+        nsteps = len(trace[layers[0].x_key])
+        tokens = trace[layers[0].x_key].shape[1]
+        say(f"trace {trace_file}: {len(layers)} linear layers, {nsteps} steps, {tokens} tokens; "
+            f"weights {weights}")
+        return layers, trace, dict(source="trace", trace=str(trace_file), weights=str(weights),
+                                   model="file", params_sha256=_params_sha(arrays),
+                                   tokens=tokens, steps=nsteps, seed=None, label=None,
+                                   block=None)
     spec, params, winfo = load_weights(weights, model, weight_seed)
-    check_layers(cfg, spec, params, block)
+    layers = block_layers(spec, params, block)
+    check_widths(cfg, layers)
     say(f"weights: {winfo['weights']} ({winfo['model']}, {spec.tokens} tokens, hidden "
         f"{spec.hidden}, depth {spec.depth})")
     trace, label = trace_inputs(spec, params, steps, seed)
     say(f"trace: float DDIM, {steps} steps, seed {seed}, label {label}")
-    layers = prepare(cfg, spec, params, trace, steps_run, block, quick)
+    return layers, trace, dict(winfo, source="model", spec=spec.to_dict(), tokens=spec.tokens,
+                               seed=seed, label=label, steps=steps, block=block)
+
+
+def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weight_seed: int = 0,
+          seed: int = 0, steps: int = 10, steps_run=(0, 6), block: int = 0, quick: bool = False,
+          simulator: str = "verilator", synth: bool = True, trace_file=None,
+          progress=None) -> dict:
+    """The whole bench; returns the report dict (``reports/bench.json``'s content).
+    ``steps_run`` may be ``"all"``: every step of the trace."""
+    from fpga.bench_resources import array_resources
+
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    layers_in, trace, workload = load_inputs(cfg, weights=weights, model=model,
+                                             weight_seed=weight_seed, seed=seed, steps=steps,
+                                             block=block, trace_file=trace_file, progress=say)
+    if steps_run == "all":
+        steps_run = list(range(workload["steps"]))
+    layers = prepare(cfg, layers_in, trace, steps_run, quick)
     say(f"layers: {len(layers)} (layer, step) pairs, "
         f"{sum(len(b.blocks) for b in layers)} blocks of {cfg.cols} output channels")
     res = array_resources(cfg, synth=synth, progress=say)
@@ -374,8 +394,7 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
     return dict(
         generated=time.strftime("%Y-%m-%d %H:%M"),
         preset=cfg.name, config=cfg.to_dict(), config_hash=cfg.hash(),
-        workload=dict(winfo, spec=spec.to_dict(), tokens=spec.tokens, seed=seed, label=label,
-                      steps=steps, steps_run=sorted(set(steps_run)), block=block, quick=quick,
+        workload=dict(workload, steps_run=sorted(set(steps_run)), quick=quick,
                       sar_interval=cfg.sar_interval,
                       layers=sorted({bl.name for bl in layers},
                                     key=[bl.name for bl in layers].index)),
@@ -426,6 +445,33 @@ def _res_line(unit, e):
             f"{r['ff']:,} FF, {r['dsp']} DSP, {r['bram']} BRAM, from {e['source']}")
 
 
+def _steps_words(wl: dict) -> str:
+    steps = wl["steps_run"]
+    if steps == list(range(wl["steps"])):
+        return f"all {wl['steps']}"
+    return ", ".join(map(str, steps))
+
+
+def _workload_words(wl: dict) -> str:
+    if wl.get("source") == "trace":
+        return f"trace {wl['trace']}, weights {wl['weights']}, {wl['steps']} steps"
+    return (f"weights {wl['weights']} ({wl['model']}), seed {wl['seed']}, {wl['steps']} DDIM "
+            f"steps, block {wl['block']}")
+
+
+def _workload_md(wl: dict) -> str:
+    if wl.get("source") == "trace":
+        return (f"the linear layers of trace `{wl['trace']}` ({wl['tokens']} tokens, "
+                f"{wl['steps']} steps) with weights `{wl['weights']}` (parameters "
+                f"`{wl['params_sha256']}`), each a closed-loop differential FMDQ layer stepping "
+                f"every step")
+    return (f"weights `{wl['weights']}` ({wl['model']}, {wl['tokens']} tokens, parameters "
+            f"`{wl['params_sha256']}`), float DDIM run of {wl['steps']} steps from seed "
+            f"{wl['seed']} (label {wl['label']}); the layers of block {wl['block']} plus "
+            f"`x_embed` and `final.linear`, as closed-loop differential FMDQ layers (SAR "
+            f"interval {wl['sar_interval']}: `qkv[qk]` runs on cache steps only)")
+
+
 def text(rep: dict) -> str:
     """The plain-text summary ``dstar bench`` prints."""
     rows = table_rows(rep)
@@ -434,9 +480,8 @@ def text(rep: dict) -> str:
     lines = []
     wl = rep["workload"]
     lines.append(f"dstar bench: preset {rep['preset']} (config {rep['config_hash']}), "
-                 f"{rep['simulator']}, weights {wl['weights']} ({wl['model']}), seed {wl['seed']},"
-                 f" {wl['steps']} DDIM steps, measured steps {wl['steps_run']}, block "
-                 f"{wl['block']}{', quick' if wl['quick'] else ''}")
+                 f"{rep['simulator']}, {_workload_words(wl)}, measured steps "
+                 f"{_steps_words(wl)}{', quick' if wl['quick'] else ''}")
     for k, r in enumerate(rows):
         lines.append("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i])
                                for i, c in enumerate(r)))
@@ -462,12 +507,8 @@ def markdown(rep: dict) -> str:
           f"`{rep['config_hash']}`), {rep['simulator']} {rep['tools'].get('simulator_version')},"
           f" cocotb {rep['tools'].get('cocotb')}, Amaranth {rep['tools'].get('amaranth')}, Yosys "
           f"{rep['tools'].get('yosys')}. Bench runtime {rep['runtime_s']} s.", "",
-          f"Workload: weights `{wl['weights']}` ({wl['model']}, {wl['tokens']} tokens, parameters "
-          f"`{wl['params_sha256']}`), float DDIM run of {wl['steps']} steps from seed "
-          f"{wl['seed']} (label {wl['label']}); the layers of block {wl['block']} plus `x_embed` "
-          f"and `final.linear`, as closed-loop differential FMDQ layers, measured at steps "
-          f"{', '.join(map(str, wl['steps_run']))} (SAR interval {wl['sar_interval']}: "
-          f"`qkv[qk]` runs on cache steps only){'; quick mode' if wl['quick'] else ''}. "
+          f"Workload: {_workload_md(wl)}, measured at steps {_steps_words(wl)}"
+          f"{'; quick mode' if wl['quick'] else ''}. "
           "The INT8 array runs the same layers on the same step's input quantized to INT8 "
           "per tensor.", "",
           "Cycles are measured in RTL simulation of the generated Verilog, block of output "
@@ -488,12 +529,17 @@ def markdown(rep: dict) -> str:
     return "\n".join(md)
 
 
-def parse_steps(text: str) -> list:
-    """``"0,6"`` → ``[0, 6]`` (ValueError with a readable message otherwise)."""
+def parse_steps(text: str):
+    """``"0,6"`` → ``[0, 6]``; ``"all"`` → ``"all"`` (every step). ValueError with a readable
+    message otherwise."""
+    if str(text).strip() == "all":
+        return "all"
     try:
         steps = [int(s) for s in str(text).split(",") if s.strip()]
     except ValueError:
-        raise ValueError(f"--steps-run takes comma-separated step numbers, not {text!r}") from None
+        raise ValueError(f"--steps-run takes comma-separated step numbers or 'all', "
+                         f"not {text!r}") from None
     if not steps:
-        raise ValueError(f"--steps-run takes comma-separated step numbers, not {text!r}")
+        raise ValueError(f"--steps-run takes comma-separated step numbers or 'all', "
+                         f"not {text!r}")
     return steps

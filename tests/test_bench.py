@@ -5,6 +5,8 @@ its outputs (created folder, both files or neither) with the simulation patched 
 
 import json
 
+import numpy as np
+
 import pytest
 
 import gen.cli
@@ -87,6 +89,14 @@ def test_quick_bench_icarus(tmp_path, capsys):
     (["bench", "--block", "-1"], "--block must be >= 0"),
     (["bench", "--preset", "tiny", "--weights", "random"], "max_reduction 64"),
     (["bench", "--weights", "random", "--block", "4"], "block must be in [0, 3]"),
+    (["bench", "--trace", "{d}/t.npz"], "--trace needs --weights FILE.npz"),
+    (["bench", "--trace", "{d}/t.npz", "--weights", "{d}/w_missing.npz"],
+     "no 'net.b.weight' for the trace's layer 'net.b'"),
+    (["bench", "--trace", "{d}/t.npz", "--weights", "{d}/w_shape.npz"],
+     "'net.a.weight' has shape (4, 5); the trace's input has 4 channels"),
+    (["bench", "--trace", "{d}/t.npz", "--weights", "{d}/w.npz", "--steps-run", "0,3"],
+     "step 3 is outside [0, 2]"),
+    (["bench", "--trace", "{d}/file", "--weights", "{d}/w.npz"], "not a NumPy .npz archive"),
 ])
 def test_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
     import sim.bench_layers
@@ -94,7 +104,10 @@ def test_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
     def never(*a, **k):
         raise AssertionError("the bench ran on bad input")
     monkeypatch.setattr(sim.bench_layers, "trace_inputs", never)
+    monkeypatch.setattr(sim.bench_layers, "run_array", never)
     (tmp_path / "file").write_text("keep")
+    _any_dit_files(tmp_path)
+    kept = sorted(p.name for p in tmp_path.iterdir())
     argv = [str(a).format(d=tmp_path) for a in argv]
     if "--out" not in argv:
         argv = [*argv, "--out", tmp_path]
@@ -102,7 +115,43 @@ def test_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
     assert rc == 2
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("dstar: error: ") and message in err, err
-    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == kept
+
+
+# --------------------------------------------------------------- any DiT: trace + weights
+def _any_dit_files(d):
+    """A two-layer "model" as a user brings it: a trace (3 steps, 4 tokens) and weights in the
+    (out, in) layout, plus broken variants of the weights."""
+    from golden.trace import write_trace
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(0, 1, (3, 4, 4)).cumsum(axis=0)          # slowly changing inputs
+    write_trace(d / "t.npz", {"net.a.x": x, "net.b.x": np.tanh(x @ rng.normal(0, 1, (4, 8)))})
+    w = {"net.a.weight": rng.normal(0, 0.5, (8, 4)), "net.a.bias": rng.normal(0, 0.1, 8),
+         "net.b.weight": rng.normal(0, 0.5, (4, 8))}
+    np.savez(d / "w.npz", **w)
+    np.savez(d / "w_missing.npz", **{k: v for k, v in w.items() if not k.startswith("net.b")})
+    np.savez(d / "w_shape.npz", **{**w, "net.a.weight": rng.normal(0, 0.5, (4, 5))})
+
+
+@pytest.mark.cocotb
+def test_any_dit_from_a_trace_and_weights_every_step(tmp_path, capsys):
+    """``--trace T.npz --weights W.npz --steps-run all``: each of the trace's layers at each of
+    its steps through both generated arrays (Icarus), every drain beat checked."""
+    _any_dit_files(tmp_path)
+    rc, out, err = dstar(capsys, "bench", "--preset", "tiny", "--trace", tmp_path / "t.npz",
+                         "--weights", tmp_path / "w.npz", "--steps-run", "all", "--no-synth",
+                         "--simulator", "icarus", "--out", tmp_path / "rep")
+    assert rc == 0, err
+    rep = json.loads((tmp_path / "rep" / "bench.json").read_text())
+    assert rep["workload"]["source"] == "trace" and rep["workload"]["steps_run"] == [0, 1, 2]
+    assert [(r["layer"], r["step"]) for r in rep["rows"]] == [
+        (n, t) for t in range(3) for n in ("net.a", "net.b")]
+    assert {r["kind"] for r in rep["rows"]} == {"a", "b"}
+    assert [(r["cin"], r["cout"]) for r in rep["rows"][:2]] == [(4, 8), (8, 4)]
+    for u in ("mpu", "baseline"):
+        assert rep["simulation"][u]["checked"] and rep["simulation"][u]["drain_beats_checked"] > 0
+    assert "measured steps all 3" in out
 
 
 # ------------------------------------------------- outputs, with the simulation patched out
