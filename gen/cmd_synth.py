@@ -1,17 +1,20 @@
 """``dstar synth`` and ``dstar estimate``: the resources of one unit and configuration.
 
-- ``synth UNIT --preset P [--set k=v ...] --target generic|ecp5|ice40 [--nodsp] [--liberty
-  FILE.lib] [--json OUT] [--reuse] [--timeout S]`` synthesizes with :func:`fpga.synth.synthesize`:
+- ``synth UNIT --preset P [--set k=v ...] --target generic|ecp5|ice40|asic [--nodsp] [--liberty
+  FILE.lib[.gz]] [--booth] [--parts] [--memories macro|ff] [--json OUT] [--reuse] [--timeout S]``
+  synthesizes with :func:`fpga.synth.synthesize`:
   one fresh Yosys process per call (ABC results depend on what ran before in a session), in
   ``build/fpga/<unit>-<preset>-<hash>/<target>``. It prints a summary (generic: cells, flip-flops,
   ``stat -tech cmos`` transistors, the largest cell types, and with ``--liberty`` the cell area;
-  FPGA: LUTs, flip-flops, carries, DSP blocks, block and LUT RAM) and with ``--json`` writes the
-  whole result. Progress lines (start, end, seconds) go to stderr.
+  FPGA: LUTs, flip-flops, carries, DSP blocks, block and LUT RAM; ASIC: the library's cell area
+  split into combinational and sequential, per module with ``--parts``, the RAM bits left out as
+  macros and the critical-path estimate) and with ``--json`` writes the whole result. Progress lines (start, end, seconds) go to stderr.
 - ``estimate UNIT --preset P [--set k=v ...] [--json OUT]`` prints :func:`fpga.estimate.estimate`:
   the analytic estimate of ECP5 LUTs and flip-flops (with and without DSP blocks), DSP and RAM
   blocks, generic transistors and the peak operations per cycle, from the configuration alone.
 
 Bad input (an unknown unit or target, ``--liberty`` with an FPGA target or a missing library,
+``--target asic`` without ``--liberty``, ``--booth``/``--parts``/``--memories`` without it,
 ``--nodsp`` with the generic target, a ``--timeout`` that is not positive, an impossible
 configuration, a ``--json`` that is a folder or the library) is one line ``dstar: error: ...``
 and exit status 2 before anything runs. A Yosys failure is one line with the log's path and exit
@@ -32,7 +35,7 @@ from .units import UNITS, build_unit
 
 __all__ = ["register"]
 
-_TARGETS = ("generic", "ecp5", "ice40")
+_TARGETS = ("generic", "ecp5", "ice40", "asic")
 
 
 def register(sub):
@@ -43,13 +46,20 @@ def register(sub):
     p.add_argument("unit", choices=sorted(UNITS), help="which unit")
     add_config_options(p)
     p.add_argument("--target", choices=_TARGETS, default="ecp5",
-                   help="generic gates (stat -tech cmos), ECP5 (synth_ecp5) or iCE40 "
-                        "(synth_ice40); default: ecp5")
+                   help="generic gates (stat -tech cmos), ECP5 (synth_ecp5), iCE40 "
+                        "(synth_ice40) or asic (standard cells of --liberty); default: ecp5")
     p.add_argument("--nodsp", action="store_true",
                    help="FPGA targets: map multipliers to LUTs instead of DSP blocks")
     p.add_argument("--liberty", type=Path, metavar="FILE.lib",
-                   help="generic target: also map to this standard-cell library and report its "
-                        "cell area")
+                   help="asic target (required): the standard-cell library (.lib or .lib.gz); "
+                        "generic target: also map to it and report its cell area")
+    p.add_argument("--booth", action="store_true",
+                   help="asic target: synth -booth (Booth-encoded multipliers)")
+    p.add_argument("--parts", action="store_true",
+                   help="asic target: keep the hierarchy and report the area of every module")
+    p.add_argument("--memories", choices=("macro", "ff"), default=None,
+                   help="asic target: RAMs left out as macros (their bits reported; default) "
+                        "or mapped to flip-flops")
     p.add_argument("--json", type=Path, metavar="OUT", help="write the full result as JSON")
     p.add_argument("--reuse", action="store_true",
                    help="return the stored result of an earlier run on identical RTLIL, script "
@@ -96,10 +106,19 @@ def run_synth(args):
     if args.nodsp and target == "generic":
         raise UserError("--nodsp maps multipliers to FPGA fabric: it needs --target ecp5 or "
                         "ice40, not generic")
+    if target == "asic":
+        if args.nodsp:
+            raise UserError("--nodsp maps multipliers to FPGA fabric: it needs --target ecp5 or "
+                            "ice40, not asic")
+        if args.liberty is None:
+            raise UserError("--target asic needs --liberty FILE (the standard-cell library)")
+    elif args.booth or args.parts or args.memories is not None:
+        raise UserError(f"--booth, --parts and --memories are options of --target asic, "
+                        f"not {target}")
     if args.liberty is not None:
-        if target != "generic":
+        if target not in ("generic", "asic"):
             raise UserError(f"--liberty maps to a standard-cell library: it needs --target "
-                            f"generic, not {target}")
+                            f"generic or asic, not {target}")
         if not args.liberty.is_file():
             raise UserError(f"liberty file not found: {args.liberty}")
     if args.timeout is not None and not args.timeout > 0:
@@ -108,13 +127,17 @@ def run_synth(args):
     # The unit's own parameter checks, before anything runs (the object itself is not used).
     build_unit(args.unit, cfg)._MustUse__silence = True
 
+    extra = {}
+    if target == "asic":
+        extra = dict(booth=args.booth, parts=args.parts, memories=args.memories or "macro")
     what = (f"{args.unit} (preset {cfg.name}, config {cfg.hash()}) for {target}"
-            f"{' -nodsp' if args.nodsp else ''}{' + liberty' if args.liberty else ''}")
+            f"{' -nodsp' if args.nodsp else ''}{' -booth' if args.booth else ''}"
+            f"{' + liberty' if args.liberty else ''}")
     t0 = time.perf_counter()
     _progress(t0, f"start synth {what}: elaboration, then one Yosys process")
     try:
         res = synthesize(args.unit, cfg, target, nodsp=args.nodsp, liberty=args.liberty,
-                         timeout=args.timeout, reuse=args.reuse)
+                         timeout=args.timeout, reuse=args.reuse, **extra)
     except SynthError as exc:
         _progress(t0, f"end   synth {args.unit}: failed")
         raise WorkError(str(exc)) from None
@@ -135,11 +158,14 @@ def _print_synth(res, cfg):
     r = res["resources"]
     target = res["target"]
     mode = ""
-    if target != "generic":
+    if target in ("ecp5", "ice40"):
         mode = " (multipliers in LUTs)" if res["nodsp"] else " (DSP blocks allowed)"
     print(f"synth {res['unit']}, preset {cfg.name} (config {cfg.hash()}), target {target}{mode}, "
           f"Yosys {res['tools']['yosys']}{' [reused]' if res.get('reused') else ''}")
     rows = []
+    if target == "asic":
+        _print_asic(res)
+        return
     if target == "generic":
         rows += [("cells", _n(r["cells"]), ""),
                  ("flip-flops", _n(r["ff"]),
@@ -174,6 +200,31 @@ def _print_synth(res, cfg):
         print(f"  {name:<12s} {v:>{width}s}" + (f"  ({note})" if note else ""))
     top = sorted(res["cells"].items(), key=lambda kv: -kv[1])[:8]
     print("  largest cell types: " + ", ".join(f"{_cell_name(k)} {_n(v)}" for k, v in top))
+    print(f"work directory: {res['workdir']}")
+
+
+def _print_asic(res):
+    r, lib, t = res["resources"], res["liberty"], res["timing"]
+    print(f"  library {lib['name']} ({lib['file']}, sha256 {lib['sha256'][:16]}...), "
+          f"{lib['cells']} cells{'; synth -booth' if res.get('booth') else ''}")
+    print(f"  {'':<28s} {'area':>12s} {'comb.':>12s} {'seq.':>12s} {'cells':>8s} {'FF':>6s}")
+    rows = [("total", r["area"], r["combinational_area"], r["sequential_area"], r["cells"],
+             r["ff"])]
+    for name, m in sorted(res.get("modules", {}).items()):
+        rows.append(("  " + name, m["area"], m["combinational"], m["sequential"],
+                     sum(m["cells"].values()), m["ff"]))
+    for name, a, c, s, n, ff in rows:
+        print(f"  {name:<28s} {_n(a):>12s} {_n(c):>12s} {_n(s):>12s} {_n(n):>8s} {_n(ff):>6s}")
+    print("  (µm² for the usual libraries: the library's area unit; combinational + sequential "
+          "= total)")
+    mem = res["memories"]
+    if r["ram_bits"] or r["rom_bits"]:
+        print(f"  memories ({mem['mode']}): RAM {_n(r['ram_bits'])} bits, ROM {_n(r['rom_bits'])} "
+              f"bits; {mem['note']}")
+    print(f"  critical path: {t['delay']:.3f} ({t['unit']}) over {t['levels']} cells, "
+          f"{t['start']} -> {t['end']} (NLDM tables, no wire load; not ABC's own report)")
+    top = sorted(res["cells"].items(), key=lambda kv: -kv[1])[:8]
+    print("  largest cell types: " + ", ".join(f"{k} {_n(v)}" for k, v in top))
     print(f"work directory: {res['workdir']}")
 
 

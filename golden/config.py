@@ -27,6 +27,13 @@ THR8 = 127
 # Exponent and FPoT fields are 5 bits (DESIGN 2.2 step 3).
 EXP_WIDTH = 5
 ALIGNMENTS = ("product-shift", "horner")
+# How a slice PE forms a digit x weight product, and how a sub-channel's value is cut into digits
+# (docs/architecture.md 2, 3).
+DIGIT_PRODUCTS = ("multiply", "select")
+DIGIT_CODES = ("slice", "booth")
+# Parameters added after configuration hashes were first published: they enter
+# Config.hash() only when they differ from their default.
+HASH_IF_CHANGED = ("digit_product", "digits")
 
 
 class ConfigError(ValueError):
@@ -80,6 +87,16 @@ class Config:
         Saturating accumulator with a sticky overflow flag.
     pe_stages:
         Pipeline registers inside a PE between the multipliers and the accumulator (0..2).
+    digit_product:
+        How a slice PE forms each lane's digit x weight product: ``"multiply"`` (default) writes
+        ``digit * w`` and lets the tools map it (a DSP block per lane on ECP5), ``"select"`` picks
+        it from the weight's multiples (multiplexers and the adder tree, never a multiplier, so
+        no DSP block). Bit-exact either way.
+    digits:
+        The digit code of a sub-channel's value: ``"slice"`` (default; 2-bit two's-complement
+        slices, top one signed {-2..1}, the others unsigned {0..3}) or ``"booth"`` (radix-4 Booth
+        digits, every one signed in {-2..2}, carried as 3-bit two's complement). Same number of
+        digits, same exponents, same dot products; different zero columns.
     closed_loop:
         Differential layers keep ``x̂`` (closed loop, DESIGN 2.5) instead of the previous ``x``.
     p_base_log2:
@@ -111,6 +128,8 @@ class Config:
     acc_width: int | None = None
     overflow_detect: bool = False
     pe_stages: int = 1
+    digit_product: str = "multiply"
+    digits: str = "slice"
     closed_loop: bool = True
     p_base_log2: int = 7
     sar_interval: int = 2
@@ -171,6 +190,9 @@ class Config:
                      f">= {safe} (the width that cannot overflow), or narrower only with "
                      f"overflow_detect=True")
         pos_int("pe_stages", 0, 2)
+        need(self.digit_product in DIGIT_PRODUCTS, "digit_product", self.digit_product,
+             f"one of {DIGIT_PRODUCTS}")
+        need(self.digits in DIGIT_CODES, "digits", self.digits, f"one of {DIGIT_CODES}")
         need(isinstance(self.closed_loop, bool), "closed_loop", self.closed_loop, "a bool")
         # P is 0..2**p_base_log2 - 1 <= 127 so the quantizer keeps e = 0 (DESIGN 2.6).
         pos_int("p_base_log2", 0, 7)
@@ -223,9 +245,19 @@ class Config:
 
     @property
     def safe_acc_width(self) -> int:
-        """``bitlen(max_reduction · wmax · 2**(act_width + 1 - r0_min)) + 1`` (DESIGN 2.1)."""
+        """``bitlen(max_reduction · wmax · 2**(act_width + 1 - r0_min)) + 1`` (DESIGN 2.1).
+
+        With Booth digits one sub-channel of a tile (the one whose digits straddle two chunks:
+        its low digits in the previous chunk, its top digit first in the next, a middle one not
+        yet) can reach 17/16 of its value bound in a partial sum (q = -120: -8 + -128 = -136), so
+        the bound adds ``wmax · 2**(act_width + 1 - r0_min) / 16`` (the same width at every
+        preset)."""
         wmax = (1 << (self.weight_width - 1)) - 1
-        return bitlen(self.max_reduction * wmax * (1 << (self.act_width + 1 - self.r0_min))) + 1
+        unit = 1 << (self.act_width + 1 - self.r0_min)
+        bound = self.max_reduction * wmax * unit
+        if self.digits == "booth":
+            bound += -(-wmax * unit // 16)
+        return bitlen(bound) + 1
 
     @property
     def baseline_acc_width(self) -> int:
@@ -237,6 +269,12 @@ class Config:
     def acc_bits(self) -> int:
         """The accumulator width in use (explicit or derived)."""
         return self.safe_acc_width if self.acc_width is None else self.acc_width
+
+    @property
+    def digit_width(self) -> int:
+        """Bits of one digit in a lane group: 2 (slice: the raw 2-bit pattern, read with the lane's
+        signed flag) or 3 (Booth: the digit {-2..2} in two's complement)."""
+        return 3 if self.digits == "booth" else 2
 
     @property
     def exp_width(self) -> int:
@@ -275,9 +313,15 @@ class Config:
         return d
 
     def hash(self) -> str:
-        """A short stable hash of every parameter but the name."""
+        """A short stable hash of every parameter but the name. A parameter added after the
+        hash was first published (:data:`HASH_IF_CHANGED`) enters it only when it differs from
+        its default, so a configuration that builds the same hardware as before keeps its hash
+        (and the stored reports that name it stay valid)."""
         d = self.to_dict()
         d.pop("name")
+        for k in HASH_IF_CHANGED:
+            if d[k] == self.fields()[k].default:
+                d.pop(k)
         blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -29,10 +29,12 @@ def _f(name, width, dims=(), signed=False):
 
 
 def group_layout(cfg: Config) -> list:
-    """One lane group (DESIGN 2.3): per row and lane a raw 2-bit digit, per lane channel, signed
-    and valid, the absolute exponent, and the tile's first/last markers."""
+    """One lane group (DESIGN 2.3): per row and lane a raw digit (``cfg.digit_width`` bits: a
+    2-bit slice read with the lane's signed flag, or a 3-bit two's-complement Booth digit
+    {-2..2}, whose lanes all have signed = 1), per lane channel, signed and valid, the absolute
+    exponent, and the tile's first/last markers."""
     return [
-        _f("digits", 2, (cfg.rows, cfg.lanes)),
+        _f("digits", cfg.digit_width, (cfg.rows, cfg.lanes)),
         _f("channel", cfg.chan_width, (cfg.lanes,)),
         _f("signed", 1, (cfg.lanes,)),
         _f("valid", 1, (cfg.lanes,)),

@@ -39,7 +39,10 @@ from .fmdq_stats import PRECISION_BINS, LayerStats
 from .sar import profile_mask
 
 __all__ = ["LAYER_TYPES", "layer_type", "mean_ci", "Sweep", "run_profile", "markdown", "plot",
-           "write_markdown", "write_plot", "report_names", "report_files"]
+           "write_markdown", "write_plot", "report_names", "report_files", "LayerBaseDiT",
+           "ThresholdSweep", "profile_bases", "meets_rule", "screens", "select_point", "run_sweep",
+           "load_operating_point", "sweep_markdown", "sweep_plot", "sweep_report_names",
+           "sweep_report_files", "pareto_front", "clopper_pearson", "qmax"]
 
 LAYER_TYPES = ("x_embed", "qkv", "proj", "fc1", "fc2", "final")
 CI_METHOD = ("95% two-sided Student t interval over seeds (n-1 dof): mean ± t·s/sqrt(n), "
@@ -88,6 +91,25 @@ def calibrate(spec, params, cfg: Config, steps: int, seeds, thr: float) -> dict:
     return {n: profile_mask(np.stack(p), cfg.tile, thr) for n, p in probs.items()}
 
 
+class LayerBaseDiT(QuantizedDiT):
+    """:class:`~golden.dit.QuantizedDiT` with a static base per layer.
+
+    ``bases`` maps names of :func:`golden.dit.linear_layer_names` to ``B``; the split qkv layers
+    (``<name>[qk]``, ``<name>[v]``) take their fused layer's base; a layer not in ``bases`` (or
+    ``bases=None``) takes ``cfg.base_log2``. The hardware sets ``B`` per layer through the QPU's
+    configuration word (``qpu_config_layout``), so this is a configuration the chip can run.
+    """
+
+    def __init__(self, spec=None, cfg: Config | None = None, masks=None, bases=None, **kw):
+        super().__init__(spec, cfg, masks, **kw)
+        self.bases = dict(bases or {})
+
+    def linear(self, name, x, W, b, host=False):
+        if not host and name not in self.layers:
+            self.base_log2 = self.bases.get(name.split("[")[0])
+        return super().linear(name, x, W, b, host)
+
+
 def _type_stats(stats: dict) -> dict:
     out = {}
     for t in LAYER_TYPES:
@@ -102,13 +124,14 @@ def _type_stats(stats: dict) -> dict:
     return out
 
 
-def _one_run(spec, params, cfg, masks, steps, seed, sar, x_float):
+def _one_run(spec, params, cfg, masks, steps, seed, sar, x_float, bases=None):
     from .digits import classify, psnr
 
     label = seed % spec.classes
-    qm = QuantizedDiT(spec, cfg, masks, params=params, sar=sar, schedule=False)
+    qm = LayerBaseDiT(spec, cfg, masks, params=params, sar=sar, schedule=False, bases=bases)
     xq, _ = ddim_sample(qm, steps, seed, label)
     summ = LayerStats.summarize(qm.stats.values())
+    sub = sum(summ["hist"].values())
     dense = sum(a.stats.dense_macs for a in qm.attn.values())
     done = sum(a.stats.done_macs for a in qm.attn.values())
     p = psnr(xq, x_float)
@@ -120,6 +143,8 @@ def _one_run(spec, params, cfg, masks, steps, seed, sar, x_float):
         attention_kept_fraction=(float(np.mean([a.stats.kept_fraction for a in qm.attn.values()]))
                                  if qm.attn else 1.0),
         pcache_bytes=sum(a.footprint_bytes for a in qm.attn.values()),
+        mix={f"b{bb}": summ["hist"][f"b{bb}"] / sub if sub else 0.0 for bb in PRECISION_BINS},
+        share_saturated=summ["saturated"] / sub if sub else 0.0,
         layer_types=_type_stats(qm.stats))
 
 
@@ -304,4 +329,568 @@ def report_files(rep: dict, out_dir) -> dict:
     fig = plot(rep)
     js, md, png = report_names(out_dir)
     return {js: json.dumps(rep, indent=1) + "\n", md: markdown(rep),
+            png: lambda f: fig.savefig(f, format="png", dpi=100)}
+
+
+# ---------------------------------------------------------------- FMDQ threshold and base sweep
+#
+# ``dstar profile --sweep``: fewer bits at the same quality. Every point of a grid of FMDQ
+# thresholds (thr2, thr4, thr6) × offsets of the profiled per-layer static base, plus today's
+# point (the preset's thresholds and base), is sampled on a few seeds (the screen: mean PSNR
+# and agreement at the targets); the screened points are confirmed in order of bits at the full
+# seed count against the rule (PSNR interval's lower bound), and the first confirmed one is the
+# operating point. Runs are deterministic and cached, so a confirmation at the sweep's step
+# count only adds the seeds the sweep did not run.
+
+SWEEP_NAMES = ("profile_sweep.json", "profile_sweep.md", "profile_sweep.png")
+RULE_TEXT = ("the lower bound of the 95% t interval of PSNR against float >= {psnr:g} dB and the "
+             "observed classifier agreement with the float samples >= {agree:g} (with one seed, "
+             "no interval: the mean PSNR)")
+SCREEN_TEXT = ("the sweep's screen: mean PSNR >= {psnr:g} dB and observed agreement >= "
+               "{agree:g} on the sweep's seeds")
+RULE_WHY = ("PSNR uses the interval's lower bound so that the chosen point holds the PSNR target "
+            "with 95% confidence over seeds, not only on the seeds drawn. Agreement uses the "
+            "observed fraction: it is a 0/1 outcome per sample, and no interval from a handful of "
+            "samples can have a lower bound at 0.99 (5 of 5 agreeing gives an exact binomial "
+            "interval of [0.48, 1]), so with fewer than 100 samples '>= 99%' means every "
+            "quantized sample keeps its float sample's class. The sweep itself, with fewer "
+            "seeds (a t interval from 2 seeds has t = 12.7), only screens on the means; the rule "
+            "is applied at the confirmation's seed count.")
+
+
+def qmax(b: int) -> int:
+    """Largest magnitude a ``b``-bit FMDQ value holds (``2**(b-1) - 1``): a threshold above it
+    clips the sub-channel's largest values to ±qmax (saturation), one below it wastes bits."""
+    return (1 << (b - 1)) - 1
+
+
+@dataclass(frozen=True)
+class ThresholdSweep:
+    """What ``dstar profile --sweep`` sweeps and how it confirms (see the section comment).
+
+    ``thr2 × thr4 × thr6`` must each give a legal ``Config.thr`` (strictly increasing, below 127);
+    ``base_offsets`` are added to the per-layer base profiled on float runs of ``calib_seeds`` at
+    ``confirm_steps`` (:func:`profile_bases`) and clipped to ``[0, B_max]``. The sweep samples
+    ``seeds`` seeds at ``steps`` DDIM steps; at most ``max_confirm`` candidates are confirmed with
+    ``confirm_seeds`` seeds at ``confirm_steps``; ``workers`` processes sample in parallel.
+    """
+
+    thr2: tuple = (1, 2, 3)
+    thr4: tuple = (7, 11)
+    thr6: tuple = (31, 47)
+    base_offsets: tuple = (-3, -2, -1, 0)
+    seeds: int = 2
+    steps: int = 20
+    confirm_seeds: int = 5
+    confirm_steps: int = 20
+    calib_seeds: tuple = (1000, 1001, 1002, 1003)
+    min_psnr_db: float = 40.0
+    min_agreement: float = 0.99
+    max_confirm: int = 6
+    workers: int = 2
+
+    @classmethod
+    def quick(cls, **kw):
+        """A seconds-long sweep for tests: four grid points plus today's, 1 step, 1 seed."""
+        return cls(**{**dict(thr2=(1, 3), thr4=(7,), thr6=(31,), base_offsets=(-1, 0), seeds=1,
+                             steps=1, confirm_seeds=2, confirm_steps=2, calib_seeds=(1000,),
+                             max_confirm=2, workers=1), **kw})
+
+    def thresholds(self) -> list:
+        return [(a, b, c) for a in self.thr2 for b in self.thr4 for c in self.thr6]
+
+    def check(self, cfg: Config) -> None:
+        """Refuse, before any work, a sweep that cannot run (one-line :class:`ValueError`)."""
+        from .config import ConfigError
+
+        def ints(name):
+            v = getattr(self, name)
+            if not v or any(not isinstance(x, int) or isinstance(x, bool) for x in v):
+                raise ValueError(f"{name} must be a non-empty list of integers, not {v!r}")
+            if len(set(v)) != len(v):
+                raise ValueError(f"{name} lists a value twice: {list(v)}")
+        for name in ("thr2", "thr4", "thr6", "base_offsets"):
+            ints(name)
+        for t in self.thresholds():
+            try:
+                cfg.replace(thr=t)
+            except ConfigError as exc:
+                raise ValueError(f"threshold point thr={list(t)} of the grid: {exc}") from None
+        for name, lo in (("seeds", 1), ("steps", 1), ("confirm_seeds", 2), ("confirm_steps", 1),
+                         ("max_confirm", 1), ("workers", 1)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < lo:
+                why = " for a confidence interval" if name == "confirm_seeds" else ""
+                raise ValueError(f"{name} must be an integer >= {lo}{why}, not {v!r}")
+        if not 0 < self.min_agreement <= 1:
+            raise ValueError(f"min_agreement must be in (0, 1], not {self.min_agreement!r}")
+        if not math.isfinite(self.min_psnr_db):
+            raise ValueError(f"min_psnr_db must be a finite number, not {self.min_psnr_db!r}")
+
+    def points(self, cfg: Config) -> list:
+        """The sweep points: the grid, then today's (the preset's thresholds and base)."""
+        pts = [dict(name=f"thr {t[0]},{t[1]},{t[2]} base {o:+d}", thr=list(t), base="profiled",
+                    base_offset=o)
+               for t in self.thresholds() for o in self.base_offsets]
+        pts.append(dict(name=f"today: thr {','.join(map(str, cfg.thr))} base {cfg.base_log2}",
+                        thr=list(cfg.thr), base="preset", base_offset=None, today=True))
+        return pts
+
+
+def profile_bases(spec, params, cfg: Config, steps: int, seeds, e_pos_budget: float = 0.01) -> dict:
+    """Per-layer static base by the ``--profile-base`` rule (:func:`golden.trace.
+    profile_base_log2`) on the float inputs of every linear layer over ``seeds`` (their tokens
+    side by side: every tile belongs to one seed, so the rule counts each seed's sub-channels)."""
+    from .dit import linear_layer_names
+    from .trace import profile_base_log2
+
+    xs = {n: [] for n in linear_layer_names(spec)}
+    for s in seeds:
+        m = TracingDiT(spec, params=params)
+        ddim_sample(m, steps, int(s), int(s) % spec.classes)
+        for n in xs:
+            xs[n].append(np.stack(m.records[f"{n}.x"]))
+    return {n: int(profile_base_log2(np.concatenate(v, axis=1), cfg, e_pos_budget))
+            for n, v in xs.items()}
+
+
+def point_bases(point: dict, profiled: dict, cfg: Config) -> dict:
+    """``{layer: B}`` of a sweep point."""
+    if point["base"] == "preset":
+        return {n: cfg.base_log2 for n in profiled}
+    return {n: min(max(B + point["base_offset"], 0), cfg.B_max) for n, B in profiled.items()}
+
+
+def _check_buildable(spec, params, cfg: Config, points) -> None:
+    """Every layer at every base of the sweep has legal requantization shifts (else the layer
+    would be refused mid-sweep): one-line :class:`ValueError` naming the point."""
+    from .differential import DiffLinear, quantize_weights
+
+    seen = {}
+    for pt in points:
+        for n, B in pt["base_log2"].items():
+            if (n, B) not in seen:
+                Wq, s_w = quantize_weights(params[f"{n}.W"], cfg.weight_width)
+                try:
+                    DiffLinear(Wq, s_w, cfg, base_log2=B, name=n, schedule=False)
+                    seen[n, B] = None
+                except ValueError as exc:
+                    seen[n, B] = str(exc)
+            if seen[n, B]:
+                raise ValueError(f"sweep point {pt['name']!r}: base {B}: {seen[n, B]}")
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> dict:
+    """Exact binomial interval of ``k`` successes in ``n``."""
+    from scipy.stats import beta
+
+    if n == 0:
+        return dict(lo=None, hi=None)
+    a = (1 - level) / 2
+    lo = float(beta.ppf(a, k, n - k + 1)) if k > 0 else 0.0
+    hi = float(beta.ppf(1 - a, k + 1, n - k)) if k < n else 1.0
+    return dict(lo=lo, hi=hi)
+
+
+def _sweep_summary(runs: list) -> dict:
+    unit = (0.0, 1.0)
+    agree = [r["agrees_with_float"] for r in runs]
+    k = int(round(sum(agree)))
+    return dict(
+        avg_bits=mean_ci([r["avg_bits"] for r in runs], bounds=(0.0, 8.0)),
+        psnr_db=mean_ci([r["psnr_db"] for r in runs]),
+        agrees_with_float=mean_ci(agree, bounds=unit),
+        agreement_count=[k, len(agree)], agreement_exact=clopper_pearson(k, len(agree)),
+        quant_correct=mean_ci([r["quant_correct"] for r in runs], bounds=unit),
+        share_saturated=mean_ci([r["share_saturated"] for r in runs], bounds=unit),
+        mix={b: float(np.mean([r["mix"][b] for r in runs])) for b in runs[0]["mix"]},
+        layer_types={t: {k2: float(np.mean([r["layer_types"][t][k2] for r in runs]))
+                         for k2 in runs[0]["layer_types"][t]} for t in LAYER_TYPES})
+
+
+def psnr_bound(summary: dict) -> float:
+    """The PSNR the rule compares: the interval's lower bound, the mean with one seed, +inf
+    when every quantized sample equals its float sample."""
+    p = summary["psnr_db"]
+    if p["n"] == 0:
+        return math.inf
+    return p["lo"] if p["lo"] is not None else p["mean"]
+
+
+def meets_rule(summary: dict, min_psnr_db: float = 40.0, min_agreement: float = 0.99) -> bool:
+    """The operating-point rule (``RULE_TEXT``) on one point's summary."""
+    return (psnr_bound(summary) >= min_psnr_db
+            and summary["agrees_with_float"]["mean"] >= min_agreement)
+
+
+def screens(summary: dict, min_psnr_db: float = 40.0, min_agreement: float = 0.99) -> bool:
+    """The sweep's screen on one point's summary: the rule on the means."""
+    m = summary["psnr_db"]["mean"]
+    return ((m is None or m >= min_psnr_db)
+            and summary["agrees_with_float"]["mean"] >= min_agreement)
+
+
+def _by_bits(p):
+    s = p["summary"]
+    return (s["avg_bits"]["mean"], -psnr_bound(s), p["name"])
+
+
+def select_point(points: list, min_psnr_db: float = 40.0, min_agreement: float = 0.99):
+    """The operating point of a finished sweep, or None.
+
+    The candidates are the points that pass the sweep's screen (``point["screen"]``), in
+    order of mean bits (ties: the higher PSNR bound, then the name). Candidates whose
+    confirmation failed (``point["confirm"]["passes"]`` false) are skipped; the first candidate
+    with a passing confirmation is the operating point, and an unconfirmed one before it means
+    there is none yet. So the operating point has the fewest bits of all the points that meet
+    the rule and were not refuted at the full seed count."""
+    for p in sorted((p for p in points if p.get("screen")), key=_by_bits):
+        conf = p.get("confirm")
+        if conf is None:
+            return None
+        if conf["passes"] and meets_rule(conf["summary"], min_psnr_db, min_agreement):
+            return p
+    return None
+
+
+def _init_worker(weights):
+    from threadpoolctl import threadpool_limits
+
+    from .digits import load_trained
+
+    threadpool_limits(1)
+    _WORKER["model"] = load_trained(weights)
+
+
+_WORKER = {}
+
+
+def _worker_run(cfg, steps, seed, x_float, bases):
+    spec, params = _WORKER["model"]
+    return _one_run(spec, params, cfg, None, steps, seed, False, x_float, bases)
+
+
+class _Sampler:
+    """Quantized runs, in this process or over a process pool, cached by (point, steps, seed)
+    (a run is deterministic: a confirmation reuses the sweep's runs at the same steps)."""
+
+    def __init__(self, spec, params, weights, workers):
+        self.spec, self.params = spec, params
+        self.pool = None
+        if workers > 1:
+            from concurrent.futures import ProcessPoolExecutor
+            self.pool = ProcessPoolExecutor(workers, initializer=_init_worker,
+                                            initargs=(weights,))
+        self.cache = {}
+        self.floats = {}
+
+    def float_sample(self, steps, seed):
+        if (steps, seed) not in self.floats:
+            self.floats[steps, seed], _ = ddim_sample(DiT(self.spec, params=self.params), steps,
+                                                      seed, seed % self.spec.classes)
+        return self.floats[steps, seed]
+
+    def submit(self, cfg, point, steps, seeds) -> list:
+        """Start the runs of ``point``; returns the keys to :meth:`collect`."""
+        keys = []
+        for s in seeds:
+            key = (point["name"], steps, s)
+            keys.append(key)
+            if key in self.cache:
+                continue
+            pcfg = cfg.replace(thr=tuple(point["thr"]))
+            args = (pcfg, steps, s, self.float_sample(steps, s), point["base_log2"])
+            if self.pool is None:
+                self.cache[key] = _one_run(self.spec, self.params, args[0], None, steps, s, False,
+                                           args[3], args[4])
+            else:
+                self.cache[key] = self.pool.submit(_worker_run, *args)
+        return keys
+
+    def collect(self, keys) -> list:
+        out = []
+        for k in keys:
+            r = self.cache[k]
+            if not isinstance(r, dict):
+                r = self.cache[k] = r.result()
+            out.append(r)
+        return out
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def run_sweep(cfg: Config, sweep: ThresholdSweep = ThresholdSweep(), weights=None,
+              log=print) -> dict:
+    """Run the threshold × base sweep on the trained digits DiT and choose the operating point.
+
+    Returns the JSON-serialisable report: every point with its sweep summary and whether it
+    meets the rule, the confirmations, today's point at the confirmation settings, the chosen
+    ``operating_point`` (``thr`` and ``base_log2`` per layer, for the bench to read) or None and
+    a ``message`` saying why.
+    """
+    from .digits import load_trained, training_metadata
+
+    t_start = time.time()
+    sweep.check(cfg)
+    spec, params = load_trained(weights)
+    profiled = profile_bases(spec, params, cfg, sweep.confirm_steps, sweep.calib_seeds)
+    points = sweep.points(cfg)
+    for pt in points:
+        pt["base_log2"] = point_bases(pt, profiled, cfg)
+    _check_buildable(spec, params, cfg, points)
+    rule = dict(min_psnr_db=sweep.min_psnr_db, min_agreement=sweep.min_agreement)
+    seeds = list(range(sweep.seeds))
+    cseeds = list(range(sweep.confirm_seeds))
+    sampler = _Sampler(spec, params, weights, sweep.workers)
+    try:
+        keys = [sampler.submit(cfg, pt, sweep.steps, seeds) for pt in points]
+        for i, (pt, ks) in enumerate(zip(points, keys)):
+            runs = sampler.collect(ks)
+            pt["summary"] = s = _sweep_summary(runs)
+            pt["screen"] = screens(s, **rule)
+            pt["confirm"] = None
+            pt["per_seed"] = [dict(seed=r["seed"], psnr_db=r["psnr_db"], avg_bits=r["avg_bits"],
+                                   agrees_with_float=r["agrees_with_float"]) for r in runs]
+            log(f"[{i + 1}/{len(points)}] {pt['name']}: {s['avg_bits']['mean']:.2f} bits, "
+                f"PSNR {_fmt(s['psnr_db'], 1)} dB, agreement {s['agreement_count'][0]}/"
+                f"{s['agreement_count'][1]}, {'passes' if pt['screen'] else 'fails'} the screen "
+                f"({time.time() - t_start:.0f} s)")
+        today = next(p for p in points if p.get("today"))
+        ref_keys = sampler.submit(cfg, today, sweep.confirm_steps, cseeds)
+        candidates = sorted((p for p in points if p["screen"]), key=_by_bits)
+        chosen = None
+        for c in candidates[:sweep.max_confirm]:
+            runs = sampler.collect(sampler.submit(cfg, c, sweep.confirm_steps, cseeds))
+            s = _sweep_summary(runs)
+            c["confirm"] = dict(summary=s, passes=meets_rule(s, **rule))
+            log(f"confirm {c['name']} ({len(cseeds)} seeds, {sweep.confirm_steps} steps): "
+                f"{s['avg_bits']['mean']:.2f} bits, PSNR {_fmt(s['psnr_db'], 1)} dB, agreement "
+                f"{s['agreement_count'][0]}/{s['agreement_count'][1]}: "
+                f"{'confirmed' if c['confirm']['passes'] else 'refuted'}")
+            if c["confirm"]["passes"]:
+                chosen = c
+                break
+        reference = _sweep_summary(sampler.collect(ref_keys))
+    finally:
+        sampler.close()
+    assert chosen is select_point(points, **rule)
+    rule_text = RULE_TEXT.format(psnr=sweep.min_psnr_db, agree=sweep.min_agreement)
+    screen_text = SCREEN_TEXT.format(psnr=sweep.min_psnr_db, agree=sweep.min_agreement)
+    if chosen is not None:
+        cs = chosen["confirm"]["summary"]
+        message = (f"operating point {chosen['name']}: {cs['avg_bits']['mean']:.2f} bits at PSNR "
+                   f"{_fmt(cs['psnr_db'], 1)} dB, agreement {cs['agreement_count'][0]}/"
+                   f"{cs['agreement_count'][1]} (today {reference['avg_bits']['mean']:.2f} bits at "
+                   f"{_fmt(reference['psnr_db'], 1)} dB)")
+        op = dict(name=chosen["name"], thr=list(chosen["thr"]), base=chosen["base"],
+                  base_offset=chosen["base_offset"], base_log2=dict(chosen["base_log2"]),
+                  steps=sweep.confirm_steps, seeds=cseeds, summary=cs)
+    else:
+        op = None
+        if not candidates:
+            best = max(points, key=lambda p: (p["summary"]["psnr_db"]["mean"] or math.inf,
+                                              -p["summary"]["avg_bits"]["mean"]))
+            message = (f"no operating point: no point of the sweep passes the screen "
+                       f"({screen_text}); the best mean PSNR is "
+                       f"{best['summary']['psnr_db']['mean']:.1f} dB "
+                       f"({best['name']}, agreement {best['summary']['agreement_count'][0]}/"
+                       f"{best['summary']['agreement_count'][1]})")
+        else:
+            n = min(len(candidates), sweep.max_confirm)
+            message = (f"no operating point: the {n} screened point(s) with the fewest bits "
+                       f"failed the rule at {len(cseeds)} seeds and "
+                       f"{sweep.confirm_steps} steps ({rule_text})")
+    return dict(
+        kind="fmdq threshold and base sweep", model=spec.to_dict(),
+        training=training_metadata(weights), config=cfg.to_dict(),
+        grid=dict(thr2=list(sweep.thr2), thr4=list(sweep.thr4), thr6=list(sweep.thr6),
+                  base_offsets=list(sweep.base_offsets)),
+        steps=sweep.steps, seeds=seeds, confirm_steps=sweep.confirm_steps, confirm_seeds=cseeds,
+        calib_seeds=list(sweep.calib_seeds), max_confirm=sweep.max_confirm,
+        profiled_base_log2=profiled, ci_method=CI_METHOD,
+        rule=dict(rule, text=rule_text, screen=screen_text, why=RULE_WHY),
+        points=points, reference=dict(name=today["name"], thr=list(today["thr"]),
+                                      base_log2=dict(today["base_log2"]), summary=reference),
+        chosen=None if chosen is None else chosen["name"], operating_point=op, message=message,
+        seconds=round(time.time() - t_start, 1))
+
+
+def load_operating_point(path=None) -> dict:
+    """The chosen operating point of a sweep report (default ``reports/profile_sweep.json``):
+    ``{"thr": (thr2, thr4, thr6), "base_log2": {layer: B}, ...}``; ``preset(..., thr=op["thr"])``
+    and :class:`LayerBaseDiT` ``(..., bases=op["base_log2"])`` run it."""
+    from pathlib import Path
+
+    path = Path(path) if path is not None else \
+        Path(__file__).resolve().parent.parent / "reports" / SWEEP_NAMES[0]
+    rep = json.loads(path.read_text())
+    op = rep.get("operating_point")
+    if op is None:
+        raise ValueError(f"{path}: the sweep found no operating point ({rep.get('message')})")
+    return dict(op, thr=tuple(op["thr"]))
+
+
+def _agree_fmt(s: dict) -> str:
+    k, n = s["agreement_count"]
+    ex = s["agreement_exact"]
+    return f"{k}/{n} (exact 95% [{ex['lo']:.2f}, {ex['hi']:.2f}])" if n else "n/a"
+
+
+def _mix_fmt(mix: dict) -> str:
+    return " / ".join(f"{mix[f'b{b}']:.2f}" for b in PRECISION_BINS)
+
+
+def sweep_markdown(rep: dict) -> str:
+    """The sweep report as Markdown: rule, every point, confirmations, the operating point."""
+    tr = rep["training"]
+    r = rep["rule"]
+    lines = [
+        "# FMDQ thresholds and static base: fewer bits at the same quality", "",
+        f"Model: {tr['parameters']} parameters, trained {tr['steps']} steps. Preset "
+        f"`{rep['config']['name']}`. Sweep: thr2 {rep['grid']['thr2']} × thr4 "
+        f"{rep['grid']['thr4']} × thr6 {rep['grid']['thr6']} × base offsets "
+        f"{rep['grid']['base_offsets']} of the profiled per-layer base, plus today's point; "
+        f"{rep['steps']} DDIM steps, seeds {rep['seeds']} (label = seed mod "
+        f"{rep['model']['classes']}). Confirmation: {rep['confirm_steps']} steps, seeds "
+        f"{rep['confirm_seeds']}, at most {rep['max_confirm']} candidates in order of bits.", "",
+        f"Rule: {r['text']}; {r['screen']}. {r['why']}", "",
+        f"Confidence intervals: {rep['ci_method']}; agreement also as k/n with the exact "
+        "(Clopper-Pearson) binomial interval.", "",
+        "Profiled base (`--profile-base` rule on float runs of seeds "
+        f"{rep['calib_seeds']}, {rep['confirm_steps']} steps): " + ", ".join(
+            f"{n} {b}" for n, b in rep["profiled_base_log2"].items()) + ".", "",
+        f"**{rep['message']}.**", "",
+        f"## Sweep ({rep['steps']} steps, {len(rep['seeds'])} seeds)", "",
+        "| point | thr | base | avg bits | mix 0/2/4/6/8 b | saturated | PSNR vs float (dB) "
+        "| agreement with float | screen | confirmation |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in rep["points"]:
+        s = p["summary"]
+        base = (f"preset {rep['config']['base_log2']}" if p["base"] == "preset"
+                else f"profiled {p['base_offset']:+d}")
+        conf = "—" if p["confirm"] is None else (
+            "confirmed" if p["confirm"]["passes"] else "refuted")
+        mark = "**" if p["name"] == rep["chosen"] else ""
+        lines.append(
+            f"| {mark}{p['name']}{mark} | {','.join(map(str, p['thr']))} | {base} "
+            f"| {_fmt(s['avg_bits'])} | {_mix_fmt(s['mix'])} | {s['share_saturated']['mean']:.4f} "
+            f"| {_fmt(s['psnr_db'], 1)} | {_agree_fmt(s)} | {'passes' if p['screen'] else 'fails'} "
+            f"| {conf} |")
+    lines += ["", f"## Confirmation ({rep['confirm_steps']} steps, {len(rep['confirm_seeds'])} "
+              "seeds)", "",
+              "| point | avg bits | mix 0/2/4/6/8 b | PSNR vs float (dB) | agreement with float "
+              "| quantized accuracy | rule |", "|---|---|---|---|---|---|---|"]
+    rows = [(p["name"], p["confirm"]["summary"], p["confirm"]["passes"])
+            for p in sorted((p for p in rep["points"] if p["confirm"] is not None),
+                            key=_by_bits)]
+    ref = rep["reference"]["summary"]
+    rows.append((rep["reference"]["name"], ref, meets_rule(ref, r["min_psnr_db"],
+                                                           r["min_agreement"])))
+    for name, s, ok in rows:
+        lines.append(f"| {name} | {_fmt(s['avg_bits'])} | {_mix_fmt(s['mix'])} "
+                     f"| {_fmt(s['psnr_db'], 1)} | {_agree_fmt(s)} | {_fmt(s['quant_correct'])} "
+                     f"| {'meets' if ok else 'misses'} |")
+    op = rep["operating_point"]
+    if op is not None:
+        lt = op["summary"]["layer_types"]
+        lines += ["", "## Operating point", "",
+                  f"`{op['name']}`: `thr = {tuple(op['thr'])}`, static base per layer "
+                  "(`base_log2`, the QPU configuration word of each layer; `qkv[qk]` and "
+                  "`qkv[v]` share their layer's):", "",
+                  "| layer | base_log2 |", "|---|---|"]
+        lines += [f"| {n} | {b} |" for n, b in op["base_log2"].items()]
+        lines += ["", "Per layer type (means over the confirmation seeds):", "",
+                  "| layer | avg bits | 0 b | 2 b | 4 b | 6 b | 8 b |",
+                  "|---|---|---|---|---|---|---|"]
+        for t in LAYER_TYPES:
+            d = lt[t]
+            lines.append(f"| {t} | {d['avg_bits']:.2f} | " + " | ".join(
+                f"{d[f'share_b{b}']:.3f}" for b in PRECISION_BINS) + " |")
+        lines += ["", "Read it with `golden.profile.load_operating_point()`; run it with "
+                  "`preset(..., thr=op['thr'])` and `LayerBaseDiT(..., bases=op['base_log2'])`."]
+    lines += ["", f"Run time: {rep['seconds']:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+def pareto_front(points: list) -> list:
+    """Points no other point beats on both fewer mean bits and higher mean PSNR, by bits."""
+    def key(p):
+        s = p["summary"]
+        m = s["psnr_db"]["mean"]
+        return s["avg_bits"]["mean"], (math.inf if m is None else m)
+    pts = sorted(points, key=lambda p: (key(p)[0], -key(p)[1]))
+    front, best = [], -math.inf
+    for p in pts:
+        if key(p)[1] > best:
+            front.append(p)
+            best = key(p)[1]
+    return front
+
+
+def sweep_plot(rep: dict):
+    """Bits against PSNR for every sweep point (error bars: the PSNR interval), the Pareto
+    front, the PSNR target, today's point and the chosen one (sweep and confirmation)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
+    pts = [p for p in rep["points"] if p["summary"]["psnr_db"]["mean"] is not None]
+
+    def xy(s):
+        p = s["psnr_db"]
+        lo = p["mean"] - p["lo"] if p["lo"] is not None else 0.0
+        hi = p["hi"] - p["mean"] if p["hi"] is not None else 0.0
+        return s["avg_bits"]["mean"], p["mean"], lo, hi
+
+    groups = {}
+    for p in pts:
+        groups.setdefault("preset base" if p["base"] == "preset"
+                          else f"base {p['base_offset']:+d}", []).append(p)
+    for g, ps in sorted(groups.items()):
+        v = [xy(p["summary"]) for p in ps]
+        ax.errorbar([a[0] for a in v], [a[1] for a in v], yerr=[[a[2] for a in v],
+                    [a[3] for a in v]], fmt="o", ms=4, capsize=2, elinewidth=0.6, alpha=0.6,
+                    label=g)
+    front = [xy(p["summary"]) for p in pareto_front(pts)]
+    ax.plot([a[0] for a in front], [a[1] for a in front], "k-", lw=1, label="Pareto front")
+    ax.axhline(rep["rule"]["min_psnr_db"], color="red", ls="--", lw=1,
+               label=f"{rep['rule']['min_psnr_db']:g} dB")
+    ref = xy(rep["reference"]["summary"])
+    n, nc = len(rep["seeds"]), len(rep["confirm_seeds"])
+    ax.errorbar([ref[0]], [ref[1]], yerr=[[ref[2]], [ref[3]]], fmt="s", mfc="none", mec="k",
+                ecolor="k", ms=10, capsize=3, label=f"today, {nc} seeds")
+    if rep["operating_point"] is not None:
+        chosen = next(p for p in rep["points"] if p["name"] == rep["chosen"])
+        c = xy(chosen["summary"])
+        ax.plot(c[0], c[1], "*", color="gold", mec="k", ms=12, label=f"chosen, sweep ({n} seeds)")
+        cc = xy(rep["operating_point"]["summary"])
+        ax.errorbar([cc[0]], [cc[1]], yerr=[[cc[2]], [cc[3]]], fmt="*", color="red", ecolor="k",
+                    mec="k", ms=18, capsize=3, label=f"chosen, confirmed ({nc} seeds)")
+    means = [p["summary"]["psnr_db"]["mean"] for p in pts]
+    if means:   # the means set the view; 2-seed intervals run far beyond it (clipped)
+        ax.set_ylim(min(min(means), rep["rule"]["min_psnr_db"]) - 6, max(means) + 6)
+    ax.set_xlabel("average activation bits")
+    ax.set_ylabel("PSNR vs float (dB)")
+    ax.set_title(f"FMDQ thresholds × static base, {rep['steps']} DDIM steps (95% t CI over "
+                 "seeds)")
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def sweep_report_names(out_dir) -> list:
+    """``profile_sweep.json``, ``profile_sweep.md``, ``profile_sweep.png`` in ``out_dir``."""
+    from pathlib import Path
+
+    return [Path(out_dir) / n for n in SWEEP_NAMES]
+
+
+def sweep_report_files(rep: dict, out_dir) -> dict:
+    """``{path: content}`` of the sweep report, for the caller to write together."""
+    fig = sweep_plot(rep)
+    js, md, png = sweep_report_names(out_dir)
+    return {js: json.dumps(rep, indent=1) + "\n", md: sweep_markdown(rep),
             png: lambda f: fig.savefig(f, format="png", dpi=100)}

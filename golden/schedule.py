@@ -4,9 +4,13 @@ hardware sees, and an integer executor of that stream that models the output-sta
 Pipeline for one token tile (T rows × C input channels of quantized integers ``q``):
 
 1. every sub-channel with ``b > 0`` is written in two's complement on ``b`` bits and cut into
-   ``b/2`` 2-bit digits, least significant first; digit k has exponent ``e + 2k``; the top digit is
-   signed {-2..1}, the others unsigned {0..3};
-2. a column whose T digits are all zero is dropped (``cfg.drop_zero_columns``);
+   ``b/2`` digits, least significant first; digit k has exponent ``e + 2k``. With
+   ``cfg.digits == "slice"`` the digits are 2-bit slices, the top one signed {-2..1}, the others
+   unsigned {0..3} (:func:`slice_digits`); with ``"booth"`` they are radix-4 Booth digits
+   ``q[2k] + q[2k-1] - 2·q[2k+1]`` (``q[-1] = 0``), every one signed in {-2..2}
+   (:func:`booth_digits`). Both satisfy ``q == Σ_k d_k · 4**k``, so every dot product is the same;
+2. a column whose T digits are all zero is dropped (``cfg.drop_zero_columns``; Booth's zero
+   columns are different ones: e.g. ``q = -1`` is one Booth digit, 2 slices);
 3. the kept descriptors ``(exp, signed, channel, k)``, in channel-then-k order, fill chunks of
    ``sort_n``; the last chunk is padded with invalid entries;
 4. each chunk is sorted by the bitonic network of :mod:`golden.bitonic` on the key (valid, exp);
@@ -25,7 +29,7 @@ from .config import Config
 from .fmdq import Quantized, quantize_tile_matrix
 from .layouts import group_layout, pack
 
-__all__ = ["slice_digits", "digit_values", "Group", "Counters", "TileSchedule", "schedule_tile",
+__all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters", "TileSchedule", "schedule_tile",
            "schedule_matrix", "Accumulator", "execute", "slice_pe_execute", "int8_pe_execute",
            "reference_product", "exp_steps", "shift_counts"]
 
@@ -54,10 +58,42 @@ def slice_digits(q, b):
     return out
 
 
-def digit_values(raw, signed):
-    """Values of raw 2-bit digit patterns (taken mod 4), elementwise: unsigned {0..3}, or signed
-    {-2..1} where ``signed`` is set (a sub-channel's top digit). This is how a slice PE reads
-    the ``d``/``s`` pair of each lane."""
+def booth_digits(q, b):
+    """Radix-4 Booth digits of ``q`` (shape (S, T)) on ``b`` bits (shape (S,)): int64 (S, 4, T).
+
+    Digit k is ``q[2k] + q[2k-1] - 2·q[2k+1]`` over the bits of ``q`` in two's complement
+    (``q[-1] = 0``), in {-2..2}; digits ``k >= b/2`` are zero (``q`` fits ``b`` signed bits, so
+    the sign-extended bits above make them 0 anyway). ``q == Σ_k d_k · 4**k`` exactly: ``b/2``
+    digits cover a signed ``b``-bit value (only an unsigned one would need a digit more).
+    """
+    q = np.asarray(q, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    S, T = q.shape
+    out = np.zeros((S, 4, T), dtype=np.int64)
+    for k in range(4):
+        lo = (q >> (2 * k - 1)) & 1 if k else np.zeros_like(q)
+        d = ((q >> (2 * k)) & 1) + lo - 2 * ((q >> (2 * k + 1)) & 1)
+        out[:, k, :] = np.where((k < b // 2)[:, None], d, 0)
+    return out
+
+
+def value_digits(q, b, code: str = "slice"):
+    """The digits of ``cfg.digits == code``: :func:`slice_digits` or :func:`booth_digits`."""
+    if code == "booth":
+        return booth_digits(q, b)
+    if code == "slice":
+        return slice_digits(q, b)
+    raise ValueError(f"digit code must be 'slice' or 'booth', not {code!r}")
+
+
+def digit_values(raw, signed, code: str = "slice"):
+    """Values of raw digit patterns, elementwise. ``"slice"``: 2-bit patterns (taken mod 4),
+    unsigned {0..3}, or signed {-2..1} where ``signed`` is set (a sub-channel's top digit).
+    ``"booth"``: 3-bit two's-complement patterns (taken mod 8), {-2..2} (``signed`` is ignored:
+    every Booth digit is signed). This is how a slice PE reads the ``d``/``s`` pair of a lane."""
+    if code == "booth":
+        raw = np.asarray(raw, dtype=np.int64) & 7
+        return np.where(raw >= 4, raw - 8, raw)
     raw = np.asarray(raw, dtype=np.int64) & 3
     return np.where(np.asarray(signed, dtype=bool) & (raw >= 2), raw - 4, raw)
 
@@ -68,6 +104,7 @@ class Group:
 
     ``digits`` is (T, lanes) of signed digit values; padded lanes hold zero everywhere.
     ``k`` (slice index per lane) is kept for inspection; it is not part of the stream record.
+    ``digit_width`` is the record's bits per digit (``cfg.digit_width``: 2 slice, 3 Booth).
     """
 
     exp: int
@@ -78,10 +115,12 @@ class Group:
     k: np.ndarray
     first: bool = False
     last: bool = False
+    digit_width: int = 2
 
     def record(self) -> dict:
-        """Field values of :func:`golden.layouts.group_layout` (digits as raw 2-bit patterns)."""
-        return dict(digits=self.digits & 3, channel=self.channel, signed=self.signed,
+        """Field values of :func:`golden.layouts.group_layout` (digits as raw ``digit_width``-bit
+        patterns)."""
+        return dict(digits=self.digits & ((1 << self.digit_width) - 1), channel=self.channel, signed=self.signed,
                     valid=self.valid, exp=self.exp, first=int(self.first), last=int(self.last))
 
     def word(self, cfg: Config) -> int:
@@ -139,7 +178,7 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
                          f"{cfg.max_reduction}")
     L = cfg.lanes
     ctr = Counters()
-    digits = slice_digits(q, b)  # (C, 4, T)
+    digits = value_digits(q, b, cfg.digits)  # (C, 4, T)
     ctr.add("subchannels", C)
     for bb in (2, 4, 6, 8):
         ctr.add(f"subchannels_b{bb}", np.count_nonzero(b == bb))
@@ -157,7 +196,10 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
     kk = np.array(kk, dtype=np.int64)
     ctr.add("slice_columns", len(ch))
     exp = e[ch] + 2 * kk if len(ch) else np.zeros(0, np.int64)
-    sgn = (kk == b[ch] // 2 - 1).astype(np.int64) if len(ch) else np.zeros(0, np.int64)
+    if cfg.digits == "booth":   # every Booth digit is signed; the flag is kept, always 1
+        sgn = np.ones(len(ch), np.int64)
+    else:
+        sgn = (kk == b[ch] // 2 - 1).astype(np.int64) if len(ch) else np.zeros(0, np.int64)
 
     groups = []
     n = cfg.sort_n
@@ -177,7 +219,7 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
                 g = Group(exp=gexp,
                           channel=np.zeros(L, np.int64), signed=np.zeros(L, np.int64),
                           valid=np.zeros(L, np.int64), digits=np.zeros((T, L), np.int64),
-                          k=np.zeros(L, np.int64))
+                          k=np.zeros(L, np.int64), digit_width=cfg.digit_width)
                 g.channel[:m] = ch[members]
                 g.signed[:m] = sgn[members]
                 g.valid[:m] = 1
@@ -187,7 +229,7 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
     if not groups:
         groups.append(Group(exp=0, channel=np.zeros(L, np.int64), signed=np.zeros(L, np.int64),
                             valid=np.zeros(L, np.int64), digits=np.zeros((T, L), np.int64),
-                            k=np.zeros(L, np.int64)))
+                            k=np.zeros(L, np.int64), digit_width=cfg.digit_width))
     groups[0].first = True
     groups[-1].last = True
     ctr.add("groups", len(groups))
@@ -321,13 +363,13 @@ def execute(groups, W, cfg: Config):
 def slice_pe_execute(digits, signed, w, exp, first, last, cfg: Config):
     """What one slice PE (:class:`rtl.pe.SlicePE`) computes for a stream of valid groups.
 
-    ``digits``, ``signed``, ``w``: (G, lanes) raw 2-bit digit patterns, their signed flags
-    (:func:`digit_values`) and the lane weights (0 on padded lanes); ``exp``, ``first``,
+    ``digits``, ``signed``, ``w``: (G, lanes) raw digit patterns (``cfg.digit_width`` bits),
+    their signed flags (:func:`digit_values` with ``cfg.digits``) and the lane weights (0 on padded lanes); ``exp``, ``first``,
     ``last``: (G,) the groups' absolute exponents and tile markers. Returns one
     ``(value, ovf)`` pair of Python ints per tile, in stream order. A Horner PE is also given
     each group's :func:`exp_steps` (``dexp``) by its array; this function derives it the same way.
     """
-    part = (digit_values(digits, signed) * np.asarray(w, dtype=np.int64)).sum(axis=1)
+    part = (digit_values(digits, signed, cfg.digits) * np.asarray(w, dtype=np.int64)).sum(axis=1)
     acc = Accumulator.slice_pe(cfg)
     out = []
     for p, e, f, l in zip(part, exp, first, last):

@@ -130,9 +130,15 @@ def exponent_sweep(cfg: Config, rng, tokens: int | None = None):
     return dx, cfg.B_max
 
 
-def random_group_stream(cfg: Config, rng, groups_per_tile, channels: int = 8):
+def random_group_stream(cfg: Config, rng, groups_per_tile, channels: int | None = None):
     """Arbitrary (not schedule-shaped) group streams: random lanes, digits, signs and exponents
-    in any order; tiles of the given group counts. Returns a :class:`Workload`."""
+    in any order; tiles of the given group counts, over ``channels`` input channels (default
+    8, or ``max_reduction`` when the weight buffer holds fewer). Returns a :class:`Workload`."""
+    if channels is None:
+        channels = min(8, cfg.max_reduction)
+    if not 1 <= channels <= cfg.max_reduction:
+        raise ValueError(f"channels must be in [1, max_reduction = {cfg.max_reduction}], "
+                         f"not {channels}")
     from .schedule import Group, digit_values
 
     L, T = cfg.lanes, cfg.tile
@@ -141,13 +147,17 @@ def random_group_stream(cfg: Config, rng, groups_per_tile, channels: int = 8):
     for G in groups_per_tile:
         for k in range(G):
             valid = (rng.random(L) < 0.8).astype(np.int64)
-            signed = rng.integers(0, 2, size=L) * valid
-            raw = rng.integers(0, 4, size=(T, L)) * valid
-            digits = digit_values(raw, signed)
+            if cfg.digits == "booth":
+                signed = valid.copy()
+                raw = (rng.integers(-2, 3, size=(T, L)) & 7) * valid
+            else:
+                signed = rng.integers(0, 2, size=L) * valid
+                raw = rng.integers(0, 4, size=(T, L)) * valid
+            digits = digit_values(raw, signed, cfg.digits)
             g = Group(exp=int(rng.integers(0, cfg.max_exp + 1)) if cfg.alignment != "horner" else 0,
                       channel=rng.integers(0, channels, size=L) * valid, signed=signed,
                       valid=valid, digits=digits, k=np.zeros(L, np.int64),
-                      first=k == 0, last=k == G - 1)
+                      first=k == 0, last=k == G - 1, digit_width=cfg.digit_width)
             groups.append(g)
             words.append(g.word(cfg))
     accs, flags = execute(groups, W, cfg)

@@ -1,7 +1,7 @@
 """QPU chunk assembly: kept slice columns → chunks of ``sort_n`` descriptors (DESIGN.md 2.3).
 
 Each quantized sub-channel brings up to four kept columns; their descriptors
-``(exp = e + 2k, signed = (k == b/2 - 1), channel, pos)`` are appended in channel-then-k order.
+``(exp = e + 2k, signed = (k == b/2 - 1), channel, pos)`` (Booth digits: ``signed = 1``) are appended in channel-then-k order.
 ``pos`` is the descriptor's slot in its chunk: the packer fetches the column's digits from the
 chunk's digit store by it. A chunk is handed on lazily: when it is full and more descriptors of
 the same tile arrive, or when the tile ends (padded with invalid entries). So the last chunk of a
@@ -58,7 +58,8 @@ class ChunkAssembler(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(front_out_layout(cfg))),
             "o": Out(stream.Signature(chunk_layout)),
-            "o_digits": Out(data.ArrayLayout(data.ArrayLayout(2, cfg.rows), cfg.sort_n)),
+            "o_digits": Out(data.ArrayLayout(data.ArrayLayout(cfg.digit_width, cfg.rows),
+                                             cfg.sort_n)),
             "slot_free": In(1),
             "overflow": Out(1),
         })
@@ -69,7 +70,7 @@ class ChunkAssembler(wiring.Component):
         m = Module()
         # Buffered entries do not store `pos`: a descriptor's slot in the chunk is its index.
         entry_shape = data.StructLayout({"key": X + 1, "channel": cfg.chan_width, "signed": 1})
-        col_shape = data.ArrayLayout(2, T)
+        col_shape = data.ArrayLayout(cfg.digit_width, T)
 
         def emit_entry(i, value):
             ent = self.o.p.entries[i]
@@ -106,7 +107,7 @@ class ChunkAssembler(wiring.Component):
                     m.d.comb += [
                         e_val.key.eq(Cat((p.e + 2 * k)[:X], Const(1, 1))),
                         e_val.channel.eq(channel),
-                        e_val.signed.eq(top == k),
+                        e_val.signed.eq(1 if cfg.digits == "booth" else top == k),
                         d_val.eq(p.digits[k]),
                     ]
             desc.append((present, e_val, d_val))

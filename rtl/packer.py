@@ -32,7 +32,7 @@ class Packer(wiring.Component):
     Members
     -------
     i : In(stream of sorted chunks ``{entries, side}``).
-    digits : In(sort_n × T raw digits): the digit store of the chunk being packed (the slot named
+    digits : In(sort_n × T raw ``cfg.digit_width``-bit digits): the digit store of the chunk being packed (the slot named
         by ``current_slot``).
     current_slot : Out(slot index of the chunk being packed).
     o : Out(stream of :func:`golden.layouts.group_layout` records).
@@ -45,7 +45,8 @@ class Packer(wiring.Component):
         self._chunk = chunk_layout
         super().__init__({
             "i": In(stream.Signature(chunk_layout)),
-            "digits": In(data.ArrayLayout(data.ArrayLayout(2, cfg.rows), cfg.sort_n)),
+            "digits": In(data.ArrayLayout(data.ArrayLayout(cfg.digit_width, cfg.rows),
+                                          cfg.sort_n)),
             "current_slot": Out(slot_shape),
             "o": Out(stream.Signature(to_layout(group_layout(cfg)))),
             "done": Out(1),

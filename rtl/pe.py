@@ -8,10 +8,15 @@ aligns it and accumulates. On a group marked ``last`` the final value is copied 
 register, so the next tile can start at once; the shadows of a column form a shift chain
 (``shadow_in`` from the PE below, ``shadow_out`` to the PE above) that the array drains.
 
-- :class:`SlicePE`: DSTAR's PE. ``lanes`` products of a 2-bit digit (unsigned {0..3}, or signed
-  {-2..1} when the lane's ``signed`` flag is set) by a signed weight, an adder tree, and the
-  alignment by the group's absolute exponent: ``acc += (Σ d·w) << exp`` ("product-shift"), or
-  ``acc = (acc << dexp) + Σ d·w`` with a final ``<< exp`` ("horner").
+- :class:`SlicePE`: DSTAR's PE. ``lanes`` products of a digit by a signed weight, an adder tree,
+  and the alignment by the group's absolute exponent: ``acc += (Σ d·w) << exp``
+  ("product-shift"), or ``acc = (acc << dexp) + Σ d·w`` with a final ``<< exp`` ("horner"). A
+  digit is a raw 2-bit slice (unsigned {0..3}, or signed {-2..1} when the lane's ``signed`` flag
+  is set; ``cfg.digits == "slice"``) or a 3-bit two's-complement radix-4 Booth digit {-2..2}
+  (``"booth"``; the ``signed`` flag is then redundant and unused). ``cfg.digit_product`` forms each
+  product either as a select of the weight's multiples with the negations folded into the adder
+  tree as carry-ins (``"select"``: no multiplier, so no DSP block) or as ``digit * w``
+  (``"multiply"``).
 - :class:`Int8PE`: the baseline's PE, ``acc += a · w`` with 8-bit operands.
 
 Latency: operands pass one register per hop; an accumulation lands ``pe_stages + 1`` cycles after
@@ -41,8 +46,9 @@ def ctrl_layout(cfg: Config, with_exp: bool = True) -> data.StructLayout:
 
 
 def slice_row_layout(cfg: Config) -> data.StructLayout:
-    """Row operand of a slice PE: the token's ``lanes`` raw digits and their signed flags."""
-    return data.StructLayout({"d": data.ArrayLayout(2, cfg.lanes),
+    """Row operand of a slice PE: the token's ``lanes`` raw digits (``cfg.digit_width`` bits) and
+    their signed flags."""
+    return data.StructLayout({"d": data.ArrayLayout(cfg.digit_width, cfg.lanes),
                               "s": data.ArrayLayout(1, cfg.lanes)})
 
 
@@ -210,14 +216,62 @@ class SlicePE(OutputStationaryPE):
             self.late_ctrl_fields = ("valid", "first", "last", "exp", "dexp")
 
     def partial(self, m):
+        if self._cfg.digit_product == "select":
+            return self._partial_select(m)
         terms = []
         for lane in range(self._cfg.lanes):
             d = self.a_in.d[lane]
-            digit = Mux(self.a_in.s[lane], d.as_signed(), d)  # {-2..1} or {0..3}
+            if self._cfg.digits == "booth":
+                digit = d.as_signed()                            # {-2..2}
+            else:
+                digit = Mux(self.a_in.s[lane], d.as_signed(), d)  # {-2..1} or {0..3}
             prod = Signal(signed(self._cfg.weight_width + 3), name=f"prod{lane}")
             m.d.comb += prod.eq(digit * self.w_in.w[lane])
             terms.append(prod)
-        # Balanced adder tree.
+        return self._tree(m, terms)
+
+    def _partial_select(self, m):
+        """Σ d·w without a multiplier. Each lane contributes addends that are a weight multiple
+        picked by the digit's bits, or its one's complement; every complemented addend brings a
+        1-bit carry-in, and all carry-ins enter the adder tree as one small addend.
+
+        - slice: ``d·w = d[0]·w + d[1]·(±2w)`` with ``-2w`` only for a signed lane's top bit, i.e.
+          ``(d[0] ? w : 0) + (d[1] ? ((w << 1) ^ -neg) : 0) + neg`` with ``neg = d[1] & s``;
+        - booth (3-bit two's complement {-2..2}): ``one = d[0]``, ``two = d[1] & ~d[0]``,
+          ``neg = d[2]``: ``((one ? w : two ? w << 1 : 0) ^ -neg) + neg``.
+        """
+        cfg = self._cfg
+        W = cfg.weight_width
+        pw = W + 2                       # |d·w| <= 3·2**(W-1) (slice) or 2**W (booth)
+        terms, carries = [], []
+        for lane in range(cfg.lanes):
+            d, w = self.a_in.d[lane], self.w_in.w[lane]
+            w2 = Signal(signed(pw), name=f"w2_{lane}")
+            m.d.comb += w2.eq(w << 1)
+            if cfg.digits == "booth":
+                neg = Signal(name=f"neg{lane}")
+                mag = Signal(signed(pw), name=f"mag{lane}")
+                m.d.comb += [neg.eq(d[2]),
+                             mag.eq(Mux(d[0], w, Mux(d[1], w2, 0)))]
+                t = Signal(signed(pw), name=f"sel{lane}")
+                m.d.comb += t.eq(mag ^ neg.replicate(pw).as_signed())
+                terms.append(t)
+            else:
+                neg = Signal(name=f"neg{lane}")
+                lo = Signal(signed(pw), name=f"sel{lane}_0")
+                hi = Signal(signed(pw), name=f"sel{lane}_1")
+                m.d.comb += [neg.eq(d[1] & self.a_in.s[lane]),
+                             lo.eq(Mux(d[0], w, 0)),
+                             hi.eq(Mux(d[1], w2 ^ neg.replicate(pw).as_signed(), 0))]
+                terms += [lo, hi]
+            carries.append(neg)
+        cin = Signal(range(cfg.lanes + 1), name="cin")
+        m.d.comb += cin.eq(sum(carries))
+        return self._tree(m, terms + [cin])
+
+    def _tree(self, m, terms):
+        """Balanced adder tree of ``terms`` into the ``dot`` signal (``|Σ d·w| <= lanes · 2**(W+1)``
+        needs ``W + 3 + log2(lanes)`` bits, whichever code and product)."""
         while len(terms) > 1:
             nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
             if len(terms) % 2:

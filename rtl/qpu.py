@@ -122,7 +122,8 @@ class QPU(wiring.Component):
         m.d.comb += [chunker.slot_free.eq(packer.done), self.overflow.eq(chunker.overflow)]
 
         # Digit store: one slot per chunk between the assembler and the packer.
-        slots = Array(Signal(data.ArrayLayout(data.ArrayLayout(2, T), n), name=f"slot{s}")
+        slots = Array(Signal(data.ArrayLayout(data.ArrayLayout(cfg.digit_width, T), n),
+                             name=f"slot{s}")
                       for s in range(SLOTS))
         with m.If(chunker.o.valid & chunker.o.ready):
             m.d.sync += slots[chunker.o.p.side.slot].eq(chunker.o_digits)

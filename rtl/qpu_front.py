@@ -9,8 +9,10 @@ bin decisions are comparisons on ``y = (2 · max|u|) >> r0``, which needs no rou
 
 (each because ``rnd(a, s) <= t`` ⟺ ``2a < (2t + 1)·2**s`` and the right side is a multiple of
 ``2**s``). Then ``q = clip(rnd(u, r0 + e), ±(2**(b-1) - 1))``; the raw 2-bit digit ``k`` of a
-value is bits ``2k+1..2k`` of ``q`` in two's complement (the top digit read as signed), and
-``dequant(q) = q << (r0 + e)``.
+value is bits ``2k+1..2k`` of ``q`` in two's complement (the top digit read as signed), or with
+``cfg.digits == "booth"`` the radix-4 Booth digit ``q[2k] + q[2k-1] - 2·q[2k+1]`` (``q[-1] = 0``)
+as 3-bit two's complement (``q`` is sign-extended to 8 bits, so the digits above ``b/2`` are 0
+by themselves), and ``dequant(q) = q << (r0 + e)``.
 
 Latency 3 cycles, one sub-channel per cycle; the three registers advance together whenever the
 output register is empty or being read.
@@ -47,7 +49,7 @@ def front_out_layout(cfg: Config) -> data.StructLayout:
         "e": cfg.exp_width,
         "saturated": 1,
         "kept": 4,
-        "digits": data.ArrayLayout(data.ArrayLayout(2, cfg.rows), 4),  # [k][token]
+        "digits": data.ArrayLayout(data.ArrayLayout(cfg.digit_width, cfg.rows), 4),  # [k][token]
         "recon": data.ArrayLayout(signed(cfg.recon_width), cfg.rows),
         "last": 1,
     })
@@ -155,7 +157,19 @@ class QuantizeSlice(wiring.Component):
             qs.append(q)
             sats.append(over)
         out = Signal(front_out_layout(cfg), name="s3")
-        nz = [Cat(*(q[2 * k:2 * k + 2] != 0 for q in qs)).any() for k in range(4)]
+        if cfg.digits == "booth":
+            digs = []          # digs[k][t]
+            for k in range(4):
+                row = []
+                for t, q in enumerate(qs):
+                    d = Signal(signed(3), name=f"booth{k}_{t}")
+                    lo = q[2 * k - 1] if k else Const(0, 1)
+                    m.d.comb += d.eq(q[2 * k] + lo - (q[2 * k + 1] << 1))
+                    row.append(d)
+                digs.append(row)
+        else:
+            digs = [[q[2 * k:2 * k + 2] for q in qs] for k in range(4)]
+        nz = [Cat(*(d != 0 for d in digs[k])).any() for k in range(4)]
         used = [s2_b > 2 * k for k in range(4)]
         kept = [used[k] & (nz[k] if cfg.drop_zero_columns else 1) for k in range(4)]
         with m.If(advance):
@@ -167,6 +181,6 @@ class QuantizeSlice(wiring.Component):
             for t, q in enumerate(qs):
                 m.d.sync += out.recon[t].eq(q << s2_s)
                 for k in range(4):
-                    m.d.sync += out.digits[k][t].eq(q[2 * k:2 * k + 2])
+                    m.d.sync += out.digits[k][t].eq(digs[k][t])
         m.d.comb += self.o.payload.eq(out)
         return m

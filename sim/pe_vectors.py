@@ -15,6 +15,7 @@ cycle: ``probe``) are applied, so an output that is not registered shows up as a
 Sections (``SECTIONS[kind]``), each a few hundred cycles at most:
 
 - slice PE: ``digits`` (every raw digit with both signed flags in every lane, first as one-product
+  tiles; with ``cfg.digits == "booth"`` every 3-bit Booth digit {-2..2} with both (ignored) flags
   tiles, then with every exponent), ``exponents`` (every exponent 0..max_exp inside multi-group
   tiles; Horner: non-increasing, with repeats), ``stream`` (random tiles back to back, bubbles
   carrying garbage, random drain shifts), ``overflow`` (with ``overflow_detect``: tiles that
@@ -81,6 +82,13 @@ class _Builder:
         L, ww = cfg.lanes, cfg.weight_width
         self.L = L
         self.wlo, self.whi = -(1 << (ww - 1)), (1 << (ww - 1)) - 1
+        self.booth = cfg.digits == "booth"
+        # Raw patterns of the digit code, and the one of its largest positive digit.
+        self.raws = (0, 1, 2, 6, 7) if self.booth else (0, 1, 2, 3)
+        self.dmax = 2 if self.booth else 3
+
+    def random_digits(self, n=None):
+        return self.rng.choice(self.raws, size=self.L if n is None else n)
 
     # one valid beat; slice: d, s, w (lanes,), exp; int8: a, w
     def beat(self, first, last, **ops):
@@ -108,7 +116,7 @@ class _Builder:
 
     def slice_ops(self, exp, d=None, s=None, w=None):
         r = self.rng
-        return dict(d=r.integers(0, 4, self.L) if d is None else np.asarray(d),
+        return dict(d=self.random_digits() if d is None else np.asarray(d),
                     s=r.integers(0, 2, self.L) if s is None else np.asarray(s),
                     w=self.weights() if w is None else np.asarray(w), exp=int(exp))
 
@@ -120,14 +128,14 @@ class _Builder:
 
 def _digits(b: _Builder):
     cfg, L, r = b.cfg, b.L, b.rng
-    combos = [(raw, s) for s in (0, 1) for raw in range(4)]
+    combos = [(raw, s) for s in (0, 1) for raw in b.raws]
     # One product per tile: lane `lane` alone has a weight, the other lanes carry random digits
     # and weight 0 (padded lanes). First at exponent 0, then with every exponent in turn.
     for sweep in range(2):
         n = 0
         for lane in range(L):
             for raw, s in combos:
-                d, sg = r.integers(0, 4, L), r.integers(0, 2, L)
+                d, sg = b.random_digits(), r.integers(0, 2, L)
                 d[lane], sg[lane] = raw, s
                 w = np.zeros(L, np.int64)
                 w[lane] = [b.whi, b.wlo, -1, 1][n % 4] if n < 4 * L else r.choice(
@@ -137,8 +145,8 @@ def _digits(b: _Builder):
                 n += 1
     # Every lane at once: each combo in each lane (rotated), every exponent, full weights.
     for n in range(max(len(combos), cfg.max_exp + 1)):
-        d = np.array([combos[(n + lane) % 8][0] for lane in range(L)])
-        sg = np.array([combos[(n + lane) % 8][1] for lane in range(L)])
+        d = np.array([combos[(n + lane) % len(combos)][0] for lane in range(L)])
+        sg = np.array([combos[(n + lane) % len(combos)][1] for lane in range(L)])
         b.tile([b.slice_ops(n % (cfg.max_exp + 1), d, sg, b.weights(zero=0))], "lanes")
 
 
@@ -175,12 +183,13 @@ MAX_TILE = 40
 
 def _slice_overflow(b: _Builder):
     cfg, L = b.cfg, b.L
-    P = 3 * b.whi * L                                        # the largest positive beat
-    big = dict(d=[3] * L, s=[0] * L, w=[b.whi] * L)          # +P
-    neg = dict(d=[3] * L, s=[0] * L, w=[b.wlo] * L)          # 3·wlo per lane
+    D = b.dmax                                               # 3 (slice) or 2 (Booth)
+    P = D * b.whi * L                                        # the largest positive beat
+    big = dict(d=[D] * L, s=[0] * L, w=[b.whi] * L)          # +P
+    neg = dict(d=[D] * L, s=[0] * L, w=[b.wlo] * L)          # D·wlo per lane
     small = dict(d=[1] + [0] * (L - 1), s=[0] * L, w=[1] + [0] * (L - 1))
     mid = dict(d=[1] * L, s=[0] * L, w=[b.whi] * L)
-    dent = dict(d=[3] + [0] * (L - 1), s=[0] * L, w=[b.wlo] + [0] * (L - 1))
+    dent = dict(d=[D] + [0] * (L - 1), s=[0] * L, w=[b.wlo] + [0] * (L - 1))
     hi = (1 << (cfg.acc_bits - 1)) - 1
     if cfg.overflow_detect:
         # Exponents m, m-1, .., 0: the sum P·(2**(m+1) - 1) passes the bound in the accumulator

@@ -59,8 +59,7 @@ async def arbitrary_groups(dut):
     """Group streams the scheduler would never emit: any exponent order, any lane mix."""
     tb = ArrayTB(dut, gap=0.3, stall=0.5)
     rng = _rng()
-    wl = random_group_stream(tb.cfg, rng, [int(g) for g in rng.integers(1, 30, size=4)],
-                             channels=min(8, tb.cfg.max_reduction))
+    wl = random_group_stream(tb.cfg, rng, [int(g) for g in rng.integers(1, 30, size=4)])
     await _run(tb, wl)
 
 
@@ -86,7 +85,6 @@ async def reset_mid_stream(dut):
     tb = ArrayTB(dut, gap=0.2, stall=0.3)
     cfg = tb.cfg
     rng = _rng()
-    old = random_group_stream(cfg, rng, [6, cfg.rows + cfg.cols + 4, 5],
-                              channels=min(8, cfg.max_reduction))
+    old = random_group_stream(cfg, rng, [6, cfg.rows + cfg.cols + 4, 5])
     fresh = mpu_workload(cfg, rng, tiles=3, kinds=("mixed", "outlier", "max"))
     await tb.reset_mid_stream(old, fresh)

@@ -25,6 +25,16 @@ CONFIGS = {
     "horner-stages2": dict(alignment="horner", max_reduction=2, pe_stages=2),
     "overflow": dict(acc_width=14, overflow_detect=True),
     "rect-weights": dict(weight_width=6),
+    # Issue 15's levers: the products as selects (no multiplier), Booth digits.
+    "select": dict(digit_product="select"),
+    "select-overflow-stages2": dict(digit_product="select", acc_width=14, overflow_detect=True,
+                                    pe_stages=2),
+    "booth": dict(digits="booth", digit_product="select"),
+    "booth-multiply": dict(digits="booth"),
+    "booth-overflow-stages0": dict(digits="booth", digit_product="select", acc_width=14,
+                                   overflow_detect=True, pe_stages=0),
+    "booth-horner": dict(digits="booth", digit_product="select", alignment="horner",
+                         max_reduction=2),
 }
 
 

@@ -102,3 +102,71 @@ def test_real_report_files_render():
     buf = io.BytesIO()
     files[png](buf)
     assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------ dstar profile --sweep
+
+SWEEP_REP = {"seconds": 1.0, "message": "operating point thr 2,7,31 base -1: 4.0 bits"}
+
+
+@pytest.fixture
+def fake_sweep(monkeypatch):
+    """``run_sweep`` returns a stub report; the sweep files are stub text."""
+    calls = []
+
+    def run(cfg, sweep, weights=None, log=print):
+        calls.append(sweep)
+        return SWEEP_REP
+    monkeypatch.setattr(golden.profile, "run_sweep", run)
+    monkeypatch.setattr(golden.profile, "sweep_report_files", lambda rep, d: {
+        p: f"{p.name}\n" for p in golden.profile.sweep_report_names(d)})
+    return calls
+
+
+def test_sweep_writes_its_three_files(tmp_path, capsys, fake_sweep):
+    rc, text, err = dstar(capsys, "--sweep", "--thr2", "1,2", "--base-offsets=-2,0",
+                          "--sweep-seeds", "2", "--jobs", "1", "--out-dir", tmp_path / "r")
+    assert rc == 0, err
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [
+        "profile_sweep.json", "profile_sweep.md", "profile_sweep.png"]
+    (sw,) = fake_sweep
+    assert sw.thr2 == (1, 2) and sw.base_offsets == (-2, 0) and sw.seeds == 2 and sw.workers == 1
+    assert sw.confirm_seeds == 5 and sw.confirm_steps == 20
+    assert text.startswith(f"wrote {tmp_path / 'r' / 'profile_sweep.json'}")
+    assert SWEEP_REP["message"] in text
+
+
+@pytest.mark.parametrize("argv, frag", [
+    (["--sweep", "--thr2", "8", "--thr4", "7"], "threshold point thr=[8, 7, 31] of the grid: thr "
+                                                 "must be strictly increasing"),
+    (["--sweep", "--thr6", "127"], "thr must be strictly increasing"),
+    (["--sweep", "--thr2", "x"], "--thr2: takes comma-separated integers, not 'x'"),
+    (["--sweep", "--base-offsets=-1,-1"], "--base-offsets lists a value twice"),
+    (["--sweep", "--sweep-seeds", "0"], "--sweep-seeds must be an integer >= 1"),
+    (["--sweep", "--sweep-steps", "0"], "--sweep-steps must be an integer >= 1"),
+    (["--sweep", "--seeds", "1"], "--seeds must be an integer >= 2 for a confidence interval"),
+    (["--sweep", "--steps", "0"], "--steps must be an integer >= 1"),
+    (["--sweep", "--jobs", "0"], "--jobs must be an integer >= 1"),
+    (["--sweep", "--max-confirm", "0"], "--max-confirm must be an integer >= 1"),
+    (["--sweep", "--min-agreement", "1.5"], "--min-agreement must be in (0, 1]"),
+    (["--sweep", "--min-psnr", "nan"], "--min-psnr must be a finite number"),
+    (["--sweep", "--sar-thr", "0.1"], "--sar-thr does not apply with --sweep"),
+    (["--sweep", "--sar-interval", "2"], "--sar-interval does not apply with --sweep"),
+    (["--thr2", "2"], "--thr2 applies only with --sweep"),
+    (["--base-offsets=-1"], "--base-offsets applies only with --sweep"),
+    (["--sweep", "--out-dir", "{d}/file"], "is a file, not a directory"),
+    (["--sweep", "--out-dir", "{d}/dir"], "profile_sweep.json: it is a directory"),
+    (["--sweep", "--quick", "--thr4", "1"], "thr must be strictly increasing"),
+])
+def test_sweep_bad_input_is_one_line_before_any_work(tmp_path, capsys, fake_run, fake_sweep,
+                                                     argv, frag):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dir" / "profile_sweep.json").mkdir(parents=True)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    argv = [a.format(d=tmp_path) for a in argv]
+    if "--out-dir" not in argv:
+        argv += ["--out-dir", tmp_path / "out"]
+    rc, out, err = dstar(capsys, *argv)
+    assert rc == 2 and out == "" and not fake_run and not fake_sweep
+    assert err.count("\n") == 1 and err.startswith("dstar: error: ") and frag in err, err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

@@ -108,6 +108,25 @@ def test_synth_generic_liberty(tmp_path, capsys):
     assert f"{res['transistors']:,}" in out
 
 
+def test_synth_asic_gz_json(tmp_path, capsys):
+    import gzip
+    from pathlib import Path
+
+    src = Path(__file__).parent / "data" / "tiny_cells.lib"
+    gz = tmp_path / "tiny_cells.lib.gz"
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    rc, out, err = dstar(capsys, "synth", "baseline_pe", "--target", "asic", "--liberty", gz,
+                         "--booth", "--json", tmp_path / "new" / "a.json")
+    assert rc == 0, err
+    assert "library dstar_tiny (tiny_cells.lib.gz" in out and "critical path" in out
+    res = json.loads((tmp_path / "new" / "a.json").read_text())
+    r = res["resources"]
+    assert r["combinational_area"] + r["sequential_area"] == pytest.approx(r["area"])
+    assert f"{r['area']:,.1f}" in out and res["booth"] and res["target"] == "asic"
+    assert res["liberty"]["file"] == "tiny_cells.lib.gz"
+    assert not [n for n in os.listdir(tmp_path / "new") if n.startswith(".")]
+
+
 def test_synth_yosys_failure_is_one_line(tmp_path, monkeypatch, capsys):
     from fpga.synth import SynthError
 
@@ -125,11 +144,25 @@ BAD = [
     ("unknown unit", ["synth", "gpu"], "invalid choice: 'gpu'"),
     ("unknown target", ["synth", "pe", "--target", "xilinx"], "invalid choice: 'xilinx'"),
     ("liberty with ecp5", ["synth", "pe", "--target", "ecp5", "--liberty", "{d}/mini.lib"],
-     "needs --target generic, not ecp5"),
+     "needs --target generic or asic, not ecp5"),
     ("liberty with ice40", ["synth", "pe", "--target", "ice40", "--liberty", "{d}/mini.lib"],
-     "needs --target generic, not ice40"),
+     "needs --target generic or asic, not ice40"),
     ("missing liberty", ["synth", "pe", "--target", "generic", "--liberty", "{d}/nope.lib"],
      "liberty file not found"),
+    ("asic without liberty", ["synth", "pe", "--target", "asic"],
+     "--target asic needs --liberty FILE"),
+    ("asic missing liberty", ["synth", "pe", "--target", "asic", "--liberty", "{d}/nope.lib"],
+     "liberty file not found"),
+    ("asic missing liberty gz", ["synth", "pe", "--target", "asic", "--liberty",
+                                 "{d}/nope.lib.gz"], "liberty file not found"),
+    ("asic nodsp", ["synth", "pe", "--target", "asic", "--liberty", "{d}/mini.lib", "--nodsp"],
+     "not asic"),
+    ("booth with ecp5", ["synth", "pe", "--target", "ecp5", "--booth"],
+     "options of --target asic, not ecp5"),
+    ("parts with generic", ["synth", "pe", "--target", "generic", "--parts"],
+     "options of --target asic, not generic"),
+    ("asic json is the liberty", ["synth", "pe", "--target", "asic", "--liberty",
+                                  "{d}/mini.lib", "--json", "{d}/mini.lib"], "is the input"),
     ("nodsp with generic", ["synth", "pe", "--target", "generic", "--nodsp"],
      "--nodsp maps multipliers to FPGA fabric"),
     ("unknown param", ["synth", "pe", "--set", "bogus=1"], "bogus"),

@@ -37,6 +37,19 @@ def test_array_regression_long(unit, preset_name, simulator, seed):
                extra_env={"DSTAR_TILES": "40"}, tag="long")
 
 
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+@pytest.mark.parametrize("overrides", [dict(digits="booth", digit_product="select"),
+                                       dict(digits="booth", digit_product="select", acc_width=14,
+                                            overflow_detect=True),
+                                       dict(digit_product="select")])
+def test_mpu_datapath_levers(simulator, overrides):
+    """Issue 15's PE levers in the MPU (the fast tier runs Booth through the QPU → MPU chain)."""
+    run_cocotb("mpu", preset("tiny", **overrides), simulator, "test_mpu", seed=6,
+               extra_env={"DSTAR_TILES": "20"}, tag="levers")
+
+
 def random_config(rng: random.Random):
     """A random legal small configuration (illegal draws are retried)."""
     while True:
@@ -51,6 +64,8 @@ def random_config(rng: random.Random):
             params.update(alignment="horner", max_reduction=sort_n // 4)
         if rng.random() < 0.2:
             params.update(overflow_detect=True, acc_width=rng.choice([12, 16, 20]))
+        params.update(digits=rng.choice(["slice", "booth"]),
+                      digit_product=rng.choice(["select", "multiply"]))
         try:
             return preset("tiny", **params)
         except ConfigError:

@@ -20,18 +20,26 @@ CONFIGS = {
     "horner-stages0": ("pe", dict(alignment="horner", max_reduction=2, pe_stages=0)),
     "stages2": ("pe", dict(pe_stages=2)),
     "lanes2-w6": ("pe", dict(lanes=2, weight_width=6, e_max=5)),
+    "booth": ("pe", dict(digits="booth", digit_product="select")),
+    "booth-horner-ovf12": ("pe", dict(digits="booth", digit_product="select", alignment="horner",
+                                      max_reduction=2, acc_width=12, overflow_detect=True)),
+    "select": ("pe", dict(digit_product="select")),
+    "booth-multiply": ("pe", dict(digits="booth")),
     "int8": ("baseline_pe", dict()),
     "int8-stages0": ("baseline_pe", dict(pe_stages=0)),
     "int8-w4-stages2": ("baseline_pe", dict(weight_width=4, max_reduction=4, pe_stages=2)),
 }
 
-# Verilator (three builds): product-shift wrapping at pe_stages 1, Horner saturating at 2, the
-# INT8 PE at 0. Icarus (cheap builds): the same slice configurations and more.
+# Verilator (four builds): product-shift wrapping at pe_stages 1, Horner saturating at 2, the
+# INT8 PE at 0, Booth digits. Icarus (cheap builds): the same slice configurations and more.
 FAST = [("tiny", "verilator"), ("horner-ovf14-stages2", "verilator"),
         ("int8-stages0", "verilator"),
         ("tiny", "icarus"), ("horner-ovf14-stages2", "icarus"), ("ovf12-stages0", "icarus"),
         ("horner-stages0", "icarus"), ("stages2", "icarus"), ("int8", "icarus"),
-        ("int8-w4-stages2", "icarus")]
+        ("int8-w4-stages2", "icarus"),
+        # Issue 15: Booth digits with select products, one short case per simulator; the select
+        # products on slices (Icarus).
+        ("booth", "verilator"), ("booth-horner-ovf12", "icarus"), ("select", "icarus")]
 SLOW = [(c, s) for c in CONFIGS for s in ("verilator", "icarus") if (c, s) not in FAST]
 
 

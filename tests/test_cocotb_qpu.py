@@ -13,6 +13,9 @@ UNITS = {"qpu": "test_qpu", "qpu_mpu": "test_chain"}
 # covers that preset in `make test`, cocotb covers it in `make regress`.
 FAST_CASES = [(u, p, s) for u in sorted(UNITS) for p, s in FAST
               if not (u == "qpu_mpu" and p == "fpga")]
+#: Booth digits (issue 15): the QPU's Booth slicer into the MPU's Booth PEs with select products,
+#: one short case per simulator (few tiles).
+BOOTH = [("verilator", "2"), ("icarus", "2")]
 
 
 @pytest.mark.cocotb
@@ -20,6 +23,14 @@ FAST_CASES = [(u, p, s) for u in sorted(UNITS) for p, s in FAST
 def test_qpu_regression(unit, preset_name, simulator):
     run_cocotb(unit, preset(preset_name), simulator, UNITS[unit], seed=1,
                extra_env={"DSTAR_TILES": "5"})
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator, tiles", BOOTH)
+def test_chain_booth(simulator, tiles):
+    run_cocotb("qpu_mpu", preset("tiny", digits="booth", digit_product="select"), simulator,
+               "test_chain", seed=1,
+               extra_env={"DSTAR_TILES": tiles}, tag="booth")
 
 
 @pytest.mark.slow
@@ -36,6 +47,7 @@ def test_qpu_regression_long(unit, preset_name, simulator, seed):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 @pytest.mark.parametrize("overrides", [dict(sort_n=16, lanes=2), dict(drop_zero_columns=False),
+                                       dict(digits="booth"), dict(digits="booth", lanes=2),
                                        dict(sort_n=4, lanes=1, e_max=6)])
 def test_qpu_configurations(simulator, overrides):
     run_cocotb("qpu", preset("tiny", **overrides), simulator, "test_qpu", seed=5, tag="cfg")

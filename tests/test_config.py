@@ -248,3 +248,16 @@ def test_to_dict_is_json_and_round_trips():
     json.dumps(d)
     d["thr"] = tuple(d["thr"])
     assert Config(**d) == cfg
+
+
+def test_parameters_added_later_enter_the_hash_only_when_changed():
+    """A configuration that builds the same hardware as before keeps its hash; the new
+    parameters at another value give another hash."""
+    from golden.config import HASH_IF_CHANGED
+
+    base = preset("tiny")
+    explicit = preset("tiny", **{k: base.fields()[k].default for k in HASH_IF_CHANGED})
+    assert explicit.hash() == base.hash()
+    others = {preset("tiny", digit_product="select").hash(), preset("tiny", digits="booth").hash(),
+              preset("tiny", digit_product="select", digits="booth").hash()}
+    assert len(others) == 3 and base.hash() not in others

@@ -190,3 +190,127 @@ def test_training_smoke(tmp_path):
     x, _ = ddim_sample(DiT(spec, params=params), ref["steps"], int(ref["seeds"][0]),
                        int(ref["labels"][0]))
     assert np.abs(x - ref["images"][0]).max() < JAX_NUMPY_BOUND
+
+
+# ------------------------------------------------------------------ threshold and base sweep
+
+def _pt(name, bits, psnr_mean, screen, confirm=None):
+    s = dict(avg_bits=dict(mean=bits), psnr_db=dict(mean=psnr_mean, lo=psnr_mean - 1, hi=None, n=5),
+             agrees_with_float=dict(mean=1.0))
+    c = None if confirm is None else dict(
+        summary=dict(s, psnr_db=dict(mean=confirm, lo=confirm - 1, hi=None, n=5)),
+        passes=confirm - 1 >= 40)
+    return dict(name=name, summary=s, screen=screen, confirm=c)
+
+
+def test_select_point_fewest_bits_among_confirmed():
+    from golden.profile import select_point
+
+    pts = [_pt("a", 3.0, 45, True, confirm=39), _pt("b", 3.5, 44, True, confirm=43),
+           _pt("c", 3.2, 38, False), _pt("d", 4.0, 50, True)]
+    assert select_point(pts)["name"] == "b"
+    # a cheaper screened point that was never confirmed: no choice yet
+    pts.append(_pt("e", 3.4, 41, True))
+    assert select_point(pts) is None
+    assert select_point([_pt("c", 3.2, 38, False)]) is None
+
+
+def test_layer_base_dit_is_quantized_dit_at_a_uniform_base(trained):
+    from golden.profile import LayerBaseDiT
+
+    spec, params = trained
+    cfg = preset("fpga")
+    a, _ = ddim_sample(QuantizedDiT(spec, cfg, None, params=params, sar=False, schedule=False,
+                                    base_log2=5), 2, 0, 0)
+    m = LayerBaseDiT(spec, cfg, None, params=params, sar=False, schedule=False,
+                     bases={n: 5 for n in linear_layer_names(spec)})
+    b, _ = ddim_sample(m, 2, 0, 0)
+    assert np.array_equal(a, b)
+    assert {layer.B for layer in m.layers.values()} == {5}
+
+
+@pytest.fixture(scope="module")
+def quick_sweep():
+    """The quick sweep with a PSNR target the 2-step confirmation can meet (at the paper's 40 dB
+    no point of a 1-step sweep passes)."""
+    from golden.profile import ThresholdSweep, run_sweep
+
+    logs = []
+    rep = run_sweep(preset("fpga"), ThresholdSweep.quick(min_psnr_db=2.0), log=logs.append)
+    return rep, logs
+
+
+def test_sweep_table_has_every_point(quick_sweep):
+    from golden.profile import sweep_markdown
+
+    rep, logs = quick_sweep
+    g = rep["grid"]
+    n = len(g["thr2"]) * len(g["thr4"]) * len(g["thr6"]) * len(g["base_offsets"]) + 1
+    assert len(rep["points"]) == n and len({p["name"] for p in rep["points"]}) == n
+    assert sum(1 for ln in logs if ln.startswith("[")) == n       # one progress line per point
+    md = sweep_markdown(rep)
+    for p in rep["points"]:
+        assert f"| {p['name']} |" in md or f"| **{p['name']}** |" in md
+        s = p["summary"]
+        assert abs(sum(s["mix"].values()) - 1) < 1e-9
+        assert 0 < s["avg_bits"]["mean"] <= 8 and s["agreement_count"][1] == len(rep["seeds"])
+    assert rep["points"][-1]["base"] == "preset" and rep["points"][-1]["thr"] == [1, 7, 31]
+    json.dumps(rep)
+
+
+def test_sweep_choice_follows_the_rule(quick_sweep):
+    from golden.profile import meets_rule, screens
+
+    rep, _ = quick_sweep
+    rule = {k: rep["rule"][k] for k in ("min_psnr_db", "min_agreement")}
+    op = rep["operating_point"]
+    assert op is not None, rep["message"]
+    chosen = next(p for p in rep["points"] if p["name"] == rep["chosen"])
+    # the chosen point meets the rule on its own confirmation numbers and passed the screen
+    s = chosen["confirm"]["summary"]
+    assert meets_rule(s, **rule) and chosen["screen"] and screens(chosen["summary"], **rule)
+    assert s["psnr_db"]["lo"] >= rule["min_psnr_db"]
+    assert s["agrees_with_float"]["mean"] >= rule["min_agreement"]
+    # every screened point with fewer bits was refuted at the confirmation's seed count
+    for p in rep["points"]:
+        assert p["screen"] == screens(p["summary"], **rule)
+        if p["screen"] and p["summary"]["avg_bits"]["mean"] < chosen["summary"]["avg_bits"]["mean"]:
+            assert p["confirm"] is not None and not meets_rule(p["confirm"]["summary"], **rule)
+    assert op["thr"] == chosen["thr"] and op["base_log2"] == chosen["base_log2"]
+    assert set(op["base_log2"]) == set(rep["profiled_base_log2"])
+
+
+def test_sweep_report_files_and_operating_point(quick_sweep, tmp_path):
+    import io
+
+    from golden.profile import load_operating_point, sweep_report_files, sweep_report_names
+
+    rep, _ = quick_sweep
+    files = sweep_report_files(rep, tmp_path)
+    js, md, png = sweep_report_names(tmp_path)
+    assert json.loads(files[js]) == json.loads(json.dumps(rep))
+    assert files[md].startswith("# FMDQ thresholds")
+    buf = io.BytesIO()
+    files[png](buf)
+    assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"
+    js.write_text(files[js])
+    op = load_operating_point(js)
+    assert op["thr"] == tuple(rep["operating_point"]["thr"])
+    preset("fpga", thr=op["thr"])       # a configuration the rest of the project can build
+
+
+def test_sweep_without_a_passing_point_says_so(tmp_path, capsys):
+    from gen.cli import main
+    from golden.profile import load_operating_point
+
+    rc = main(["profile", "--sweep", "--quick", "--thr2", "1", "--base-offsets=0",
+               "--min-psnr", "1000", "--out-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "no operating point: no point of the sweep passes the screen" in out
+    rep = json.loads((tmp_path / "profile_sweep.json").read_text())
+    assert rep["operating_point"] is None and rep["chosen"] is None
+    assert "no operating point" in (tmp_path / "profile_sweep.md").read_text()
+    assert err.count("\n") == len(rep["points"])           # progress on stderr, one per point
+    with pytest.raises(ValueError, match="no operating point"):
+        load_operating_point(tmp_path / "profile_sweep.json")

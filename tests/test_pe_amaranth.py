@@ -33,6 +33,20 @@ SLICE_CONFIGS = {
     "lanes1-w4": dict(lanes=1, weight_width=4, e_max=3),
     "lanes1-w4-ovf10": dict(lanes=1, weight_width=4, e_max=3, acc_width=10, overflow_detect=True),
     "lanes2-w6-stages0": dict(lanes=2, weight_width=6, pe_stages=0),
+    # Issue 15's levers: the products as selects (no multiplier), and Booth digits.
+    "select": dict(digit_product="select"),
+    "select-stages2": dict(digit_product="select", pe_stages=2),
+    "select-ovf12": dict(digit_product="select", acc_width=12, overflow_detect=True),
+    "select-horner": dict(digit_product="select", alignment="horner", max_reduction=2),
+    "booth": dict(digits="booth", digit_product="select"),
+    "booth-stages0": dict(digits="booth", digit_product="select", pe_stages=0),
+    "booth-multiply": dict(digits="booth"),
+    "booth-horner-ovf12": dict(digits="booth", digit_product="select", alignment="horner",
+                               max_reduction=2, acc_width=12, overflow_detect=True),
+    "booth-lanes1-w4-ovf10": dict(digits="booth", digit_product="select", lanes=1,
+                                  weight_width=4, e_max=3, acc_width=10, overflow_detect=True),
+    "booth-lanes2-w6-stages2": dict(digits="booth", digit_product="select", lanes=2,
+                                    weight_width=6, pe_stages=2),
 }
 INT8_CONFIGS = {
     "tiny": dict(),
@@ -100,7 +114,8 @@ def test_int8_pe_matches_golden(name, section):
 
 
 @pytest.mark.parametrize("name", ["ovf12-stages0", "horner-ovf12", "ovf16-stages2",
-                                  "lanes1-w4-ovf10"])
+                                  "lanes1-w4-ovf10", "select-ovf12", "booth-horner-ovf12",
+                                  "booth-lanes1-w4-ovf10"])
 def test_narrow_accumulator_flag_fires_and_saturates_to_golden(name):
     """The sticky flag is 1 on every tile that overflows, 0 on the tiles that fit (also right
     after an overflowing one), and the saturated result is golden's (the range bound)."""
@@ -120,7 +135,7 @@ def test_narrow_accumulator_flag_fires_and_saturates_to_golden(name):
     assert any(lo < v < hi for (v, _), t in zip(seen, case.tags) if t == "recover")
 
 
-@pytest.mark.parametrize("name", ["tiny", "horner", "lanes2-w6-stages0"])
+@pytest.mark.parametrize("name", ["tiny", "horner", "lanes2-w6-stages0", "select", "booth"])
 def test_wide_accumulator_wraps_like_golden(name):
     """Without overflow detection the register is modular: sums past the range wrap, partial
     sums that wrap and cancel give the exact result, and there is no flag port."""
@@ -135,8 +150,9 @@ def test_wide_accumulator_wraps_like_golden(name):
 def test_stimulus_covers_every_digit_sign_lane_and_exponent(name):
     cfg = _slice(name)
     d = pe_case(cfg, "slice", "digits")
+    raws = (0, 1, 2, 6, 7) if cfg.digits == "booth" else range(4)
     assert d.coverage["combos"] == {(lane, raw, s) for lane in range(cfg.lanes)
-                                    for raw in range(4) for s in (0, 1)}
+                                    for raw in raws for s in (0, 1)}
     assert d.coverage["exps"] == set(range(cfg.max_exp + 1))
     assert pe_case(cfg, "slice", "exponents").coverage["exps"] == set(range(cfg.max_exp + 1))
     s = pe_case(cfg, "slice", "stream")

@@ -10,7 +10,7 @@ from golden.bitonic import apply_network
 from golden.config import preset
 from golden.fmdq import dequant, quantize_subchannels
 from golden.layouts import pack, qpu_config_layout
-from golden.schedule import COUNTER_MAX, COUNTER_NAMES, execute, slice_digits
+from golden.schedule import COUNTER_MAX, COUNTER_NAMES, execute, value_digits
 from golden.vectors import (drain_words, exponent_sweep, qpu_workload, random_differences,
                             random_weights)
 from rtl.chain import QuantizedMatmul
@@ -55,18 +55,20 @@ def test_sorter_applies_the_golden_permutation(n, per_reg):
             [(int(a), int(b)) for a, b in zip(keys, idx)]
 
 
-@pytest.mark.parametrize("preset_name, B, thr, drop", [
-    ("tiny", 6, (1, 7, 31), True), ("tiny", 8, (1, 7, 31), True), ("tiny", 3, (2, 9, 40), False),
-    ("fpga", 0, (1, 7, 31), True)])
-def test_front_end_matches_fmdq(preset_name, B, thr, drop):
-    cfg = preset(preset_name, drop_zero_columns=drop)
+@pytest.mark.parametrize("preset_name, B, thr, drop, code", [
+    ("tiny", 6, (1, 7, 31), True, "slice"), ("tiny", 8, (1, 7, 31), True, "slice"),
+    ("tiny", 3, (2, 9, 40), False, "slice"), ("fpga", 0, (1, 7, 31), True, "slice"),
+    ("tiny", 8, (1, 7, 31), True, "booth"), ("tiny", 3, (2, 9, 40), False, "booth"),
+    ("fpga", 0, (1, 7, 31), True, "booth")])
+def test_front_end_matches_fmdq(preset_name, B, thr, drop, code):
+    cfg = preset(preset_name, drop_zero_columns=drop, digits=code)
     dut = QuantizeSlice(cfg)
     rng = np.random.default_rng(B)
     u = np.concatenate([random_differences(rng, cfg, cfg.tile, 30, k).T
                         for k in ("mixed", "zero", "max", "outlier")])
     u = np.concatenate([u, exponent_sweep(cfg, rng)[0].T])
     ref = quantize_subchannels(u, cfg.replace(thr=thr), base_log2=B)
-    digits, recon = slice_digits(ref.q, ref.b), dequant(ref)
+    digits, recon = value_digits(ref.q, ref.b, code), dequant(ref)
     got = []
 
     async def feed(ctx):
@@ -96,8 +98,9 @@ def test_front_end_matches_fmdq(preset_name, B, thr, drop):
         assert (int(v.b), int(v.e), int(v.saturated), int(v.kept)) == \
             (b, int(ref.e[s]), int(ref.saturated[s]), kept), f"sub-channel {s}"
         assert [int(v.recon[t]) for t in range(cfg.tile)] == list(recon[s])
-        for k in range(b // 2):
-            assert [int(v.digits[k][t]) for t in range(cfg.tile)] == list(digits[s, k] & 3)
+        for k in range(4 if code == "booth" else b // 2):   # Booth: 0 above b/2 by itself
+            assert [int(v.digits[k][t]) for t in range(cfg.tile)] == \
+                list(digits[s, k] & ((1 << cfg.digit_width) - 1))
 
 
 QPU_CONFIGS = {
@@ -108,6 +111,9 @@ QPU_CONFIGS = {
     "lanes1": (dict(lanes=1, sort_n=4), 6, (1, 7, 31)),
     "sort16-clip": (dict(sort_n=16), 6, (3, 15, 63)),
     "emax5": (dict(e_max=5), 8, (1, 7, 31)),
+    "booth": (dict(digits="booth"), 6, (1, 7, 31)),
+    "booth-no-drop-clip": (dict(digits="booth", drop_zero_columns=False), 5, (2, 9, 40)),
+    "booth-lanes2": (dict(digits="booth", lanes=2, sort_n=4), 8, (1, 7, 31)),
 }
 
 
@@ -124,8 +130,9 @@ def test_qpu_matches_golden_schedule(name):
     assert run.config_error == 0
 
 
-def test_qpu_fpga_preset():
-    cfg = preset("fpga")
+@pytest.mark.parametrize("code", ["slice", "booth"])
+def test_qpu_fpga_preset(code):
+    cfg = preset("fpga", digits=code)
     wl = qpu_workload(cfg, np.random.default_rng(5), tiles=3, kinds=KINDS)
     run = run_qpu(QPU(cfg), wl, stall=0.2, seed=1)
     assert (run.groups, run.recon, run.counters) == (wl.groups, wl.recon, wl.counters)
@@ -147,10 +154,12 @@ def test_qpu_refuses_tiny_sort_width():
         QPU(preset("tiny", sort_n=2, lanes=2))
 
 
-@pytest.mark.parametrize("preset_name", ["tiny", "fpga"])
-def test_chain_qpu_into_mpu(preset_name):
+@pytest.mark.parametrize("preset_name, code", [("tiny", "slice"), ("fpga", "slice"),
+                                               ("tiny", "booth")])
+def test_chain_qpu_into_mpu(preset_name, code):
     """Differences in, accumulators out: equal to Σ q·2**e·W for every tile."""
-    cfg = preset(preset_name)
+    cfg = preset(preset_name, digits=code,
+                 digit_product="select" if code == "booth" else "multiply")
     rng = np.random.default_rng(8)
     C = 3 * cfg.sort_n // 2 + 1
     wl = qpu_workload(cfg, rng, tiles=4, channels=C, kinds=KINDS)

@@ -1,6 +1,8 @@
 """Smoke tests of the synthesis and place-and-route flow (``fpga.synth``, ``fpga.pnr``) on the
 tiny preset's PE. The area figures themselves come from ``python -m fpga.report_arrays``."""
 
+from pathlib import Path
+
 import pytest
 
 from fpga.synth import SynthError, resources, synth_script, synthesize, synthesize_rtlil
@@ -51,10 +53,14 @@ def test_ecp5_nodsp(tmp_path, ecp5):
 
 def test_bad_target():
     with pytest.raises(ValueError, match=r"target must be one of \('generic', 'ecp5', "
-                                         r"'ice40'\), not 'xilinx'"):
+                                         r"'ice40', 'asic'\), not 'xilinx'"):
         synthesize("pe", CFG, "xilinx")
-    with pytest.raises(ValueError, match="liberty= .* needs target 'generic'"):
+    with pytest.raises(ValueError, match="liberty= .* needs target 'generic' or 'asic'"):
         synth_script("dstar_pe", "ecp5", liberty="cells.lib")
+    with pytest.raises(ValueError, match="target 'asic' needs liberty="):
+        synth_script("dstar_pe", "asic")
+    with pytest.raises(ValueError, match="options of the 'asic' target"):
+        synth_script("dstar_pe", "generic", booth=True)
 
 
 def test_bad_unit():
@@ -141,3 +147,129 @@ def test_abc9_assertion_falls_back_to_abc(tmp_path):
     assert (tmp_path / "yosys_abc9.log").read_text().count("rtlil.cc") >= 1
     assert "abc -lut 4" in r["script"] and "abc9" not in r["script"]
     assert synthesize("pe", CFG, "ecp5", workdir=tmp_path / "pe")["flow"] == "flat"
+
+
+# ------------------------------------------------------------------------------- ASIC target
+# tests/data/tiny_cells.lib: a small library written for these tests (made-up areas and delays).
+TINY_LIB = Path(__file__).parent / "data" / "tiny_cells.lib"
+TINY_SEQ = {"DFF": 4.5, "DFFR": 5.25}
+
+
+def test_asic_script_passes():
+    s = synth_script("dstar_pe", "asic", liberty="cells.lib")
+    lines = s.splitlines()
+    assert lines[:2] == ["read_rtlil design.il", "hierarchy -check -top dstar_pe"]
+    assert "synth -top dstar_pe -flatten -run :fine" in lines
+    assert "synth -run check:" in lines
+    for cmd in ("dfflibmap -liberty cells.lib", "abc -liberty cells.lib",
+                "tee -q -o stat.json stat -json -liberty cells.lib", "write_json netlist.json"):
+        assert cmd in lines
+    assert lines.index("dfflibmap -liberty cells.lib") < lines.index("abc -liberty cells.lib")
+    # RAMs stay macros: memory_map only on ROMs; with memories="ff" on everything.
+    assert "memory_map t:$mem_v2 r:WR_PORTS=0 %i" in lines
+    assert "memory_map" in synth_script("dstar_pe", "asic", liberty="c.lib",
+                                        memories="ff").splitlines()
+    hier = synth_script("dstar_mpu", "asic", liberty="c.lib", parts=True, booth=True)
+    assert "synth -top dstar_mpu -booth -run :fine" in hier.splitlines()
+    assert "abc -liberty c.lib -D 1000" in synth_script("t", "asic", liberty="c.lib",
+                                                         delay_target=1000)
+    with pytest.raises(ValueError, match="memories must be one of"):
+        synth_script("t", "asic", liberty="c.lib", memories="sram")
+
+
+@pytest.fixture(scope="module")
+def asic_pe(tmp_path_factory):
+    return synthesize("pe", CFG, "asic", liberty=TINY_LIB,
+                      workdir=tmp_path_factory.mktemp("asic_pe"))
+
+
+def test_asic_area_split(asic_pe):
+    r = asic_pe["resources"]
+    assert r["area"] > 0 and r["sequential_area"] > 0 and r["combinational_area"] > 0
+    assert r["combinational_area"] + r["sequential_area"] == pytest.approx(r["area"])
+    # the same as Yosys's own stat -liberty, and sequential = the library's ff cells
+    assert r["area"] == pytest.approx(r["yosys_area"])
+    assert r["sequential_area"] == pytest.approx(r["yosys_sequential_area"])
+    cells = asic_pe["cells"]
+    assert set(cells) <= {"BUF", "INV", "NAND2", "NOR2", "AND2", "OR2", "XOR2", "XNOR2",
+                          "MUX2", "DFF", "DFFR"}
+    assert r["sequential_area"] == pytest.approx(sum(a * cells.get(c, 0)
+                                                     for c, a in TINY_SEQ.items()))
+    assert r["ff"] == sum(cells.get(c, 0) for c in TINY_SEQ) > 0
+    assert asic_pe["liberty"]["name"] == "dstar_tiny"
+    assert asic_pe["liberty"]["file"] == "tiny_cells.lib"
+    import hashlib
+    assert asic_pe["liberty"]["sha256"] == hashlib.sha256(TINY_LIB.read_bytes()).hexdigest()
+    t = asic_pe["timing"]
+    assert t["delay"] > 0.1 and t["levels"] >= 1 and t["unit"] == "1ns"
+    assert r["ram_bits"] == 0 and "modules" not in asic_pe
+
+
+def test_asic_gz_liberty(tmp_path, asic_pe):
+    import gzip
+    import hashlib
+
+    gz = tmp_path / "tiny_cells.lib.gz"
+    gz.write_bytes(gzip.compress(TINY_LIB.read_bytes()))
+    r = synthesize("pe", CFG, "asic", liberty=gz, workdir=tmp_path / "run")
+    assert r["resources"]["area"] == pytest.approx(asic_pe["resources"]["area"])
+    assert r["liberty"]["sha256"] == hashlib.sha256(gz.read_bytes()).hexdigest()
+    assert r["liberty"]["file"] == "tiny_cells.lib.gz" and r["liberty"]["name"] == "dstar_tiny"
+    # Yosys saw the decompressed text in its work directory
+    assert (tmp_path / "run" / "cells.lib").read_bytes() == TINY_LIB.read_bytes()
+
+
+def test_asic_booth_baseline_pe(tmp_path):
+    a = synthesize("baseline_pe", CFG, "asic", liberty=TINY_LIB, workdir=tmp_path / "a")
+    b = synthesize("baseline_pe", CFG, "asic", liberty=TINY_LIB, booth=True,
+                   workdir=tmp_path / "b")
+    assert b["booth"] and not a["booth"]
+    assert "-booth" in b["script"] and "-booth" not in a["script"]
+    assert a["resources"]["ff"] == b["resources"]["ff"]
+    assert a["resources"]["area"] != b["resources"]["area"]
+
+
+def test_asic_parts_sum_to_total(tmp_path):
+    """The baseline array with 2x2 PEs, hierarchy kept: the modules' areas sum to the total,
+    the weight memory stays a macro (bits counted, no area)."""
+    r = synthesize("baseline", preset("tiny", rows=2, cols=2), "asic", liberty=TINY_LIB,
+                   parts=True, workdir=tmp_path)
+    mods = r["modules"]
+    assert sum(1 for m in mods if ".pe_" in m) == 4
+    for k in ("area", "combinational", "sequential"):
+        key = {"area": "area"}.get(k, f"{k}_area")
+        assert sum(m[k] for m in mods.values()) == pytest.approx(r["resources"][key])
+    assert sum(m["ff"] for m in mods.values()) == r["resources"]["ff"]
+    assert r["resources"]["area"] == pytest.approx(r["resources"]["yosys_area"])
+    assert r["resources"]["ram_bits"] > 0 and r["resources"]["macros"] == {"$mem_v2": 1}
+    assert [m["name"] for m in r["memories"]["list"] if not m["rom"]] == ["weights"]
+    from fpga.report_asic import parts_of
+    parts = parts_of(r)
+    assert parts["PEs"]["modules"] == 4
+    assert sum(p["area"] for p in parts.values()) == pytest.approx(r["resources"]["area"])
+
+
+def test_liberty_table_lookup():
+    from fpga.liberty import parse_liberty, read_liberty
+
+    lib = read_liberty(TINY_LIB)
+    assert lib["cells"]["DFF"]["sequential"] and not lib["cells"]["NAND2"]["sequential"]
+    arc = next(a for a in lib["cells"]["INV"]["arcs"] if a["from"] == "A")
+    f = arc["delay"][0]
+    # corners of the 2x2 table and the midpoint of its first row
+    assert f(input_net_transition=0.01, total_output_net_capacitance=0.001) == pytest.approx(0.02)
+    assert f(input_net_transition=0.1, total_output_net_capacitance=0.01) == pytest.approx(0.09)
+    assert f(input_net_transition=0.01, total_output_net_capacitance=0.0055) == \
+        pytest.approx(0.04)
+    g = parse_liberty('library(x) { cell(A) { area : 2; pin(Y) { direction : output; } } }')
+    assert g["name"] == "x" and g["groups"][0]["attrs"]["area"] == "2"
+
+
+def test_known_abc9_assertions_are_recognised():
+    """Both of Yosys 0.70's abc9 assertions seen here take the abc fallback; other errors not."""
+    from fpga.synth import SynthError, _abc9_assertion
+
+    assert _abc9_assertion(SynthError("ERROR: Assert `x' failed in kernel/rtlil.cc:3091."))
+    assert _abc9_assertion(SynthError(
+        "ERROR: Assert `wire' failed in passes/techmap/abc_ops_reintegrate.cc:596."))
+    assert not _abc9_assertion(SynthError("ERROR: Module `top' not found!"))
