@@ -56,6 +56,10 @@ def register(sub):
                    help="steps whose layers run on the arrays: a list, or all for the whole "
                         "sampling run (default 0,6: the first step, against zero, and a later "
                         "differential cache step)")
+    p.add_argument("--operating-point", type=Path, default=None, metavar="SWEEP.json",
+                   help="quantize at the operating point a `dstar profile --sweep` chose (its "
+                        "report, e.g. reports/profile_sweep.json): its FMDQ thresholds and each "
+                        "layer's base")
     p.add_argument("--trace", type=Path, default=None, metavar="T.npz",
                    help="bench any DiT: every '<layer>.x' (steps, tokens, in) of this trace, "
                         "with --weights FILE.npz holding '<layer>.weight' (out, in) and "
@@ -96,7 +100,7 @@ def _check(args, cfg):
                             "'<layer>.bias' arrays")
         inputs.append(args.trace)
         try:
-            _, _, wl = load_inputs(cfg, weights=args.weights, trace_file=args.trace)
+            layers, _, wl = load_inputs(cfg, weights=args.weights, trace_file=args.trace)
         except ValueError as exc:
             raise UserError(str(exc)) from None
         nsteps = wl["steps"]
@@ -106,16 +110,29 @@ def _check(args, cfg):
                             f"random or an .npz file)")
         try:
             spec, params, _ = load_weights(args.weights, args.model, args.weight_seed)
-            check_widths(cfg, block_layers(spec, params, args.block))
+            layers = block_layers(spec, params, args.block)
+            check_widths(cfg, layers)
         except (ValueError, KeyError) as exc:
             raise UserError(str(exc).strip("'\"")) from None
+    op = None
+    if args.operating_point is not None:
+        from golden.profile import load_operating_point
+        from sim.bench_layers import layer_configs
+
+        inputs.append(args.operating_point)
+        try:
+            op = load_operating_point(args.operating_point)
+            layer_configs(cfg, layers, op)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            why = f"no field {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+            raise UserError(f"--operating-point {args.operating_point}: {why}") from None
     if steps_run != "all":
         bad = [s for s in steps_run if not 0 <= s < nsteps]
         if bad:
             raise UserError(f"--steps-run: step {bad[0]} is outside [0, {nsteps - 1}]")
     check_output_dir(args.out)
     check_outputs(args.out / "bench.json", args.out / "bench.md", inputs=inputs)
-    return steps_run
+    return steps_run, op
 
 
 def run_bench(args):
@@ -123,7 +140,7 @@ def run_bench(args):
     from sim.bench_layers import bench, markdown, text
 
     cfg = config_from_args(args)
-    steps_run = _check(args, cfg)
+    steps_run, op = _check(args, cfg)
     t0 = time.perf_counter()
 
     def say(msg):
@@ -133,7 +150,7 @@ def run_bench(args):
         rep = bench(cfg, weights=args.weights, model=args.model, weight_seed=args.weight_seed,
                     seed=args.seed, steps=args.steps, steps_run=steps_run, block=args.block,
                     quick=args.quick, simulator=args.simulator, synth=args.synth,
-                    trace_file=args.trace, progress=say)
+                    trace_file=args.trace, operating_point=op, progress=say)
     except (AssertionError, SynthError) as exc:
         raise WorkError(str(exc) or type(exc).__name__) from None
     rep["command"] = " ".join(
@@ -144,6 +161,8 @@ def run_bench(args):
          f"--seed {args.seed}", f"--steps {args.steps}", f"--steps-run {args.steps_run}",
          f"--block {args.block}", *(["--quick"] if args.quick else []),
          *([f"--trace {args.trace}"] if args.trace is not None else []),
+         *([f"--operating-point {args.operating_point}"]
+           if args.operating_point is not None else []),
          f"--simulator {args.simulator}", *([] if args.synth else ["--no-synth"])])
     json_out, md_out = args.out / "bench.json", args.out / "bench.md"
     files = {json_out: json_text(rep), md_out: markdown(rep)}

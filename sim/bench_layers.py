@@ -145,10 +145,35 @@ def _int8_tensor(x, width: int):
     return np.clip(np.sign(r) * np.floor(np.abs(r) + 0.5), -qmax, qmax).astype(np.int64)
 
 
-def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = False) -> list:
+def layer_configs(cfg: Config, layers: list, operating_point: dict | None) -> dict:
+    """``{layer name: Config}`` the layers quantize with: ``cfg`` itself, or at an operating
+    point of ``dstar profile --sweep`` (:func:`golden.profile.load_operating_point`) its FMDQ
+    thresholds and each layer's static base (keyed by the layer's trace name). These are the
+    QPU's run-time settings: the arrays are built from ``cfg`` either way. Raises ValueError for
+    a layer the operating point has no base for, or a base the configuration refuses."""
+    from golden.config import ConfigError
+
+    if operating_point is None:
+        return {ls.name: cfg for ls in layers}
+    out = {}
+    for ls in layers:
+        key = ls.x_key[:-len(".x")]
+        base = operating_point["base_log2"].get(key)
+        if base is None:
+            raise ValueError(f"the operating point has no base for layer {key!r}")
+        try:
+            out[ls.name] = cfg.replace(thr=tuple(operating_point["thr"]), base_log2=int(base))
+        except ConfigError as exc:
+            raise ValueError(f"operating point at layer {key!r}: {exc}") from None
+    return out
+
+
+def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = False,
+            operating_point: dict | None = None) -> list:
     """The :class:`BenchLayer` list: every :class:`~sim.bench_inputs.LinearSpec` of ``layers``
-    at every step of ``steps_run`` (a ``cache_only`` layer on SAR cache steps only). Raises
-    ValueError for a layer wider than ``max_reduction`` or a step the trace does not hold."""
+    at every step of ``steps_run`` (a ``cache_only`` layer on SAR cache steps only), each
+    quantized with its :func:`layer_configs` entry. Raises ValueError for a layer wider than
+    ``max_reduction``, a step the trace does not hold or an unusable operating point."""
     from golden.differential import DiffLinear, quantize_weights
     from golden.fmdq import to_fixed
     from golden.layouts import baseline_group_layout, pack
@@ -157,6 +182,7 @@ def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = Fal
     from golden.vectors import drain_words
 
     check_widths(cfg, layers)
+    lcfgs = layer_configs(cfg, layers, operating_point)
     nsteps = len(next(iter(trace.values())))
     steps_run = sorted(set(steps_run))
     if not steps_run or steps_run[0] < 0 or steps_run[-1] >= nsteps:
@@ -168,13 +194,14 @@ def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = Fal
         name, kind = ls.name, ls.kind
         cin, cout = ls.W.shape
         Wq, s_w = quantize_weights(ls.W, cfg.weight_width)
-        layer = DiffLinear(Wq, s_w, cfg, bias=ls.bias, name=name)
+        lcfg = lcfgs[name]
+        layer = DiffLinear(Wq, s_w, lcfg, bias=ls.bias, name=name)
         X = trace[ls.x_key]
         for t in range(steps_run[-1] + 1):
             cache = is_cache_step(t, cfg.sar_interval)
             if ls.cache_only and not cache:
                 continue
-            xi, _ = to_fixed(X[t], cfg.act_width, cfg.act_frac)
+            xi, _ = to_fixed(X[t], lcfg.act_width, lcfg.act_frac)
             r = layer.step(xi)
             if t not in steps_run:
                 continue
@@ -206,7 +233,7 @@ def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = Fal
             bl.subchannels["zero"] = sum(ts.counters["subchannels_zero"] for ts in tiles)
             for j in range(keep_b):
                 Wb = Wq[:, j * cols:(j + 1) * cols]
-                accs, flags = execute(groups, Wb, cfg)
+                accs, flags = execute(groups, Wb, lcfg)
                 got = np.concatenate(accs)[:, :Wb.shape[1]]
                 want = r.acc[:keep_t * T, j * cols:(j + 1) * cols] if keep_t * T <= len(r.acc) \
                     else None
@@ -362,9 +389,10 @@ def load_inputs(cfg: Config, *, weights: str = "trained", model: str = "digits",
 def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weight_seed: int = 0,
           seed: int = 0, steps: int = 10, steps_run=(0, 6), block: int = 0, quick: bool = False,
           simulator: str = "verilator", synth: bool = True, trace_file=None,
-          progress=None) -> dict:
+          operating_point: dict | None = None, progress=None) -> dict:
     """The whole bench; returns the report dict (``reports/bench.json``'s content).
-    ``steps_run`` may be ``"all"``: every step of the trace."""
+    ``steps_run`` may be ``"all"``: every step of the trace. ``operating_point``: FMDQ
+    thresholds and per-layer bases to quantize with (:func:`layer_configs`)."""
     from fpga.bench_resources import array_resources
 
     say = progress or (lambda msg: None)
@@ -374,7 +402,7 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
                                              block=block, trace_file=trace_file, progress=say)
     if steps_run == "all":
         steps_run = list(range(workload["steps"]))
-    layers = prepare(cfg, layers_in, trace, steps_run, quick)
+    layers = prepare(cfg, layers_in, trace, steps_run, quick, operating_point)
     say(f"layers: {len(layers)} (layer, step) pairs, "
         f"{sum(len(b.blocks) for b in layers)} blocks of {cfg.cols} output channels")
     res = array_resources(cfg, synth=synth, progress=say)
@@ -395,6 +423,10 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
         generated=time.strftime("%Y-%m-%d %H:%M"),
         preset=cfg.name, config=cfg.to_dict(), config_hash=cfg.hash(),
         workload=dict(workload, steps_run=sorted(set(steps_run)), quick=quick,
+                      operating_point=None if operating_point is None else dict(
+                          name=operating_point.get("name"), thr=list(operating_point["thr"]),
+                          base_log2={ls.x_key[:-2]: operating_point["base_log2"][ls.x_key[:-2]]
+                                     for ls in layers_in}),
                       sar_interval=cfg.sar_interval,
                       layers=sorted({bl.name for bl in layers},
                                     key=[bl.name for bl in layers].index)),

@@ -211,3 +211,56 @@ def test_simulation_mismatch_is_one_line_status_1(tmp_path, capsys, monkeypatch)
     assert err == ("dstar: error: mpu: drain beat 3 of block 0 differs from golden; log: "
                    "/x/run.log\n")
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------- at a profile operating point
+def _operating_point(path, bases, thr=(2, 11, 47)):
+    path.write_text(json.dumps({"operating_point": {"name": "test", "thr": list(thr),
+                                                    "base_log2": bases}}))
+    return path
+
+
+def test_operating_point_sets_each_layers_thresholds_and_base(tmp_path):
+    """The layers quantize with the operating point's thresholds and their own base; the arrays
+    keep the preset's configuration."""
+    from golden.config import preset
+    from golden.profile import load_operating_point
+    from sim.bench_inputs import LinearSpec
+    from sim.bench_layers import layer_configs
+
+    cfg = preset("tiny")
+    w = np.zeros((4, 4))
+    layers = [LinearSpec("a", "a", "a.x", w, np.zeros(4)), LinearSpec("b[v]", "b", "b.x", w,
+                                                                       np.zeros(4))]
+    op = load_operating_point(_operating_point(tmp_path / "op.json", {"a": 5, "b": 3}))
+    got = layer_configs(cfg, layers, op)
+    assert (got["a"].thr, got["a"].base_log2, got["b[v]"].base_log2) == ((2, 11, 47), 5, 3)
+    assert layer_configs(cfg, layers, None) == {"a": cfg, "b[v]": cfg}
+    with pytest.raises(ValueError, match="no base for layer 'b'"):
+        layer_configs(cfg, layers, load_operating_point(_operating_point(tmp_path / "o2.json",
+                                                                         {"a": 5})))
+
+
+@pytest.mark.cocotb
+def test_any_dit_at_an_operating_point(tmp_path, capsys):
+    _any_dit_files(tmp_path)
+    op = _operating_point(tmp_path / "op.json", {"net.a": 5, "net.b": 4})
+    rc, out, err = dstar(capsys, "bench", "--preset", "tiny", "--trace", tmp_path / "t.npz",
+                         "--weights", tmp_path / "w.npz", "--steps-run", "0,2", "--no-synth",
+                         "--simulator", "icarus", "--operating-point", op,
+                         "--out", tmp_path / "rep")
+    assert rc == 0, err
+    rep = json.loads((tmp_path / "rep" / "bench.json").read_text())
+    assert rep["workload"]["operating_point"] == {"name": "test", "thr": [2, 11, 47],
+                                                  "base_log2": {"net.a": 5, "net.b": 4}}
+    assert all(rep["simulation"][u]["checked"] for u in ("mpu", "baseline"))
+
+
+def test_bad_operating_point_is_one_line(tmp_path, capsys):
+    _any_dit_files(tmp_path)
+    op = _operating_point(tmp_path / "op.json", {"net.a": 5})
+    rc, out, err = dstar(capsys, "bench", "--preset", "tiny", "--trace", tmp_path / "t.npz",
+                         "--weights", tmp_path / "w.npz", "--operating-point", op,
+                         "--out", tmp_path / "rep")
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "no base for layer 'net.b'" in err and not (tmp_path / "rep").exists()
