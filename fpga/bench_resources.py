@@ -11,7 +11,9 @@ Where each figure comes from, in order of preference:
    Yosys run (about 1.5 minutes per array at 8 × 8).
 
 ``synth=False`` skips step 2 (the unit's entry is then ``None``). Every entry names its
-``source``.
+``source``. With synthesis on, each entry also holds ``fabric``: the resources of the same unit
+synthesized with ``-nodsp`` (every multiplier in LUTs), so that a DSP block counts at the LUTs
+it replaces.
 """
 
 from __future__ import annotations
@@ -64,5 +66,12 @@ def array_resources(cfg: Config, synth: bool = True, progress=None) -> dict:
                          seconds=r.get("seconds"),
                          source="fpga.synth (stored run reused)" if r.get("reused")
                          else "fpga.synth (Yosys ran)")
+        if entry is not None and synth:
+            from .synth import synthesize
+
+            if progress:
+                progress(f"resources: synthesize {unit} ({cfg.name}) for ECP5 without DSP blocks")
+            entry = dict(entry, fabric=synthesize(unit, cfg, "ecp5", nodsp=True,
+                                                  reuse=True)["resources"])
         out[unit] = entry
     return out

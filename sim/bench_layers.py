@@ -284,7 +284,7 @@ def _ratio(a, b):
 
 
 def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_valid, dense,
-         cd, ci, lut_ratio, lanes, subch, load):
+         cd, ci, lut_ratio, lanes, subch, load, fabric_ratio=None):
     cr = _ratio(ci, cd)
     nsub = sum(subch.values())
     bits = sum(int(k[1:]) * v for k, v in subch.items() if k != "zero")
@@ -292,6 +292,7 @@ def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_vali
                 cout=cout, blocks=blocks, groups=groups, lanes_valid=lanes_valid,
                 dense_beats=dense, cycles_dstar=cd, cycles_int8=ci, cycles_ratio=cr,
                 lut_ratio=lut_ratio, tput_per_lut_ratio=_ratio(cr, lut_ratio),
+                lut_ratio_fabric=fabric_ratio, tput_per_lut_fabric_ratio=_ratio(cr, fabric_ratio),
                 lane_util=_ratio(lanes_valid, groups * lanes),
                 mean_act_bits=_ratio(bits, nsub), subchannels=dict(subch),
                 weight_load_cycles=load)
@@ -301,6 +302,8 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict)
     """Per-layer rows, per-step and overall totals (see the module text for the ratios)."""
     luts = {u: (e or {}).get("resources", {}).get("lut_total") for u, e in resources.items()}
     lut_ratio = _ratio(luts.get("mpu"), luts.get("baseline"))
+    fab = {u: ((e or {}).get("fabric") or {}).get("lut_total") for u, e in resources.items()}
+    fabric_ratio = _ratio(fab.get("mpu"), fab.get("baseline"))
     m = {r["id"]: r for r in mpu["layers"]}
     b = {r["id"]: r for r in base["layers"]}
     rows = []
@@ -310,7 +313,8 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict)
         rows.append(_row(bl.name, bl.kind, bl.step, "cache" if bl.cache_step else "reuse",
                          bl.tokens, bl.cin, bl.cout, nb, nb * bl.groups, nb * bl.lanes_valid,
                          nb * len(bl.base_stream), sum(mr["cycles"]), sum(br["cycles"]),
-                         lut_ratio, cfg.lanes, bl.subchannels, mr["load_cycles"]))
+                         lut_ratio, cfg.lanes, bl.subchannels, mr["load_cycles"],
+                         fabric_ratio))
 
     def total(label, rs):
         sub = {}
@@ -320,7 +324,7 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict)
         s = lambda k: sum(r[k] for r in rs)  # noqa: E731
         t = _row(label, None, None, None, None, None, None, s("blocks"), s("groups"),
                  s("lanes_valid"), s("dense_beats"), s("cycles_dstar"), s("cycles_int8"),
-                 lut_ratio, cfg.lanes, sub, s("weight_load_cycles"))
+                 lut_ratio, cfg.lanes, sub, s("weight_load_cycles"), fabric_ratio)
         for k in ("kind", "step", "step_kind", "tokens", "cin", "cout"):
             t.pop(k)
         return t
@@ -473,8 +477,10 @@ def _res_line(unit, e):
     if not e:
         return f"{unit}: no resources (no matching sweep point and synthesis off)"
     r = e["resources"]
+    fab = e.get("fabric")
     return (f"{unit}: {r['lut_total']:,} LUTs (LUT4 {r['lut4']:,} + 2 × {r['carry']:,} carry), "
-            f"{r['ff']:,} FF, {r['dsp']} DSP, {r['bram']} BRAM, from {e['source']}")
+            f"{r['ff']:,} FF, {r['dsp']} DSP, {r['bram']} BRAM, from {e['source']}"
+            + (f"; without DSP blocks {fab['lut_total']:,} LUTs" if fab else ""))
 
 
 def _steps_words(wl: dict) -> str:
@@ -525,8 +531,10 @@ def text(rep: dict) -> str:
     lines.append(f"total: DSTAR {a['cycles_dstar']:,} cycles, INT8 {a['cycles_int8']:,} cycles; "
                  f"INT8/DSTAR cycles {_f(a['cycles_ratio'])}, DSTAR/INT8 LUTs "
                  f"{_f(a['lut_ratio'])}, DSTAR/INT8 throughput per LUT "
-                 f"{_f(a['tput_per_lut_ratio'])}, lane utilization {_pct(a['lane_util'])}; "
-                 f"every drain beat checked against golden")
+                 f"{_f(a['tput_per_lut_ratio'])} (fabric only, DSP blocks at the LUTs they "
+                 f"replace: LUTs {_f(a.get('lut_ratio_fabric'))}, throughput per LUT "
+                 f"{_f(a.get('tput_per_lut_fabric_ratio'))}), lane utilization "
+                 f"{_pct(a['lane_util'])}; every drain beat checked against golden")
     return "\n".join(lines)
 
 

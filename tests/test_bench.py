@@ -264,3 +264,26 @@ def test_bad_operating_point_is_one_line(tmp_path, capsys):
                          "--out", tmp_path / "rep")
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert "no base for layer 'net.b'" in err and not (tmp_path / "rep").exists()
+
+
+def test_fabric_only_ratio_counts_dsp_blocks_at_the_luts_they_replace():
+    """With the ``-nodsp`` resources of both arrays, the totals give the LUT ratio and the
+    throughput per LUT with every multiplier in fabric, beside the ratio with DSP blocks."""
+    from golden.config import preset
+    from sim.bench_layers import BenchLayer, summarize
+
+    cfg = preset("tiny")
+    bl = BenchLayer(name="l", kind="fc1", step=0, cache_step=True, tokens=4, cin=4, cout=4,
+                    mpu_stream=[0] * 5, groups=5, lanes_valid=12, groups_per_tile=[5],
+                    base_stream=[0] * 4, blocks=[None], subchannels={"b2": 4, "zero": 0})
+    sims = {u: {"layers": [{"id": bl.id, "cycles": [c], "load_cycles": 4}]}
+            for u, c in (("mpu", 50), ("baseline", 100))}
+    res = {"mpu": {"resources": {"lut_total": 300}, "fabric": {"lut_total": 300}},
+           "baseline": {"resources": {"lut_total": 100}, "fabric": {"lut_total": 200}}}
+    a = summarize(cfg, [bl], sims["mpu"], sims["baseline"], res)["totals"]["all"]
+    assert a["cycles_ratio"] == 2.0 and a["lut_ratio"] == 3.0
+    assert a["tput_per_lut_ratio"] == pytest.approx(2 / 3)
+    assert a["lut_ratio_fabric"] == 1.5 and a["tput_per_lut_fabric_ratio"] == pytest.approx(4 / 3)
+    res = {u: {"resources": e["resources"]} for u, e in res.items()}     # no -nodsp run
+    a = summarize(cfg, [bl], sims["mpu"], sims["baseline"], res)["totals"]["all"]
+    assert a["lut_ratio_fabric"] is None and a["tput_per_lut_fabric_ratio"] is None
