@@ -28,14 +28,16 @@ __all__ = ["JobError", "run_jobs"]
 
 
 class JobError(RuntimeError):
-    """One or more jobs failed; ``failures`` maps each failed job's index to its exception."""
+    """One or more jobs failed; ``failures`` maps each failed job's index to its exception and
+    ``results`` holds every job's result in order (None for the failed ones)."""
 
-    def __init__(self, failures: dict, labels: list):
+    def __init__(self, failures: dict, labels: list, results: list):
         first = min(failures)
         super().__init__(f"{len(failures)} of {len(labels)} jobs failed; first: "
                          f"{labels[first]}: {type(failures[first]).__name__}: "
                          f"{failures[first]}")
         self.failures = failures
+        self.results = results
 
 
 def _label(args) -> str:
@@ -90,7 +92,7 @@ def run_jobs(fn, arguments, *, jobs: int = 2, scheduler=None, progress=None,
     else:
         _run_dask(fn, arguments, scheduler, done)
     if failures:
-        raise JobError(failures, labels)
+        raise JobError(failures, labels, results)
     return results
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -270,7 +269,8 @@ def _worktree() -> dict:
 def main(argv=None) -> int:
     from gen.outputs import check_outputs, json_text, write_together
 
-    from .synth import SynthError, copy_liberty, yosys_version
+    from .farm import JobError, run_jobs
+    from .synth import copy_liberty, yosys_version
 
     ap = argparse.ArgumentParser(prog="python -m fpga.report_asic",
                                  description=__doc__.split("\n")[0])
@@ -297,25 +297,18 @@ def main(argv=None) -> int:
     runs = [r for r in RUNS if not args.only or r[0] in args.only]
     results, failed = {}, {}
     _say(f"{len(runs)} configurations on {info['name']} ({liberty.name}), {args.jobs} jobs")
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futs = {}
-        for unit, name, booth, parts, lever in runs:
-            k = _key(unit, name, booth, lever)
-            _say(f"queued {k}")
-            futs[pool.submit(_one, unit, name, booth, parts, lever, str(liberty),
-                             args.reuse)] = k
-        for f in as_completed(futs):
-            k = futs[f]
-            try:
-                results[k] = f.result()
-                r = results[k]["resources"]
-                _say(f"end   {k}: {r['area']:,.1f} µm² ({results[k]['seconds']:.0f} s"
-                     f"{', reused' if results[k].get('reused') else ''})")
-            except (SynthError, OSError, ValueError) as exc:
-                failed[k] = str(exc)
-                _say(f"end   {k}: failed: {exc}")
-    order = [_key(u, p, b, lv) for u, p, b, _, lv in runs]
-    results = {k: results[k] for k in order if k in results}
+    keys = [_key(unit, name, booth, lever) for unit, name, booth, _, lever in runs]
+    try:
+        got = run_jobs(_one, [(*r, str(liberty), args.reuse) for r in runs], jobs=args.jobs,
+                       labels=keys, progress=_say)
+    except JobError as exc:
+        got = exc.results
+        failed = {keys[k]: str(e) for k, e in exc.failures.items()}
+    for k, r in zip(keys, got):
+        if r is not None:
+            results[k] = r
+            _say(f"{k}: {r['resources']['area']:,.1f} µm² ({r['seconds']:.0f} s"
+                 f"{', reused' if r.get('reused') else ''})")
     rep = dict(liberty=info, yosys=yosys_version(), **collect(results), failed=failed,
                generated=time.strftime("%Y-%m-%d %H:%M"), worktree=_worktree())
     write_together({js: json_text(rep), md: render(rep)})

@@ -30,8 +30,7 @@ from pathlib import Path
 from golden.config import preset
 
 from .pnr import PnrError, place_and_route
-from .synth import (BUILD_ROOT, SynthError, _design_stats, _histogram, _run, resources,
-                    synth_script, synthesize, yosys_version)
+from .synth import BUILD_ROOT, synthesize, yosys_version
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = (("multiply", "slice"), ("select", "slice"), ("multiply", "booth"), ("select", "booth"))
@@ -43,23 +42,9 @@ def _say(msg):
 
 
 def _synth(unit, cfg, target, nodsp, reuse, force_abc=False):
-    if not force_abc:
-        try:
-            return synthesize(unit, cfg, target, nodsp=nodsp, reuse=reuse)
-        except SynthError as err:
-            if target != "ecp5" or "Assert" not in str(err):
-                raise
-    from gen.generate import to_rtlil
-    from gen.units import top_name
-    wd = (BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" /
-          ("ecp5-nodsp-abc" if nodsp else "ecp5-abc")).resolve()
-    wd.mkdir(parents=True, exist_ok=True)
-    (wd / "design.il").write_text(to_rtlil(unit, cfg))
-    t0 = time.perf_counter()
-    _run(synth_script(top_name(unit), target, nodsp=nodsp, abc9=False), wd, None)
-    res = resources(target, _histogram(_design_stats(wd / "stat.json")))
-    return dict(resources=res, seconds=round(time.perf_counter() - t0, 2), flow="abc",
-                netlist=str(wd / "netlist.json"))
+    """One run through :func:`fpga.synth.synthesize` (its abc9 fallback included);
+    ``force_abc``: map with ``abc -lut 4`` from the start, the flow the fallback takes."""
+    return synthesize(unit, cfg, target, nodsp=nodsp, reuse=reuse, abc9=not force_abc)
 
 
 def _label(dp, digits):

@@ -326,8 +326,10 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
                      liberty: str | os.PathLike | None = None, workdir: str | os.PathLike,
                      timeout: float | None = None, primitives: bool = False,
                      booth: bool = False, parts: bool = False, memories: str = "macro",
-                     delay_target: float | None = None) -> dict:
+                     delay_target: float | None = None, abc9: bool = True) -> dict:
     """Synthesize RTLIL text with top module ``top`` in ``workdir`` (emptied first).
+    ``abc9=False`` maps an FPGA's LUTs with ``abc -lut 4`` from the start (``flow: abc``), the
+    mapper the abc9 fallback takes, for comparisons in one flow.
 
     Returns ``{target, top, nodsp, resources, cells, num_cells, transistors, ..., seconds,
     workdir, log, netlist}``. Raises :class:`ValueError` for a bad target, :class:`SynthError`
@@ -350,13 +352,14 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
         script = synth_script(top, target, liberty=lib_name, booth=booth, parts=parts,
                               memories=memories, delay_target=delay_target)
     else:
-        script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, primitives=primitives)
+        script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, primitives=primitives,
+                              abc9=abc9)
     t0 = time.perf_counter()
-    flow = "flat"
+    flow = "flat" if abc9 else "abc"
     try:
         _run(script, workdir, timeout)
     except SynthError as err:
-        if target != "ecp5" or not _abc9_assertion(err):
+        if target != "ecp5" or not abc9 or not _abc9_assertion(err):
             raise
         # Known Yosys 0.70 abc9 assertion: map the LUTs with abc instead.
         (workdir / "yosys_abc9.log").write_text((workdir / "yosys.log").read_text()
@@ -521,8 +524,10 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
                liberty: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
                timeout: float | None = None, reuse: bool = False, booth: bool = False,
                parts: bool = False, memories: str = "macro",
-               delay_target: float | None = None) -> dict:
+               delay_target: float | None = None, abc9: bool = True) -> dict:
     """Synthesize ``unit`` (``"pe"``, ``"mpu"``, ``"baseline"``) of ``cfg`` for ``target``.
+    ``abc9=False``: FPGA LUTs mapped by ``abc -lut 4`` (:func:`synthesize_rtlil`; work
+    directory ``.../<target>[-nodsp]-abc``).
 
     The work directory defaults to ``build/fpga/<unit>-<preset>-<config hash>/<target>[-nodsp]``
     (``DSTAR_FPGA_BUILD`` moves the root). The result adds ``unit``, ``preset``,
@@ -542,6 +547,8 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
     _check_target(target, nodsp, liberty, **opts)
     if workdir is None:
         workdir = _workdir(unit, cfg, target, nodsp, liberty, **opts)
+        if not abc9 and target != "asic":
+            workdir = workdir.with_name(workdir.name + "-abc")
     t0 = time.perf_counter()
     il = to_rtlil(unit, cfg)
     elab = time.perf_counter() - t0
@@ -558,16 +565,15 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
         if cached is not None:
             return cached
     elif reuse and liberty is None:
-        for abc9 in (True, False):     # the stored run may have taken the fallback
-            if not abc9 and target != "ecp5":
-                continue
+        # An ECP5 run asked for abc9 may have been stored after taking the abc fallback.
+        for mapper in ((True, False) if abc9 and target == "ecp5" else (abc9,)):
             cached = _cached(Path(workdir).resolve(), il,
-                             synth_script(top_name(unit), target, nodsp=nodsp, abc9=abc9))
+                             synth_script(top_name(unit), target, nodsp=nodsp, abc9=mapper))
             if cached is not None:
                 return cached
     extra = opts if target == "asic" else {}
     out = synthesize_rtlil(il, top_name(unit), target, nodsp=nodsp, liberty=liberty,
-                           workdir=workdir, timeout=timeout, **extra)
+                           workdir=workdir, timeout=timeout, abc9=abc9, **extra)
     out.update(unit=unit, preset=cfg.name, config_hash=cfg.hash(),
                elaboration_seconds=round(elab, 2))
     out["tools"]["amaranth"] = amaranth.__version__

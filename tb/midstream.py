@@ -14,7 +14,7 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
-from .streams import CLOCK_NS
+from .streams import CLOCK_NS, StreamSink
 
 __all__ = ["OutputWatch", "take", "hold_until_stalled", "reset_midstream", "quiet"]
 
@@ -100,8 +100,8 @@ class OutputWatch:
 
 async def take(dut, name: str, count: int, timeout: int = 20_000,
                into: list | None = None) -> list:
-    """Take ``count`` beats of an output, then hold it (``ready`` low). Call it right after a
-    rising edge.
+    """Take ``count`` beats of an output with a :class:`tb.streams.StreamSink` in ``hold``
+    mode, then hold the output (``ready`` low). Call it right after a rising edge.
 
     Parameters
     ----------
@@ -109,7 +109,7 @@ async def take(dut, name: str, count: int, timeout: int = 20_000,
     name : str
         The output stream's port name.
     count : int
-        Beats to take; ``ready`` stays high until then.
+        Beats to take.
     timeout : int
         Cycles before a TimeoutError.
     into : list, optional
@@ -121,23 +121,12 @@ async def take(dut, name: str, count: int, timeout: int = 20_000,
     list of int
         The payloads taken.
     """
-    valid = getattr(dut, f"{name}__valid")
-    ready = getattr(dut, f"{name}__ready")
-    payload = getattr(dut, f"{name}__payload")
-    words = [] if into is None else into
-    start = len(words)
-    ready.value = 1
-    for _ in range(timeout):
-        if len(words) - start == count:
-            break
-        await ReadOnly()
-        if int(valid.value) == 1:
-            words.append(payload.value.to_unsigned())
-        await RisingEdge(dut.clk)
-    ready.value = 0
-    if len(words) - start < count:
-        raise TimeoutError(f"{name}: {len(words) - start}/{count} beats after {timeout} cycles")
-    return words[start:]
+    sink = StreamSink(dut, name, dut.clk, window=1)
+    if into is not None:
+        sink.words = into
+    start = len(sink.words)
+    await sink.receive(start + count, timeout, hold=True)
+    return sink.words[start:]
 
 
 async def hold_until_stalled(dut, sources, quiet_cycles: int, timeout: int = 20_000) -> int:

@@ -109,9 +109,12 @@ class StreamSink:
         self.cycle = 0
         self.ready.value = 0
 
-    async def receive(self, count: int | None, timeout: int, stop: Event | None = None):
+    async def receive(self, count: int | None, timeout: int, stop: Event | None = None, *,
+                      hold: bool = False):
         """Take ``count`` beats, or with ``count=None`` every beat until ``stop`` is set, then
-        watch the trailing window (:attr:`window`) and drop ``ready``.
+        watch the trailing window (:attr:`window`) and drop ``ready``. With ``hold`` the stream
+        goes on (a partial take, e.g. before a reset in the middle of traffic): ``ready`` drops
+        right after the last beat taken, no window.
 
         Call it right after a rising edge. Without stalls ``ready`` stays high and, while
         ``valid`` is low, the sink sleeps until it rises (or ``stop`` is set) instead of waking
@@ -138,7 +141,8 @@ class StreamSink:
             self.cycle += 1
             if self.cycle > timeout:
                 raise TimeoutError(self._progress(count))
-        await self._trailing_window(count)
+        if not hold:
+            await self._trailing_window(count)
         self.ready.value = 0
 
     def _progress(self, count) -> str:

@@ -18,18 +18,24 @@ def only_profile(monkeypatch):
     monkeypatch.setattr(gen.cli, "COMMAND_MODULES", ("gen.cmd_profile",))
 
 
-@pytest.fixture
-def fake_run(monkeypatch):
-    """``run_profile`` returns a stub report; the report files are stub text."""
+def _stub(monkeypatch, runner, files, names, rep):
+    """``golden.profile.<runner>`` returns ``rep``; ``<files>`` gives stub text for each of
+    ``<names>``; returns the list the runner appends its sweep argument to."""
     calls = []
 
     def run(cfg, sweep, weights=None, log=print):
         calls.append(sweep)
-        return REP
-    monkeypatch.setattr(golden.profile, "run_profile", run)
-    monkeypatch.setattr(golden.profile, "report_files", lambda rep, d: {
-        p: f"{p.name}\n" for p in golden.profile.report_names(d)})
+        return rep
+    monkeypatch.setattr(golden.profile, runner, run)
+    monkeypatch.setattr(golden.profile, files, lambda r, d: {
+        p: f"{p.name}\n" for p in getattr(golden.profile, names)(d)})
     return calls
+
+
+@pytest.fixture
+def fake_run(monkeypatch):
+    """``run_profile`` returns a stub report; the report files are stub text."""
+    return _stub(monkeypatch, "run_profile", "report_files", "report_names", REP)
 
 
 def dstar(capsys, *argv):
@@ -112,15 +118,8 @@ SWEEP_REP = {"seconds": 1.0, "message": "operating point thr 2,7,31 base -1: 4.0
 @pytest.fixture
 def fake_sweep(monkeypatch):
     """``run_sweep`` returns a stub report; the sweep files are stub text."""
-    calls = []
-
-    def run(cfg, sweep, weights=None, log=print):
-        calls.append(sweep)
-        return SWEEP_REP
-    monkeypatch.setattr(golden.profile, "run_sweep", run)
-    monkeypatch.setattr(golden.profile, "sweep_report_files", lambda rep, d: {
-        p: f"{p.name}\n" for p in golden.profile.sweep_report_names(d)})
-    return calls
+    return _stub(monkeypatch, "run_sweep", "sweep_report_files", "sweep_report_names",
+                 SWEEP_REP)
 
 
 def test_sweep_writes_its_three_files(tmp_path, capsys, fake_sweep):

@@ -200,11 +200,9 @@ def test_packer_unsorted_input_fails():
 
 
 class _MutantPacker(Packer):
-    """The real :class:`rtl.packer.Packer` inside a shell that changes one thing on its ports
-    (:meth:`mutate`), so the RTL itself stays untouched."""
-
-    def mutate(self, m, inner):
-        raise NotImplementedError
+    """The real :class:`rtl.packer.Packer` inside a shell that changes one thing on its ports,
+    so the RTL itself stays untouched. Each subclass defines ``mutate(m, inner)``, the comb
+    assignments that override the shell's pass-through."""
 
     def elaborate(self, platform):
         m = Module()

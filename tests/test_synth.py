@@ -273,3 +273,10 @@ def test_known_abc9_assertions_are_recognised():
     assert _abc9_assertion(SynthError(
         "ERROR: Assert `wire' failed in passes/techmap/abc_ops_reintegrate.cc:596."))
     assert not _abc9_assertion(SynthError("ERROR: Module `top' not found!"))
+
+
+def test_abc_mapper_on_request(tmp_path):
+    """``abc9=False`` maps the LUTs with ``abc -lut 4`` from the start (the fallback's flow)."""
+    r = synthesize("pe", CFG, "ecp5", nodsp=True, workdir=tmp_path, abc9=False)
+    assert r["flow"] == "abc" and "abc -lut 4" in r["script"] and "abc9" not in r["script"]
+    assert r["resources"]["lut4"] > 0 and r["resources"]["dsp"] == 0
