@@ -35,7 +35,7 @@ async def stream_put(ctx, port, words, *, gap=0.0, rng=None, cycles=None, limit=
 
 
 async def stream_get(ctx, port, count, out, *, stall=0.0, rng=None, cycles=None,
-                     limit=1_000_000, window=0):
+                     limit=1_000_000, window: int):
     """Receive ``count`` packed beats from ``port`` into the list ``out``.
 
     Parameters
@@ -49,9 +49,11 @@ async def stream_get(ctx, port, count, out, *, stall=0.0, rng=None, cycles=None,
     window : int
         The trailing window: after the ``count`` beats ``ready`` stays high for ``window``
         cycles and a ``valid`` in any of them raises AssertionError (a duplicated or extra
-        trailing beat). A unit's driver sets it to at least twice the unit's latency
-        (:mod:`sim.timing`); 0 (sub-block tests) checks nothing.
+        trailing beat). Every caller sets it, to at least twice its unit's latency
+        (:mod:`sim.timing`).
     """
+    if window < 1:
+        raise ValueError(f"the trailing window must be at least one cycle, not {window}")
     cycle = 0
     while len(out) < count:
         ready = not (stall and rng.random() < stall)

@@ -62,7 +62,8 @@ def test_loopback_random_bytes(cpb):
         await put(ctx, dut.tx.i, data, cycles=taken)
 
     async def sink(ctx):
-        await get(ctx, dut.rx.o, len(data), out, stall=0.5, rng=rng)
+        # an extra byte would follow within a character time (10·cpb cycles)
+        await get(ctx, dut.rx.o, len(data), out, stall=0.5, rng=rng, window=20 * cpb)
         assert ctx.get(dut.rx.frame_error) == 0 and ctx.get(dut.rx.overrun) == 0
 
     simulate(dut, src, sink)
@@ -269,7 +270,9 @@ def run_link(bench, host_bytes, expect, *, outputs=None, out_frames=0, stall=0.3
 
     def sink(k):
         async def run(ctx):
-            await get(ctx, link.in_streams[k], expect[k], got[k], stall=stall, rng=rng)
+            # an extra word would follow within a character time of its last byte
+            await get(ctx, link.in_streams[k], expect[k], got[k], stall=stall, rng=rng,
+                      window=20 * bench.cpb)
             done["sinks"] += 1
         return run
 
