@@ -34,7 +34,7 @@ reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, 
 	$(BIN)/python -m fpga.report_core
 	$(BIN)/python -m fpga.core_area
 	$(BIN)/python -m fpga.report_asic
-	$(BIN)/python -m fpga.report_pe_levers
+	$(BIN)/python -m fpga.report_pe_levers --mpu --reuse
 	$(BIN)/python -m fpga.sweep --reuse
 	$(BIN)/python -m sim.perf_validate
 	$(BIN)/python -m sim.project

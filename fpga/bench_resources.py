@@ -14,6 +14,12 @@ Where each figure comes from, in order of preference:
 ``source``. With synthesis on, each entry also holds ``fabric``: the resources of the same unit
 synthesized with ``-nodsp`` (every multiplier in LUTs), so that a DSP block counts at the LUTs
 it replaces.
+
+:func:`array_areas` gives the cell area of both arrays for a standard-cell library (the flow of
+``dstar synth --target asic``: ``synth``, ``dfflibmap``, ``abc -liberty``, ``stat -liberty``,
+the weight buffers left out as macros), each at its best: the MPU as generated, the INT8 array
+the smaller of its runs with and without Yosys ``synth -booth``. Stored runs of byte-identical
+RTLIL, script, Yosys and library are reused.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ from pathlib import Path
 
 from golden.config import Config
 
-__all__ = ["UNITS", "SWEEP", "from_sweep", "array_resources"]
+__all__ = ["UNITS", "SWEEP", "NANGATE", "from_sweep", "array_resources", "array_areas"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ROOT / "reports" / "sweep.json"
 UNITS = ("mpu", "baseline")
+#: The standard-cell library the reports use when it is there (the project ships none).
+NANGATE = ROOT.parent / "shared" / "pdk" / "nangate45" / "nangate45_typ.lib.gz"
 
 
 def from_sweep(unit: str, cfg: Config, path: Path = SWEEP) -> dict | None:
@@ -74,4 +82,30 @@ def array_resources(cfg: Config, synth: bool = True, progress=None) -> dict:
             entry = dict(entry, fabric=synthesize(unit, cfg, "ecp5", nodsp=True,
                                                   reuse=True)["resources"])
         out[unit] = entry
+    return out
+
+
+def array_areas(cfg: Config, liberty, progress=None) -> dict:
+    """``{unit: {area, combinational, sequential, ff, booth, config_hash, source}}`` in the
+    library's unit (µm² for Nangate45) for the MPU and the baseline of ``cfg``, and
+    ``library: {name, file, sha256}``. Raises :class:`fpga.synth.SynthError` when Yosys fails."""
+    from .synth import synthesize
+
+    out = {}
+    for unit, booths in (("mpu", (False,)), ("baseline", (False, True))):
+        runs = []
+        for booth in booths:
+            if progress:
+                progress(f"area: synthesize {unit} ({cfg.name}, {cfg.hash()}) on "
+                         f"{Path(liberty).name}" + (" with -booth" if booth else ""))
+            runs.append(synthesize(unit, cfg, "asic", liberty=liberty, booth=booth, reuse=True))
+        r = min(runs, key=lambda x: x["resources"]["area"])
+        res = r["resources"]
+        out[unit] = dict(area=res["area"], combinational=res.get("combinational_area"),
+                         sequential=res.get("sequential_area"), ff=res.get("ff"),
+                         booth=bool(r.get("booth")), config_hash=r.get("config_hash", cfg.hash()),
+                         source="fpga.synth (stored run reused)" if r.get("reused")
+                         else "fpga.synth (Yosys ran)")
+        lib = r.get("liberty") or {}
+        out["library"] = {k: lib.get(k) for k in ("name", "file", "sha256")}
     return out

@@ -9,7 +9,11 @@
 2. nextpnr-ecp5 Fmax of each of those PEs (the netlist with DSP blocks allowed), out of context,
    on the LFE5U-85F at ``--freq`` with a fixed seed (:mod:`fpga.pnr`);
 3. with ``--mpu``: the MPU of the ``fpga`` preset for the settings in ``--mpu-settings`` with
-   DSP blocks allowed (the check that ``select`` maps no MULT18X18D) and ``-nodsp``.
+   DSP blocks allowed (the check that ``select`` maps no MULT18X18D) and ``-nodsp``, and the
+   nextpnr Fmax of the MPUs in :data:`MPU_FMAX` (same device, frequency and seed as the PEs).
+
+Beyond the four digit settings, :data:`EXTRA_PE` and :data:`EXTRA_MPU` add the weights broadcast
+down each column (``weight_hop = rows``, ``bcast``; the INT8 PE too) and ``pe_stages = 2``.
 
 The INT8 PE's multiplier is left to the tools (a MULT18X18D, or Yosys's own fabric multiplier
 with ``-nodsp``): that is the best mapping Yosys has for an 8 × 8 product. Yosys 0.70's abc9
@@ -34,6 +38,19 @@ from .synth import BUILD_ROOT, synthesize, yosys_version
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = (("multiply", "slice"), ("select", "slice"), ("multiply", "booth"), ("select", "booth"))
+#: Further PE and MPU rows: label → (unit, ``Config`` overrides of the ``fpga`` preset).
+#: ``bcast``: the weights broadcast down each column (``weight_hop = rows``), for both arrays.
+EXTRA_PE = {"select/booth/bcast": ("pe", dict(digit_product="select", digits="booth",
+                                              weight_hop=8)),
+            "select/booth/bcast/stages2": ("pe", dict(digit_product="select", digits="booth",
+                                                      weight_hop=8, pe_stages=2)),
+            "int8": ("baseline_pe", {}),
+            "int8/bcast": ("baseline_pe", dict(weight_hop=8))}
+EXTRA_MPU = {"select/booth/bcast": dict(digit_product="select", digits="booth", weight_hop=8),
+             "select/booth/bcast/stages2": dict(digit_product="select", digits="booth",
+                                                weight_hop=8, pe_stages=2)}
+#: MPU rows placed and routed for their Fmax (``--mpu``).
+MPU_FMAX = ("select/booth", "select/booth/bcast", "select/booth/bcast/stages2")
 VARIANTS = (("ecp5", False, "ecp5"), ("ecp5", True, "ecp5-nodsp"), ("generic", False, "generic"))
 
 
@@ -54,7 +71,7 @@ def _label(dp, digits):
 def measure_pe(freq, seed, reuse, fmax=True):
     out = {}
     units = [("pe", _label(dp, dg), dict(digit_product=dp, digits=dg)) for dp, dg in SETTINGS]
-    units.append(("baseline_pe", "int8", {}))
+    units += [(unit, label, over) for label, (unit, over) in EXTRA_PE.items()]
     for unit, label, over in units:
         cfg = preset("fpga", **over)
         row = dict(unit=unit, config_hash=cfg.hash(), **over)
@@ -92,19 +109,34 @@ def measure_mpu_abc(reuse):
     return row
 
 
-def measure_mpu(settings, reuse):
+def measure_mpu(settings, reuse, freq=100.0, seed=1, fmax=True):
+    """The ``fpga`` MPU for each ``(label, overrides)``; the rows of :data:`MPU_FMAX` are also
+    placed and routed (the ECP5 netlist, out of context, PEs kept as modules during synthesis
+    and flattened after mapping, as :mod:`fpga.synth` does)."""
     out = {}
-    for dp, dg in settings:
-        cfg = preset("fpga", digit_product=dp, digits=dg)
-        row = dict(unit="mpu", config_hash=cfg.hash(), digit_product=dp, digits=dg)
+    for label, over in settings:
+        cfg = preset("fpga", **over)
+        row = dict(unit="mpu", config_hash=cfg.hash(), **over)
         for target, nodsp, vl in VARIANTS[:2]:
-            if dp == "select" and nodsp:
+            if over.get("digit_product") == "select" and nodsp:
                 continue        # no multiplier: -nodsp maps the same netlist
             r = _synth("mpu", cfg, target, nodsp, reuse)
             row[vl] = dict(resources=r["resources"], seconds=r.get("seconds"),
                            flow=r.get("flow"))
-            _say(f"  mpu {_label(dp, dg)} {vl}: {r['resources']}")
-        out[_label(dp, dg)] = row
+            if vl == "ecp5":
+                netlist = r.get("netlist")
+            _say(f"  mpu {label} {vl}: {r['resources']}")
+        if fmax and label in MPU_FMAX:
+            wd = BUILD_ROOT / f"mpu-{cfg.name}-{cfg.hash()}" / "pnr-ecp5"
+            try:
+                p = place_and_route(netlist, workdir=wd, freq_mhz=freq, seed=seed, reuse=reuse)
+                row["fmax_mhz"] = p["fmax_mhz"]
+                row["pnr_seconds"] = p.get("seconds")
+                row["critical_path"] = p.get("critical_path")
+            except PnrError as exc:
+                row["fmax_error"] = str(exc)
+            _say(f"  mpu {label} Fmax {row.get('fmax_mhz')}")
+        out[label] = row
     return out
 
 
@@ -148,8 +180,9 @@ def markdown(data) -> str:
                   "select MPUs, which then go through `abc -lut 4` (`abc`), so `multiply/slice` "
                   "is given through that flow too: compare rows of the same flow. A select MPU "
                   "has no multiplier, so `-nodsp` maps the same netlist and is not repeated.", "",
-                  "| MPU | variant | LUT total | LUT4 | CCU2C | FF | MULT18X18D | DP16KD | flow | Yosys s |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+                  "| MPU | variant | LUT total | LUT4 | CCU2C | FF | MULT18X18D | DP16KD | flow | "
+                  "Yosys s | Fmax MHz |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
         for label, row in data["mpu"].items():
             for vl in ("ecp5", "ecp5-nodsp"):
                 if vl not in row:
@@ -157,7 +190,8 @@ def markdown(data) -> str:
                 r = row[vl]["resources"]
                 lines.append(f"| {label} | {vl} | {r['lut_total']} | {r['lut4']} | {r['carry']} | "
                              f"{r['ff']} | {r['dsp']} | {r['bram']} | {row[vl].get('flow')} | "
-                             f"{row[vl].get('seconds')} |")
+                             f"{row[vl].get('seconds')} | "
+                             f"{row.get('fmax_mhz', '–') if vl == 'ecp5' else '–'} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -170,7 +204,8 @@ def main(argv=None):
     ap.add_argument("--reuse", action="store_true")
     ap.add_argument("--no-fmax", action="store_true")
     ap.add_argument("--mpu", action="store_true")
-    ap.add_argument("--mpu-settings", default="multiply/slice,select/slice,select/booth")
+    ap.add_argument("--mpu-settings", default="multiply/slice,select/slice,select/booth,"
+                    + ",".join(EXTRA_MPU))
     ap.add_argument("--markdown-only", action="store_true")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -184,8 +219,15 @@ def main(argv=None):
                 pnr=dict(freq_mhz=args.freq, seed=args.seed, device="85k"))
     data["pe"] = measure_pe(args.freq, args.seed, args.reuse, fmax=not args.no_fmax)
     if args.mpu:
-        settings = [tuple(s.split("/")) for s in args.mpu_settings.split(",") if s]
-        data["mpu"] = measure_mpu(settings, args.reuse)
+        settings = []
+        for label in (x for x in args.mpu_settings.split(",") if x):
+            if label in EXTRA_MPU:
+                settings.append((label, EXTRA_MPU[label]))
+            else:
+                dp, dg = label.split("/")
+                settings.append((label, dict(digit_product=dp, digits=dg)))
+        data["mpu"] = measure_mpu(settings, args.reuse, args.freq, args.seed,
+                                  fmax=not args.no_fmax)
         data["mpu"]["multiply/slice (abc flow)"] = measure_mpu_abc(args.reuse)
     out.mkdir(parents=True, exist_ok=True)
     jpath.write_text(json.dumps(data, indent=1) + "\n")

@@ -3,11 +3,13 @@ differential layers of a DiT (:mod:`sim.bench_layers`).
 
 ``bench [--preset fpga] [--set k=v ...] [--weights trained|random|FILE.npz] [--model M]
 [--weight-seed N] [--seed N] [--steps N] [--steps-run 0,6|all] [--block B] [--quick]
-[--trace T.npz] [--simulator verilator|icarus] [--no-synth] [--out DIR]`` records a float DDIM
+[--trace T.npz] [--simulator verilator|icarus] [--liberty FILE] [--no-synth] [--out DIR]``
+records a float DDIM
 run (or, with ``--trace``, takes any model's layer inputs from a trace and its weights from
 ``--weights FILE.npz``: ``<layer>.weight`` (out, in), ``<layer>.bias``; see
 :mod:`sim.bench_inputs`), builds each layer's FMDQ group streams and dense INT8 tiles, simulates both generated arrays (every drain beat
-checked against golden), takes the ECP5 resources from ``reports/sweep.json`` or ``fpga.synth``,
+checked against golden), takes the ECP5 resources from ``reports/sweep.json`` or ``fpga.synth`` and
+the arrays' cell areas from ``fpga.synth --target asic`` on a standard-cell library,
 prints the per-layer table and writes ``DIR/bench.json`` and ``DIR/bench.md`` (default
 ``reports/``). Progress lines go to stderr.
 
@@ -68,6 +70,10 @@ def register(sub):
     p.add_argument("--quick", action="store_true",
                    help="2 token tiles and 2 output blocks per layer (tests)")
     p.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
+    p.add_argument("--liberty", type=Path, default=None, metavar="FILE",
+                   help="standard-cell library (.lib or .lib.gz) for the arrays' cell areas "
+                        "and throughput per area (default: the Nangate45 library in "
+                        "../shared/pdk when it is there; none: no areas)")
     p.add_argument("--no-synth", dest="synth", action="store_false",
                    help="take resources only from reports/sweep.json (never run Yosys)")
     p.add_argument("--out", type=Path, default=Path("reports"), metavar="DIR",
@@ -130,6 +136,13 @@ def _check(args, cfg):
         bad = [s for s in steps_run if not 0 <= s < nsteps]
         if bad:
             raise UserError(f"--steps-run: step {bad[0]} is outside [0, {nsteps - 1}]")
+    if args.liberty is None and args.synth:
+        from fpga.bench_resources import NANGATE
+        args.liberty = NANGATE if NANGATE.is_file() else None
+    elif args.liberty is not None:
+        if not args.liberty.is_file():
+            raise UserError(f"--liberty {args.liberty}: file not found")
+        inputs.append(args.liberty)
     check_output_dir(args.out)
     check_outputs(args.out / "bench.json", args.out / "bench.md", inputs=inputs)
     return steps_run, op
@@ -150,7 +163,8 @@ def run_bench(args):
         rep = bench(cfg, weights=args.weights, model=args.model, weight_seed=args.weight_seed,
                     seed=args.seed, steps=args.steps, steps_run=steps_run, block=args.block,
                     quick=args.quick, simulator=args.simulator, synth=args.synth,
-                    trace_file=args.trace, operating_point=op, progress=say)
+                    trace_file=args.trace, operating_point=op,
+                    liberty=args.liberty if args.synth else None, progress=say)
     except (AssertionError, SynthError) as exc:
         raise WorkError(str(exc) or type(exc).__name__) from None
     rep["command"] = " ".join(
@@ -163,7 +177,8 @@ def run_bench(args):
          *([f"--trace {args.trace}"] if args.trace is not None else []),
          *([f"--operating-point {args.operating_point}"]
            if args.operating_point is not None else []),
-         f"--simulator {args.simulator}", *([] if args.synth else ["--no-synth"])])
+         f"--simulator {args.simulator}", *([] if args.synth else ["--no-synth"]),
+         *([f"--liberty {args.liberty}"] if args.liberty is not None and args.synth else [])])
     json_out, md_out = args.out / "bench.json", args.out / "bench.md"
     files = {json_out: json_text(rep), md_out: markdown(rep)}
     print(text(rep))

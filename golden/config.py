@@ -33,7 +33,7 @@ DIGIT_PRODUCTS = ("multiply", "select")
 DIGIT_CODES = ("slice", "booth")
 # Parameters added after configuration hashes were first published: they enter
 # Config.hash() only when they differ from their default.
-HASH_IF_CHANGED = ("digit_product", "digits")
+HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop")
 
 
 class ConfigError(ValueError):
@@ -97,6 +97,12 @@ class Config:
         slices, top one signed {-2..1}, the others unsigned {0..3}) or ``"booth"`` (radix-4 Booth
         digits, every one signed in {-2..2}, carried as 3-bit two's complement). Same number of
         digits, same exponents, same dot products; different zero columns.
+    weight_hop:
+        Rows a column operand (the weights and their control) crosses per register in the arrays
+        (MPU and baseline alike): ``1`` (default) registers it at every PE (systolic forwarding);
+        ``k`` registers it after every ``k``-th row, the PEs between pass it on as a wire (one
+        net drives ``k`` PEs); ``rows`` broadcasts it down the column with no register. The row
+        operands are skewed to match (row ``i`` by ``i // k`` cycles). In ``1..rows``.
     closed_loop:
         Differential layers keep ``x̂`` (closed loop, DESIGN 2.5) instead of the previous ``x``.
     p_base_log2:
@@ -130,6 +136,7 @@ class Config:
     pe_stages: int = 1
     digit_product: str = "multiply"
     digits: str = "slice"
+    weight_hop: int = 1
     closed_loop: bool = True
     p_base_log2: int = 7
     sar_interval: int = 2
@@ -193,6 +200,7 @@ class Config:
         need(self.digit_product in DIGIT_PRODUCTS, "digit_product", self.digit_product,
              f"one of {DIGIT_PRODUCTS}")
         need(self.digits in DIGIT_CODES, "digits", self.digits, f"one of {DIGIT_CODES}")
+        pos_int("weight_hop", 1, self.rows)
         need(isinstance(self.closed_loop, bool), "closed_loop", self.closed_loop, "a bool")
         # P is 0..2**p_base_log2 - 1 <= 127 so the quantizer keeps e = 0 (DESIGN 2.6).
         pos_int("p_base_log2", 0, 7)
@@ -275,6 +283,16 @@ class Config:
         """Bits of one digit in a lane group: 2 (slice: the raw 2-bit pattern, read with the lane's
         signed flag) or 3 (Booth: the digit {-2..2} in two's complement)."""
         return 3 if self.digits == "booth" else 2
+
+    @property
+    def row_skew_max(self) -> int:
+        """The largest skew of a row operand: row ``rows - 1`` by ``(rows - 1) // weight_hop``."""
+        return (self.rows - 1) // self.weight_hop
+
+    def weight_registered(self, row: int) -> bool:
+        """Whether the PEs of array row ``row`` register the column operand they pass down (the
+        bottom row's register, if any, leads nowhere and synthesis removes it)."""
+        return (row + 1) % self.weight_hop == 0
 
     @property
     def exp_width(self) -> int:

@@ -1,10 +1,12 @@
 """The output-stationary systolic array and the front end both arrays share.
 
 :class:`SystolicArray` is a ``rows × cols`` grid of PEs. Row operands enter unskewed at
-``rows_in`` and column operands (with their control) at ``cols_in``; the array delays row ``i``
-by ``i`` cycles and column ``j`` by ``j`` cycles, so PE (i, j) sees an operand pair ``i + j``
-cycles after it entered. When the bottom-right PE has captured a tile's last group, every PE
-has; the array then drains the shadows row by row (row 0 first) as a stream with back-pressure,
+``rows_in`` and column operands (with their control) at ``cols_in``. A row operand is
+registered at every PE on its way right; a column operand is registered after every
+``k = cfg.weight_hop``-th row on its way down (``k = 1``: at every PE; ``k = rows``: broadcast
+down the column, one net per column). The array delays row ``i`` by ``h(i) = i // k`` cycles and
+column ``j`` by ``j``, so PE (i, j) sees an operand pair ``h(i) + j`` cycles after it entered.
+When the bottom-right PE has captured a tile's last group, every PE has; the array then drains the shadows row by row (row 0 first) as a stream with back-pressure,
 shifting each column's shadow chain up by one on every accepted beat.
 
 :class:`ArrayUnit` adds what the MPU and the INT8 baseline have in common: a weight buffer
@@ -16,7 +18,8 @@ a drain never races a capture. Groups of the next tile are accepted meanwhile.
 Timing (no back-pressure, ``S = pe_stages``):
 
 - latency from the transfer of a tile's last group to its first drain beat:
-  ``L = rows + cols + S + 2`` cycles; the drain then takes ``rows`` beats;
+  ``L = h(rows - 1) + cols + S + 3`` cycles (``rows + cols + S + 2`` with ``k = 1``); the drain
+  then takes ``rows`` beats;
 - the next tile's last group transfers no earlier than ``D = L + rows`` cycles after this one's,
   so a tile of ``G`` groups occupies ``max(G, D)`` cycles; one group per cycle in steady state.
 """
@@ -35,7 +38,8 @@ __all__ = ["SystolicArray", "ArrayUnit"]
 
 
 class SystolicArray(wiring.Component):
-    """A ``rows × cols`` output-stationary array of PEs built by ``pe_factory(cfg)``.
+    """A ``rows × cols`` output-stationary array of PEs built by ``pe_factory(cfg, register_w)``
+    (``register_w``: :meth:`Config.weight_registered` of the PE's row).
 
     Members
     -------
@@ -61,7 +65,7 @@ class SystolicArray(wiring.Component):
         pes = [[None] * C for _ in range(R)]
         for i in range(R):
             for j in range(C):
-                pe = self._pe_factory(cfg)
+                pe = self._pe_factory(cfg, register_w=cfg.weight_registered(i))
                 m.submodules[f"pe_{i}_{j}"] = pe
                 pes[i][j] = pe
 
@@ -74,7 +78,8 @@ class SystolicArray(wiring.Component):
 
         # Skew and neighbour wiring.
         for i in range(R):
-            m.d.comb += pes[i][0].a_in.eq(delayed(self.rows_in[i], i, f"skew_row{i}"))
+            m.d.comb += pes[i][0].a_in.eq(delayed(self.rows_in[i], i // cfg.weight_hop,
+                                                  f"skew_row{i}"))
             for j in range(1, C):
                 m.d.comb += pes[i][j].a_in.eq(pes[i][j - 1].a_out)
         for j in range(C):
@@ -186,7 +191,7 @@ class ArrayUnit(wiring.Component):
     def latency(self):
         """Cycles from the transfer of a tile's last input beat to its first drain beat."""
         c = self._cfg
-        return c.rows + c.cols + c.pe_stages + 2
+        return c.row_skew_max + c.cols + c.pe_stages + 3
 
     @property
     def tile_period(self):

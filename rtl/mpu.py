@@ -37,7 +37,8 @@ class MPU(ArrayUnit):
     Latency and throughput
     ----------------------
     One group per cycle in steady state. From the transfer of a tile's last group to its first
-    drain beat: ``L = rows + cols + pe_stages + 2`` cycles; the drain takes ``rows`` beats. The
+    drain beat: ``L = (rows - 1) // weight_hop + cols + pe_stages + 3`` cycles (``rows + cols +
+    pe_stages + 2`` with the weights registered at every PE); the drain takes ``rows`` beats. The
     next tile's last group transfers at least ``L + rows`` cycles after this one's, so a stream of
     tiles with ``G_k`` groups takes ``Σ_k max(G_k, L + rows)`` cycles (the first tile counts
     ``G_0``) plus ``L + rows`` to drain the last tile, when the input never stalls and the drain
@@ -55,7 +56,9 @@ class MPU(ArrayUnit):
     def operands(self, m, s1, s1_valid, rdata, rows, cols):
         cfg = self._cfg
         for i in range(cfg.rows):
-            m.d.sync += [rows[i].d.eq(s1.digits[i]), rows[i].s.eq(s1.signed)]
+            m.d.sync += rows[i].d.eq(s1.digits[i])
+            if cfg.digits == "slice":     # a Booth digit is signed by itself
+                m.d.sync += rows[i].s.eq(s1.signed)
         if cfg.alignment == "horner":
             prev_exp = Signal(cfg.exp_width)
             with m.If(s1_valid):

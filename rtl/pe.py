@@ -13,7 +13,7 @@ register, so the next tile can start at once; the shadows of a column form a shi
   ("product-shift"), or ``acc = (acc << dexp) + Σ d·w`` with a final ``<< exp`` ("horner"). A
   digit is a raw 2-bit slice (unsigned {0..3}, or signed {-2..1} when the lane's ``signed`` flag
   is set; ``cfg.digits == "slice"``) or a 3-bit two's-complement radix-4 Booth digit {-2..2}
-  (``"booth"``; the ``signed`` flag is then redundant and unused). ``cfg.digit_product`` forms each
+  (``"booth"``; the row operand then has no ``signed`` flags). ``cfg.digit_product`` forms each
   product either as a select of the weight's multiples with the negations folded into the adder
   tree as carry-ins (``"select"``: no multiplier, so no DSP block) or as ``digit * w``
   (``"multiply"``).
@@ -46,10 +46,12 @@ def ctrl_layout(cfg: Config, with_exp: bool = True) -> data.StructLayout:
 
 
 def slice_row_layout(cfg: Config) -> data.StructLayout:
-    """Row operand of a slice PE: the token's ``lanes`` raw digits (``cfg.digit_width`` bits) and
-    their signed flags."""
-    return data.StructLayout({"d": data.ArrayLayout(cfg.digit_width, cfg.lanes),
-                              "s": data.ArrayLayout(1, cfg.lanes)})
+    """Row operand of a slice PE: the token's ``lanes`` raw digits (``cfg.digit_width`` bits) and,
+    for 2-bit slices, their signed flags (a Booth digit carries its own sign: no flag)."""
+    fields = {"d": data.ArrayLayout(cfg.digit_width, cfg.lanes)}
+    if cfg.digits == "slice":
+        fields["s"] = data.ArrayLayout(1, cfg.lanes)
+    return data.StructLayout(fields)
 
 
 def slice_col_layout(cfg: Config) -> data.StructLayout:
@@ -76,6 +78,9 @@ class OutputStationaryPE(wiring.Component):
     row_shape, col_shape : layouts of the operands (the column one has a ``ctrl`` member).
     acc_width : accumulator width.
     overflow_detect : saturate and keep a sticky flag instead of wrapping.
+    register_w : register the column operand into ``w_out`` (systolic forwarding, one cycle per
+        PE); ``False`` passes it on as a wire (the array broadcasts it down the column,
+        ``cfg.weight_hop``).
 
     Members
     -------
@@ -86,8 +91,12 @@ class OutputStationaryPE(wiring.Component):
     ovf_in, ovf_out : the sticky overflow flag's drain chain (only with ``overflow_detect``).
     """
 
-    def __init__(self, cfg: Config, row_shape, col_shape, acc_width: int, overflow_detect: bool):
+    def __init__(self, cfg: Config, row_shape, col_shape, acc_width: int, overflow_detect: bool,
+                 register_w: bool = True):
         check_config(cfg)
+        if not isinstance(register_w, bool):
+            raise ValueError(f"register_w must be a bool, not {register_w!r}")
+        self._register_w = register_w
         self._cfg = cfg
         self._acc_width = acc_width
         self._ovf = overflow_detect
@@ -151,7 +160,11 @@ class OutputStationaryPE(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.d.sync += [self.a_out.eq(self.a_in), self.w_out.eq(self.w_in)]
+        m.d.sync += self.a_out.eq(self.a_in)
+        if self._register_w:
+            m.d.sync += self.w_out.eq(self.w_in)
+        else:
+            m.d.comb += self.w_out.eq(self.w_in)
 
         value = self.partial(m)
         ctrl = self.w_in.ctrl
@@ -208,10 +221,10 @@ class SlicePE(OutputStationaryPE):
     Latency ``pe_stages + 1`` cycles from operands to accumulator; one group per cycle.
     """
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, register_w: bool = True):
         check_config(cfg)
         super().__init__(cfg, slice_row_layout(cfg), slice_col_layout(cfg), cfg.acc_bits,
-                         cfg.overflow_detect)
+                         cfg.overflow_detect, register_w)
         if cfg.alignment == "horner":
             self.late_ctrl_fields = ("valid", "first", "last", "exp", "dexp")
 
@@ -308,10 +321,10 @@ class Int8PE(OutputStationaryPE):
     Latency ``pe_stages + 1`` cycles from operands to accumulator; one pair per cycle.
     """
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, register_w: bool = True):
         check_config(cfg)
         super().__init__(cfg, int8_row_layout(cfg), int8_col_layout(cfg), cfg.baseline_acc_width,
-                         False)
+                         False, register_w)
 
     def partial(self, m):
         value = Signal(signed(2 * self._cfg.weight_width), name="prod")

@@ -22,6 +22,7 @@ from pathlib import Path
 from golden.config import Config
 
 from .runner import run_cocotb
+from .timing import array_tile_period
 
 __all__ = ["measure", "measure_baseline", "baseline_side_by_side", "MATRIX_SECTIONS"]
 
@@ -71,8 +72,7 @@ def baseline_side_by_side(cfg: Config, perf: dict, step: int, measured: dict | N
     no matrix work and are left out): DSTAR groups replayed, lane utilisation, the baseline's
     dense beats and array cycles, the core's M busy cycles, and the ratio baseline / core."""
     T = cfg.tile
-    L = cfg.rows + cfg.cols + cfg.pe_stages + 2
-    period = L + cfg.rows
+    period = array_tile_period(cfg)
     step = perf["steps"][step]
     shapes = _tiles(perf["spec"], perf["mask_kept"], T)
     rows = []

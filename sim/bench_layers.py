@@ -284,7 +284,7 @@ def _ratio(a, b):
 
 
 def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_valid, dense,
-         cd, ci, lut_ratio, lanes, subch, load, fabric_ratio=None):
+         cd, ci, lut_ratio, lanes, subch, load, fabric_ratio=None, area_ratio=None):
     cr = _ratio(ci, cd)
     nsub = sum(subch.values())
     bits = sum(int(k[1:]) * v for k, v in subch.items() if k != "zero")
@@ -293,13 +293,17 @@ def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_vali
                 dense_beats=dense, cycles_dstar=cd, cycles_int8=ci, cycles_ratio=cr,
                 lut_ratio=lut_ratio, tput_per_lut_ratio=_ratio(cr, lut_ratio),
                 lut_ratio_fabric=fabric_ratio, tput_per_lut_fabric_ratio=_ratio(cr, fabric_ratio),
+                area_ratio=area_ratio, tput_per_area_ratio=_ratio(cr, area_ratio),
                 lane_util=_ratio(lanes_valid, groups * lanes),
                 mean_act_bits=_ratio(bits, nsub), subchannels=dict(subch),
                 weight_load_cycles=load)
 
 
-def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict) -> dict:
-    """Per-layer rows, per-step and overall totals (see the module text for the ratios)."""
+def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict,
+              areas: dict | None = None) -> dict:
+    """Per-layer rows, per-step and overall totals (see the module text for the ratios).
+    ``areas``: :func:`fpga.bench_resources.array_areas` (or ``None``)."""
+    area_ratio = (_ratio(areas["mpu"]["area"], areas["baseline"]["area"]) if areas else None)
     luts = {u: (e or {}).get("resources", {}).get("lut_total") for u, e in resources.items()}
     lut_ratio = _ratio(luts.get("mpu"), luts.get("baseline"))
     fab = {u: ((e or {}).get("fabric") or {}).get("lut_total") for u, e in resources.items()}
@@ -314,7 +318,7 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict)
                          bl.tokens, bl.cin, bl.cout, nb, nb * bl.groups, nb * bl.lanes_valid,
                          nb * len(bl.base_stream), sum(mr["cycles"]), sum(br["cycles"]),
                          lut_ratio, cfg.lanes, bl.subchannels, mr["load_cycles"],
-                         fabric_ratio))
+                         fabric_ratio, area_ratio))
 
     def total(label, rs):
         sub = {}
@@ -324,7 +328,7 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict)
         s = lambda k: sum(r[k] for r in rs)  # noqa: E731
         t = _row(label, None, None, None, None, None, None, s("blocks"), s("groups"),
                  s("lanes_valid"), s("dense_beats"), s("cycles_dstar"), s("cycles_int8"),
-                 lut_ratio, cfg.lanes, sub, s("weight_load_cycles"), fabric_ratio)
+                 lut_ratio, cfg.lanes, sub, s("weight_load_cycles"), fabric_ratio, area_ratio)
         for k in ("kind", "step", "step_kind", "tokens", "cin", "cout"):
             t.pop(k)
         return t
@@ -393,11 +397,12 @@ def load_inputs(cfg: Config, *, weights: str = "trained", model: str = "digits",
 def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weight_seed: int = 0,
           seed: int = 0, steps: int = 10, steps_run=(0, 6), block: int = 0, quick: bool = False,
           simulator: str = "verilator", synth: bool = True, trace_file=None,
-          operating_point: dict | None = None, progress=None) -> dict:
+          operating_point: dict | None = None, liberty=None, progress=None) -> dict:
     """The whole bench; returns the report dict (``reports/bench.json``'s content).
     ``steps_run`` may be ``"all"``: every step of the trace. ``operating_point``: FMDQ
-    thresholds and per-layer bases to quantize with (:func:`layer_configs`)."""
-    from fpga.bench_resources import array_resources
+    thresholds and per-layer bases to quantize with (:func:`layer_configs`). ``liberty``: a
+    standard-cell library for the arrays' cell areas (with ``synth``; none: no areas)."""
+    from fpga.bench_resources import array_areas, array_resources
 
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
@@ -413,6 +418,10 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
     for u, e in res.items():
         say(f"resources {u}: " + (f"{e['resources']['lut_total']} LUTs from {e['source']}"
                                    if e else "none (no sweep point, synthesis off)"))
+    areas = array_areas(cfg, liberty, progress=say) if synth and liberty else None
+    if areas:
+        say(f"areas: MPU {areas['mpu']['area']:,.0f}, baseline {areas['baseline']['area']:,.0f} "
+            f"({areas['library']['name']})")
     sims = {}
     for unit in ("mpu", "baseline"):
         say(f"simulate {unit} ({simulator}, preset {cfg.name})")
@@ -420,7 +429,7 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
         say(f"simulate {unit}: {sims[unit]['cycles']} cycles, "
             f"{sims[unit]['drain_beats_checked']} drain beats checked, "
             f"{sims[unit]['run_s']:.1f} s")
-    summ = summarize(cfg, layers, sims["mpu"], sims["baseline"], res)
+    summ = summarize(cfg, layers, sims["mpu"], sims["baseline"], res, areas)
     tools = _tools(sims["mpu"])
     tools["yosys"] = next((e["tools"].get("yosys") for e in res.values() if e), None)
     return dict(
@@ -436,6 +445,7 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
                                     key=[bl.name for bl in layers].index)),
         simulator=simulator, tools=tools,
         resources={u: (dict(e) if e else None) for u, e in res.items()},
+        areas=areas,
         simulation={u: dict(cycles=s["cycles"], drain_beats_checked=s["drain_beats_checked"],
                             checked=s["checked"], sim_wall_s=round(s["wall_s"], 2),
                             run_s=round(s["run_s"], 2)) for u, s in sims.items()},
@@ -533,9 +543,26 @@ def text(rep: dict) -> str:
                  f"{_f(a['lut_ratio'])}, DSTAR/INT8 throughput per LUT "
                  f"{_f(a['tput_per_lut_ratio'])} (fabric only, DSP blocks at the LUTs they "
                  f"replace: LUTs {_f(a.get('lut_ratio_fabric'))}, throughput per LUT "
-                 f"{_f(a.get('tput_per_lut_fabric_ratio'))}), lane utilization "
+                 f"{_f(a.get('tput_per_lut_fabric_ratio'))}), DSTAR/INT8 area "
+                 f"{_f(a.get('area_ratio'))}, throughput per area "
+                 f"{_f(a.get('tput_per_area_ratio'))}, lane utilization "
                  f"{_pct(a['lane_util'])}; every drain beat checked against golden")
     return "\n".join(lines)
+
+
+def _area_md(areas, total) -> str:
+    if not areas:
+        return ("Cell area: not measured (no standard-cell library: `--liberty FILE`, or "
+                "synthesis off).")
+    lib = areas["library"]
+    m, b = areas["mpu"], areas["baseline"]
+    return (f"Cell area ({lib['name']}, `{lib['file']}`, sha256 `{(lib['sha256'] or '')[:16]}…`;"
+            f" the flow of `dstar synth --target asic`, weight buffers left out as macros): MPU "
+            f"{m['area']:,.1f} ({m['ff']:,} FF), INT8 array {b['area']:,.1f} ({b['ff']:,} FF"
+            f"{', Yosys -booth, its best' if b['booth'] else ', its best without -booth'}); "
+            f"DSTAR/INT8 area {_f(total.get('area_ratio'))}, so DSTAR's throughput per unit "
+            f"area is **{_f(total.get('tput_per_area_ratio'))}×** the INT8 array's over the "
+            f"whole run.")
 
 
 def markdown(rep: dict) -> str:
@@ -563,6 +590,7 @@ def markdown(rep: dict) -> str:
     md += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     md += ["", "Resources (ECP5, `synth_ecp5` with DSP blocks):", ""]
     md += [f"- {_res_line(u, rep['resources'].get(u))}" for u in ("mpu", "baseline")]
+    md += ["", _area_md(rep.get("areas"), rep["totals"]["all"])]
     md += ["", f"Simulation: MPU {rep['simulation']['mpu']['drain_beats_checked']:,} and "
                f"baseline {rep['simulation']['baseline']['drain_beats_checked']:,} drain beats "
                f"checked.", ""]

@@ -5,7 +5,8 @@ A :class:`PECase` is a list of input values per cycle (packed with the PE's own 
 golden result of every tile (:func:`golden.schedule.slice_pe_execute`,
 :func:`golden.schedule.int8_pe_execute`) and the expected value of every output after every clock
 edge. The expected outputs follow the PE's documented register transfers: ``a_out``/``w_out`` are
-the inputs one edge later; a tile's result is in the shadow (``shadow_out``, ``ovf_out``) with
+the inputs one edge later (``w_out`` is ``w_in`` itself, a wire, when ``cfg.weight_hop > 1``: the
+PE as the unit registry builds it, that of an array row that does not register the weights); a tile's result is in the shadow (``shadow_out``, ``ovf_out``) with
 ``captured`` high exactly :func:`sim.timing.pe_latency` edges after its last group was at the
 inputs; otherwise ``drain_shift`` loads the shadow from ``shadow_in``/``ovf_in`` and else it holds.
 Stimuli never assert ``drain_shift`` at the edge a capture lands on (the array never does).
@@ -64,11 +65,16 @@ class PECase:
     capture_cycles: list      # per tile: the cycle whose edge makes its result visible
     tags: list                # per tile: what the tile is meant to exercise
     coverage: dict = field(default_factory=dict)
+    wire_w: bool = False      # w_out is w_in (cfg.weight_hop > 1), not a register
 
     @property
     def initial(self) -> dict:
-        """Outputs out of reset (every register of the PE resets to 0)."""
-        return dict.fromkeys(self.expected[0], 0)
+        """Outputs out of reset (every register of the PE resets to 0; a wire ``w_out`` shows the
+        first cycle's ``w_in``)."""
+        out = dict.fromkeys(self.expected[0], 0)
+        if self.wire_w:
+            out["w_out"] = self.inputs[0]["w_in"]
+        return out
 
 
 # ------------------------------------------------------------------------------ stimulus
@@ -359,7 +365,11 @@ def pe_case(cfg: Config, kind: str, section: str, seed: int = 0, tiles: int = 20
                  shadow_in=~inputs[-1]["shadow_in"])
     if ovf_port:
         probe["ovf_in"] = 1 - inputs[-1]["ovf_in"]
-    return PECase(kind, section, inputs, expected, probe, results, captures, b.tags, coverage)
+    if cfg.weight_hop > 1:     # w_out is a wire: each sample sees the next cycle's w_in
+        for out, nxt in zip(expected, [*inputs[1:], probe]):
+            out["w_out"] = nxt["w_in"]
+    return PECase(kind, section, inputs, expected, probe, results, captures, b.tags, coverage,
+                  wire_w=cfg.weight_hop > 1)
 
 
 def _ctrl_fields(col):
@@ -373,13 +383,24 @@ def _bits(col, name):
 
 def _pack(layout, values) -> int:
     """The integer a port of shape ``layout`` holds for ``values`` (the RTL's own layout)."""
+    layout_fields = _field_names(layout)
     def plain(v):
-        if isinstance(v, dict):
-            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, dict):   # fields the layout lacks (a Booth digit's flag) are dropped
+            return {k: plain(x) for k, x in v.items() if k in layout_fields}
         if isinstance(v, np.ndarray):
             return [int(x) for x in v]
         return int(v)
     return layout.const(plain(values)).as_value().value
+
+
+def _field_names(layout) -> set:
+    """Every member name in a (nested) struct layout."""
+    names = set()
+    for name, shape in getattr(layout, "members", {}).items():
+        names.add(name)
+        if hasattr(shape, "members"):
+            names |= _field_names(shape)
+    return names
 
 
 def _check_intent(tags, results, wide, cfg, kind):

@@ -66,16 +66,33 @@ def test_arbitrary_group_streams():
     assert run_array(MPU(cfg), cfg, wl.W, wl.words, gap=0.3, stall=0.3).beats == wl.expected
 
 
+@pytest.mark.parametrize("hop", [2, 4])
+@pytest.mark.parametrize("unit", ["mpu", "baseline"])
+def test_weights_broadcast_every_hop_rows(unit, hop):
+    """``weight_hop``: the weights registered every ``hop`` rows (4: broadcast down the column),
+    under gaps and back-pressure, bit-exact; the PEs of the rows in between have no ``w_out``
+    register."""
+    cfg = preset("tiny", weight_hop=hop)
+    rng = np.random.default_rng(30 + hop)
+    if unit == "mpu":
+        dut, wl = MPU(cfg), mpu_workload(cfg, rng, tiles=3, kinds=KINDS)
+    else:
+        dut, wl = Baseline(cfg), baseline_workload(cfg, rng, tiles=3)
+    assert run_array(dut, cfg, wl.W, wl.words, gap=0.3, stall=0.3).beats == wl.expected
+    assert [cfg.weight_registered(i) for i in range(cfg.rows)] == [
+        (i + 1) % hop == 0 for i in range(cfg.rows)]
+
+
 def test_baseline_matches_numpy():
     cfg = preset("tiny")
     wl = baseline_workload(cfg, np.random.default_rng(4), tiles=3)
     assert run_array(Baseline(cfg), cfg, wl.W, wl.words, gap=0.2, stall=0.3).beats == wl.expected
 
 
-@pytest.mark.parametrize("stages", [0, 1, 2])
+@pytest.mark.parametrize("stages,hop", [(0, 1), (1, 1), (2, 1), (1, 2), (0, 4)])
 @pytest.mark.parametrize("unit", ["mpu", "baseline"])
-def test_cycles_follow_the_documented_formula(unit, stages):
-    cfg = preset("tiny", pe_stages=stages)
+def test_cycles_follow_the_documented_formula(unit, stages, hop):
+    cfg = preset("tiny", pe_stages=stages, weight_hop=hop)
     G = [1, 3, array_tile_period(cfg) + 3, 5, 30]
     if unit == "mpu":
         dut = MPU(cfg)

@@ -97,6 +97,7 @@ def test_quick_bench_icarus(tmp_path, capsys):
     (["bench", "--trace", "{d}/t.npz", "--weights", "{d}/w.npz", "--steps-run", "0,3"],
      "step 3 is outside [0, 2]"),
     (["bench", "--trace", "{d}/file", "--weights", "{d}/w.npz"], "not a NumPy .npz archive"),
+    (["bench", "--liberty", "{d}/none.lib"], "none.lib: file not found"),
 ])
 def test_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
     import sim.bench_layers
@@ -287,3 +288,28 @@ def test_fabric_only_ratio_counts_dsp_blocks_at_the_luts_they_replace():
     res = {u: {"resources": e["resources"]} for u, e in res.items()}     # no -nodsp run
     a = summarize(cfg, [bl], sims["mpu"], sims["baseline"], res)["totals"]["all"]
     assert a["lut_ratio_fabric"] is None and a["tput_per_lut_fabric_ratio"] is None
+
+
+def test_array_areas_take_each_array_at_its_best():
+    """The bench's cell areas: the MPU as generated, the INT8 array the smaller of its runs
+    with and without ``-booth``, both from the project's own small library; the throughput-per-
+    area ratio is the speed-up over the area ratio."""
+    from pathlib import Path
+
+    from fpga.bench_resources import array_areas
+    from fpga.synth import synthesize
+    from sim.bench_layers import _row
+
+    lib = Path(__file__).parent / "data" / "tiny_cells.lib"
+    cfg = preset("tiny", rows=2, cols=2)
+    a = array_areas(cfg, lib)
+    runs = [synthesize("baseline", cfg, "asic", liberty=lib, booth=b, reuse=True)
+            for b in (False, True)]
+    assert all(r.get("reused") for r in runs)
+    assert a["baseline"]["area"] == min(r["resources"]["area"] for r in runs)
+    assert a["baseline"]["booth"] == (runs[1]["resources"]["area"] < runs[0]["resources"]["area"])
+    assert a["mpu"]["area"] > 0 and a["library"]["sha256"]
+    ratio = a["mpu"]["area"] / a["baseline"]["area"]
+    r = _row("x", "k", 0, "cache", 2, 2, 2, 1, 10, 40, 20, 100, 250, 2.0, 4, {"b2": 1}, 0,
+             area_ratio=ratio)
+    assert r["tput_per_area_ratio"] == pytest.approx(2.5 / ratio)

@@ -27,6 +27,17 @@ def test_array_regression(unit, preset_name, simulator):
                extra_env={"DSTAR_TILES": "6"})
 
 
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+@pytest.mark.parametrize("unit", sorted(MODULES))
+def test_weights_broadcast(unit, simulator):
+    """``weight_hop = rows``: the weights broadcast down each column (no forwarding register),
+    with the select+Booth datapath on the MPU; every drain beat checked."""
+    extra = dict(digit_product="select", digits="booth") if unit == "mpu" else {}
+    run_cocotb(unit, preset("tiny", weight_hop=4, **extra), simulator, MODULES[unit], seed=7,
+               extra_env={"DSTAR_TILES": "6"}, tag="broadcast")
+
+
 @pytest.mark.slow
 @pytest.mark.cocotb
 @pytest.mark.parametrize("seed", [2, 3, 4])

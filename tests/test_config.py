@@ -186,6 +186,7 @@ def test_unknown_override():
     (dict(sar_interval=0), "sar_interval"), (dict(sar_thr=1.5), "sar_thr"),
     (dict(drop_zero_columns=1), "drop_zero_columns"), (dict(overflow_detect="yes"), "overflow_detect"),
     (dict(closed_loop=None), "closed_loop"), (dict(p_base_log2=9), "p_base_log2"),
+    (dict(weight_hop=0), "weight_hop"), (dict(weight_hop=5), "weight_hop"),
 ])
 def test_other_refusals_name_the_parameter(kw, param):
     with pytest.raises(ConfigError, match=rf"^{param} must be .*, not "):
@@ -259,5 +260,7 @@ def test_parameters_added_later_enter_the_hash_only_when_changed():
     explicit = preset("tiny", **{k: base.fields()[k].default for k in HASH_IF_CHANGED})
     assert explicit.hash() == base.hash()
     others = {preset("tiny", digit_product="select").hash(), preset("tiny", digits="booth").hash(),
-              preset("tiny", digit_product="select", digits="booth").hash()}
-    assert len(others) == 3 and base.hash() not in others
+              preset("tiny", digit_product="select", digits="booth").hash(),
+              preset("tiny", weight_hop=4).hash()}
+    assert len(others) == 4 and base.hash() not in others
+    assert preset("tiny").hash() == "b9ae36267cee72c7"   # the hash the stored reports name
