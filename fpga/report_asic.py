@@ -33,20 +33,26 @@ NANGATE = ROOT.parent / "shared" / "pdk" / "nangate45" / "nangate45_typ.lib.gz"
 #: saturating accumulator with the sticky overflow flag instead of the derived 31/33 bits (exact
 #: whenever the flag stays clear; the flag is drained with the results).
 #: ``bcast``: the weights broadcast down each column (``weight_hop = rows``: no forwarding
-#: register in any PE), a lever of both arrays.
+#: register in any PE), a lever of both arrays; ``xbcast``: also the row operands along each row
+#: (``act_hop = cols``: no register and no skew anywhere in the array).
 _BCAST = {"weight_hop": "rows"}
+_XBCAST = {"weight_hop": "rows", "act_hop": "rows"}
 LEVERS = {"": {}, "select": {"digit_product": "select"}, "booth": {"digits": "booth"},
           "acc26": {"acc_width": 26, "overflow_detect": True},
           "bcast": _BCAST,
           "select+booth": {"digit_product": "select", "digits": "booth"},
           "select+booth+acc26": {"digit_product": "select", "digits": "booth", "acc_width": 26,
                                  "overflow_detect": True},
+          "xbcast": _XBCAST,
           "select+booth+bcast": {"digit_product": "select", "digits": "booth", **_BCAST},
+          "select+booth+xbcast": {"digit_product": "select", "digits": "booth", **_XBCAST},
           "select+booth+acc26+bcast": {"digit_product": "select", "digits": "booth",
-                                       "acc_width": 26, "overflow_detect": True, **_BCAST}}
+                                       "acc_width": 26, "overflow_detect": True, **_BCAST},
+          "select+booth+acc26+xbcast": {"digit_product": "select", "digits": "booth",
+                                        "acc_width": 26, "overflow_detect": True, **_XBCAST}}
 #: The levers that apply to the INT8 side too (its multiplier is the tools' own, with and
 #: without ``-booth``).
-INT8_LEVERS = ("", "bcast")
+INT8_LEVERS = ("", "bcast", "xbcast")
 
 #: (unit, preset, booth, parts, lever) of every run.
 RUNS = ([(u, p, b, False, lv) for u in ("pe", "baseline_pe") for p in ("tiny", "fpga")
@@ -54,7 +60,8 @@ RUNS = ([(u, p, b, False, lv) for u in ("pe", "baseline_pe") for p in ("tiny", "
         + [("pe", p, False, False, lv) for p in ("tiny", "fpga") for lv in LEVERS
            if lv not in INT8_LEVERS]
         + [("mpu", p, False, True, lv) for p in ("tiny", "fpga")
-           for lv in ("", "select+booth", "select+booth+bcast")]
+           for lv in ("", "select+booth", "select+booth+bcast", "select+booth+xbcast",
+                      "select+booth+acc26+xbcast")]
         + [("baseline", p, b, True, lv) for p in ("tiny", "fpga") for b in (False, True)
            for lv in INT8_LEVERS]
         + [("qpu", "tiny", False, True, ""), ("vpu", "tiny", False, True, "")])
@@ -249,7 +256,9 @@ def render(rep: dict) -> str:
                "overflow_detect=True`) instead of the derived width: exact while the flag stays "
                "clear, which a workload must show. `bcast`: the weights broadcast down each "
                "column (`weight_hop = rows`), so the PE has no forwarding register for them and "
-               "their control (applies to the INT8 PE too). Against the INT8 PE at its best.", "",
+               "their control; `xbcast`: also the row operands along each row (`act_hop = cols`"
+               ": no forwarding register and no skew in the array). Both apply to the INT8 side "
+               "too. Against the INT8 PE at its best.", "",
                _table(["lever", "preset", "DSTAR µm²", "INT8 best µm²", "DSTAR / INT8", "FF",
                        "delay ns"],
                       [[v["lever"], v["preset"], _f(v["dstar"], 1), _f(v["int8_best"], 1),

@@ -13,7 +13,8 @@
    nextpnr Fmax of the MPUs in :data:`MPU_FMAX` (same device, frequency and seed as the PEs).
 
 Beyond the four digit settings, :data:`EXTRA_PE` and :data:`EXTRA_MPU` add the weights broadcast
-down each column (``weight_hop = rows``, ``bcast``; the INT8 PE too) and ``pe_stages = 2``.
+down each column (``weight_hop = rows``, ``bcast``), also the row operands along each row
+(``act_hop = cols``, ``xbcast``), the INT8 PE with the same, and ``pe_stages = 2``.
 
 The INT8 PE's multiplier is left to the tools (a MULT18X18D, or Yosys's own fabric multiplier
 with ``-nodsp``): that is the best mapping Yosys has for an 8 × 8 product. Yosys 0.70's abc9
@@ -44,13 +45,19 @@ EXTRA_PE = {"select/booth/bcast": ("pe", dict(digit_product="select", digits="bo
                                               weight_hop=8)),
             "select/booth/bcast/stages2": ("pe", dict(digit_product="select", digits="booth",
                                                       weight_hop=8, pe_stages=2)),
+            "select/booth/xbcast": ("pe", dict(digit_product="select", digits="booth",
+                                               weight_hop=8, act_hop=8)),
             "int8": ("baseline_pe", {}),
-            "int8/bcast": ("baseline_pe", dict(weight_hop=8))}
+            "int8/bcast": ("baseline_pe", dict(weight_hop=8)),
+            "int8/xbcast": ("baseline_pe", dict(weight_hop=8, act_hop=8))}
 EXTRA_MPU = {"select/booth/bcast": dict(digit_product="select", digits="booth", weight_hop=8),
-             "select/booth/bcast/stages2": dict(digit_product="select", digits="booth",
-                                                weight_hop=8, pe_stages=2)}
+             "select/booth/xbcast": dict(digit_product="select", digits="booth", weight_hop=8,
+                                         act_hop=8),
+             "select/booth/xbcast/stages2": dict(digit_product="select", digits="booth",
+                                                 weight_hop=8, act_hop=8, pe_stages=2)}
 #: MPU rows placed and routed for their Fmax (``--mpu``).
-MPU_FMAX = ("select/booth", "select/booth/bcast", "select/booth/bcast/stages2")
+MPU_FMAX = ("select/booth", "select/booth/bcast", "select/booth/xbcast",
+            "select/booth/xbcast/stages2")
 VARIANTS = (("ecp5", False, "ecp5"), ("ecp5", True, "ecp5-nodsp"), ("generic", False, "generic"))
 
 

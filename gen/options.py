@@ -25,10 +25,13 @@ def parse_overrides(items) -> dict:
         if name not in fields or name == "name":
             raise ConfigError(f"unknown parameter {name!r} in --set; parameters are "
                               f"{sorted(k for k in fields if k != 'name')}")
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            value = text  # bare words such as alignment=horner
+        if text.strip().lower() in ("true", "false"):   # as a shell user types them
+            value = text.strip().lower() == "true"
+        else:
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                value = text  # bare words such as alignment=horner
         if isinstance(value, list):
             value = tuple(value)
         out[name] = value

@@ -8,15 +8,16 @@ __all__ = ["UNITS", "build_unit", "top_name"]
 
 
 def _pe(cfg):
-    """One slice PE as the array builds it: with ``weight_hop > 1`` the PE of a row that does not
-    register the weights (``w_out`` a wire)."""
+    """One slice PE as the array builds it: with ``weight_hop > 1`` (``act_hop > 1``) the PE of a
+    row (column) that does not register the weights (the row operand): ``w_out`` (``a_out``) a
+    wire."""
     from rtl.pe import SlicePE
-    return SlicePE(cfg, register_w=cfg.weight_hop == 1)
+    return SlicePE(cfg, register_w=cfg.weight_hop == 1, register_a=cfg.act_hop == 1)
 
 
 def _baseline_pe(cfg):
     from rtl.pe import Int8PE
-    return Int8PE(cfg, register_w=cfg.weight_hop == 1)
+    return Int8PE(cfg, register_w=cfg.weight_hop == 1, register_a=cfg.act_hop == 1)
 
 
 def _mpu(cfg):

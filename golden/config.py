@@ -33,7 +33,7 @@ DIGIT_PRODUCTS = ("multiply", "select")
 DIGIT_CODES = ("slice", "booth")
 # Parameters added after configuration hashes were first published: they enter
 # Config.hash() only when they differ from their default.
-HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop")
+HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop")
 
 
 class ConfigError(ValueError):
@@ -103,6 +103,11 @@ class Config:
         ``k`` registers it after every ``k``-th row, the PEs between pass it on as a wire (one
         net drives ``k`` PEs); ``rows`` broadcasts it down the column with no register. The row
         operands are skewed to match (row ``i`` by ``i // k`` cycles). In ``1..rows``.
+    act_hop:
+        The same for the row operands (a token's digits, or the INT8 activation) on their way
+        right: registered after every ``act_hop``-th column (``cols``: broadcast along the row);
+        the column operands are then skewed by ``j // act_hop``. With both hops at the array's
+        size nothing is skewed at all. In ``1..cols``.
     closed_loop:
         Differential layers keep ``x̂`` (closed loop, DESIGN 2.5) instead of the previous ``x``.
     p_base_log2:
@@ -137,6 +142,7 @@ class Config:
     digit_product: str = "multiply"
     digits: str = "slice"
     weight_hop: int = 1
+    act_hop: int = 1
     closed_loop: bool = True
     p_base_log2: int = 7
     sar_interval: int = 2
@@ -201,6 +207,7 @@ class Config:
              f"one of {DIGIT_PRODUCTS}")
         need(self.digits in DIGIT_CODES, "digits", self.digits, f"one of {DIGIT_CODES}")
         pos_int("weight_hop", 1, self.rows)
+        pos_int("act_hop", 1, self.cols)
         need(isinstance(self.closed_loop, bool), "closed_loop", self.closed_loop, "a bool")
         # P is 0..2**p_base_log2 - 1 <= 127 so the quantizer keeps e = 0 (DESIGN 2.6).
         pos_int("p_base_log2", 0, 7)
@@ -288,6 +295,16 @@ class Config:
     def row_skew_max(self) -> int:
         """The largest skew of a row operand: row ``rows - 1`` by ``(rows - 1) // weight_hop``."""
         return (self.rows - 1) // self.weight_hop
+
+    @property
+    def col_skew_max(self) -> int:
+        """The largest skew of a column operand: column ``cols - 1`` by ``(cols - 1) //
+        act_hop``."""
+        return (self.cols - 1) // self.act_hop
+
+    def act_registered(self, col: int) -> bool:
+        """Whether the PEs of array column ``col`` register the row operand they pass right."""
+        return (col + 1) % self.act_hop == 0
 
     def weight_registered(self, row: int) -> bool:
         """Whether the PEs of array row ``row`` register the column operand they pass down (the

@@ -2,10 +2,11 @@
 
 :class:`SystolicArray` is a ``rows × cols`` grid of PEs. Row operands enter unskewed at
 ``rows_in`` and column operands (with their control) at ``cols_in``. A row operand is
-registered at every PE on its way right; a column operand is registered after every
-``k = cfg.weight_hop``-th row on its way down (``k = 1``: at every PE; ``k = rows``: broadcast
-down the column, one net per column). The array delays row ``i`` by ``h(i) = i // k`` cycles and
-column ``j`` by ``j``, so PE (i, j) sees an operand pair ``h(i) + j`` cycles after it entered.
+registered after every ``ka = cfg.act_hop``-th column on its way right, a column operand after
+every ``kw = cfg.weight_hop``-th row on its way down (``1``: at every PE, systolic forwarding;
+the array's size: broadcast, one net per row or column). The array delays row ``i`` by
+``h(i) = i // kw`` cycles and column ``j`` by ``v(j) = j // ka``, so PE (i, j) sees an operand
+pair ``h(i) + v(j)`` cycles after it entered.
 When the bottom-right PE has captured a tile's last group, every PE has; the array then drains the shadows row by row (row 0 first) as a stream with back-pressure,
 shifting each column's shadow chain up by one on every accepted beat.
 
@@ -18,8 +19,8 @@ a drain never races a capture. Groups of the next tile are accepted meanwhile.
 Timing (no back-pressure, ``S = pe_stages``):
 
 - latency from the transfer of a tile's last group to its first drain beat:
-  ``L = h(rows - 1) + cols + S + 3`` cycles (``rows + cols + S + 2`` with ``k = 1``); the drain
-  then takes ``rows`` beats;
+  ``L = h(rows - 1) + v(cols - 1) + S + 4`` cycles (``rows + cols + S + 2`` with both hops 1);
+  the drain then takes ``rows`` beats;
 - the next tile's last group transfers no earlier than ``D = L + rows`` cycles after this one's,
   so a tile of ``G`` groups occupies ``max(G, D)`` cycles; one group per cycle in steady state.
 """
@@ -38,8 +39,9 @@ __all__ = ["SystolicArray", "ArrayUnit"]
 
 
 class SystolicArray(wiring.Component):
-    """A ``rows × cols`` output-stationary array of PEs built by ``pe_factory(cfg, register_w)``
-    (``register_w``: :meth:`Config.weight_registered` of the PE's row).
+    """A ``rows × cols`` output-stationary array of PEs built by ``pe_factory(cfg, register_w,
+    register_a)`` (:meth:`Config.weight_registered` of the PE's row,
+    :meth:`Config.act_registered` of its column).
 
     Members
     -------
@@ -65,7 +67,8 @@ class SystolicArray(wiring.Component):
         pes = [[None] * C for _ in range(R)]
         for i in range(R):
             for j in range(C):
-                pe = self._pe_factory(cfg, register_w=cfg.weight_registered(i))
+                pe = self._pe_factory(cfg, register_w=cfg.weight_registered(i),
+                                      register_a=cfg.act_registered(j))
                 m.submodules[f"pe_{i}_{j}"] = pe
                 pes[i][j] = pe
 
@@ -83,7 +86,8 @@ class SystolicArray(wiring.Component):
             for j in range(1, C):
                 m.d.comb += pes[i][j].a_in.eq(pes[i][j - 1].a_out)
         for j in range(C):
-            m.d.comb += pes[0][j].w_in.eq(delayed(self.cols_in[j], j, f"skew_col{j}"))
+            m.d.comb += pes[0][j].w_in.eq(delayed(self.cols_in[j], j // cfg.act_hop,
+                                                  f"skew_col{j}"))
             for i in range(1, R):
                 m.d.comb += pes[i][j].w_in.eq(pes[i - 1][j].w_out)
 
@@ -191,7 +195,7 @@ class ArrayUnit(wiring.Component):
     def latency(self):
         """Cycles from the transfer of a tile's last input beat to its first drain beat."""
         c = self._cfg
-        return c.row_skew_max + c.cols + c.pe_stages + 3
+        return c.row_skew_max + c.col_skew_max + c.pe_stages + 4
 
     @property
     def tile_period(self):

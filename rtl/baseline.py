@@ -17,7 +17,7 @@ class Baseline(ArrayUnit):
     input channel ``channel``; the front end reads ``W[channel, :]`` through one read port. After a
     tile's last beat, ``acc[i, j] = Σ_c a[i, c] · W[c, j]``. Same outer interface, weight buffer,
     drain and timing as :class:`~rtl.mpu.MPU` (one beat per cycle; ``L = (rows - 1) // weight_hop +
-    cols + pe_stages + 3`` from a tile's last beat to its first drain beat; ``rows`` drain beats).
+    (cols - 1) // act_hop + pe_stages + 4`` from a tile's last beat to its first drain beat; ``rows`` drain beats).
     """
 
     def __init__(self, cfg: Config):

@@ -81,6 +81,7 @@ class OutputStationaryPE(wiring.Component):
     register_w : register the column operand into ``w_out`` (systolic forwarding, one cycle per
         PE); ``False`` passes it on as a wire (the array broadcasts it down the column,
         ``cfg.weight_hop``).
+    register_a : the same for the row operand and ``a_out`` (``cfg.act_hop``).
 
     Members
     -------
@@ -92,11 +93,13 @@ class OutputStationaryPE(wiring.Component):
     """
 
     def __init__(self, cfg: Config, row_shape, col_shape, acc_width: int, overflow_detect: bool,
-                 register_w: bool = True):
+                 register_w: bool = True, register_a: bool = True):
         check_config(cfg)
-        if not isinstance(register_w, bool):
-            raise ValueError(f"register_w must be a bool, not {register_w!r}")
+        for name, v in (("register_w", register_w), ("register_a", register_a)):
+            if not isinstance(v, bool):
+                raise ValueError(f"{name} must be a bool, not {v!r}")
         self._register_w = register_w
+        self._register_a = register_a
         self._cfg = cfg
         self._acc_width = acc_width
         self._ovf = overflow_detect
@@ -160,7 +163,10 @@ class OutputStationaryPE(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.d.sync += self.a_out.eq(self.a_in)
+        if self._register_a:
+            m.d.sync += self.a_out.eq(self.a_in)
+        else:
+            m.d.comb += self.a_out.eq(self.a_in)
         if self._register_w:
             m.d.sync += self.w_out.eq(self.w_in)
         else:
@@ -221,10 +227,10 @@ class SlicePE(OutputStationaryPE):
     Latency ``pe_stages + 1`` cycles from operands to accumulator; one group per cycle.
     """
 
-    def __init__(self, cfg: Config, register_w: bool = True):
+    def __init__(self, cfg: Config, register_w: bool = True, register_a: bool = True):
         check_config(cfg)
         super().__init__(cfg, slice_row_layout(cfg), slice_col_layout(cfg), cfg.acc_bits,
-                         cfg.overflow_detect, register_w)
+                         cfg.overflow_detect, register_w, register_a)
         if cfg.alignment == "horner":
             self.late_ctrl_fields = ("valid", "first", "last", "exp", "dexp")
 
@@ -321,10 +327,10 @@ class Int8PE(OutputStationaryPE):
     Latency ``pe_stages + 1`` cycles from operands to accumulator; one pair per cycle.
     """
 
-    def __init__(self, cfg: Config, register_w: bool = True):
+    def __init__(self, cfg: Config, register_w: bool = True, register_a: bool = True):
         check_config(cfg)
         super().__init__(cfg, int8_row_layout(cfg), int8_col_layout(cfg), cfg.baseline_acc_width,
-                         False, register_w)
+                         False, register_w, register_a)
 
     def partial(self, m):
         value = Signal(signed(2 * self._cfg.weight_width), name="prod")

@@ -89,6 +89,7 @@ class BenchLayer:
     base_stream: list      # packed dense INT8 beats of all tiles
     blocks: list = field(default_factory=list)   # [(W block, mpu expected, baseline expected)]
     subchannels: dict = field(default_factory=dict)   # precision histogram of the step
+    acc_overflows: int = 0  # accumulators whose sticky overflow flag is set (golden, all blocks)
 
     @property
     def id(self) -> str:
@@ -234,6 +235,7 @@ def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = Fal
             for j in range(keep_b):
                 Wb = Wq[:, j * cols:(j + 1) * cols]
                 accs, flags = execute(groups, Wb, lcfg)
+                bl.acc_overflows += int(sum(int(f.sum()) for f in flags))
                 got = np.concatenate(accs)[:, :Wb.shape[1]]
                 want = r.acc[:keep_t * T, j * cols:(j + 1) * cols] if keep_t * T <= len(r.acc) \
                     else None
@@ -284,7 +286,8 @@ def _ratio(a, b):
 
 
 def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_valid, dense,
-         cd, ci, lut_ratio, lanes, subch, load, fabric_ratio=None, area_ratio=None):
+         cd, ci, lut_ratio, lanes, subch, load, fabric_ratio=None, area_ratio=None,
+         acc_overflows=0):
     cr = _ratio(ci, cd)
     nsub = sum(subch.values())
     bits = sum(int(k[1:]) * v for k, v in subch.items() if k != "zero")
@@ -296,6 +299,7 @@ def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_vali
                 area_ratio=area_ratio, tput_per_area_ratio=_ratio(cr, area_ratio),
                 lane_util=_ratio(lanes_valid, groups * lanes),
                 mean_act_bits=_ratio(bits, nsub), subchannels=dict(subch),
+                acc_overflows=acc_overflows,
                 weight_load_cycles=load)
 
 
@@ -318,7 +322,7 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict,
                          bl.tokens, bl.cin, bl.cout, nb, nb * bl.groups, nb * bl.lanes_valid,
                          nb * len(bl.base_stream), sum(mr["cycles"]), sum(br["cycles"]),
                          lut_ratio, cfg.lanes, bl.subchannels, mr["load_cycles"],
-                         fabric_ratio, area_ratio))
+                         fabric_ratio, area_ratio, bl.acc_overflows))
 
     def total(label, rs):
         sub = {}
@@ -328,7 +332,8 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict,
         s = lambda k: sum(r[k] for r in rs)  # noqa: E731
         t = _row(label, None, None, None, None, None, None, s("blocks"), s("groups"),
                  s("lanes_valid"), s("dense_beats"), s("cycles_dstar"), s("cycles_int8"),
-                 lut_ratio, cfg.lanes, sub, s("weight_load_cycles"), fabric_ratio, area_ratio)
+                 lut_ratio, cfg.lanes, sub, s("weight_load_cycles"), fabric_ratio, area_ratio,
+                 s("acc_overflows"))
         for k in ("kind", "step", "step_kind", "tokens", "cin", "cout"):
             t.pop(k)
         return t
@@ -591,6 +596,12 @@ def markdown(rep: dict) -> str:
     md += ["", "Resources (ECP5, `synth_ecp5` with DSP blocks):", ""]
     md += [f"- {_res_line(u, rep['resources'].get(u))}" for u in ("mpu", "baseline")]
     md += ["", _area_md(rep.get("areas"), rep["totals"]["all"])]
+    if rep["config"].get("overflow_detect"):
+        n = rep["totals"]["all"].get("acc_overflows", 0)
+        md += ["", f"Accumulator: {rep['config']['acc_width']} bits, saturating with the sticky "
+                   f"flag; accumulators whose flag is set over the run: **{n:,}**"
+                   + (" (every result exact)." if n == 0 else
+                      " (those results saturated: the width is too narrow for this run).")]
     md += ["", f"Simulation: MPU {rep['simulation']['mpu']['drain_beats_checked']:,} and "
                f"baseline {rep['simulation']['baseline']['drain_beats_checked']:,} drain beats "
                f"checked.", ""]

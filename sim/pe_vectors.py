@@ -5,8 +5,9 @@ A :class:`PECase` is a list of input values per cycle (packed with the PE's own 
 golden result of every tile (:func:`golden.schedule.slice_pe_execute`,
 :func:`golden.schedule.int8_pe_execute`) and the expected value of every output after every clock
 edge. The expected outputs follow the PE's documented register transfers: ``a_out``/``w_out`` are
-the inputs one edge later (``w_out`` is ``w_in`` itself, a wire, when ``cfg.weight_hop > 1``: the
-PE as the unit registry builds it, that of an array row that does not register the weights); a tile's result is in the shadow (``shadow_out``, ``ovf_out``) with
+the inputs one edge later (``w_out`` is ``w_in`` itself, a wire, when ``cfg.weight_hop > 1``, and
+``a_out`` is ``a_in`` when ``cfg.act_hop > 1``: the PE as the unit registry builds it, that of an
+array row or column that does not register that operand); a tile's result is in the shadow (``shadow_out``, ``ovf_out``) with
 ``captured`` high exactly :func:`sim.timing.pe_latency` edges after its last group was at the
 inputs; otherwise ``drain_shift`` loads the shadow from ``shadow_in``/``ovf_in`` and else it holds.
 Stimuli never assert ``drain_shift`` at the edge a capture lands on (the array never does).
@@ -40,6 +41,8 @@ from .timing import pe_latency
 
 __all__ = ["SECTIONS", "PECase", "pe_case", "input_ports", "output_ports", "check_run"]
 
+#: The input an output follows when the PE passes it on as a wire.
+_WIRE_INPUT = {"w_out": "w_in", "a_out": "a_in"}
 SECTIONS = {"slice": ("digits", "exponents", "stream", "overflow"),
             "int8": ("products", "stream", "overflow")}
 
@@ -65,15 +68,15 @@ class PECase:
     capture_cycles: list      # per tile: the cycle whose edge makes its result visible
     tags: list                # per tile: what the tile is meant to exercise
     coverage: dict = field(default_factory=dict)
-    wire_w: bool = False      # w_out is w_in (cfg.weight_hop > 1), not a register
+    wires: tuple = ()         # outputs that are wires: "w_out" (weight_hop > 1), "a_out"
 
     @property
     def initial(self) -> dict:
-        """Outputs out of reset (every register of the PE resets to 0; a wire ``w_out`` shows the
-        first cycle's ``w_in``)."""
+        """Outputs out of reset (every register of the PE resets to 0; a wire ``w_out`` or
+        ``a_out`` shows the first cycle's input)."""
         out = dict.fromkeys(self.expected[0], 0)
-        if self.wire_w:
-            out["w_out"] = self.inputs[0]["w_in"]
+        for port in self.wires:
+            out[port] = self.inputs[0][_WIRE_INPUT[port]]
         return out
 
 
@@ -365,11 +368,12 @@ def pe_case(cfg: Config, kind: str, section: str, seed: int = 0, tiles: int = 20
                  shadow_in=~inputs[-1]["shadow_in"])
     if ovf_port:
         probe["ovf_in"] = 1 - inputs[-1]["ovf_in"]
-    if cfg.weight_hop > 1:     # w_out is a wire: each sample sees the next cycle's w_in
+    wires = tuple(p for p, hop in (("w_out", cfg.weight_hop), ("a_out", cfg.act_hop)) if hop > 1)
+    for port in wires:       # a wire: each sample sees the next cycle's input
         for out, nxt in zip(expected, [*inputs[1:], probe]):
-            out["w_out"] = nxt["w_in"]
+            out[port] = nxt[_WIRE_INPUT[port]]
     return PECase(kind, section, inputs, expected, probe, results, captures, b.tags, coverage,
-                  wire_w=cfg.weight_hop > 1)
+                  wires=wires)
 
 
 def _ctrl_fields(col):

@@ -22,9 +22,10 @@ def pe_latency(cfg) -> int:
 
 def array_latency(cfg) -> int:
     """Cycles from the transfer of a tile's last input beat to its first drain beat:
-    ``(rows - 1) // weight_hop + cols + pe_stages + 3`` (``rows + cols + pe_stages + 2`` with
-    the weights registered at every PE)."""
-    return (cfg.rows - 1) // cfg.weight_hop + cfg.cols + cfg.pe_stages + 3
+    ``(rows - 1) // weight_hop + (cols - 1) // act_hop + pe_stages + 4`` (``rows + cols +
+    pe_stages + 2`` with both operands registered at every PE)."""
+    return ((cfg.rows - 1) // cfg.weight_hop + (cfg.cols - 1) // cfg.act_hop
+            + cfg.pe_stages + 4)
 
 
 def array_tile_period(cfg) -> int:

@@ -66,14 +66,14 @@ def test_arbitrary_group_streams():
     assert run_array(MPU(cfg), cfg, wl.W, wl.words, gap=0.3, stall=0.3).beats == wl.expected
 
 
-@pytest.mark.parametrize("hop", [2, 4])
+@pytest.mark.parametrize("hop,ahop", [(2, 1), (4, 1), (1, 2), (4, 4), (3, 4)])
 @pytest.mark.parametrize("unit", ["mpu", "baseline"])
-def test_weights_broadcast_every_hop_rows(unit, hop):
-    """``weight_hop``: the weights registered every ``hop`` rows (4: broadcast down the column),
-    under gaps and back-pressure, bit-exact; the PEs of the rows in between have no ``w_out``
-    register."""
-    cfg = preset("tiny", weight_hop=hop)
-    rng = np.random.default_rng(30 + hop)
+def test_weights_broadcast_every_hop_rows(unit, hop, ahop):
+    """``weight_hop`` (``act_hop``): the weights (row operands) registered every ``hop`` rows
+    (``ahop`` columns; 4: broadcast), under gaps and back-pressure, bit-exact; the PEs of the rows
+    (columns) in between have no ``w_out`` (``a_out``) register."""
+    cfg = preset("tiny", weight_hop=hop, act_hop=ahop)
+    rng = np.random.default_rng(30 + hop + 7 * ahop)
     if unit == "mpu":
         dut, wl = MPU(cfg), mpu_workload(cfg, rng, tiles=3, kinds=KINDS)
     else:
@@ -81,6 +81,8 @@ def test_weights_broadcast_every_hop_rows(unit, hop):
     assert run_array(dut, cfg, wl.W, wl.words, gap=0.3, stall=0.3).beats == wl.expected
     assert [cfg.weight_registered(i) for i in range(cfg.rows)] == [
         (i + 1) % hop == 0 for i in range(cfg.rows)]
+    assert [cfg.act_registered(j) for j in range(cfg.cols)] == [
+        (j + 1) % ahop == 0 for j in range(cfg.cols)]
 
 
 def test_baseline_matches_numpy():
@@ -89,10 +91,11 @@ def test_baseline_matches_numpy():
     assert run_array(Baseline(cfg), cfg, wl.W, wl.words, gap=0.2, stall=0.3).beats == wl.expected
 
 
-@pytest.mark.parametrize("stages,hop", [(0, 1), (1, 1), (2, 1), (1, 2), (0, 4)])
+@pytest.mark.parametrize("stages,hop,ahop", [(0, 1, 1), (1, 1, 1), (2, 1, 1), (1, 2, 1),
+                                             (0, 4, 1), (1, 1, 4), (2, 4, 4), (1, 3, 2)])
 @pytest.mark.parametrize("unit", ["mpu", "baseline"])
-def test_cycles_follow_the_documented_formula(unit, stages, hop):
-    cfg = preset("tiny", pe_stages=stages, weight_hop=hop)
+def test_cycles_follow_the_documented_formula(unit, stages, hop, ahop):
+    cfg = preset("tiny", pe_stages=stages, weight_hop=hop, act_hop=ahop)
     G = [1, 3, array_tile_period(cfg) + 3, 5, 30]
     if unit == "mpu":
         dut = MPU(cfg)

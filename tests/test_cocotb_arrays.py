@@ -31,10 +31,12 @@ def test_array_regression(unit, preset_name, simulator):
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 @pytest.mark.parametrize("unit", sorted(MODULES))
 def test_weights_broadcast(unit, simulator):
-    """``weight_hop = rows``: the weights broadcast down each column (no forwarding register),
-    with the select+Booth datapath on the MPU; every drain beat checked."""
+    """``weight_hop = rows``, ``act_hop = cols``: the weights broadcast down each column and the
+    row operands along each row (no forwarding register, no skew), with the select+Booth
+    datapath on the MPU; every drain beat checked."""
     extra = dict(digit_product="select", digits="booth") if unit == "mpu" else {}
-    run_cocotb(unit, preset("tiny", weight_hop=4, **extra), simulator, MODULES[unit], seed=7,
+    run_cocotb(unit, preset("tiny", weight_hop=4, act_hop=4, **extra), simulator, MODULES[unit],
+               seed=7,
                extra_env={"DSTAR_TILES": "6"}, tag="broadcast")
 
 

@@ -25,8 +25,8 @@ CONFIGS = {
                                       max_reduction=2, acc_width=12, overflow_detect=True)),
     "select": ("pe", dict(digit_product="select")),
     "booth-multiply": ("pe", dict(digits="booth")),
-    "broadcast": ("pe", dict(weight_hop=4, digits="booth", digit_product="select")),
-    "int8-broadcast": ("baseline_pe", dict(weight_hop=4)),
+    "broadcast": ("pe", dict(weight_hop=4, act_hop=4, digits="booth", digit_product="select")),
+    "int8-broadcast": ("baseline_pe", dict(weight_hop=4, act_hop=4)),
     "int8": ("baseline_pe", dict()),
     "int8-stages0": ("baseline_pe", dict(pe_stages=0)),
     "int8-w4-stages2": ("baseline_pe", dict(weight_width=4, max_reduction=4, pe_stages=2)),
@@ -42,7 +42,8 @@ FAST = [("tiny", "verilator"), ("horner-ovf14-stages2", "verilator"),
         # Issue 15: Booth digits with select products, one short case per simulator; the select
         # products on slices (Icarus).
         ("booth", "verilator"), ("booth-horner-ovf12", "icarus"), ("select", "icarus"),
-        # weight_hop > 1: the PE without a w_out register (a wire), both PEs, both simulators.
+        # weight_hop, act_hop > 1: the PE without w_out and a_out registers (wires), both PEs,
+        # both simulators.
         ("broadcast", "icarus"), ("int8-broadcast", "verilator")]
 SLOW = [(c, s) for c in CONFIGS for s in ("verilator", "icarus") if (c, s) not in FAST]
 

@@ -187,6 +187,7 @@ def test_unknown_override():
     (dict(drop_zero_columns=1), "drop_zero_columns"), (dict(overflow_detect="yes"), "overflow_detect"),
     (dict(closed_loop=None), "closed_loop"), (dict(p_base_log2=9), "p_base_log2"),
     (dict(weight_hop=0), "weight_hop"), (dict(weight_hop=5), "weight_hop"),
+    (dict(act_hop=0), "act_hop"), (dict(act_hop=5), "act_hop"),
 ])
 def test_other_refusals_name_the_parameter(kw, param):
     with pytest.raises(ConfigError, match=rf"^{param} must be .*, not "):
@@ -261,6 +262,16 @@ def test_parameters_added_later_enter_the_hash_only_when_changed():
     assert explicit.hash() == base.hash()
     others = {preset("tiny", digit_product="select").hash(), preset("tiny", digits="booth").hash(),
               preset("tiny", digit_product="select", digits="booth").hash(),
-              preset("tiny", weight_hop=4).hash()}
-    assert len(others) == 4 and base.hash() not in others
+              preset("tiny", weight_hop=4).hash(), preset("tiny", act_hop=4).hash()}
+    assert len(others) == 5 and base.hash() not in others
     assert preset("tiny").hash() == "b9ae36267cee72c7"   # the hash the stored reports name
+
+
+@pytest.mark.parametrize("text, value", [("true", True), ("False", False), ("TRUE", True),
+                                         ("26", 26), ("horner", "horner"), ("(1, 7, 31)",
+                                                                            (1, 7, 31))])
+def test_set_values_parse_as_typed(text, value):
+    """``--set overflow_detect=true`` used to be refused (only Python's ``True`` parsed)."""
+    from gen.options import parse_overrides
+
+    assert parse_overrides([f"x={text}".replace("x", "acc_width", 1)]) == {"acc_width": value}

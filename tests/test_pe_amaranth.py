@@ -22,6 +22,8 @@ SLICE_CONFIGS = {
     "tiny": dict(),
     "stages0": dict(pe_stages=0),
     "stages2": dict(pe_stages=2),
+    "broadcast": dict(weight_hop=4, digit_product="select", digits="booth"),
+    "broadcast-both": dict(weight_hop=4, act_hop=2, digit_product="select", digits="booth"),
     "horner-stages0": dict(alignment="horner", max_reduction=2, pe_stages=0),
     "horner": dict(alignment="horner", max_reduction=2),
     "horner-stages2": dict(alignment="horner", max_reduction=2, pe_stages=2),
@@ -53,6 +55,8 @@ INT8_CONFIGS = {
     "stages0": dict(pe_stages=0),
     "stages2": dict(pe_stages=2),
     "w4-r4": dict(weight_width=4, max_reduction=4),
+    "broadcast": dict(weight_hop=4),
+    "broadcast-both": dict(weight_hop=2, act_hop=4),
 }
 OVERFLOW_TAGS = ("over+", "over-", "recover", "final-shift")
 
@@ -94,7 +98,7 @@ def _slice(name):
 def test_slice_pe_matches_golden(name, section):
     cfg = _slice(name)
     case = pe_case(cfg, "slice", section, seed=sum(map(ord, name)))
-    dut = SlicePE(cfg)
+    dut = SlicePE(cfg, register_w=cfg.weight_hop == 1, register_a=cfg.act_hop == 1)
     assert dut.latency == pe_latency(cfg)
     assert set(dut.signature.members) == {*input_ports(cfg, "slice"), *output_ports(cfg, "slice")}
     assert set(case.inputs[0]) == set(input_ports(cfg, "slice"))
@@ -106,7 +110,7 @@ def test_slice_pe_matches_golden(name, section):
 def test_int8_pe_matches_golden(name, section):
     cfg = preset("tiny", **INT8_CONFIGS[name])
     case = pe_case(cfg, "int8", section, seed=sum(map(ord, name)))
-    dut = Int8PE(cfg)
+    dut = Int8PE(cfg, register_w=cfg.weight_hop == 1, register_a=cfg.act_hop == 1)
     assert dut.latency == pe_latency(cfg)
     assert set(dut.signature.members) == {*input_ports(cfg, "int8"), *output_ports(cfg, "int8")}
     assert set(case.expected[0]) == set(output_ports(cfg, "int8"))
