@@ -1,8 +1,9 @@
 """``dstar build``: a bitstream of the core for a board (fpga/board.py).
 
-Bad input (an unknown board, a configuration the core refuses, a baud rate the board's clock
-cannot make, an output folder that is a file) is one line and exit status 2 before anything is
-elaborated or written. A failing step or missed timing is one line (naming the tool's log) and
+Bad input (an unknown board, a configuration the core refuses or whose DSP blocks the device
+does not have, a clock the board's PLL cannot make, a baud rate the clock cannot make, an output
+folder that is a file) is one line and exit status 2 before anything is elaborated or
+written. A failing step or missed timing is one line (naming the tool's log) and
 exit status 1; with missed timing the bitstream and ``build.json`` are written anyway (they
 record it), together, as on success."""
 
@@ -29,6 +30,10 @@ def register(sub):
     p.add_argument("--board", required=True, choices=sorted(BOARDS))
     add_config_options(p, default_preset=None)
     p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
+    p.add_argument("--clock-mhz", type=float, default=None, metavar="MHZ",
+                   help="the core's clock in MHz (default: the board's clock, 25 MHz on the "
+                        "ulx3s); another value is made by the FPGA's PLL, and the UART's "
+                        "cycles per bit follow it")
     p.add_argument("-o", "--out", type=Path, default=None,
                    help="output directory, created if missing (default "
                         "build/board/<board>-<preset>)")
@@ -42,11 +47,11 @@ def run_build(args):
         args.preset = BOARDS[args.board][1]
     cfg = config_from_args(args)
     out = args.out or Path("build") / "board" / f"{args.board}-{cfg.name}"
-    check_build(args.board, cfg, args.baud)
+    check_build(args.board, cfg, args.baud, args.clock_mhz)
     check_output_dir(out)
     check_outputs(*output_files(args.board, cfg, out))
     try:
-        r = build(args.board, cfg, out, baud=args.baud)
+        r = build(args.board, cfg, out, baud=args.baud, clock_mhz=args.clock_mhz)
     except BuildError as e:
         raise WorkError(str(e)) from None
     res = r["resources"]

@@ -148,3 +148,134 @@ def test_build_missing_timing_is_status_1_with_the_outputs(tmp_path, capsys, fak
     assert rc == 1 and err.splitlines()[-1].startswith("dstar: error: timing not met")
     assert all(f.is_file() for f in files)
     assert json.loads(files[3].read_text())["timing_pass"] is False
+
+
+# ------------------------------------------------ the core's clock (PLL) and the DSP refusal
+def test_pll_params_make_the_clock_exactly_within_the_pll_limits():
+    from fpga.board import PLL_PFD_MHZ, PLL_VCO_MHZ, pll_params
+
+    for mhz in (40, 50, 60, 62.5, 75, 100):
+        p = pll_params(25, mhz)
+        assert 25 * p["clkfb_div"] / p["clki_div"] == pytest.approx(mhz, abs=1e-9)
+        assert p["fout_mhz"] == pytest.approx(mhz)
+        assert PLL_PFD_MHZ[0] <= 25 / p["clki_div"] <= PLL_PFD_MHZ[1]
+        assert PLL_VCO_MHZ[0] <= p["vco_mhz"] == mhz * p["clkop_div"] <= PLL_VCO_MHZ[1]
+    # ecppll's choice for 50 MHz: no input division, feedback x2, VCO at 600 MHz
+    assert {k: pll_params(25, 50)[k] for k in ("clki_div", "clkfb_div", "clkop_div")} == \
+        {"clki_div": 1, "clkfb_div": 2, "clkop_div": 12}
+    with pytest.raises(ValueError, match=r"cannot be made exactly .*\(nearest: 46.88 MHz\)"):
+        pll_params(25, 48)
+
+
+@pytest.mark.parametrize("mhz, cpb", [(None, 217), (25, 217), (50, 434), (62.5, 543)])
+def test_uart_divisor_follows_the_core_clock(mhz, cpb):
+    from fpga.board import check_build
+
+    assert check_build("ulx3s", preset("tiny"), 115200, mhz) == cpb
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_pll_top_elaborates_with_the_pll_and_the_uart_divisor(monkeypatch):
+    """With ``clock_mhz`` the top holds an EHXPLLL with ecppll's dividers, its output is the
+    ``sync`` clock (also its feedback), and the UART gets the divisor of the PLL's clock."""
+    from amaranth_boards.ulx3s import ULX3S_85F_Platform
+
+    import rtl.uart_core
+
+    seen = []
+    real = rtl.uart_core.UartCore.__init__
+
+    def spy(self, *a, cycles_per_bit, **k):
+        seen.append(cycles_per_bit)
+        real(self, *a, cycles_per_bit=cycles_per_bit, **k)
+    monkeypatch.setattr(rtl.uart_core.UartCore, "__init__", spy)
+    cfg = preset("tiny")
+    plan = ULX3S_85F_Platform().prepare(ULX3STop(cfg, core_for(cfg), clock_mhz=50.0),
+                                        name="dstar_ulx3s")
+    il = plan.files["dstar_ulx3s.il"]
+    cell = il[il.index("cell \\EHXPLLL"):]
+    cell = cell[:cell.index("\n  end")]
+    for line in ("parameter \\CLKI_DIV 1", "parameter \\CLKFB_DIV 2",
+                 "parameter \\CLKOP_DIV 12", "parameter \\FEEDBK_PATH \"CLKOP\"",
+                 "connect \\CLKOP \\clk", "connect \\CLKFB \\clk"):
+        assert line in cell, line
+    assert 'attribute \\FREQUENCY_PIN_CLKI "25"' in il
+    assert 'attribute \\FREQUENCY_PIN_CLKOP "50"' in il
+    assert "FREQUENCY PORT \"clk25_0__io\" 25000000" in plan.files["dstar_ulx3s.lpf"]
+    assert seen == [434]
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_top_without_pll_runs_on_the_board_clock():
+    from amaranth_boards.ulx3s import ULX3S_85F_Platform
+
+    cfg = preset("tiny")
+    for mhz in (None, 25.0):
+        plan = ULX3S_85F_Platform().prepare(ULX3STop(cfg, core_for(cfg), clock_mhz=mhz),
+                                            name="dstar_ulx3s")
+        assert "EHXPLLL" not in plan.files["dstar_ulx3s.il"]
+
+
+@pytest.mark.parametrize("argv, frag", [
+    (["--clock-mhz", "0"], "clock must be a positive number of MHz, not 0.0"),
+    (["--clock-mhz", "-50"], "clock must be a positive number of MHz"),
+    (["--clock-mhz", "nan"], "clock must be a positive number of MHz"),
+    (["--clock-mhz", "fast"], "invalid float value"),
+    (["--clock-mhz", "500"], "outside the ECP5 PLL's output range (10 to 400 MHz)"),
+    (["--clock-mhz", "48"], "cannot be made exactly by the ECP5 PLL"),
+    (["--clock-mhz", "10", "--baud", "3000000"], "too fast for the 10 MHz clock"),
+    (["--preset", "fpga"], "the fpga core needs 305 MULT18X18D DSP blocks with "
+                           "digit_product=multiply and the ulx3s's device has 156: use --set "
+                           "digit_product=select"),
+    (["--preset", "fpga", "--clock-mhz", "50"], "needs 305 MULT18X18D"),
+])
+def test_build_bad_clock_or_too_many_dsps_is_refused_before_any_work(tmp_path, capsys,
+                                                                     monkeypatch, argv, frag):
+    import fpga.board
+
+    def never(*a, **k):
+        raise AssertionError("the build started on bad input")
+    monkeypatch.setattr(fpga.board, "build", never)
+    rc, out, err = _build(capsys, *argv, "-o", tmp_path / "out")
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("dstar: error: ") and frag in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dsp_refusal_passes_the_select_datapath_and_the_tiny_core():
+    from fpga.board import check_build, dsp_blocks
+
+    assert dsp_blocks(preset("fpga")) == 305
+    assert dsp_blocks(preset("tiny")) == 96
+    sel = preset("fpga", digit_product="select", digits="booth")
+    assert dsp_blocks(sel) < 156
+    assert check_build("ulx3s", sel, 115200, 50) == 434
+
+
+def test_build_with_the_pll_records_the_core_clock(tmp_path, capsys, fake_flow, monkeypatch):
+    """The build constrains place and route to the PLL's clock, takes that clock's Fmax (not
+    the board clock's) and records the clock and the UART divisor."""
+    import fpga.pnr
+
+    seen = {}
+
+    def pnr(netlist, *, workdir, freq_mhz, **kw):
+        seen["freq"] = freq_mhz
+        workdir.mkdir(parents=True)
+        (workdir / "board.config").write_text("cfg")
+        fmax = {"clk25_0__io": dict(achieved=400.0, constraint=25.0, pass_=True),
+                "clk": dict(achieved=51.5, constraint=50.0)}
+        return dict(fmax_mhz=400.0, timing_pass=True, utilisation={}, critical_path=None,
+                    fmax={k: {"achieved": v["achieved"], "constraint": v["constraint"],
+                              "pass": v["achieved"] >= v["constraint"]}
+                          for k, v in fmax.items()},
+                    log=str(workdir / "nextpnr.log"), tools={})
+    monkeypatch.setattr(fpga.pnr, "place_and_route", pnr)
+    out, files = _outputs(tmp_path)
+    rc, text, err = _build(capsys, "-o", out, "--clock-mhz", "50")
+    assert rc == 0, err
+    assert seen["freq"] == 50.0
+    rec = json.loads(files[3].read_text())
+    assert rec["clock_mhz"] == 50.0 and rec["pll"] is True and rec["cycles_per_bit"] == 434
+    assert rec["fmax_mhz"] == 51.5 and rec["constraint_mhz"] == 50.0
+    assert "Fmax 51.5 MHz at 50 MHz (met)" in text
