@@ -20,6 +20,10 @@ it replaces.
 the weight buffers left out as macros), each at its best: the MPU as generated, the INT8 array
 the smaller of its runs with and without Yosys ``synth -booth``. Stored runs of byte-identical
 RTLIL, script, Yosys and library are reused.
+
+:func:`array_fmax` places and routes both arrays' ECP5 netlists (nextpnr-ecp5, out of context,
+LFE5U-85F, the constraint and seed of ``reports/pe_levers.md``, in a work folder of its own) for
+the throughput per second at each design's own Fmax; stored runs on identical netlists are reused.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from pathlib import Path
 
 from golden.config import Config
 
-__all__ = ["UNITS", "SWEEP", "NANGATE", "from_sweep", "array_resources", "array_areas"]
+__all__ = ["UNITS", "SWEEP", "NANGATE", "from_sweep", "array_resources", "array_areas",
+           "array_fmax"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ROOT / "reports" / "sweep.json"
@@ -108,4 +113,25 @@ def array_areas(cfg: Config, liberty, progress=None) -> dict:
                          else "fpga.synth (Yosys ran)")
         lib = r.get("liberty") or {}
         out["library"] = {k: lib.get(k) for k in ("name", "file", "sha256")}
+    return out
+
+
+def array_fmax(cfg: Config, freq_mhz: float = 100.0, seed: int = 1, progress=None) -> dict:
+    """``{unit: {fmax_mhz, constraint_mhz, critical_path, seconds, source}}`` for the MPU and the
+    baseline of ``cfg`` (the ECP5 netlist with DSP blocks allowed, as :func:`array_resources`
+    synthesizes it). Raises :class:`fpga.pnr.PnrError` or :class:`fpga.synth.SynthError`."""
+    from .pnr import place_and_route
+    from .synth import BUILD_ROOT, synthesize
+
+    out = {}
+    for unit in UNITS:
+        r = synthesize(unit, cfg, "ecp5", reuse=True)
+        if progress:
+            progress(f"fmax: place and route {unit} ({cfg.name}, {cfg.hash()}) on ECP5-85F")
+        wd = BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" / "pnr-bench"
+        p = place_and_route(r["netlist"], workdir=wd, freq_mhz=freq_mhz, seed=seed, reuse=True)
+        out[unit] = dict(fmax_mhz=p["fmax_mhz"], constraint_mhz=p.get("constraint_mhz"),
+                         critical_path=p.get("critical_path"), seconds=p.get("seconds"),
+                         source="fpga.pnr (stored run reused)" if p.get("reused")
+                         else "fpga.pnr (nextpnr ran)")
     return out

@@ -3,7 +3,8 @@ differential layers of a DiT (:mod:`sim.bench_layers`).
 
 ``bench [--preset fpga] [--set k=v ...] [--weights trained|random|FILE.npz] [--model M]
 [--weight-seed N] [--seed N] [--steps N] [--steps-run 0,6|all] [--block B] [--quick]
-[--trace T.npz] [--simulator verilator|icarus] [--liberty FILE] [--no-synth] [--out DIR]``
+[--trace T.npz] [--simulator verilator|icarus] [--liberty FILE] [--fmax] [--no-synth]
+[--out DIR]``
 records a float DDIM
 run (or, with ``--trace``, takes any model's layer inputs from a trace and its weights from
 ``--weights FILE.npz``: ``<layer>.weight`` (out, in), ``<layer>.bias``; see
@@ -74,6 +75,9 @@ def register(sub):
                    help="standard-cell library (.lib or .lib.gz) for the arrays' cell areas "
                         "and throughput per area (default: the Nangate45 library in "
                         "../shared/pdk when it is there; none: no areas)")
+    p.add_argument("--fmax", action="store_true",
+                   help="also place and route both arrays (nextpnr-ecp5) for their Fmax and the "
+                        "throughput per second at each design's own clock (minutes per array)")
     p.add_argument("--no-synth", dest="synth", action="store_false",
                    help="take resources only from reports/sweep.json (never run Yosys)")
     p.add_argument("--out", type=Path, default=Path("reports"), metavar="DIR",
@@ -149,6 +153,7 @@ def _check(args, cfg):
 
 
 def run_bench(args):
+    from fpga.pnr import PnrError
     from fpga.synth import SynthError
     from sim.bench_layers import bench, markdown, text
 
@@ -164,8 +169,9 @@ def run_bench(args):
                     seed=args.seed, steps=args.steps, steps_run=steps_run, block=args.block,
                     quick=args.quick, simulator=args.simulator, synth=args.synth,
                     trace_file=args.trace, operating_point=op,
-                    liberty=args.liberty if args.synth else None, progress=say)
-    except (AssertionError, SynthError) as exc:
+                    liberty=args.liberty if args.synth else None, fmax=args.fmax,
+                    progress=say)
+    except (AssertionError, SynthError, PnrError) as exc:
         raise WorkError(str(exc) or type(exc).__name__) from None
     rep["command"] = " ".join(
         ["dstar bench", f"--preset {cfg.name}", *(f"--set {o}" for o in args.overrides),
@@ -178,7 +184,8 @@ def run_bench(args):
          *([f"--operating-point {args.operating_point}"]
            if args.operating_point is not None else []),
          f"--simulator {args.simulator}", *([] if args.synth else ["--no-synth"]),
-         *([f"--liberty {args.liberty}"] if args.liberty is not None and args.synth else [])])
+         *([f"--liberty {args.liberty}"] if args.liberty is not None and args.synth else []),
+         *(["--fmax"] if args.fmax and args.synth else [])])
     json_out, md_out = args.out / "bench.json", args.out / "bench.md"
     files = {json_out: json_text(rep), md_out: markdown(rep)}
     print(text(rep))

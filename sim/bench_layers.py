@@ -287,7 +287,7 @@ def _ratio(a, b):
 
 def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_valid, dense,
          cd, ci, lut_ratio, lanes, subch, load, fabric_ratio=None, area_ratio=None,
-         acc_overflows=0):
+         acc_overflows=0, fmax_ratio=None):
     cr = _ratio(ci, cd)
     nsub = sum(subch.values())
     bits = sum(int(k[1:]) * v for k, v in subch.items() if k != "zero")
@@ -297,6 +297,9 @@ def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_vali
                 lut_ratio=lut_ratio, tput_per_lut_ratio=_ratio(cr, lut_ratio),
                 lut_ratio_fabric=fabric_ratio, tput_per_lut_fabric_ratio=_ratio(cr, fabric_ratio),
                 area_ratio=area_ratio, tput_per_area_ratio=_ratio(cr, area_ratio),
+                fmax_ratio=fmax_ratio,
+                tput_per_second_ratio=None if fmax_ratio is None or cr is None
+                else cr * fmax_ratio,
                 lane_util=_ratio(lanes_valid, groups * lanes),
                 mean_act_bits=_ratio(bits, nsub), subchannels=dict(subch),
                 acc_overflows=acc_overflows,
@@ -304,10 +307,13 @@ def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_vali
 
 
 def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict,
-              areas: dict | None = None) -> dict:
+              areas: dict | None = None, fmax: dict | None = None) -> dict:
     """Per-layer rows, per-step and overall totals (see the module text for the ratios).
-    ``areas``: :func:`fpga.bench_resources.array_areas` (or ``None``)."""
+    ``areas``: :func:`fpga.bench_resources.array_areas`, ``fmax``:
+    :func:`fpga.bench_resources.array_fmax` (either may be ``None``)."""
     area_ratio = (_ratio(areas["mpu"]["area"], areas["baseline"]["area"]) if areas else None)
+    fmax_ratio = (_ratio(fmax["mpu"]["fmax_mhz"], fmax["baseline"]["fmax_mhz"])
+                  if fmax else None)
     luts = {u: (e or {}).get("resources", {}).get("lut_total") for u, e in resources.items()}
     lut_ratio = _ratio(luts.get("mpu"), luts.get("baseline"))
     fab = {u: ((e or {}).get("fabric") or {}).get("lut_total") for u, e in resources.items()}
@@ -322,7 +328,7 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict,
                          bl.tokens, bl.cin, bl.cout, nb, nb * bl.groups, nb * bl.lanes_valid,
                          nb * len(bl.base_stream), sum(mr["cycles"]), sum(br["cycles"]),
                          lut_ratio, cfg.lanes, bl.subchannels, mr["load_cycles"],
-                         fabric_ratio, area_ratio, bl.acc_overflows))
+                         fabric_ratio, area_ratio, bl.acc_overflows, fmax_ratio))
 
     def total(label, rs):
         sub = {}
@@ -333,7 +339,7 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict,
         t = _row(label, None, None, None, None, None, None, s("blocks"), s("groups"),
                  s("lanes_valid"), s("dense_beats"), s("cycles_dstar"), s("cycles_int8"),
                  lut_ratio, cfg.lanes, sub, s("weight_load_cycles"), fabric_ratio, area_ratio,
-                 s("acc_overflows"))
+                 s("acc_overflows"), fmax_ratio)
         for k in ("kind", "step", "step_kind", "tokens", "cin", "cout"):
             t.pop(k)
         return t
@@ -402,12 +408,14 @@ def load_inputs(cfg: Config, *, weights: str = "trained", model: str = "digits",
 def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weight_seed: int = 0,
           seed: int = 0, steps: int = 10, steps_run=(0, 6), block: int = 0, quick: bool = False,
           simulator: str = "verilator", synth: bool = True, trace_file=None,
-          operating_point: dict | None = None, liberty=None, progress=None) -> dict:
+          operating_point: dict | None = None, liberty=None, fmax: bool = False,
+          progress=None) -> dict:
     """The whole bench; returns the report dict (``reports/bench.json``'s content).
     ``steps_run`` may be ``"all"``: every step of the trace. ``operating_point``: FMDQ
     thresholds and per-layer bases to quantize with (:func:`layer_configs`). ``liberty``: a
-    standard-cell library for the arrays' cell areas (with ``synth``; none: no areas)."""
-    from fpga.bench_resources import array_areas, array_resources
+    standard-cell library for the arrays' cell areas (with ``synth``; none: no areas).
+    ``fmax``: place and route both arrays for their Fmax (with ``synth``)."""
+    from fpga.bench_resources import array_areas, array_fmax, array_resources
 
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
@@ -427,6 +435,10 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
     if areas:
         say(f"areas: MPU {areas['mpu']['area']:,.0f}, baseline {areas['baseline']['area']:,.0f} "
             f"({areas['library']['name']})")
+    fmaxes = array_fmax(cfg, progress=say) if synth and fmax else None
+    if fmaxes:
+        say(f"fmax: MPU {fmaxes['mpu']['fmax_mhz']} MHz, baseline "
+            f"{fmaxes['baseline']['fmax_mhz']} MHz")
     sims = {}
     for unit in ("mpu", "baseline"):
         say(f"simulate {unit} ({simulator}, preset {cfg.name})")
@@ -434,7 +446,7 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
         say(f"simulate {unit}: {sims[unit]['cycles']} cycles, "
             f"{sims[unit]['drain_beats_checked']} drain beats checked, "
             f"{sims[unit]['run_s']:.1f} s")
-    summ = summarize(cfg, layers, sims["mpu"], sims["baseline"], res, areas)
+    summ = summarize(cfg, layers, sims["mpu"], sims["baseline"], res, areas, fmaxes)
     tools = _tools(sims["mpu"])
     tools["yosys"] = next((e["tools"].get("yosys") for e in res.values() if e), None)
     return dict(
@@ -450,7 +462,7 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
                                     key=[bl.name for bl in layers].index)),
         simulator=simulator, tools=tools,
         resources={u: (dict(e) if e else None) for u, e in res.items()},
-        areas=areas,
+        areas=areas, fmax=fmaxes,
         simulation={u: dict(cycles=s["cycles"], drain_beats_checked=s["drain_beats_checked"],
                             checked=s["checked"], sim_wall_s=round(s["wall_s"], 2),
                             run_s=round(s["run_s"], 2)) for u, s in sims.items()},
@@ -550,7 +562,8 @@ def text(rep: dict) -> str:
                  f"replace: LUTs {_f(a.get('lut_ratio_fabric'))}, throughput per LUT "
                  f"{_f(a.get('tput_per_lut_fabric_ratio'))}), DSTAR/INT8 area "
                  f"{_f(a.get('area_ratio'))}, throughput per area "
-                 f"{_f(a.get('tput_per_area_ratio'))}, lane utilization "
+                 f"{_f(a.get('tput_per_area_ratio'))}, throughput per second at each "
+                 f"design's Fmax {_f(a.get('tput_per_second_ratio'))}, lane utilization "
                  f"{_pct(a['lane_util'])}; every drain beat checked against golden")
     return "\n".join(lines)
 
@@ -568,6 +581,17 @@ def _area_md(areas, total) -> str:
             f"DSTAR/INT8 area {_f(total.get('area_ratio'))}, so DSTAR's throughput per unit "
             f"area is **{_f(total.get('tput_per_area_ratio'))}×** the INT8 array's over the "
             f"whole run.")
+
+
+def _fmax_md(fmax, total) -> str:
+    if not fmax:
+        return "Fmax: not measured (`--fmax` places and routes both arrays)."
+    m, b = fmax["mpu"], fmax["baseline"]
+    return (f"Fmax on ECP5 (nextpnr-ecp5, LFE5U-85F, out of context, constraint "
+            f"{m['constraint_mhz']:g} MHz): MPU {m['fmax_mhz']} MHz, INT8 array "
+            f"{b['fmax_mhz']} MHz; at each design's own clock DSTAR's throughput per second is "
+            f"**{_f(total.get('tput_per_second_ratio'))}×** the INT8 array's (speed-up × Fmax "
+            f"ratio {_f(total.get('fmax_ratio'))}).")
 
 
 def markdown(rep: dict) -> str:
@@ -596,6 +620,7 @@ def markdown(rep: dict) -> str:
     md += ["", "Resources (ECP5, `synth_ecp5` with DSP blocks):", ""]
     md += [f"- {_res_line(u, rep['resources'].get(u))}" for u in ("mpu", "baseline")]
     md += ["", _area_md(rep.get("areas"), rep["totals"]["all"])]
+    md += ["", _fmax_md(rep.get("fmax"), rep["totals"]["all"])]
     if rep["config"].get("overflow_detect"):
         n = rep["totals"]["all"].get("acc_overflows", 0)
         md += ["", f"Accumulator: {rep['config']['acc_width']} bits, saturating with the sticky "

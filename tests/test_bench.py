@@ -311,5 +311,6 @@ def test_array_areas_take_each_array_at_its_best():
     assert a["mpu"]["area"] > 0 and a["library"]["sha256"]
     ratio = a["mpu"]["area"] / a["baseline"]["area"]
     r = _row("x", "k", 0, "cache", 2, 2, 2, 1, 10, 40, 20, 100, 250, 2.0, 4, {"b2": 1}, 0,
-             area_ratio=ratio)
+             area_ratio=ratio, fmax_ratio=0.5)
     assert r["tput_per_area_ratio"] == pytest.approx(2.5 / ratio)
+    assert r["tput_per_second_ratio"] == pytest.approx(2.5 * 0.5)
