@@ -27,13 +27,21 @@ configuration by reading the RTL:
     its own coefficient (0.9999, 0.991 and 0.977 flip-flops per counted bit).
 logic features
     Widths of the datapath elements that cost LUTs and gates, so that a coefficient is the cost
-    of one bit of one kind of element. PE: ``pe.mul`` = lanes × weight_width (one 2-bit digit ×
-    weight product per lane), ``pe.tree`` = (lanes − 1) × dot width (the adder tree),
+    of one bit of one kind of element. PE with ``digit_product="multiply"``: ``pe.mul`` = lanes
+    × weight_width (one digit × weight product per lane), ``pe.tree`` = (lanes − 1) × dot width
+    (the adder tree),
     ``pe.shift`` = (dot width + max_exp) × exponent bits (the product-shift alignment),
     ``pe.hshift`` (Horner: the accumulator's and the result's shifts), ``pe.acc`` = acc_bits
     (accumulate, first-group select, shadow), ``pe.sat`` (overflow detection),
     ``pe.fused`` (fewer than two PE stages: alignment and accumulation in one logic cone, which
-    costs more LUTs next to DSP blocks). INT8 PE: ``i8.mul`` = weight_width², ``i8.acc``.
+    costs more LUTs next to DSP blocks). PE with ``digit_product="select"`` (no multiplier, no
+    DSP block; features of its own so that it leaves the multiplier's fit alone): ``pe.sel`` =
+    2 × lanes × dot width (slice digits: two weight multiples per lane into the adder tree),
+    ``pe.bsel`` = lanes × dot width (Booth digits: one 3:1 choice and its complement per lane),
+    ``pe.sacc`` (accumulator and alignment shifter bits), ``pe.s1``, and ``pe.alone`` (a select
+    PE synthesized alone, see below). Booth digits (``digits="booth"``) are 3 bits without a
+    signed flag: they change the registers, not the multiplier's features. INT8 PE: ``i8.mul``
+    = weight_width², ``i8.acc``.
     QPU, weighed to first order in LUT4s (a 2:1 multiplexer bit 1, an n:1 one n/2, an adder or
     comparator bit 1) so that one coefficient scales a part: ``so`` = compare-exchanges of
     :func:`golden.bitonic.network` × (key + 2 × entry bits), ``qf`` the front's per-value
@@ -51,30 +59,41 @@ DSP blocks, block RAM, LUT RAM
 
 Each resource is Σ coefficient × feature. The coefficients (:data:`CALIBRATION`) were fitted
 once by non-negative least squares on the relative error against real synthesis
-(:func:`fpga.synth.synthesize`: Yosys 0.70, one fresh process per run) of the 36 small
-configurations in :data:`CALIBRATION_RUNS` (PE, INT8 PE, MPU and baseline variants, the sorter
+(:func:`fpga.synth.synthesize`: Yosys 0.70, one fresh process per run) of the 44 small
+configurations in :data:`CALIBRATION_RUNS` (PE, INT8 PE, MPU and baseline variants, the select datapath's PEs and MPUs, the sorter
 alone, the QPU, the VPU lane alone, the VPU), each for ``ecp5``, ``ecp5 -nodsp`` and
 ``generic``. ``python -m fpga.estimate --calibrate`` re-runs that synthesis (reusing stored runs
-of identical RTLIL, script and Yosys), fits, and prints every run's error and that of the 13
+of identical RTLIL, script and Yosys), fits, and prints every run's error and that of the 18
 held-out configurations of :data:`VALIDATION_RUNS`; ``--write`` stores the result here, and ``--refit`` fits the stored measurements again
-without synthesis (after a change of the model alone). About 45 minutes on two cores from
+without synthesis (after a change of the model alone); ``--calibrate --missing`` synthesizes only
+the runs that have no stored measurement (runs just added: the 13 select, Booth and
+``weight_hop`` runs took 4 minutes) and takes the others as stored. About 45 minutes on two cores from
 scratch: 20 for the held-out ``fpga`` MPU, most of the rest the VPU without DSP blocks.
 
-Measured error (calibration of 2026-11-30; estimate / synthesis − 1)
+Measured error (calibration of 2026-12-01; estimate / synthesis − 1)
 --------------------------------------------------------------------
 =================  ================================  ========================================
-quantity           fitted runs (36)                  held out (13)
+quantity           fitted runs (44)                  held out (18)
 =================  ================================  ========================================
-ECP5 LUTs          PE ≤ 7.3 %, arrays ≤ 3.7 %,       ≤ 7.7 %, except +19.4 % (PE, 2 lanes,
-                   QPU ≤ 4.2 %, VPU ≤ 3.5 %          pe_stages 0, with DSP blocks)
-LUTs, ``-nodsp``   ≤ 7.8 %                           ≤ 7.7 %, except −15.3 % (VPU, 2 lanes,
-                                                     act_width 12)
-flip-flops         arrays ≤ 0.2 %, QPU/VPU ≤ 1.7 %   arrays 0.0 %, QPU/VPU ≤ 1.6 %
+ECP5 LUTs          PE ≤ 8.1 % (select PE alone       ≤ 9.6 %, except +20.5 % (PE, 2 lanes,
+                   ≤ 20.8 %), arrays ≤ 7.7 %,        pe_stages 0, with DSP blocks)
+                   QPU ≤ 4.2 %, VPU ≤ 3.5 %
+LUTs, ``-nodsp``   ≤ 7.7 % (select PE alone          ≤ 9.0 %, except −15.3 % (VPU, 2 lanes,
+                   ≤ 21.0 %)                         act_width 12)
+flip-flops         arrays ≤ 0.2 %, QPU/VPU ≤ 1.7 %   arrays ≤ 0.2 %, QPU/VPU ≤ 1.6 %
 transistors        ≤ 1.1 %                           ≤ 3.5 %
 =================  ================================  ========================================
 
-The ``fpga`` MPU (64 PEs, four times the largest fitted array) is among the held-out runs: LUTs
-−1.9 % (+0.6 % without DSPs), flip-flops exact, transistors −3.5 %.
+The ``fpga`` MPUs (64 PEs, four times the largest fitted array) are among the held-out runs:
+the default one LUTs −1.9 % (+0.2 % without DSPs), flip-flops exact, transistors −2.7 %; with
+the select datapath and Booth digits (0 DSP) LUTs −9.6 %, flip-flops exact, transistors
+−3.3 %. The select datapath's PE alone is its worst fitted run (``pe select+booth`` −20.8 %):
+Yosys maps a lone select PE with ABC9 but every select array with the classic ABC (ABC9
+asserts on them, :mod:`fpga.synth`), and the two mappers differ by up to a third on it; the
+``pe.alone`` constant takes the mean difference. ``weight_hop`` is modelled in the registers
+(every ``weight_hop``-th row's PEs register ``w_out``; the others' stage-1 control is then a
+register of its own; the row skew is ``i // weight_hop``): exact on the held-out MPU with
+``weight_hop=2``, 3 flip-flops over on the broadcast baseline.
 The tests (``tests/test_estimate.py``) assert :data:`TOLERANCE`: 25 % on LUTs and transistors,
 10 % on flip-flops (1 % and exact DSP/RAM counts for the arrays). The fit has nearly as many
 coefficients per part as it has runs of that part, so the fitted errors flatter it: the held-out
@@ -89,6 +108,7 @@ column is the estimate's error. ECP5 synthesis of the QPU trips an assertion in 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -102,7 +122,8 @@ import numpy as np
 from golden.bitonic import compare_exchanges
 from golden.config import Config, ConfigError, preset
 
-__all__ = ["estimate", "ecp5_resources", "parts", "peak", "Part", "UNITS", "TARGETS",
+__all__ = ["estimate", "ecp5_resources", "parts", "peak", "front_registers", "Part", "UNITS",
+           "TARGETS",
            "TOLERANCE", "CALIBRATION", "CALIBRATION_RUNS", "VALIDATION_RUNS", "measure", "fit",
            "errors", "calibrate"]
 
@@ -194,16 +215,21 @@ def _uses(target: str, feature: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------ parts
-def _slice_pe(cfg: Config, count: int = 1) -> Part:
-    """:class:`rtl.pe.SlicePE`."""
+def _slice_pe(cfg: Config, count: int = 1, register_w: bool = True) -> Part:
+    """:class:`rtl.pe.SlicePE` (``register_w``: its ``w_out`` is a register, as at every PE with
+    ``weight_hop = 1``; otherwise a wire, and the stage-1 control is a register of its own)."""
     L, ww, A, S = cfg.lanes, cfg.weight_width, cfg.acc_bits, cfg.pe_stages
     XW, X = cfg.exp_width, cfg.max_exp
     horner = cfg.alignment == "horner"
+    select = cfg.digit_product == "select"
+    booth = cfg.digits == "booth"
     ctrl = 3 + XW * (2 if horner else 1)
     dot = ww + 3 + (L - 1).bit_length()
-    regs = 3 * L + (L * ww + ctrl) + 2 * A + 1          # a_out, w_out, acc, shadow, captured
+    # a_out (digits, and signed flags for slices), w_out, acc, shadow, captured
+    row = (cfg.digit_width + (0 if booth else 1)) * L
+    regs = row + (L * ww + ctrl if register_w else 0) + 2 * A + 1
     if S >= 1:
-        regs += dot                                       # p1_value (p1_ctrl merges with w_out)
+        regs += dot + (0 if register_w else ctrl)  # p1_value (p1_ctrl merges with w_out.ctrl)
     if S >= 2:
         regs += (dot if horner else dot + X) + (3 + 2 * XW if horner else 3)
     if cfg.overflow_detect:
@@ -213,27 +239,37 @@ def _slice_pe(cfg: Config, count: int = 1) -> Part:
     hshift = 2 * A * XW if horner else 0
     # With fewer than two PE stages the alignment and the accumulation are one logic cone;
     # with DSP products Yosys/ABC then maps about a third more LUTs (measured, pe_stages 2 vs 1).
-    fused = 1 if S < 2 else 0
-    return Part("PE (2-bit slice)", count, {
-        "reg.arr": regs, "pe.mul": L * ww, "pe.tree": (L - 1) * dot, "pe.shift": shift,
-        "pe.hshift": hshift, "pe.acc": A, "pe.sat": A if cfg.overflow_detect else 0,
-        "pe.fused": fused, "pe.1": 1},
-        dsp=L * _dsp(3, ww))
+    fused = 1 if S < 2 and not select else 0
+    feats = {"reg.arr": regs, "pe.hshift": hshift, "pe.sat": A if cfg.overflow_detect else 0}
+    if select:
+        # The select datapath (SlicePE._partial_select) has features of its own, so that its
+        # few runs leave the multiplier datapath's fit alone: per lane one (Booth: a 3:1 choice
+        # of 0, w, 2w, then the one's complement) or two (slice: d[0]·w and d[1]·(±2w)) addends
+        # into the adder tree with the carry-ins (``pe.bsel``/``pe.sel``: the tree's adder
+        # bits, selects included); the alignment shifter and the accumulator (``pe.sacc``);
+        # a constant (``pe.s1``).
+        feats["pe.bsel" if booth else "pe.sel"] = (1 if booth else 2) * L * dot
+        feats.update({"pe.sacc": A + shift // XW, "pe.s1": 1})
+    else:
+        feats.update({"pe.mul": L * ww, "pe.tree": (L - 1) * dot, "pe.shift": shift,
+                      "pe.acc": A, "pe.fused": fused, "pe.1": 1})
+    return Part("PE (2-bit slice)", count, feats, dsp=0 if select else L * _dsp(3, ww))
 
 
-def _int8_pe(cfg: Config, count: int = 1) -> Part:
-    """:class:`rtl.pe.Int8PE`."""
+def _int8_pe(cfg: Config, count: int = 1, register_w: bool = True) -> Part:
+    """:class:`rtl.pe.Int8PE` (``register_w`` as for :func:`_slice_pe`)."""
     ww, A, S = cfg.weight_width, cfg.baseline_acc_width, cfg.pe_stages
-    regs = ww + (ww + 3) + 2 * A + 1
+    regs = ww + (ww + 3 if register_w else 0) + 2 * A + 1
     if S >= 1:
-        regs += 2 * ww
+        regs += 2 * ww + (0 if register_w else 3)
     if S >= 2:
         regs += 2 * ww + 3
     return Part("PE (INT8)", count, {"reg.arr": regs, "i8.mul": ww * ww, "i8.acc": A,
                                      "i8.1": 1}, dsp=_dsp(ww, ww))
 
 
-def _array_front(cfg: Config, baseline: bool, depth: int | None = None) -> Part:
+def _array_front(cfg: Config, baseline: bool, depth: int | None = None,
+                 own_registers: bool = False) -> Part:
     """:class:`rtl.array.ArrayUnit` and :class:`rtl.array.SystolicArray` without the PEs: weight
     buffer (``depth`` rows, default ``max_reduction``; the core's MPU has ``wmem_rows``),
     front-end registers, skew chains, drain control; less the PE registers that lead nowhere in
@@ -241,30 +277,51 @@ def _array_front(cfg: Config, baseline: bool, depth: int | None = None) -> Part:
     depth = cfg.max_reduction if depth is None else depth
     R, C, L, ww, XW, S = cfg.rows, cfg.cols, cfg.lanes, cfg.weight_width, cfg.exp_width, \
         cfg.pe_stages
+    hop = getattr(cfg, "weight_hop", 1)
+    # The bottom row's forwarded column operand leads nowhere when that row registers it (with
+    # fewer than one PE stage its control too: otherwise it is the stage-1 control).
+    bottom = (R % hop) == 0
     if baseline:
         row, row_sh, col, col_sh = ww, 0, ww, 3
         s1 = R * ww + 2
         ports, mask, extra = 1, 0, 0
-        dead = R * ww + C * ww + (0 if S else C * 3)
+        dead = R * ww + ((C * ww + (0 if S else C * 3)) if bottom else 0)
     else:
         ctrl = 3 + XW * (2 if cfg.alignment == "horner" else 1)
-        # Per row 2-bit digits; the signed flags are the same for every row (one chain).
-        row, row_sh, col, col_sh = 2 * L, L, L * ww, ctrl
-        s1 = R * L * 2 + 2 * L + XW + 2
+        dw = cfg.digit_width
+        booth = cfg.digits == "booth"
+        # Per row the digits; the signed flags are the same for every row (one chain). A Booth
+        # digit carries its sign: its row operand has no flags (the group's stage-1 flags are
+        # removed as unread).
+        row, row_sh, col, col_sh = dw * L, 0 if booth else L, L * ww, ctrl
+        s1 = R * L * dw + (1 if booth else 2) * L + XW + 2
         ports, mask = L, C * L * ww
         extra = XW if cfg.alignment == "horner" else 0
-        dead = R * 3 * L + C * L * ww + (0 if S else C * ctrl)
-    skew = R * (R - 1) // 2 * row + (R - 1) * row_sh + C * (C - 1) // 2 * col + (C - 1) * col_sh
+        dead = R * (dw + (0 if booth else 1)) * L + \
+            ((C * L * ww + (0 if S else C * ctrl)) if bottom else 0)
+    # Row i is delayed by i // weight_hop cycles, column j by j.
+    skew = (sum(i // hop for i in range(R)) * row + (R - 1) // hop * row_sh
+            + C * (C - 1) // 2 * col + (C - 1) * col_sh)
     s2 = R * row + row_sh + C * col + col_sh
     width = C * ww
     abits = cfg.chan_width if depth == cfg.max_reduction else max(1, _ubits(depth))
     mem = _memory(depth, width, ports, abits)
-    regs = skew + s2 + s1 + 1 + extra + 2 + _ubits(R) + mem.pop("ff") - dead - (R * C - 1)
+    own = skew + s2 + s1 + 1 + extra + 2 + _ubits(R)
+    regs = own + mem.pop("ff") - dead - (R * C - 1)
+    if own_registers:
+        return own
     # Generic gates have no RAM: each read port becomes a depth:1 multiplexer of the word.
     return Part("array front end, skew, drain", 1, {
         "reg.arr": regs, "arr.mask": mask, "arr.1": 1,
         "g.rd": ports * width * depth},
         mem_bits=depth * width, **mem)
+
+
+def front_registers(cfg: Config, baseline: bool = False) -> int:
+    """Register bits of an array's own logic outside its PEs and weight memory (front-end
+    stages, skew chains, drain control): what its non-PE area scales with
+    (:mod:`fpga.design_sweep`)."""
+    return _array_front(cfg, baseline, own_registers=True)
 
 
 def _qpu_parts(cfg: Config) -> list:
@@ -399,14 +456,30 @@ def _vpu_parts(cfg: Config) -> list:
 
 
 
+def _array_pes(cfg: Config, baseline: bool) -> list:
+    """The PEs of an array: with ``weight_hop`` k only every k-th row registers the column
+    operand (``w_out``); the other rows' PEs pass it on as a wire."""
+    pe = _int8_pe if baseline else _slice_pe
+    reg_rows = cfg.rows // getattr(cfg, "weight_hop", 1)
+    out = [pe(cfg, reg_rows * cfg.cols)] if reg_rows else []
+    if reg_rows < cfg.rows:
+        p = pe(cfg, (cfg.rows - reg_rows) * cfg.cols, register_w=False)
+        out.append(dataclasses.replace(p, name=p.name + ", w_out a wire"))
+    return out
+
+
 def parts(unit: str, cfg: Config) -> list:
     """The parts of ``unit`` for ``cfg`` (see the module docstring)."""
-    if unit == "pe":
-        return [_slice_pe(cfg)]
-    if unit == "mpu":
-        return [_slice_pe(cfg, cfg.rows * cfg.cols), _array_front(cfg, False)]
-    if unit == "baseline":
-        return [_int8_pe(cfg, cfg.rows * cfg.cols), _array_front(cfg, True)]
+    if unit == "pe":                       # as gen.units builds it: w_out a register at hop 1
+        pe = _slice_pe(cfg, register_w=getattr(cfg, "weight_hop", 1) == 1)
+        if cfg.digit_product == "select":
+            # Synthesized alone, the select PE maps to more LUTs than each PE of an array does
+            # (ABC9 maps the lone PE; on the arrays ABC9 asserts and the classic ABC maps them,
+            # fpga.synth): a constant of the lone PE.
+            pe = dataclasses.replace(pe, feats={**pe.feats, "pe.alone": 1})
+        return [pe]
+    if unit in ("mpu", "baseline"):
+        return _array_pes(cfg, unit == "baseline") + [_array_front(cfg, unit == "baseline")]
     if unit in ("qpu", "qpu_mpu"):
         if cfg.sort_n < 4:  # the RTL's own check (rtl.qpu.QPU)
             raise ValueError(f"sort_n must be >= 4 for the QPU (one sub-channel brings up to 4 "
@@ -511,6 +584,9 @@ def ecp5_resources(ps: list, nodsp: bool = False) -> dict:
 
 
 # ------------------------------------------------------------------------------ calibration
+_SEL = {"digit_product": "select"}
+_SB = {"digit_product": "select", "digits": "booth"}
+
 #: (label, unit or component, preset, overrides): the configurations the coefficients are fitted
 #: to. Each synthesizes in well under two minutes for every target on two busy cores.
 CALIBRATION_RUNS = (
@@ -553,6 +629,16 @@ CALIBRATION_RUNS = (
     ("vpu tiny", "vpu", "tiny", {}),
     ("vpu lanes=2", "vpu", "tiny", {"vpu_lanes": 2}),
     ("vpu lanes=8 max_reduction=256", "vpu", "tiny", {"vpu_lanes": 8, "max_reduction": 256}),
+    # The select datapath (digit products as selects of the weight's multiples, no DSP) with
+    # slice and with Booth digits, and Booth digits with multiplied products.
+    ("pe select", "pe", "tiny", _SEL),
+    ("pe select+booth", "pe", "tiny", _SB),
+    ("pe select lanes=2", "pe", "tiny", {**_SEL, "lanes": 2}),
+    ("pe select+booth lanes=8", "pe", "tiny", {**_SB, "lanes": 8}),
+    ("pe booth", "pe", "tiny", {"digits": "booth"}),
+    ("pe select+booth stages=0", "pe", "tiny", {**_SB, "pe_stages": 0}),
+    ("mpu 2x2 select", "mpu", "tiny", {**_SEL, "rows": 2, "cols": 2}),
+    ("mpu select+booth tiny", "mpu", "tiny", _SB),
 )
 
 #: Held-out configurations: synthesized and compared by ``--calibrate`` (and by the tests), never
@@ -578,6 +664,13 @@ VALIDATION_RUNS = (
     # 64 PEs: the extrapolation check (about 20 minutes of Yosys when not stored, e.g. by
     # python -m fpga.report_arrays).
     ("mpu fpga", "mpu", "fpga", {}),
+    ("pe select+booth stages=2 ww=6", "pe", "tiny", {**_SB, "pe_stages": 2, "weight_width": 6}),
+    ("mpu 3x3 select", "mpu", "tiny", {**_SEL, "rows": 3, "cols": 3}),
+    # weight_hop: the column operand registered every 2 rows (MPU), broadcast (baseline).
+    ("mpu select+booth weight_hop=2", "mpu", "tiny", {**_SB, "weight_hop": 2}),
+    ("baseline weight_hop=4", "baseline", "tiny", {"weight_hop": 4}),
+    # The fpga MPU with the select datapath and Booth digits (0 DSP; 64 PEs).
+    ("mpu fpga select+booth", "mpu", "fpga", _SB),
 )
 
 _CAL_ROOT_NAME = "estimate-calibration"
@@ -719,14 +812,29 @@ def _stored(runs) -> list:
             for lab, kind, p, ov in runs]
 
 
-def calibrate(write: bool = False, say=print, remeasure: bool = True) -> dict:
+def calibrate(write: bool = False, say=print, remeasure: bool = True,
+              missing: bool = False) -> dict:
     """Measure the calibration and validation runs (``remeasure=False``: take the measurements
-    stored in ``CALIBRATION``, e.g. after a change of the model alone), fit the calibration runs,
-    report the error on both; with ``write`` store the result in this module's ``CALIBRATION``
-    block."""
+    stored in ``CALIBRATION``, e.g. after a change of the model alone; ``missing``: measure only
+    the runs that have no stored measurement, e.g. runs just added, and take the others as
+    stored), fit the calibration runs, report the error on both; with ``write`` store the
+    result in this module's ``CALIBRATION`` block."""
     from .synth import yosys_version
 
-    if remeasure:
+    if missing:
+        yosys, date = yosys_version(), time.strftime("%Y-%m-%d")
+        if yosys != CALIBRATION["yosys"]:
+            raise RuntimeError(f"the stored measurements are of Yosys {CALIBRATION['yosys']}, "
+                               f"this is {yosys}: run --calibrate")
+        todo = [r for r in CALIBRATION_RUNS + VALIDATION_RUNS
+                if not CALIBRATION["measured"].get(r[0])]
+        say(f"measuring the {len(todo)} runs with no stored measurement (Yosys {yosys}); "
+            f"the other {len(CALIBRATION_RUNS) + len(VALIDATION_RUNS) - len(todo)} as stored")
+        new = {r["label"]: r["measured"] for r in measure(todo, say=say)}
+        recs, held = _stored(CALIBRATION_RUNS), _stored(VALIDATION_RUNS)
+        for r in recs + held:
+            r["measured"] = new.get(r["label"], r["measured"])
+    elif remeasure:
         yosys, date = yosys_version(), time.strftime("%Y-%m-%d")
         say(f"calibrating against Yosys {yosys}: {len(CALIBRATION_RUNS)} configurations to fit, "
             f"{len(VALIDATION_RUNS)} held out")
@@ -787,19 +895,23 @@ def _pyrepr(obj, indent: int = 0, room: int = 99) -> str:
 # BEGIN CALIBRATION
 CALIBRATION = {
     'yosys': '0.70',
-    'date': '2026-11-30',
+    'date': '2026-12-01',
     'coef': {
         'lut': {
-            'arr.1': 40.77,
-            'arr.mask': 3.8351,
-            'i8.1': 14.908,
-            'i8.acc': 2.8266,
-            'i8.mul': 0.14668,
-            'pe.acc': 5.0105,
-            'pe.fused': 104.97,
-            'pe.hshift': 1.12,
-            'pe.mul': 4.2988,
-            'pe.sat': 3.5131,
+            'arr.1': 38.974,
+            'arr.mask': 2.8771,
+            'i8.1': 13.978,
+            'i8.acc': 2.9111,
+            'i8.mul': 0.13612,
+            'pe.acc': 4.9998,
+            'pe.alone': 109.01,
+            'pe.bsel': 1.351,
+            'pe.fused': 108.07,
+            'pe.hshift': 1.1053,
+            'pe.mul': 4.3299,
+            'pe.sacc': 3.7519,
+            'pe.sat': 3.319,
+            'pe.sel': 1.8136,
             'qf': 2.8891,
             'qm': 0.94614,
             'qpu.1': 1359.7,
@@ -810,14 +922,18 @@ CALIBRATION = {
             'vpu.mul': 0.19175,
         },
         'lut_nodsp': {
-            'arr.1': 25.875,
-            'arr.mask': 3.7911,
-            'i8.1': 26.357,
-            'i8.mul': 5.6982,
-            'pe.acc': 6.7784,
-            'pe.hshift': 1.0799,
-            'pe.mul': 15.031,
-            'pe.sat': 2.4221,
+            'arr.1': 10.147,
+            'arr.mask': 2.4001,
+            'i8.1': 26.108,
+            'i8.mul': 5.7192,
+            'pe.acc': 6.9031,
+            'pe.alone': 100.65,
+            'pe.bsel': 1.3746,
+            'pe.hshift': 1.07,
+            'pe.mul': 15.01,
+            'pe.sacc': 3.8485,
+            'pe.sat': 2.3315,
+            'pe.sel': 1.8762,
             'qf': 2.8891,
             'qm': 0.94614,
             'qpu.1': 1359.7,
@@ -826,173 +942,177 @@ CALIBRATION = {
             'vl.mul': 3.785,
             'vpu.mul': 3.445,
         },
-        'ff': {'reg.arr': 0.9999, 'reg.qpu': 0.99078, 'reg.vpu': 0.97671},
+        'ff': {'reg.arr': 0.99993, 'reg.qpu': 0.99078, 'reg.vpu': 0.97671},
         'transistors': {
-            'arr.1': 919.2,
-            'arr.mask': 55.985,
-            'ff': 30.452,
-            'g.rd': 11.437,
-            'g.rom': 3.3234,
-            'i8.1': 187.19,
-            'i8.acc': 42.195,
-            'i8.mul': 53.342,
-            'mem': 28.469,
-            'pe.acc': 97.52,
-            'pe.fused': 69.118,
-            'pe.hshift': 6.9529,
-            'pe.mul': 100.81,
-            'pe.sat': 49.683,
-            'pe.tree': 29.845,
-            'qf': 28.212,
-            'qm': 23.324,
-            'qpu.1': 10959.0,
-            'so': 21.35,
-            'vl.lin': 15.72,
-            'vl.mul': 48.516,
-            'vo': 22.716,
-            'vpu.mul': 50.332,
+            'arr.1': 469.27,
+            'arr.mask': 49.188,
+            'ff': 28.692,
+            'g.rd': 11.68,
+            'g.rom': 3.3814,
+            'i8.1': 278.19,
+            'i8.acc': 39.462,
+            'i8.mul': 54.934,
+            'mem': 28.725,
+            'pe.acc': 101.38,
+            'pe.bsel': 43.348,
+            'pe.fused': 16.692,
+            'pe.hshift': 7.3549,
+            'pe.mul': 101.57,
+            'pe.sacc': 54.116,
+            'pe.sat': 49.814,
+            'pe.sel': 33.421,
+            'pe.shift': 0.65761,
+            'pe.tree': 30.871,
+            'qf': 29.157,
+            'qm': 24.074,
+            'qpu.1': 11796.0,
+            'so': 22.9,
+            'vl.lin': 19.151,
+            'vl.mul': 46.471,
+            'vo': 23.344,
+            'vpu.mul': 50.908,
         },
     },
     'error': {
         'pe tiny': {
-            'lut': -0.0617,
-            'lut_nodsp': -0.0225,
-            'ff': -0.0001,
-            'transistors': 0.0033,
-        },
-        'pe lanes=1': {
-            'lut': -0.0078,
-            'lut_nodsp': -0.0479,
-            'ff': -0.0001,
-            'transistors': 0.0046,
-        },
-        'pe lanes=2': {
-            'lut': -0.073,
-            'lut_nodsp': 0.0781,
-            'ff': -0.0001,
-            'transistors': -0.0109,
-        },
-        'pe lanes=8': {
-            'lut': -0.0422,
-            'lut_nodsp': -0.0134,
-            'ff': -0.0001,
-            'transistors': -0.003,
-        },
-        'pe ww=4': {
-            'lut': 0.0693,
-            'lut_nodsp': 0.0132,
-            'ff': -0.0001,
-            'transistors': -0.0005,
-        },
-        'pe ww=12': {
-            'lut': -0.0188,
-            'lut_nodsp': -0.0207,
-            'ff': -0.0001,
-            'transistors': -0.0008,
-        },
-        'pe max_reduction=4096': {
-            'lut': -0.0448,
-            'lut_nodsp': -0.0098,
-            'ff': -0.0001,
-            'transistors': 0.0054,
-        },
-        'pe act_width=8': {
-            'lut': 0.0712,
-            'lut_nodsp': -0.0049,
+            'lut': -0.0528,
+            'lut_nodsp': -0.0179,
             'ff': -0.0001,
             'transistors': 0.0038,
         },
-        'pe stages=0': {
-            'lut': 0.0415,
-            'lut_nodsp': 0.0164,
+        'pe lanes=1': {
+            'lut': 0.0024,
+            'lut_nodsp': -0.0372,
             'ff': -0.0001,
-            'transistors': -0.0013,
+            'transistors': 0.0048,
+        },
+        'pe lanes=2': {
+            'lut': -0.0638,
+            'lut_nodsp': 0.0865,
+            'ff': -0.0001,
+            'transistors': -0.0106,
+        },
+        'pe lanes=8': {
+            'lut': -0.0337,
+            'lut_nodsp': -0.0112,
+            'ff': -0.0001,
+            'transistors': -0.0022,
+        },
+        'pe ww=4': {
+            'lut': 0.0808,
+            'lut_nodsp': 0.0204,
+            'ff': -0.0001,
+            'transistors': -0.0003,
+        },
+        'pe ww=12': {
+            'lut': -0.0103,
+            'lut_nodsp': -0.0173,
+            'ff': -0.0001,
+            'transistors': -0.0002,
+        },
+        'pe max_reduction=4096': {
+            'lut': -0.0366,
+            'lut_nodsp': -0.0044,
+            'ff': -0.0001,
+            'transistors': 0.006,
+        },
+        'pe act_width=8': {
+            'lut': 0.0827,
+            'lut_nodsp': -0.0014,
+            'ff': -0.0001,
+            'transistors': 0.004,
+        },
+        'pe stages=0': {
+            'lut': 0.0514,
+            'lut_nodsp': 0.0211,
+            'ff': -0.0001,
+            'transistors': 0.0013,
         },
         'pe stages=2': {
-            'lut': 0.0313,
-            'lut_nodsp': 0.0016,
+            'lut': 0.0336,
+            'lut_nodsp': 0.0063,
             'ff': -0.0001,
             'transistors': 0.0001,
         },
-        'pe horner': {'lut': 0.0, 'lut_nodsp': 0.0, 'ff': -0.0001, 'transistors': -0.0},
-        'pe overflow': {'lut': 0.0, 'lut_nodsp': 0.0, 'ff': -0.0001, 'transistors': -0.0},
+        'pe horner': {'lut': -0.0, 'lut_nodsp': 0.0, 'ff': -0.0001, 'transistors': 0.0},
+        'pe overflow': {'lut': 0.0, 'lut_nodsp': 0.0, 'ff': -0.0001, 'transistors': 0.0},
         'int8pe tiny': {
-            'lut': -0.0273,
-            'lut_nodsp': 0.0052,
+            'lut': -0.0253,
+            'lut_nodsp': 0.0081,
             'ff': -0.0001,
-            'transistors': -0.0008,
+            'transistors': -0.0011,
         },
         'int8pe ww=4': {
             'lut': 0.0,
-            'lut_nodsp': -0.004,
+            'lut_nodsp': -0.0033,
             'ff': -0.0001,
             'transistors': -0.0,
         },
         'int8pe ww=12 stages=2': {
             'lut': 0.0,
-            'lut_nodsp': -0.0175,
+            'lut_nodsp': -0.0143,
             'ff': -0.0001,
-            'transistors': 0.0,
+            'transistors': -0.0,
         },
         'mpu 2x2': {
-            'lut': -0.0159,
-            'lut_nodsp': -0.0016,
+            'lut': -0.0411,
+            'lut_nodsp': -0.0319,
             'ff': -0.0001,
-            'transistors': 0.0025,
+            'transistors': 0.0035,
         },
         'mpu 2x2 lanes=2': {
-            'lut': 0.0177,
-            'lut_nodsp': 0.0045,
+            'lut': 0.0044,
+            'lut_nodsp': -0.0193,
             'ff': -0.0001,
-            'transistors': 0.0014,
+            'transistors': 0.0008,
         },
         'mpu 3x3 lanes=2': {
-            'lut': -0.0042,
-            'lut_nodsp': -0.0239,
+            'lut': -0.01,
+            'lut_nodsp': -0.0355,
+            'ff': -0.0001,
+            'transistors': -0.0009,
+        },
+        'mpu tiny': {
+            'lut': 0.0016,
+            'lut_nodsp': 0.0073,
             'ff': -0.0001,
             'transistors': -0.0017,
         },
-        'mpu tiny': {
-            'lut': 0.011,
-            'lut_nodsp': 0.0198,
-            'ff': -0.0001,
-            'transistors': -0.0034,
-        },
         'baseline 2x2': {
-            'lut': -0.0121,
-            'lut_nodsp': -0.0012,
+            'lut': -0.0151,
+            'lut_nodsp': -0.0084,
             'ff': -0.0001,
-            'transistors': -0.0021,
+            'transistors': -0.0028,
         },
         'baseline tiny': {
-            'lut': 0.037,
-            'lut_nodsp': 0.0169,
+            'lut': 0.0377,
+            'lut_nodsp': 0.0172,
             'ff': 0.002,
-            'transistors': 0.0029,
+            'transistors': 0.0038,
         },
         'sorter n=4': {
             'lut': 0.0237,
             'lut_nodsp': 0.0237,
             'ff': -0.0092,
-            'transistors': -0.0057,
+            'transistors': -0.0065,
         },
         'sorter n=8': {
             'lut': 0.0033,
             'lut_nodsp': 0.0033,
             'ff': -0.0092,
-            'transistors': 0.0012,
+            'transistors': 0.0014,
         },
         'sorter n=16': {
             'lut': -0.0247,
             'lut_nodsp': -0.0247,
             'ff': -0.0092,
-            'transistors': 0.0042,
+            'transistors': 0.0048,
         },
         'qpu tiny': {
             'lut': -0.0008,
             'lut_nodsp': -0.0008,
             'ff': 0.0043,
-            'transistors': -0.0043,
+            'transistors': -0.0042,
         },
         'qpu T=2 n=4 lanes=2': {
             'lut': -0.0099,
@@ -1006,18 +1126,18 @@ CALIBRATION = {
             'ff': 0.0165,
             'transistors': -0.0014,
         },
-        'qpu T=6': {'transistors': -0.0007},
+        'qpu T=6': {'transistors': -0.0006},
         'qpu lanes=2 max_reduction=1024': {
             'lut': -0.0172,
             'lut_nodsp': -0.0172,
             'ff': 0.003,
-            'transistors': 0.0058,
+            'transistors': 0.0054,
         },
         'qpu act_width=12': {
             'lut': 0.0419,
             'lut_nodsp': 0.0419,
             'ff': 0.0047,
-            'transistors': 0.0011,
+            'transistors': 0.0012,
         },
         'vpu_lane tiny': {
             'lut': 0.0322,
@@ -1053,87 +1173,165 @@ CALIBRATION = {
             'lut': 0.0,
             'lut_nodsp': -0.001,
             'ff': -0.0123,
-            'transistors': -0.0,
+            'transistors': 0.0,
+        },
+        'pe select': {
+            'lut': -0.1137,
+            'lut_nodsp': -0.1068,
+            'ff': -0.0001,
+            'transistors': -0.0052,
+        },
+        'pe select+booth': {
+            'lut': -0.2075,
+            'lut_nodsp': -0.2099,
+            'ff': -0.0001,
+            'transistors': -0.0035,
+        },
+        'pe select lanes=2': {
+            'lut': 0.0149,
+            'lut_nodsp': 0.0159,
+            'ff': -0.0001,
+            'transistors': 0.0079,
+        },
+        'pe select+booth lanes=8': {
+            'lut': 0.0081,
+            'lut_nodsp': 0.0086,
+            'ff': -0.0001,
+            'transistors': 0.0061,
+        },
+        'pe booth': {
+            'lut': -0.0438,
+            'lut_nodsp': 0.0181,
+            'ff': -0.0001,
+            'transistors': -0.0069,
+        },
+        'pe select+booth stages=0': {
+            'lut': 0.1864,
+            'lut_nodsp': 0.1828,
+            'ff': -0.0001,
+            'transistors': -0.004,
+        },
+        'mpu 2x2 select': {
+            'lut': 0.0768,
+            'lut_nodsp': 0.0713,
+            'ff': -0.0001,
+            'transistors': 0.0008,
+        },
+        'mpu select+booth tiny': {
+            'lut': -0.0602,
+            'lut_nodsp': -0.0559,
+            'ff': -0.0001,
+            'transistors': -0.0037,
         },
     },
     'validation': {
         'pe ww=6': {
-            'lut': 0.0395,
-            'lut_nodsp': 0.0133,
+            'lut': 0.0499,
+            'lut_nodsp': 0.019,
             'ff': -0.0001,
-            'transistors': 0.0036,
+            'transistors': 0.0039,
         },
         'pe lanes=2 stages=0 max_reduction=256': {
-            'lut': 0.194,
-            'lut_nodsp': -0.0772,
+            'lut': 0.2054,
+            'lut_nodsp': -0.0697,
             'ff': -0.0001,
-            'transistors': -0.0132,
+            'transistors': -0.0103,
         },
         'pe horner lanes=2 ww=6': {
-            'lut': 0.0525,
-            'lut_nodsp': 0.0366,
+            'lut': 0.0522,
+            'lut_nodsp': 0.0372,
             'ff': -0.0001,
-            'transistors': -0.0008,
+            'transistors': -0.0017,
         },
         'pe overflow acc_width=26 lanes=8': {
-            'lut': -0.0771,
-            'lut_nodsp': -0.0753,
+            'lut': -0.0775,
+            'lut_nodsp': -0.0756,
             'ff': -0.0001,
-            'transistors': 0.0312,
+            'transistors': 0.0319,
         },
         'mpu 3x3': {
-            'lut': -0.0323,
-            'lut_nodsp': -0.0084,
+            'lut': -0.0469,
+            'lut_nodsp': -0.0265,
             'ff': -0.0001,
-            'transistors': 0.002,
+            'transistors': 0.0035,
         },
         'mpu 2x2 ww=6 stages=2': {
-            'lut': 0.047,
-            'lut_nodsp': 0.0661,
+            'lut': 0.0075,
+            'lut_nodsp': 0.0355,
             'ff': -0.0001,
-            'transistors': 0.0042,
+            'transistors': 0.0037,
         },
         'baseline 3x3': {
-            'lut': -0.0309,
-            'lut_nodsp': -0.0002,
+            'lut': -0.0313,
+            'lut_nodsp': -0.0019,
             'ff': -0.0001,
-            'transistors': -0.0032,
+            'transistors': -0.0022,
         },
         'baseline 2x2 ww=6': {
-            'lut': 0.0186,
-            'lut_nodsp': -0.0167,
+            'lut': 0.0144,
+            'lut_nodsp': -0.0308,
             'ff': -0.0001,
-            'transistors': -0.002,
+            'transistors': -0.0054,
         },
         'qpu T=2 lanes=2': {
             'lut': -0.0318,
             'lut_nodsp': -0.0318,
             'ff': 0.0068,
-            'transistors': -0.0064,
+            'transistors': -0.0067,
         },
         'qpu n=16 lanes=8': {
             'lut': -0.0568,
             'lut_nodsp': -0.0568,
             'ff': 0.0162,
-            'transistors': -0.0049,
+            'transistors': -0.0034,
         },
         'vpu lanes=2 act_width=12': {
             'lut': -0.0124,
             'lut_nodsp': -0.1531,
             'ff': -0.0027,
-            'transistors': 0.0066,
+            'transistors': 0.0067,
         },
         'qpu_mpu tiny': {
-            'lut': 0.0056,
-            'lut_nodsp': 0.0129,
-            'ff': 0.0026,
-            'transistors': -0.0113,
+            'lut': 0.0005,
+            'lut_nodsp': 0.0045,
+            'ff': 0.0027,
+            'transistors': -0.0101,
         },
         'mpu fpga': {
-            'lut': -0.0192,
-            'lut_nodsp': 0.0056,
+            'lut': -0.0194,
+            'lut_nodsp': 0.0023,
             'ff': -0.0001,
-            'transistors': -0.035,
+            'transistors': -0.0274,
+        },
+        'pe select+booth stages=2 ww=6': {
+            'lut': 0.0955,
+            'lut_nodsp': 0.0902,
+            'ff': -0.0001,
+            'transistors': 0.0153,
+        },
+        'mpu 3x3 select': {
+            'lut': 0.0475,
+            'lut_nodsp': 0.057,
+            'ff': -0.0001,
+            'transistors': -0.0002,
+        },
+        'mpu select+booth weight_hop=2': {
+            'lut': -0.0602,
+            'lut_nodsp': -0.0559,
+            'ff': -0.0001,
+            'transistors': -0.0037,
+        },
+        'baseline weight_hop=4': {
+            'lut': 0.0361,
+            'lut_nodsp': 0.0169,
+            'ff': 0.0022,
+            'transistors': 0.0034,
+        },
+        'mpu fpga select+booth': {
+            'lut': -0.0958,
+            'lut_nodsp': -0.0818,
+            'ff': -0.0001,
+            'transistors': -0.0327,
         },
     },
     'measured': {
@@ -1263,6 +1461,44 @@ CALIBRATION = {
             'ff': 8761,
             'transistors': 1305250,
         },
+        'pe select': {'lut': 594, 'lut_nodsp': 594, 'ff': 128, 'transistors': 10504},
+        'pe select+booth': {
+            'lut': 515,
+            'lut_nodsp': 515,
+            'ff': 128,
+            'transistors': 9260,
+        },
+        'pe select lanes=2': {
+            'lut': 415,
+            'lut_nodsp': 415,
+            'ff': 105,
+            'transistors': 7802,
+        },
+        'pe select+booth lanes=8': {
+            'lut': 489,
+            'lut_nodsp': 489,
+            'ff': 173,
+            'transistors': 13094,
+        },
+        'pe booth': {'lut': 420, 'lut_nodsp': 682, 'ff': 128, 'transistors': 11464},
+        'pe select+booth stages=0': {
+            'lut': 344,
+            'lut_nodsp': 344,
+            'ff': 115,
+            'transistors': 8890,
+        },
+        'mpu 2x2 select': {
+            'lut': 1758,
+            'lut_nodsp': 1758,
+            'ff': 664,
+            'transistors': 126932,
+        },
+        'mpu select+booth tiny': {
+            'lut': 5526,
+            'lut_nodsp': 5526,
+            'ff': 2468,
+            'transistors': 322164,
+        },
         'pe ww=6': {'lut': 340, 'lut_nodsp': 550, 'ff': 114, 'transistors': 9738},
         'pe lanes=2 stages=0 max_reduction=256': {
             'lut': 284,
@@ -1331,6 +1567,36 @@ CALIBRATION = {
             'ff': 9795,
             'transistors': 2094174,
         },
+        'pe select+booth stages=2 ww=6': {
+            'lut': 349,
+            'lut_nodsp': 349,
+            'ff': 145,
+            'transistors': 9014,
+        },
+        'mpu 3x3 select': {
+            'lut': 3888,
+            'lut_nodsp': 3888,
+            'ff': 1428,
+            'transistors': 223086,
+        },
+        'mpu select+booth weight_hop=2': {
+            'lut': 5526,
+            'lut_nodsp': 5526,
+            'ff': 2164,
+            'transistors': 313410,
+        },
+        'baseline weight_hop=4': {
+            'lut': 1332,
+            'lut_nodsp': 6180,
+            'ff': 1308,
+            'transistors': 194138,
+        },
+        'mpu fpga select+booth': {
+            'lut': 22561,
+            'lut_nodsp': 22561,
+            'ff': 9935,
+            'transistors': 1960830,
+        },
     },
 }
 # END CALIBRATION
@@ -1347,11 +1613,16 @@ def main(argv=None) -> int:
     p.add_argument("--write", action="store_true",
                    help="with --calibrate or --refit: store the coefficients in "
                         "fpga/estimate.py")
+    p.add_argument("--missing", action="store_true",
+                   help="with --calibrate: synthesize only the runs with no stored measurement "
+                        "(runs just added), take the others as stored")
     args = p.parse_args(argv)
     if args.calibrate == args.refit:
         p.error("pass --calibrate or --refit (the estimate itself is `dstar estimate`)")
+    if args.missing and not args.calibrate:
+        p.error("--missing goes with --calibrate")
     t0 = time.perf_counter()
-    calibrate(write=args.write, remeasure=args.calibrate,
+    calibrate(write=args.write, remeasure=args.calibrate, missing=args.missing,
               say=lambda s: print(f"[{time.perf_counter() - t0:7.1f} s] {s}" if s.startswith(
                   "  synth") else s, flush=True))
     return 0

@@ -110,11 +110,11 @@ def core_parts(cfg: Config) -> list:
     """The parts of the core for ``cfg`` (module docstring). Raises ValueError when the core or
     one of its units refuses the configuration (``rows == cols == vpu_lanes``, the QPU's
     ``sort_n``, the VPU's shifts)."""
-    from .estimate import CALIBRATION, Part, _array_front, _dsp, _slice_pe, parts
+    from .estimate import CALIBRATION, Part, _array_front, _array_pes, _dsp, parts
 
     isa.check_core(cfg)
     core = isa.core_for(cfg)
-    mpu = [_slice_pe(cfg, cfg.rows * cfg.cols), _array_front(cfg, False, depth=core.wmem_rows)]
+    mpu = [*_array_pes(cfg, False), _array_front(cfg, False, depth=core.wmem_rows)]
     c = control(cfg)
     ctl = Part("core control: engines, dispatcher, ports", 1, {},
                dsp=2 * _dsp(isa.ADDR_BITS + 1, isa.ADDR_BITS), lutram=round(c["lutram"]),

@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "gen.cmd_build",
     "gen.cmd_bench",
     "gen.cmd_profile",
+    "gen.cmd_sweep",
 )
 
 

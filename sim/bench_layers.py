@@ -24,13 +24,18 @@ Steps (:func:`bench`):
    the two arrays (Verilator by default, one simulation after the other), checks every drain beat
    bit-exactly and measures the cycles of each block (first beat offered to last drain beat).
 5. **Resources** (:mod:`fpga.bench_resources`): ``reports/sweep.json`` when it holds the same
-   configuration, else :func:`fpga.synth.synthesize` (a stored identical run or a new one).
+   configuration, else :func:`fpga.synth.synthesize` (a stored identical run or a new one); with
+   a standard-cell library the cell area of both arrays (each at its best), with ``fmax`` both
+   arrays placed and routed on the ECP5.
 
 Ratios (per layer and in total, same work on both arrays): ``cycles_ratio = INT8 cycles /
 DSTAR cycles`` (DSTAR's speed-up), ``lut_ratio = DSTAR LUTs / INT8 LUTs`` (``lut_total``: LUT4
 plus two per carry cell), ``tput_per_lut_ratio = cycles_ratio / lut_ratio`` (throughput per LUT of
-DSTAR over that of the INT8 array). Lane utilisation is valid lanes / (groups · lanes) of the
-streamed groups.
+DSTAR over that of the INT8 array), ``tput_per_area_ratio = cycles_ratio / area_ratio`` (per
+µm² with Nangate45), ``tput_per_second_ratio = cycles_ratio · fmax_ratio`` (each array at its own
+Fmax). Lane utilisation is valid lanes / (groups · lanes) of the streamed groups. With a
+saturating accumulator (``overflow_detect``) ``acc_overflows`` counts the accumulators whose
+sticky flag the golden schedule sets: 0 means every result is exact.
 """
 
 from __future__ import annotations

@@ -108,6 +108,7 @@ COMMANDS = {
     "build": (["build", "--board", "ulx3s", "-o", "{o}"], "DIR"),
     "bench": (["bench", "--out", "{o}"], "DIR"),
     "profile": (["profile", "--out-dir", "{o}"], "DIR"),
+    "sweep": (["sweep", "--liberty", "{d}/file", "--out-dir", "{o}"], "DIR"),
 }
 
 

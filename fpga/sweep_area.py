@@ -1,0 +1,144 @@
+"""The design sweep's area model: array and core area of every configuration at every size from
+the synthesized PEs and arrays (:mod:`fpga.design_sweep` states the model).
+"""
+
+from __future__ import annotations
+
+from .design_sweep import HAS_HOP, config_for, hop_value
+
+__all__ = ["pe_areas", "array_area", "model_check", "qpu_area", "QPU_PARTS"]
+
+#: report_asic's QPU part → the estimate model's part (fpga.estimate._qpu_parts).
+QPU_PARTS = {"front": "QPU front: max, bins, quantize/slice",
+             "chunker": "QPU chunk assembler", "sorter": "QPU bitonic sorter",
+             "packer": "QPU packer"}
+_QPU_REST = "QPU digit store, counters, FIFO"
+
+
+def _sig(unit, ov, booth, parts):
+    return (unit, tuple(sorted(ov.items())), booth, parts)
+
+
+def index_runs(sweep: dict) -> dict:
+    """``{signature: result}`` of a :func:`fpga.design_sweep.run_sweep` result."""
+    return {_sig(u, ov, b, p): sweep["runs"][lab] for lab, u, ov, b, p in sweep["plan"]}
+
+
+def pe_areas(v: dict, runs: dict) -> tuple:
+    """``(registered, wire)`` flattened PE areas of variant ``v`` (``wire`` None when not
+    synthesized)."""
+    from .design_sweep import _pe_overrides
+
+    unit = "baseline_pe" if v["kind"] == "int8" else "pe"
+    reg = runs[_sig(unit, _pe_overrides(v, True), v.get("booth", False), False)]["area"]
+    w = runs.get(_sig(unit, _pe_overrides(v, False), v.get("booth", False), False)) \
+        if HAS_HOP else None
+    return reg, (w["area"] if w else None)
+
+
+def pe_sum(v: dict, n: int, runs: dict) -> float:
+    """Σ flattened PE area of an ``n × n`` array of variant ``v`` (rows registering ``w_out``
+    and rows passing it on as a wire)."""
+    reg, wire = pe_areas(v, runs)
+    hop = hop_value(v.get("weight_hop", 1), n) if HAS_HOP else 1
+    reg_rows = n // hop
+    return n * (reg_rows * reg + (n - reg_rows) * (wire if wire is not None else reg))
+
+
+def _front(v: dict, n: int) -> int:
+    from .estimate import front_registers
+    return front_registers(config_for(v, n, v["kind"] == "int8"), v["kind"] == "int8")
+
+
+def measured_arrays(sweep: dict, dvars, bvars) -> dict:
+    """``{(variant key, n): array result}`` of the arrays synthesized by part."""
+    from .design_sweep import _measured_variants
+
+    runs = index_runs(sweep)
+    out = {}
+    for v in _measured_variants(dvars, bvars):
+        for n in sweep["measure_sizes"]:
+            cfg = config_for(v, n, v["kind"] == "int8")
+            ov = {k: getattr(cfg, k) for k in ("rows", "cols", "lanes", "pe_stages",
+                                               "digit_product", "digits", "acc_width",
+                                               "overflow_detect")
+                  + (("weight_hop",) if HAS_HOP else ())}
+            unit = "baseline" if v["kind"] == "int8" else "mpu"
+            r = runs.get(_sig(unit, ov, v.get("booth", False), True))
+            if r is not None:
+                out[v["key"], n] = dict(r, variant=v)
+    return out
+
+
+def _closest(v: dict, n: int, meas: dict, below_only=False):
+    """The measured array the model scales for ``v`` at ``n`` (module docstring of
+    fpga.design_sweep)."""
+    same = ("lanes", "digit_product", "digits", "acc", "weight_hop") if v["kind"] == "dstar" \
+        else ("booth", "weight_hop")
+    tiers = [lambda m: m["variant"]["key"] == v["key"],
+             lambda m: all(m["variant"].get(k) == v.get(k) for k in same),
+             lambda m: m["variant"].get("lanes") == v.get("lanes")
+             and m["variant"].get("weight_hop") == v.get("weight_hop"),
+             lambda m: m["variant"].get("lanes") == v.get("lanes"),
+             lambda m: True]
+    for tier in tiers:
+        cands = [(k[1], m) for k, m in meas.items()
+                 if m["variant"]["kind"] == v["kind"] and tier(m)
+                 and (not below_only or k[1] < n)]
+        if cands:
+            below = [c for c in cands if c[0] <= n]
+            return max(below, key=lambda c: c[0]) if below else min(cands, key=lambda c: c[0])
+    return None
+
+
+def array_area(v: dict, n: int, runs: dict, meas: dict, below_only=False) -> dict:
+    """``{area, pe_area, rest_area, source}`` of variant ``v``'s ``n × n`` array: measured
+    where synthesized, else the model (``below_only``: scale from a smaller measured size only,
+    for the model's check)."""
+    if not below_only and (v["key"], n) in meas:
+        m = meas[v["key"], n]
+        return dict(area=m["area"], pe_area=m["pe_area"], rest_area=m["rest_area"],
+                    source="synthesis")
+    got = _closest(v, n, meas, below_only)
+    if got is None:
+        raise ValueError(f"no measured array to scale for {v['key']} at {n}x{n}")
+    mn, m = got
+    mv = m["variant"]
+    k = m["pe_area"] / pe_sum(mv, mn, runs)
+    pe = k * pe_sum(v, n, runs)
+    rest = m["rest_area"] * _front(v, n) / _front(mv, mn)
+    return dict(area=round(pe + rest, 1), pe_area=round(pe, 1), rest_area=round(rest, 1),
+                source=f"model from {mv['key']} {mn}x{mn}")
+
+
+def model_check(runs: dict, meas: dict, sizes) -> list:
+    """Every measured array at a size above the smallest, predicted from the smaller measured
+    sizes only: ``[{key, size, measured, predicted, error, from}]``."""
+    out = []
+    for (key, n), m in sorted(meas.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if n == min(sizes):
+            continue
+        p = array_area(m["variant"], n, runs, meas, below_only=True)
+        out.append(dict(key=key, kind=m["variant"]["kind"], size=n, measured=m["area"],
+                        predicted=p["area"], error=round(p["area"] / m["area"] - 1, 4),
+                        source=p["source"]))
+    return out
+
+
+def qpu_area(qpu: dict, v: dict, n: int) -> float:
+    """The QPU of variant ``v``'s ``n × n`` core: each measured part (``qpu["parts"]``, of the
+    ``qpu["preset"]`` QPU) scaled by the estimate model's transistors of that part."""
+    from golden.config import preset
+
+    from .estimate import estimate
+
+    def by_name(cfg):
+        return {p["name"]: p["transistors"] for p in estimate("qpu", cfg)["parts"]}
+
+    base = by_name(preset(qpu.get("preset", "tiny")))
+    tgt = by_name(config_for(v, n))
+    total = 0.0
+    for part, area in qpu["parts"].items():
+        name = QPU_PARTS.get(part, _QPU_REST)
+        total += area * tgt[name] / base[name]
+    return round(total, 1)

@@ -1,0 +1,103 @@
+"""``dstar sweep``: bad input is one line and exit status 2 with nothing written; the Pareto
+front and the crossover on hand-made figures; one tiny end-to-end sweep (one DSTAR and the two
+INT8 variants at 2 × 2 on the project's own small Liberty, tests/data/tiny_cells.lib, in a
+private build folder; the QPU's parts from a stored report on that library)."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+import fpga.synth
+import gen.cli
+from fpga.sweep_report import crossover, pareto_front
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture(autouse=True)
+def only_sweep(monkeypatch, tmp_path_factory):
+    monkeypatch.setattr(gen.cli, "COMMAND_MODULES", ("gen.cmd_sweep",))
+    monkeypatch.setattr(fpga.synth, "BUILD_ROOT", tmp_path_factory.getbasetemp() / "fpga")
+
+
+def dstar(capsys, *argv):
+    rc = gen.cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("bad", [
+    ["--digits", "nibble"], ["--digit-product", "lut"], ["--acc", "24"], ["--lanes", "3"],
+    ["--pe-stages", "3"], ["--weight-hop", "0"], ["--sizes", "1"],
+    ["--sizes", "4", "--measure-sizes", "8"], ["--jobs", "0"],
+    ["--liberty", "no/such.lib"], ["--bench", "no/such.json"]])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, bad):
+    out_dir = tmp_path / "out"
+    rc, out, err = dstar(capsys, "sweep", "--liberty", DATA / "tiny_cells.lib",
+                         "--out-dir", out_dir, *bad)
+    assert rc == 2
+    assert err.startswith("dstar: error: ") and err.count("\n") == 1, err
+    assert out == "" and not out_dir.exists()
+
+
+def test_pareto_front():
+    # (area, throughput per area): smaller area and more per area is better.
+    pts = [(10, 5.0), (20, 4.0), (20, 6.0), (30, 6.0), (5, 1.0), (40, 9.0), (40, 9.0), (50, 2)]
+    assert pareto_front(pts) == [0, 2, 4, 5]
+    assert pareto_front([]) == []
+    assert pareto_front([(1, 1)]) == [0]
+
+
+def test_crossover():
+    sizes = [4, 8, 16, 32, 64]
+    int8 = {n: 10.0 for n in sizes}
+    # DSTAR ahead from 16 on (ahead at 4 too, but behind at 8: the crossover is 16).
+    got = crossover(sizes, {4: 11, 8: 9, 16: 10.5, 32: 12, 64: 15}, int8)
+    assert got["size"] == 16 and got["miss"] is None and got["best_size"] == 64
+    assert got["ratios"][64] == 1.5
+    # Never ahead: no crossover, and by how much the best size misses.
+    got = crossover(sizes, {4: 5, 8: 6, 16: 8, 32: 7, 64: 6}, int8)
+    assert got["size"] is None and got["best_size"] == 16 and got["ahead"] == []
+    assert got["miss"] == pytest.approx(10 / 6, abs=1e-4)          # at the largest size
+    # Ahead only at the smallest sizes, behind at the largest: no crossover either.
+    got = crossover(sizes, {4: 12, 8: 11, 16: 9, 32: 9, 64: 8}, int8)
+    assert got["size"] is None and got["ahead"] == [4, 8] and got["miss"] == 1.25
+
+
+def test_tiny_sweep_end_to_end(tmp_path, capsys):
+    lib = DATA / "tiny_cells.lib"
+    # A stored ASIC report on the same library with the QPU by part (so the sweep does not
+    # synthesize the QPU): the figures are made up, only their plumbing is checked.
+    asic = tmp_path / "asic_area.json"
+    asic.write_text(json.dumps(dict(
+        liberty=dict(sha256=hashlib.sha256(lib.read_bytes()).hexdigest()),
+        units={"qpu-tiny": dict(area=1000.0, config_hash="x", parts={
+            "front": dict(area=200.0), "chunker": dict(area=200.0),
+            "sorter": dict(area=300.0), "packer": dict(area=100.0),
+            "top (glue, stream control)": dict(area=200.0)})})))
+    out_dir = tmp_path / "out"
+    rc, out, err = dstar(capsys, "sweep", "--sizes", 2, "--measure-sizes", 2, "--lanes", 4,
+                         "--pe-stages", 1, "--digit-product", "select", "--digits", "booth",
+                         "--acc", "derived", "--weight-hop", 1, "--throughput", "bench",
+                         "--liberty", lib, "--asic-area", asic, "--bench",
+                         ROOT / "reports" / "bench.json", "--out-dir", out_dir, "--jobs", 1)
+    assert rc == 0, err
+    assert sorted(p.name for p in out_dir.iterdir()) == ["design_sweep.json", "design_sweep.md",
+                                                         "design_sweep.png"]
+    rep = json.loads((out_dir / "design_sweep.json").read_text())
+    assert rep["liberty"]["name"] == "dstar_tiny"
+    kinds = sorted(r["kind"] for r in rep["records"])
+    assert kinds == ["dstar", "int8", "int8"]
+    d = next(r for r in rep["records"] if r["kind"] == "dstar")
+    assert d["area_source"] == "synthesis" and d["array_area"] > 0 and d["qpu_area"] > 0
+    assert d["core_area"] == pytest.approx(d["array_area"] + d["qpu_area"], abs=0.2)
+    bench = json.loads((ROOT / "reports" / "bench.json").read_text())["totals"]["all"]
+    assert d["speedup"] == pytest.approx(bench["cycles_int8"] / bench["cycles_dstar"], rel=1e-3)
+    assert any(r.get("pareto") for r in rep["records"])
+    assert "Crossover" in (out_dir / "design_sweep.md").read_text() or \
+        "No crossover" in (out_dir / "design_sweep.md").read_text()
+    assert (out_dir / "design_sweep.png").read_bytes()[:4] == b"\x89PNG"
+    assert "wrote" in err and out == ""
