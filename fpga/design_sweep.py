@@ -6,24 +6,29 @@ Configurations
 The ``fpga`` preset (``max_reduction`` 256, ``sort_n`` 32) with ``rows = cols = n`` for every
 size, and every combination of ``lanes``, ``pe_stages``, ``digit_product``, ``digits``, the
 accumulator (``derived``: the width that cannot overflow; ``26``: ``acc_width=26`` with
-``overflow_detect``, skipped where the derived width is not wider) and ``weight_hop`` (``1``,
-an integer ``k``, ``rows``: broadcast; capped at ``n``). The INT8 baseline at every size with
-every ``pe_stages`` and ``weight_hop`` value, with and without Yosys ``synth -booth``; its best
-(smallest) array is the comparison.
+``overflow_detect``, skipped where the derived width is not wider), ``weight_hop`` (``1``,
+an integer ``k``, ``rows``: broadcast; capped at ``n``) and ``act_hop`` (``1``, ``k``,
+``cols``: the row operand broadcast along the row; every value with every ``weight_hop``). The
+INT8 baseline at every size with every ``pe_stages``, ``weight_hop`` and ``act_hop`` value,
+with and without Yosys ``synth -booth``; its best (smallest) array is the comparison.
 
 Area (µm² on the user's Liberty library; ``fpga.synth.synthesize(..., "asic")``)
 ----------------------------------------------------------------------------------
 - Every PE variant is synthesized flattened (``pe``; ``baseline_pe``), each with its column
-  operand registered (``w_out``) and, where ``weight_hop > 1`` is swept, as a wire.
+  operand registered (``w_out``) and, where ``weight_hop > 1`` is swept, as a wire; likewise
+  its row operand (``a_out``) where ``act_hop > 1`` is swept (up to four PEs per variant).
 - The arrays are synthesized by part (PEs, the array's skew and drain chain, the front end;
   weight memory a macro, left out) at the ``measure`` sizes (4 and 8) for a subset: every
   datapath (``digit_product`` × ``digits`` × accumulator × ``weight_hop``) at the reference
   ``lanes``/``pe_stages`` (4 and 1), every ``lanes`` value with the last datapath, and every
-  INT8 baseline at ``pe_stages`` 1.
+  INT8 baseline at ``pe_stages`` 1; an ``act_hop`` other than the first value only with the
+  last datapath (the others scale from their own datapath at the first ``act_hop``).
 - Everywhere else the *array model*: ``A(v, n) = k_m · Σ_PEs P(v) + F_m · f(v, n) / f(m)`` where
   ``P(v)`` is the flattened PE area of variant ``v`` (rows that register ``w_out`` and rows that
-  do not, by ``weight_hop``), ``m`` the measured array closest to ``v`` (same variant at the
-  largest measured size not above ``n``; else the same datapath and lanes; else the same lanes),
+  do not, by ``weight_hop``; columns that register ``a_out`` and columns that do not, by
+  ``act_hop``), ``m`` the measured array closest to ``v`` (same variant at the largest measured
+  size not above ``n``; else the same datapath, lanes and hops; else the same datapath and
+  lanes; else the same lanes and hops; else the same lanes),
   ``k_m`` its PE part over the sum of its flattened PEs (hierarchy and cross-PE trimming), ``F_m``
   its non-PE area (skew, drain, front end) and ``f`` the register bits of an array's own logic
   outside the PEs (:func:`fpga.estimate.front_registers`: skew chains grow as ``n²``, the front
@@ -57,12 +62,16 @@ BASE_PRESET = "fpga"
 LEVERS = {"digit_product": ("multiply", "select"), "digits": ("slice", "booth"),
           "acc": ("derived", "26")}
 HAS_HOP = "weight_hop" in Config.fields()
+HAS_ACT_HOP = "act_hop" in Config.fields()
+#: The hop levers of a variant, as they enter the array's configuration.
+HOPS = ("weight_hop",) + (("act_hop",) if HAS_ACT_HOP else ())
 REF_LANES, REF_STAGES = 4, 1
 
 
 def hop_value(h, n: int) -> int:
-    """``weight_hop`` for an ``n``-row array: ``"rows"`` → n, an integer capped at n."""
-    return n if h == "rows" else min(int(h), n)
+    """``weight_hop`` (``act_hop``) for an ``n × n`` array: ``"rows"`` (``"cols"``) → n, an
+    integer capped at n."""
+    return n if h in ("rows", "cols") else min(int(h), n)
 
 
 def config_for(v: dict, n: int, baseline: bool = False) -> Config:
@@ -70,6 +79,8 @@ def config_for(v: dict, n: int, baseline: bool = False) -> Config:
     ov = dict(rows=n, cols=n, pe_stages=v["pe_stages"])
     if HAS_HOP:
         ov["weight_hop"] = hop_value(v.get("weight_hop", 1), n)
+    if HAS_ACT_HOP:
+        ov["act_hop"] = hop_value(v.get("act_hop", 1), n)
     if not baseline:
         ov.update(lanes=v["lanes"], digit_product=v["digit_product"], digits=v["digits"])
         if v["acc"] != "derived":
@@ -77,22 +88,28 @@ def config_for(v: dict, n: int, baseline: bool = False) -> Config:
     return preset(BASE_PRESET, **ov)
 
 
+def _hop_key(v: dict) -> str:
+    """``hop<k>`` for a ``weight_hop`` other than 1, ``ahop<k>`` for an ``act_hop`` other than 1
+    (``hoprows ahopcols``: both operands broadcast)."""
+    return ((f" hop{v['weight_hop']}" if str(v.get("weight_hop", 1)) != "1" else "")
+            + (f" ahop{v['act_hop']}" if str(v.get("act_hop", 1)) != "1" else ""))
+
+
 def _key(v: dict) -> str:
     if v["kind"] == "int8":
-        return (f"int8 s{v['pe_stages']}" + (" -booth" if v["booth"] else "")
-                + (f" hop{v['weight_hop']}" if str(v.get("weight_hop", 1)) != "1" else ""))
+        return f"int8 s{v['pe_stages']}" + (" -booth" if v["booth"] else "") + _hop_key(v)
     return (f"L{v['lanes']} s{v['pe_stages']} {v['digit_product']}/{v['digits']}"
-            + (f" acc{v['acc']}" if v["acc"] != "derived" else "")
-            + (f" hop{v['weight_hop']}" if str(v.get("weight_hop", 1)) != "1" else ""))
+            + (f" acc{v['acc']}" if v["acc"] != "derived" else "") + _hop_key(v))
 
 
-def variants(lanes, stages, digit_product, digits, acc, hops) -> list:
-    """Every DSTAR variant (``acc`` 26 only where the derived accumulator is wider)."""
+def variants(lanes, stages, digit_product, digits, acc, hops, act_hops=("1",)) -> list:
+    """Every DSTAR variant (``acc`` 26 only where the derived accumulator is wider), every
+    ``weight_hop`` with every ``act_hop``."""
     out = []
-    for L, S, dp, dg, a, h in itertools.product(lanes, stages, digit_product, digits, acc,
-                                               hops):
+    for L, S, dp, dg, a, h, ah in itertools.product(lanes, stages, digit_product, digits, acc,
+                                                    hops, act_hops):
         v = dict(kind="dstar", lanes=L, pe_stages=S, digit_product=dp, digits=dg, acc=a,
-                 weight_hop=h)
+                 weight_hop=h, act_hop=ah)
         if a != "derived":
             ref = config_for(dict(v, acc="derived"), 8)
             if int(a) >= ref.safe_acc_width:
@@ -102,24 +119,44 @@ def variants(lanes, stages, digit_product, digits, acc, hops) -> list:
     return out
 
 
-def baseline_variants(stages, hops) -> list:
+def baseline_variants(stages, hops, act_hops=("1",)) -> list:
     out = []
-    for S, h, b in itertools.product(stages, hops, (False, True)):
-        v = dict(kind="int8", pe_stages=S, weight_hop=h, booth=b)
+    for S, h, ah, b in itertools.product(stages, hops, act_hops, (False, True)):
+        v = dict(kind="int8", pe_stages=S, weight_hop=h, act_hop=ah, booth=b)
         v["key"] = _key(v)
         out.append(v)
     return out
 
 
-def _pe_overrides(v: dict, register_w: bool) -> dict:
+def _pe_overrides(v: dict, register_w: bool, register_a: bool = True) -> dict:
     """Overrides of the PE synthesized alone (``fpga`` preset, 8 rows): ``weight_hop`` 1
-    registers ``w_out``, 2 builds the wire PE (gen.units)."""
-    cfg = config_for(dict(v, weight_hop=1), 8, v["kind"] == "int8")
+    registers ``w_out``, 2 builds the wire PE; ``act_hop`` likewise for ``a_out``
+    (gen.units)."""
+    cfg = config_for(dict(v, weight_hop=1, act_hop=1), 8, v["kind"] == "int8")
     ov = {k: getattr(cfg, k) for k in ("lanes", "pe_stages", "digit_product", "digits",
                                        "acc_width", "overflow_detect")}
     if HAS_HOP:
         ov["weight_hop"] = 1 if register_w else 2
+    if HAS_ACT_HOP and not register_a:
+        ov["act_hop"] = 2
     return ov
+
+
+def pe_kinds(dvars: list, bvars: list) -> list:
+    """The ``(register_w, register_a)`` PEs the arrays of these variants are built from: the
+    wire kinds only where a hop other than 1 is swept."""
+    vs = dvars + bvars
+    w = (True, False) if HAS_HOP and any(str(v.get("weight_hop", 1)) != "1" for v in vs) \
+        else (True,)
+    a = (True, False) if HAS_ACT_HOP and any(str(v.get("act_hop", 1)) != "1" for v in vs) \
+        else (True,)
+    return list(itertools.product(w, a))
+
+
+def _array_overrides(cfg: Config) -> dict:
+    return {k: getattr(cfg, k) for k in ("rows", "cols", "lanes", "pe_stages", "digit_product",
+                                         "digits", "acc_width", "overflow_detect")
+            + (HOPS if HAS_HOP else ())}
 
 
 def plan_jobs(dvars: list, bvars: list, measure_sizes) -> list:
@@ -132,36 +169,40 @@ def plan_jobs(dvars: list, bvars: list, measure_sizes) -> list:
             seen.add(sig)
             jobs.append((label, unit, ov, booth, parts))
 
-    hop_swept = any(str(v.get("weight_hop", 1)) != "1" for v in dvars + bvars)
+    kinds = pe_kinds(dvars, bvars)
     for v in dvars + bvars:
         unit = "baseline_pe" if v["kind"] == "int8" else "pe"
-        for rw in ((True, False) if hop_swept and HAS_HOP else (True,)):
-            add(f"{unit} {v['key']}" + ("" if rw else " (w_out wire)"), unit,
-                _pe_overrides(v, rw), v.get("booth", False), False)
+        for rw, ra in kinds:
+            wires = [n for n, r in (("w_out", rw), ("a_out", ra)) if not r]
+            add(f"{unit} {v['key']}" + (f" ({' '.join(wires)} wire)" if wires else ""), unit,
+                _pe_overrides(v, rw, ra), v.get("booth", False), False)
     for v in _measured_variants(dvars, bvars):
         for n in measure_sizes:
             cfg = config_for(v, n, v["kind"] == "int8")
-            ov = {k: getattr(cfg, k) for k in ("rows", "cols", "lanes", "pe_stages",
-                                               "digit_product", "digits", "acc_width",
-                                               "overflow_detect")
-                  + (("weight_hop",) if HAS_HOP else ())}
+            ov = _array_overrides(cfg)
             unit = "baseline" if v["kind"] == "int8" else "mpu"
             add(f"{unit} {n}x{n} {v['key']}", unit, ov, v.get("booth", False), True)
     return jobs
 
 
 def _measured_variants(dvars, bvars) -> list:
-    """The subset synthesized as whole arrays (module docstring)."""
+    """The subset synthesized as whole arrays (module docstring): an ``act_hop`` other than the
+    first only with the last datapath."""
+    base = [v for v in bvars if v["pe_stages"] == _ref(bvars, "pe_stages", REF_STAGES)]
     if not dvars:
-        return [v for v in bvars if v["pe_stages"] == _ref(bvars, "pe_stages", REF_STAGES)]
+        return base
     L0 = _ref(dvars, "lanes", REF_LANES)
     S0 = _ref(dvars, "pe_stages", REF_STAGES)
-    at_ref = [v for v in dvars if v["lanes"] == L0 and v["pe_stages"] == S0]
+    A0 = dvars[0].get("act_hop", "1")
+    ref_all = [v for v in dvars if v["lanes"] == L0 and v["pe_stages"] == S0]
+    at_ref = [v for v in ref_all if v.get("act_hop", "1") == A0]
     last = at_ref[-1]
+    same = ("digit_product", "digits", "acc", "weight_hop")
+    acts = [v for v in ref_all if v.get("act_hop", "1") != A0
+            and all(v[k] == last[k] for k in same)]
     lanes = [v for v in dvars if v["pe_stages"] == S0 and v["lanes"] != L0
-             and all(v[k] == last[k] for k in ("digit_product", "digits", "acc", "weight_hop"))]
-    base = [v for v in bvars if v["pe_stages"] == _ref(bvars, "pe_stages", REF_STAGES)]
-    return at_ref + lanes + base
+             and v.get("act_hop", "1") == A0 and all(v[k] == last[k] for k in same)]
+    return at_ref + acts + lanes + base
 
 
 def _ref(vs, k, want):

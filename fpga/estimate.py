@@ -93,7 +93,11 @@ asserts on them, :mod:`fpga.synth`), and the two mappers differ by up to a third
 ``pe.alone`` constant takes the mean difference. ``weight_hop`` is modelled in the registers
 (every ``weight_hop``-th row's PEs register ``w_out``; the others' stage-1 control is then a
 register of its own; the row skew is ``i // weight_hop``): exact on the held-out MPU with
-``weight_hop=2``, 3 flip-flops over on the broadcast baseline.
+``weight_hop=2``, 3 flip-flops over on the broadcast baseline. ``act_hop`` likewise (every
+``act_hop``-th column's PEs register ``a_out``; the column skew is ``j // act_hop``): exact on
+the tiny MPU with ``act_hop = cols`` (2,072 flip-flops, with ``weight_hop = rows`` too 1,628),
+3 over on the baseline as with ``weight_hop``; no re-fit (the hops change only register
+counts).
 The tests (``tests/test_estimate.py``) assert :data:`TOLERANCE`: 25 % on LUTs and transistors,
 10 % on flip-flops (1 % and exact DSP/RAM counts for the arrays). The fit has nearly as many
 coefficients per part as it has runs of that part, so the fitted errors flatter it: the held-out
@@ -215,9 +219,12 @@ def _uses(target: str, feature: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------ parts
-def _slice_pe(cfg: Config, count: int = 1, register_w: bool = True) -> Part:
+def _slice_pe(cfg: Config, count: int = 1, register_w: bool = True,
+              register_a: bool = True) -> Part:
     """:class:`rtl.pe.SlicePE` (``register_w``: its ``w_out`` is a register, as at every PE with
-    ``weight_hop = 1``; otherwise a wire, and the stage-1 control is a register of its own)."""
+    ``weight_hop = 1``; otherwise a wire, and the stage-1 control is a register of its own;
+    ``register_a``: its ``a_out`` is a register, as at every PE with ``act_hop = 1``; otherwise
+    a wire)."""
     L, ww, A, S = cfg.lanes, cfg.weight_width, cfg.acc_bits, cfg.pe_stages
     XW, X = cfg.exp_width, cfg.max_exp
     horner = cfg.alignment == "horner"
@@ -227,7 +234,7 @@ def _slice_pe(cfg: Config, count: int = 1, register_w: bool = True) -> Part:
     dot = ww + 3 + (L - 1).bit_length()
     # a_out (digits, and signed flags for slices), w_out, acc, shadow, captured
     row = (cfg.digit_width + (0 if booth else 1)) * L
-    regs = row + (L * ww + ctrl if register_w else 0) + 2 * A + 1
+    regs = (row if register_a else 0) + (L * ww + ctrl if register_w else 0) + 2 * A + 1
     if S >= 1:
         regs += dot + (0 if register_w else ctrl)  # p1_value (p1_ctrl merges with w_out.ctrl)
     if S >= 2:
@@ -256,10 +263,11 @@ def _slice_pe(cfg: Config, count: int = 1, register_w: bool = True) -> Part:
     return Part("PE (2-bit slice)", count, feats, dsp=0 if select else L * _dsp(3, ww))
 
 
-def _int8_pe(cfg: Config, count: int = 1, register_w: bool = True) -> Part:
-    """:class:`rtl.pe.Int8PE` (``register_w`` as for :func:`_slice_pe`)."""
+def _int8_pe(cfg: Config, count: int = 1, register_w: bool = True,
+             register_a: bool = True) -> Part:
+    """:class:`rtl.pe.Int8PE` (``register_w``, ``register_a`` as for :func:`_slice_pe`)."""
     ww, A, S = cfg.weight_width, cfg.baseline_acc_width, cfg.pe_stages
-    regs = ww + (ww + 3 if register_w else 0) + 2 * A + 1
+    regs = (ww if register_a else 0) + (ww + 3 if register_w else 0) + 2 * A + 1
     if S >= 1:
         regs += 2 * ww + (0 if register_w else 3)
     if S >= 2:
@@ -278,14 +286,17 @@ def _array_front(cfg: Config, baseline: bool, depth: int | None = None,
     R, C, L, ww, XW, S = cfg.rows, cfg.cols, cfg.lanes, cfg.weight_width, cfg.exp_width, \
         cfg.pe_stages
     hop = getattr(cfg, "weight_hop", 1)
+    ahop = getattr(cfg, "act_hop", 1)
     # The bottom row's forwarded column operand leads nowhere when that row registers it (with
-    # fewer than one PE stage its control too: otherwise it is the stage-1 control).
+    # fewer than one PE stage its control too: otherwise it is the stage-1 control); the right
+    # column's forwarded row operand likewise.
     bottom = (R % hop) == 0
+    right = (C % ahop) == 0
     if baseline:
         row, row_sh, col, col_sh = ww, 0, ww, 3
         s1 = R * ww + 2
         ports, mask, extra = 1, 0, 0
-        dead = R * ww + ((C * ww + (0 if S else C * 3)) if bottom else 0)
+        dead = (R * ww if right else 0) + ((C * ww + (0 if S else C * 3)) if bottom else 0)
     else:
         ctrl = 3 + XW * (2 if cfg.alignment == "horner" else 1)
         dw = cfg.digit_width
@@ -297,11 +308,11 @@ def _array_front(cfg: Config, baseline: bool, depth: int | None = None,
         s1 = R * L * dw + (1 if booth else 2) * L + XW + 2
         ports, mask = L, C * L * ww
         extra = XW if cfg.alignment == "horner" else 0
-        dead = R * (dw + (0 if booth else 1)) * L + \
+        dead = (R * (dw + (0 if booth else 1)) * L if right else 0) + \
             ((C * L * ww + (0 if S else C * ctrl)) if bottom else 0)
-    # Row i is delayed by i // weight_hop cycles, column j by j.
+    # Row i is delayed by i // weight_hop cycles, column j by j // act_hop.
     skew = (sum(i // hop for i in range(R)) * row + (R - 1) // hop * row_sh
-            + C * (C - 1) // 2 * col + (C - 1) * col_sh)
+            + sum(j // ahop for j in range(C)) * col + (C - 1) // ahop * col_sh)
     s2 = R * row + row_sh + C * col + col_sh
     width = C * ww
     abits = cfg.chan_width if depth == cfg.max_reduction else max(1, _ubits(depth))
@@ -458,20 +469,28 @@ def _vpu_parts(cfg: Config) -> list:
 
 def _array_pes(cfg: Config, baseline: bool) -> list:
     """The PEs of an array: with ``weight_hop`` k only every k-th row registers the column
-    operand (``w_out``); the other rows' PEs pass it on as a wire."""
+    operand (``w_out``), with ``act_hop`` k only every k-th column the row operand (``a_out``);
+    the other PEs pass it on as a wire."""
     pe = _int8_pe if baseline else _slice_pe
     reg_rows = cfg.rows // getattr(cfg, "weight_hop", 1)
-    out = [pe(cfg, reg_rows * cfg.cols)] if reg_rows else []
-    if reg_rows < cfg.rows:
-        p = pe(cfg, (cfg.rows - reg_rows) * cfg.cols, register_w=False)
-        out.append(dataclasses.replace(p, name=p.name + ", w_out a wire"))
+    reg_cols = cfg.cols // getattr(cfg, "act_hop", 1)
+    out = []
+    for rw, nr in ((True, reg_rows), (False, cfg.rows - reg_rows)):
+        for ra, nc in ((True, reg_cols), (False, cfg.cols - reg_cols)):
+            if nr and nc:
+                p = pe(cfg, nr * nc, register_w=rw, register_a=ra)
+                wires = [n for n, r in (("w_out", rw), ("a_out", ra)) if not r]
+                out.append(p if not wires else dataclasses.replace(
+                    p, name=p.name + ", " + " and ".join(wires) + (" wires" if len(wires) > 1
+                                                                   else " a wire")))
     return out
 
 
 def parts(unit: str, cfg: Config) -> list:
     """The parts of ``unit`` for ``cfg`` (see the module docstring)."""
     if unit == "pe":                       # as gen.units builds it: w_out a register at hop 1
-        pe = _slice_pe(cfg, register_w=getattr(cfg, "weight_hop", 1) == 1)
+        pe = _slice_pe(cfg, register_w=getattr(cfg, "weight_hop", 1) == 1,
+                       register_a=getattr(cfg, "act_hop", 1) == 1)
         if cfg.digit_product == "select":
             # Synthesized alone, the select PE maps to more LUTs than each PE of an array does
             # (ABC9 maps the lone PE; on the arrays ABC9 asserts and the classic ABC maps them,

@@ -54,10 +54,12 @@ EXTRA_MPU = {"select/booth/bcast": dict(digit_product="select", digits="booth", 
              "select/booth/xbcast": dict(digit_product="select", digits="booth", weight_hop=8,
                                          act_hop=8),
              "select/booth/xbcast/stages2": dict(digit_product="select", digits="booth",
-                                                 weight_hop=8, act_hop=8, pe_stages=2)}
+                                                 weight_hop=8, act_hop=8, pe_stages=2),
+             "select/booth/hop4/stages2": dict(digit_product="select", digits="booth",
+                                               weight_hop=4, act_hop=4, pe_stages=2)}
 #: MPU rows placed and routed for their Fmax (``--mpu``).
 MPU_FMAX = ("select/booth", "select/booth/bcast", "select/booth/xbcast",
-            "select/booth/xbcast/stages2")
+            "select/booth/xbcast/stages2", "select/booth/hop4/stages2")
 VARIANTS = (("ecp5", False, "ecp5"), ("ecp5", True, "ecp5-nodsp"), ("generic", False, "generic"))
 
 

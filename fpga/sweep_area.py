@@ -4,7 +4,7 @@ the synthesized PEs and arrays (:mod:`fpga.design_sweep` states the model).
 
 from __future__ import annotations
 
-from .design_sweep import HAS_HOP, config_for, hop_value
+from .design_sweep import HAS_ACT_HOP, HAS_HOP, _array_overrides, config_for, hop_value
 
 __all__ = ["pe_areas", "array_area", "model_check", "qpu_area", "QPU_PARTS"]
 
@@ -24,25 +24,41 @@ def index_runs(sweep: dict) -> dict:
     return {_sig(u, ov, b, p): sweep["runs"][lab] for lab, u, ov, b, p in sweep["plan"]}
 
 
-def pe_areas(v: dict, runs: dict) -> tuple:
-    """``(registered, wire)`` flattened PE areas of variant ``v`` (``wire`` None when not
-    synthesized)."""
+def pe_areas(v: dict, runs: dict) -> dict:
+    """``{(register_w, register_a): area}``: the flattened PE areas of variant ``v`` that were
+    synthesized (``(True, True)`` always; the wire kinds where a hop is swept)."""
     from .design_sweep import _pe_overrides
 
     unit = "baseline_pe" if v["kind"] == "int8" else "pe"
-    reg = runs[_sig(unit, _pe_overrides(v, True), v.get("booth", False), False)]["area"]
-    w = runs.get(_sig(unit, _pe_overrides(v, False), v.get("booth", False), False)) \
-        if HAS_HOP else None
-    return reg, (w["area"] if w else None)
+    out = {}
+    for rw in (True, False):
+        for ra in (True, False):
+            if (not rw and not HAS_HOP) or (not ra and not HAS_ACT_HOP):
+                continue
+            r = runs.get(_sig(unit, _pe_overrides(v, rw, ra), v.get("booth", False), False))
+            if r is not None:
+                out[rw, ra] = r["area"]
+    if (True, True) not in out:
+        raise KeyError(f"no synthesized PE for {v['key']}")
+    return out
 
 
 def pe_sum(v: dict, n: int, runs: dict) -> float:
-    """Σ flattened PE area of an ``n × n`` array of variant ``v`` (rows registering ``w_out``
-    and rows passing it on as a wire)."""
-    reg, wire = pe_areas(v, runs)
-    hop = hop_value(v.get("weight_hop", 1), n) if HAS_HOP else 1
-    reg_rows = n // hop
-    return n * (reg_rows * reg + (n - reg_rows) * (wire if wire is not None else reg))
+    """Σ flattened PE area of an ``n × n`` array of variant ``v``: rows registering ``w_out``
+    (every ``weight_hop``-th) or passing it on as a wire, by columns registering ``a_out``
+    (every ``act_hop``-th) or not."""
+    areas = pe_areas(v, runs)
+    reg_rows = n // (hop_value(v.get("weight_hop", 1), n) if HAS_HOP else 1)
+    reg_cols = n // (hop_value(v.get("act_hop", 1), n) if HAS_ACT_HOP else 1)
+    total = 0.0
+    for rw, nr in ((True, reg_rows), (False, n - reg_rows)):
+        for ra, nc in ((True, reg_cols), (False, n - reg_cols)):
+            if nr and nc:
+                if (rw, ra) not in areas:
+                    raise KeyError(f"PE of {v['key']} with register_w={rw}, register_a={ra} "
+                                   "was not synthesized")
+                total += nr * nc * areas[rw, ra]
+    return total
 
 
 def _front(v: dict, n: int) -> int:
@@ -58,11 +74,7 @@ def measured_arrays(sweep: dict, dvars, bvars) -> dict:
     out = {}
     for v in _measured_variants(dvars, bvars):
         for n in sweep["measure_sizes"]:
-            cfg = config_for(v, n, v["kind"] == "int8")
-            ov = {k: getattr(cfg, k) for k in ("rows", "cols", "lanes", "pe_stages",
-                                               "digit_product", "digits", "acc_width",
-                                               "overflow_detect")
-                  + (("weight_hop",) if HAS_HOP else ())}
+            ov = _array_overrides(config_for(v, n, v["kind"] == "int8"))
             unit = "baseline" if v["kind"] == "int8" else "mpu"
             r = runs.get(_sig(unit, ov, v.get("booth", False), True))
             if r is not None:
@@ -75,8 +87,14 @@ def _closest(v: dict, n: int, meas: dict, below_only=False):
     fpga.design_sweep)."""
     same = ("lanes", "digit_product", "digits", "acc", "weight_hop") if v["kind"] == "dstar" \
         else ("booth", "weight_hop")
+
+    def hops(m, keys=("weight_hop", "act_hop")):
+        return all(str(m["variant"].get(k, 1)) == str(v.get(k, 1)) for k in keys)
+
     tiers = [lambda m: m["variant"]["key"] == v["key"],
+             lambda m: all(m["variant"].get(k) == v.get(k) for k in same) and hops(m),
              lambda m: all(m["variant"].get(k) == v.get(k) for k in same),
+             lambda m: m["variant"].get("lanes") == v.get("lanes") and hops(m),
              lambda m: m["variant"].get("lanes") == v.get("lanes")
              and m["variant"].get("weight_hop") == v.get("weight_hop"),
              lambda m: m["variant"].get("lanes") == v.get("lanes"),

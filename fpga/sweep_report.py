@@ -133,6 +133,12 @@ def markdown(rep: dict) -> str:
           "the array model (`fpga/design_sweep.py`). DSTAR *core* = MPU + QPU (the QPU's parts "
           "from the measured `tiny` QPU, scaled per part by the estimate model); INT8 core = "
           "its array (the buffers, VPU and control are the same in both and left out).", "",
+          "Configuration names: `L<lanes> s<pe_stages> <digit product>/<digits>` (`int8 "
+          "s<pe_stages>`, `-booth`: Yosys `synth -booth`), `acc26`: the 26-bit saturating "
+          "accumulator, `hop<k>`: `weight_hop` k (the column operand registered every k rows; "
+          "`hoprows`: broadcast down the column), `ahop<k>`: `act_hop` k (the row operand "
+          "registered every k columns; `ahopcols`: broadcast along the row); no suffix: "
+          "forwarded at every PE.", "",
           f"Throughput in INT8-equivalent MACs per cycle on the trained DiT (`{th['source']}`: "
           f"{th['reference']['rows']}×{th['reference']['rows']}, {th['reference']['lanes']} "
           f"lanes, speed-up {th['reference']['speedup']:.3f} at equal PE count, lane "
@@ -145,7 +151,8 @@ def markdown(rep: dict) -> str:
           "cycles (factors " + (", ".join(f"{k} {v:.3f}" for k, v in th["calibration"].items())
                                if th.get("calibration") else "–") + "); *steady state* "
           "ignores the tile period (speed-up = the bench's, scaled by dense beats / groups). "
-          "`pe_stages` and `weight_hop` change only the tile period per cycle (Fmax, which "
+          "`pe_stages`, `weight_hop` and `act_hop` change only the tile period per cycle "
+          "(Fmax, which "
           "`pe_stages` buys, is not modelled). `fpga/sweep_throughput.py`.", ""]
     c = rep["crossover"]
     if c["size"] is not None:

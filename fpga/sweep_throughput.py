@@ -24,7 +24,8 @@ arrays.
 - Throughput: the workload's INT8 MACs (tokens × cin × cout summed over its layer-steps)
   divided by the cycles, in INT8-equivalent MACs per cycle; DSTAR's speed-up is the INT8
   array's cycles over DSTAR's at the same size.
-- ``pe_stages`` and ``weight_hop`` enter only the tile period (a cycle each way per tile);
+- ``pe_stages``, ``weight_hop`` and ``act_hop`` enter only the tile period (a cycle each way
+  per tile);
   the Fmax that ``pe_stages`` buys is not modelled.
 - *Steady state* (no tile period, kept beside it in the report): speed-up ``s_bench ×
   [beats(n) / groups(n, L)] / [beats_bench / groups_bench]`` and the INT8 array at the bench's
@@ -176,12 +177,12 @@ def _tile_cycles(hist: dict, period: int) -> int:
 
 
 def cycles(ref: dict, stats: dict, n: int, lanes: int | None, pe_stages: int,
-           hop: int = 1) -> float:
+           hop: int = 1, act_hop: int = 1) -> float:
     """Cycles of the whole workload on an ``n × n`` array (``lanes`` None: the INT8 array): a
     tile of ``G`` beats occupies ``max(G, D)`` cycles (``D``: :func:`tile_period`), times the
     factor that makes the model give the bench's measured cycles at the bench's own
     configuration (:func:`calibration`)."""
-    d = tile_period(n, pe_stages, hop)
+    d = tile_period(n, pe_stages, hop, act_hop)
     hist = stats[n]["int8_tiles"] if lanes is None else stats[n][lanes]["tiles"]
     return _tile_cycles(hist, d) * calibration(ref, stats)["int8" if lanes is None else "dstar"]
 

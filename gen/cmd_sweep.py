@@ -2,7 +2,7 @@
 
 ``dstar sweep [--sizes 4 8 16 32 64] [--measure-sizes 4 8] [--lanes 2 4 8] [--pe-stages 0 1 2]
 [--digit-product multiply select] [--digits slice booth] [--acc derived 26] [--weight-hop 1
-rows] [--liberty FILE] [--bench reports/bench.json] [--throughput schedule|bench]
+rows] [--act-hop 1 cols] [--liberty FILE] [--bench reports/bench.json] [--throughput schedule|bench]
 [--asic-area reports/asic_area.json] [--out-dir reports] [--jobs N] [--scheduler ADDR]
 [--reuse]``
 
@@ -38,15 +38,17 @@ NANGATE = ROOT.parent / "shared" / "pdk" / "nangate45" / "nangate45_typ.lib.gz"
 NAMES = ("design_sweep.json", "design_sweep.md", "design_sweep.png")
 
 
-def _hop(text: str):
-    if text == "rows":
+def _hop(text: str, option: str = "--weight-hop", whole: str = "rows"):
+    """A hop value: an integer >= 1 or ``whole`` (``rows`` for ``--weight-hop``, ``cols`` for
+    ``--act-hop``: broadcast), as a string."""
+    if text == whole:
         return text
     try:
         k = int(text)
     except ValueError:
-        raise UserError(f"--weight-hop takes integers >= 1 or 'rows', not {text!r}") from None
+        raise UserError(f"{option} takes integers >= 1 or {whole!r}, not {text!r}") from None
     if k < 1:
-        raise UserError(f"--weight-hop takes integers >= 1 or 'rows', not {text!r}")
+        raise UserError(f"{option} takes integers >= 1 or {whole!r}, not {text!r}")
     return str(k)
 
 
@@ -74,6 +76,10 @@ def register(sub):
     p.add_argument("--weight-hop", nargs="+", default=["1", "rows"], metavar="K",
                    help="rows per column-operand register: integers and/or 'rows' (broadcast); "
                         "default 1 rows (ignored when the configuration has no weight_hop)")
+    p.add_argument("--act-hop", nargs="+", default=["1", "cols"], metavar="K",
+                   help="columns per row-operand register: integers and/or 'cols' (broadcast "
+                        "along the row); every value with every --weight-hop value; default 1 "
+                        "cols (ignored when the configuration has no act_hop)")
     p.add_argument("--liberty", type=Path, default=None, metavar="FILE.lib",
                    help=f"the standard-cell library (default {NANGATE})")
     p.add_argument("--bench", type=Path, default=ROOT / "reports" / "bench.json",
@@ -94,7 +100,7 @@ def register(sub):
 
 
 def _check(args):
-    from fpga.design_sweep import HAS_HOP
+    from fpga.design_sweep import HAS_ACT_HOP, HAS_HOP
 
     if any(n < 2 for n in args.sizes):
         raise UserError(f"--sizes must be at least 2, not {min(args.sizes)}")
@@ -104,8 +110,11 @@ def _check(args):
     if args.jobs < 1:
         raise UserError(f"--jobs must be at least 1, not {args.jobs}")
     hops = [_hop(h) for h in args.weight_hop]
+    act_hops = [_hop(h, "--act-hop", "cols") for h in args.act_hop]
     if not HAS_HOP:      # a configuration without the parameter registers at every PE
         hops = ["1"]
+    if not HAS_ACT_HOP:
+        act_hops = ["1"]
     lib = args.liberty or NANGATE
     if not lib.is_file():
         raise UserError(f"liberty file not found: {lib} (pass --liberty FILE; the project "
@@ -117,7 +126,7 @@ def _check(args):
         bench["totals"]["all"]["cycles_dstar"]
     except (ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{args.bench} is not a dstar bench report ({exc})") from None
-    return hops, lib, bench
+    return hops, act_hops, lib, bench
 
 
 def _uniq(xs):
@@ -125,8 +134,8 @@ def _uniq(xs):
 
 
 def run_sweep_command(args) -> int:
-    from fpga.design_sweep import (BASE_PRESET, HAS_HOP, baseline_variants, config_for,
-                                   hop_value, run_sweep, variants)
+    from fpga.design_sweep import (BASE_PRESET, HAS_ACT_HOP, HAS_HOP, baseline_variants,
+                                   config_for, hop_value, run_sweep, variants)
     from fpga.farm import JobError
     from fpga.sweep_report import assemble, figure, markdown
     from fpga.sweep_throughput import (bench_reference, calibration, check_consistency,
@@ -140,11 +149,11 @@ def run_sweep_command(args) -> int:
         print(f"[{time.perf_counter() - t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
 
     out = check_output_dir(args.out_dir)
-    hops, lib, bench = _check(args)
+    hops, act_hops, lib, bench = _check(args)
     sizes, msizes = sorted(_uniq(args.sizes)), sorted(_uniq(args.measure_sizes))
     dvars = variants(_uniq(args.lanes), _uniq(args.pe_stages), _uniq(args.digit_product),
-                     _uniq(args.digits), _uniq(args.acc), _uniq(hops))
-    bvars = baseline_variants(_uniq(args.pe_stages), _uniq(hops))
+                     _uniq(args.digits), _uniq(args.acc), _uniq(hops), _uniq(act_hops))
+    bvars = baseline_variants(_uniq(args.pe_stages), _uniq(hops), _uniq(act_hops))
     try:
         for v in dvars + bvars:
             for n in sizes:
@@ -191,9 +200,10 @@ def run_sweep_command(args) -> int:
             main, s = steady, s_st
         else:
             hop = hop_value(v.get("weight_hop", 1), n) if HAS_HOP else 1
-            c = cycles(ref, stats, n, L, v["pe_stages"], hop)
+            ahop = hop_value(v.get("act_hop", 1), n) if HAS_ACT_HOP else 1
+            c = cycles(ref, stats, n, L, v["pe_stages"], hop, ahop)
             main = ref["macs"] / c
-            s = cycles(ref, stats, n, None, v["pe_stages"], hop) / c if dstar else 1.0
+            s = cycles(ref, stats, n, None, v["pe_stages"], hop, ahop) / c if dstar else 1.0
         return dict(speedup=s, speedup_steady=s_st, macs_per_cycle=main,
                     macs_per_cycle_steady=steady,
                     lane_util=lane_util(ref, stats, n, L) if dstar else 1.0)

@@ -31,7 +31,8 @@ def dstar(capsys, *argv):
 
 @pytest.mark.parametrize("bad", [
     ["--digits", "nibble"], ["--digit-product", "lut"], ["--acc", "24"], ["--lanes", "3"],
-    ["--pe-stages", "3"], ["--weight-hop", "0"], ["--sizes", "1"],
+    ["--pe-stages", "3"], ["--weight-hop", "0"], ["--act-hop", "0"], ["--act-hop", "rows"],
+    ["--act-hop", "x"], ["--sizes", "1"],
     ["--sizes", "4", "--measure-sizes", "8"], ["--jobs", "0"],
     ["--liberty", "no/such.lib"], ["--bench", "no/such.json"]])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, bad):
@@ -81,7 +82,8 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
     out_dir = tmp_path / "out"
     rc, out, err = dstar(capsys, "sweep", "--sizes", 2, "--measure-sizes", 2, "--lanes", 4,
                          "--pe-stages", 1, "--digit-product", "select", "--digits", "booth",
-                         "--acc", "derived", "--weight-hop", 1, "--throughput", "bench",
+                         "--acc", "derived", "--weight-hop", 1, "--act-hop", 1,
+                         "--throughput", "bench",
                          "--liberty", lib, "--asic-area", asic, "--bench",
                          ROOT / "reports" / "bench.json", "--out-dir", out_dir, "--jobs", 1)
     assert rc == 0, err
@@ -101,3 +103,41 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
         "No crossover" in (out_dir / "design_sweep.md").read_text()
     assert (out_dir / "design_sweep.png").read_bytes()[:4] == b"\x89PNG"
     assert "wrote" in err and out == ""
+
+
+def test_act_hop_lever():
+    """``act_hop`` is swept with every ``weight_hop`` for both arrays; the configuration names,
+    the PE kinds synthesized, the arrays' PE sums and the tile period follow it."""
+    from fpga.design_sweep import (_measured_variants, baseline_variants, config_for,
+                                   pe_kinds, plan_jobs, variants)
+    from fpga.sweep_area import _sig, pe_sum
+    from fpga.sweep_throughput import tile_period
+
+    d = variants([4], [1], ["select"], ["booth"], ["derived"], ["1", "rows"], ["1", "cols"])
+    b = baseline_variants([1], ["1", "rows"], ["1", "cols"])
+    assert [v["key"] for v in d] == ["L4 s1 select/booth", "L4 s1 select/booth ahopcols",
+                                     "L4 s1 select/booth hoprows",
+                                     "L4 s1 select/booth hoprows ahopcols"]
+    assert "int8 s1 -booth hoprows ahopcols" in [v["key"] for v in b] and len(b) == 8
+    cfg = config_for(d[3], 16)
+    assert (cfg.weight_hop, cfg.act_hop) == (16, 16)
+    assert config_for(b[2], 8, True).act_hop == 8
+    assert pe_kinds(d, b) == [(True, True), (True, False), (False, True), (False, False)]
+    assert pe_kinds(d[:1], b[:2]) == [(True, True)]
+    # Arrays with act_hop cols are measured for the last datapath only; every PE kind once.
+    meas = [v["key"] for v in _measured_variants(d, b)]
+    assert "L4 s1 select/booth hoprows ahopcols" in meas
+    plan = plan_jobs(d, b, [4])
+    pes = [p for p in plan if p[1] == "pe"]
+    assert len(pes) == 4 and len({p[0] for p in pes}) == 4
+    # Σ PE area: a PE registering w_out costs 8, a_out 4, the rest 1 (made-up areas).
+    runs = {_sig(u, ov, bo, pa): dict(area=1 + 8 * (ov.get("weight_hop", 1) == 1)
+                                      + 4 * (ov.get("act_hop", 1) == 1))
+            for _, u, ov, bo, pa in pes}
+    n = 8
+    assert pe_sum(d[0], n, runs) == n * n * 13
+    assert pe_sum(d[1], n, runs) == n * 13 + n * (n - 1) * 9      # one column registers a_out
+    assert pe_sum(d[3], n, runs) == 13 + (n - 1) * 9 + (n - 1) * 5 + (n - 1) ** 2
+    # The tile period loses (n - 1) // act_hop cycles of column skew.
+    assert tile_period(n, 1, 1, 1) - tile_period(n, 1, 1, n) == n - 1
+    assert tile_period(n, 1, n, n) == 1 + 4 + n

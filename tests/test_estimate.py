@@ -254,3 +254,29 @@ def test_select_mpu_estimate_vs_synthesis():
     """The tiny select+Booth MPU (fitted) against its synthesis: 0 DSP, LUTs within the
     tolerance, flip-flops exact (stored run reused)."""
     _compare("mpu", SELECT_BOOTH, False)
+
+
+def test_act_hop_cols_removes_the_row_forwarding_registers():
+    """``act_hop = cols`` (the row operand broadcast along each row): no PE but the right
+    column's registers ``a_out`` (whose register leads nowhere anyway) and no column skew, so
+    the tiny MPU loses ``rows × (cols − 1)`` PEs' row operand (digits and signed flags) and the
+    column skew chains (weights, and the control once); the estimate matches a synthesis run's
+    flip-flops exactly (stored run reused; about 10 s of Yosys otherwise)."""
+    if "act_hop" not in preset("tiny").to_dict():
+        pytest.skip("no act_hop parameter")
+    base = preset("tiny")
+    R, C, L = base.rows, base.cols, base.lanes
+    bcast = base.replace(act_hop=C)
+    one = estimate("mpu", base)["ecp5"]["ff"]
+    got = estimate("mpu", bcast)["ecp5"]["ff"]
+    a_out = R * (C - 1) * (base.digit_width + 1) * L
+    skew = C * (C - 1) // 2 * L * base.weight_width + (C - 1) * (3 + base.exp_width)
+    assert one - got == a_out + skew
+    assert got == synthesize("mpu", bcast, "ecp5", reuse=True)["resources"]["ff"]
+    # Both operands broadcast: the two savings add up (the INT8 array too).
+    both = estimate("mpu", bcast.replace(weight_hop=R))["ecp5"]["ff"]
+    assert both == got - (one - estimate("mpu", base.replace(weight_hop=R))["ecp5"]["ff"])
+    b1 = estimate("baseline", base)["ecp5"]["ff"]
+    ww = base.weight_width
+    assert estimate("baseline", bcast)["ecp5"]["ff"] == \
+        b1 - R * (C - 1) * ww - C * (C - 1) // 2 * ww - (C - 1) * 3
