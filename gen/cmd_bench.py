@@ -5,12 +5,12 @@ differential layers of a DiT (:mod:`sim.bench_layers`).
 [--weight-seed N] [--seed N] [--steps N] [--steps-run 0,6|all] [--block B] [--quick]
 [--trace T.npz] [--simulator verilator|icarus] [--liberty FILE] [--fmax] [--no-synth]
 [--out DIR]``
-records a float DDIM
-run (or, with ``--trace``, takes any model's layer inputs from a trace and its weights from
-``--weights FILE.npz``: ``<layer>.weight`` (out, in), ``<layer>.bias``; see
-:mod:`sim.bench_inputs`), builds each layer's FMDQ group streams and dense INT8 tiles, simulates both generated arrays (every drain beat
-checked against golden), takes the ECP5 resources from ``reports/sweep.json`` or ``fpga.synth`` and
-the arrays' cell areas from ``fpga.synth --target asic`` on a standard-cell library,
+records a float DDIM run (or, with ``--trace``, takes any model's layer inputs from a trace and
+its weights from ``--weights FILE.npz``: ``<layer>.weight`` (out, in), ``<layer>.bias``; see
+:mod:`sim.bench_inputs`), builds each layer's FMDQ group streams and dense INT8 tiles,
+simulates both generated arrays (every drain beat checked against golden), takes the ECP5
+resources from ``reports/sweep.json`` or ``fpga.synth`` and the arrays' cell areas from
+``fpga.synth --target asic`` on a standard-cell library (``--fmax``: also both arrays' Fmax),
 prints the per-layer table and writes ``DIR/bench.json`` and ``DIR/bench.md`` (default
 ``reports/``). Progress lines go to stderr.
 

@@ -6,9 +6,9 @@ registered after every ``ka = cfg.act_hop``-th column on its way right, a column
 every ``kw = cfg.weight_hop``-th row on its way down (``1``: at every PE, systolic forwarding;
 the array's size: broadcast, one net per row or column). The array delays row ``i`` by
 ``h(i) = i // kw`` cycles and column ``j`` by ``v(j) = j // ka``, so PE (i, j) sees an operand
-pair ``h(i) + v(j)`` cycles after it entered.
-When the bottom-right PE has captured a tile's last group, every PE has; the array then drains the shadows row by row (row 0 first) as a stream with back-pressure,
-shifting each column's shadow chain up by one on every accepted beat.
+pair ``h(i) + v(j)`` cycles after it entered. When the bottom-right PE has captured a tile's
+last group, every PE has; the array then drains the shadows row by row (row 0 first) as a
+stream with back-pressure, shifting each column's shadow chain up by one on every accepted beat.
 
 :class:`ArrayUnit` adds what the MPU and the INT8 baseline have in common: a weight buffer
 (``amaranth.lib.memory``) written through the ``wload`` stream and read through ``read_ports``

@@ -16,8 +16,9 @@ class Baseline(ArrayUnit):
     Each accepted beat carries one signed ``weight_width``-bit activation per row (token) for one
     input channel ``channel``; the front end reads ``W[channel, :]`` through one read port. After a
     tile's last beat, ``acc[i, j] = Σ_c a[i, c] · W[c, j]``. Same outer interface, weight buffer,
-    drain and timing as :class:`~rtl.mpu.MPU` (one beat per cycle; ``L = (rows - 1) // weight_hop +
-    (cols - 1) // act_hop + pe_stages + 4`` from a tile's last beat to its first drain beat; ``rows`` drain beats).
+    drain and timing as :class:`~rtl.mpu.MPU` (one beat per cycle; ``L = (rows - 1) // weight_hop
+    + (cols - 1) // act_hop + pe_stages + 4`` from a tile's last beat to its first drain beat;
+    ``rows`` drain beats).
     """
 
     def __init__(self, cfg: Config):
