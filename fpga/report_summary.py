@@ -155,13 +155,25 @@ def _bench_section(bench: dict) -> list:
         rows.append([f"**{t['layer']}**", None, t["cycles_dstar"], t["cycles_int8"],
                      f(t["cycles_ratio"]), f(t["lut_ratio"]), f(t["tput_per_lut_ratio"]),
                      f(t["lane_util"], True)])
+    a = bench["totals"]["all"]
+    extra = []
+    if a.get("tput_per_area_ratio") is not None:
+        lib = (bench.get("areas") or {}).get("library") or {}
+        extra.append(f"Cell area ({lib.get('name', 'standard cells')}): DSTAR/INT8 "
+                     f"{f(a['area_ratio'])}, throughput per area **{f(a['tput_per_area_ratio'])}×**.")
+    if a.get("tput_per_second_ratio") is not None:
+        fm = bench.get("fmax") or {}
+        extra.append(f"Fmax on ECP5: MPU {fm.get('mpu', {}).get('fmax_mhz')} MHz, INT8 array "
+                     f"{fm.get('baseline', {}).get('fmax_mhz')} MHz; throughput per second at each "
+                     f"one's own clock **{f(a['tput_per_second_ratio'])}×**.")
     return ["## DSTAR MPU against the INT8 array on DiT layers", "",
             f"`{bench.get('command') or 'dstar bench'}` (details: `reports/bench.md`): preset "
             f"`{bench['preset']}` (config `{bench['config_hash']}`), weights `{wl['weights']}`, "
             f"steps {', '.join(map(str, wl['steps_run']))} of {wl['steps']}, "
             f"{bench['simulator']}; every output checked against golden. Resources: {src}.", "",
             _table(["layer", "step", "DSTAR cycles", "INT8 cycles", "INT8/DSTAR cycles",
-                    "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util"], rows), ""]
+                    "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util"], rows), "",
+            *([" ".join(extra), ""] if extra else [])]
 
 
 def _model_sections(profile, perf, proj) -> list:

@@ -140,6 +140,7 @@ def _check(args, cfg):
         bad = [s for s in steps_run if not 0 <= s < nsteps]
         if bad:
             raise UserError(f"--steps-run: step {bad[0]} is outside [0, {nsteps - 1}]")
+    args.liberty_given = args.liberty is not None
     if args.liberty is None and args.synth:
         from fpga.bench_resources import NANGATE
         args.liberty = NANGATE if NANGATE.is_file() else None
@@ -184,7 +185,7 @@ def run_bench(args):
          *([f"--operating-point {args.operating_point}"]
            if args.operating_point is not None else []),
          f"--simulator {args.simulator}", *([] if args.synth else ["--no-synth"]),
-         *([f"--liberty {args.liberty}"] if args.liberty is not None and args.synth else []),
+         *([f"--liberty {args.liberty}"] if args.liberty_given and args.synth else []),
          *(["--fmax"] if args.fmax and args.synth else [])])
     json_out, md_out = args.out / "bench.json", args.out / "bench.md"
     files = {json_out: json_text(rep), md_out: markdown(rep)}
