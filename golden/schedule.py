@@ -31,7 +31,7 @@ from .layouts import group_layout, pack
 
 __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters", "TileSchedule", "schedule_tile",
            "schedule_matrix", "Accumulator", "execute", "slice_pe_execute", "int8_pe_execute",
-           "reference_product", "exp_steps", "shift_counts"]
+           "reference_product", "exp_steps", "shift_counts", "PACKINGS", "packing_groups"]
 
 COUNTER_NAMES = ("subchannels", "subchannels_b2", "subchannels_b4", "subchannels_b6",
                  "subchannels_b8", "subchannels_zero", "saturated", "slice_columns",
@@ -149,6 +149,9 @@ class TileSchedule:
     groups: list
     counters: Counters
     chunks: int
+    #: Per chunk, its runs of equal exponent in the sorted order: ``[(exp, valid descriptors)]``
+    #: (what :func:`packing_groups` repacks).
+    chunk_runs: list = field(default_factory=list)
 
 
 def _pack_chunk(keys, idx, exp_sorted, cfg):
@@ -201,7 +204,7 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
     else:
         sgn = (kk == b[ch] // 2 - 1).astype(np.int64) if len(ch) else np.zeros(0, np.int64)
 
-    groups = []
+    groups, chunk_runs = [], []
     n = cfg.sort_n
     nchunks = -(-len(ch) // n)
     if nchunks:
@@ -214,7 +217,12 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
         keys, idx_s, ex_s = apply_network(sort_key(valid, ex, cfg.exp_width).reshape(nchunks, n),
                                           idx.reshape(nchunks, n), ex.reshape(nchunks, n))
         for c in range(nchunks):
+            runs = []
             for gexp, members in _pack_chunk(keys[c], idx_s[c], ex_s[c], cfg):
+                if runs and runs[-1][0] == gexp:
+                    runs[-1][1] += len(members)
+                else:
+                    runs.append([gexp, len(members)])
                 m = len(members)
                 g = Group(exp=gexp,
                           channel=np.zeros(L, np.int64), signed=np.zeros(L, np.int64),
@@ -226,6 +234,7 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
                 g.k[:m] = kk[members]
                 g.digits[:, :m] = digits[ch[members], kk[members], :].T
                 groups.append(g)
+            chunk_runs.append([tuple(r) for r in runs])
     if not groups:
         groups.append(Group(exp=0, channel=np.zeros(L, np.int64), signed=np.zeros(L, np.int64),
                             valid=np.zeros(L, np.int64), digits=np.zeros((T, L), np.int64),
@@ -239,7 +248,41 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
     sc = shift_counts(groups)
     ctr.add("shifts", sum(1 for v in sc if v))
     ctr.add("shift_amount", sum(abs(v) for v in sc))
-    return TileSchedule(groups=groups, counters=ctr, chunks=nchunks)
+    return TileSchedule(groups=groups, counters=ctr, chunks=nchunks, chunk_runs=chunk_runs)
+
+
+#: Packings :func:`packing_groups` counts: ``chunk`` (the schedule's: a group never spans two
+#: chunks), ``snake`` (every other chunk read in reverse, ascending, and the partial group that
+#: ends one chunk refilled by the next chunk's first run when its exponent is the same: one
+#: group of buffering), ``tile`` (the partial groups of each exponent merged over the whole
+#: tile: one partial group buffered per exponent).
+PACKINGS = ("chunk", "snake", "tile")
+
+
+def packing_groups(chunk_runs, lanes: int, packing: str = "chunk") -> int:
+    """Groups one tile takes under ``packing`` (:data:`PACKINGS`), from its
+    :attr:`TileSchedule.chunk_runs`; an empty tile takes one (all-invalid) group. ``"chunk"``
+    is the schedule's own count (``len(TileSchedule.groups)``)."""
+    if packing not in PACKINGS:
+        raise ValueError(f"packing must be one of {PACKINGS}, not {packing!r}")
+    if packing == "tile":
+        total = {}
+        for runs in chunk_runs:
+            for e, n in runs:
+                total[e] = total.get(e, 0) + n
+        return max(1, sum(-(-n // lanes) for n in total.values()))
+    groups, carry = 0, None            # carry: (exp, descriptors in the open partial group)
+    for k, runs in enumerate(chunk_runs):
+        if packing == "snake" and k % 2:
+            runs = runs[::-1]
+        for j, (e, n) in enumerate(runs):
+            if packing == "snake" and j == 0 and carry and carry[0] == e:
+                n += carry[1]
+                groups -= 1            # the open group is refilled, not a new one
+            groups += -(-n // lanes)
+            last = (e, n % lanes)
+        carry = last if last[1] else None
+    return max(1, groups)
 
 
 def schedule_matrix(dx, cfg: Config, base_log2: int | None = None):

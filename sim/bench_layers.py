@@ -95,6 +95,7 @@ class BenchLayer:
     blocks: list = field(default_factory=list)   # [(W block, mpu expected, baseline expected)]
     subchannels: dict = field(default_factory=dict)   # precision histogram of the step
     acc_overflows: int = 0  # accumulators whose sticky overflow flag is set (golden, all blocks)
+    groups_packed: dict = field(default_factory=dict)  # per replay, under golden.schedule.PACKINGS
 
     @property
     def id(self) -> str:
@@ -184,7 +185,7 @@ def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = Fal
     from golden.fmdq import to_fixed
     from golden.layouts import baseline_group_layout, pack
     from golden.sar import is_cache_step
-    from golden.schedule import execute
+    from golden.schedule import PACKINGS, execute, packing_groups
     from golden.vectors import drain_words
 
     check_widths(cfg, layers)
@@ -237,6 +238,8 @@ def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = Fal
                 bl.subchannels[f"b{bits}"] = sum(ts.counters[f"subchannels_b{bits}"]
                                                  for ts in tiles)
             bl.subchannels["zero"] = sum(ts.counters["subchannels_zero"] for ts in tiles)
+            bl.groups_packed = {p: sum(packing_groups(ts.chunk_runs, cfg.lanes, p)
+                                       for ts in tiles) for p in PACKINGS}
             for j in range(keep_b):
                 Wb = Wq[:, j * cols:(j + 1) * cols]
                 accs, flags = execute(groups, Wb, lcfg)
@@ -292,7 +295,7 @@ def _ratio(a, b):
 
 def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_valid, dense,
          cd, ci, lut_ratio, lanes, subch, load, fabric_ratio=None, area_ratio=None,
-         acc_overflows=0, fmax_ratio=None):
+         acc_overflows=0, fmax_ratio=None, packed=None):
     cr = _ratio(ci, cd)
     nsub = sum(subch.values())
     bits = sum(int(k[1:]) * v for k, v in subch.items() if k != "zero")
@@ -306,6 +309,9 @@ def _row(label, kind, step, cache, tokens, cin, cout, blocks, groups, lanes_vali
                 tput_per_second_ratio=None if fmax_ratio is None or cr is None
                 else cr * fmax_ratio,
                 lane_util=_ratio(lanes_valid, groups * lanes),
+                groups_packed=dict(packed or {}),
+                lane_util_packed={p: _ratio(lanes_valid, g * lanes)
+                                  for p, g in (packed or {}).items()},
                 mean_act_bits=_ratio(bits, nsub), subchannels=dict(subch),
                 acc_overflows=acc_overflows,
                 weight_load_cycles=load)
@@ -333,7 +339,8 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict,
                          bl.tokens, bl.cin, bl.cout, nb, nb * bl.groups, nb * bl.lanes_valid,
                          nb * len(bl.base_stream), sum(mr["cycles"]), sum(br["cycles"]),
                          lut_ratio, cfg.lanes, bl.subchannels, mr["load_cycles"],
-                         fabric_ratio, area_ratio, bl.acc_overflows, fmax_ratio))
+                         fabric_ratio, area_ratio, bl.acc_overflows, fmax_ratio,
+                         {p: nb * g for p, g in bl.groups_packed.items()}))
 
     def total(label, rs):
         sub = {}
@@ -344,7 +351,9 @@ def summarize(cfg: Config, layers: list, mpu: dict, base: dict, resources: dict,
         t = _row(label, None, None, None, None, None, None, s("blocks"), s("groups"),
                  s("lanes_valid"), s("dense_beats"), s("cycles_dstar"), s("cycles_int8"),
                  lut_ratio, cfg.lanes, sub, s("weight_load_cycles"), fabric_ratio, area_ratio,
-                 s("acc_overflows"), fmax_ratio)
+                 s("acc_overflows"), fmax_ratio,
+                 {p: sum(r["groups_packed"].get(p, 0) for r in rs)
+                  for p in (rs[0]["groups_packed"] if rs else {})})
         for k in ("kind", "step", "step_kind", "tokens", "cin", "cout"):
             t.pop(k)
         return t
@@ -626,6 +635,15 @@ def markdown(rep: dict) -> str:
     md += [f"- {_res_line(u, rep['resources'].get(u))}" for u in ("mpu", "baseline")]
     md += ["", _area_md(rep.get("areas"), rep["totals"]["all"])]
     md += ["", _fmax_md(rep.get("fmax"), rep["totals"]["all"])]
+    lp = rep["totals"]["all"].get("lane_util_packed") or {}
+    if lp.get("snake") is not None:
+        md += ["", f"Lane utilization under other packings (group counts of the golden schedule "
+                   f"on the same tiles, not simulated; `golden.schedule.packing_groups`): "
+                   f"{_pct(lp.get('chunk'))} as built (a group never spans two chunks), "
+                   f"{_pct(lp['snake'])} with every other chunk read in reverse and the partial "
+                   f"group that ends a chunk refilled by the next one's first run (one group of "
+                   f"buffering), {_pct(lp.get('tile'))} with each exponent's partial groups "
+                   f"merged over the whole tile (one partial group per exponent)."]
     if rep["config"].get("overflow_detect"):
         n = rep["totals"]["all"].get("acc_overflows", 0)
         md += ["", f"Accumulator: {rep['config']['acc_width']} bits, saturating with the sticky "

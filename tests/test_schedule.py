@@ -594,3 +594,41 @@ def test_horner_accumulator_refuses_an_increasing_exponent():
     with pytest.raises(ValueError, match="non-increasing exponents within a tile, got 6 after 5"):
         acc.step(1, 6)
     assert acc.step(1, 7, first=True, last=True)[0] == 1 << 7   # a new tile may start anywhere
+
+
+def test_packing_groups_by_hand():
+    """Two chunks of 4 lanes: runs (5: 3, 2: 2) then (7: 1, 2: 1). As built: 4 groups. Snake:
+    the second chunk is read ascending, its first run (2: 1) refills the open group of
+    exponent 2 (2 + 1 = 3 descriptors, one group): 3 groups. Whole tile: 5 → 1, 2: 3 → 1,
+    7 → 1: 3 groups."""
+    from golden.schedule import packing_groups
+
+    runs = [[(5, 3), (2, 2)], [(7, 1), (2, 1)]]
+    assert packing_groups(runs, 4, "chunk") == 4
+    assert packing_groups(runs, 4, "snake") == 3
+    assert packing_groups(runs, 4, "tile") == 3
+    # a refill that overflows the open group saves nothing: 2 + 3 = 5 descriptors, 2 groups
+    assert packing_groups([[(5, 3), (2, 2)], [(7, 1), (2, 3)]], 4, "snake") == 4
+    assert packing_groups([[(3, 2)], [(4, 1), (3, 2)]], 4, "snake") == 2
+    assert packing_groups([[(3, 2)], [(4, 1), (3, 2)]], 4, "tile") == 2
+    assert [packing_groups([], 4, p) for p in ("chunk", "snake", "tile")] == [1, 1, 1]
+    with pytest.raises(ValueError, match="packing must be one of"):
+        packing_groups(runs, 4, "greedy")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_packings_count_the_schedules_groups_and_never_more(seed):
+    """``chunk`` is the schedule's own group count; merging partial groups never adds one."""
+    from golden.schedule import packing_groups
+
+    rng = np.random.default_rng(seed)
+    cfg = preset("tiny", sort_n=8, lanes=int(rng.choice([2, 4])))
+    C = int(rng.integers(1, 40))
+    dx = random_differences(rng, cfg, cfg.tile, C)
+    _, tiles = schedule_matrix(dx, cfg)
+    for ts in tiles:
+        g = [packing_groups(ts.chunk_runs, cfg.lanes, p) for p in ("chunk", "snake", "tile")]
+        assert g[0] == len(ts.groups)
+        assert g[0] >= g[1] >= g[2] >= 1
+        valid = sum(n for runs in ts.chunk_runs for _, n in runs)
+        assert valid == sum(int(gr.valid.sum()) for gr in ts.groups)
