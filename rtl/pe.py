@@ -1,8 +1,9 @@
 """Processing elements of the output-stationary arrays (DESIGN.md 2.4).
 
 Both PEs share one skeleton (:class:`OutputStationaryPE`): the row operand enters at ``a_in`` and
-leaves registered at ``a_out`` (to the right neighbour), the column operand with its control
-enters at ``w_in`` and leaves registered at ``w_out`` (to the PE below). Each cycle the PE forms a
+leaves at ``a_out`` (to the right neighbour), the column operand with its control enters at
+``w_in`` and leaves at ``w_out`` (to the PE below), each registered or, where the array
+broadcasts it (``register_a``, ``register_w``), as a wire. Each cycle the PE forms a
 partial product of ``a_in`` and ``w_in``, runs it through ``pe_stages`` pipeline registers,
 aligns it and accumulates. On a group marked ``last`` the final value is copied into a shadow
 register, so the next tile can start at once; the shadows of a column form a shift chain
@@ -19,8 +20,9 @@ register, so the next tile can start at once; the shadows of a column form a shi
   (``"multiply"``).
 - :class:`Int8PE`: the baseline's PE, ``acc += a · w`` with 8-bit operands.
 
-Latency: operands pass one register per hop; an accumulation lands ``pe_stages + 1`` cycles after
-its operands are at the PE's inputs. Throughput: one operand pair per cycle.
+Latency: operands pass one register per hop (none where passed on as a wire); an accumulation
+lands ``pe_stages + 1`` cycles after its operands are at the PE's inputs. Throughput: one
+operand pair per cycle.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
