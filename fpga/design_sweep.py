@@ -61,10 +61,8 @@ BASE_PRESET = "fpga"
 #: Lever → values accepted on the command line (``weight_hop`` also takes integers).
 LEVERS = {"digit_product": ("multiply", "select"), "digits": ("slice", "booth"),
           "acc": ("derived", "26")}
-HAS_HOP = "weight_hop" in Config.fields()
-HAS_ACT_HOP = "act_hop" in Config.fields()
 #: The hop levers of a variant, as they enter the array's configuration.
-HOPS = ("weight_hop",) + (("act_hop",) if HAS_ACT_HOP else ())
+HOPS = ("weight_hop", "act_hop")
 REF_LANES, REF_STAGES = 4, 1
 
 
@@ -77,10 +75,8 @@ def hop_value(h, n: int) -> int:
 def config_for(v: dict, n: int, baseline: bool = False) -> Config:
     """The configuration of variant ``v`` at ``rows = cols = n``."""
     ov = dict(rows=n, cols=n, pe_stages=v["pe_stages"])
-    if HAS_HOP:
-        ov["weight_hop"] = hop_value(v.get("weight_hop", 1), n)
-    if HAS_ACT_HOP:
-        ov["act_hop"] = hop_value(v.get("act_hop", 1), n)
+    ov["weight_hop"] = hop_value(v.get("weight_hop", 1), n)
+    ov["act_hop"] = hop_value(v.get("act_hop", 1), n)
     if not baseline:
         ov.update(lanes=v["lanes"], digit_product=v["digit_product"], digits=v["digits"])
         if v["acc"] != "derived":
@@ -135,9 +131,8 @@ def _pe_overrides(v: dict, register_w: bool, register_a: bool = True) -> dict:
     cfg = config_for(dict(v, weight_hop=1, act_hop=1), 8, v["kind"] == "int8")
     ov = {k: getattr(cfg, k) for k in ("lanes", "pe_stages", "digit_product", "digits",
                                        "acc_width", "overflow_detect")}
-    if HAS_HOP:
-        ov["weight_hop"] = 1 if register_w else 2
-    if HAS_ACT_HOP and not register_a:
+    ov["weight_hop"] = 1 if register_w else 2
+    if not register_a:
         ov["act_hop"] = 2
     return ov
 
@@ -146,9 +141,9 @@ def pe_kinds(dvars: list, bvars: list) -> list:
     """The ``(register_w, register_a)`` PEs the arrays of these variants are built from: the
     wire kinds only where a hop other than 1 is swept."""
     vs = dvars + bvars
-    w = (True, False) if HAS_HOP and any(str(v.get("weight_hop", 1)) != "1" for v in vs) \
+    w = (True, False) if any(str(v.get("weight_hop", 1)) != "1" for v in vs) \
         else (True,)
-    a = (True, False) if HAS_ACT_HOP and any(str(v.get("act_hop", 1)) != "1" for v in vs) \
+    a = (True, False) if any(str(v.get("act_hop", 1)) != "1" for v in vs) \
         else (True,)
     return list(itertools.product(w, a))
 
@@ -156,7 +151,7 @@ def pe_kinds(dvars: list, bvars: list) -> list:
 def _array_overrides(cfg: Config) -> dict:
     return {k: getattr(cfg, k) for k in ("rows", "cols", "lanes", "pe_stages", "digit_product",
                                          "digits", "acc_width", "overflow_detect")
-            + (HOPS if HAS_HOP else ())}
+            + HOPS}
 
 
 def plan_jobs(dvars: list, bvars: list, measure_sizes) -> list:

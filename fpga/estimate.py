@@ -285,8 +285,8 @@ def _array_front(cfg: Config, baseline: bool, depth: int | None = None,
     depth = cfg.max_reduction if depth is None else depth
     R, C, L, ww, XW, S = cfg.rows, cfg.cols, cfg.lanes, cfg.weight_width, cfg.exp_width, \
         cfg.pe_stages
-    hop = getattr(cfg, "weight_hop", 1)
-    ahop = getattr(cfg, "act_hop", 1)
+    hop = cfg.weight_hop
+    ahop = cfg.act_hop
     # The bottom row's forwarded column operand leads nowhere when that row registers it (with
     # fewer than one PE stage its control too: otherwise it is the stage-1 control); the right
     # column's forwarded row operand likewise.
@@ -472,8 +472,8 @@ def _array_pes(cfg: Config, baseline: bool) -> list:
     operand (``w_out``), with ``act_hop`` k only every k-th column the row operand (``a_out``);
     the other PEs pass it on as a wire."""
     pe = _int8_pe if baseline else _slice_pe
-    reg_rows = cfg.rows // getattr(cfg, "weight_hop", 1)
-    reg_cols = cfg.cols // getattr(cfg, "act_hop", 1)
+    reg_rows = cfg.rows // cfg.weight_hop
+    reg_cols = cfg.cols // cfg.act_hop
     out = []
     for rw, nr in ((True, reg_rows), (False, cfg.rows - reg_rows)):
         for ra, nc in ((True, reg_cols), (False, cfg.cols - reg_cols)):
@@ -489,8 +489,8 @@ def _array_pes(cfg: Config, baseline: bool) -> list:
 def parts(unit: str, cfg: Config) -> list:
     """The parts of ``unit`` for ``cfg`` (see the module docstring)."""
     if unit == "pe":                       # as gen.units builds it: w_out a register at hop 1
-        pe = _slice_pe(cfg, register_w=getattr(cfg, "weight_hop", 1) == 1,
-                       register_a=getattr(cfg, "act_hop", 1) == 1)
+        pe = _slice_pe(cfg, register_w=cfg.weight_hop == 1,
+                       register_a=cfg.act_hop == 1)
         if cfg.digit_product == "select":
             # Synthesized alone, the select PE maps to more LUTs than each PE of an array does
             # (ABC9 maps the lone PE; on the arrays ABC9 asserts and the classic ABC maps them,

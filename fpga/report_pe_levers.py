@@ -77,6 +77,19 @@ def _label(dp, digits):
     return f"{dp}/{digits}"
 
 
+def _fmax(unit, cfg, netlist, freq, seed, reuse) -> dict:
+    """nextpnr's Fmax of ``unit``'s ECP5 ``netlist`` (out of context; a stored run on the same
+    netlist and arguments is reused): ``{fmax_mhz, pnr_seconds, critical_path}`` or
+    ``{fmax_error}``."""
+    wd = BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" / "pnr-ecp5"
+    try:
+        p = place_and_route(netlist, workdir=wd, freq_mhz=freq, seed=seed, reuse=reuse)
+    except PnrError as exc:
+        return dict(fmax_error=str(exc))
+    return dict(fmax_mhz=p["fmax_mhz"], pnr_seconds=p.get("seconds"),
+                critical_path=p.get("critical_path"))
+
+
 def measure_pe(freq, seed, reuse, fmax=True):
     out = {}
     units = [("pe", _label(dp, dg), dict(digit_product=dp, digits=dg)) for dp, dg in SETTINGS]
@@ -94,13 +107,7 @@ def measure_pe(freq, seed, reuse, fmax=True):
                 netlist = r.get("netlist")
             _say(f"  {label} {vl}: {r['resources']}")
         if fmax:
-            wd = BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" / "pnr-ecp5"
-            try:
-                p = place_and_route(netlist, workdir=wd, freq_mhz=freq, seed=seed, reuse=reuse)
-                row["fmax_mhz"] = p["fmax_mhz"]
-                row["pnr_seconds"] = p.get("seconds")
-            except PnrError as exc:
-                row["fmax_error"] = str(exc)
+            row.update(_fmax(unit, cfg, netlist, freq, seed, reuse))
             _say(f"  {label} Fmax {row.get('fmax_mhz')}")
         out[label] = row
     return out
@@ -136,14 +143,7 @@ def measure_mpu(settings, reuse, freq=100.0, seed=1, fmax=True):
                 netlist = r.get("netlist")
             _say(f"  mpu {label} {vl}: {r['resources']}")
         if fmax and label in MPU_FMAX:
-            wd = BUILD_ROOT / f"mpu-{cfg.name}-{cfg.hash()}" / "pnr-ecp5"
-            try:
-                p = place_and_route(netlist, workdir=wd, freq_mhz=freq, seed=seed, reuse=reuse)
-                row["fmax_mhz"] = p["fmax_mhz"]
-                row["pnr_seconds"] = p.get("seconds")
-                row["critical_path"] = p.get("critical_path")
-            except PnrError as exc:
-                row["fmax_error"] = str(exc)
+            row.update(_fmax("mpu", cfg, netlist, freq, seed, reuse))
             _say(f"  mpu {label} Fmax {row.get('fmax_mhz')}")
         out[label] = row
     return out

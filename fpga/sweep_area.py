@@ -4,7 +4,7 @@ the synthesized PEs and arrays (:mod:`fpga.design_sweep` states the model).
 
 from __future__ import annotations
 
-from .design_sweep import HAS_ACT_HOP, HAS_HOP, _array_overrides, config_for, hop_value
+from .design_sweep import _array_overrides, config_for, hop_value
 
 __all__ = ["pe_areas", "array_area", "model_check", "qpu_area", "QPU_PARTS"]
 
@@ -33,8 +33,6 @@ def pe_areas(v: dict, runs: dict) -> dict:
     out = {}
     for rw in (True, False):
         for ra in (True, False):
-            if (not rw and not HAS_HOP) or (not ra and not HAS_ACT_HOP):
-                continue
             r = runs.get(_sig(unit, _pe_overrides(v, rw, ra), v.get("booth", False), False))
             if r is not None:
                 out[rw, ra] = r["area"]
@@ -48,8 +46,8 @@ def pe_sum(v: dict, n: int, runs: dict) -> float:
     (every ``weight_hop``-th) or passing it on as a wire, by columns registering ``a_out``
     (every ``act_hop``-th) or not."""
     areas = pe_areas(v, runs)
-    reg_rows = n // (hop_value(v.get("weight_hop", 1), n) if HAS_HOP else 1)
-    reg_cols = n // (hop_value(v.get("act_hop", 1), n) if HAS_ACT_HOP else 1)
+    reg_rows = n // hop_value(v.get("weight_hop", 1), n)
+    reg_cols = n // hop_value(v.get("act_hop", 1), n)
     total = 0.0
     for rw, nr in ((True, reg_rows), (False, n - reg_rows)):
         for ra, nc in ((True, reg_cols), (False, n - reg_cols)):

@@ -100,8 +100,6 @@ def register(sub):
 
 
 def _check(args):
-    from fpga.design_sweep import HAS_ACT_HOP, HAS_HOP
-
     if any(n < 2 for n in args.sizes):
         raise UserError(f"--sizes must be at least 2, not {min(args.sizes)}")
     missing = sorted(set(args.measure_sizes) - set(args.sizes))
@@ -111,10 +109,6 @@ def _check(args):
         raise UserError(f"--jobs must be at least 1, not {args.jobs}")
     hops = [_hop(h) for h in args.weight_hop]
     act_hops = [_hop(h, "--act-hop", "cols") for h in args.act_hop]
-    if not HAS_HOP:      # a configuration without the parameter registers at every PE
-        hops = ["1"]
-    if not HAS_ACT_HOP:
-        act_hops = ["1"]
     lib = args.liberty or NANGATE
     if not lib.is_file():
         raise UserError(f"liberty file not found: {lib} (pass --liberty FILE; the project "
@@ -134,8 +128,8 @@ def _uniq(xs):
 
 
 def run_sweep_command(args) -> int:
-    from fpga.design_sweep import (BASE_PRESET, HAS_ACT_HOP, HAS_HOP, baseline_variants,
-                                   config_for, hop_value, run_sweep, variants)
+    from fpga.design_sweep import (BASE_PRESET, baseline_variants, config_for, hop_value,
+                                   run_sweep, variants)
     from fpga.farm import JobError
     from fpga.sweep_report import assemble, figure, markdown
     from fpga.sweep_throughput import (bench_reference, calibration, check_consistency,
@@ -199,8 +193,8 @@ def run_sweep_command(args) -> int:
         if stats is None:
             main, s = steady, s_st
         else:
-            hop = hop_value(v.get("weight_hop", 1), n) if HAS_HOP else 1
-            ahop = hop_value(v.get("act_hop", 1), n) if HAS_ACT_HOP else 1
+            hop = hop_value(v.get("weight_hop", 1), n)
+            ahop = hop_value(v.get("act_hop", 1), n)
             c = cycles(ref, stats, n, L, v["pe_stages"], hop, ahop)
             main = ref["macs"] / c
             s = cycles(ref, stats, n, None, v["pe_stages"], hop, ahop) / c if dstar else 1.0

@@ -240,9 +240,7 @@ def test_select_mpu_has_no_dsp_and_matches_its_synthesis():
 
 
 def test_weight_hop_removes_the_forwarding_registers():
-    """``weight_hop`` k keeps ``w_out`` in every k-th row only (if the parameter exists)."""
-    if "weight_hop" not in preset("tiny").to_dict():
-        pytest.skip("no weight_hop parameter")
+    """``weight_hop`` k keeps ``w_out`` in every k-th row only."""
     one = estimate("mpu", preset("tiny", **SELECT_BOOTH))["ecp5"]["ff"]
     two = estimate("mpu", preset("tiny", weight_hop=2, **SELECT_BOOTH))["ecp5"]["ff"]
     assert two < one
@@ -262,8 +260,6 @@ def test_act_hop_cols_removes_the_row_forwarding_registers():
     the tiny MPU loses ``rows × (cols − 1)`` PEs' row operand (digits and signed flags) and the
     column skew chains (weights, and the control once); the estimate matches a synthesis run's
     flip-flops exactly (stored run reused; about 10 s of Yosys otherwise)."""
-    if "act_hop" not in preset("tiny").to_dict():
-        pytest.skip("no act_hop parameter")
     base = preset("tiny")
     R, C, L = base.rows, base.cols, base.lanes
     bcast = base.replace(act_hop=C)
