@@ -33,6 +33,8 @@ from pathlib import Path
 
 from golden.config import Config
 
+from .liberty import NANGATE
+
 __all__ = ["UNITS", "SWEEP", "NANGATE", "from_sweep", "array_resources", "array_areas",
            "array_fmax"]
 
@@ -40,7 +42,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ROOT / "reports" / "sweep.json"
 UNITS = ("mpu", "baseline")
 #: The standard-cell library the reports use when it is there (the project ships none).
-NANGATE = ROOT.parent / "shared" / "pdk" / "nangate45" / "nangate45_typ.lib.gz"
 
 
 def from_sweep(unit: str, cfg: Config, path: Path = SWEEP) -> dict | None:

@@ -28,13 +28,14 @@ import sys
 import time
 from pathlib import Path
 
+from fpga.liberty import NANGATE
+
 from .cli import UserError, WorkError
 from .outputs import check_output_dir, json_text, write_together
 
 __all__ = ["register", "run_sweep_command"]
 
 ROOT = Path(__file__).resolve().parent.parent
-NANGATE = ROOT.parent / "shared" / "pdk" / "nangate45" / "nangate45_typ.lib.gz"
 NAMES = ("design_sweep.json", "design_sweep.md", "design_sweep.png")
 
 
