@@ -22,8 +22,9 @@ the smaller of its runs with and without Yosys ``synth -booth``. Stored runs of 
 RTLIL, script, Yosys and library are reused.
 
 :func:`array_fmax` places and routes both arrays' ECP5 netlists (nextpnr-ecp5, out of context,
-LFE5U-85F, the constraint and seed of ``reports/pe_levers.md``, in a work folder of its own) for
-the throughput per second at each design's own Fmax; stored runs on identical netlists are reused.
+LFE5U-85F, the constraint, seed and work folder of ``reports/pe_levers.md``, so either reuses
+the other's stored run on an identical netlist) for the throughput per second at each design's
+own Fmax. Do not run both at once: a run empties its work folder first.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def array_fmax(cfg: Config, freq_mhz: float = 100.0, seed: int = 1, progress=Non
         r = synthesize(unit, cfg, "ecp5", reuse=True)
         if progress:
             progress(f"fmax: place and route {unit} ({cfg.name}, {cfg.hash()}) on ECP5-85F")
-        wd = BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" / "pnr-bench"
+        wd = BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" / "pnr-ecp5"
         p = place_and_route(r["netlist"], workdir=wd, freq_mhz=freq_mhz, seed=seed, reuse=True)
         out[unit] = dict(fmax_mhz=p["fmax_mhz"], constraint_mhz=p.get("constraint_mhz"),
                          critical_path=p.get("critical_path"), seconds=p.get("seconds"),
