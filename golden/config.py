@@ -33,7 +33,8 @@ DIGIT_PRODUCTS = ("multiply", "select")
 DIGIT_CODES = ("slice", "booth")
 # Parameters added after configuration hashes were first published: they enter
 # Config.hash() only when they differ from their default.
-HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop")
+MAX_OPEN_GROUPS = 4
+HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups")
 
 
 class ConfigError(ValueError):
@@ -78,6 +79,13 @@ class Config:
         Largest number of input channels a layer may have; bounds every accumulation.
     drop_zero_columns:
         Drop slice columns whose T digits are all zero (DESIGN 2.3).
+    open_groups:
+        Partial lane groups the packer may hold open across the chunks of a tile (``0``, the
+        default: a group never spans two chunks). A run of one exponent that ends a chunk with
+        fewer than ``lanes`` descriptors waits in one of these slots, with its digits, for the
+        next run of the same exponent in a later chunk of the tile, which fills it first; the
+        slots still open after the tile's last chunk are emitted then (:mod:`golden.schedule`).
+        In ``0..4``.
     alignment:
         ``"product-shift"`` (default) or ``"horner"`` (needs ``sort_n >= 4 * max_reduction``).
     acc_width:
@@ -135,6 +143,7 @@ class Config:
     sort_n: int = 8
     max_reduction: int = 64
     drop_zero_columns: bool = True
+    open_groups: int = 0
     alignment: str = "product-shift"
     acc_width: int | None = None
     overflow_detect: bool = False
@@ -189,6 +198,7 @@ class Config:
         pos_int("max_reduction", 1)
         need(isinstance(self.drop_zero_columns, bool), "drop_zero_columns", self.drop_zero_columns,
              "a bool")
+        pos_int("open_groups", 0, MAX_OPEN_GROUPS)
         need(self.alignment in ALIGNMENTS, "alignment", self.alignment, f"one of {ALIGNMENTS}")
         if self.alignment == "horner":
             need(self.sort_n >= 4 * self.max_reduction, "alignment", self.alignment,

@@ -15,7 +15,9 @@ Pipeline for one token tile (T rows × C input channels of quantized integers ``
    ``sort_n``; the last chunk is padded with invalid entries;
 4. each chunk is sorted by the bitonic network of :mod:`golden.bitonic` on the key (valid, exp);
 5. consecutive valid descriptors of equal exponent pack into groups of ``lanes``; a group never
-   spans two exponents, chunks or tiles; a tile with no kept column emits one all-invalid group.
+   spans two exponents or tiles, nor two chunks unless ``cfg.open_groups`` lets a partial group
+   wait for the next run of its exponent (:func:`_pack_tile`); a tile with no kept column emits
+   one all-invalid group.
 """
 
 from __future__ import annotations
@@ -154,19 +156,56 @@ class TileSchedule:
     chunk_runs: list = field(default_factory=list)
 
 
-def _pack_chunk(keys, idx, exp_sorted, cfg):
-    """Split one sorted chunk into runs of equal exponent, then into groups of ``lanes``."""
+def _chunk_runs(keys, idx, exp_sorted, cfg):
+    """One sorted chunk's runs of equal exponent: ``[(exp, descriptor indices)]``, in order."""
     valid = keys >> cfg.exp_width
     out = []
     pos = 0
     n = len(keys)
     while pos < n and valid[pos]:
-        run_end = pos
-        while run_end < n and valid[run_end] and exp_sorted[run_end] == exp_sorted[pos]:
-            run_end += 1
-        for g0 in range(pos, run_end, cfg.lanes):
-            out.append((int(exp_sorted[pos]), idx[g0:min(g0 + cfg.lanes, run_end)]))
-        pos = run_end
+        end = pos
+        while end < n and valid[end] and exp_sorted[end] == exp_sorted[pos]:
+            end += 1
+        out.append((int(exp_sorted[pos]), list(idx[pos:end])))
+        pos = end
+    return out
+
+
+def _pack_tile(chunk_runs, cfg):
+    """The packer (:class:`rtl.packer.Packer`) over one tile's sorted chunks: the lane groups as
+    ``[(exp, descriptor indices)]`` in stream order.
+
+    The packer reads a chunk one window at a time. A window starts at a run of exponent ``e``;
+    when one of the ``cfg.open_groups`` open slots holds a partial group of ``e`` (``m``
+    descriptors), the window's group is those ``m`` in lanes ``0..m-1`` followed by up to
+    ``lanes - m`` descriptors of the run, and the slot is freed. A full group is emitted. A
+    partial one (its run ends in the window) is emitted too in the tile's last chunk, or when no
+    slot is free; otherwise it is stored, without output, in the slot it came from or else the
+    free slot of lowest index. After the tile's last chunk the slots still open are emitted in
+    slot order. With ``open_groups == 0`` a group never spans two chunks.
+    """
+    L, K = cfg.lanes, cfg.open_groups
+    slots = [None] * K                 # (exp, descriptor indices) or None
+    out = []
+    for c, runs in enumerate(chunk_runs):
+        last_chunk = c == len(chunk_runs) - 1
+        for e, members in runs:
+            pos = 0
+            while pos < len(members):
+                s = next((i for i, v in enumerate(slots) if v is not None and v[0] == e), None)
+                held = slots[s][1] if s is not None else []
+                if s is not None:
+                    slots[s] = None
+                take = members[pos:pos + L - len(held)]
+                pos += len(take)
+                group = held + take
+                free = s if s is not None else next(
+                    (i for i, v in enumerate(slots) if v is None), None)
+                if len(group) < L and not last_chunk and free is not None:
+                    slots[free] = (e, group)
+                else:
+                    out.append((e, group))
+    out.extend(v for v in slots if v is not None)
     return out
 
 
@@ -216,25 +255,21 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
         idx = np.arange(pad, dtype=np.int64)
         keys, idx_s, ex_s = apply_network(sort_key(valid, ex, cfg.exp_width).reshape(nchunks, n),
                                           idx.reshape(nchunks, n), ex.reshape(nchunks, n))
-        for c in range(nchunks):
-            runs = []
-            for gexp, members in _pack_chunk(keys[c], idx_s[c], ex_s[c], cfg):
-                if runs and runs[-1][0] == gexp:
-                    runs[-1][1] += len(members)
-                else:
-                    runs.append([gexp, len(members)])
-                m = len(members)
-                g = Group(exp=gexp,
-                          channel=np.zeros(L, np.int64), signed=np.zeros(L, np.int64),
-                          valid=np.zeros(L, np.int64), digits=np.zeros((T, L), np.int64),
-                          k=np.zeros(L, np.int64), digit_width=cfg.digit_width)
-                g.channel[:m] = ch[members]
-                g.signed[:m] = sgn[members]
-                g.valid[:m] = 1
-                g.k[:m] = kk[members]
-                g.digits[:, :m] = digits[ch[members], kk[members], :].T
-                groups.append(g)
-            chunk_runs.append([tuple(r) for r in runs])
+        runs_of = [_chunk_runs(keys[c], idx_s[c], ex_s[c], cfg) for c in range(nchunks)]
+        chunk_runs = [[(e, len(members)) for e, members in runs] for runs in runs_of]
+        for gexp, members in _pack_tile(runs_of, cfg):
+            members = np.asarray(members, dtype=np.int64)
+            m = len(members)
+            g = Group(exp=gexp,
+                      channel=np.zeros(L, np.int64), signed=np.zeros(L, np.int64),
+                      valid=np.zeros(L, np.int64), digits=np.zeros((T, L), np.int64),
+                      k=np.zeros(L, np.int64), digit_width=cfg.digit_width)
+            g.channel[:m] = ch[members]
+            g.signed[:m] = sgn[members]
+            g.valid[:m] = 1
+            g.k[:m] = kk[members]
+            g.digits[:, :m] = digits[ch[members], kk[members], :].T
+            groups.append(g)
     if not groups:
         groups.append(Group(exp=0, channel=np.zeros(L, np.int64), signed=np.zeros(L, np.int64),
                             valid=np.zeros(L, np.int64), digits=np.zeros((T, L), np.int64),
@@ -262,7 +297,7 @@ PACKINGS = ("chunk", "snake", "tile")
 def packing_groups(chunk_runs, lanes: int, packing: str = "chunk") -> int:
     """Groups one tile takes under ``packing`` (:data:`PACKINGS`), from its
     :attr:`TileSchedule.chunk_runs`; an empty tile takes one (all-invalid) group. ``"chunk"``
-    is the schedule's own count (``len(TileSchedule.groups)``)."""
+    is the schedule's own count with ``cfg.open_groups == 0`` (``len(TileSchedule.groups)``)."""
     if packing not in PACKINGS:
         raise ValueError(f"packing must be one of {PACKINGS}, not {packing!r}")
     if packing == "tile":

@@ -2,8 +2,10 @@
 
 Each quantized sub-channel brings up to four kept columns; their descriptors
 ``(exp = e + 2k, signed = (k == b/2 - 1), channel, pos)`` (Booth digits: ``signed = 1``) are appended in channel-then-k order.
-``pos`` is the descriptor's slot in its chunk: the packer fetches the column's digits from the
-chunk's digit store by it. A chunk is handed on lazily: when it is full and more descriptors of
+Only the key and ``pos`` go through the sorter: ``pos`` is the descriptor's slot in its chunk,
+and the column store (:func:`column_layout`: the digits, channel and signed flag of every slot)
+is where the packer looks up all the rest by it, so the sorter's compare-exchanges carry
+``log2(sort_n)`` payload bits per entry instead of the channel and flag as well. A chunk is handed on lazily: when it is full and more descriptors of
 the same tile arrive, or when the tile ends (padded with invalid entries). So the last chunk of a
 tile always holds at least one descriptor and a tile without descriptors emits one empty chunk,
 exactly as the golden schedule fills its chunks. When the tile's last sub-channel overflows a full
@@ -22,16 +24,25 @@ from golden.config import Config
 from .params import check_config
 from .qpu_front import front_out_layout
 
-__all__ = ["ChunkAssembler", "descriptor_layout", "chunk_side_layout", "SLOTS"]
+__all__ = ["ChunkAssembler", "descriptor_layout", "column_layout", "chunk_side_layout", "SLOTS"]
 
 #: Chunks that may be between the assembler and the end of the packer (digit-store slots).
 SLOTS = 4
 
 
 def descriptor_layout(cfg: Config) -> data.StructLayout:
-    """Sort payload of one descriptor: weight row, signed top digit, slot in the chunk."""
-    return data.StructLayout({"channel": cfg.chan_width, "signed": 1,
-                              "pos": range(cfg.sort_n)})
+    """Sort payload of one descriptor: its slot in the chunk (an index into the column store)."""
+    return data.StructLayout({"pos": range(cfg.sort_n)})
+
+
+def column_layout(cfg: Config) -> data.StructLayout:
+    """What the column store holds per slot of a chunk: the column's T raw digits, its weight row
+    (``channel``) and, for 2-bit slices, the signed flag of a sub-channel's top digit (every Booth
+    digit is signed: no flag)."""
+    fields = {"digits": data.ArrayLayout(cfg.digit_width, cfg.rows), "channel": cfg.chan_width}
+    if cfg.digits == "slice":
+        fields["signed"] = 1
+    return data.StructLayout(fields)
 
 
 def chunk_side_layout(cfg: Config) -> data.StructLayout:
@@ -45,8 +56,9 @@ class ChunkAssembler(wiring.Component):
     Members
     -------
     i : In(stream of quantized sub-channels, :func:`~rtl.qpu_front.front_out_layout`).
-    o : Out(stream of ``{entries: sort_n × {key, payload}, side}``) into the sorter.
-    o_digits : Out(sort_n × T raw digits): the emitted chunk's digit columns, valid with ``o``.
+    o : Out(stream of ``{entries: sort_n × {key, payload: {pos}}, side}``) into the sorter.
+    o_columns : Out(sort_n × :func:`column_layout`): the emitted chunk's columns by ``pos``,
+        valid with ``o``.
     slot_free : In(1): the packer released the oldest slot.
     overflow : Out(1): sticky; a tile had more than ``max_reduction`` sub-channels.
     """
@@ -58,8 +70,7 @@ class ChunkAssembler(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(front_out_layout(cfg))),
             "o": Out(stream.Signature(chunk_layout)),
-            "o_digits": Out(data.ArrayLayout(data.ArrayLayout(cfg.digit_width, cfg.rows),
-                                             cfg.sort_n)),
+            "o_columns": Out(data.ArrayLayout(column_layout(cfg), cfg.sort_n)),
             "slot_free": In(1),
             "overflow": Out(1),
         })
@@ -72,10 +83,13 @@ class ChunkAssembler(wiring.Component):
         entry_shape = data.StructLayout({"key": X + 1, "channel": cfg.chan_width, "signed": 1})
         col_shape = data.ArrayLayout(cfg.digit_width, T)
 
-        def emit_entry(i, value):
-            ent = self.o.p.entries[i]
-            return [ent.key.eq(value.key), ent.payload.channel.eq(value.channel),
-                    ent.payload.signed.eq(value.signed), ent.payload.pos.eq(i)]
+        def emit_entry(i, value, digits):
+            ent, col = self.o.p.entries[i], self.o_columns[i]
+            out = [ent.key.eq(value.key), ent.payload.pos.eq(i), col.digits.eq(digits),
+                   col.channel.eq(value.channel)]
+            if cfg.digits == "slice":
+                out.append(col.signed.eq(value.signed))
+            return out
 
         buf = Signal(data.ArrayLayout(entry_shape, n), name="buf")
         buf_dig = Signal(data.ArrayLayout(col_shape, n), name="buf_digits")
@@ -146,13 +160,13 @@ class ChunkAssembler(wiring.Component):
             for i in range(n):
                 live = Signal(entry_shape, name=f"flush{i}")
                 m.d.comb += live.eq(Mux(i < fill, buf[i].as_value(), 0))
-                m.d.comb += [*emit_entry(i, live), self.o_digits[i].eq(buf_dig[i])]
+                m.d.comb += emit_entry(i, live, buf_dig[i])
             with m.If(emit):
                 m.d.sync += [flush.eq(0), fill.eq(0), started.eq(0)]
         with m.Else():
             m.d.comb += [emit.eq(take & need_emit), side.last.eq(p.last & ~overflow_chunk)]
             for i in range(n):
-                m.d.comb += [*emit_entry(i, comb_e[i]), self.o_digits[i].eq(comb_d[i])]
+                m.d.comb += emit_entry(i, comb_e[i], comb_d[i])
             with m.If(take):
                 m.d.sync += channel.eq(Mux(p.last, 0, channel + 1))
                 with m.If(channel >= cfg.max_reduction):

@@ -1,25 +1,37 @@
-"""QPU stage 5: pack sorted descriptors into lane groups and fetch their digits (DESIGN.md 2.3).
+"""QPU stage 5: pack sorted descriptors into lane groups and fetch their columns (DESIGN.md 2.3).
 
 A sorted chunk has its valid descriptors first, in descending exponent order. From the read
-pointer ``p`` the packer takes the run of up to ``lanes`` consecutive descriptors whose exponent
-equals that of descriptor ``p``, fetches their digit columns from the chunk's digit store by
-``pos``, and emits one group: absolute exponent, per lane channel, signed, valid and the T digits,
-padded lanes all zero; the tile's first group carries ``first`` and its last ``last``. An empty
-chunk (a tile without kept columns) becomes one all-invalid group with exponent 0.
+pointer ``p`` the packer looks at a window of ``lanes`` descriptors and takes the run of those
+whose exponent equals that of descriptor ``p``; their columns (digits, channel, signed flag) come
+from the chunk's column store by ``pos``. The group it forms has the absolute exponent, per lane
+channel, signed, valid and the T digits, padded lanes all zero; the tile's first group carries
+``first`` and its last ``last``. An empty chunk (a tile without kept columns) becomes one
+all-invalid group with exponent 0.
 
-Latency: a chunk's first group is in the output register one cycle after the chunk is taken;
-then one group per cycle, and the next chunk is taken in the cycle the previous one's last group
-is produced, so consecutive chunks stream without a bubble. The output is a register that holds
-under back-pressure.
+With ``cfg.open_groups = K > 0`` the packer also holds up to K partial groups open across the
+chunks of a tile, with their columns, in slot registers (:func:`golden.schedule._pack_tile` is
+the specification): a window whose exponent an open slot holds (``m`` descriptors) puts them in
+lanes ``0..m-1`` and the run's next ``lanes - m`` descriptors after them, freeing the slot; a
+group that stays partial because its run ends is stored instead of emitted when the chunk is not
+its tile's last and a slot is free (the one it came from, else the lowest free one); after the
+tile's last chunk the slots still open are emitted one per cycle in slot order, the last of them
+marked ``last``.
+
+Latency and throughput: a chunk's first window is packed the cycle after the chunk is taken,
+then one window per cycle (a stored window produces no group); the next chunk is taken in the
+cycle the previous one's last window is packed, so consecutive chunks stream without a bubble,
+except that after a tile's last chunk each slot still open takes one more cycle. The output is a
+register that holds under back-pressure (a store proceeds under back-pressure).
 """
 
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Array, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.config import Config
 from golden.layouts import group_layout
 
+from .chunker import column_layout
 from .layouts import to_layout
 from .params import check_config
 
@@ -31,12 +43,12 @@ class Packer(wiring.Component):
 
     Members
     -------
-    i : In(stream of sorted chunks ``{entries, side}``).
-    digits : In(sort_n × T raw ``cfg.digit_width``-bit digits): the digit store of the chunk being packed (the slot named
-        by ``current_slot``).
+    i : In(stream of sorted chunks ``{entries: {key, payload: {pos}}, side}``).
+    columns : In(sort_n × :func:`~rtl.chunker.column_layout`): the column store of the chunk being
+        packed (the slot named by ``current_slot``), by ``pos``.
     current_slot : Out(slot index of the chunk being packed).
     o : Out(stream of :func:`golden.layouts.group_layout` records).
-    done : Out(1): pulses when a chunk's last group has been produced (its slot is free).
+    done : Out(1): pulses when a chunk's last window has been packed (its store slot is free).
     """
 
     def __init__(self, cfg: Config, chunk_layout, slot_shape):
@@ -45,8 +57,7 @@ class Packer(wiring.Component):
         self._chunk = chunk_layout
         super().__init__({
             "i": In(stream.Signature(chunk_layout)),
-            "digits": In(data.ArrayLayout(data.ArrayLayout(cfg.digit_width, cfg.rows),
-                                          cfg.sort_n)),
+            "columns": In(data.ArrayLayout(column_layout(cfg), cfg.sort_n)),
             "current_slot": Out(slot_shape),
             "o": Out(stream.Signature(to_layout(group_layout(cfg)))),
             "done": Out(1),
@@ -54,66 +65,156 @@ class Packer(wiring.Component):
 
     def elaborate(self, platform):
         cfg = self._cfg
-        n, L, X, T = cfg.sort_n, cfg.lanes, cfg.exp_width, cfg.rows
+        n, L, X, T, K = cfg.sort_n, cfg.lanes, cfg.exp_width, cfg.rows, cfg.open_groups
+        col_shape = column_layout(cfg)
         m = Module()
         cur = Signal(self._chunk, name="chunk")
         active = Signal()
         ptr = Signal(range(n + 1))
+        started = Signal()          # a group has been emitted since the tile's first chunk came
         m.d.comb += self.current_slot.eq(cur.side.slot)
 
         entries = Array(cur.entries[k] for k in range(n))
-        digits = Array(self.digits[k] for k in range(n))
-
-        def valid_of(entry):
-            return entry.key[X]
+        columns = Array(self.columns[k] for k in range(n))
 
         # The window of `lanes` entries from the pointer and its leading run of equal exponent.
-        head = entries[ptr]
-        head_exp = head.key[:X]
-        run = []
-        for lane in range(L):
-            idx = ptr + lane
+        head_exp = entries[ptr].key[:X]
+        run, win = [], []
+        for i in range(L):
+            idx = ptr + i
             ent = entries[idx]
-            ok = (idx < n) & valid_of(ent) & (ent.key[:X] == head_exp)
-            run.append(ok if lane == 0 else run[-1] & ok)
+            ok = (idx < n) & ent.key[X] & (ent.key[:X] == head_exp)
+            run.append(ok if i == 0 else run[-1] & ok)
+            col = Signal(col_shape, name=f"win{i}")
+            m.d.comb += col.eq(columns[ent.payload.pos])
+            win.append(col)
+
+        # Open slots: a partial group of one exponent waiting for the next run of it.
+        slot_valid = Signal(max(K, 1))
+        slot_exp = [Signal(X, name=f"slot{s}_exp") for s in range(K)]
+        slot_count = [Signal(range(L), name=f"slot{s}_count") for s in range(K)]
+        slot_lanes = [Signal(data.ArrayLayout(col_shape, L - 1), name=f"slot{s}_lanes")
+                      for s in range(K)]
+        hit = [Signal(name=f"hit{s}") for s in range(K)]
+        for s in range(K):
+            m.d.comb += hit[s].eq(slot_valid[s] & (slot_exp[s] == head_exp) & run[0])
+        held_count = Signal(range(L))
+        held = [Signal(col_shape, name=f"held{j}") for j in range(L - 1)]
+        for s in range(K):
+            with m.If(hit[s]):
+                m.d.comb += held_count.eq(slot_count[s])
+                m.d.comb += [held[j].eq(slot_lanes[s][j]) for j in range(L - 1)]
+
+        # The group: held lanes first, then the run's entries that still fit.
+        use = [run[i] & (held_count + i < L) for i in range(L)]
         taken = Signal(range(L + 1))
-        m.d.comb += taken.eq(sum(run))
+        total = Signal(range(L + 1))
+        m.d.comb += [taken.eq(sum(use)), total.eq(held_count + taken)]
+        lane_live = [Signal(name=f"live{j}") for j in range(L)]
+        lane_col = [Signal(col_shape, name=f"lane{j}") for j in range(L)]
+        for j in range(L):
+            with m.Switch(held_count):
+                for mm in range(min(j, L - 1) + 1):
+                    with m.Case(mm):
+                        m.d.comb += [lane_live[j].eq(use[j - mm]), lane_col[j].eq(win[j - mm])]
+                if j < L - 1:
+                    with m.Default():
+                        m.d.comb += [lane_live[j].eq(1), lane_col[j].eq(held[j])]
         nxt = ptr + taken
         finished = Signal()
-        m.d.comb += finished.eq((nxt >= n) | ~valid_of(entries[nxt]))
+        m.d.comb += finished.eq((nxt >= n) | ~entries[nxt].key[X])
+
+        # Where a partial group would be stored, and which slots stay open after this window.
+        free = [~slot_valid[s] | hit[s] for s in range(K)]
+        target = Signal(range(max(K, 1)))
+        for s in reversed(range(K)):
+            with m.If(hit[s] | (free[s] & ~any_(hit))):
+                m.d.comb += target.eq(s)
+        store = Signal()
+        leftover = Signal()
+        if K:
+            m.d.comb += [store.eq((total < L) & ~cur.side.last & any_(free)),
+                         leftover.eq(any_(slot_valid[s] & ~hit[s] for s in range(K)))]
 
         out = self.o.p
         out_valid = Signal()
         can_emit = Signal()
-        m.d.comb += [can_emit.eq(~out_valid | self.o.ready), self.o.valid.eq(out_valid),
-                     self.i.ready.eq(~active | (can_emit & finished))]
+        step = Signal()
+        flushing = Signal()
+        flush_sel = Signal(range(max(K, 1)))
+        flush_last = Signal()
+        for s in reversed(range(K)):
+            with m.If(slot_valid[s]):
+                m.d.comb += flush_sel.eq(s)
+        if K:
+            m.d.comb += flush_last.eq(sum(slot_valid[s] for s in range(K)) == 1)
+        m.d.comb += [
+            can_emit.eq(~out_valid | self.o.ready), self.o.valid.eq(out_valid),
+            step.eq(active & (store | can_emit)),
+            self.i.ready.eq((~active & ~flushing) |
+                            (step & finished & ~(cur.side.last & leftover)) |
+                            (flushing & can_emit & flush_last)),
+        ]
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += out_valid.eq(0)
 
-        m.d.comb += self.done.eq(0)
-        with m.If(active & can_emit):
-            m.d.sync += [
-                out_valid.eq(1),
-                out.exp.eq(Mux(run[0], head_exp, 0)),
-                out.first.eq(cur.side.first & (ptr == 0)),
-                out.last.eq(cur.side.last & finished),
-                ptr.eq(nxt),
-            ]
-            for lane in range(L):
-                ent = entries[ptr + lane]
-                live = run[lane]
+        def emit(exp, live, cols, last):
+            m.d.sync += [out_valid.eq(1), out.exp.eq(exp), out.first.eq(~started),
+                         out.last.eq(last), started.eq(1)]
+            for j in range(L):
                 m.d.sync += [
-                    out.valid[lane].eq(live),
-                    out.channel[lane].eq(Mux(live, ent.payload.channel, 0)),
-                    out.signed[lane].eq(live & ent.payload.signed),
+                    out.valid[j].eq(live[j]),
+                    out.channel[j].eq(Mux(live[j], cols[j].channel, 0)),
+                    out.signed[j].eq(live[j] & (cols[j].signed if cfg.digits == "slice" else 1)),
                 ]
-                col = digits[ent.payload.pos]
                 for t in range(T):
-                    m.d.sync += out.digits[t][lane].eq(Mux(live, col[t], 0))
+                    m.d.sync += out.digits[t][j].eq(Mux(live[j], cols[j].digits[t], 0))
+
+        m.d.comb += self.done.eq(0)
+        with m.If(step):
+            m.d.sync += ptr.eq(nxt)
+            for s in range(K):
+                with m.If(hit[s]):
+                    m.d.sync += slot_valid[s].eq(0)
+            with m.If(store):
+                for s in range(K):
+                    with m.If(target == s):
+                        m.d.sync += [slot_valid[s].eq(1), slot_exp[s].eq(head_exp),
+                                     slot_count[s].eq(total)]
+                        m.d.sync += [slot_lanes[s][j].eq(lane_col[j]) for j in range(L - 1)]
+            with m.Else():
+                emit(Mux(total != 0, head_exp, 0), lane_live, lane_col,
+                     cur.side.last & finished & ~leftover)
             with m.If(finished):
                 m.d.sync += active.eq(0)
                 m.d.comb += self.done.eq(1)
+                if K:
+                    with m.If(cur.side.last & leftover):
+                        m.d.sync += flushing.eq(1)
+        if K:
+            # After a tile's last chunk: the slots still open, one per cycle, in slot order.
+            with m.If(flushing & can_emit):
+                count = Signal(range(L), name="flush_count")
+                cols = [Signal(col_shape, name=f"flush_lane{j}") for j in range(L)]
+                for s in range(K):
+                    with m.If(flush_sel == s):
+                        m.d.comb += [count.eq(slot_count[s]),
+                                     *[cols[j].eq(slot_lanes[s][j]) for j in range(L - 1)]]
+                        m.d.sync += slot_valid[s].eq(0)
+                emit(Array(slot_exp)[flush_sel], [count > j for j in range(L)], cols, flush_last)
+                with m.If(flush_last):
+                    m.d.sync += flushing.eq(0)
         # A new chunk loads as soon as the previous one's last group is out (same cycle).
         with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [cur.eq(self.i.p), active.eq(1), ptr.eq(0)]
+            m.d.sync += [cur.eq(self.i.p), active.eq(1), ptr.eq(0),
+                         started.eq(~self.i.p.side.first)]
         return m
+
+
+def any_(bits):
+    """OR of an iterable of 1-bit values (``Const(0)`` when empty)."""
+    bits = list(bits)
+    out = Const(0, 1)
+    for b in bits:
+        out = out | b
+    return out

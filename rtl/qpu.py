@@ -4,8 +4,8 @@ Five stages: (1) max |u| of a sub-channel, (2) precision/exponent bins, (3) quan
 reconstruct (:class:`~rtl.qpu_front.QuantizeSlice`); chunk assembly
 (:class:`~rtl.chunker.ChunkAssembler`); (4) the bitonic sort of each chunk by (valid, exponent)
 (:class:`~rtl.sorter.BitonicSorter`, the golden network); (5) packing into lane groups with their
-digit columns (:class:`~rtl.packer.Packer`). Digit columns wait in a store of ``SLOTS`` chunk
-slots while their descriptors are sorted. The reconstruction ``dequant(q)`` of every sub-channel
+digit columns (:class:`~rtl.packer.Packer`). The columns (digits, channel, signed flag) wait in
+a store of ``SLOTS`` chunk slots while their keys and positions are sorted. The reconstruction ``dequant(q)`` of every sub-channel
 leaves in order on a second stream (through a small FIFO), and the statistics counters of DESIGN
 2.3 count exactly as the golden model's.
 """
@@ -20,7 +20,7 @@ from golden import layouts as gl
 from golden.layouts import group_layout, recon_layout
 from golden.schedule import COUNTER_MAX, COUNTER_NAMES
 
-from .chunker import SLOTS, ChunkAssembler, chunk_side_layout, descriptor_layout
+from .chunker import SLOTS, ChunkAssembler, chunk_side_layout, column_layout, descriptor_layout
 from .layouts import to_layout
 from .packer import Packer
 from .params import check_config
@@ -121,13 +121,12 @@ class QPU(wiring.Component):
         wiring.connect(m, packer.o, wiring.flipped(self.groups))
         m.d.comb += [chunker.slot_free.eq(packer.done), self.overflow.eq(chunker.overflow)]
 
-        # Digit store: one slot per chunk between the assembler and the packer.
-        slots = Array(Signal(data.ArrayLayout(data.ArrayLayout(cfg.digit_width, T), n),
-                             name=f"slot{s}")
+        # Column store: one slot per chunk between the assembler and the packer.
+        slots = Array(Signal(data.ArrayLayout(column_layout(cfg), n), name=f"slot{s}")
                       for s in range(SLOTS))
         with m.If(chunker.o.valid & chunker.o.ready):
-            m.d.sync += slots[chunker.o.p.side.slot].eq(chunker.o_digits)
-        m.d.comb += packer.digits.eq(slots[packer.current_slot])
+            m.d.sync += slots[chunker.o.p.side.slot].eq(chunker.o_columns)
+        m.d.comb += packer.columns.eq(slots[packer.current_slot])
 
         # Reconstruction FIFO and the hand-off of a quantized sub-channel to both consumers.
         rlay = to_layout(recon_layout(cfg))

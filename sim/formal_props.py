@@ -32,26 +32,30 @@ proof) show. After elaboration ``covers`` lists them as ``("file:line", descript
     every input) reach n = 32.
 
 :class:`PackerProps`
-    :class:`rtl.packer.Packer` fed any stream of chunks whose keys are sorted descending (what the
-    sorter guarantees), ``channel = entry index`` so every lane is traceable, free ``pos``,
-    ``signed``, side data, digit store and ``o.ready``. Checked on every group: valid lanes a
-    prefix; they are consecutive entries starting where the previous group of the chunk stopped (0
-    for a chunk's first group), all valid with exponent == group exponent; the group is maximal
-    (fewer than ``lanes`` only where the run of its exponent ends); padded lanes all zero;
-    ``signed`` and the digit columns (looked up by the entry's ``pos``) are the entry's; ``first``
-    and ``last`` as specified; ``done`` exactly with a chunk's last group; no lane emitted twice
-    and, at ``done``, the emitted lanes are exactly the chunk's valid entries (none dropped); no
-    chunk skipped; an empty chunk is one all-invalid group with exponent 0. Stream and timing: a
-    stalled output holds; one group per cycle while a chunk is pending and the output can take it;
-    no group without a pending chunk; the next chunk is taken only with the last group (and then
-    always). Bounded (``bmc``): the depth must cover a chunk's groups plus the hand-off.
+    :class:`rtl.packer.Packer` (``open_groups = 0``) fed any stream of chunks whose keys are
+    sorted descending (what the sorter guarantees), with free ``pos`` fields and a column store
+    whose column ``k`` names channel ``k`` (so a lane's channel says which column it was given)
+    and has free signed flags and digits; free side data and ``o.ready``. Checked on every group: valid lanes a prefix; they
+    are consecutive entries starting where the previous group of the chunk stopped (0 for a
+    chunk's first group), each with the column its ``pos`` names, all valid with exponent ==
+    group exponent; the group is maximal (fewer
+    than ``lanes`` only where the run of its exponent ends); padded lanes all zero; ``signed``
+    and the digits are the entry's column's (looked up by ``pos``); ``first`` and ``last`` as
+    specified; ``done`` exactly with a chunk's last group; no lane emitted twice and, at
+    ``done``, the emitted lanes are exactly the chunk's valid entries (none dropped); no chunk
+    skipped; an empty chunk is one all-invalid group with exponent 0. Stream and timing: a
+    stalled output holds; one group per cycle while a chunk is pending and the output can take
+    it; no group without a pending chunk; the next chunk is taken only with the last group (and
+    then always). Bounded (``bmc``): the depth must cover a chunk's groups plus the hand-off.
     ``reset=True`` leaves the reset free in every cycle (mid-chunk too): the shadow registers
     reset with the unit, so the same properties must hold across it. Covers: a group of every
     lane count 0..lanes, a full and a short group with more of the chunk to come, a chunk of
     several groups completing, the hand-off and the next chunk's first group right after it, a
     group held under back-pressure, back-pressure reaching the input; with ``reset``, a reset
     with a chunk part-packed and a chunk of several groups packed after it. ``packer_cls=``
-    (a modified unit), ``assume_sorted=False`` and ``assume=`` inject bugs or vacuity.
+    (a modified unit), ``assume_sorted=False`` and ``assume=`` inject bugs or vacuity. The open
+    slots (``open_groups > 0``) are checked against the golden packer in simulation only
+    (``tests/test_qpu_amaranth.py``, ``tests/test_cocotb_qpu.py``).
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ from amaranth.lib import data
 
 from golden import bitonic
 from golden.config import Config
-from rtl.chunker import SLOTS, chunk_side_layout, descriptor_layout
+from rtl.chunker import SLOTS, chunk_side_layout, column_layout, descriptor_layout
 from rtl.packer import Packer
 from rtl.sorter import BitonicSorter
 
@@ -308,8 +312,10 @@ class PackerProps(Elaboratable):
         self.signed = [Signal(name=f"signed{k}") for k in range(n)]
         self.pos = [Signal(range(n), name=f"pos{k}") for k in range(n)]
         self.side = Signal(chunk_side_layout(cfg))
-        self.digits = Signal(data.ArrayLayout(data.ArrayLayout(2, cfg.rows), n))
+        self.digits = Signal(data.ArrayLayout(data.ArrayLayout(cfg.digit_width, cfg.rows), n))
         self.o_ready = Signal()
+        if cfg.open_groups:
+            raise ValueError("PackerProps checks the packer without open slots (open_groups = 0)")
 
     def ports(self):
         return [self.i_valid, *self.keys, *self.signed, *self.pos, self.side.as_value(),
@@ -328,11 +334,16 @@ class PackerProps(Elaboratable):
         chunk_in = Signal(self.chunk)
         for k in range(n):
             e = chunk_in.entries[k]
-            m.d.comb += [e.key.eq(self.keys[k]), e.payload.channel.eq(k),
-                         e.payload.signed.eq(self.signed[k]), e.payload.pos.eq(self.pos[k])]
+            m.d.comb += [e.key.eq(self.keys[k]), e.payload.pos.eq(self.pos[k])]
+        # The column store: column k names channel k, so a lane's channel is its entry's pos.
+        store = Signal(data.ArrayLayout(column_layout(cfg), n))
+        for k in range(n):
+            m.d.comb += [store[k].channel.eq(k), store[k].digits.eq(self.digits[k])]
+            if cfg.digits == "slice":
+                m.d.comb += store[k].signed.eq(self.signed[k])
         m.d.comb += [chunk_in.side.eq(self.side), dut.i.p.eq(chunk_in),
                      dut.i.valid.eq(self.i_valid), dut.o.ready.eq(self.o_ready),
-                     dut.digits.eq(self.digits)]
+                     dut.columns.eq(store)]
         # What the sorter guarantees: keys descending, so the valid descriptors come first.
         with m.If(self.i_valid & self.assume_sorted):
             for k in range(n - 1):
@@ -353,10 +364,10 @@ class PackerProps(Elaboratable):
         g_chunk = Signal(self.chunk)
         g_tag = Signal(4)
         g_done = Signal()
-        g_digits = Signal(self.digits.shape())
+        g_store = Signal(store.shape())
         with m.If(writable):
             m.d.sync += [g_chunk.eq(cur), g_tag.eq(tag), g_done.eq(dut.done),
-                         g_digits.eq(self.digits)]
+                         g_store.eq(store)]
 
         # Stream and timing.
         stalled = Signal()
@@ -386,7 +397,7 @@ class PackerProps(Elaboratable):
         g = dut.o.p
         new = dut.o.valid & ~stalled
         entries = Array([g_chunk.entries[k] for k in range(n)])
-        cols = Array([g_digits[k] for k in range(n)])
+        cols = Array([g_store[k] for k in range(n)])
         vmask = [g_chunk.entries[k].key[X] for k in range(n)]
 
         started = Signal()          # a group has been seen
@@ -403,10 +414,10 @@ class PackerProps(Elaboratable):
         end_entry = entries[end]
         run_ends = (end >= n) | ~end_entry.key[X] | (end_entry.key[:X] != g.exp)
         finished = (end >= n) | ~end_entry.key[X]
-        emitted = Signal(n)
+        emitted = Signal(n)          # the entries (by index) of this group's valid lanes
         for k in range(n):
-            m.d.comb += emitted[k].eq(sum(((g.channel[l] == k) & g.valid[l]).as_unsigned()
-                                          for l in range(L)) != 0)
+            m.d.comb += emitted[k].eq(_popcount([(start + l == k) & g.valid[l]
+                                                 for l in range(L)]) != 0)
 
         with m.If(new):
             # Chunk bookkeeping: every accepted chunk shows up, in order.
@@ -416,19 +427,21 @@ class PackerProps(Elaboratable):
             for l in range(L - 1):
                 m.d.comb += Assert(g.valid[l] | ~g.valid[l + 1], f"valid lanes a prefix ({l})")
             for l in range(L):
-                ent = entries[g.channel[l]]
+                ent = entries[start + l]
                 with m.If(g.valid[l]):
                     m.d.comb += [
-                        Assert(g.channel[l] == start + l, f"lane {l} is the next entry"),
-                        Assert(g.channel[l] < n, f"lane {l} names an entry"),
+                        Assert(start + l < n, f"lane {l} names an entry"),
+                        Assert(g.channel[l] == ent.payload.pos, f"lane {l} is the next entry"),
                         Assert(ent.key[X], f"lane {l} carries a valid descriptor"),
                         Assert(ent.key[:X] == g.exp, f"lane {l} exponent == group exponent"),
-                        Assert(g.signed[l] == ent.payload.signed, f"lane {l} signed"),
-                        Assert(~(seen >> g.channel[l])[0], f"lane {l} not emitted before"),
+                        Assert(~(seen >> (start + l))[0], f"lane {l} not emitted before"),
                     ]
                     col = cols[ent.payload.pos]
+                    if cfg.digits == "slice":
+                        m.d.comb += Assert(g.signed[l] == col.signed, f"lane {l} signed")
                     for t in range(T):
-                        m.d.comb += Assert(g.digits[t][l] == col[t], f"lane {l} digit row {t}")
+                        m.d.comb += Assert(g.digits[t][l] == col.digits[t],
+                                           f"lane {l} digit row {t}")
                 with m.Else():
                     m.d.comb += [Assert(g.channel[l] == 0, f"padded lane {l} channel 0"),
                                  Assert(~g.signed[l], f"padded lane {l} unsigned")]

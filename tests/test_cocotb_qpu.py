@@ -16,6 +16,8 @@ FAST_CASES = [(u, p, s) for u in sorted(UNITS) for p, s in FAST
 #: Booth digits (issue 15): the QPU's Booth slicer into the MPU's Booth PEs with select products,
 #: one short case per simulator (few tiles).
 BOOTH = [("verilator", "2"), ("icarus", "2")]
+#: Open partial groups across chunks (issue 16): the QPU with two slots, on both simulators.
+OPEN = ["verilator", "icarus"]
 
 
 @pytest.mark.cocotb
@@ -33,6 +35,13 @@ def test_chain_booth(simulator, tiles):
                extra_env={"DSTAR_TILES": tiles}, tag="booth")
 
 
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", OPEN)
+def test_qpu_open_groups(simulator):
+    run_cocotb("qpu", preset("tiny", open_groups=2), simulator, "test_qpu", seed=4,
+               extra_env={"DSTAR_TILES": "6"}, tag="open")
+
+
 @pytest.mark.slow
 @pytest.mark.cocotb
 @pytest.mark.parametrize("seed", [2, 3])
@@ -48,6 +57,8 @@ def test_qpu_regression_long(unit, preset_name, simulator, seed):
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 @pytest.mark.parametrize("overrides", [dict(sort_n=16, lanes=2), dict(drop_zero_columns=False),
                                        dict(digits="booth"), dict(digits="booth", lanes=2),
-                                       dict(sort_n=4, lanes=1, e_max=6)])
+                                       dict(sort_n=4, lanes=1, e_max=6),
+                                       dict(open_groups=4, sort_n=16),
+                                       dict(open_groups=1, digits="booth", lanes=2)])
 def test_qpu_configurations(simulator, overrides):
     run_cocotb("qpu", preset("tiny", **overrides), simulator, "test_qpu", seed=5, tag="cfg")

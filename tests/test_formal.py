@@ -208,7 +208,7 @@ class _MutantPacker(Packer):
         m = Module()
         m.submodules.inner = inner = Packer(self._cfg, self._chunk, self.current_slot.shape())
         m.d.comb += [inner.i.p.eq(self.i.p), inner.i.valid.eq(self.i.valid),
-                     self.i.ready.eq(inner.i.ready), inner.digits.eq(self.digits),
+                     self.i.ready.eq(inner.i.ready), inner.columns.eq(self.columns),
                      self.current_slot.eq(inner.current_slot), self.o.p.eq(inner.o.p),
                      self.o.valid.eq(inner.o.valid), inner.o.ready.eq(self.o.ready),
                      self.done.eq(inner.done)]
@@ -245,11 +245,12 @@ class _BubbleAtHandoff(_MutantPacker):
 
 
 class _DigitsOfNextColumn(_MutantPacker):
-    """Fetches the digit column after the entry's own (``pos + 1``) from the digit store."""
+    """Fetches the digits of the column after the entry's own (``pos + 1``) from the store."""
 
     def mutate(self, m, inner):
         n = self._cfg.sort_n
-        m.d.comb += [inner.digits[k].eq(self.digits[(k + 1) % n]) for k in range(n)]
+        m.d.comb += [inner.columns[k].digits.eq(self.columns[(k + 1) % n].digits)
+                     for k in range(n)]
 
 
 @pytest.mark.parametrize("mutant", [_DropsLastLane, _DropsHeldGroup, _BubbleAtHandoff,

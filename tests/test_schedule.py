@@ -632,3 +632,63 @@ def test_packings_count_the_schedules_groups_and_never_more(seed):
         assert g[0] >= g[1] >= g[2] >= 1
         valid = sum(n for runs in ts.chunk_runs for _, n in runs)
         assert valid == sum(int(gr.valid.sum()) for gr in ts.groups)
+
+
+def test_open_groups_by_hand():
+    """``_pack_tile`` on two chunks of 4 lanes. Chunk 0 (not the tile's last): run 5 of five
+    descriptors, run 3 of two; chunk 1 (last): run 5 of one, run 3 of three. With two open slots:
+    (5: 0-3) full; 4 waits in slot 0, (5, 6) in slot 1; chunk 1 fills slot 0's group with 7 and
+    emits it short (last chunk), slot 1's with 8, 9 (full), and 10 goes out alone: 4 groups
+    where the chunked packing needs 5. With one slot the run 3 of chunk 0 finds no free slot and
+    goes out at once."""
+    from golden.schedule import _pack_tile
+
+    runs = [[(5, [0, 1, 2, 3, 4]), (3, [5, 6])], [(5, [7]), (3, [8, 9, 10])]]
+    two = preset("tiny", lanes=4, open_groups=2)
+    assert _pack_tile(runs, two) == [(5, [0, 1, 2, 3]), (5, [4, 7]), (3, [5, 6, 8, 9]),
+                                     (3, [10])]
+    one = preset("tiny", lanes=4, open_groups=1)
+    assert _pack_tile(runs, one) == [(5, [0, 1, 2, 3]), (3, [5, 6]), (5, [4, 7]),
+                                     (3, [8, 9, 10])]
+    none = preset("tiny", lanes=4)
+    assert _pack_tile(runs, none) == [(5, [0, 1, 2, 3]), (5, [4]), (3, [5, 6]), (5, [7]),
+                                      (3, [8, 9, 10])]
+    # A partial group with every slot taken goes out at once; the slots still open after the
+    # last chunk go out in slot order.
+    runs = [[(6, [0]), (4, [1])], [(2, [2])], [(6, [3]), (1, [4])]]
+    assert _pack_tile(runs, two) == [(2, [2]), (6, [0, 3]), (1, [4]), (4, [1])]
+
+
+@SET
+@given(sched_case(), st.integers(1, 4))
+def test_open_groups_keep_the_product_and_never_add_a_group(case, k):
+    """With ``open_groups = k`` every tile still computes Σ q·2**e·W; every kept column is in
+    exactly one group, a group never mixes exponents, markers sit on the first and last group,
+    and no tile takes more groups than with ``open_groups = 0`` (whose stream is unchanged)."""
+    import dataclasses
+
+    cfg0, dx, W = case
+    cfg = dataclasses.replace(cfg0, open_groups=k)
+    qz, tiles = schedule_matrix(dx, cfg)
+    _, tiles0 = schedule_matrix(dx, cfg0)
+    refs = reference_product(qz, len(tiles), W, cfg)
+    for t, (ts, ts0) in enumerate(zip(tiles, tiles0)):
+        accs, flags = execute(ts.groups, W, cfg)
+        if not cfg.overflow_detect or not flags[0].any():
+            assert accs[0][:, :W.shape[1]].tolist() == refs[t].tolist()
+        assert len(ts.groups) <= len(ts0.groups)
+        assert [g.first for g in ts.groups] == [True] + [False] * (len(ts.groups) - 1)
+        assert [g.last for g in ts.groups] == [False] * (len(ts.groups) - 1) + [True]
+        cols = sorted((int(g.channel[l]), int(g.k[l])) for g in ts.groups
+                      for l in range(int(g.valid.sum())))
+        cols0 = sorted((int(g.channel[l]), int(g.k[l])) for g in ts0.groups
+                       for l in range(int(g.valid.sum())))
+        assert cols == cols0
+        for g in ts.groups:
+            nv = int(g.valid.sum())
+            assert g.valid.tolist() == [1] * nv + [0] * (cfg.lanes - nv)
+            ch, kk = g.channel[:nv], g.k[:nv]
+            assert all(int(qz.e[t * dx.shape[1] + c]) + 2 * int(j) == g.exp
+                       for c, j in zip(ch, kk))
+        if ts.chunks <= 1:
+            assert [g.word(cfg) for g in ts.groups] == [g.word(cfg0) for g in ts0.groups]
