@@ -71,7 +71,9 @@ class Packer(wiring.Component):
         cur = Signal(self._chunk, name="chunk")
         active = Signal()
         ptr = Signal(range(n + 1))
-        started = Signal()          # a group has been emitted since the tile's first chunk came
+        # A group of the current tile has been emitted: cleared when a tile's first chunk is
+        # taken (a chunk whose windows are all stored emits nothing), set by every group.
+        started = Signal(init=1)
         m.d.comb += self.current_slot.eq(cur.side.slot)
 
         entries = Array(cur.entries[k] for k in range(n))
@@ -206,8 +208,9 @@ class Packer(wiring.Component):
                     m.d.sync += flushing.eq(0)
         # A new chunk loads as soon as the previous one's last group is out (same cycle).
         with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [cur.eq(self.i.p), active.eq(1), ptr.eq(0),
-                         started.eq(~self.i.p.side.first)]
+            m.d.sync += [cur.eq(self.i.p), active.eq(1), ptr.eq(0)]
+            with m.If(self.i.p.side.first):
+                m.d.sync += started.eq(0)
         return m
 
 

@@ -16,7 +16,8 @@ FAST_CASES = [(u, p, s) for u in sorted(UNITS) for p, s in FAST
 #: Booth digits (issue 15): the QPU's Booth slicer into the MPU's Booth PEs with select products,
 #: one short case per simulator (few tiles).
 BOOTH = [("verilator", "2"), ("icarus", "2")]
-#: Open partial groups across chunks (issue 16): the QPU with two slots, on both simulators.
+#: Open partial groups across chunks (issue 16): the QPU with four slots (a chunk can be stored
+#: whole, so the tile's first group comes from a later chunk), on both simulators.
 OPEN = ["verilator", "icarus"]
 
 
@@ -38,7 +39,7 @@ def test_chain_booth(simulator, tiles):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", OPEN)
 def test_qpu_open_groups(simulator):
-    run_cocotb("qpu", preset("tiny", open_groups=2), simulator, "test_qpu", seed=4,
+    run_cocotb("qpu", preset("tiny", open_groups=4), simulator, "test_qpu", seed=4,
                extra_env={"DSTAR_TILES": "6"}, tag="open")
 
 

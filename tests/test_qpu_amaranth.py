@@ -116,6 +116,7 @@ QPU_CONFIGS = {
     "booth-lanes2": (dict(digits="booth", lanes=2, sort_n=4), 8, (1, 7, 31)),
     "open1": (dict(open_groups=1), 6, (1, 7, 31)),
     "open2": (dict(open_groups=2), 6, (1, 7, 31)),
+    "open4": (dict(open_groups=4), 6, (1, 7, 31)),
     "open4-sort16": (dict(open_groups=4, sort_n=16), 7, (1, 7, 31)),
     "open2-lanes2": (dict(open_groups=2, lanes=2, sort_n=4), 6, (1, 7, 31)),
     "booth-open3": (dict(digits="booth", open_groups=3), 6, (1, 7, 31)),

@@ -61,3 +61,24 @@ def test_vpu_report_renders_every_section():
     assert "**Fmax 55.5 MHz** (NOT met)" in md and "from `a` to `b`" in md
     assert "| gelu | 0.5 | 0.6 | 0.1 | 0.2 | x=3 |" in md
     assert "| ecp5 | 100 | 50 | 2 | 1 | 9 | 3 |" in md
+
+
+def test_packing_report_renders_and_refuses_bad_paths(tmp_path, capsys):
+    import pytest
+
+    from gen import report_packing
+
+    row = dict(groups=1000, lanes_valid=3600, lane_util=0.9, config_hash="abc",
+               ecp5=dict(lut4=100, carry=10, lut_total=120, ff=50, flow="abc"),
+               asic=dict(area=1234.5, combinational_area=1000.0, sequential_area=234.5, ff=50))
+    md = report_packing.markdown(dict(generated="today", yosys="0", steps=20,
+                                      operating_point="op", library=dict(name="lib", sha256="0" * 64),
+                                      rows={"0": row, "4": dict(row, asic=None)}))
+    assert "| 0 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | 1,234.5 | 1,000.0 | 234.5 |" in md
+    assert "| 4 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | – | – | – |" in md
+    for args, what in (([f"--liberty={tmp_path / 'no.lib'}"], "liberty file not found"),
+                       ([f"--operating-point={tmp_path / 'no.json'}"], "operating point file")):
+        with pytest.raises(SystemExit) as exc:
+            report_packing.main([*args, f"--out={tmp_path / 'out'}"])
+        assert exc.value.code == 2 and what in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
