@@ -90,3 +90,26 @@ def test_cli_writes_json_markdown_and_plot(tmp_path):
     assert {r["model"] for r in rec["rows"]} == set(MODELS)
     assert (tmp_path / "projection.png").stat().st_size > 0
     assert "P cache" in (tmp_path / "projection.md").read_text()
+
+
+def test_pe_utilization_counts_useful_products_within_capacity(timing):
+    """Utilization lies in (0, 1]; DSTAR's useful products are the lane-digit products, so half
+    the bits is half the FFN products; the INT8 side counts MACs and ignores the workload."""
+    D = 256
+    m = DiTModel("ffn", 10, (Linear("blk.fc1", 256, D, 4 * D, 2), Linear("blk.fc2", 256, 4 * D, D, 2),
+                             Linear("blk.qk", 256, D, 2 * D, 2, cache_only=True)),
+                 (Attention("attn", 256, 256, 4, 64, 2),))
+    chip = Chip()
+    r6 = project_model(m, chip, timing, timing, CFG, Workload("w", 6.0, 6.0, 0.9, 0.5))
+    r3 = project_model(m, chip, timing, timing, CFG, Workload("w", 3.0, 6.0, 0.9, 0.5))
+    for r in (r6, r3):
+        for side in ("dstar", "int8"):
+            for part in ("ffn", "attention"):
+                u = r[side]["pe_utilization"][part]
+                assert 0 < u["utilization"] <= 1 and u["products"] <= u["capacity"]
+    f6, f3 = (r["dstar"]["pe_utilization"]["ffn"]["products"] for r in (r6, r3))
+    assert f6 == 2 * f3
+    assert r6["int8"]["pe_utilization"] == r3["int8"]["pe_utilization"]
+    fc = [x for x in m.linears if x.name.endswith((".fc1", ".fc2"))]
+    assert r6["int8"]["pe_utilization"]["ffn"]["products"] == sum(
+        x.count * x.tokens * x.cin * x.cout for x in fc)
