@@ -40,6 +40,7 @@ sticky flag the golden schedule sets: 0 means every result is exact.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import platform
@@ -608,6 +609,19 @@ def _fmax_md(fmax, total) -> str:
             f"ratio {_f(total.get('fmax_ratio'))}).")
 
 
+#: Parameters of the arrays' and the packer's datapath that the bench's text names when set.
+LEVERS = ("digit_product", "digits", "weight_hop", "act_hop", "pe_stages", "acc_width",
+          "overflow_detect", "open_groups")
+
+
+def _levers_md(config: dict) -> str:
+    """The datapath levers of ``config`` that differ from their defaults, as ``name=value``."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Config)}
+    set_ = [f"`{k}={config[k]}`" for k in LEVERS
+            if k in config and config[k] != defaults.get(k)]
+    return ", ".join(set_) if set_ else "every lever at its default"
+
+
 def markdown(rep: dict) -> str:
     """``reports/bench.md``."""
     rows = table_rows(rep)
@@ -628,7 +642,7 @@ def markdown(rep: dict) -> str:
           "throughput per LUT of DSTAR over INT8 is that speed-up divided by the LUT ratio. "
           "Lane utilization: valid lanes / (groups · lanes). Mean bits: the mean FMDQ "
           "precision over all sub-channels of the measured tiles (all-zero ones count 0 bits).",
-          ""]
+          "", f"Datapath: {_levers_md(rep['config'])}.", ""]
     md += ["| " + " | ".join(rows[0]) + " |", "|" + "|".join("---" for _ in rows[0]) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     md += ["", "Resources (ECP5, `synth_ecp5` with DSP blocks):", ""]
@@ -636,10 +650,14 @@ def markdown(rep: dict) -> str:
     md += ["", _area_md(rep.get("areas"), rep["totals"]["all"])]
     md += ["", _fmax_md(rep.get("fmax"), rep["totals"]["all"])]
     lp = rep["totals"]["all"].get("lane_util_packed") or {}
+    k = rep["config"].get("open_groups", 0)
     if lp.get("snake") is not None:
         md += ["", f"Lane utilization under other packings (group counts of the golden schedule "
-                   f"on the same tiles, not simulated; `golden.schedule.packing_groups`): "
-                   f"{_pct(lp.get('chunk'))} as built (a group never spans two chunks), "
+                   f"on the same tiles, not simulated; `golden.schedule.packing_groups`), "
+                   f"against {_pct(rep['totals']['all'].get('lane_util'))} as built "
+                   f"(`open_groups = {k}`): "
+                   f"{_pct(lp.get('chunk'))} with a group never spanning two chunks "
+                   f"(`open_groups = 0`), "
                    f"{_pct(lp['snake'])} with every other chunk read in reverse and the partial "
                    f"group that ends a chunk refilled by the next one's first run (one group of "
                    f"buffering), {_pct(lp.get('tile'))} with each exponent's partial groups "
