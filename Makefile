@@ -35,6 +35,7 @@ reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, 
 	$(BIN)/python -m fpga.core_area
 	$(BIN)/python -m fpga.report_asic
 	$(BIN)/python -m fpga.report_pe_levers --mpu --reuse
+	$(BIN)/python -m gen.report_packing --reuse
 	$(BIN)/python -m fpga.sweep --reuse
 	$(BIN)/dstar sweep --reuse --jobs $(JOBS)
 	$(BIN)/python -m sim.perf_validate

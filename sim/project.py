@@ -52,7 +52,7 @@ from .core_work import Work
 from .dit_shapes import MODELS, Attention, DiTModel, Linear
 from .perf_model import Timing, simulate
 
-__all__ = ["Chip", "Workload", "paper_timing", "project_model", "main"]
+__all__ = ["Chip", "Workload", "paper_timing", "project_model", "attention_parts", "pe_utilization", "main"]
 
 
 @dataclass(frozen=True)
@@ -175,10 +175,13 @@ def _vrow(t: Timing, cfg: Config, op: str, rows: int, n: int, walk: str = "tok")
     return t.vrow(w) + t.dispatch
 
 
-def attention_cycles(t: Timing, cfg: Config, a: Attention, wl: Workload | None, cache: bool,
-                     cores: int) -> int:
+def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, cache: bool,
+                    cores: int) -> dict:
     """Cycles of one core for its share of attention ``a`` on a cache (or dense) or reuse step
-    (``wl`` None: the dense INT8 baseline, every step a full attention)."""
+    (``wl`` None: the dense INT8 baseline, every step a full attention), by part: ``kv`` (K and
+    V made INT8 weights on the V engine), ``qk`` (the QKᵀ GEMM streams), ``softmax``,
+    ``p_quant`` (P into the P cache) and ``pv`` (the P·V GEMM stream). The parts run one after
+    the other, as the compiler's program orders them."""
     T = cfg.tile
     nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
     kept = nk if wl is None else max(1, round(nk * wl.kept))
@@ -187,25 +190,30 @@ def attention_cycles(t: Timing, cfg: Config, a: Attention, wl: Workload | None, 
     bits = None if wl is None else wl.bits
     fill = 1.0 if wl is None else wl.fill
     d_blocks = math.ceil(a.head_dim / T)
-    cyc = 0
+    parts = dict.fromkeys(("kv", "qk", "softmax", "p_quant", "pv"), 0)
     # K (cache steps, sub-channel walk over the key tiles) and V (every step, token walk) become
     # INT8 weights per head: kv_amax, then kv_quant into WMEM.
     if cache or wl is None:
-        cyc += heads * (_vrow(t, cfg, "kv_amax", nk, a.head_dim, "sub")
-                        + _vrow(t, cfg, "kv_quant", nk, a.head_dim, "sub"))
-    cyc += heads * (_vrow(t, cfg, "kv_amax", a.keys, a.head_dim)
-                    + _vrow(t, cfg, "kv_quant", a.keys, a.head_dim))
+        parts["kv"] += heads * (_vrow(t, cfg, "kv_amax", nk, a.head_dim, "sub")
+                                + _vrow(t, cfg, "kv_quant", nk, a.head_dim, "sub"))
+    parts["kv"] += heads * (_vrow(t, cfg, "kv_amax", a.keys, a.head_dim)
+                            + _vrow(t, cfg, "kv_quant", a.keys, a.head_dim))
     nch_p = kept * T
     g_p = nch_p if wl is None else _groups(nch_p, wl.p_bits, cfg, wl.fill)
     if cache or wl is None:
         g_q = a.head_dim if bits is None else _groups(a.head_dim, bits, cfg, fill)
-        per_unit = _run(t, _stream([(a.head_dim, g_q, kept)]))
-        per_unit += _vrow(t, cfg, "softmax", T, nch_p)
+        parts["qk"] = units * _run(t, _stream([(a.head_dim, g_q, kept)]))
+        parts["softmax"] = units * _vrow(t, cfg, "softmax", T, nch_p)
         if wl is not None:                                # quantize P into the P cache
-            per_unit += t.quant(_quant(nch_p, g_p)) + t.dispatch
-        cyc += units * per_unit
-    cyc += _run(t, _stream([(nch_p, g_p, d_blocks)] * units))
-    return cyc
+            parts["p_quant"] = units * (t.quant(_quant(nch_p, g_p)) + t.dispatch)
+    parts["pv"] = _run(t, _stream([(nch_p, g_p, d_blocks)] * units))
+    return parts
+
+
+def attention_cycles(t: Timing, cfg: Config, a: Attention, wl: Workload | None, cache: bool,
+                     cores: int) -> int:
+    """The sum of :func:`attention_parts`."""
+    return sum(attention_parts(t, cfg, a, wl, cache, cores).values())
 
 
 def vector_cycles(t: Timing, cfg: Config, model: DiTModel, cores: int) -> int:
@@ -317,6 +325,11 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
         res[side] = dict(out, per_image_s=per_image)
     pc_traffic = 0.0 if pc_on_chip else pc_total / bw
     res["dstar"]["pe_utilization"] = pe_utilization(model, chip, t_dstar, cfg, wl)
+    parts = dict.fromkeys(("kv", "qk", "softmax", "p_quant", "pv"), 0)
+    for a in model.attentions:
+        for k, v in attention_parts(t_dstar, cfg, a, wl, True, chip.cores).items():
+            parts[k] += a.count * v
+    res["dstar"]["attention_parts_cycles"] = parts
     res["int8"]["pe_utilization"] = pe_utilization(model, chip, t_base, cfg, None)
     res.update(model=model.name, steps=model.steps, dense_gmacs_per_step=model.macs() / 1e9,
                pcache_bytes=pc_total, pcache_location="scratchpad" if pc_on_chip else "HBM",
@@ -357,7 +370,8 @@ def _workloads(profile: Path, bench: Path) -> tuple:
     notes.append(f"ours: trained digits DiT, profile point `{pick['name']}` (the most attention "
                  f"work removed at PSNR >= 35 dB: {bits:.2f} bits, {kept:.2f} of blocks kept; P "
                  f"bits taken equal to the activations'), lane fill {fill:.3f} from `dstar bench` "
-                 f"on the steps after the first")
+                 f"on the steps after the first (packer with "
+                 f"`open_groups = {b['config'].get('open_groups', 0)}`)")
     return wls, notes
 
 
@@ -430,6 +444,19 @@ def markdown(rec: dict) -> str:
                  for side in ("dstar", "int8") for part in ("ffn", "attention")]
             lines.append(f"| {r['model']} | " + " | ".join(
                 "–" if v is None else f"{100 * v:.1f} %" for v in u) + " |")
+        lines += ["", "Where DSTAR's attention cycles go on a cache step (one core, share of the "
+                  "attention cycles; the parts run one after the other, so the M engine idles "
+                  "during `kv` and `softmax`, which run on the V engine):", "",
+                  "| model | K, V to INT8 weights | QKᵀ | softmax | P into the P cache | P·V |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for r in rec["rows"]:
+            if r["workload"]["name"] != wl:
+                continue
+            p = r["dstar"]["attention_parts_cycles"]
+            tot = sum(p.values()) or 1
+            lines.append(f"| {r['model']} | " + " | ".join(
+                f"{100 * p[k] / tot:.0f} %" for k in ("kv", "qk", "softmax", "p_quant", "pv"))
+                + " |")
         lines.append("")
     return "\n".join(lines)
 
