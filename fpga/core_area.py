@@ -118,7 +118,7 @@ def render(res: dict) -> str:
                         tot.get("carry", 0), tot.get("dsp", 0), tot.get("bram", 0),
                         tot.get("lutram", 0)]]), "",
                f"Yosys {r['tools']['yosys']}, {r['seconds']:.0f} s.", ""]
-    md += [f"![area by part](core_area.png)", "", f"Generated {res['generated']}.", ""]
+    md += ["![area by part](core_area.png)", "", f"Generated {res['generated']}.", ""]
     return "\n".join(md)
 
 

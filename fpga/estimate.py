@@ -60,15 +60,16 @@ DSP blocks, block RAM, LUT RAM
 Each resource is Σ coefficient × feature. The coefficients (:data:`CALIBRATION`) were fitted
 once by non-negative least squares on the relative error against real synthesis
 (:func:`fpga.synth.synthesize`: Yosys 0.70, one fresh process per run) of the 44 small
-configurations in :data:`CALIBRATION_RUNS` (PE, INT8 PE, MPU and baseline variants, the select datapath's PEs and MPUs, the sorter
-alone, the QPU, the VPU lane alone, the VPU), each for ``ecp5``, ``ecp5 -nodsp`` and
-``generic``. ``python -m fpga.estimate --calibrate`` re-runs that synthesis (reusing stored runs
-of identical RTLIL, script and Yosys), fits, and prints every run's error and that of the 18
-held-out configurations of :data:`VALIDATION_RUNS`; ``--write`` stores the result here, and ``--refit`` fits the stored measurements again
-without synthesis (after a change of the model alone); ``--calibrate --missing`` synthesizes only
-the runs that have no stored measurement (runs just added: the 13 select, Booth and
-``weight_hop`` runs took 4 minutes) and takes the others as stored. About 45 minutes on two cores from
-scratch: 20 for the held-out ``fpga`` MPU, most of the rest the VPU without DSP blocks.
+configurations in :data:`CALIBRATION_RUNS` (PE, INT8 PE, MPU and baseline variants, the select
+datapath's PEs and MPUs, the sorter alone, the QPU, the VPU lane alone, the VPU), each for ``ecp5``,
+``ecp5 -nodsp`` and ``generic``. ``python -m fpga.estimate --calibrate`` re-runs that synthesis
+(reusing stored runs of identical RTLIL, script and Yosys), fits, and prints every run's error and
+that of the 18 held-out configurations of :data:`VALIDATION_RUNS`; ``--write`` stores the result
+here, and ``--refit`` fits the stored measurements again without synthesis (after a change of the
+model alone); ``--calibrate --missing`` synthesizes only the runs that have no stored measurement
+(runs just added: the 13 select, Booth and ``weight_hop`` runs took 4 minutes) and takes the others
+as stored. About 45 minutes on two cores from scratch: 20 for the held-out ``fpga`` MPU, most of the
+rest the VPU without DSP blocks.
 
 Measured error (calibration of 2026-12-01; estimate / synthesis − 1)
 --------------------------------------------------------------------

@@ -97,7 +97,8 @@ def run_jobs(fn, arguments, *, jobs: int = 2, scheduler=None, progress=None,
 
 
 def _run_dask(fn, arguments, scheduler, done):
-    from distributed import Client, as_completed as dask_completed
+    from distributed import Client
+    from distributed import as_completed as dask_completed
 
     own = not isinstance(scheduler, Client)
     client = Client(scheduler) if own else scheduler

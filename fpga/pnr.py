@@ -25,6 +25,7 @@ import sys
 import time
 from functools import lru_cache
 from pathlib import Path
+
 from .synth import _first_error, stored_result  # shared with synthesis
 
 __all__ = ["PnrError", "DEVICES", "place_and_route", "nextpnr_version", "parse_fmax_log"]

@@ -264,9 +264,10 @@ def markdown(data: dict) -> str:
         mpu, base = syn.get("mpu", {}), syn.get("baseline", {})
         if mpu and base:
             g = lambda d, lab, k: d.get(lab, {}).get("resources", {}).get(k)  # noqa: E731
-            md += [f"MPU / baseline: {_ratio(g(mpu, 'ecp5-nodsp', 'lut_total'), g(base, 'ecp5-nodsp', 'lut_total'))} "
-                   f"LUTs and {_ratio(g(mpu, 'ecp5-nodsp', 'ff'), g(base, 'ecp5-nodsp', 'ff'))} "
-                   f"FFs without DSPs; {_ratio(g(mpu, 'generic', 'transistors'), g(base, 'generic', 'transistors'))} "
+            lut = _ratio(g(mpu, "ecp5-nodsp", "lut_total"), g(base, "ecp5-nodsp", "lut_total"))
+            ff = _ratio(g(mpu, "ecp5-nodsp", "ff"), g(base, "ecp5-nodsp", "ff"))
+            tr = _ratio(g(mpu, "generic", "transistors"), g(base, "generic", "transistors"))
+            md += [f"MPU / baseline: {lut} LUTs and {ff} FFs without DSPs; {tr} "
                    f"transistors (generic).", ""]
         md += ["## Generic gates (Yosys `synth`; `stat -tech cmos`)", "",
                "Cells are Yosys's internal gates after ABC. Transistors: Yosys's CMOS "

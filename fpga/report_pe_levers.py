@@ -180,7 +180,8 @@ def markdown(data) -> str:
             continue
         dl = _lut(row["ecp5-nodsp"]) - _lut(base["ecp5-nodsp"])
         dt = row["generic"]["transistors"] - base["generic"]["transistors"]
-        lines.append(f"- {label}: {dl:+d} LUT ({_lut(row['ecp5-nodsp']) / _lut(base['ecp5-nodsp']):.2f}×), "
+        lines.append(f"- {label}: {dl:+d} LUT "
+                     f"({_lut(row['ecp5-nodsp']) / _lut(base['ecp5-nodsp']):.2f}×), "
                      f"{dt:+d} transistors "
                      f"({row['generic']['transistors'] / base['generic']['transistors']:.2f}×)")
     if data.get("mpu"):

@@ -45,8 +45,16 @@ from golden.config import preset
 from sim.runner import source_digest
 
 from .report_arrays import _relative, _say, _secs, _Step, _table
-from .synth import (BUILD_ROOT, SynthError, _cached, _histogram,
-                    _run, resources, synthesize, yosys_version)
+from .synth import (
+    BUILD_ROOT,
+    SynthError,
+    _cached,
+    _histogram,
+    _run,
+    resources,
+    synthesize,
+    yosys_version,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TOP = "dstar_qpu"
@@ -192,7 +200,8 @@ def synthesize_hier(unit: str, cfg, *, nodsp: bool = True, reuse: bool = False,
     t0 = time.perf_counter()
     _run(script, workdir, timeout)
     out = dict(unit=unit, preset=cfg.name, config_hash=cfg.hash(), target=target, nodsp=nodsp,
-               top=top, **parse_hier(workdir, target, top), seconds=round(time.perf_counter() - t0, 2),
+               top=top, **parse_hier(workdir, target, top),
+               seconds=round(time.perf_counter() - t0, 2),
                tools={"yosys": yosys_version(), "amaranth": amaranth.__version__},
                workdir=str(workdir), log=str(workdir / "yosys.log"), script=script)
     (workdir / "result.json").write_text(json.dumps(out, indent=2) + "\n")
@@ -412,7 +421,6 @@ def _breakdown_table(bd) -> str:
     """A table per submodule: the unflattened ECP5 run's columns (if any), then the generic's."""
     gen = bd.get("generic", {}).get("modules", {})
     ecp = bd.get("ecp5-nodsp", {}).get("modules", {})
-    tot = lambda mods, k: sum(m["resources"].get(k) or 0 for m in mods.values())  # noqa: E731
     frac = lambda v, t: f" ({100 * v / t:.0f} %)" if v is not None and t else ""  # noqa: E731
     cols = []
     if ecp:

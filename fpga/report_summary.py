@@ -160,7 +160,8 @@ def _bench_section(bench: dict) -> list:
     if a.get("tput_per_area_ratio") is not None:
         lib = (bench.get("areas") or {}).get("library") or {}
         extra.append(f"Cell area ({lib.get('name', 'standard cells')}): DSTAR/INT8 "
-                     f"{f(a['area_ratio'])}, throughput per area **{f(a['tput_per_area_ratio'])}×**.")
+                     f"{f(a['area_ratio'])}, throughput per area "
+                     f"**{f(a['tput_per_area_ratio'])}×**.")
     if a.get("tput_per_second_ratio") is not None:
         fm = bench.get("fmax") or {}
         extra.append(f"Fmax on ECP5: MPU {fm.get('mpu', {}).get('fmax_mhz')} MHz, INT8 array "

@@ -20,7 +20,8 @@ arrays.
 - Calibration (:func:`calibration`): the measured RTL cycles of the bench (8 × 8, 4 lanes,
   ``pe_stages`` 1, its own ``weight_hop``; every drain beat checked) over this model's at the
   same configuration, one factor per array (near 1: the model leaves out the first tile's fill
-  and the last drain; the report records both). Cycles at any other configuration are the model's times that factor.
+  and the last drain; the report records both). Cycles at any other configuration are the model's
+  times that factor.
 - Throughput: the workload's INT8 MACs (tokens × cin × cout summed over its layer-steps)
   divided by the cycles, in INT8-equivalent MACs per cycle; DSTAR's speed-up is the INT8
   array's cycles over DSTAR's at the same size.
@@ -77,8 +78,8 @@ def bench_reference(bench: dict) -> dict:
 
 
 def _cache_key(ref: dict, base: dict, sizes, lanes) -> str:
-    blob = json.dumps(["v2", ref["config_hash"], ref["operating_point"], ref["steps_run"], ref["seed"],
-                       ref["steps"], ref["block"], base, sorted(sizes), sorted(lanes)],
+    blob = json.dumps(["v2", ref["config_hash"], ref["operating_point"], ref["steps_run"],
+                       ref["seed"], ref["steps"], ref["block"], base, sorted(sizes), sorted(lanes)],
                       sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -8,11 +8,12 @@ the FPGA targets, the mapped netlist for nextpnr. The flow starts from the RTLIL
 ``generic``
     ``synth``; ``stat -tech cmos`` gives the gate histogram. Generic gates have no RAM macros:
     memories become flip-flops and multiplexers, so their size is counted first
-    (``memory_bits``, from the ``$mem_v2`` cells between ``synth``'s coarse and fine stages). The transistor estimate comes from a
-    second ``stat -tech cmos`` after ``dfflegalize`` turns every enable/reset flip-flop into a
-    plain ``$_DFF_P_`` plus gates, because Yosys prices only plain flip-flops (it prints ``N+``,
-    a lower bound, otherwise). With ``liberty=FILE``: ``dfflibmap``/``abc -liberty`` and
-    ``stat -liberty`` add the cell area in the library's unit (µm² for the usual libraries).
+    (``memory_bits``, from the ``$mem_v2`` cells between ``synth``'s coarse and fine stages). The
+    transistor estimate comes from a second ``stat -tech cmos`` after ``dfflegalize`` turns every
+    enable/reset flip-flop into a plain ``$_DFF_P_`` plus gates, because Yosys prices only plain
+    flip-flops (it prints ``N+``, a lower bound, otherwise). With ``liberty=FILE``:
+    ``dfflibmap``/``abc -liberty`` and ``stat -liberty`` add the cell area in the library's unit
+    (µm² for the usual libraries).
 ``ecp5``
     ``synth_ecp5 [-nodsp]``: LUT4, flip-flops, CCU2C carries, MULT18X18D, block and LUT RAM.
 ``ice40``

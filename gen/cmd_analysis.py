@@ -43,7 +43,8 @@ def _add_model_options(p):
     p.add_argument("--model", default="small", choices=sorted(DIT_MODELS),
                    help="reference DiT size (default: small)")
     p.add_argument("--steps", type=int, default=10, help="DDIM denoising steps (default: 10)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed: noise and label (default: 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="sampling seed: noise and label (default: 0)")
     p.add_argument("--weight-seed", type=int, default=0,
                    help="seed of the random DiT weights (default: 0)")
     p.add_argument("--label", type=int, default=None,

@@ -129,12 +129,26 @@ def _uniq(xs):
 
 
 def run_sweep_command(args) -> int:
-    from fpga.design_sweep import (BASE_PRESET, baseline_variants, config_for, hop_value,
-                                   run_sweep, variants)
+    from fpga.design_sweep import (
+        BASE_PRESET,
+        baseline_variants,
+        config_for,
+        hop_value,
+        run_sweep,
+        variants,
+    )
     from fpga.farm import JobError
     from fpga.sweep_report import assemble, figure, markdown
-    from fpga.sweep_throughput import (bench_reference, calibration, check_consistency,
-                                       cycles, lane_util, speedup, throughput, workload_stats)
+    from fpga.sweep_throughput import (
+        bench_reference,
+        calibration,
+        check_consistency,
+        cycles,
+        lane_util,
+        speedup,
+        throughput,
+        workload_stats,
+    )
     from fpga.synth import SynthError, copy_liberty, yosys_version
     from golden.config import ConfigError
 

@@ -8,7 +8,8 @@
   ``stat -tech cmos`` transistors, the largest cell types, and with ``--liberty`` the cell area;
   FPGA: LUTs, flip-flops, carries, DSP blocks, block and LUT RAM; ASIC: the library's cell area
   split into combinational and sequential, per module with ``--parts``, the RAM bits left out as
-  macros and the critical-path estimate) and with ``--json`` writes the whole result. Progress lines (start, end, seconds) go to stderr.
+  macros and the critical-path estimate) and with ``--json`` writes the whole result. Progress lines
+  (start, end, seconds) go to stderr.
 - ``estimate UNIT --preset P [--set k=v ...] [--json OUT]`` prints :func:`fpga.estimate.estimate`:
   the analytic estimate of ECP5 LUTs and flip-flops (with and without DSP blocks), DSP and RAM
   blocks, generic transistors and the peak operations per cycle, from the configuration alone.

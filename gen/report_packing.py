@@ -24,10 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-from golden.config import preset
-from golden.profile import load_operating_point
 from fpga.liberty import NANGATE
 from fpga.synth import synthesize, yosys_version
+from golden.config import preset
+from golden.profile import load_operating_point
 from sim.bench_layers import load_inputs, prepare
 
 ROOT = Path(__file__).resolve().parent.parent

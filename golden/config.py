@@ -38,7 +38,8 @@ HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_gro
 
 
 class ConfigError(ValueError):
-    """An impossible parameter set. The message names the parameter, its value and what is allowed."""
+    """An impossible parameter set. The message names the parameter, its value and what is
+    allowed."""
 
 
 def bitlen(n: int) -> int:
@@ -57,8 +58,8 @@ class Config:
     Parameters (all keyword-only)
     ----------
     rows, cols:
-        MPU array size. This version fixes ``T = rows = cols = Bs`` (DESIGN 2.2): ``cols`` must equal
-        ``rows``.
+        MPU array size. This version fixes ``T = rows = cols = Bs`` (DESIGN 2.2): ``cols`` must
+        equal ``rows``.
     lanes:
         SIMD lanes per PE (digits per group). A power of two, at most ``sort_n``.
     weight_width:
@@ -170,7 +171,8 @@ class Config:
 
         def pos_int(param, lo=1, hi=None):
             v = getattr(self, param)
-            ok = isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
+            ok = (isinstance(v, int) and not isinstance(v, bool) and v >= lo
+                  and (hi is None or v <= hi))
             rng = f"an integer >= {lo}" if hi is None else f"an integer in [{lo}, {hi}]"
             need(ok, param, v, rng)
 
@@ -178,7 +180,8 @@ class Config:
         pos_int("cols")
         need(self.cols == self.rows, "cols", self.cols,
              f"equal to rows ({self.rows}): this version fixes T = rows = cols")
-        need(_is_pow2(self.sort_n) and self.sort_n >= 2, "sort_n", self.sort_n, "a power of two >= 2")
+        need(_is_pow2(self.sort_n) and self.sort_n >= 2, "sort_n", self.sort_n,
+             "a power of two >= 2")
         need(_is_pow2(self.lanes) and self.lanes <= self.sort_n, "lanes", self.lanes,
              f"a power of two <= sort_n ({self.sort_n}) so that lane groups pack a chunk")
         pos_int("weight_width", 2, 16)
@@ -203,8 +206,10 @@ class Config:
         if self.alignment == "horner":
             need(self.sort_n >= 4 * self.max_reduction, "alignment", self.alignment,
                  f"'product-shift' unless one chunk holds a whole tile "
-                 f"(sort_n >= 4 * max_reduction = {4 * self.max_reduction}, sort_n is {self.sort_n})")
-        need(isinstance(self.overflow_detect, bool), "overflow_detect", self.overflow_detect, "a bool")
+                 f"(sort_n >= 4 * max_reduction = {4 * self.max_reduction}, "
+                 f"sort_n is {self.sort_n})")
+        need(isinstance(self.overflow_detect, bool), "overflow_detect", self.overflow_detect,
+             "a bool")
         safe = self.safe_acc_width
         if self.acc_width is not None:
             pos_int("acc_width", 2, 128)

@@ -46,8 +46,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .config import Config
-from .core_isa import (ADDR_BITS, BUFFERS, Cmd, CoreConfig, buffer_depth, check_core, cmd_layout,
-                       host_words_per_row, row_to_words, words_to_row)
+from .core_isa import (
+    ADDR_BITS,
+    BUFFERS,
+    Cmd,
+    CoreConfig,
+    buffer_depth,
+    check_core,
+    cmd_layout,
+    host_words_per_row,
+    row_to_words,
+    words_to_row,
+)
 from .dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
 from .fmdq import requantize
 from .layouts import VPU_OPS

@@ -85,11 +85,27 @@ import numpy as np
 
 from . import vpu
 from .config import Config, ConfigError
-from .core_isa import (BUFFERS, COUNTERS, ERRORS, OPCODES, SEMAPHORES, SEM_BITS, SREGS, STORABLE,
-                       Cmd, CoreConfig, buffer_depth, check_core, decode, encode,
-                       host_words_per_row, row_to_words, words_to_row)
-from .fmdq import dequant, quantize_subchannels
+from .core_isa import (
+    BUFFERS,
+    COUNTERS,
+    ERRORS,
+    OPCODES,
+    SEM_BITS,
+    SEMAPHORES,
+    SREGS,
+    STORABLE,
+    Cmd,
+    CoreConfig,
+    buffer_depth,
+    check_core,
+    decode,
+    encode,
+    host_words_per_row,
+    row_to_words,
+    words_to_row,
+)
 from .core_vrow import VrowEngine
+from .fmdq import dequant, quantize_subchannels
 from .schedule import Group, execute, schedule_tile
 
 __all__ = ["CoreError", "CoreExecutor", "COUNTER_MAX"]

@@ -18,8 +18,15 @@ import numpy as np
 
 from .config import Config
 from .core_compiler import FREE, FULL, make_cmd
-from .core_isa import BUFFERS, CoreConfig, buffer_depth, check_core, host_words_per_row, \
-    row_to_words, words_to_row
+from .core_isa import (
+    BUFFERS,
+    CoreConfig,
+    buffer_depth,
+    check_core,
+    host_words_per_row,
+    row_to_words,
+    words_to_row,
+)
 from .differential import DiffLinear
 
 __all__ = ["LayerProgram"]

@@ -20,7 +20,7 @@ both cases), about ten times faster, without the schedule's statistics (``tiles`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -95,7 +95,8 @@ class DiffLinear:
         if bad.any():   # DESIGN 2.1: refused when the program is built, not at the first step
             j = int(np.argmax(bad))
             raise ValueError(f"layer {name!r}: output channel {j} needs requantization shift "
-                             f"{int(self.sh[j])}, outside [0, {cfg.sh_max}] (s_w = {self.s_w[j]!r})")
+                             f"{int(self.sh[j])}, outside [0, {cfg.sh_max}] "
+                             f"(s_w = {self.s_w[j]!r})")
         b = np.zeros(cout) if bias is None else np.asarray(bias, dtype=np.float64)
         self.bias_int, _ = to_fixed(b, 48, cfg.act_frac)
         self.state = None   # x̂ (closed loop) or x_prev (open loop)
@@ -123,7 +124,8 @@ class DiffLinear:
         x = np.asarray(x, dtype=np.int64)
         N, cin = x.shape
         if cin != self.W.shape[0]:
-            raise ValueError(f"layer {self.name!r}: input has {cin} channels, W has {self.W.shape[0]}")
+            raise ValueError(f"layer {self.name!r}: input has {cin} channels, "
+                             f"W has {self.W.shape[0]}")
         if self.state is None:
             self.state = np.zeros_like(x)
             self.recon_sum = np.zeros_like(x)

@@ -30,8 +30,8 @@ import numpy as np
 from .dit import DiTSpec
 
 __all__ = ["IMAGE_SIZE", "DIGITS_SPEC", "TRAINED_PATH", "REGENERATE", "upsample_matrix",
-           "load_dataset", "classifier", "classifier_holdout_accuracy", "classify", "class_accuracy", "psnr",
-           "load_trained", "load_reference_samples", "training_metadata"]
+           "load_dataset", "classifier", "classifier_holdout_accuracy", "classify",
+           "class_accuracy", "psnr", "load_trained", "load_reference_samples", "training_metadata"]
 
 IMAGE_SIZE = 16
 # The trained model: about 1.0M parameters, 64 tokens of 128 features; the widest quantized input

@@ -10,9 +10,9 @@ Every linear layer goes through :meth:`DiT.linear` and every attention through
 :meth:`DiT.attention`; :class:`TracingDiT` records their inputs, :class:`QuantizedDiT` replaces
 them by differential FMDQ layers (:class:`golden.differential.DiffLinear`, one per layer name, state
 kept across the denoising steps) and SAR attention (:class:`golden.sar.SARAttention`). Linear layers
-marked ``host=True`` (timestep MLP, adaLN conditioning) run in float in every mode: the host computes
-them (DESIGN 2.7). LayerNorm, modulation, GELU and residuals stay float in the quantized mode too;
-the integer VPU golden is a separate model.
+marked ``host=True`` (timestep MLP, adaLN conditioning) run in float in every mode: the host
+computes them (DESIGN 2.7). LayerNorm, modulation, GELU and residuals stay float in the quantized
+mode too; the integer VPU golden is a separate model.
 
 Random weights: ``N(0, 1/fan_in)`` for every projection; the adaLN weights are small but not zero
 (``ada_std / sqrt(hidden)``) so the blocks contribute; ``W_k`` starts as a noisy copy of ``W_q``
@@ -195,7 +195,8 @@ def _modulate(x, shift, scale):
 
 
 def timestep_embedding(t, dim: int, max_period: float = 10000.0):
-    """Sinusoidal embedding of the integer timestep ``t``: ``[cos(t·f), sin(t·f)]``, shape (dim,)."""
+    """Sinusoidal embedding of the integer timestep ``t``: ``[cos(t·f), sin(t·f)]``,
+    shape (dim,)."""
     half = dim // 2
     freqs = np.exp(-math.log(max_period) * np.arange(half) / half)
     args = float(t) * freqs
@@ -227,7 +228,8 @@ class DiT:
 
     # ------------------------------------------------------------------ hooks
     def linear(self, name: str, x, W, b, host: bool = False):
-        """``x @ W + b`` for (tokens, in) ``x``. ``host`` marks a conditioning layer (DESIGN 2.7)."""
+        """``x @ W + b`` for (tokens, in) ``x``. ``host`` marks a conditioning layer
+        (DESIGN 2.7)."""
         return x @ W + b
 
     def attention(self, name: str, q, k, v, step: int):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import Config, PRECISIONS
+from .config import PRECISIONS, Config
 
 __all__ = ["rnd", "rnd_int", "Quantized", "quantize_subchannels", "quantize_tile_matrix",
            "dequant", "fpot", "to_fixed", "from_fixed", "requant_params", "requantize"]
@@ -137,7 +137,8 @@ def quantize_tile_matrix(dx, cfg: Config, base_log2: int | None = None):
 
 
 def to_fixed(x, width: int, frac: int):
-    """Float → signed fixed point (round half away from zero, saturate). Returns (ints, n_saturated)."""
+    """Float → signed fixed point (round half away from zero, saturate).
+    Returns (ints, n_saturated)."""
     x = np.asarray(x, dtype=np.float64)
     if not np.all(np.isfinite(x)):
         raise ValueError("to_fixed: input holds NaN or Inf")

@@ -186,7 +186,8 @@ class SARAttention:
         if is_cache_step(t, self.interval) or self.cache is None:
             S = np.einsum("hnd,hmd->hnm", q, k) / np.sqrt(d)
             P = masked_softmax(S, mask_el)
-            recs = [quantize_p(p_to_int(P[h], cfg.p_base_log2), self.mask[h], cfg) for h in range(H)]
+            recs = [quantize_p(p_to_int(P[h], cfg.p_base_log2), self.mask[h], cfg)
+                    for h in range(H)]
             self.cache = np.stack([r.values for r in recs]).astype(np.float64) / scale
             nbytes = sum(r.bytes for r in recs)
             self._footprint = nbytes

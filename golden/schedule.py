@@ -31,9 +31,10 @@ from .config import Config
 from .fmdq import Quantized, quantize_tile_matrix
 from .layouts import group_layout, pack
 
-__all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters", "TileSchedule", "schedule_tile",
-           "schedule_matrix", "Accumulator", "execute", "slice_pe_execute", "int8_pe_execute",
-           "reference_product", "exp_steps", "shift_counts", "PACKINGS", "packing_groups"]
+__all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters",
+           "TileSchedule", "schedule_tile", "schedule_matrix", "Accumulator", "execute",
+           "slice_pe_execute", "int8_pe_execute", "reference_product", "exp_steps", "shift_counts",
+           "PACKINGS", "packing_groups"]
 
 COUNTER_NAMES = ("subchannels", "subchannels_b2", "subchannels_b4", "subchannels_b6",
                  "subchannels_b8", "subchannels_zero", "saturated", "slice_columns",
@@ -122,8 +123,9 @@ class Group:
     def record(self) -> dict:
         """Field values of :func:`golden.layouts.group_layout` (digits as raw ``digit_width``-bit
         patterns)."""
-        return dict(digits=self.digits & ((1 << self.digit_width) - 1), channel=self.channel, signed=self.signed,
-                    valid=self.valid, exp=self.exp, first=int(self.first), last=int(self.last))
+        return dict(digits=self.digits & ((1 << self.digit_width) - 1), channel=self.channel,
+                    signed=self.signed, valid=self.valid, exp=self.exp, first=int(self.first),
+                    last=int(self.last))
 
     def word(self, cfg: Config) -> int:
         return pack(group_layout(cfg), self.record())
@@ -442,10 +444,11 @@ def slice_pe_execute(digits, signed, w, exp, first, last, cfg: Config):
     """What one slice PE (:class:`rtl.pe.SlicePE`) computes for a stream of valid groups.
 
     ``digits``, ``signed``, ``w``: (G, lanes) raw digit patterns (``cfg.digit_width`` bits),
-    their signed flags (:func:`digit_values` with ``cfg.digits``) and the lane weights (0 on padded lanes); ``exp``, ``first``,
-    ``last``: (G,) the groups' absolute exponents and tile markers. Returns one
-    ``(value, ovf)`` pair of Python ints per tile, in stream order. A Horner PE is also given
-    each group's :func:`exp_steps` (``dexp``) by its array; this function derives it the same way.
+    their signed flags (:func:`digit_values` with ``cfg.digits``) and the lane weights (0 on padded
+    lanes); ``exp``, ``first``, ``last``: (G,) the groups' absolute exponents and tile markers.
+    Returns one ``(value, ovf)`` pair of Python ints per tile, in stream order. A Horner PE is also
+    given each group's :func:`exp_steps` (``dexp``) by its array; this function derives it the same
+    way.
     """
     part = (digit_values(digits, signed, cfg.digits) * np.asarray(w, dtype=np.int64)).sum(axis=1)
     acc = Accumulator.slice_pe(cfg)
@@ -491,5 +494,6 @@ def exp_steps(exp, first):
 
 
 def shift_counts(groups):
-    """The paper's shift counts: previous group's exponent minus this one, reset (0) at each tile."""
+    """The paper's shift counts: previous group's exponent minus this one, reset (0) at each
+    tile."""
     return exp_steps([g.exp for g in groups], [g.first for g in groups])

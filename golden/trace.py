@@ -283,8 +283,9 @@ def analyze_sar(trace: dict, cfg: Config, thr: float | None = None, interval: in
     profile_mask`) with block size ``block`` (default ``cfg.tile``; another value replaces the
     tile, since Bs = T) and threshold ``thr`` (default ``cfg.sar_thr``). Steps then run as
     :class:`golden.sar.SARAttention` does: a cache step quantizes ``P`` restricted to the kept
-    blocks (FMDQ, ``r0 = 0``) into the P cache; a reuse step reads it. Work accounting as SARAttention:
-    a cache step costs ``kept`` of the dense ``QKᵀ`` + ``P·V``, a reuse step ``kept / 2``.
+    blocks (FMDQ, ``r0 = 0``) into the P cache; a reuse step reads it. Work accounting as
+    SARAttention: a cache step costs ``kept`` of the dense ``QKᵀ`` + ``P·V``, a reuse step
+    ``kept / 2``.
 
     Error: with ``<layer>.v`` the attention output ``P_used · V_t`` against the float
     ``P_t · V_t`` (``err_kind = "output"``), otherwise ``P_used`` against ``P_t``

@@ -26,9 +26,25 @@ import numpy as np
 from .config import Config, preset
 from .fmdq import requant_params
 from .sar import expand_mask
-from .vpu import (acc_requant, acc_requant_ref, diff_delta, gated_residual, gated_residual_ref,
-                  gelu, gelu_ref, kv_int8, kv_int8_ref, layernorm, layernorm_ref, modulate,
-                  modulate_ref, softmax, softmax_ref, vpu_tables, xhat_update)
+from .vpu import (
+    acc_requant,
+    acc_requant_ref,
+    diff_delta,
+    gated_residual,
+    gated_residual_ref,
+    gelu,
+    gelu_ref,
+    kv_int8,
+    kv_int8_ref,
+    layernorm,
+    layernorm_ref,
+    modulate,
+    modulate_ref,
+    softmax,
+    softmax_ref,
+    vpu_tables,
+    xhat_update,
+)
 
 __all__ = ["hard_bounds", "measure", "bounds", "check", "report", "softmax_cases",
            "layernorm_cases", "gelu_max_curvature"]

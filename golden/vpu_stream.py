@@ -129,7 +129,6 @@ def out_beats(cfg: Config, row: VPURow) -> int:
 def check_output(cfg: Config, row: VPURow, words, where: str = "") -> None:
     """Compare a row's output beats with the golden result; raise AssertionError naming the first
     difference."""
-    L = cfg.vpu_lanes
     tag = f"{where}{row.op} n={row.n}{' (' + row.note + ')' if row.note else ''}"
     nb = out_beats(cfg, row)
     if len(words) != nb:

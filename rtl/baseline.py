@@ -4,8 +4,8 @@ from golden.config import Config
 from golden.layouts import baseline_group_layout
 
 from .array import ArrayUnit
-from .pe import Int8PE, int8_col_layout, int8_row_layout
 from .params import check_config
+from .pe import Int8PE, int8_col_layout, int8_row_layout
 
 __all__ = ["Baseline"]
 

@@ -2,7 +2,6 @@
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from golden.config import Config
 

@@ -1,12 +1,13 @@
 """QPU chunk assembly: kept slice columns → chunks of ``sort_n`` descriptors (DESIGN.md 2.3).
 
 Each quantized sub-channel brings up to four kept columns; their descriptors
-``(exp = e + 2k, signed = (k == b/2 - 1), channel, pos)`` (Booth digits: ``signed = 1``) are appended in channel-then-k order.
-Only the key and ``pos`` go through the sorter: ``pos`` is the descriptor's slot in its chunk,
-and the column store (:func:`column_layout`: the digits, channel and signed flag of every slot)
-is where the packer looks up all the rest by it, so the sorter's compare-exchanges carry
-``log2(sort_n)`` payload bits per entry instead of the channel and flag as well. A chunk is handed on lazily: when it is full and more descriptors of
-the same tile arrive, or when the tile ends (padded with invalid entries). So the last chunk of a
+``(exp = e + 2k, signed = (k == b/2 - 1), channel, pos)`` (Booth digits: ``signed = 1``) are
+appended in channel-then-k order. Only the key and ``pos`` go through the sorter: ``pos`` is the
+descriptor's slot in its chunk, and the column store (:func:`column_layout`: the digits, channel
+and signed flag of every slot) is where the packer looks up all the rest by it, so the sorter's
+compare-exchanges carry ``log2(sort_n)`` payload bits per entry instead of the channel and flag
+as well. A chunk is handed on lazily: when it is full and more descriptors of the same tile
+arrive, or when the tile ends (padded with invalid entries). So the last chunk of a
 tile always holds at least one descriptor and a tile without descriptors emits one empty chunk,
 exactly as the golden schedule fills its chunks. When the tile's last sub-channel overflows a full
 chunk, the remainder goes out one cycle later (the input waits that cycle).

@@ -31,9 +31,9 @@ class Dispatcher(wiring.Component):
     ``to_E`` Out(stream), ``busy_E``/``done_E``/``signal_E`` In, ``stall_E`` Out (a command for
     ``E`` is waiting); ``param`` Out (the VPARAM register); ``fault`` In (an engine's error code,
     0 = none) from engine ``fault_engine``; ``error`` Out (sticky code), ``error_index`` Out (the
-    failing command's index in the stream: the head's for a refused command, the last command
-    issued to the faulting engine for an engine's fault); ``done`` Out (END reached, cleared by the next command); ``executed`` Out (one
-    cycle per command executed or issued); ``phase`` Out (the step phase)."""
+    failing command's index: the head's for a refused command, the last command issued to the
+    faulting engine for its fault); ``done`` Out (END reached, cleared by the next command);
+    ``executed`` Out (one cycle per command executed or issued); ``phase`` Out (the step phase)."""
 
     def __init__(self, cfg, core):
         self._cfg, self._core = cfg, core

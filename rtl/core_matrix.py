@@ -42,11 +42,11 @@ _WB = 16        # acc_requant rows in flight in the VPU
 class MatrixEngine(wiring.Component):
     """Members: ``cmd`` (a GEMM is taken when the replay half is free and the job queue has
     room), ``busy``, ``done``/``signal``, ``fault`` (error code: ``address`` for a GMEM read or
-    a weight row past the end, ``shift`` for a negative shift); ports ``grd`` (GMEM read), ``yrd``/``ywr``
-    (YBUF), ``rrd`` (RBUF read), ``awr`` (ABUF write); ``wload`` (the MPU's weight-buffer
-    write, WMEM); ``sreg`` (the 16 shift registers, In); ``vpu_cmd``/``vpu_in``/``vpu_out``
-    (the VPU's streams, shared with V); event pulses ``group`` with ``lanes`` (valid lanes),
-    ``pcache_group``, ``ybuf_read``, ``ybuf_write``, ``abuf_write``, ``vpu_row``, and
+    a weight row past the end, ``shift`` for a negative shift); ports ``grd`` (GMEM read),
+    ``yrd``/``ywr`` (YBUF), ``rrd`` (RBUF read), ``awr`` (ABUF write); ``wload`` (the MPU's
+    weight-buffer write, WMEM); ``sreg`` (the 16 shift registers, In); ``vpu_cmd``, ``vpu_in``,
+    ``vpu_out`` (the VPU's streams, shared with V); event pulses ``group`` with ``lanes`` (valid
+    lanes), ``pcache_group``, ``ybuf_read``, ``ybuf_write``, ``abuf_write``, ``vpu_row``, and
     ``ysat``/``Ysat`` (saturated lanes of a result)."""
 
     def __init__(self, cfg, core):

@@ -63,7 +63,7 @@ class VectorEngine(wiring.Component):
         })
 
     def elaborate(self, platform):
-        cfg, core = self._cfg, self._core
+        cfg = self._cfg
         T = cfg.tile
         k = (T - 1).bit_length()
         A = isa.ADDR_BITS

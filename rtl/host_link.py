@@ -65,8 +65,8 @@ from amaranth.lib.wiring import In, Out
 
 from .uart import UARTRx, UARTTx, check_cycles_per_bit
 
-__all__ = ["HostLink", "LinkedTop", "SYNC", "STATUS_PORT", "STATUS_BYTES", "HEADER_BYTES", "MAX_PORTS",
-           "word_bytes"]
+__all__ = ["HostLink", "LinkedTop", "SYNC", "STATUS_PORT", "STATUS_BYTES", "HEADER_BYTES",
+           "MAX_PORTS", "word_bytes"]
 
 SYNC = 0xA5
 STATUS_PORT = 0xFF

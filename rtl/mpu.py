@@ -6,8 +6,8 @@ from golden.config import Config
 from golden.layouts import group_layout
 
 from .array import ArrayUnit
-from .pe import SlicePE, slice_col_layout, slice_row_layout
 from .params import check_config
+from .pe import SlicePE, slice_col_layout, slice_row_layout
 
 __all__ = ["MPU"]
 
@@ -39,10 +39,10 @@ class MPU(ArrayUnit):
     One group per cycle in steady state. From the transfer of a tile's last group to its first
     drain beat: ``L = (rows - 1) // weight_hop + (cols - 1) // act_hop + pe_stages + 4`` cycles
     (``rows + cols + pe_stages + 2`` with both operands registered at every PE); the drain takes
-    ``rows`` beats. The next tile's last group transfers at least ``L + rows`` cycles after this one's, so a stream of
-    tiles with ``G_k`` groups takes ``Σ_k max(G_k, L + rows)`` cycles (the first tile counts
-    ``G_0``) plus ``L + rows`` to drain the last tile, when the input never stalls and the drain
-    is always ready.
+    ``rows`` beats. The next tile's last group transfers at least ``L + rows`` cycles after this
+    one's, so a stream of tiles with ``G_k`` groups takes ``Σ_k max(G_k, L + rows)`` cycles (the
+    first tile counts ``G_0``) plus ``L + rows`` to drain the last tile, when the input never
+    stalls and the drain is always ready.
     """
 
     def __init__(self, cfg: Config, weight_depth: int | None = None):

@@ -25,7 +25,7 @@ lands ``pe_stages + 1`` cycles after its operands are at the PE's inputs. Throug
 operand pair per cycle.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 

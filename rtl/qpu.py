@@ -5,18 +5,18 @@ reconstruct (:class:`~rtl.qpu_front.QuantizeSlice`); chunk assembly
 (:class:`~rtl.chunker.ChunkAssembler`); (4) the bitonic sort of each chunk by (valid, exponent)
 (:class:`~rtl.sorter.BitonicSorter`, the golden network); (5) packing into lane groups with their
 digit columns (:class:`~rtl.packer.Packer`). The columns (digits, channel, signed flag) wait in
-a store of ``SLOTS`` chunk slots while their keys and positions are sorted. The reconstruction ``dequant(q)`` of every sub-channel
-leaves in order on a second stream (through a small FIFO), and the statistics counters of DESIGN
-2.3 count exactly as the golden model's.
+a store of ``SLOTS`` chunk slots while their keys and positions are sorted. The reconstruction
+``dequant(q)`` of every sub-channel leaves in order on a second stream (through a small FIFO),
+and the statistics counters of DESIGN 2.3 count exactly as the golden model's.
 """
 
-from amaranth.hdl import Array, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from golden.config import Config
 from golden import layouts as gl
+from golden.config import Config
 from golden.layouts import group_layout, recon_layout
 from golden.schedule import COUNTER_MAX, COUNTER_NAMES
 
@@ -91,7 +91,7 @@ class QPU(wiring.Component):
     def elaborate(self, platform):
         cfg = self._cfg
         m = Module()
-        n, T = cfg.sort_n, cfg.rows
+        n = cfg.sort_n
 
         # Configuration registers with the elaboration-time defaults.
         base = Signal(range(cfg.act_frac + 1), init=cfg.base_log2)

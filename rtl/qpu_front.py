@@ -18,7 +18,7 @@ Latency 3 cycles, one sub-channel per cycle; the three registers advance togethe
 output register is empty or being read.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 

@@ -144,7 +144,7 @@ class VPU(wiring.Component):
 
     def elaborate(self, platform):
         cfg, t = self._cfg, self._t
-        L, W, F, n_max = cfg.vpu_lanes, cfg.act_width, cfg.act_frac, cfg.max_reduction
+        L, W, n_max = cfg.vpu_lanes, cfg.act_width, cfg.max_reduction
         E = t.exp_frac
         lw = lane_widths(cfg, t)
         m = Module()
@@ -484,7 +484,7 @@ class VPU(wiring.Component):
                                  add.eq(a[:cfg.xhat_width].as_signed()),
                                  mode.eq(LaneMode.SAT_XHAT)]
                 with m.Case(_U.KVQ):
-                    m.d.comb += [x.eq(x_w), y.eq(1), rs.eq(row["kv_shift"]), mode.eq(LaneMode.SAT_8)]
+                    m.d.comb += [x.eq(x_w), y.eq(1), rs.eq(row["kv_shift"]), mode.eq(LaneMode.SAT_8)]  # noqa: E501 (kept on one line: src positions key stored synthesis runs)
                 with m.Case(_U.LNSQ):
                     m.d.comb += [x.eq(x_w), y.eq(x_w)]
                 with m.Case(_U.SMEXP):

@@ -1,4 +1,5 @@
-"""Run the QPU in Amaranth's simulator on a golden workload (:func:`golden.vectors.qpu_workload`)."""
+"""Run the QPU in Amaranth's simulator on a golden workload
+(:func:`golden.vectors.qpu_workload`)."""
 
 from __future__ import annotations
 

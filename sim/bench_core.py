@@ -3,9 +3,9 @@ block's matrix work on the INT8 baseline array.
 
 :func:`measure` runs the generated core for a preset on its test block (``tb.core_tb.SPECS``)
 over four steps (cache, reuse, cache, reuse), section by section, and returns the perf record
-(cycles, counter deltas per section, simulation speed). :func:`baseline_side_by_side` puts every matrix section
-next to the dense INT8 baseline array: the core's measured M-engine busy cycles (RTL) against
-the baseline array's cycle law (``rtl.array``, shared by both arrays and verified in their
+(cycles, counter deltas per section, simulation speed). :func:`baseline_side_by_side` puts every
+matrix section next to the dense INT8 baseline array: the core's measured M-engine busy cycles (RTL)
+against the baseline array's cycle law (``rtl.array``, shared by both arrays and verified in their
 tests: a stream of tiles of ``G_k`` beats takes ``Σ max(G_k, L + rows) + L + rows`` cycles,
 ``L = rows + cols + pe_stages + 2``) with one beat per input channel of every tile, the
 same tiles the core ran (no FMDQ, no SAR savings on the baseline's side beyond skipping dropped

@@ -56,8 +56,8 @@ from golden.config import Config
 from .bench_inputs import block_layers, check_widths, file_layers, load_layer_weights
 
 __all__ = ["MODELS", "LAYER_KINDS", "BenchLayer", "load_weights", "trace_inputs",
-           "check_layers", "load_inputs", "prepare", "write_workload", "run_array", "bench", "summarize",
-           "table_rows", "text", "markdown", "parse_steps"]
+           "check_layers", "load_inputs", "prepare", "write_workload", "run_array", "bench",
+           "summarize", "table_rows", "text", "markdown", "parse_steps"]
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,8 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from golden.config import Config
-from golden.core_isa import BUFFERS, COUNTERS, CYCLE_COUNTERS, Cmd, CoreConfig, encode, \
-    host_words_per_row
+from golden.core_isa import (
+    BUFFERS,
+    COUNTERS,
+    CYCLE_COUNTERS,
+    Cmd,
+    CoreConfig,
+    encode,
+    host_words_per_row,
+)
 
 from .core_work import trace_work
 from .runner import run_cocotb

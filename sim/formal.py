@@ -148,7 +148,7 @@ def yowasp_cache_dir() -> Path:
     if "YOWASP_CACHE_DIR" in os.environ:
         return Path(os.environ["YOWASP_CACHE_DIR"])
     try:
-        import platformdirs             # a dependency of yowasp-runtime
+        import platformdirs  # a dependency of yowasp-runtime
         return Path(platformdirs.user_cache_dir("YoWASP", appauthor=False))
     except ImportError:                 # pragma: no cover
         base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

@@ -35,10 +35,10 @@ proof) show. After elaboration ``covers`` lists them as ``("file:line", descript
     :class:`rtl.packer.Packer` (``open_groups = 0``) fed any stream of chunks whose keys are
     sorted descending (what the sorter guarantees), with free ``pos`` fields and a column store
     whose column ``k`` names channel ``k`` (so a lane's channel says which column it was given)
-    and has free signed flags and digits; free side data and ``o.ready``. Checked on every group: valid lanes a prefix; they
-    are consecutive entries starting where the previous group of the chunk stopped (0 for a
-    chunk's first group), each with the column its ``pos`` names, all valid with exponent ==
-    group exponent; the group is maximal (fewer
+    and has free signed flags and digits; free side data and ``o.ready``. Checked on every group:
+    valid lanes a prefix; they are consecutive entries starting where the previous group of the
+    chunk stopped (0 for a chunk's first group), each with the column its ``pos`` names, all valid
+    with exponent == group exponent; the group is maximal (fewer
     than ``lanes`` only where the run of its exponent ends); padded lanes all zero; ``signed``
     and the digits are the entry's column's (looked up by ``pos``); ``first`` and ``last`` as
     specified; ``done`` exactly with a chunk's last group; no lane emitted twice and, at
@@ -60,8 +60,19 @@ proof) show. After elaboration ``covers`` lists them as ``("file:line", descript
 
 from __future__ import annotations
 
-from amaranth.hdl import (Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux,
-                          ResetSignal, Signal, unsigned)
+from amaranth.hdl import (
+    Array,
+    Assert,
+    Assume,
+    Cat,
+    Cover,
+    Elaboratable,
+    Module,
+    Mux,
+    ResetSignal,
+    Signal,
+    unsigned,
+)
 from amaranth.lib import data
 
 from golden import bitonic

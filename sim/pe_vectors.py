@@ -1,5 +1,6 @@
 """Port-level vectors of one PE (:class:`rtl.pe.SlicePE` or :class:`rtl.pe.Int8PE`), shared by the
-Amaranth-simulator test (``tests/test_pe_amaranth.py``) and the cocotb testbench (``tb/test_pe.py``).
+Amaranth-simulator test (``tests/test_pe_amaranth.py``) and the cocotb testbench
+(``tb/test_pe.py``).
 
 A :class:`PECase` is a list of input values per cycle (packed with the PE's own port layouts), the
 golden result of every tile (:func:`golden.schedule.slice_pe_execute`,
@@ -7,12 +8,13 @@ golden result of every tile (:func:`golden.schedule.slice_pe_execute`,
 edge. The expected outputs follow the PE's documented register transfers: ``a_out``/``w_out`` are
 the inputs one edge later (``w_out`` is ``w_in`` itself, a wire, when ``cfg.weight_hop > 1``, and
 ``a_out`` is ``a_in`` when ``cfg.act_hop > 1``: the PE as the unit registry builds it, that of an
-array row or column that does not register that operand); a tile's result is in the shadow (``shadow_out``, ``ovf_out``) with
-``captured`` high exactly :func:`sim.timing.pe_latency` edges after its last group was at the
-inputs; otherwise ``drain_shift`` loads the shadow from ``shadow_in``/``ovf_in`` and else it holds.
-Stimuli never assert ``drain_shift`` at the edge a capture lands on (the array never does).
-A harness samples the outputs of cycle ``k`` once the inputs of cycle ``k + 1`` (after the last
-cycle: ``probe``) are applied, so an output that is not registered shows up as a difference.
+array row or column that does not register that operand); a tile's result is in the shadow
+(``shadow_out``, ``ovf_out``) with ``captured`` high exactly :func:`sim.timing.pe_latency` edges
+after its last group was at the inputs; otherwise ``drain_shift`` loads the shadow from
+``shadow_in``/``ovf_in`` and else it holds. Stimuli never assert ``drain_shift`` at the edge a
+capture lands on (the array never does). A harness samples the outputs of cycle ``k`` once the
+inputs of cycle ``k + 1`` (after the last cycle: ``probe``) are applied, so an output that is not
+registered shows up as a difference.
 
 Sections (``SECTIONS[kind]``), each a few hundred cycles at most:
 

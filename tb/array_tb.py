@@ -13,7 +13,6 @@ from cocotb.triggers import RisingEdge
 
 from golden.config import Config
 from golden.layouts import drain_layout, pack, unpack, weight_load_layout
-
 from sim.timing import array_latency
 
 from .midstream import OutputWatch, hold_until_stalled, quiet, reset_midstream, take

@@ -8,9 +8,14 @@ import random
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from golden.layouts import (counters_layout, group_layout, pack, qpu_config_layout, unpack,
-                            weight_load_layout)
-
+from golden.layouts import (
+    counters_layout,
+    group_layout,
+    pack,
+    qpu_config_layout,
+    unpack,
+    weight_load_layout,
+)
 from sim.timing import array_latency, qpu_latency
 
 from .array_tb import config_from_env

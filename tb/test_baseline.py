@@ -1,7 +1,7 @@
 """cocotb tests of the generated INT8 baseline array against a NumPy product."""
 
-import numpy as np
 import cocotb
+import numpy as np
 
 from golden.vectors import baseline_workload
 

@@ -1,8 +1,8 @@
 """cocotb test of the QPU streaming straight into the MPU: differences in, accumulators out,
 equal to Σ q·2**e·W of the golden numerics for every tile."""
 
-import numpy as np
 import cocotb
+import numpy as np
 
 from golden.fmdq import quantize_subchannels
 from golden.layouts import drain_layout

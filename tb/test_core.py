@@ -65,10 +65,9 @@ async def errors_stop_cleanly(dut):
     run each set their code; the commands after them are drained without effect: ``host_out``,
     ready and watched from the first command to the end of the trailing window after the error,
     carries no word."""
-    cfg = None
+    tb = None
     for kind, code in (("opcode", "opcode"), ("address", "address"), ("operand", "operand")):
-        tb = CoreTB(dut) if cfg is None else tb
-        cfg = tb.cfg
+        tb = CoreTB(dut) if tb is None else tb
         await tb.reset()
         if kind == "opcode":
             bad = [len(isa.OPCODES)]

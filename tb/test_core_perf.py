@@ -15,10 +15,9 @@ import cocotb
 
 from golden import core_isa as isa
 from golden.core_compiler import compile_block
-
-from .array_tb import env_int
 from golden.core_workloads import SPECS, block_workload
 
+from .array_tb import env_int
 from .core_tb import CoreTB, assert_equal
 
 END = isa.Cmd("END", {})

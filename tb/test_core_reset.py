@@ -5,8 +5,8 @@ counters) and nothing of the old program comes out.
 Run from ``tests/test_cocotb_reset.py`` on the core's usual builds (Verilator and Icarus).
 """
 
-import numpy as np
 import cocotb
+import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import core_isa as isa

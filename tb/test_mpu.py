@@ -3,12 +3,18 @@
 Knobs (environment): ``DSTAR_TILES`` tiles per random test (default 6).
 """
 
-import numpy as np
 import cocotb
+import numpy as np
 
 from golden.schedule import execute, schedule_matrix
-from golden.vectors import (Workload, drain_words, exponent_sweep, mpu_workload, random_weights,
-                            random_group_stream)
+from golden.vectors import (
+    Workload,
+    drain_words,
+    exponent_sweep,
+    mpu_workload,
+    random_group_stream,
+    random_weights,
+)
 from sim.timing import array_first_beats
 
 from .array_tb import ArrayTB, env_int

@@ -1,8 +1,8 @@
 """cocotb tests of the generated QPU: group stream, reconstruction stream and counters equal the
 golden schedule exactly, under random input gaps and output back-pressure."""
 
-import numpy as np
 import cocotb
+import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden.vectors import qpu_workload

@@ -10,8 +10,8 @@ to ``max_reduction``; default 3). The fast tier runs the fixed-length and error 
 (``testcase=``), the long tier the random rows.
 """
 
-import numpy as np
 import cocotb
+import numpy as np
 
 from golden.layouts import VPU_OPS, layout_width, pack, vpu_cmd_layout
 from golden.vpu_stream import bench_rows, check_output, random_rows

@@ -2,15 +2,15 @@
 (values and per-element saturation flags) on random and edge rows, under input gaps and output
 back-pressure; refused commands; a beat after the expected ones fails the sink."""
 
-import numpy as np
 import cocotb
+import numpy as np
 
 from golden.layouts import VPU_OPS, pack, vpu_cmd_layout
 from golden.vpu_stream import cmd_word, in_words, make_row, out_beats, random_rows
 
 from .array_tb import env_int
-from .vpu_tb import VPUTB
 from .streams import expect_trailing_beat
+from .vpu_tb import VPUTB
 
 
 @cocotb.test()

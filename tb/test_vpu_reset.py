@@ -4,8 +4,8 @@ fresh stream after the reset is bit-exact and nothing of the old stream comes ou
 Run from ``tests/test_cocotb_reset.py`` on the VPU's usual builds (Verilator and Icarus).
 """
 
-import numpy as np
 import cocotb
+import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden.layouts import VPU_OPS, pack, vpu_cmd_layout

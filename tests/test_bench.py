@@ -6,7 +6,6 @@ its outputs (created folder, both files or neither) with the simulation patched 
 import json
 
 import numpy as np
-
 import pytest
 
 import gen.cli

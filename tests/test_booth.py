@@ -9,8 +9,16 @@ from hypothesis import strategies as st
 
 from golden.config import preset
 from golden.layouts import group_layout, unpack
-from golden.schedule import (Accumulator, booth_digits, digit_values, execute, reference_product,
-                             schedule_matrix, slice_digits, value_digits)
+from golden.schedule import (
+    Accumulator,
+    booth_digits,
+    digit_values,
+    execute,
+    reference_product,
+    schedule_matrix,
+    slice_digits,
+    value_digits,
+)
 from golden.vectors import random_differences, random_weights
 
 SET = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

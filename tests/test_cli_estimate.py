@@ -10,8 +10,7 @@ import pytest
 
 import gen.cli
 from fpga.estimate import estimate
-from fpga.estimate_core import (COMPUTE_PARTS, CORE_MEASURED, ENGINE_PARTS, control,
-                                measured_error)
+from fpga.estimate_core import COMPUTE_PARTS, CORE_MEASURED, ENGINE_PARTS, control, measured_error
 from golden.config import preset
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -108,8 +108,14 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
 def test_act_hop_lever():
     """``act_hop`` is swept with every ``weight_hop`` for both arrays; the configuration names,
     the PE kinds synthesized, the arrays' PE sums and the tile period follow it."""
-    from fpga.design_sweep import (_measured_variants, baseline_variants, config_for,
-                                   pe_kinds, plan_jobs, variants)
+    from fpga.design_sweep import (
+        _measured_variants,
+        baseline_variants,
+        config_for,
+        pe_kinds,
+        plan_jobs,
+        variants,
+    )
     from fpga.sweep_area import _sig, pe_sum
     from fpga.sweep_throughput import tile_period
 

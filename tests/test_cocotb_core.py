@@ -34,10 +34,10 @@ def test_core_tiny_long(simulator):
 def test_core_perf_record():
     """The perf bench on ``tiny`` (Verilator): its record is consistent (figures are for
     reports/core.md, not asserted here)."""
-    from golden.core_isa import core_for
     from golden.core_compiler import compile_block
-    from sim.bench_core import MATRIX_SECTIONS, baseline_side_by_side, measure
+    from golden.core_isa import core_for
     from golden.core_workloads import block_workload
+    from sim.bench_core import MATRIX_SECTIONS, baseline_side_by_side, measure
 
     cfg = preset("tiny")
     perf = measure(cfg, steps=2, optimize=False)

@@ -12,10 +12,19 @@ import pytest
 
 from golden import vpu as gv
 from golden.config import preset
-from golden.core_isa import (BUFFERS, COUNTERS, CYCLE_COUNTERS, Cmd, core_preset, encode,
-                             host_words_per_row, row_to_words, words_to_row)
-from golden.differential import DiffLinear
 from golden.core_exec import CoreExecutor
+from golden.core_isa import (
+    BUFFERS,
+    COUNTERS,
+    CYCLE_COUNTERS,
+    Cmd,
+    core_preset,
+    encode,
+    host_words_per_row,
+    row_to_words,
+    words_to_row,
+)
+from golden.differential import DiffLinear
 from golden.fmdq import requant_params
 from golden.layouts import VPU_OPS
 from rtl.core import Core

@@ -10,8 +10,18 @@ import pytest
 from golden.config import preset
 from golden.core_compiler import FREE, FULL, compile_block, make_cmd
 from golden.core_exec import CoreError, CoreExecutor
-from golden.core_isa import (BUFFERS, COUNTERS, CoreConfig, assemble, core_preset, disassemble,
-                             encode, format_cmd, parse_cmd, row_to_words)
+from golden.core_isa import (
+    BUFFERS,
+    COUNTERS,
+    CoreConfig,
+    assemble,
+    core_preset,
+    disassemble,
+    encode,
+    format_cmd,
+    parse_cmd,
+    row_to_words,
+)
 from golden.dit import DiTSpec, init_params
 from golden.dit_int import LAYERS, IntDiTBlock
 from golden.fmdq import quantize_subchannels, to_fixed
@@ -274,7 +284,7 @@ def test_counters_step(tiny_sar):
     block of V), valid lanes, P-cache traffic, host words, no saturation outside softmax."""
     prog, _ex, res = tiny_sar
     blk, cfg = prog.blk, prog.cfg
-    T, N, D, d, M = cfg.tile, SPEC.tokens, SPEC.hidden, SPEC.head_dim, SPEC.mlp_hidden
+    T, N, D, d = cfg.tile, SPEC.tokens, SPEC.hidden, SPEC.head_dim
     nt = N // T
     for g, _got, delta, _sem in res:
         replay = lanes = written = 0

@@ -114,7 +114,8 @@ def test_open_loop_drifts_closed_loop_does_not():
         rc, ro = closed.step(x), opened.step(x)
         half = steps_of(rc, closed) / 2
         worst_closed = max(worst_closed, (np.abs(x - closed.recon_sum) - half).max())
-        worst_open = max(worst_open, (np.abs(x - opened.recon_sum) - steps_of(ro, opened) / 2).max())
+        worst_open = max(worst_open,
+                         (np.abs(x - opened.recon_sum) - steps_of(ro, opened) / 2).max())
         assert rc.Y.tolist() == ((closed.recon_sum >> 2) @ closed.W).tolist()
         # open loop: Y still equals W · Σ dequant(q), but Σ dequant(q) is not x̂ ≈ x
         assert ro.Y.tolist() == ((opened.recon_sum >> 2) @ opened.W).tolist()

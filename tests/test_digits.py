@@ -11,8 +11,16 @@ import pytest
 
 from golden import digits
 from golden.config import preset
-from golden.dit import (DIT_MODELS, DiT, QuantizedDiT, calibrate_masks, compare, ddim_sample,
-                        init_params, linear_layer_names)
+from golden.dit import (
+    DIT_MODELS,
+    DiT,
+    QuantizedDiT,
+    calibrate_masks,
+    compare,
+    ddim_sample,
+    init_params,
+    linear_layer_names,
+)
 
 # NumPy float64 against the training run's float32 JAX samples (DDIM, 20 steps). Measured on the
 # committed weights: at most 7.6e-7 over the four references (float32 rounding through 4 blocks

@@ -8,9 +8,20 @@ import numpy as np
 import pytest
 
 from golden.config import preset
-from golden.dit import (DiT, DiTSpec, QuantizedDiT, TracingDiT, attention_layer_names,
-                        calibrate_masks, compare, ddim_sample, ddim_timesteps, init_params,
-                        linear_layer_names, record_trace)
+from golden.dit import (
+    DiT,
+    DiTSpec,
+    QuantizedDiT,
+    TracingDiT,
+    attention_layer_names,
+    calibrate_masks,
+    compare,
+    ddim_sample,
+    ddim_timesteps,
+    init_params,
+    linear_layer_names,
+    record_trace,
+)
 from golden.fmdq_stats import LayerStats
 
 # 16 tokens of 16 features: fast on the tiny preset (T = 4).

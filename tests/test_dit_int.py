@@ -13,7 +13,7 @@ import pytest
 import gen.cli
 from golden.config import preset
 from golden.dit import DIT_MODELS, DiT, init_params
-from golden.dit_int import (LAYERS, IntDiTBlock, kv_e_max, pack_pcache, unpack_pcache)
+from golden.dit_int import LAYERS, IntDiTBlock, kv_e_max, pack_pcache, unpack_pcache
 from golden.dit_int_compare import compare_int
 from golden.fmdq import to_fixed
 from golden.sar import PRECISION_CODE_BITS, quantize_p

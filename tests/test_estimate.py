@@ -89,8 +89,17 @@ import time
 
 import pytest
 
-from fpga.estimate import (CALIBRATION, CALIBRATION_RUNS, TARGETS, TOLERANCE, UNITS,
-                           VALIDATION_RUNS, errors, estimate, fit)
+from fpga.estimate import (
+    CALIBRATION,
+    CALIBRATION_RUNS,
+    TARGETS,
+    TOLERANCE,
+    UNITS,
+    VALIDATION_RUNS,
+    errors,
+    estimate,
+    fit,
+)
 from fpga.synth import synthesize
 from golden.config import preset
 

@@ -262,7 +262,8 @@ def test_cli_writes_core_and_header_beside_the_verilog(tmp_path, capsys, unit):
     assert header.read_text() == c_header(unit, cfg)
     assert core.read_text() == fusesoc_core(unit, cfg, out.name)
     # The header's payload widths are the widths of the Verilog ports.
-    ports = {p["name"]: p["width"] for p in json.loads(out.with_suffix(".json").read_text())["ports"]}
+    ports = {p["name"]: p["width"]
+             for p in json.loads(out.with_suffix(".json").read_text())["ports"]}
     widths = {m[len("DSTAR_"):-len("_PAYLOAD_WIDTH")].lower(): int(v)
               for m, v in _defines(header.read_text()).items() if m.endswith("_PAYLOAD_WIDTH")}
     assert widths

@@ -10,8 +10,16 @@ from hypothesis import strategies as st
 
 from _ref import ref_quantize, ref_rnd
 from golden.config import preset
-from golden.fmdq import (dequant, fpot, quantize_subchannels, quantize_tile_matrix, requant_params,
-                         requantize, rnd, rnd_int)
+from golden.fmdq import (
+    dequant,
+    fpot,
+    quantize_subchannels,
+    quantize_tile_matrix,
+    requant_params,
+    requantize,
+    rnd,
+    rnd_int,
+)
 
 SET = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

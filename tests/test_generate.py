@@ -6,8 +6,15 @@ import pytest
 
 from gen.cli import main
 from golden.config import preset
-from golden.layouts import (baseline_group_layout, drain_layout, group_layout, layout_width,
-                            recon_layout, subchannel_layout, weight_load_layout)
+from golden.layouts import (
+    baseline_group_layout,
+    drain_layout,
+    group_layout,
+    layout_width,
+    recon_layout,
+    subchannel_layout,
+    weight_load_layout,
+)
 
 
 def _generate(tmp_path, unit, preset_name, *extra, name="out.v"):

@@ -8,8 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from golden.config import preset
-from golden.layouts import (baseline_group_layout, drain_layout, group_layout, layout_width, pack,
-                            recon_layout, unpack, weight_load_layout)
+from golden.layouts import (
+    baseline_group_layout,
+    drain_layout,
+    group_layout,
+    layout_width,
+    pack,
+    recon_layout,
+    unpack,
+    weight_load_layout,
+)
 from golden.schedule import schedule_matrix
 
 LAYOUTS = [group_layout, baseline_group_layout, drain_layout, weight_load_layout, recon_layout]

@@ -22,7 +22,8 @@ VARIANTS = {
 # The chain is the QPU and the MPU side by side: linting it once checks only the connection.
 CASES = [(u, v) for u in ("pe", "baseline_pe", "mpu", "baseline", "qpu") for v in sorted(VARIANTS)]
 CASES.append(("qpu_mpu", "tiny"))
-CASES += [("vpu", "tiny"), ("vpu", "fpga"), ("uart_vpu", "tiny"), ("core", "tiny"), ("core", "fpga")]
+CASES += [("vpu", "tiny"), ("vpu", "fpga"), ("uart_vpu", "tiny"), ("core", "tiny"),
+          ("core", "fpga")]
 
 
 @pytest.mark.parametrize("unit, variant", CASES)

@@ -96,7 +96,8 @@ def test_pe_utilization_counts_useful_products_within_capacity(timing):
     """Utilization lies in (0, 1]; DSTAR's useful products are the lane-digit products, so half
     the bits is half the FFN products; the INT8 side counts MACs and ignores the workload."""
     D = 256
-    m = DiTModel("ffn", 10, (Linear("blk.fc1", 256, D, 4 * D, 2), Linear("blk.fc2", 256, 4 * D, D, 2),
+    m = DiTModel("ffn", 10, (Linear("blk.fc1", 256, D, 4 * D, 2),
+                             Linear("blk.fc2", 256, 4 * D, D, 2),
                              Linear("blk.qk", 256, D, 2 * D, 2, cache_only=True)),
                  (Attention("attn", 256, 256, 4, 64, 2),))
     chip = Chip()

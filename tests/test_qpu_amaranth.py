@@ -11,8 +11,13 @@ from golden.config import preset
 from golden.fmdq import dequant, quantize_subchannels
 from golden.layouts import pack, qpu_config_layout
 from golden.schedule import COUNTER_MAX, COUNTER_NAMES, execute, value_digits
-from golden.vectors import (drain_words, exponent_sweep, qpu_workload, random_differences,
-                            random_weights)
+from golden.vectors import (
+    drain_words,
+    exponent_sweep,
+    qpu_workload,
+    random_differences,
+    random_weights,
+)
 from rtl.chain import QuantizedMatmul
 from rtl.qpu import QPU
 from rtl.qpu_front import QuantizeSlice
@@ -178,7 +183,8 @@ def test_chain_qpu_into_mpu(preset_name, code):
     async def feed(ctx):
         from golden.layouts import weight_load_layout
         for c, row in enumerate(W):
-            ctx.set(dut.wload.payload.as_value(), pack(weight_load_layout(cfg), dict(w=row, channel=c)))
+            ctx.set(dut.wload.payload.as_value(),
+                    pack(weight_load_layout(cfg), dict(w=row, channel=c)))
             ctx.set(dut.wload.valid, 1)
             await ctx.tick()
         ctx.set(dut.wload.valid, 0)

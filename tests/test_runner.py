@@ -71,7 +71,8 @@ def test_unknown_testcase_is_refused_before_any_build(monkeypatch):
 def test_real_run_missing_a_test_fails(monkeypatch):
     """A real Icarus run that passes its one test still fails when another was expected."""
     monkeypatch.setattr(runner, "expected_tests", lambda m, t: ["cycles", "ghost"])
-    with pytest.raises(AssertionError, match="ran \\['cycles'\\], expected \\['cycles', 'ghost'\\]"):
+    with pytest.raises(AssertionError,
+                       match="ran \\['cycles'\\], expected \\['cycles', 'ghost'\\]"):
         run_cocotb("mpu", preset("tiny"), "icarus", "test_mpu", testcase=["cycles"], seed=1,
                    tag="runner")
 

@@ -8,9 +8,18 @@ from hypothesis import strategies as st
 
 from _ref import ref_quantize, ref_rnd
 from golden.config import preset
-from golden.sar import (PRECISION_CODE_BITS, SARAttention, block_importance, expand_mask,
-                        is_cache_step, masked_softmax, p_to_int, profile_mask, quantize_p,
-                        weight_operand)
+from golden.sar import (
+    PRECISION_CODE_BITS,
+    SARAttention,
+    block_importance,
+    expand_mask,
+    is_cache_step,
+    masked_softmax,
+    p_to_int,
+    profile_mask,
+    quantize_p,
+    weight_operand,
+)
 
 SET = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -9,9 +9,20 @@ from hypothesis import strategies as st
 from _ref import ref_digits, ref_quantize
 from golden.config import preset
 from golden.fmdq import quantize_subchannels
-from golden.schedule import (COUNTER_MAX, Accumulator, Counters, execute, exp_steps,
-                             int8_pe_execute, reference_product, schedule_matrix, schedule_tile,
-                             shift_counts, slice_digits, slice_pe_execute)
+from golden.schedule import (
+    COUNTER_MAX,
+    Accumulator,
+    Counters,
+    execute,
+    exp_steps,
+    int8_pe_execute,
+    reference_product,
+    schedule_matrix,
+    schedule_tile,
+    shift_counts,
+    slice_digits,
+    slice_pe_execute,
+)
 from golden.vectors import random_differences, random_weights
 
 SET = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,8 +9,15 @@ import numpy as np
 import pytest
 
 from golden.config import preset
-from golden.trace import (analyze_fmdq, analyze_sar, load_trace, profile_base_log2, split_name,
-                          validate_trace, write_trace)
+from golden.trace import (
+    analyze_fmdq,
+    analyze_sar,
+    load_trace,
+    profile_base_log2,
+    split_name,
+    validate_trace,
+    write_trace,
+)
 
 
 def _probs(S=2, H=1, N=8, seed=0):

@@ -5,15 +5,22 @@ import gc
 import random
 
 import pytest
-from amaranth.hdl import Elaboratable, Module, Signal, Value
+from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
 from rtl.host_link import HostLink
 from rtl.uart import UARTRx, UARTTx
 from sim.amaranth_streams import stream_get, stream_put
-from sim.host_driver import (QUERY, Frame, FrameDecoder, HostDriver, LinkError, Status,
-                             encode_frame, encode_query)
-
+from sim.host_driver import (
+    QUERY,
+    Frame,
+    FrameDecoder,
+    HostDriver,
+    LinkError,
+    Status,
+    encode_frame,
+    encode_query,
+)
 
 # ---------------------------------------------------------------------------- helpers
 put, get = stream_put, stream_get

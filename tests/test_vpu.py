@@ -19,12 +19,38 @@ from golden.config import ConfigError, preset
 from golden.differential import DiffLinear, quantize_weights
 from golden.fmdq import quantize_tile_matrix, requant_params, requantize
 from golden.sar import expand_mask, p_to_int, weight_operand
-from golden.vpu import (VPUTables, acc_requant, diff_delta, gated_residual, gelu, gelu_ref,
-                        int_bitlen, kv_int8, kv_int8_ref, layernorm, layernorm_eps_int,
-                        layernorm_ref, modulate, recip_core, recon_matrix, rsqrt_core, softmax,
-                        softmax_block, softmax_ref, vpu_tables, xhat_update)
-from golden.vpu_accuracy import (METRICS, bounds, check, hard_bounds, layernorm_cases, measure,
-                                 softmax_cases)
+from golden.vpu import (
+    VPUTables,
+    acc_requant,
+    diff_delta,
+    gated_residual,
+    gelu,
+    gelu_ref,
+    int_bitlen,
+    kv_int8,
+    kv_int8_ref,
+    layernorm,
+    layernorm_eps_int,
+    layernorm_ref,
+    modulate,
+    recip_core,
+    recon_matrix,
+    rsqrt_core,
+    softmax,
+    softmax_block,
+    softmax_ref,
+    vpu_tables,
+    xhat_update,
+)
+from golden.vpu_accuracy import (
+    METRICS,
+    bounds,
+    check,
+    hard_bounds,
+    layernorm_cases,
+    measure,
+    softmax_cases,
+)
 
 SET = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CFG = preset("tiny")

@@ -12,8 +12,15 @@ from amaranth.sim import Simulator
 from golden.config import ConfigError, preset
 from golden.layouts import VPU_OPS, pack, vpu_cmd_layout, vpu_out_layout
 from golden.vpu import VPUTables
-from golden.vpu_stream import (bench_rows, check_output, cmd_word, in_words, make_row, out_beats,
-                               random_rows)
+from golden.vpu_stream import (
+    bench_rows,
+    check_output,
+    cmd_word,
+    in_words,
+    make_row,
+    out_beats,
+    random_rows,
+)
 from rtl.vpu import VPU
 from sim.amaranth_streams import stream_get, stream_put
 from sim.amaranth_vpu import run_vpu
