@@ -18,10 +18,12 @@ tile's last chunk the slots still open are emitted one per cycle in slot order, 
 marked ``last``.
 
 Latency and throughput: a chunk's first window is packed the cycle after the chunk is taken,
-then one window per cycle (a stored window produces no group); the next chunk is taken in the
-cycle the previous one's last window is packed, so consecutive chunks stream without a bubble,
-except that after a tile's last chunk each slot still open takes one more cycle. The output is a
-register that holds under back-pressure (a store proceeds under back-pressure).
+then one window per cycle; a cycle that stores a window also packs the window after it (in the
+same chunk) when that one's group is emitted, so a stored window costs a cycle only when the
+window after it is stored too, or ends the chunk. The next chunk is taken in the cycle the
+previous one's last window is packed, so consecutive chunks stream without a bubble, except that
+after a tile's last chunk each slot still open takes one more cycle. The output is a register
+that holds under back-pressure (a store proceeds under back-pressure, the window after it waits).
 """
 
 from amaranth.hdl import Array, Const, Module, Mux, Signal
@@ -79,17 +81,18 @@ class Packer(wiring.Component):
         entries = Array(cur.entries[k] for k in range(n))
         columns = Array(self.columns[k] for k in range(n))
 
-        # The window of `lanes` entries from the pointer and its leading run of equal exponent.
-        head_exp = entries[ptr].key[:X]
-        run, win = [], []
-        for i in range(L):
-            idx = ptr + i
-            ent = entries[idx]
-            ok = (idx < n) & ent.key[X] & (ent.key[:X] == head_exp)
-            run.append(ok if i == 0 else run[-1] & ok)
-            col = Signal(col_shape, name=f"win{i}")
-            m.d.comb += col.eq(columns[ent.payload.pos])
-            win.append(col)
+        # The entries from the pointer on: `lanes` for the window, with open slots `lanes - 1`
+        # more for the window after a stored one, and one more for where that window ends.
+        span = L if K == 0 else 2 * L
+        ext_ok, ext_key, ext_col = [], [], []
+        for i in range(span):
+            ent = entries[ptr + i]
+            ext_ok.append((ptr + i < n) & ent.key[X])
+            ext_key.append(ent.key[:X])
+            if i < span - 1 or K == 0:
+                col = Signal(col_shape, name=f"win{i}")
+                m.d.comb += col.eq(columns[ent.payload.pos])
+                ext_col.append(col)
 
         # Open slots: a partial group of one exponent waiting for the next run of it.
         slot_valid = Signal(max(K, 1))
@@ -97,32 +100,46 @@ class Packer(wiring.Component):
         slot_count = [Signal(range(L), name=f"slot{s}_count") for s in range(K)]
         slot_lanes = [Signal(data.ArrayLayout(col_shape, L - 1), name=f"slot{s}_lanes")
                       for s in range(K)]
-        hit = [Signal(name=f"hit{s}") for s in range(K)]
-        for s in range(K):
-            m.d.comb += hit[s].eq(slot_valid[s] & (slot_exp[s] == head_exp) & run[0])
-        held_count = Signal(range(L))
-        held = [Signal(col_shape, name=f"held{j}") for j in range(L - 1)]
-        for s in range(K):
-            with m.If(hit[s]):
-                m.d.comb += held_count.eq(slot_count[s])
-                m.d.comb += [held[j].eq(slot_lanes[s][j]) for j in range(L - 1)]
 
-        # The group: held lanes first, then the run's entries that still fit.
-        use = [run[i] & (held_count + i < L) for i in range(L)]
-        taken = Signal(range(L + 1))
-        total = Signal(range(L + 1))
-        m.d.comb += [taken.eq(sum(use)), total.eq(held_count + taken)]
-        lane_live = [Signal(name=f"live{j}") for j in range(L)]
-        lane_col = [Signal(col_shape, name=f"lane{j}") for j in range(L)]
-        for j in range(L):
-            with m.Switch(held_count):
-                for mm in range(min(j, L - 1) + 1):
-                    with m.Case(mm):
-                        m.d.comb += [lane_live[j].eq(use[j - mm]), lane_col[j].eq(win[j - mm])]
-                if j < L - 1:
-                    with m.Default():
-                        m.d.comb += [lane_live[j].eq(1), lane_col[j].eq(held[j])]
-        nxt = ptr + taken
+        def window(name, oks, keys, cols):
+            """The group a window forms: its head's run, the open slot of the head's exponent
+            (``hit``) in lanes ``0..m-1`` and the run's entries that still fit after them."""
+            w = dict(head_exp=Signal(X, name=f"{name}_exp"))
+            m.d.comb += w["head_exp"].eq(keys[0])
+            run = []
+            for i in range(L):
+                ok = oks[i] & (keys[i] == w["head_exp"])
+                run.append(ok if i == 0 else run[-1] & ok)
+            w["head_valid"] = oks[0]
+            w["hit"] = hit = [Signal(name=f"{name}_hit{s}") for s in range(K)]
+            for s in range(K):
+                m.d.comb += hit[s].eq(slot_valid[s] & (slot_exp[s] == w["head_exp"]) & run[0])
+            held_count = Signal(range(L), name=f"{name}_held")
+            held = [Signal(col_shape, name=f"{name}_held{j}") for j in range(L - 1)]
+            for s in range(K):
+                with m.If(hit[s]):
+                    m.d.comb += held_count.eq(slot_count[s])
+                    m.d.comb += [held[j].eq(slot_lanes[s][j]) for j in range(L - 1)]
+            use = [run[i] & (held_count + i < L) for i in range(L)]
+            w["taken"] = Signal(range(L + 1), name=f"{name}_taken")
+            w["total"] = Signal(range(L + 1), name=f"{name}_total")
+            m.d.comb += [w["taken"].eq(sum(use)), w["total"].eq(held_count + w["taken"])]
+            w["live"] = [Signal(name=f"{name}_live{j}") for j in range(L)]
+            w["col"] = [Signal(col_shape, name=f"{name}_lane{j}") for j in range(L)]
+            for j in range(L):
+                with m.Switch(held_count):
+                    for mm in range(min(j, L - 1) + 1):
+                        with m.Case(mm):
+                            m.d.comb += [w["live"][j].eq(use[j - mm]),
+                                         w["col"][j].eq(cols[j - mm])]
+                    if j < L - 1:
+                        with m.Default():
+                            m.d.comb += [w["live"][j].eq(1), w["col"][j].eq(held[j])]
+            return w
+
+        a = window("a", ext_ok[:L], ext_key[:L], ext_col[:L])
+        head_exp, hit, total = a["head_exp"], a["hit"], a["total"]
+        nxt = ptr + a["taken"]
         finished = Signal()
         m.d.comb += finished.eq((nxt >= n) | ~entries[nxt].key[X])
 
@@ -138,6 +155,42 @@ class Packer(wiring.Component):
             m.d.comb += [store.eq((total < L) & ~cur.side.last & any_(free)),
                          leftover.eq(any_(slot_valid[s] & ~hit[s] for s in range(K)))]
 
+        # With open slots, a cycle that stores window A also emits the window B after it when
+        # B's group goes out (full, or no slot left for it), so a store costs no cycle there.
+        b_emit = Signal()
+        b_go = Signal()               # B is emitted this cycle (and the output can take it)
+        b_finished = Signal()
+        if K:
+            off = a["taken"]                 # 1 .. lanes - 1 when A stores
+
+            def shifted(seq, i):
+                """Entry ``off + i`` of the span (``off`` = A's taken entries)."""
+                v = seq[i]
+                for t in range(1, L):
+                    v = Mux(off == t, seq[t + i], v)
+                return v
+
+            b_ok = [shifted(ext_ok, i) for i in range(L)]
+            b_key = [shifted(ext_key, i) for i in range(L)]
+            b_col = []
+            for i in range(L):
+                col = Signal(col_shape, name=f"b_win{i}")
+                m.d.comb += col.eq(shifted(ext_col, i))
+                b_col.append(col)
+            b = window("b", b_ok, b_key, b_col)
+            # A's target slot holds A's exponent after the store; B's hit is another slot.
+            b_free = [(free[s] & (target != s)) | b["hit"][s] for s in range(K)]
+            b_end = Signal(range(2 * L + 1))
+            m.d.comb += b_end.eq(off + b["taken"])
+            b_end_ok = Array(ext_ok)[b_end]
+            m.d.comb += [
+                b_emit.eq(store & b["head_valid"] &
+                          ((b["total"] == L) | ~any_(b_free))),
+                b_finished.eq((ptr + b_end >= n) | ~b_end_ok),
+            ]
+            b_hit = b["hit"]
+        done_now = Mux(b_go, b_finished, finished)
+
         out = self.o.p
         out_valid = Signal()
         can_emit = Signal()
@@ -152,9 +205,10 @@ class Packer(wiring.Component):
             m.d.comb += flush_last.eq(sum(slot_valid[s] for s in range(K)) == 1)
         m.d.comb += [
             can_emit.eq(~out_valid | self.o.ready), self.o.valid.eq(out_valid),
+            b_go.eq(b_emit & can_emit),
             step.eq(active & (store | can_emit)),
             self.i.ready.eq((~active & ~flushing) |
-                            (step & finished & ~(cur.side.last & leftover)) |
+                            (step & done_now & ~(cur.side.last & leftover)) |
                             (flushing & can_emit & flush_last)),
         ]
         with m.If(self.o.valid & self.o.ready):
@@ -183,11 +237,18 @@ class Packer(wiring.Component):
                     with m.If(target == s):
                         m.d.sync += [slot_valid[s].eq(1), slot_exp[s].eq(head_exp),
                                      slot_count[s].eq(total)]
-                        m.d.sync += [slot_lanes[s][j].eq(lane_col[j]) for j in range(L - 1)]
+                        m.d.sync += [slot_lanes[s][j].eq(a["col"][j]) for j in range(L - 1)]
+                if K:
+                    with m.If(b_go):
+                        m.d.sync += ptr.eq(ptr + b_end)
+                        for s in range(K):
+                            with m.If(b_hit[s]):
+                                m.d.sync += slot_valid[s].eq(0)
+                        emit(b["head_exp"], b["live"], b["col"], 0)
             with m.Else():
-                emit(Mux(total != 0, head_exp, 0), lane_live, lane_col,
+                emit(Mux(total != 0, head_exp, 0), a["live"], a["col"],
                      cur.side.last & finished & ~leftover)
-            with m.If(finished):
+            with m.If(done_now):
                 m.d.sync += active.eq(0)
                 m.d.comb += self.done.eq(1)
                 if K:
