@@ -18,9 +18,10 @@ tile's last chunk the slots still open are emitted one per cycle in slot order, 
 marked ``last``.
 
 Latency and throughput: a chunk's first window is packed the cycle after the chunk is taken,
-then one window per cycle; a cycle that stores a window also packs the window after it (in the
-same chunk) when that one's group is emitted, so a stored window costs a cycle only when the
-window after it is stored too, or ends the chunk. The next chunk is taken in the cycle the
+then one window per cycle; a window that stores a partial group emits nothing that cycle, unless
+``cfg.pack_windows == 2``: then the cycle also packs the window after it (in the same chunk)
+when that one's group is emitted, so a stored window costs a cycle only when the window after
+it is stored too, or ends the chunk. The next chunk is taken in the cycle the
 previous one's last window is packed, so consecutive chunks stream without a bubble, except that
 after a tile's last chunk each slot still open takes one more cycle. The output is a register
 that holds under back-pressure (a store proceeds under back-pressure, the window after it waits).
@@ -68,6 +69,7 @@ class Packer(wiring.Component):
     def elaborate(self, platform):
         cfg = self._cfg
         n, L, X, T, K = cfg.sort_n, cfg.lanes, cfg.exp_width, cfg.rows, cfg.open_groups
+        two = cfg.pack_windows == 2          # the window after a stored one, same cycle
         col_shape = column_layout(cfg)
         m = Module()
         cur = Signal(self._chunk, name="chunk")
@@ -83,13 +85,13 @@ class Packer(wiring.Component):
 
         # The entries from the pointer on: `lanes` for the window, with open slots `lanes - 1`
         # more for the window after a stored one, and one more for where that window ends.
-        span = L if K == 0 else 2 * L
+        span = 2 * L if two else L
         ext_ok, ext_key, ext_col = [], [], []
         for i in range(span):
             ent = entries[ptr + i]
             ext_ok.append((ptr + i < n) & ent.key[X])
             ext_key.append(ent.key[:X])
-            if i < span - 1 or K == 0:
+            if i < span - 1 or not two:
                 col = Signal(col_shape, name=f"win{i}")
                 m.d.comb += col.eq(columns[ent.payload.pos])
                 ext_col.append(col)
@@ -155,12 +157,12 @@ class Packer(wiring.Component):
             m.d.comb += [store.eq((total < L) & ~cur.side.last & any_(free)),
                          leftover.eq(any_(slot_valid[s] & ~hit[s] for s in range(K)))]
 
-        # With open slots, a cycle that stores window A also emits the window B after it when
+        # With two windows, a cycle that stores window A also emits the window B after it when
         # B's group goes out (full, or no slot left for it), so a store costs no cycle there.
         b_emit = Signal()
         b_go = Signal()               # B is emitted this cycle (and the output can take it)
         b_finished = Signal()
-        if K:
+        if two:
             off = a["taken"]                 # 1 .. lanes - 1 when A stores
 
             def shifted(seq, i):
@@ -238,7 +240,7 @@ class Packer(wiring.Component):
                         m.d.sync += [slot_valid[s].eq(1), slot_exp[s].eq(head_exp),
                                      slot_count[s].eq(total)]
                         m.d.sync += [slot_lanes[s][j].eq(a["col"][j]) for j in range(L - 1)]
-                if K:
+                if two:
                     with m.If(b_go):
                         m.d.sync += ptr.eq(ptr + b_end)
                         for s in range(K):

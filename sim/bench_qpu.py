@@ -6,7 +6,8 @@ through the generated QPU under Verilator, with no input gaps and an always-read
 measures: sub-channels accepted per cycle, groups emitted per cycle, and the cycles an MPU
 consuming one group per cycle would wait for the QPU (bubbles in the group stream between its
 first and last group). ``--open-groups K ...`` measures each preset with each number of open
-partial groups in the packer (``cfg.open_groups``) on the same tiles, side by side. Writes
+partial groups in the packer (``cfg.open_groups``) on the same tiles, side by side, and each
+``K > 0`` with each ``--pack-windows`` setting (``cfg.pack_windows``). Writes
 ``reports/qpu_rate.json`` and ``reports/qpu_rate.md``.
 """
 
@@ -57,36 +58,44 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--open-groups", type=int, nargs="+", default=[0, 4], metavar="K",
                     help="open partial groups of the packer to measure (default: 0 4)")
+    ap.add_argument("--pack-windows", type=int, nargs="+", default=[1, 2], metavar="W",
+                    help="packer windows per cycle to measure with open groups (default: 1 2)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports")
     args = ap.parse_args(argv)
     bad = [k for k in args.open_groups if not 0 <= k <= MAX_OPEN_GROUPS]
     if bad:
         ap.error(f"--open-groups must lie in 0..{MAX_OPEN_GROUPS}, not {bad[0]}")
+    bad = [w for w in args.pack_windows if w not in (1, 2)]
+    if bad:
+        ap.error(f"--pack-windows must be 1 or 2, not {bad[0]}")
+    variants = [(k, w) for k in args.open_groups for w in (args.pack_windows if k else [1])]
     results = {}
     for name in args.presets:
         tiles = dit_difference_tiles(preset(name), steps=args.steps)
-        for k in args.open_groups:
-            cfg = preset(name, open_groups=k)
+        for k, w in variants:
+            cfg = preset(name, open_groups=k, pack_windows=w)
             for phase, sel in (("first step", lambda t: t == 0),
                                ("steady state", lambda t: t > 0)):
                 chosen = [dx for _, step, _, dx in tiles if sel(step)]
                 t0 = time.time()
-                print(f"[qpu rate] {name} open {k} {phase}: {len(chosen)} tiles ...",
+                print(f"[qpu rate] {name} open {k} windows {w} {phase}: {len(chosen)} tiles ...",
                       file=sys.stderr, flush=True)
                 r = measure(cfg, chosen)
                 r["tiles"] = len(chosen)
-                results[f"{name}/{k}/{phase}"] = dict(preset=name, open_groups=k, phase=phase,
-                                                      config_hash=cfg.hash(), **r)
+                results[f"{name}/{k}/{w}/{phase}"] = dict(preset=name, open_groups=k,
+                                                          pack_windows=w, phase=phase,
+                                                          config_hash=cfg.hash(), **r)
                 print(f"[qpu rate]   {r['groups_per_cycle']:.3f} groups/cycle, "
                       f"{r['mpu_wait_cycles']} MPU wait cycles ({time.time() - t0:.0f} s)",
                       file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "qpu_rate.json").write_text(json.dumps(results, indent=2) + "\n")
-    rows = ["| preset | open groups | phase | tiles | sub-channels | groups | sub-ch/cycle | "
-            "groups/cycle | groups/sub-ch | MPU wait cycles | lane fill |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| preset | open groups | windows | phase | tiles | sub-channels | groups | "
+            "sub-ch/cycle | groups/cycle | groups/sub-ch | MPU wait cycles | lane fill |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results.values():
-        rows.append(f"| {r['preset']} | {r['open_groups']} | {r['phase']} | {r['tiles']} | "
+        rows.append(f"| {r['preset']} | {r['open_groups']} | {r['pack_windows']} | {r['phase']} | "
+                    f"{r['tiles']} | "
                     f"{r['subchannels']} | "
                     f"{r['groups']} | {r['subchannels_per_cycle']:.3f} | "
                     f"{r['groups_per_cycle']:.3f} | {r['groups_per_subchannel']:.2f} | "
@@ -96,7 +105,8 @@ def main(argv=None):
             "ready). *MPU wait cycles*: cycles between the first and the last group in which no "
             "group was available to an MPU that takes one per cycle. *Open groups*: partial "
             "lane groups the packer holds open across the chunks of a tile "
-            "(`open_groups`).\n\n" + "\n".join(rows) + "\n")
+            "(`open_groups`); *windows*: windows it packs per cycle (`pack_windows`: 2 also "
+            "emits the window after a stored one).\n\n" + "\n".join(rows) + "\n")
     (args.out / "qpu_rate.md").write_text(text)
     print(text)
     return 0

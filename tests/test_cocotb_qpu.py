@@ -17,8 +17,9 @@ FAST_CASES = [(u, p, s) for u in sorted(UNITS) for p, s in FAST
 #: one short case per simulator (few tiles).
 BOOTH = [("verilator", "2"), ("icarus", "2")]
 #: Open partial groups across chunks (issue 16): the QPU with four slots (a chunk can be stored
-#: whole, so the tile's first group comes from a later chunk), on both simulators.
-OPEN = ["verilator", "icarus"]
+#: whole, so the tile's first group comes from a later chunk), one and two windows a cycle, on
+#: both simulators.
+OPEN = [(sim, w) for sim in ("verilator", "icarus") for w in (1, 2)]
 
 
 @pytest.mark.cocotb
@@ -37,10 +38,10 @@ def test_chain_booth(simulator, tiles):
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("simulator", OPEN)
-def test_qpu_open_groups(simulator):
-    run_cocotb("qpu", preset("tiny", open_groups=4), simulator, "test_qpu", seed=4,
-               extra_env={"DSTAR_TILES": "6"}, tag="open")
+@pytest.mark.parametrize("simulator, windows", OPEN)
+def test_qpu_open_groups(simulator, windows):
+    run_cocotb("qpu", preset("tiny", open_groups=4, pack_windows=windows), simulator, "test_qpu",
+               seed=4, extra_env={"DSTAR_TILES": "6"}, tag=f"open-w{windows}")
 
 
 @pytest.mark.slow
@@ -60,6 +61,7 @@ def test_qpu_regression_long(unit, preset_name, simulator, seed):
                                        dict(digits="booth"), dict(digits="booth", lanes=2),
                                        dict(sort_n=4, lanes=1, e_max=6),
                                        dict(open_groups=4, sort_n=16),
-                                       dict(open_groups=1, digits="booth", lanes=2)])
+                                       dict(open_groups=1, digits="booth", lanes=2),
+                                       dict(open_groups=4, sort_n=16, pack_windows=2)])
 def test_qpu_configurations(simulator, overrides):
     run_cocotb("qpu", preset("tiny", **overrides), simulator, "test_qpu", seed=5, tag="cfg")

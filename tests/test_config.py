@@ -189,6 +189,9 @@ def test_unknown_override():
     (dict(closed_loop=None), "closed_loop"), (dict(p_base_log2=9), "p_base_log2"),
     (dict(weight_hop=0), "weight_hop"), (dict(weight_hop=5), "weight_hop"),
     (dict(act_hop=0), "act_hop"), (dict(act_hop=5), "act_hop"),
+    (dict(open_groups=-1), "open_groups"), (dict(open_groups=5), "open_groups"),
+    (dict(pack_windows=3), "pack_windows"), (dict(pack_windows=2), "pack_windows"),
+    (dict(pack_windows=True, open_groups=2), "pack_windows"),
 ])
 def test_other_refusals_name_the_parameter(kw, param):
     with pytest.raises(ConfigError, match=rf"^{param} must be .*, not "):
@@ -263,8 +266,10 @@ def test_parameters_added_later_enter_the_hash_only_when_changed():
     assert explicit.hash() == base.hash()
     others = {preset("tiny", digit_product="select").hash(), preset("tiny", digits="booth").hash(),
               preset("tiny", digit_product="select", digits="booth").hash(),
-              preset("tiny", weight_hop=4).hash(), preset("tiny", act_hop=4).hash()}
-    assert len(others) == 5 and base.hash() not in others
+              preset("tiny", weight_hop=4).hash(), preset("tiny", act_hop=4).hash(),
+              preset("tiny", open_groups=2).hash(),
+              preset("tiny", open_groups=2, pack_windows=2).hash()}
+    assert len(others) == 7 and base.hash() not in others
     assert preset("tiny").hash() == "b9ae36267cee72c7"   # the hash the stored reports name
 
 

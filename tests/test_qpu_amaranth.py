@@ -125,6 +125,11 @@ QPU_CONFIGS = {
     "open4-sort16": (dict(open_groups=4, sort_n=16), 7, (1, 7, 31)),
     "open2-lanes2": (dict(open_groups=2, lanes=2, sort_n=4), 6, (1, 7, 31)),
     "booth-open3": (dict(digits="booth", open_groups=3), 6, (1, 7, 31)),
+    "open2-w2": (dict(open_groups=2, pack_windows=2), 6, (1, 7, 31)),
+    "open4-w2": (dict(open_groups=4, pack_windows=2), 6, (1, 7, 31)),
+    "open4-sort16-w2": (dict(open_groups=4, sort_n=16, pack_windows=2), 7, (1, 7, 31)),
+    "open1-lanes2-w2": (dict(open_groups=1, lanes=2, sort_n=4, pack_windows=2), 6, (1, 7, 31)),
+    "booth-open3-w2": (dict(digits="booth", open_groups=3, pack_windows=2), 6, (1, 7, 31)),
 }
 
 

@@ -68,14 +68,16 @@ def test_packing_report_renders_and_refuses_bad_paths(tmp_path, capsys):
 
     from gen import report_packing
 
-    row = dict(groups=1000, lanes_valid=3600, lane_util=0.9, config_hash="abc",
+    row = dict(open_groups=0, pack_windows=1, groups=1000, lanes_valid=3600, lane_util=0.9,
+               config_hash="abc",
                ecp5=dict(lut4=100, carry=10, lut_total=120, ff=50, flow="abc"),
                asic=dict(area=1234.5, combinational_area=1000.0, sequential_area=234.5, ff=50))
     md = report_packing.markdown(dict(generated="today", yosys="0", steps=20, operating_point="op",
                                       library=dict(name="lib", sha256="0" * 64),
-                                      rows={"0": row, "4": dict(row, asic=None)}))
-    assert "| 0 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | 1,234.5 | 1,000.0 | 234.5 |" in md
-    assert "| 4 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | – | – | – |" in md
+                                      rows={"0/1": row, "4/2": dict(row, open_groups=4,
+                                                                    pack_windows=2, asic=None)}))
+    assert "| 0 | 1 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | 1,234.5 | 1,000.0 | 234.5 |" in md
+    assert "| 4 | 2 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | – | – | – |" in md
     for args, what in (([f"--liberty={tmp_path / 'no.lib'}"], "liberty file not found"),
                        ([f"--operating-point={tmp_path / 'no.json'}"], "operating point file")):
         with pytest.raises(SystemExit) as exc:
