@@ -83,7 +83,7 @@ class Packer(wiring.Component):
         entries = Array(cur.entries[k] for k in range(n))
         columns = Array(self.columns[k] for k in range(n))
 
-        # The entries from the pointer on: `lanes` for the window, with open slots `lanes - 1`
+        # The entries from the pointer on: `lanes` for the window; with two windows `lanes - 1`
         # more for the window after a stored one, and one more for where that window ends.
         span = 2 * L if two else L
         ext_ok, ext_key, ext_col = [], [], []
