@@ -16,7 +16,7 @@ Pipeline for one token tile (T rows × C input channels of quantized integers ``
 4. each chunk is sorted by the bitonic network of :mod:`golden.bitonic` on the key (valid, exp);
 5. consecutive valid descriptors of equal exponent pack into groups of ``lanes``; a group never
    spans two exponents or tiles, nor two chunks unless ``cfg.open_groups`` lets a partial group
-   wait for the next run of its exponent (:func:`_pack_tile`); a tile with no kept column emits
+   wait for the next run of its exponent (:func:`pack_tile`); a tile with no kept column emits
    one all-invalid group.
 """
 
@@ -34,7 +34,7 @@ from .layouts import group_layout, pack
 __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters",
            "TileSchedule", "schedule_tile", "schedule_matrix", "Accumulator", "execute",
            "slice_pe_execute", "int8_pe_execute", "reference_product", "exp_steps", "shift_counts",
-           "PACKINGS", "packing_groups"]
+           "PACKINGS", "packing_groups", "pack_tile"]
 
 COUNTER_NAMES = ("subchannels", "subchannels_b2", "subchannels_b4", "subchannels_b6",
                  "subchannels_b8", "subchannels_zero", "saturated", "slice_columns",
@@ -173,7 +173,7 @@ def _chunk_runs(keys, idx, exp_sorted, cfg):
     return out
 
 
-def _pack_tile(chunk_runs, cfg):
+def pack_tile(chunk_runs, cfg):
     """The packer (:class:`rtl.packer.Packer`) over one tile's sorted chunks: the lane groups as
     ``[(exp, descriptor indices)]`` in stream order.
 
@@ -259,7 +259,7 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
                                           idx.reshape(nchunks, n), ex.reshape(nchunks, n))
         runs_of = [_chunk_runs(keys[c], idx_s[c], ex_s[c], cfg) for c in range(nchunks)]
         chunk_runs = [[(e, len(members)) for e, members in runs] for runs in runs_of]
-        for gexp, members in _pack_tile(runs_of, cfg):
+        for gexp, members in pack_tile(runs_of, cfg):
             members = np.asarray(members, dtype=np.int64)
             m = len(members)
             g = Group(exp=gexp,

@@ -9,7 +9,7 @@ channel, signed, valid and the T digits, padded lanes all zero; the tile's first
 all-invalid group with exponent 0.
 
 With ``cfg.open_groups = K > 0`` the packer also holds up to K partial groups open across the
-chunks of a tile, with their columns, in slot registers (:func:`golden.schedule._pack_tile` is
+chunks of a tile, with their columns, in slot registers (:func:`golden.schedule.pack_tile` is
 the specification): a window whose exponent an open slot holds (``m`` descriptors) puts them in
 lanes ``0..m-1`` and the run's next ``lanes - m`` descriptors after them, freeing the slot; a
 group that stays partial because its run ends is stored instead of emitted when the chunk is not

@@ -646,28 +646,28 @@ def test_packings_count_the_schedules_groups_and_never_more(seed):
 
 
 def test_open_groups_by_hand():
-    """``_pack_tile`` on two chunks of 4 lanes. Chunk 0 (not the tile's last): run 5 of five
+    """``pack_tile`` on two chunks of 4 lanes. Chunk 0 (not the tile's last): run 5 of five
     descriptors, run 3 of two; chunk 1 (last): run 5 of one, run 3 of three. With two open slots:
     (5: 0-3) full; 4 waits in slot 0, (5, 6) in slot 1; chunk 1 fills slot 0's group with 7 and
     emits it short (last chunk), slot 1's with 8, 9 (full), and 10 goes out alone: 4 groups
     where the chunked packing needs 5. With one slot the run 3 of chunk 0 finds no free slot and
     goes out at once."""
-    from golden.schedule import _pack_tile
+    from golden.schedule import pack_tile
 
     runs = [[(5, [0, 1, 2, 3, 4]), (3, [5, 6])], [(5, [7]), (3, [8, 9, 10])]]
     two = preset("tiny", lanes=4, open_groups=2)
-    assert _pack_tile(runs, two) == [(5, [0, 1, 2, 3]), (5, [4, 7]), (3, [5, 6, 8, 9]),
+    assert pack_tile(runs, two) == [(5, [0, 1, 2, 3]), (5, [4, 7]), (3, [5, 6, 8, 9]),
                                      (3, [10])]
     one = preset("tiny", lanes=4, open_groups=1)
-    assert _pack_tile(runs, one) == [(5, [0, 1, 2, 3]), (3, [5, 6]), (5, [4, 7]),
+    assert pack_tile(runs, one) == [(5, [0, 1, 2, 3]), (3, [5, 6]), (5, [4, 7]),
                                      (3, [8, 9, 10])]
     none = preset("tiny", lanes=4)
-    assert _pack_tile(runs, none) == [(5, [0, 1, 2, 3]), (5, [4]), (3, [5, 6]), (5, [7]),
+    assert pack_tile(runs, none) == [(5, [0, 1, 2, 3]), (5, [4]), (3, [5, 6]), (5, [7]),
                                       (3, [8, 9, 10])]
     # A partial group with every slot taken goes out at once; the slots still open after the
     # last chunk go out in slot order.
     runs = [[(6, [0]), (4, [1])], [(2, [2])], [(6, [3]), (1, [4])]]
-    assert _pack_tile(runs, two) == [(2, [2]), (6, [0, 3]), (1, [4]), (4, [1])]
+    assert pack_tile(runs, two) == [(2, [2]), (6, [0, 3]), (1, [4]), (4, [1])]
 
 
 @SET
