@@ -34,7 +34,9 @@ Area (µm² on the user's Liberty library; ``fpga.synth.synthesize(..., "asic")`
   outside the PEs (:func:`fpga.estimate.front_registers`: skew chains grow as ``n²``, the front
   end as ``n``). The report states how well this predicts each measured 8 × 8 from its 4 × 4.
 - The whole core: DSTAR's MPU plus its QPU (the QPU by part from ``reports/asic_area.json``
-  when that report is on the same library, else synthesized here by part, scaled per part by
+  when that report is on the same library and the bench packed with the default packer, else
+  synthesized here by part, at the bench's preset with the bench's ``open_groups`` and
+  ``pack_windows`` when those are not the defaults, scaled per part by
   the estimate model's transistor count of that part at ``T = n`` and the variant's
   ``lanes``: :func:`fpga.estimate.parts`); the INT8 core is its array alone. Buffers, VPU and
   control are the same in both cores and left out (they only add the same area to both).
@@ -227,29 +229,36 @@ def synth_job(unit: str, overrides: dict, booth: bool, parts: bool, liberty: str
     return out
 
 
-def qpu_synth_job(liberty: str, reuse: bool) -> dict:
-    """The ``tiny`` QPU by part (RAMs as macros), as ``fpga.report_asic`` runs it."""
+def qpu_synth_job(liberty: str, reuse: bool, packer: dict | None = None,
+                  name: str = "tiny") -> dict:
+    """The QPU of preset ``name`` by part (RAMs as macros), as ``fpga.report_asic`` runs it,
+    with the packer settings ``packer`` (``open_groups``, ``pack_windows``: the bench's)."""
     from .report_asic import parts_of
     from .synth import synthesize
 
-    cfg = preset("tiny")
+    cfg = preset(name, **(packer or {}))
     r = synthesize("qpu", cfg, "asic", liberty=liberty, parts=True, reuse=reuse)
-    return dict(area=r["resources"]["area"], config_hash=cfg.hash(), preset="tiny",
-                parts={k: v["area"] for k, v in parts_of(r).items()}, source="synthesized")
+    how = ", ".join(f"{k}={v}" for k, v in (packer or {}).items())
+    return dict(area=r["resources"]["area"], config_hash=cfg.hash(), preset=name,
+                parts={k: v["area"] for k, v in parts_of(r).items()},
+                source="synthesized" + (f" with {how}" if how else ""))
 
 
 def run_sweep(dvars, bvars, sizes, measure_sizes, liberty: str, *, reuse: bool, jobs: int,
-              scheduler, qpu: dict | None, progress) -> dict:
+              scheduler, qpu: dict | None, progress, packer: dict | None = None,
+              qpu_preset: str = "tiny") -> dict:
     """Synthesize every job on the farm; returns ``{"runs": {label: result}, "qpu": ...,
-    "seconds": ...}``."""
+    "seconds": ...}``. Without a stored ``qpu`` the QPU of ``qpu_preset`` is synthesized here
+    with the packer settings ``packer``."""
     from .farm import run_jobs
 
     plan = plan_jobs(dvars, bvars, measure_sizes)
     args = [(unit, ov, booth, parts, liberty, reuse) for _, unit, ov, booth, parts in plan]
     labels = [p[0] for p in plan]
     if qpu is None:
-        args.append(("qpu", {}, False, True, liberty, reuse))
-        labels.append("qpu tiny by part")
+        args.append(("qpu", dict(packer or {}, preset=qpu_preset), False, True, liberty,
+                     reuse))
+        labels.append(f"qpu {qpu_preset} by part")
     progress(f"{len(args)} synthesis runs ({len(dvars)} DSTAR and {len(bvars)} INT8 variants; "
              f"arrays measured at {', '.join(f'{n}x{n}' for n in measure_sizes)}), "
              f"{jobs} job(s)" + (f" on {scheduler}" if scheduler else ""))
@@ -265,6 +274,7 @@ def run_sweep(dvars, bvars, sizes, measure_sizes, liberty: str, *, reuse: bool, 
 
 def _dispatch(unit, ov, booth, parts, liberty, reuse):
     if unit == "qpu":
-        return qpu_synth_job(liberty, reuse)
+        ov = dict(ov)
+        return qpu_synth_job(liberty, reuse, ov, ov.pop("preset", "tiny"))
     return synth_job(unit, ov, booth, parts, liberty, reuse)
 

@@ -131,7 +131,8 @@ def markdown(rep: dict) -> str:
           "(a macro); single PEs synthesized for every variant, arrays by part at "
           f"{', '.join(f'{n}×{n}' for n in rep['measure_sizes'])} for a subset, the rest from "
           "the array model (`fpga/design_sweep.py`). DSTAR *core* = MPU + QPU (the QPU's parts "
-          "from the measured `tiny` QPU, scaled per part by the estimate model); INT8 core = "
+          f"from the measured `tiny` QPU ({rep.get('qpu', {}).get('source', 'measured')}), "
+          "scaled per part by the estimate model); INT8 core = "
           "its array (the buffers, VPU and control are the same in both and left out).", "",
           "Configuration names: `L<lanes> s<pe_stages> <digit product>/<digits>` (`int8 "
           "s<pe_stages>`, `-booth`: Yosys `synth -booth`), `acc26`: the 26-bit saturating "
