@@ -34,7 +34,12 @@ def test_markdown_writers_render_tables():
              mpu={"ecp5-nodsp": ecp5, "ecp5": ecp5, "generic": generic}, breakdown=hier)
     p["share"] = report_qpu.shares(p["qpu"], p["mpu"])
     assert p["share"]["generic"]["transistors"] == 0.5
-    qpu = report_qpu.markdown(dict(common, presets={"fpga": p}))
+    rate = {"fpga/4/2/steady state": dict(preset="fpga", open_groups=4, pack_windows=2,
+                                          phase="steady state", groups_per_cycle=0.841,
+                                          subchannels_per_cycle=0.931, mpu_wait_cycles=1509,
+                                          groups=7974)}
+    qpu = report_qpu.markdown(dict(common, presets={"fpga": p}, rate=rate))
+    assert "| fpga | 4 | 2 | steady state | 0.841 | 0.931 | 1,509 | 7,974 |" in qpu
     assert "| QPU | no DSP | 120 | 100 | 10 | 50 |" in qpu
     assert "| bitonic sorter | 80 (67 %) | 40 (80 %) | 0 | 90 | 40 | 600 (67 %) |" in qpu
     assert "Largest in transistors: bitonic sorter (67%)" in qpu
