@@ -42,11 +42,12 @@ def _say(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def lane_utilization(open_groups, operating_point, steps=20) -> dict:
+def lane_utilization(open_groups, operating_point, inputs, steps=20) -> dict:
     """Groups and valid lanes of the bench workload's streams with ``open_groups`` slots (the
-    stream does not depend on ``pack_windows``)."""
+    stream does not depend on ``pack_windows``); ``inputs``: :func:`sim.bench_layers.load_inputs`'s
+    layers and trace."""
     cfg = preset("fpga", **BENCH, open_groups=open_groups)
-    layers_in, trace, _ = load_inputs(cfg, steps=steps)
+    layers_in, trace = inputs
     layers = prepare(cfg, layers_in, trace, list(range(steps)), False, operating_point)
     groups = sum(bl.groups for bl in layers)
     valid = sum(bl.lanes_valid for bl in layers)
@@ -116,10 +117,11 @@ def main(argv=None) -> int:
     except (ValueError, KeyError) as why:
         ap.error(f"--operating-point {args.operating_point}: {why}")
     rows, library, util = {}, None, {}
+    layers_in, trace, _ = load_inputs(preset("fpga", **BENCH), steps=20)
     for k, w in OPEN:
         t0 = time.perf_counter()
         if k not in util:
-            util[k] = lane_utilization(k, op)
+            util[k] = lane_utilization(k, op, (layers_in, trace))
         row = dict(open_groups=k, pack_windows=w, **util[k])
         row.update(qpu_area(k, w, args.liberty, args.reuse))
         library = row.pop("library", None) or library

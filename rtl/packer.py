@@ -27,7 +27,7 @@ after a tile's last chunk each slot still open takes one more cycle. The output 
 that holds under back-pressure (a store proceeds under back-pressure, the window after it waits).
 """
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -149,13 +149,13 @@ class Packer(wiring.Component):
         free = [~slot_valid[s] | hit[s] for s in range(K)]
         target = Signal(range(max(K, 1)))
         for s in reversed(range(K)):
-            with m.If(hit[s] | (free[s] & ~any_(hit))):
+            with m.If(hit[s] | (free[s] & ~Cat(*hit).any())):
                 m.d.comb += target.eq(s)
         store = Signal()
         leftover = Signal()
         if K:
-            m.d.comb += [store.eq((total < L) & ~cur.side.last & any_(free)),
-                         leftover.eq(any_(slot_valid[s] & ~hit[s] for s in range(K)))]
+            m.d.comb += [store.eq((total < L) & ~cur.side.last & Cat(*free).any()),
+                         leftover.eq((slot_valid & ~Cat(*hit)).any())]
 
         # With two windows, a cycle that stores window A also emits the window B after it when
         # B's group goes out (full, or no slot left for it), so a store costs no cycle there.
@@ -165,19 +165,13 @@ class Packer(wiring.Component):
         if two:
             off = a["taken"]                 # 1 .. lanes - 1 when A stores
 
-            def shifted(seq, i):
-                """Entry ``off + i`` of the span (``off`` = A's taken entries)."""
-                v = seq[i]
-                for t in range(1, L):
-                    v = Mux(off == t, seq[t + i], v)
-                return v
-
-            b_ok = [shifted(ext_ok, i) for i in range(L)]
-            b_key = [shifted(ext_key, i) for i in range(L)]
+            # Window B: the span's entries from ``off`` on.
+            b_ok = [Array(ext_ok)[off + i] for i in range(L)]
+            b_key = [Array(ext_key)[off + i] for i in range(L)]
             b_col = []
             for i in range(L):
                 col = Signal(col_shape, name=f"b_win{i}")
-                m.d.comb += col.eq(shifted(ext_col, i))
+                m.d.comb += col.eq(Array(ext_col)[off + i])
                 b_col.append(col)
             b = window("b", b_ok, b_key, b_col)
             # A's target slot holds A's exponent after the store; B's hit is another slot.
@@ -187,7 +181,7 @@ class Packer(wiring.Component):
             b_end_ok = Array(ext_ok)[b_end]
             m.d.comb += [
                 b_emit.eq(store & b["head_valid"] &
-                          ((b["total"] == L) | ~any_(b_free))),
+                          ((b["total"] == L) | ~Cat(*b_free).any())),
                 b_finished.eq((ptr + b_end >= n) | ~b_end_ok),
             ]
             b_hit = b["hit"]
@@ -276,11 +270,3 @@ class Packer(wiring.Component):
                 m.d.sync += started.eq(0)
         return m
 
-
-def any_(bits):
-    """OR of an iterable of 1-bit values (``Const(0)`` when empty)."""
-    bits = list(bits)
-    out = Const(0, 1)
-    for b in bits:
-        out = out | b
-    return out

@@ -40,7 +40,6 @@ sticky flag the golden schedule sets: 0 means every result is exact.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import platform
@@ -616,9 +615,9 @@ LEVERS = ("digit_product", "digits", "weight_hop", "act_hop", "pe_stages", "acc_
 
 def _levers_md(config: dict) -> str:
     """The datapath levers of ``config`` that differ from their defaults, as ``name=value``."""
-    defaults = {f.name: f.default for f in dataclasses.fields(Config)}
+    fields = Config.fields()
     set_ = [f"`{k}={config[k]}`" for k in LEVERS
-            if k in config and config[k] != defaults.get(k)]
+            if k in config and config[k] != fields[k].default]
     return ", ".join(set_) if set_ else "every lever at its default"
 
 

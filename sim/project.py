@@ -237,33 +237,30 @@ def _is_ffn(x: Linear) -> bool:
     return x.name.endswith(".fc1") or x.name.endswith(".fc2")
 
 
-def pe_utilization(model: DiTModel, chip: Chip, t: Timing, cfg: Config,
-                   wl: Workload | None) -> dict:
-    """PE utilization of a cache step (module docstring): ``{"ffn", "attention"}``, each
-    ``{products, capacity, utilization}``; ``wl`` None: the dense INT8 baseline."""
+def pe_utilization(model: DiTModel, chip: Chip, cfg: Config, wl: Workload | None,
+                   ffn_cycles: float, attention_cycles: float) -> dict:
+    """PE utilization of a cache step (module docstring) from the cycles one core spent on the
+    FFN layers and on attention: ``{"ffn", "attention"}``, each ``{products, capacity,
+    utilization}``; ``wl`` None: the dense INT8 baseline."""
     T = cfg.tile
     per_cycle = cfg.rows * cfg.cols * chip.cores * (1 if wl is None else cfg.lanes)
     digits = 1.0 if wl is None else wl.bits / 2
     p_digits = 1.0 if wl is None else wl.p_bits / 2
-    ffn = [x for x in model.linears if _is_ffn(x)]
-    f_prod = sum(x.count * x.tokens * x.cin * x.cout * digits for x in ffn)
-    f_cyc = sum(x.count * linear_cycles(t, cfg, x, None if wl is None else wl.bits,
-                                        1.0 if wl is None else wl.fill, chip.cores)
-                for x in ffn)
-    a_prod = a_cyc = 0.0
+    f_prod = sum(x.count * x.tokens * x.cin * x.cout * digits
+                 for x in model.linears if _is_ffn(x))
+    a_prod = 0.0
     for a in model.attentions:
         nk = math.ceil(a.keys / T)
         kept = nk if wl is None else max(1, round(nk * wl.kept))
         keys = min(a.keys, kept * T)
-        macs = a.count * a.seqs * a.heads * a.queries * keys * a.head_dim
-        a_prod += macs * (digits + p_digits)
-        a_cyc += a.count * attention_cycles(t, cfg, a, wl, True, chip.cores)
+        a_prod += (a.count * a.seqs * a.heads * a.queries * keys * a.head_dim
+                   * (digits + p_digits))
 
     def entry(prod, cyc):
         cap = per_cycle * cyc
         return dict(products=prod, capacity=cap, utilization=prod / cap if cap else None)
 
-    return dict(ffn=entry(f_prod, f_cyc), attention=entry(a_prod, a_cyc))
+    return dict(ffn=entry(f_prod, ffn_cycles), attention=entry(a_prod, attention_cycles))
 
 
 # ----------------------------------------------------------------------------- the chip
@@ -300,19 +297,25 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                 continue
             lin = att = 0.0
             mem = 0.0
+            ffn_cyc = 0
+            parts = dict.fromkeys(("kv", "qk", "softmax", "p_quant", "pv"), 0)
             for x in model.linears:
                 if x.cache_only and not cache:
                     continue
                 bits = wl.bits if side == "dstar" else None
                 cyc = linear_cycles(t, cfg, x, bits, wl.fill, chip.cores)
+                ffn_cyc += x.count * cyc if _is_ffn(x) else 0
                 wbytes = x.cin * x.cout
                 abytes = x.tokens * (x.cin + x.cout) * act_bytes
                 abytes = abytes if abytes > chip.scratchpad_bytes else 0
                 lin += x.count * layer_time(cyc, wbytes + abytes)
                 mem += x.count * (wbytes + abytes) / bw
             for a in model.attentions:
-                cyc = attention_cycles(t, cfg, a, wl if side == "dstar" else None, cache,
+                part = attention_parts(t, cfg, a, wl if side == "dstar" else None, cache,
                                        chip.cores)
+                cyc = sum(part.values())
+                for k, v in part.items():
+                    parts[k] += a.count * v
                 pc = 0 if (side == "int8" or pc_on_chip) else pcache_bytes(cfg, a, wl)
                 att += a.count * layer_time(cyc, pc)
                 mem += a.count * pc / bw
@@ -320,18 +323,16 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
             out["cache" if cache else "reuse"] = dict(linear_s=lin, attention_s=att,
                                                       vector_s=vec, hbm_s=mem,
                                                       total_s=lin + att + vec)
+            if cache:
+                out["pe_utilization"] = pe_utilization(
+                    model, chip, cfg, wl if side == "dstar" else None, ffn_cyc,
+                    sum(parts.values()))
+                out["attention_parts_cycles"] = parts
         n_cache = math.ceil(model.steps / wl.interval) if side == "dstar" else model.steps
         per_image = (n_cache * out["cache"]["total_s"]
                      + (model.steps - n_cache) * out["reuse"]["total_s"])
         res[side] = dict(out, per_image_s=per_image)
     pc_traffic = 0.0 if pc_on_chip else pc_total / bw
-    res["dstar"]["pe_utilization"] = pe_utilization(model, chip, t_dstar, cfg, wl)
-    parts = dict.fromkeys(("kv", "qk", "softmax", "p_quant", "pv"), 0)
-    for a in model.attentions:
-        for k, v in attention_parts(t_dstar, cfg, a, wl, True, chip.cores).items():
-            parts[k] += a.count * v
-    res["dstar"]["attention_parts_cycles"] = parts
-    res["int8"]["pe_utilization"] = pe_utilization(model, chip, t_base, cfg, None)
     res.update(model=model.name, steps=model.steps, dense_gmacs_per_step=model.macs() / 1e9,
                pcache_bytes=pc_total, pcache_location="scratchpad" if pc_on_chip else "HBM",
                pcache_traffic_s_per_step=pc_traffic,
@@ -422,9 +423,8 @@ def markdown(rec: dict) -> str:
                   "| cache step: linear / attn / vector ms | reuse step ms | P cache | lives in "
                   "| P-cache traffic ms/step |",
                   "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---:|"]
-        for r in rec["rows"]:
-            if r["workload"]["name"] != wl:
-                continue
+        rows = [r for r in rec["rows"] if r["workload"]["name"] == wl]
+        for r in rows:
             d = r["dstar"]
             cs = d["cache"]
             lines.append(
@@ -438,9 +438,7 @@ def markdown(rec: dict) -> str:
                   "paper reports > 88 % on FFN and > 75 % on attention):", "",
                   "| model | DSTAR FFN | DSTAR attention | INT8 FFN | INT8 attention |",
                   "|---|---:|---:|---:|---:|"]
-        for r in rec["rows"]:
-            if r["workload"]["name"] != wl:
-                continue
+        for r in rows:
             u = [r[side]["pe_utilization"][part]["utilization"]
                  for side in ("dstar", "int8") for part in ("ffn", "attention")]
             lines.append(f"| {r['model']} | " + " | ".join(
@@ -450,9 +448,7 @@ def markdown(rec: dict) -> str:
                   "during `kv` and `softmax`, which run on the V engine):", "",
                   "| model | K, V to INT8 weights | QKᵀ | softmax | P into the P cache | P·V |",
                   "|---|---:|---:|---:|---:|---:|"]
-        for r in rec["rows"]:
-            if r["workload"]["name"] != wl:
-                continue
+        for r in rows:
             p = r["dstar"]["attention_parts_cycles"]
             tot = sum(p.values()) or 1
             lines.append(f"| {r['model']} | " + " | ".join(
