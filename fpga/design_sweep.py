@@ -33,10 +33,9 @@ Area (µm² on the user's Liberty library; ``fpga.synth.synthesize(..., "asic")`
   its non-PE area (skew, drain, front end) and ``f`` the register bits of an array's own logic
   outside the PEs (:func:`fpga.estimate.front_registers`: skew chains grow as ``n²``, the front
   end as ``n``). The report states how well this predicts each measured 8 × 8 from its 4 × 4.
-- The whole core: DSTAR's MPU plus its QPU (the QPU by part from ``reports/asic_area.json``
-  when that report is on the same library and the bench packed with the default packer, else
-  synthesized here by part, at the bench's preset with the bench's ``open_groups`` and
-  ``pack_windows`` when those are not the defaults, scaled per part by
+- The whole core: DSTAR's MPU plus its QPU (the QPU of the bench's preset with the bench's
+  ``open_groups`` and ``pack_windows``, by part: from ``reports/asic_area.json`` when that
+  report holds that configuration on the same library, else synthesized here; scaled per part by
   the estimate model's transistor count of that part at ``T = n`` and the variant's
   ``lanes``: :func:`fpga.estimate.parts`); the INT8 core is its array alone. Buffers, VPU and
   control are the same in both cores and left out (they only add the same area to both).

@@ -150,7 +150,7 @@ def run_sweep_command(args) -> int:
         workload_stats,
     )
     from fpga.synth import SynthError, copy_liberty, yosys_version
-    from golden.config import Config, ConfigError
+    from golden.config import Config, ConfigError, preset
 
     t0 = time.perf_counter()
 
@@ -173,26 +173,30 @@ def run_sweep_command(args) -> int:
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         info = copy_liberty(lib, Path(tmp) / "cells.lib")
-    # The QPU packs as the bench did: its open groups are part of the measured throughput. Open
-    # slots cost a small QPU relatively more than a large one, so such a QPU is measured at the
-    # bench's own preset and scaled from there, not from `tiny`.
+    # The QPU is the bench's: its preset and packer (the open groups are part of the measured
+    # throughput, and they cost a small QPU relatively more than a large one), by part, from
+    # `asic_area.json` when it holds that very configuration, else synthesized here.
     packer = {k: bench["config"][k] for k in ("open_groups", "pack_windows")
               if bench["config"].get(k) not in (None, Config.fields()[k].default)}
+    qpu_preset = bench["preset"]
+    want = preset(qpu_preset, **packer).hash()
     qpu = None
-    if args.asic_area.is_file() and not packer:
+    if args.asic_area.is_file():
         stored = json.loads(args.asic_area.read_text())
-        q = stored.get("units", {}).get("qpu-tiny")
-        if stored.get("liberty", {}).get("sha256") == info["sha256"] and q and q.get("parts"):
-            qpu = dict(area=q["area"], config_hash=q["config_hash"], preset="tiny",
+        q = stored.get("units", {}).get(f"qpu-{qpu_preset}")
+        if (stored.get("liberty", {}).get("sha256") == info["sha256"] and q and q.get("parts")
+                and q.get("config_hash") == want):
+            qpu = dict(area=q["area"], config_hash=q["config_hash"], preset=qpu_preset,
                        parts={k: v["area"] for k, v in q["parts"].items()},
-                       source=f"{args.asic_area.name} (qpu-tiny by part)")
+                       source=f"{args.asic_area.name} (qpu-{qpu_preset} by part)")
     say(f"{len(dvars)} DSTAR and {len(bvars)} INT8 variants x sizes {sizes} on {info['name']}"
-        f" ({lib.name}); QPU from " + (qpu["source"] if qpu else "a synthesis run here")
+        f" ({lib.name}); QPU of `{qpu_preset}` from "
+        + (qpu["source"] if qpu else "a synthesis run here")
         + (f" with the bench's {packer}" if packer else ""))
     try:
         sw = run_sweep(dvars, bvars, sizes, msizes, str(lib), reuse=args.reuse,
                        jobs=args.jobs, scheduler=args.scheduler, qpu=qpu, progress=say,
-                       packer=packer, qpu_preset=bench["preset"] if packer else "tiny")
+                       packer=packer, qpu_preset=qpu_preset)
     except JobError as exc:
         raise WorkError(f"synthesis failed: {exc}") from None
     except SynthError as exc:
