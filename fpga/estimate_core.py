@@ -16,7 +16,7 @@ the dispatcher. :func:`core_parts` returns its parts for :func:`fpga.estimate.es
   rest of the top. No feature model exists for it: its LUTs, flip-flops and LUT RAM are the
   straight line, in the bits the core moves per buffer row (:func:`datapath_bits`), through
   the two measured cores of ``reports/core_area.json`` (:data:`CORE_MEASURED`, ``tiny`` and
-  ``fpga``; ``python -m fpga.core_area``). That run maps LUTs with ``abc`` module by module
+  ``fpga``; ``dstar measure core-area``). That run maps LUTs with ``abc`` module by module
   (``abc9`` asserts on the core in Yosys 0.70), not the flattened ``abc9`` flow the other
   coefficients were fitted to. Its generic transistors count only its flip-flops (no generic
   synthesis of the core is measured), so the core's transistor figure is a lower bound.

@@ -1,6 +1,6 @@
-"""The two errors a ``dstar`` command reports as one line (exit statuses in :mod:`gen.cli`).
+"""The two errors a ``dstar`` command reports as one line (exit statuses in :mod:`dstar.cli`).
 
-They live apart from :mod:`gen.cli` so that library code (:mod:`gen.outputs`, which
+They live apart from :mod:`dstar.cli` so that library code (:mod:`gen.outputs`, which
 :func:`gen.generate.generate` uses) can raise them without importing the command line.
 """
 

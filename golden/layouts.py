@@ -18,7 +18,7 @@ import numpy as np
 
 from .config import Config
 
-__all__ = ["group_layout", "drain_layout", "recon_layout", "weight_load_layout",
+__all__ = ["COUNTER_NAMES", "group_layout", "drain_layout", "recon_layout", "weight_load_layout",
            "subchannel_layout", "qpu_config_layout", "counters_layout",
            "baseline_group_layout", "VPU_OPS", "vpu_cmd_layout", "vpu_in_layout",
            "vpu_out_layout", "layout_width", "pack", "unpack"]
@@ -93,9 +93,14 @@ def qpu_config_layout(cfg: Config) -> list:
     return [_f("base_log2", max(1, cfg.act_frac.bit_length())), _f("thr", 7, (3,))]
 
 
+#: The QPU's statistics counters (golden.schedule.Counters counts them), in DESIGN 2.3's order.
+COUNTER_NAMES = ("subchannels", "subchannels_b2", "subchannels_b4", "subchannels_b6",
+                 "subchannels_b8", "subchannels_zero", "saturated", "slice_columns",
+                 "dropped_columns", "groups", "padded_lanes", "shifts", "shift_amount")
+
+
 def counters_layout() -> list:
     """The QPU's statistics counters as one word: 32 bits each, in DESIGN 2.3's order."""
-    from .schedule import COUNTER_NAMES
     return [_f(name, 32) for name in COUNTER_NAMES]
 
 

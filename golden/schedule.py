@@ -29,16 +29,13 @@ import numpy as np
 from .bitonic import apply_network, sort_key
 from .config import Config
 from .fmdq import Quantized, quantize_tile_matrix
-from .layouts import group_layout, pack
+from .layouts import COUNTER_NAMES, group_layout, pack
 
 __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters",
            "TileSchedule", "schedule_tile", "schedule_matrix", "Accumulator", "execute",
            "slice_pe_execute", "int8_pe_execute", "reference_product", "exp_steps", "shift_counts",
            "PACKINGS", "packing_groups", "pack_tile"]
 
-COUNTER_NAMES = ("subchannels", "subchannels_b2", "subchannels_b4", "subchannels_b6",
-                 "subchannels_b8", "subchannels_zero", "saturated", "slice_columns",
-                 "dropped_columns", "groups", "padded_lanes", "shifts", "shift_amount")
 COUNTER_MAX = (1 << 32) - 1
 
 

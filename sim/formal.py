@@ -359,7 +359,7 @@ def _solver_error_text(res: FormalResult, response: str, engine: str) -> str:
                  f"WebAssembly into {yowasp_cache_dir()} and yosys-smtbmc reads the notice as "
                  f"the solver's answer. It came back on the retry, so the compiled module is not "
                  f"being kept: check that the cache directory is writable, then run "
-                 f"`python -m sim.toolchain`.")
+                 f"`dstar toolchain`.")
     elif response == "":
         text += " The solver stopped without answering (crashed or was killed)."
     else:

@@ -79,7 +79,7 @@ def ensure_verilog(unit: str, cfg: Config) -> Path:
 
 
 def config_env(cfg: Config) -> dict:
-    """Environment that hands the configuration to a cocotb test module (see ``tb.common``)."""
+    """Environment that hands the configuration to a cocotb test module."""
     return {"DSTAR_CONFIG": json.dumps(cfg.to_dict())}
 
 
@@ -193,12 +193,13 @@ class SimResult:
 
 
 def expected_tests(test_module: str, testcase=None) -> list[str]:
-    """Names of the cocotb tests that running ``tb.<test_module>`` with ``testcase`` must report:
+    """Names of the cocotb tests that running ``test_module`` (a dotted module name, such as
+    ``"tb.test_mpu"``) with ``testcase`` must report:
     every ``@cocotb.test`` of the module (each generated variant), or those named in
     ``testcase``. Raises ValueError for a name the module does not define."""
     from cocotb._decorators import Test, TestGenerator
 
-    mod = importlib.import_module(f"tb.{test_module}")
+    mod = importlib.import_module(test_module)
     names = []
     for obj in vars(mod).values():
         if isinstance(obj, TestGenerator):
@@ -210,7 +211,7 @@ def expected_tests(test_module: str, testcase=None) -> list[str]:
     wanted = [testcase] if isinstance(testcase, str) else list(testcase)
     unknown = [n for n in wanted if n not in names]
     if unknown:
-        raise ValueError(f"testcase {unknown} not in tb.{test_module}; it defines {names}")
+        raise ValueError(f"testcase {unknown} not in {test_module}; it defines {names}")
     return [n for n in names if n in wanted]
 
 
@@ -244,7 +245,8 @@ def check_results(xml: Path, expected: list[str], exit_code: int, what: str, log
 def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, testcase=None,
                seed: int | None = None, extra_env: dict | None = None, waves: bool | None = None,
                tag: str = "", optimize: bool = False) -> SimResult:
-    """Run ``tb.<test_module>`` on the unit's model; raises AssertionError unless every expected
+    """Run the cocotb module ``test_module`` (dotted, e.g. ``"tb.test_mpu"``) on the unit's
+    model; raises AssertionError unless every expected
     test ran and passed and the simulator exited cleanly (:func:`check_results`)."""
     from cocotb_tools.runner import get_runner
 
@@ -254,7 +256,8 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
     if waves is None:
         waves = os.environ.get("DSTAR_WAVES", "") not in ("", "0")
     bdir = build(unit, cfg, simulator, waves, optimize)
-    name = f"{test_module}{'-' + tag if tag else ''}-{seed if seed is not None else 'x'}"
+    short = test_module.rsplit(".", 1)[-1]
+    name = f"{short}{'-' + tag if tag else ''}-{seed if seed is not None else 'x'}"
     test_dir = bdir.parent / "runs" / f"{simulator}-{name}"
     test_dir.mkdir(parents=True, exist_ok=True)
     xml = test_dir / "results.xml"
@@ -263,7 +266,7 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we check the results ourselves
     exit_code = 0
     try:
-        runner.test(test_module=f"tb.{test_module}", hdl_toplevel=top_name(unit),
+        runner.test(test_module=test_module, hdl_toplevel=top_name(unit),
                     hdl_toplevel_lang="verilog", build_dir=bdir,
                     test_dir=test_dir, testcase=testcase, seed=seed, extra_env=env, waves=waves,
                     results_xml=str(xml), timescale=("1ns", "1ps"),
@@ -274,5 +277,5 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
         if saved is not None:
             os.environ["PYTEST_CURRENT_TEST"] = saved
     tests, failed = check_results(xml, expected, exit_code,
-                                  f"tb.{test_module} on {simulator}", test_dir / "sim.log")
+                                  f"{test_module} on {simulator}", test_dir / "sim.log")
     return SimResult(tests=tests, failed=failed, results_xml=xml, test_dir=test_dir)

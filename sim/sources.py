@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Top-level packages of the project (a name outside them is a third-party or stdlib import).
-PACKAGES = ("golden", "rtl", "gen", "sim", "fpga", "tb")
+PACKAGES = ("golden", "rtl", "gen", "sim", "fpga", "tb", "dstar")
 #: Where elaboration starts: the generator and its catalogue, which imports every unit's module.
 ELABORATION_ROOTS = ("gen.generate", "gen.units")
 

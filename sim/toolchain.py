@@ -8,7 +8,7 @@ reading Boolector's answers) takes for the tool's reply. ``make setup`` runs :fu
 tool is then called a second time and must start without that message, which proves its cache
 entry was written.
 
-``python -m sim.toolchain`` warms every tool (progress on stderr); ``--check`` only reports which
+``dstar toolchain`` warms every tool (progress on stderr); ``--check`` only reports which
 ones would still compile.
 """
 
@@ -86,7 +86,7 @@ def warm(tools=TOOLS, jobs: int = 2, log=None) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.toolchain", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="dstar toolchain", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="report, do not compile")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="tools compiled at once")
     args = ap.parse_args(argv)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-import gen.cli
+import dstar.cli
 from fpga.board import BOARDS, ULX3STop
 from golden.config import preset
 from golden.core_isa import core_for
@@ -24,7 +24,7 @@ def test_ulx3s_top_prepares_with_uart_pins_and_clock():
 
 
 def test_bad_board_and_baud_are_one_line(capsys):
-    assert gen.cli.main(["build", "--board", "nope"]) == 2
+    assert dstar.cli.main(["build", "--board", "nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("dstar: error:") and "nope" in err and "\n" not in err
     assert set(BOARDS) == {"ulx3s"}
@@ -38,7 +38,7 @@ def test_bad_baud_is_refused():
 
 # ----------------------------------------------------- dstar build: input checks and outputs
 def _build(capsys, *argv):
-    rc = gen.cli.main(["build", "--board", "ulx3s", *map(str, argv)])
+    rc = dstar.cli.main(["build", "--board", "ulx3s", *map(str, argv)])
     out, err = capsys.readouterr()
     return rc, out, err
 

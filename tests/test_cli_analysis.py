@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-import gen.cli
+import dstar.cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -16,11 +16,11 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def only_analysis(monkeypatch):
     # Register only this module's subcommands: these tests must not depend on the elaboration
     # stack (Amaranth, Yosys) that other subcommands import.
-    monkeypatch.setattr(gen.cli, "COMMAND_MODULES", ("gen.cmd_analysis",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_analysis",))
 
 
 def dstar(capsys, *argv):
-    rc = gen.cli.main([str(a) for a in argv])
+    rc = dstar.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -28,7 +28,7 @@ def dstar(capsys, *argv):
 @pytest.fixture(scope="module")
 def trace_file(tmp_path_factory):
     p = tmp_path_factory.mktemp("trace") / "t.npz"
-    assert gen.cli.main(["trace", "--model", "tiny", "--steps", "3", "--seed", "1",
+    assert dstar.cli.main(["trace", "--model", "tiny", "--steps", "3", "--seed", "1",
                          "-o", str(p)]) == 0
     return p
 

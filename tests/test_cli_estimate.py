@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import gen.cli
+import dstar.cli
 from fpga.estimate import estimate
 from fpga.estimate_core import COMPUTE_PARTS, CORE_MEASURED, ENGINE_PARTS, control, measured_error
 from golden.config import preset
@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def only_synth(monkeypatch):
-    monkeypatch.setattr(gen.cli, "COMMAND_MODULES", ("gen.cmd_synth",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_synth",))
 
 
 def test_cli_estimate_core(tmp_path, capsys):
     """``dstar generate core`` exists, so ``dstar estimate core`` does too (it was refused)."""
-    rc = gen.cli.main(["estimate", "core", "--json", str(tmp_path / "new" / "core.json")])
+    rc = dstar.cli.main(["estimate", "core", "--json", str(tmp_path / "new" / "core.json")])
     out, err = capsys.readouterr()
     assert rc == 0 and err == ""
     assert out.startswith("estimate core, preset tiny")
@@ -58,7 +58,7 @@ def test_control_line_passes_through_the_measured_cores():
 
 def test_measured_constants_are_those_of_the_report():
     """CORE_MEASURED is copied from reports/core_area.json: regenerating the report must update
-    it (python -m fpga.core_area)."""
+    it (dstar measure core-area)."""
     rep = json.loads((ROOT / "reports" / "core_area.json").read_text())
     for name, m in CORE_MEASURED.items():
         r = rep["presets"][name]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import gen.cli
-from gen.cli import UserError, WorkError
+import dstar.cli
+from dstar.cli import UserError, WorkError
 from gen.outputs import check_output_dir, check_outputs, write_together
 
 
@@ -113,7 +113,7 @@ COMMANDS = {
 
 
 def test_the_table_covers_every_subcommand():
-    parser = gen.cli.build_parser()
+    parser = dstar.cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert set(sub.choices) == set(COMMANDS)
 
@@ -121,21 +121,21 @@ def test_the_table_covers_every_subcommand():
 @pytest.fixture
 def no_work(monkeypatch):
     """Every command's work fails the test at once: bad output paths are refused before it."""
+    import dstar.bench_layers
+    import dstar.report_summary
     import fpga.board
-    import fpga.report_summary
     import fpga.synth
     import gen.generate
     import golden.dit
     import golden.dit_int_compare
     import golden.profile
-    import sim.bench_layers
 
     def never(*a, **k):
         raise AssertionError("the command started its work on bad input")
     for mod, name in ((gen.generate, "to_rtlil"), (golden.dit, "record_trace"),
                       (golden.dit, "compare"), (golden.dit_int_compare, "compare_int"),
-                      (fpga.synth, "synthesize"), (fpga.report_summary, "report_files"),
-                      (fpga.board, "build"), (sim.bench_layers, "bench"),
+                      (fpga.synth, "synthesize"), (dstar.report_summary, "report_files"),
+                      (fpga.board, "build"), (dstar.bench_layers, "bench"),
                       (golden.profile, "run_profile")):
         monkeypatch.setattr(mod, name, never)
 
@@ -145,7 +145,7 @@ def _run(capsys, tmp_path, argv, o):
     (tmp_path / "dir").mkdir()
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     o = o.format(d=tmp_path)
-    rc = gen.cli.main([a.format(d=tmp_path, o=o) for a in argv])
+    rc = dstar.cli.main([a.format(d=tmp_path, o=o) for a in argv])
     out, err = capsys.readouterr()
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
     return rc, out, err

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-import gen.cli
+import dstar.cli
 import golden.profile
 
 REP = {"runs": [{"sar": False, "name": "fmdq only",
@@ -15,7 +15,7 @@ REP = {"runs": [{"sar": False, "name": "fmdq only",
 
 @pytest.fixture(autouse=True)
 def only_profile(monkeypatch):
-    monkeypatch.setattr(gen.cli, "COMMAND_MODULES", ("gen.cmd_profile",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_profile",))
 
 
 def _stub(monkeypatch, runner, files, names, rep):
@@ -39,7 +39,7 @@ def fake_run(monkeypatch):
 
 
 def dstar(capsys, *argv):
-    rc = gen.cli.main(["profile", *map(str, argv)])
+    rc = dstar.cli.main(["profile", *map(str, argv)])
     out, err = capsys.readouterr()
     return rc, out, err
 

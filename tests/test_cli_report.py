@@ -6,13 +6,13 @@ import os
 
 import pytest
 
-import gen.cli
-from fpga.report_summary import collect_units, verification
+import dstar.cli
+from dstar.report_summary import collect_units, verification
 
 
 def test_report_writes_markdown_and_unit_files(tmp_path, capsys):
     out = tmp_path / "REPORT.md"
-    assert gen.cli.main(["report", "-o", str(out)]) == 0
+    assert dstar.cli.main(["report", "-o", str(out)]) == 0
     text = out.read_text()
     assert text.startswith("# DSTAR RTL: report")
     assert "## Resources and Fmax" in text and "## Verification" in text
@@ -34,7 +34,7 @@ def test_verification_rows_are_well_formed():
 
 def test_report_creates_a_missing_folder(tmp_path, capsys):
     out = tmp_path / "missing" / "R.md"
-    assert gen.cli.main(["report", "-o", str(out)]) == 0
+    assert dstar.cli.main(["report", "-o", str(out)]) == 0
     assert out.read_text().startswith("# DSTAR RTL: report")
     assert list((tmp_path / "missing" / "reports" / "units").glob("*.json"))
     assert not [p for p in tmp_path.rglob(".*")]          # no temporaries left
@@ -44,7 +44,7 @@ def test_report_creates_a_missing_folder(tmp_path, capsys):
                                          ("{d}/file/R.md", "is a file, not a directory")])
 def test_report_bad_output_is_one_line(tmp_path, capsys, where, frag):
     (tmp_path / "file").write_text("x")
-    assert gen.cli.main(["report", "-o", where.format(d=tmp_path)]) == 2
+    assert dstar.cli.main(["report", "-o", where.format(d=tmp_path)]) == 2
     out, err = capsys.readouterr()
     assert err.startswith("dstar: error: cannot write") and err.count("\n") == 1 and frag in err
     assert out == "" and sorted(os.listdir(tmp_path)) == ["file"]
@@ -53,7 +53,7 @@ def test_report_bad_output_is_one_line(tmp_path, capsys, where, frag):
 def test_report_files_appear_together(tmp_path, capsys, monkeypatch):
     """When one of REPORT.md's files cannot be written, none of them is: no REPORT.md, no
     reports/units/*.json, no folder."""
-    import fpga.report_summary as rs
+    import dstar.report_summary as rs
 
     real = rs.report_files
 
@@ -65,7 +65,7 @@ def test_report_files_appear_together(tmp_path, capsys, monkeypatch):
         files[rs.side_folder(out) / "sweep.png"] = fail
         return files, summary
     monkeypatch.setattr(rs, "report_files", with_a_failing_plot)
-    assert gen.cli.main(["report", "-o", str(tmp_path / "new" / "R.md")]) == 1
+    assert dstar.cli.main(["report", "-o", str(tmp_path / "new" / "R.md")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device" in err
     assert list(tmp_path.iterdir()) == []

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+import dstar.cli
 import fpga.synth
-import gen.cli
-from fpga.sweep_report import crossover, pareto_front
+from dstar.sweep_report import crossover, pareto_front
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
@@ -19,12 +19,12 @@ ROOT = Path(__file__).parent.parent
 
 @pytest.fixture(autouse=True)
 def only_sweep(monkeypatch, tmp_path_factory):
-    monkeypatch.setattr(gen.cli, "COMMAND_MODULES", ("gen.cmd_sweep",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_sweep",))
     monkeypatch.setattr(fpga.synth, "BUILD_ROOT", tmp_path_factory.getbasetemp() / "fpga")
 
 
 def dstar(capsys, *argv):
-    rc = gen.cli.main([str(a) for a in argv])
+    rc = dstar.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -108,7 +108,7 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
 def test_act_hop_lever():
     """``act_hop`` is swept with every ``weight_hop`` for both arrays; the configuration names,
     the PE kinds synthesized, the arrays' PE sums and the tile period follow it."""
-    from fpga.design_sweep import (
+    from dstar.design_sweep import (
         _measured_variants,
         baseline_variants,
         config_for,
@@ -116,8 +116,8 @@ def test_act_hop_lever():
         plan_jobs,
         variants,
     )
-    from fpga.sweep_area import _sig, pe_sum
-    from fpga.sweep_throughput import tile_period
+    from dstar.sweep_area import _sig, pe_sum
+    from dstar.sweep_throughput import tile_period
 
     d = variants([4], [1], ["select"], ["booth"], ["derived"], ["1", "rows"], ["1", "cols"])
     b = baseline_variants([1], ["1", "rows"], ["1", "cols"])

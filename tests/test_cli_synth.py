@@ -8,21 +8,21 @@ import os
 
 import pytest
 
+import dstar.cli
 import fpga.synth
-import gen.cli
 from fpga.estimate import estimate
 from golden.config import preset
 
 
 @pytest.fixture(autouse=True)
 def only_synth(monkeypatch, tmp_path_factory):
-    monkeypatch.setattr(gen.cli, "COMMAND_MODULES", ("gen.cmd_synth",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_synth",))
     # Synthesis writes to a private build root, never to the shared build/fpga.
     monkeypatch.setattr(fpga.synth, "BUILD_ROOT", tmp_path_factory.getbasetemp() / "fpga")
 
 
 def dstar(capsys, *argv):
-    rc = gen.cli.main([str(a) for a in argv])
+    rc = dstar.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -13,7 +13,7 @@ import pytest
 from golden.config import ConfigError, preset
 from sim.runner import run_cocotb
 
-MODULES = {"mpu": "test_mpu", "baseline": "test_baseline"}
+MODULES = {"mpu": "tb.test_mpu", "baseline": "tb.test_baseline"}
 
 FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator")]
 SLOW = [("fpga", "icarus")]
@@ -59,7 +59,7 @@ def test_array_regression_long(unit, preset_name, simulator, seed):
                                        dict(digit_product="select")])
 def test_mpu_datapath_levers(simulator, overrides):
     """Issue 15's PE levers in the MPU (the fast tier runs Booth through the QPU → MPU chain)."""
-    run_cocotb("mpu", preset("tiny", **overrides), simulator, "test_mpu", seed=6,
+    run_cocotb("mpu", preset("tiny", **overrides), simulator, "tb.test_mpu", seed=6,
                extra_env={"DSTAR_TILES": "20"}, tag="levers")
 
 
@@ -93,4 +93,4 @@ def test_random_configurations(simulator, index):
     seed = int(os.environ.get("DSTAR_SEED", "20261130")) + index
     cfg = random_config(random.Random(seed))
     print(f"random configuration seed {seed}: {cfg.to_dict()}")
-    run_cocotb("mpu", cfg, simulator, "test_mpu", seed=seed, tag="random")
+    run_cocotb("mpu", cfg, simulator, "tb.test_mpu", seed=seed, tag="random")

@@ -10,7 +10,7 @@ from sim.runner import run_cocotb
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_core_tiny(simulator):
-    run_cocotb("core", preset("tiny"), simulator, "test_core", seed=1,
+    run_cocotb("core", preset("tiny"), simulator, "tb.test_core", seed=1,
                extra_env={"DSTAR_STEPS": "4"})
 
 
@@ -18,7 +18,7 @@ def test_core_tiny(simulator):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_core_fpga(simulator):
-    run_cocotb("core", preset("fpga"), simulator, "test_core", seed=2,
+    run_cocotb("core", preset("fpga"), simulator, "tb.test_core", seed=2,
                extra_env={"DSTAR_STEPS": "4"}, tag="fpga")
 
 
@@ -26,7 +26,7 @@ def test_core_fpga(simulator):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_core_tiny_long(simulator):
-    run_cocotb("core", preset("tiny"), simulator, "test_core", seed=3,
+    run_cocotb("core", preset("tiny"), simulator, "tb.test_core", seed=3,
                extra_env={"DSTAR_STEPS": "8", "DSTAR_WORKLOAD_SEED": "7"}, tag="long")
 
 
@@ -34,10 +34,10 @@ def test_core_tiny_long(simulator):
 def test_core_perf_record():
     """The perf bench on ``tiny`` (Verilator): its record is consistent (figures are for
     reports/core.md, not asserted here)."""
+    from dstar.bench_core import MATRIX_SECTIONS, baseline_side_by_side, measure
     from golden.core_compiler import compile_block
     from golden.core_isa import core_for
     from golden.core_workloads import block_workload
-    from sim.bench_core import MATRIX_SECTIONS, baseline_side_by_side, measure
 
     cfg = preset("tiny")
     perf = measure(cfg, steps=2, optimize=False)

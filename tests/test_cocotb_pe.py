@@ -50,7 +50,7 @@ SLOW = [(c, s) for c in CONFIGS for s in ("verilator", "icarus") if (c, s) not i
 
 def _run(name, simulator, seed, **kw):
     unit, overrides = CONFIGS[name]
-    return run_cocotb(unit, preset("tiny", **overrides), simulator, "test_pe", seed=seed, **kw)
+    return run_cocotb(unit, preset("tiny", **overrides), simulator, "tb.test_pe", seed=seed, **kw)
 
 
 @pytest.mark.cocotb

@@ -8,7 +8,7 @@ from sim.runner import run_cocotb
 
 FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator")]
 SLOW = [("fpga", "icarus")]
-UNITS = {"qpu": "test_qpu", "qpu_mpu": "test_chain"}
+UNITS = {"qpu": "tb.test_qpu", "qpu_mpu": "tb.test_chain"}
 # The chain on the fpga preset is a long Verilator build; the Amaranth-simulator chain test
 # covers that preset in `make test`, cocotb covers it in `make regress`.
 FAST_CASES = [(u, p, s) for u in sorted(UNITS) for p, s in FAST
@@ -33,14 +33,14 @@ def test_qpu_regression(unit, preset_name, simulator):
 @pytest.mark.parametrize("simulator, tiles", BOOTH)
 def test_chain_booth(simulator, tiles):
     run_cocotb("qpu_mpu", preset("tiny", digits="booth", digit_product="select"), simulator,
-               "test_chain", seed=1,
+               "tb.test_chain", seed=1,
                extra_env={"DSTAR_TILES": tiles}, tag="booth")
 
 
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator, windows", OPEN)
 def test_qpu_open_groups(simulator, windows):
-    run_cocotb("qpu", preset("tiny", open_groups=4, pack_windows=windows), simulator, "test_qpu",
+    run_cocotb("qpu", preset("tiny", open_groups=4, pack_windows=windows), simulator, "tb.test_qpu",
                seed=4, extra_env={"DSTAR_TILES": "6"}, tag=f"open-w{windows}")
 
 
@@ -64,4 +64,4 @@ def test_qpu_regression_long(unit, preset_name, simulator, seed):
                                        dict(open_groups=1, digits="booth", lanes=2),
                                        dict(open_groups=4, sort_n=16, pack_windows=2)])
 def test_qpu_configurations(simulator, overrides):
-    run_cocotb("qpu", preset("tiny", **overrides), simulator, "test_qpu", seed=5, tag="cfg")
+    run_cocotb("qpu", preset("tiny", **overrides), simulator, "tb.test_qpu", seed=5, tag="cfg")

@@ -8,7 +8,7 @@ import pytest
 from golden.config import preset
 from sim.runner import run_cocotb
 
-MODULES = {"vpu": "test_vpu_reset", "core": "test_core_reset"}
+MODULES = {"vpu": "tb.test_vpu_reset", "core": "tb.test_core_reset"}
 
 
 @pytest.mark.cocotb

@@ -21,7 +21,7 @@ FAST_CASES = ["every_operation_over_the_uart", "errors_are_reported_and_the_link
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_uart_vpu(simulator):
-    run_cocotb("uart_vpu", preset("tiny"), simulator, "test_uart_vpu", seed=1,
+    run_cocotb("uart_vpu", preset("tiny"), simulator, "tb.test_uart_vpu", seed=1,
                testcase=FAST_CASES)
 
 
@@ -31,7 +31,7 @@ def test_uart_vpu(simulator):
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_uart_vpu_random_rows(simulator, seed):
     """Random and edge rows of every operation, lengths up to max_reduction."""
-    run_cocotb("uart_vpu", preset("tiny"), simulator, "test_uart_vpu", seed=seed,
+    run_cocotb("uart_vpu", preset("tiny"), simulator, "tb.test_uart_vpu", seed=seed,
                testcase=["random_rows_over_the_uart"], extra_env={"DSTAR_UART_RANDOM": "3"},
                tag="random")
 
@@ -40,4 +40,4 @@ def test_uart_vpu_random_rows(simulator, seed):
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_uart_core_layer(simulator):
     """A differential layer over two steps through the simulated UART into the generated core."""
-    run_cocotb("uart_core", preset("tiny"), simulator, "test_uart_core", seed=1)
+    run_cocotb("uart_core", preset("tiny"), simulator, "tb.test_uart_core", seed=1)

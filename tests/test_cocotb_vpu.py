@@ -12,7 +12,7 @@ FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator"), ("fpga
 @pytest.mark.cocotb
 @pytest.mark.parametrize("preset_name, simulator", FAST)
 def test_vpu_regression(preset_name, simulator):
-    run_cocotb("vpu", preset(preset_name), simulator, "test_vpu", seed=1,
+    run_cocotb("vpu", preset(preset_name), simulator, "tb.test_vpu", seed=1,
                extra_env={"DSTAR_ROWS": "4"})
 
 
@@ -21,7 +21,7 @@ def test_vpu_regression(preset_name, simulator):
 @pytest.mark.parametrize("seed", [2, 3])
 @pytest.mark.parametrize("preset_name, simulator", FAST)
 def test_vpu_regression_long(preset_name, simulator, seed):
-    run_cocotb("vpu", preset(preset_name), simulator, "test_vpu", seed=seed,
+    run_cocotb("vpu", preset(preset_name), simulator, "tb.test_vpu", seed=seed,
                extra_env={"DSTAR_ROWS": "24"}, tag="long")
 
 
@@ -29,5 +29,5 @@ def test_vpu_regression_long(preset_name, simulator, seed):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_vpu_odd_lanes(simulator):
-    run_cocotb("vpu", preset("tiny", vpu_lanes=3, max_reduction=20), simulator, "test_vpu",
+    run_cocotb("vpu", preset("tiny", vpu_lanes=3, max_reduction=20), simulator, "tb.test_vpu",
                seed=5, tag="cfg")

@@ -278,6 +278,6 @@ def test_parameters_added_later_enter_the_hash_only_when_changed():
                                                                             (1, 7, 31))])
 def test_set_values_parse_as_typed(text, value):
     """``--set overflow_detect=true`` used to be refused (only Python's ``True`` parsed)."""
-    from gen.options import parse_overrides
+    from dstar.options import parse_overrides
 
     assert parse_overrides([f"x={text}".replace("x", "acc_width", 1)]) == {"acc_width": value}

@@ -153,7 +153,7 @@ def test_layer_types():
 
 
 def test_cli_profile_quick(tmp_path, capsys):
-    from gen.cli import main
+    from dstar.cli import main
 
     assert main(["profile", "--quick", "--out-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -173,7 +173,7 @@ def test_cli_profile_quick(tmp_path, capsys):
 
 
 def test_cli_profile_missing_weights_is_one_line(tmp_path, capsys):
-    from gen.cli import main
+    from dstar.cli import main
 
     rc = main(["profile", "--quick", "--weights", str(tmp_path / "x.npz"),
                "--out-dir", str(tmp_path)])
@@ -308,7 +308,7 @@ def test_sweep_report_files_and_operating_point(quick_sweep, tmp_path):
 
 
 def test_sweep_without_a_passing_point_says_so(tmp_path, capsys):
-    from gen.cli import main
+    from dstar.cli import main
     from golden.profile import load_operating_point
 
     rc = main(["profile", "--sweep", "--quick", "--thr2", "1", "--base-offsets=0",

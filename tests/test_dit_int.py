@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-import gen.cli
+import dstar.cli
 from golden.config import preset
 from golden.dit import DIT_MODELS, DiT, init_params
 from golden.dit_int import LAYERS, IntDiTBlock, kv_e_max, pack_pcache, unpack_pcache
@@ -343,11 +343,11 @@ def test_bad_step_inputs(cfg, x, mod, match):
 # ------------------------------------------------------------------------------ command line
 @pytest.fixture
 def only_analysis(monkeypatch):
-    monkeypatch.setattr(gen.cli, "COMMAND_MODULES", ("gen.cmd_analysis",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_analysis",))
 
 
 def _dstar(capsys, *argv):
-    rc = gen.cli.main([str(a) for a in argv])
+    rc = dstar.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 

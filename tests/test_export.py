@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gen.cli import main
+from dstar.cli import main
 from gen.export import c_header, fusesoc_core, instance_name
 from golden import layouts as gl
 from golden.config import PRECISIONS, THR8, Config, preset

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from gen.cli import main
+from dstar.cli import main
 from golden.config import preset
 from golden.layouts import (
     baseline_group_layout,

@@ -5,16 +5,16 @@ import json
 
 import pytest
 
+from dstar.dit_shapes import MODELS, Attention, DiTModel, Linear
+from dstar.project import Chip, Workload, main, paper_timing, pcache_bytes, project_model
 from golden.config import preset
-from sim.dit_shapes import MODELS, Attention, DiTModel, Linear
 from sim.perf_model import Timing
-from sim.project import Chip, Workload, main, paper_timing, pcache_bytes, project_model
 
 CFG = preset("paper")
 
 
 def calibrated(offset_fpga=0):
-    """Timing dicts as sim.perf_validate writes them: structural values plus offsets."""
+    """Timing dicts as dstar.perf_validate writes them: structural values plus offsets."""
     out = {}
     for name in ("tiny", "fpga"):
         s = Timing.structural(preset(name))

@@ -1,7 +1,7 @@
 """The report generators import and render Markdown tables from a small fake result (no tools
-run; the figures themselves come from ``python -m fpga.report_arrays`` / ``fpga.report_qpu``)."""
+run; the figures themselves come from ``dstar measure arrays`` / ``dstar.report_qpu``)."""
 
-from fpga import report_arrays, report_qpu
+from dstar import report_arrays, report_qpu
 
 
 def test_markdown_writers_render_tables():
@@ -47,7 +47,7 @@ def test_markdown_writers_render_tables():
 
 
 def test_vpu_report_renders_every_section():
-    from fpga import report_vpu
+    from dstar import report_vpu
 
     cyc = dict(vpu_lanes=4, max_reduction=8, rows=3, lengths=[4, 8], ops=["gelu"],
                sim_cycles_per_second=1000,
@@ -71,7 +71,7 @@ def test_vpu_report_renders_every_section():
 def test_packing_report_renders_and_refuses_bad_paths(tmp_path, capsys):
     import pytest
 
-    from gen import report_packing
+    from dstar import report_packing
 
     row = dict(open_groups=0, pack_windows=1, groups=1000, lanes_valid=3600, lane_util=0.9,
                config_hash="abc",

@@ -53,18 +53,18 @@ def test_missing_results_fail(tmp_path):
 
 
 def test_expected_tests_come_from_the_module():
-    names = expected_tests("test_mpu")
+    names = expected_tests("tb.test_mpu")
     assert names[:4] == ["random_tiles", "every_exponent", "arbitrary_groups", "cycles"]
     assert len(set(names)) == len(names)
-    assert expected_tests("test_mpu", ["cycles"]) == ["cycles"]
+    assert expected_tests("tb.test_mpu", ["cycles"]) == ["cycles"]
     with pytest.raises(ValueError, match="testcase \\['no_such_test'\\] not in tb.test_mpu"):
-        expected_tests("test_mpu", ["no_such_test"])
+        expected_tests("tb.test_mpu", ["no_such_test"])
 
 
 def test_unknown_testcase_is_refused_before_any_build(monkeypatch):
     monkeypatch.setattr(runner, "build", lambda *a, **k: pytest.fail("built anyway"))
     with pytest.raises(ValueError, match="no_such_test"):
-        run_cocotb("mpu", preset("tiny"), "icarus", "test_mpu", testcase=["no_such_test"])
+        run_cocotb("mpu", preset("tiny"), "icarus", "tb.test_mpu", testcase=["no_such_test"])
 
 
 @pytest.mark.cocotb
@@ -73,7 +73,7 @@ def test_real_run_missing_a_test_fails(monkeypatch):
     monkeypatch.setattr(runner, "expected_tests", lambda m, t: ["cycles", "ghost"])
     with pytest.raises(AssertionError,
                        match="ran \\['cycles'\\], expected \\['cycles', 'ghost'\\]"):
-        run_cocotb("mpu", preset("tiny"), "icarus", "test_mpu", testcase=["cycles"], seed=1,
+        run_cocotb("mpu", preset("tiny"), "icarus", "tb.test_mpu", testcase=["cycles"], seed=1,
                    tag="runner")
 
 

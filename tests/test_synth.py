@@ -1,5 +1,5 @@
 """Smoke tests of the synthesis and place-and-route flow (``fpga.synth``, ``fpga.pnr``) on the
-tiny preset's PE. The area figures themselves come from ``python -m fpga.report_arrays``."""
+tiny preset's PE. The area figures themselves come from ``dstar measure arrays``."""
 
 from pathlib import Path
 
@@ -243,7 +243,7 @@ def test_asic_parts_sum_to_total(tmp_path):
     assert r["resources"]["area"] == pytest.approx(r["resources"]["yosys_area"])
     assert r["resources"]["ram_bits"] > 0 and r["resources"]["macros"] == {"$mem_v2": 1}
     assert [m["name"] for m in r["memories"]["list"] if not m["rom"]] == ["weights"]
-    from fpga.report_asic import parts_of
+    from dstar.report_asic import parts_of
     parts = parts_of(r)
     assert parts["PEs"]["modules"] == 4
     assert sum(p["area"] for p in parts.values()) == pytest.approx(r["resources"]["area"])

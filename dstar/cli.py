@@ -1,0 +1,99 @@
+"""The ``dstar`` command line.
+
+Each subcommand lives in its own module and registers itself through a ``register(subparsers)``
+function that adds its parser and sets ``func``.
+
+Exit status and errors (every command):
+
+- **0**: done; every output was written.
+- **2**: bad input (:class:`UserError`: a bad parameter, a missing or malformed input file, an
+  output that cannot be written). Every command checks all of its input before any work
+  (:mod:`gen.outputs` checks the output paths), prints one line ``dstar: error: ...`` on stderr
+  and writes nothing, not even a folder.
+- **1**: the input was valid but the work failed (:class:`WorkError`: Yosys or another tool
+  failed, a simulation disagreed with golden, timing was not met, an output could not be
+  written): one line ``dstar: error: ...`` on stderr (naming the tool's log when there is one);
+  the outputs of the command are written together or not at all (:func:`gen.outputs.
+  write_together`), so a failure leaves none of them. (``dstar build`` keeps the tools' work
+  folders with their logs, and writes its bitstream also when only timing is missed.)
+
+A missing output folder is created. A closed stdout (``dstar ... | head``) ends the command
+quietly with status 1. Tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from gen.errors import UserError, WorkError
+
+__all__ = ["main", "UserError", "WorkError"]
+
+# Subcommand modules, in the order ``dstar --help`` lists them.
+COMMAND_MODULES = (
+    "dstar.cmd_generate",
+    "dstar.cmd_analysis",
+    "dstar.cmd_synth",
+    "dstar.cmd_report",
+    "dstar.cmd_build",
+    "dstar.cmd_bench",
+    "dstar.cmd_profile",
+    "dstar.cmd_sweep",
+    "dstar.cmd_measure",
+    "dstar.cmd_toolchain",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error becomes one line and exit status 2 (no usage dump)."""
+
+    def error(self, message):
+        raise UserError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="dstar", description="DSTAR RTL generator and tools")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for mod in COMMAND_MODULES:
+        importlib.import_module(mod).register(sub)
+    return p
+
+
+def _one_line(exc: Exception) -> str:
+    """The first line of an exception's message (its class name when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def main(argv=None) -> int:
+    from golden.config import ConfigError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        rc = args.func(args)
+    except (UserError, ConfigError, FileNotFoundError, ValueError) as exc:
+        print(f"dstar: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except WorkError as exc:
+        print(f"dstar: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("dstar: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (``dstar ... | head``): stop quietly, as cat does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return rc or 0
+
+
+if __name__ == "__main__":
+    # Run the package's module, not this __main__ copy, so its error classes are the ones caught.
+    from dstar.cli import main as _main
+    sys.exit(_main())

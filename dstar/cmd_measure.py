@@ -1,0 +1,51 @@
+"""``dstar measure NAME [options]``: the measurements behind ``reports/``, one per report.
+
+Each measurement is a module of this package with its own ``main(argv)`` and options
+(``dstar measure NAME --help``); ``make reports`` runs them in order. They synthesize, place and
+route or simulate, so most take minutes; progress goes to stderr, the report files are written
+together at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+__all__ = ["MEASUREMENTS", "register"]
+
+#: name → (module, what it writes), in the order ``make reports`` runs them.
+MEASUREMENTS = {
+    "arrays": ("dstar.report_arrays",
+               "reports/arrays.*: MPU and INT8 array area, Fmax and simulation speed"),
+    "qpu-area": ("dstar.report_qpu", "reports/qpu_area.*: the QPU's area by part"),
+    "qpu-rate": ("dstar.bench_qpu", "reports/qpu_rate.*: QPU groups per cycle and MPU waits"),
+    "vpu": ("dstar.report_vpu", "reports/vpu.*: VPU cycles, accuracy, resources and Fmax"),
+    "core": ("dstar.report_core", "reports/core.*: the core's cycles on a DiT block"),
+    "core-area": ("dstar.report_core_area", "reports/core_area.*: the core's ECP5 area by part"),
+    "asic": ("dstar.report_asic", "reports/asic_area.*: standard-cell area (Nangate45)"),
+    "pe-levers": ("dstar.report_pe_levers", "reports/pe_levers.*: the slice PE's levers alone"),
+    "packing": ("dstar.report_packing",
+                "reports/qpu_packing.*: open groups, lane utilization against QPU area"),
+    "sizes": ("dstar.report_sizes", "reports/sweep.*: array resources against size"),
+    "perf": ("dstar.perf_validate",
+             "reports/perf_model.*: the core's cycle model calibrated and validated on the RTL"),
+    "projection": ("dstar.project", "reports/projection.*: the paper-scale projection"),
+}
+
+
+def register(sub):
+    p = sub.add_parser(
+        "measure", help="run one of the measurements behind reports/ (make reports runs all)",
+        description="Run one measurement and write its report (JSON plus a Markdown table). "
+                    "Options after NAME are the measurement's own: dstar measure NAME --help.",
+        epilog="\n".join(f"  {n:<11} {what}" for n, (_, what) in MEASUREMENTS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", choices=list(MEASUREMENTS), metavar="NAME",
+                   help="which measurement: " + ", ".join(MEASUREMENTS))
+    p.add_argument("options", nargs=argparse.REMAINDER, help="the measurement's own options")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    module = importlib.import_module(MEASUREMENTS[args.name][0])
+    return module.main(args.options, prog=f"dstar measure {args.name}") or 0

@@ -1,0 +1,77 @@
+"""Resources against array size: the MPU and the INT8 baseline array at ``rows = cols`` of 2, 4,
+6 and 8 (the ``tiny`` preset otherwise), ECP5 synthesis with DSP blocks, through the same flow
+as ``dstar synth`` (one fresh Yosys process per configuration).
+
+``dstar measure sizes [--sizes 2 4 6 8] [--reuse] [--jobs N] [--scheduler tcp://host:8786]``
+writes ``reports/sweep.json``; ``dstar report`` tables and plots it. The configurations run in
+parallel through :mod:`fpga.farm`: ``--jobs`` local processes, or the workers of a Dask
+cluster with ``--scheduler``. Progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from golden.config import preset
+
+from .report_arrays import _relative, _say
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "reports"
+UNITS = ("mpu", "baseline")
+
+
+def synth_point(unit: str, n: int, reuse: bool) -> dict:
+    """One point of the sweep: ``unit`` at ``rows = cols = n`` (a farm job: a fresh Yosys
+    process, its own work directory)."""
+    from fpga.synth import synthesize
+
+    cfg = preset("tiny", rows=n, cols=n, vpu_lanes=n)
+    t0 = time.perf_counter()
+    r = synthesize(unit, cfg, "ecp5", reuse=reuse)
+    return dict(unit=unit, size=n, config_hash=cfg.hash(), resources=r["resources"],
+                flow=r.get("flow", "flat"), seconds=r["seconds"],
+                reused=r.get("reused", False), tools=r["tools"],
+                wall_s=round(time.perf_counter() - t0, 1))
+
+
+def sweep(sizes, reuse: bool, steps: list, *, jobs: int = 2, scheduler=None) -> list:
+    """Every (size, unit) point, run on the farm; ``steps`` gets one record per point."""
+    from fpga.farm import run_jobs
+
+    args = [(unit, n, reuse) for n in sizes for unit in UNITS]
+    rows = run_jobs(synth_point, args, jobs=jobs, scheduler=scheduler,
+                    labels=[f"synth {u} {n}x{n} ecp5" for u, n, _ in args],
+                    progress=lambda line: print(line, file=sys.stderr, flush=True))
+    for r in rows:
+        steps.append(dict(name=f"synth {r['unit']} {r['size']}x{r['size']} ecp5",
+                          seconds=r.pop("wall_s"),
+                          **({"status": "reused"} if r["reused"] else {})))
+    return rows
+
+
+def main(argv=None, prog=None) -> int:
+    ap = argparse.ArgumentParser(prog=prog or 'dstar measure sizes',
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", nargs="+", type=int, default=[2, 4, 6, 8])
+    ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("--jobs", type=int, default=2, help="local processes (default 2)")
+    ap.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                    help="run the points on this Dask scheduler's workers instead")
+    args = ap.parse_args(argv)
+    steps = []
+    res = dict(points=sweep(args.sizes, args.reuse, steps, jobs=args.jobs,
+                            scheduler=args.scheduler), steps=steps,
+               generated=time.strftime("%Y-%m-%d"), base_preset="tiny")
+    OUT.mkdir(exist_ok=True)
+    (OUT / "sweep.json").write_text(json.dumps(_relative(res), indent=2) + "\n")
+    _say(f"wrote {OUT / 'sweep.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

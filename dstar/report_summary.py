@@ -1,0 +1,337 @@
+"""``dstar report``: one JSON per (unit, preset, target) and ``REPORT.md`` from the measured
+reports in ``reports/`` and the last cocotb regression in ``build/sim``.
+
+Nothing is measured here; every figure comes from a file another command wrote (the command is
+named beside each table), so the summary is reproducible from those files alone:
+
+* synthesis and Fmax: ``reports/arrays.json`` (PE, MPU, baseline), ``reports/qpu_area.json``,
+  ``reports/vpu.json``, ``reports/core_area.json``, ``reports/sweep.json``;
+* the core on a DiT block: ``reports/core.json``;
+* the MPU against the INT8 array on DiT layers: ``reports/bench.json`` (``dstar bench``);
+* the trained workload's profile: ``reports/profile.json`` (``dstar profile``);
+* the core cycle model against the RTL and the paper-scale projection:
+  ``reports/perf_model.json`` (``dstar measure perf``), ``reports/projection.json``
+  (``dstar measure projection``);
+* verification: every ``results.xml`` under ``build/sim/<unit>-<preset>-<hash>/runs/`` (the last
+  run of each test module, per simulator).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = ROOT / "reports"
+SIM = ROOT / "build" / "sim"
+
+__all__ = ["collect_units", "verification", "write_report", "report_files", "side_folder"]
+
+
+def _load(name: str):
+    p = REPORTS / f"{name}.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _entry(unit, preset, target, res, source, config_hash=None, fmax=None, tools=None,
+           flow=None):
+    return dict(unit=unit, preset=preset, target=target, config_hash=config_hash,
+                resources={k: v for k, v in (res or {}).items()}, fmax_mhz=fmax,
+                tools=tools or {}, flow=flow or "flat", source=source)
+
+
+def collect_units() -> list:
+    """Every (unit, preset, target) with resources found in ``reports/``."""
+    out = []
+    arr = _load("arrays")
+    if arr:
+        for unit, targets in arr.get("synthesis", {}).items():
+            for target, r in targets.items():
+                pnr = arr.get("pnr", {}).get(f"{unit}-{target}", {})
+                out.append(_entry(unit, arr["preset"], target, r.get("resources"),
+                                  "reports/arrays.json (dstar measure arrays)",
+                                  arr.get("config_hash"), pnr.get("fmax_mhz"), r.get("tools"),
+                                  r.get("flow")))
+    qpu = _load("qpu_area")
+    if qpu:
+        for preset, p in qpu.get("presets", {}).items():
+            for target, r in p.get("qpu", {}).items():
+                if isinstance(r, dict) and "resources" in r:
+                    out.append(_entry("qpu", preset, target, r["resources"],
+                                      "reports/qpu_area.json (dstar measure qpu-area)",
+                                      p.get("config_hash"), None, r.get("tools"), r.get("flow")))
+    vpu = _load("vpu")
+    if vpu and "fpga" in vpu:
+        f = vpu["fpga"]
+        for target in ("ecp5", "ecp5-nodsp"):
+            if target in f:
+                out.append(_entry("vpu", "fpga", target, f[target].get("resources"),
+                                  "reports/vpu.json (dstar measure vpu)",
+                                  f.get("config_hash"),
+                                  f.get("pnr", {}).get("fmax_mhz") if target == "ecp5" else None,
+                                  f[target].get("tools")))
+    core = _load("core_area")
+    if core:
+        for preset, r in core.get("presets", {}).items():
+            out.append(_entry("core", preset, "ecp5", r["total"],
+                              "reports/core_area.json (dstar measure core-area)",
+                              r.get("config_hash"), None, r.get("tools"),
+                              "abc, module by module"))
+    return out
+
+
+def verification() -> list:
+    """The last cocotb result of every (unit, preset, simulator, test module) under
+    ``build/sim``: tests, failures, when."""
+    rows = {}
+    for xml in sorted(SIM.glob("*/runs/*/results.xml")):
+        unit_dir, run = xml.parent.parent.parent.name, xml.parent.name
+        parts = unit_dir.rsplit("-", 2)
+        if len(parts) != 3:
+            continue
+        unit, preset, _hash = parts
+        sim, _, rest = run.partition("-")
+        module = rest.rsplit("-", 1)[0] if rest[-1:].isdigit() else rest
+        try:
+            root = ET.parse(xml).getroot()
+        except ET.ParseError:
+            continue
+        cases = root.findall(".//testcase")
+        failed = sum(1 for c in cases if c.find("failure") is not None or
+                     c.find("error") is not None)
+        key = (unit, preset, sim, rest)
+        mtime = xml.stat().st_mtime
+        if key not in rows or rows[key]["mtime"] < mtime:
+            rows[key] = dict(unit=unit, preset=preset, simulator=sim, run=rest, module=module,
+                             tests=len(cases), failed=failed, mtime=mtime,
+                             date=time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime)))
+    return sorted(rows.values(), key=lambda r: (r["unit"], r["preset"], r["run"], r["simulator"]))
+
+
+def _table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join("–" if c is None else
+                                       (f"{c:,}" if isinstance(c, int) else str(c)) for c in r)
+                     + " |")
+    return "\n".join(lines)
+
+
+def _sweep_plot(sweep: dict):
+    """The size-sweep figure as a writer of PNG bytes to a binary file object."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots(1, 2)
+    for unit in sorted({p["unit"] for p in sweep["points"]}):
+        pts = sorted((p for p in sweep["points"] if p["unit"] == unit), key=lambda p: p["size"])
+        xs = [p["size"] ** 2 for p in pts]
+        ax[0].plot(xs, [p["resources"]["lut_total"] for p in pts], "o-", label=unit)
+        ax[1].plot(xs, [p["resources"]["ff"] for p in pts], "o-", label=unit)
+    for a, lab in zip(ax, ("LUTs (LUT4 + carry + LUT RAM)", "flip-flops")):
+        a.set_xlabel("PEs (rows × cols)")
+        a.set_ylabel(lab)
+        a.grid(alpha=0.3)
+        a.legend()
+    fig.suptitle("ECP5 resources against array size (tiny preset otherwise)")
+    fig.tight_layout()
+    return lambda f: fig.savefig(f, format="png", dpi=110)
+
+
+def _bench_section(bench: dict) -> list:
+    """REPORT.md lines for ``reports/bench.json`` (``dstar bench``)."""
+    def f(v, pct=False):
+        return None if v is None else (f"{100 * v:.1f} %" if pct else f"{v:.2f}")
+
+    wl = bench["workload"]
+    res = bench.get("resources", {})
+    src = "; ".join(f"{u}: {e['source']}" for u, e in res.items() if e) or "none"
+    rows = [[r["layer"], f"{r['step']} ({r['step_kind']})", r["cycles_dstar"], r["cycles_int8"],
+             f(r["cycles_ratio"]), f(r["lut_ratio"]), f(r["tput_per_lut_ratio"]),
+             f(r["lane_util"], True)] for r in bench["rows"]]
+    for t in [*bench["totals"]["by_step"].values(), bench["totals"]["all"]]:
+        rows.append([f"**{t['layer']}**", None, t["cycles_dstar"], t["cycles_int8"],
+                     f(t["cycles_ratio"]), f(t["lut_ratio"]), f(t["tput_per_lut_ratio"]),
+                     f(t["lane_util"], True)])
+    a = bench["totals"]["all"]
+    extra = []
+    if a.get("tput_per_area_ratio") is not None:
+        lib = (bench.get("areas") or {}).get("library") or {}
+        extra.append(f"Cell area ({lib.get('name', 'standard cells')}): DSTAR/INT8 "
+                     f"{f(a['area_ratio'])}, throughput per area "
+                     f"**{f(a['tput_per_area_ratio'])}×**.")
+    if a.get("tput_per_second_ratio") is not None:
+        fm = bench.get("fmax") or {}
+        extra.append(f"Fmax on ECP5: MPU {fm.get('mpu', {}).get('fmax_mhz')} MHz, INT8 array "
+                     f"{fm.get('baseline', {}).get('fmax_mhz')} MHz; throughput per second at each "
+                     f"one's own clock **{f(a['tput_per_second_ratio'])}×**.")
+    return ["## DSTAR MPU against the INT8 array on DiT layers", "",
+            f"`{bench.get('command') or 'dstar bench'}` (details: `reports/bench.md`): preset "
+            f"`{bench['preset']}` (config `{bench['config_hash']}`), weights `{wl['weights']}`, "
+            f"steps {', '.join(map(str, wl['steps_run']))} of {wl['steps']}, "
+            f"{bench['simulator']}; every output checked against golden. Resources: {src}.", "",
+            _table(["layer", "step", "DSTAR cycles", "INT8 cycles", "INT8/DSTAR cycles",
+                    "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util"], rows), "",
+            *([" ".join(extra), ""] if extra else [])]
+
+
+def _model_sections(profile, perf, proj) -> list:
+    """REPORT.md lines for the profile, the cycle model's validation and the projection."""
+    md = []
+    if profile:
+        runs = profile["runs"]
+
+        def ci(s, scale=1.0, fmt="{:.2f}"):
+            return (fmt.format(scale * s["mean"]) + " [" + fmt.format(scale * s["lo"]) + ", "
+                    + fmt.format(scale * s["hi"]) + "]")
+        md += ["## Trained DiT: FMDQ and SAR profile", "", f"`dstar profile` (details: "
+               f"`reports/profile.md`): {len(profile['seeds'])} seeds, {profile['steps']} DDIM "
+               "steps, means with 95 % Student-t intervals.", "",
+               _table(["point", "avg bits", "attention work removed", "PSNR vs float dB",
+                       "quantized accuracy"],
+                      [[r["name"], ci(r["summary"]["avg_bits"]),
+                        ci(r["summary"]["attention_work_removed"]),
+                        ci(r["summary"]["psnr_db"], fmt="{:.1f}"),
+                        ci(r["summary"]["quant_correct"])] for r in runs]), ""]
+    if perf:
+        rows = []
+        for r in perf:
+            s, b = r["summary"], r["block_summary"]
+            rows.append([r["preset"], r["shapes"], f"{100 * s['compute']['max']:.2f} %",
+                         f"{100 * s['step']['max']:.2f} %", f"{100 * s['step']['mean']:.2f} %",
+                         f"{100 * b['step']['max']:.2f} %" if b.get("step") else None])
+        md += ["## Core cycle model against the RTL", "", "`dstar measure perf` "
+               "(details: `reports/perf_model.md`): error of the model's cycles against the RTL "
+               "core's `cycles` counter on layer shapes not used for calibration.", "",
+               _table(["preset", "layer shapes", "max error (compute)", "max error (step)",
+                       "mean error (step)", "DiT block max error (step)"], rows), ""]
+    if proj:
+        rows = [[r["workload"]["name"], r["model"], r["steps"], f"{r['dstar']['per_image_s']:.3f}",
+                 f"{r['int8']['per_image_s']:.3f}", f"{r['speedup']:.2f}×",
+                 f"{r['pcache_bytes'] / 2**20:.1f} MiB", r["pcache_location"]]
+                for r in proj["rows"]]
+        md += ["## Paper-scale projection", "", "`dstar measure projection` (details: "
+               "`reports/projection.md`): 32 `paper` cores at 1 GHz, HBM 1.5 TB/s, against the "
+               "same chip with the dense INT8 array.", "",
+               _table(["workload", "model", "steps", "DSTAR s/image", "INT8 s/image",
+                       "speed-up", "P cache", "lives in"], rows), ""]
+    return md
+
+
+def side_folder(out) -> Path:
+    """The folder beside REPORT.md ``out`` that holds ``units/*.json`` and ``sweep.png``."""
+    return Path(out).resolve().parent / "reports"
+
+
+def write_report(out: Path) -> dict:
+    """Write ``out`` (REPORT.md) and, beside it, ``reports/units/*.json`` and
+    ``reports/sweep.png`` (so REPORT.md's relative links hold wherever it is written), all
+    together (:func:`gen.outputs.write_together`); returns a summary dict."""
+    from gen.outputs import write_together
+
+    files, summary = report_files(out)
+    write_together(files)
+    return summary
+
+
+def report_files(out: Path) -> tuple:
+    """``({path: content}, summary)``: REPORT.md ``out`` and the files beside it, unwritten."""
+    files = {}
+    units = collect_units()
+    ver = verification()
+    side = side_folder(out)
+    udir = side / "units"
+    for u in units:
+        vs = [dict(simulator=v["simulator"], run=v["run"], tests=v["tests"], failed=v["failed"],
+                   date=v["date"]) for v in ver if v["unit"] == u["unit"] and
+              v["preset"] == u["preset"]]
+        files[udir / f"{u['unit']}-{u['preset']}-{u['target']}.json"] = (
+            json.dumps(dict(u, verification=vs), indent=2) + "\n")
+
+    md = ["# DSTAR RTL: report", "",
+          f"Regenerated by `dstar report` on {time.strftime('%Y-%m-%d')} from the measured files "
+          "in `reports/` and the last cocotb runs in `build/sim/`; each table names the command "
+          "that measures its figures. One JSON per unit, preset and target is in "
+          "`reports/units/`.", ""]
+    md += ["## Resources and Fmax (ECP5-85F, Yosys + nextpnr)", "",
+           _table(["unit", "preset", "target", "LUT4", "carry", "LUT RAM", "FF", "DSP", "BRAM",
+                   "Fmax MHz", "flow", "from"],
+                  [[u["unit"], u["preset"], u["target"], u["resources"].get("lut4"),
+                    u["resources"].get("carry"), u["resources"].get("lutram"),
+                    u["resources"].get("ff"), u["resources"].get("dsp"),
+                    u["resources"].get("bram"),
+                    None if u["fmax_mhz"] is None else f"{u['fmax_mhz']:.1f}", u["flow"],
+                    u["source"].split(" ")[0]] for u in units if u["target"] != "generic"]), ""]
+    area = _load("core_area")
+    if area:
+        md += ["## The core by part", "", "`dstar measure core-area` (details: "
+               "`reports/core_area.md`).", ""]
+        for preset, r in area["presets"].items():
+            tot = max(1, r["total"].get("lut4", 1))
+            rows = sorted(r["parts"].items(), key=lambda kv: -kv[1].get("lut4", 0))
+            md += [f"`{preset}`:", "",
+                   _table(["part", "LUT4", "share", "FF", "DSP", "BRAM"],
+                          [[p, v.get("lut4"), f"{100 * v.get('lut4', 0) / tot:.1f} %",
+                            v.get("ff"), v.get("dsp"), v.get("bram")] for p, v in rows]), ""]
+        if (side / "core_area.png").exists():
+            md += ["![core area by part](reports/core_area.png)", ""]
+    sweep = _load("sweep")
+    if sweep:
+        pts = sorted(sweep["points"], key=lambda p: (p["unit"], p["size"]))
+        md += ["## Resources against array size", "", "`dstar measure sizes` (ECP5, DSP "
+               "blocks, the `tiny` preset with `rows = cols = vpu_lanes = n`).", "",
+               _table(["unit", "n × n", "LUT4", "carry", "FF", "DSP", "LUTs per PE"],
+                      [[p["unit"], f"{p['size']} × {p['size']}", p["resources"]["lut4"],
+                        p["resources"]["carry"], p["resources"]["ff"], p["resources"]["dsp"],
+                        f"{p['resources']['lut_total'] / p['size'] ** 2:,.0f}"] for p in pts]),
+               ""]
+        files[side / "sweep.png"] = _sweep_plot(sweep)
+        md += ["![resources against array size](reports/sweep.png)", ""]
+    boards = sorted(REPORTS.glob("board-*.json"))
+    if boards:
+        rows = []
+        for f in boards:
+            b = json.loads(f.read_text())
+            r = b["resources"]
+            rows.append([b["board"], b["preset"], r.get("lut4"), r.get("ff"), r.get("dsp"),
+                         r.get("bram"), f"{b['fmax_mhz']}", f"{b['constraint_mhz']:g}",
+                         "met" if b["timing_pass"] else "NOT met", b["baud"],
+                         f"{b['seconds']:.0f}"])
+        md += ["## Board builds", "", "`dstar build --board ...` (the core behind the UART host "
+               "link; bitstream in `build/board/`).", "",
+               _table(["board", "preset", "LUT4", "FF", "DSP", "BRAM", "Fmax MHz",
+                       "target MHz", "timing", "baud", "seconds"], rows), ""]
+    core = _load("core")
+    if core:
+        md += ["## The core on a DiT block", "", "`dstar measure core` (details: "
+               "`reports/core.md`).", ""]
+        for preset, r in core["presets"].items():
+            perf = r["perf"]
+            rows = []
+            for sb in r["baseline"]:
+                tm = sum(b["core_m_busy"] for b in sb["rows"])
+                tb = sum(b.get("baseline_rtl_cycles") or b["baseline_array_cycles"]
+                         for b in sb["rows"])
+                st = perf["steps"][sb["step"]]
+                rows.append([sb["step"], sb["kind"], st["cycles"], tm, tb,
+                             f"{tb / tm:.2f}×" if tm else None])
+            md += [f"`{preset}`:", "",
+                   _table(["step", "kind", "cycles", "DSTAR M busy", "INT8 baseline array",
+                           "baseline / DSTAR"], rows), ""]
+            lanes = r.get("lanes", {})
+            md += ["Lane utilisation (last cache step): " + ", ".join(
+                f"{k} {100 * v['util']:.1f} %" for k, v in lanes.items() if v.get("util")) +
+                   ".", ""]
+    bench = _load("bench")
+    if bench:
+        md += _bench_section(bench)
+    md += _model_sections(_load("profile"), _load("perf_model"), _load("projection"))
+    md += ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
+           "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`).", "",
+           _table(["unit", "preset", "run", "simulator", "tests", "failed", "date"],
+                  [[v["unit"], v["preset"], v["run"], v["simulator"], v["tests"], v["failed"],
+                    v["date"]] for v in ver]) if ver else "No cocotb results in build/sim.", ""]
+    files[Path(out)] = "\n".join(md)
+    return files, dict(units=len(units), verification=len(ver), out=str(out))

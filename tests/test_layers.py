@@ -1,0 +1,149 @@
+"""The layering of docs/architecture.md §1, checked on every import the source holds.
+
+``golden`` ← ``rtl`` ← ``gen`` ← {``fpga``, ``sim``} ← ``tb``, with the application ``dstar`` on
+top: a package imports only the packages below it (``fpga`` and ``sim`` never each other), and
+nothing but the tests imports ``dstar``. Imports inside functions count like any other, and no
+package's modules import each other in a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from sim.sources import PACKAGES, ROOT, imported_modules
+
+#: What each package may import besides itself.
+ALLOWED = {
+    "golden": set(),
+    "rtl": {"golden"},
+    "gen": {"golden", "rtl"},
+    "fpga": {"golden", "rtl", "gen"},
+    "sim": {"golden", "rtl", "gen"},
+    "tb": {"golden", "rtl", "gen", "fpga", "sim"},
+    "dstar": {"golden", "rtl", "gen", "fpga", "sim", "tb"},
+}
+
+
+def modules(root: Path = ROOT) -> list[str]:
+    """Every module of the project's packages under ``root``."""
+    return sorted(f"{pk}.{f.stem}" if f.stem != "__init__" else pk
+                  for pk in PACKAGES for f in (root / pk).glob("*.py"))
+
+
+def forbidden_arrows(root: Path = ROOT) -> list[str]:
+    """``"a.b -> c.d"`` for every import of a package that ``ALLOWED`` does not grant."""
+    bad = []
+    for mod in modules(root):
+        pk = mod.split(".")[0]
+        for dep in sorted(imported_modules(mod, root)):
+            dpk = dep.split(".")[0]
+            if dpk != pk and dpk not in ALLOWED[pk]:
+                bad.append(f"{mod} -> {dep}")
+    return bad
+
+
+def dynamic_arrows(root: Path = ROOT) -> list[str]:
+    """Modules named by string to ``importlib.import_module`` (or to a test runner) across a
+    forbidden arrow: a string constant or f-string that starts with a package name."""
+    bad = []
+    for mod in modules(root):
+        pk = mod.split(".")[0]
+        path = root.joinpath(*mod.split(".")).with_suffix(".py")
+        if not path.is_file():
+            path = root / pk / "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr",
+                                                           getattr(node.func, "id", "")) in
+                    ("import_module", "__import__")):
+                continue
+            for arg in node.args[:1]:
+                text = arg.value if isinstance(arg, ast.Constant) else (
+                    arg.values[0].value if isinstance(arg, ast.JoinedStr) and arg.values
+                    and isinstance(arg.values[0], ast.Constant) else "")
+                dpk = str(text).split(".")[0]
+                if dpk in ALLOWED and dpk != pk and dpk not in ALLOWED[pk]:
+                    bad.append(f"{mod} -> {text}")
+    return bad
+
+
+def cycles(root: Path = ROOT) -> list[list[str]]:
+    """Import cycles among the modules of one package (each cycle once, as found)."""
+    mods = set(modules(root))
+    graph = {m: {d for d in imported_modules(m, root) if d in mods and d != m
+                 and d.split(".")[0] == m.split(".")[0] and "." in d} for m in mods}
+    state, found = {}, []
+
+    def visit(m, stack):
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                found.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d, stack)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(mods):
+        if m not in state:
+            visit(m, [])
+    return found
+
+
+def test_every_package_is_in_the_graph():
+    assert set(PACKAGES) == set(ALLOWED)
+
+
+def test_no_forbidden_import():
+    assert forbidden_arrows() == []
+
+
+def test_no_module_named_across_a_forbidden_arrow():
+    assert dynamic_arrows() == []
+
+
+def test_no_import_cycle_inside_a_package():
+    assert cycles() == []
+
+
+def _tree(tmp_path, files: dict) -> Path:
+    for name, text in files.items():
+        path = tmp_path.joinpath(*name.split("/"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for pk in PACKAGES:
+        (tmp_path / pk).mkdir(exist_ok=True)
+        (tmp_path / pk / "__init__.py").touch()
+    return tmp_path
+
+
+@pytest.mark.parametrize("text, target", [
+    ("from fpga.synth import synthesize\n", "fpga.synth"),
+    ("def f():\n    import sim.runner\n", "sim.runner"),
+    ("def f():\n    from dstar import cli\n", "dstar.cli"),
+])
+def test_the_checker_finds_an_upward_import(tmp_path, text, target):
+    root = _tree(tmp_path, {"gen/a.py": text, "fpga/synth.py": "", "sim/runner.py": "",
+                            "dstar/cli.py": ""})
+    pk = target.split(".")[0]
+    assert forbidden_arrows(root) == [f"gen.a -> {pk}", f"gen.a -> {target}"]
+
+
+def test_the_checker_finds_fpga_and_sim_importing_each_other(tmp_path):
+    root = _tree(tmp_path, {"fpga/a.py": "from sim import b\n", "sim/b.py": ""})
+    assert forbidden_arrows(root) == ["fpga.a -> sim", "fpga.a -> sim.b"]
+
+
+def test_the_checker_finds_a_module_named_by_string(tmp_path):
+    root = _tree(tmp_path, {"sim/a.py": "import importlib\n"
+                                        "def f(m):\n    importlib.import_module(f'tb.{m}')\n"})
+    assert dynamic_arrows(root) == ["sim.a -> tb."]
+
+
+def test_the_checker_finds_a_cycle(tmp_path):
+    root = _tree(tmp_path, {"golden/a.py": "from .b import x\n",
+                            "golden/b.py": "def f():\n    from .a import y\n"})
+    assert cycles(root) == [["golden.a", "golden.b", "golden.a"]]
