@@ -58,7 +58,6 @@ __all__ = ["MODELS", "LAYER_KINDS", "BenchLayer", "load_weights", "trace_inputs"
            "check_layers", "load_inputs", "prepare", "write_workload", "run_array", "bench",
            "summarize", "table_rows", "text", "markdown", "parse_steps"]
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _models():

@@ -33,12 +33,12 @@ import json
 from pathlib import Path
 
 from fpga.liberty import NANGATE
+from gen.paths import ROOT
 from golden.config import Config
 
 __all__ = ["UNITS", "SWEEP", "NANGATE", "from_sweep", "array_resources", "array_areas",
            "array_fmax"]
 
-ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ROOT / "reports" / "sweep.json"
 UNITS = ("mpu", "baseline")
 #: The standard-cell library the reports use when it is there (the project ships none).

@@ -24,11 +24,10 @@ path and exit status 1; nothing is written then. ``bench.json`` and ``bench.md``
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 
 from gen.outputs import check_output_dir, check_outputs, json_text, write_together
+from gen.progress import say
 
 from .cli import UserError, WorkError
 from .options import add_config_options, config_from_args
@@ -161,10 +160,6 @@ def run_bench(args):
 
     cfg = config_from_args(args)
     steps_run, op = _check(args, cfg)
-    t0 = time.perf_counter()
-
-    def say(msg):
-        print(f"[{time.perf_counter() - t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
 
     try:
         rep = bench(cfg, weights=args.weights, model=args.model, weight_seed=args.weight_seed,

@@ -30,12 +30,13 @@ from pathlib import Path
 
 from fpga.liberty import NANGATE
 from gen.outputs import check_output_dir, json_text, write_together
+from gen.paths import ROOT
+from gen.progress import say
 
 from .cli import UserError, WorkError
 
 __all__ = ["register", "run_sweep_command"]
 
-ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("design_sweep.json", "design_sweep.md", "design_sweep.png")
 
 
@@ -153,9 +154,6 @@ def run_sweep_command(args) -> int:
     from golden.config import Config, ConfigError, preset
 
     t0 = time.perf_counter()
-
-    def say(msg):
-        print(f"[{time.perf_counter() - t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
 
     out = check_output_dir(args.out_dir)
     hops, act_hops, lib, bench = _check(args)

@@ -25,11 +25,11 @@ succeeds.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 from gen.outputs import check_outputs, json_text, write_together
+from gen.progress import say
 from gen.units import UNITS, build_unit
 
 from .cli import UserError, WorkError
@@ -95,10 +95,6 @@ def _cell_name(t: str) -> str:
     return t[2:-1] if t.startswith("$_") and t.endswith("_") else t
 
 
-def _progress(t0, msg):
-    print(f"[{time.perf_counter() - t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
-
-
 # -------------------------------------------------------------------------------------- synth
 def run_synth(args):
     from fpga.synth import SynthError, synthesize
@@ -136,17 +132,17 @@ def run_synth(args):
             f"{' -nodsp' if args.nodsp else ''}{' -booth' if args.booth else ''}"
             f"{' + liberty' if args.liberty else ''}")
     t0 = time.perf_counter()
-    _progress(t0, f"start synth {what}: elaboration, then one Yosys process")
+    say(f"start synth {what}: elaboration, then one Yosys process")
     try:
         res = synthesize(args.unit, cfg, target, nodsp=args.nodsp, liberty=args.liberty,
                          timeout=args.timeout, reuse=args.reuse, **extra)
     except SynthError as exc:
-        _progress(t0, f"end   synth {args.unit}: failed")
+        say(f"end   synth {args.unit}: failed")
         raise WorkError(str(exc)) from None
     dt = time.perf_counter() - t0
     how = (f"reused the result of an earlier run ({res['seconds']} s)" if res.get("reused")
            else f"Yosys {res['seconds']} s, elaboration {res.get('elaboration_seconds')} s")
-    _progress(t0, f"end   synth {args.unit}: {dt:.1f} s ({how})")
+    say(f"end   synth {args.unit}: {dt:.1f} s ({how})")
 
     res = dict(res, config=cfg.to_dict())
     _print_synth(res, cfg)

@@ -32,43 +32,20 @@ from pathlib import Path
 
 from fpga.pnr import PnrError, nextpnr_version, place_and_route
 from fpga.synth import BUILD_ROOT, SynthError, synthesize, yosys_version
+from gen.paths import ROOT, relative_paths
+from gen.progress import Step, say, seconds
+from gen.tables import md_table, tool_seconds
 from golden.config import preset
 from sim.runner import source_digest
 
-ROOT = Path(__file__).resolve().parent.parent
 UNITS = ("pe", "mpu", "baseline")
 UNIT_NAMES = {"pe": "one PE", "mpu": "MPU", "baseline": "INT8 baseline"}
 VARIANTS = (("ecp5", True), ("ecp5", False), ("generic", False))
 
-_T0 = time.perf_counter()
-
-
-def _say(msg: str) -> None:
-    print(f"[{time.perf_counter() - _T0:7.1f} s] {msg}", flush=True)
 
 
 def _label(target: str, nodsp: bool) -> str:
     return f"{target}-nodsp" if target == "ecp5" and nodsp else target
-
-
-class _Step:
-    """Prints start/end lines and records the step's wall time (and the host's load)."""
-
-    def __init__(self, log: list, name: str):
-        self.log, self.name = log, name
-
-    def __enter__(self):
-        _say(f"start {self.name}")
-        self.t = time.perf_counter()
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        dt = time.perf_counter() - self.t
-        status = "ok" if kind is None else f"failed: {exc}"
-        self.log.append(dict(step=self.name, seconds=round(dt, 1), status=status,
-                             load_avg_1min=round(os.getloadavg()[0], 2)))
-        _say(f"end   {self.name} ({dt:.1f} s, {status})")
-        return False
 
 
 # ----------------------------------------------------------------------------------- steps
@@ -79,7 +56,7 @@ def run_synthesis(cfg, units, steps, reuse):
         for target, nodsp in VARIANTS:
             label = _label(target, nodsp)
             try:
-                with _Step(steps, f"synth {unit} {label}"):
+                with Step(steps, f"synth {unit} {label}"):
                     r = synthesize(unit, cfg, target, nodsp=nodsp, reuse=reuse)
             except SynthError as exc:
                 out[unit][label] = dict(error=str(exc))
@@ -88,7 +65,7 @@ def run_synthesis(cfg, units, steps, reuse):
             if r.get("reused"):
                 steps[-1]["status"] = "reused (identical RTLIL, script and Yosys)"
             out[unit][label] = r
-            _say(f"      {unit} {label}: " + ", ".join(f"{k}={v}" for k, v in
+            say(f"      {unit} {label}: " + ", ".join(f"{k}={v}" for k, v in
                                                      r["resources"].items()))
     return out
 
@@ -105,7 +82,7 @@ def run_pnr(cfg, synth, units, steps, freq, seed, reuse):
                 continue
             wd = BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" / f"pnr-{label}"
             try:
-                with _Step(steps, f"nextpnr {unit} {label}"):
+                with Step(steps, f"nextpnr {unit} {label}"):
                     r = place_and_route(s["netlist"], workdir=wd, freq_mhz=freq, seed=seed,
                                         reuse=reuse)
             except PnrError as exc:
@@ -115,7 +92,7 @@ def run_pnr(cfg, synth, units, steps, freq, seed, reuse):
             if r.get("reused"):
                 steps[-1]["status"] = "reused (identical netlist, arguments and nextpnr)"
             out[key] = r
-            _say(f"      {unit} {label}: Fmax {r['fmax_mhz']} MHz "
+            say(f"      {unit} {label}: Fmax {r['fmax_mhz']} MHz "
                  f"({'PASS' if r['timing_pass'] else 'FAIL'} at {freq:g} MHz)")
     return out
 
@@ -132,7 +109,7 @@ def run_sim_speed(cfg, simulators, steps, tiles, channels, seed, reuse, repeats)
         shutil.rmtree(runner.unit_dir("mpu", cfg), ignore_errors=True)
     out = {}
     try:
-        with _Step(steps, "generate mpu Verilog"):
+        with Step(steps, "generate mpu Verilog"):
             runner.ensure_verilog("mpu", cfg)
     except Exception as exc:  # noqa: BLE001 - reported, and the simulators are skipped
         return {s: dict(error=f"Verilog generation failed: {exc}") for s in simulators}
@@ -140,7 +117,7 @@ def run_sim_speed(cfg, simulators, steps, tiles, channels, seed, reuse, repeats)
         res = {}
         try:
             before = _stamp(cfg, simulator)
-            with _Step(steps, f"{simulator} build mpu"):
+            with Step(steps, f"{simulator} build mpu"):
                 runner.build("mpu", cfg, simulator, optimize=True)
             res["build_s"] = steps[-1]["seconds"]
             # sim.runner rewrites the stamp only when it rebuilds the model.
@@ -150,7 +127,7 @@ def run_sim_speed(cfg, simulators, steps, tiles, channels, seed, reuse, repeats)
                 jpath = BUILD_ROOT / f"speed-{cfg.name}-{cfg.hash()}-{simulator}-{k}.json"
                 jpath.parent.mkdir(parents=True, exist_ok=True)
                 jpath.unlink(missing_ok=True)
-                with _Step(steps, f"{simulator} speed run {k + 1}/{repeats} mpu ({tiles} tiles)"):
+                with Step(steps, f"{simulator} speed run {k + 1}/{repeats} mpu ({tiles} tiles)"):
                     sr = runner.run_cocotb("mpu", cfg, simulator, "tb.test_mpu_speed", seed=seed,
                                            tag=f"speed{k}", optimize=True,
                                            extra_env={"DSTAR_SPEED_JSON": str(jpath),
@@ -160,7 +137,7 @@ def run_sim_speed(cfg, simulators, steps, tiles, channels, seed, reuse, repeats)
                 run.update(process_s=steps[-1]["seconds"], log=str(sr.test_dir / "sim.log"),
                            load_avg_1min=steps[-1]["load_avg_1min"])
                 runs.append(run)
-                _say(f"      {simulator}: {run['cycles']} cycles in {run['wall_s']:.2f} s = "
+                say(f"      {simulator}: {run['cycles']} cycles in {run['wall_s']:.2f} s = "
                      f"{run['cycles_per_s']:.0f} cycles/s")
             # The best of the repeats: the machine is shared, and load only ever slows a run.
             best = max(runs, key=lambda r: r["cycles_per_s"])
@@ -169,7 +146,7 @@ def run_sim_speed(cfg, simulators, steps, tiles, channels, seed, reuse, repeats)
             res["cycles_per_s_all"] = [round(r["cycles_per_s"]) for r in runs]
         except (AssertionError, OSError, ValueError, RuntimeError) as exc:
             res["error"] = str(exc)
-            _say(f"      {simulator}: {exc}")
+            say(f"      {simulator}: {exc}")
         out[simulator] = res
     return out
 
@@ -185,44 +162,7 @@ def _stamp(cfg, simulator):
         return None
 
 
-def _relative(obj):
-    """``obj`` with every path string inside the project made relative to its root."""
-    root = str(ROOT) + os.sep
-    if isinstance(obj, dict):
-        return {k: _relative(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_relative(v) for v in obj]
-    if isinstance(obj, str) and root in obj:
-        return obj.replace(root, "")
-    return obj
-
-
 # -------------------------------------------------------------------------------- markdown
-def _fmt(v, nd=0):
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:,.{nd}f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
-
-
-def _table(head, rows, left=1):
-    """A Markdown table; the first ``left`` columns are left-aligned, the rest right."""
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if i < left else "---:" for i in range(len(head))) + "|"]
-    lines += ["| " + " | ".join(_fmt(c) if not isinstance(c, str) else c for c in r) + " |"
-              for r in rows]
-    return "\n".join(lines)
-
-
-def _secs(r) -> str:
-    """A tool run's seconds; ``*`` marks a result reused from an earlier identical run."""
-    s = r.get("seconds")
-    return "–" if s is None else f"{s:,.0f}" + ("*" if r.get("reused") else "")
-
-
 def _ratio(a, b):
     return f"{a / b:.2f}×" if a and b else "–"
 
@@ -257,8 +197,8 @@ def markdown(data: dict) -> str:
                 rows.append([UNIT_NAMES[unit], "no DSP" if label == "ecp5-nodsp" else "DSP",
                              x.get("lut_total"), x.get("lut4"), x.get("carry"), x.get("widemux"),
                              x.get("ff"), x.get("dsp"), x.get("bram"), x.get("lutram"),
-                             r.get("num_cells"), _secs(r)])
-        md += [_table(["unit", "multipliers", "LUT total", "LUT4", "CCU2C", "PFUMX+L6MUX21",
+                             r.get("num_cells"), tool_seconds(r)])
+        md += [md_table(["unit", "multipliers", "LUT total", "LUT4", "CCU2C", "PFUMX+L6MUX21",
                        "FF", "MULT18X18D", "DP16KD", "DPR16X4", "cells", "Yosys s"], rows, 2), ""]
         mpu, base = syn.get("mpu", {}), syn.get("baseline", {})
         if mpu and base:
@@ -294,8 +234,8 @@ def markdown(data: dict) -> str:
             rows.append([UNIT_NAMES[unit], r.get("num_cells"), r["resources"].get("ff"),
                          r["resources"].get("memory_bits"),
                          f"{tx:,}" + ("" if r.get("transistors_complete") else "+")
-                         if tx is not None else "–", top, _secs(r)])
-        md += [_table(["unit", "cells", "FF", "memory bits (in FF)", "transistors",
+                         if tx is not None else "–", top, tool_seconds(r)])
+        md += [md_table(["unit", "cells", "FF", "memory bits (in FF)", "transistors",
                        "largest cell classes", "Yosys s"], rows), ""]
     pnr = data.get("pnr", {})
     if pnr:
@@ -330,8 +270,8 @@ def markdown(data: dict) -> str:
                          f"{cp.get('delay_ns', 0):.2f} ({cp.get('logic_ns', 0):.2f} logic, "
                          f"{cp.get('routing_ns', 0):.2f} routing, {cp.get('logic_levels', 0)} "
                          f"levels)" if cp else "–",
-                         ", ".join(cp.get("rtl_sources", [])) or "–", _secs(r)])
-        md += [_table(["unit", "multipliers", "Fmax MHz", f"@{p['freq_mhz']:g} MHz",
+                         ", ".join(cp.get("rtl_sources", [])) or "–", tool_seconds(r)])
+        md += [md_table(["unit", "multipliers", "Fmax MHz", f"@{p['freq_mhz']:g} MHz",
                        "TRELLIS_COMB", "TRELLIS_FF", "MULT18X18D", "critical path ns",
                        "critical path through", "nextpnr s"], rows, 2), ""]
         notes = []
@@ -369,11 +309,11 @@ def markdown(data: dict) -> str:
                          ", ".join(f"{x:,}" for x in r.get("cycles_per_s_all", [])),
                          f"{r['build_s']:.1f}" + (" (cached)" if r.get("build_cached") else ""),
                          "yes" if r.get("checked") else "no"])
-        md += [_table(["simulator", "workload", "input beats", "cycles", "wall s", "cycles/s",
+        md += [md_table(["simulator", "workload", "input beats", "cycles", "wall s", "cycles/s",
                        "all runs, cycles/s", "build s", "checked"], rows), ""]
     md += ["## Tools and step times", "",
-           _table(["tool", "version"], [[k, v] for k, v in data["tools"].items()], 2), "",
-           _table(["step", "seconds", "load avg", "status"],
+           md_table(["tool", "version"], [[k, v] for k, v in data["tools"].items()], 2), "",
+           md_table(["step", "seconds", "load avg", "status"],
                   [[s["step"], f"{s['seconds']:.1f}", f"{s['load_avg_1min']:.2f}", s["status"]]
                    for s in data["steps"]], 1), "",
            ("Reused steps (`--reuse`) take no time here; their tool seconds, marked * in the "
@@ -416,7 +356,7 @@ def main(argv=None, prog=None) -> int:
     if args.markdown_only:
         data = json.loads((args.out / "arrays.json").read_text())
         (args.out / "arrays.md").write_text(markdown(data))
-        _say(f"wrote {args.out / 'arrays.md'} from {args.out / 'arrays.json'}")
+        say(f"wrote {args.out / 'arrays.md'} from {args.out / 'arrays.json'}")
         return 0
 
     import amaranth
@@ -433,14 +373,14 @@ def main(argv=None, prog=None) -> int:
                        "nextpnr-ecp5": nextpnr_version(), "cocotb": cocotb.__version__},
                 steps=steps)
     data["source_digest"] = source_digest()  # RTL + generator sources the figures are of
-    _say(f"report_arrays: preset {cfg.name} ({cfg.hash()}), units {args.units}, "
+    say(f"report_arrays: preset {cfg.name} ({cfg.hash()}), units {args.units}, "
          f"yosys {data['tools']['yosys']}, nextpnr {data['tools']['nextpnr-ecp5']}")
 
     def write():
-        data["total_seconds"] = round(time.perf_counter() - _T0, 1)
+        data["total_seconds"] = round(seconds(), 1)
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "arrays.json").write_text(json.dumps(_relative(data), indent=2, default=str)
-                                              + "\n")
+        (args.out / "arrays.json").write_text(
+            json.dumps(relative_paths(data), indent=2, default=str) + "\n")
         (args.out / "arrays.md").write_text(markdown(data))
 
     # Simulation speed before place and route: the slowest step comes last, and each phase
@@ -467,7 +407,7 @@ def main(argv=None, prog=None) -> int:
                                        args.seed, args.reuse))
             write()
     write()
-    _say(f"wrote {args.out / 'arrays.json'} and {args.out / 'arrays.md'}")
+    say(f"wrote {args.out / 'arrays.json'} and {args.out / 'arrays.md'}")
     failed = [s for s in steps if s["status"] != "ok" and not s["status"].startswith("reused")]
     return 1 if failed and not all(s["step"].startswith("nextpnr") for s in failed) else 0
 

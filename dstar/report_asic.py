@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 
 from fpga.liberty import NANGATE
+from gen.paths import ROOT
+from gen.progress import say
 
-ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "reports"
 
 #: The slice datapath's levers (``Config`` overrides, docs/architecture.md 3): each is measured
@@ -76,11 +77,6 @@ def lever_config(name: str, lever: str):
     over = {k: (base.rows if v == "rows" else v) for k, v in LEVERS[lever].items()}
     return preset(name, **over)
 
-_T0 = time.perf_counter()
-
-
-def _say(msg):
-    print(f"[{time.perf_counter() - _T0:7.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
 def _key(unit, name, booth, lever=""):
@@ -327,23 +323,23 @@ def main(argv=None, prog=None) -> int:
         info = copy_liberty(liberty, Path(tmp) / "cells.lib")
     runs = [r for r in RUNS if not args.only or r[0] in args.only]
     results, failed = {}, {}
-    _say(f"{len(runs)} configurations on {info['name']} ({liberty.name}), {args.jobs} jobs")
+    say(f"{len(runs)} configurations on {info['name']} ({liberty.name}), {args.jobs} jobs")
     keys = [_key(unit, name, booth, lever) for unit, name, booth, _, lever in runs]
     try:
         got = run_jobs(_one, [(*r, str(liberty), args.reuse) for r in runs], jobs=args.jobs,
-                       labels=keys, progress=_say)
+                       labels=keys, progress=say)
     except JobError as exc:
         got = exc.results
         failed = {keys[k]: str(e) for k, e in exc.failures.items()}
     for k, r in zip(keys, got):
         if r is not None:
             results[k] = r
-            _say(f"{k}: {r['resources']['area']:,.1f} µm² ({r['seconds']:.0f} s"
+            say(f"{k}: {r['resources']['area']:,.1f} µm² ({r['seconds']:.0f} s"
                  f"{', reused' if r.get('reused') else ''})")
     rep = dict(liberty=info, yosys=yosys_version(), **collect(results), failed=failed,
                generated=time.strftime("%Y-%m-%d %H:%M"), worktree=_worktree())
     write_together({js: json_text(rep), md: render(rep)})
-    _say(f"wrote {md} and {js.name}")
+    say(f"wrote {md} and {js.name}")
     return 1 if failed else 0
 
 

@@ -14,13 +14,12 @@ import json
 import platform
 import sys
 import time
-from pathlib import Path
 
+from gen.paths import ROOT, relative_paths
+from gen.progress import Step, say
+from gen.tables import md_table
 from golden.config import preset
 
-from .report_arrays import _relative, _say, _Step, _table
-
-ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "reports"
 ENGINES = ("H", "Q", "M", "V")
 
@@ -58,7 +57,7 @@ def render(res: dict) -> str:
         rows = [[n] + [next(x["cycles"] for x in s["sections"] if x["name"] == n)
                        for s in perf["steps"]] for n in secs]
         rows.append(["**step**"] + [s["cycles"] for s in perf["steps"]])
-        md += ["### Cycles per step and per section", "", _table(head, rows), ""]
+        md += ["### Cycles per step and per section", "", md_table(head, rows), ""]
         md += ["### Engine busy cycles per section (last cache step)", "",
                "Busy: the engine holds a command; Q and M overlap inside a linear layer "
                "(the QPU quantizes tile τ+1 while the MPU replays tile τ).", ""]
@@ -69,17 +68,17 @@ def render(res: dict) -> str:
             rows.append([s["name"], s["cycles"]] + [c.get(f"busy_{e}", 0) for e in ENGINES] +
                         [c.get("groups_replayed", 0), c.get("vpu_rows", 0),
                          c.get("abuf_reads", 0) + c.get("abuf_writes", 0)])
-        md += [_table(["section", "cycles"] + [f"busy {e}" for e in ENGINES] +
+        md += [md_table(["section", "cycles"] + [f"busy {e}" for e in ENGINES] +
                       ["groups", "VPU rows", "ABUF rows"], rows), ""]
         md += ["### Bytes moved per buffer (one step)", "",
                "Logical row accesses × row bytes (`golden.core_isa.row_width`); GMEM rows are "
                "lane groups; the P cache is the GMEM groups of `P` written on a cache step and "
                "replayed on every step.", "",
-               _table(["buffer"] + [f"step {b['step']} ({b['kind']})" for b in r["bytes"]],
+               md_table(["buffer"] + [f"step {b['step']} ({b['kind']})" for b in r["bytes"]],
                       [[k] + [f"{b['bytes'][k]:,}" for b in r["bytes"]]
                        for k in r["bytes"][0]["bytes"]]), ""]
         md += ["### Lane utilisation (valid lanes / issued lane slots, last cache step)", "",
-               _table(["layers", "valid lanes", "lane slots", "utilisation", "paper"],
+               md_table(["layers", "valid lanes", "lane slots", "utilisation", "paper"],
                       [[k, v["valid"], v["slots"], _pct(v["util"]), v["paper"]]
                        for k, v in lanes.items()]), ""]
         md += ["### Matrix work beside the INT8 baseline array", "",
@@ -101,7 +100,7 @@ def render(res: dict) -> str:
             rows.append(["**total**", "", "", "", "", tot_m, tot_b, "",
                          f"{tot_b / tot_m:.2f}×" if tot_m else "–"])
             md += [f"Step {sb['step']} ({sb['kind']}):", "",
-                   _table(["section", "tiles", "DSTAR groups", "baseline beats", "lane util",
+                   md_table(["section", "tiles", "DSTAR groups", "baseline beats", "lane util",
                            "DSTAR M busy", "baseline cycles", "law", "baseline / DSTAR"],
                           rows), ""]
         sim = perf["sim"]
@@ -171,9 +170,9 @@ def main(argv=None, prog=None) -> int:
     steps, res = [], {"presets": {}}
     for name in args.presets:
         cfg = preset(name)
-        with _Step(steps, f"core block cycles, {name} (Verilator -O2)"):
+        with Step(steps, f"core block cycles, {name} (Verilator -O2)"):
             perf = measure(cfg, steps=args.steps)
-        with _Step(steps, f"INT8 baseline array on the block's tiles, {name} (Verilator)"):
+        with Step(steps, f"INT8 baseline array on the block's tiles, {name} (Verilator)"):
             measured = measure_baseline(cfg, perf)
         res["presets"][name] = analyse(cfg, perf, measured)
     res["steps"] = steps
@@ -181,9 +180,9 @@ def main(argv=None, prog=None) -> int:
     res["generated"] = time.strftime("%Y-%m-%d")
     OUT.mkdir(exist_ok=True)
     path = OUT / "core.json"
-    path.write_text(json.dumps(_relative(res), indent=2) + "\n")
+    path.write_text(json.dumps(relative_paths(res), indent=2) + "\n")
     (OUT / "core.md").write_text(render(res))
-    _say(f"wrote {path} and {OUT / 'core.md'}")
+    say(f"wrote {path} and {OUT / 'core.md'}")
     return 0
 
 

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 from fpga.synth import BUILD_ROOT, _run, resources, synth_script, yosys_version
+from gen.paths import ROOT, relative_paths
+from gen.progress import Step, say
+from gen.tables import md_table
 from golden.config import preset
 
-from .report_arrays import _relative, _say, _Step, _table
-
-ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "reports"
 
 #: Parts of the core, by module path prefix under the top (longest prefix wins).
@@ -83,10 +83,10 @@ def synthesize_core(name: str, steps: list) -> dict:
     wd = BUILD_ROOT / f"core-{cfg.name}-{cfg.hash()}" / "ecp5-modules"
     shutil.rmtree(wd, ignore_errors=True)
     wd.mkdir(parents=True)
-    with _Step(steps, f"elaborate core {name}"):
+    with Step(steps, f"elaborate core {name}"):
         (wd / "design.il").write_text(to_rtlil("core", cfg))
     script = synth_script(top, "ecp5", abc9=False, hierarchical=True, module_stats=True)
-    with _Step(steps, f"synth_ecp5 core {name} (module by module)"):
+    with Step(steps, f"synth_ecp5 core {name} (module by module)"):
         t0 = time.perf_counter()
         _run(script, wd, None)
         secs = time.perf_counter() - t0
@@ -109,7 +109,7 @@ def render(res: dict) -> str:
         rows = sorted(r["parts"].items(), key=lambda kv: -kv[1].get("lut4", 0))
         tot = r["total"]
         md += [f"## `{name}` preset", "",
-               _table(["part", "LUT4", "share", "FF", "carry", "DSP", "BRAM", "LUT RAM"],
+               md_table(["part", "LUT4", "share", "FF", "carry", "DSP", "BRAM", "LUT RAM"],
                       [[p, v.get("lut4", 0),
                         f"{100 * v.get('lut4', 0) / max(1, tot.get('lut4', 1)):.1f} %",
                         v.get("ff", 0), v.get("carry", 0), v.get("dsp", 0), v.get("bram", 0),
@@ -157,10 +157,10 @@ def main(argv=None, prog=None) -> int:
     res["steps"] = steps
     res["generated"] = time.strftime("%Y-%m-%d")
     OUT.mkdir(exist_ok=True)
-    (OUT / "core_area.json").write_text(json.dumps(_relative(res), indent=2) + "\n")
+    (OUT / "core_area.json").write_text(json.dumps(relative_paths(res), indent=2) + "\n")
     (OUT / "core_area.md").write_text(render(res))
     plot(res, OUT / "core_area.png")
-    _say(f"wrote {OUT / 'core_area.md'}, .json, .png")
+    say(f"wrote {OUT / 'core_area.md'}, .json, .png")
     return 0
 
 

@@ -20,26 +20,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 from dstar.bench_layers import load_inputs, prepare
 from fpga.liberty import NANGATE
 from fpga.synth import synthesize, yosys_version
+from gen.paths import ROOT
+from gen.progress import say
 from golden.config import preset
 from golden.profile import load_operating_point
 
-ROOT = Path(__file__).resolve().parent.parent
 #: The bench's datapath (``reports/bench.md``): the packing does not depend on it but the digit
 #: code changes which columns are zero.
 BENCH = dict(digit_product="select", digits="booth", weight_hop=8, act_hop=8)
 #: ``(open_groups, pack_windows)`` rows.
 OPEN = ((0, 1), (1, 1), (2, 1), (4, 1), (4, 2))
-
-
-def _say(msg):
-    print(msg, file=sys.stderr, flush=True)
 
 
 def lane_utilization(open_groups, operating_point, inputs, steps=20) -> dict:
@@ -126,7 +122,7 @@ def main(argv=None, prog=None) -> int:
         row.update(qpu_area(k, w, args.liberty, args.reuse))
         library = row.pop("library", None) or library
         rows[f"{k}/{w}"] = row
-        _say(f"open_groups {k}, pack_windows {w}: lane util {100 * row['lane_util']:.1f} %, "
+        say(f"open_groups {k}, pack_windows {w}: lane util {100 * row['lane_util']:.1f} %, "
              f"ECP5 LUT "
              f"{row['ecp5']['lut_total']:,}, FF {row['ecp5']['ff']:,} "
              f"({time.perf_counter() - t0:.0f} s)")

@@ -34,9 +34,10 @@ from pathlib import Path
 
 from fpga.pnr import PnrError, place_and_route
 from fpga.synth import BUILD_ROOT, synthesize, yosys_version
+from gen.paths import ROOT
+from gen.progress import say
 from golden.config import preset
 
-ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = (("multiply", "slice"), ("select", "slice"), ("multiply", "booth"), ("select", "booth"))
 #: Further PE and MPU rows: label → (unit, ``Config`` overrides of the ``fpga`` preset).
 #: ``bcast``: the weights broadcast down each column (``weight_hop = rows``), for both arrays.
@@ -60,10 +61,6 @@ EXTRA_MPU = {"select/booth/bcast": dict(digit_product="select", digits="booth", 
 MPU_FMAX = ("select/booth", "select/booth/bcast", "select/booth/xbcast",
             "select/booth/xbcast/stages2", "select/booth/hop4/stages2")
 VARIANTS = (("ecp5", False, "ecp5"), ("ecp5", True, "ecp5-nodsp"), ("generic", False, "generic"))
-
-
-def _say(msg):
-    print(msg, flush=True)
 
 
 def _synth(unit, cfg, target, nodsp, reuse, force_abc=False):
@@ -104,10 +101,10 @@ def measure_pe(freq, seed, reuse, fmax=True):
                 row[vl]["transistors"] = r.get("transistors")
             if vl == "ecp5":
                 netlist = r.get("netlist")
-            _say(f"  {label} {vl}: {r['resources']}")
+            say(f"  {label} {vl}: {r['resources']}")
         if fmax:
             row.update(_fmax(unit, cfg, netlist, freq, seed, reuse))
-            _say(f"  {label} Fmax {row.get('fmax_mhz')}")
+            say(f"  {label} Fmax {row.get('fmax_mhz')}")
         out[label] = row
     return out
 
@@ -120,7 +117,7 @@ def measure_mpu_abc(reuse):
     for target, nodsp, vl in VARIANTS[:2]:
         r = _synth("mpu", cfg, target, nodsp, reuse, force_abc=True)
         row[vl] = dict(resources=r["resources"], seconds=r.get("seconds"), flow=r.get("flow"))
-        _say(f"  mpu multiply/slice (abc) {vl}: {r['resources']}")
+        say(f"  mpu multiply/slice (abc) {vl}: {r['resources']}")
     return row
 
 
@@ -140,10 +137,10 @@ def measure_mpu(settings, reuse, freq=100.0, seed=1, fmax=True):
                            flow=r.get("flow"))
             if vl == "ecp5":
                 netlist = r.get("netlist")
-            _say(f"  mpu {label} {vl}: {r['resources']}")
+            say(f"  mpu {label} {vl}: {r['resources']}")
         if fmax and label in MPU_FMAX:
             row.update(_fmax("mpu", cfg, netlist, freq, seed, reuse))
-            _say(f"  mpu {label} Fmax {row.get('fmax_mhz')}")
+            say(f"  mpu {label} Fmax {row.get('fmax_mhz')}")
         out[label] = row
     return out
 
@@ -242,7 +239,7 @@ def main(argv=None, prog=None):
     out.mkdir(parents=True, exist_ok=True)
     jpath.write_text(json.dumps(data, indent=1) + "\n")
     mpath.write_text(markdown(data))
-    _say(f"wrote {jpath} and {mpath}")
+    say(f"wrote {jpath} and {mpath}")
     return 0
 
 

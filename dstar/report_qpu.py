@@ -51,12 +51,12 @@ from fpga.synth import (
     synthesize,
     yosys_version,
 )
+from gen.paths import ROOT, relative_paths
+from gen.progress import Step, say
+from gen.tables import md_table, tool_seconds
 from golden.config import preset
 from sim.runner import source_digest
 
-from .report_arrays import _relative, _say, _secs, _Step, _table
-
-ROOT = Path(__file__).resolve().parent.parent
 TOP = "dstar_qpu"
 VARIANTS = (("ecp5", True), ("ecp5", False), ("generic", False))
 # Submodules in pipeline order; "top" is dstar_qpu's own logic.
@@ -212,7 +212,7 @@ def synthesize_hier(unit: str, cfg, *, nodsp: bool = True, reuse: bool = False,
 def _synth(steps, name, fn):
     """Run one synthesis step; returns its result (without the script) or ``{error}``."""
     try:
-        with _Step(steps, name):
+        with Step(steps, name):
             r = fn()
     except SynthError as exc:
         return dict(error=str(exc))
@@ -262,9 +262,9 @@ def run_preset(name, steps, reuse, breakdown=True) -> dict:
             r = _synth(steps, f"synth {unit} {name} {label}",
                        lambda: synthesize(unit, cfg, target, nodsp=nodsp, reuse=unit_reuse))
             out[unit][label] = r
-            _say(f"      {unit} {name} {label}: {_brief(r)}")
+            say(f"      {unit} {name} {label}: {_brief(r)}")
     out["share"] = shares(out["qpu"], out["mpu"])
-    _say(f"      QPU share of QPU+MPU ({name}): " + "; ".join(
+    say(f"      QPU share of QPU+MPU ({name}): " + "; ".join(
         f"{lab} " + ", ".join(f"{k} {v:.1%}" for k, v in s.items() if v is not None)
         for lab, s in out["share"].items()))
     if breakdown:
@@ -289,9 +289,9 @@ def _generic_breakdown(r: dict) -> dict:
 
 def _say_breakdown(name, label, r):
     if "error" in r:
-        _say(f"      {name} {label} breakdown failed: {r['error']}")
+        say(f"      {name} {label} breakdown failed: {r['error']}")
     for mod, x in r.get("modules", {}).items():
-        _say(f"      {name} {label} {mod}: " + ", ".join(
+        say(f"      {name} {label} {mod}: " + ", ".join(
             f"{k}={v:,}" for k, v in x["resources"].items()
             if k in ("lut_total", "ff", "transistors", "digit_store_ff", "counter_ff")
             and v is not None) + f", cells={x['num_cells']:,}")
@@ -302,10 +302,10 @@ def run_paper(steps, reuse) -> dict:
     out = dict(preset="paper", config_hash=cfg.hash(), config=cfg.to_dict())
     out["qpu"] = _synth(steps, "synth qpu paper generic",
                         lambda: synthesize("qpu", cfg, "generic", reuse=reuse))
-    _say(f"      qpu paper generic: {_brief(out['qpu'])}")
+    say(f"      qpu paper generic: {_brief(out['qpu'])}")
     out["pe"] = _synth(steps, "synth pe paper generic",
                        lambda: synthesize("pe", cfg, "generic", reuse=reuse))
-    _say(f"      pe paper generic: {_brief(out['pe'])}")
+    say(f"      pe paper generic: {_brief(out['pe'])}")
     q = out["qpu"].get("resources", {}).get("transistors")
     pe = out["pe"].get("resources", {}).get("transistors")
     if q and pe:
@@ -313,7 +313,7 @@ def run_paper(steps, reuse) -> dict:
         out["estimate"] = dict(pes=n, pe_transistors=pe, array_transistors=n * pe,
                                qpu_transistors=q, qpu_over_array=round(q / (n * pe), 5),
                                share=round(q / (q + n * pe), 5))
-        _say(f"      paper scale: QPU {q:,} tx vs {n} x PE {pe:,} = {n * pe:,} tx: "
+        say(f"      paper scale: QPU {q:,} tx vs {n} x PE {pe:,} = {n * pe:,} tx: "
              f"share {out['estimate']['share']:.2%}")
     out["breakdown"] = {"generic": _generic_breakdown(out["qpu"])}
     _say_breakdown("paper", "generic", out["breakdown"]["generic"])
@@ -382,7 +382,7 @@ def _area_rows(p):
             rows.append([unit.upper(), "no DSP" if label == "ecp5-nodsp" else "DSP",
                          _n(x.get("lut_total")), _n(x.get("lut4")), _n(x.get("carry")),
                          _n(x.get("ff")), _n(x.get("dsp")), _n(x.get("bram")),
-                         _n(x.get("lutram")), _secs(r)])
+                         _n(x.get("lutram")), tool_seconds(r)])
     return rows
 
 
@@ -398,7 +398,7 @@ def _generic_rows(p):
         rows.append([unit.upper(), _n(_gates(r)), _n(x.get("ff")),
                      _n(x.get("memory_bits")),
                      "–" if tx is None else f"{tx:,}" + ("" if r.get("transistors_complete")
-                                                          else "+"), _secs(r)])
+                                                          else "+"), tool_seconds(r)])
     return rows
 
 
@@ -449,7 +449,7 @@ def _breakdown_table(bd) -> str:
             _n(get(mods, m, key)) + (frac(get(mods, m, key), total(mods, key)) if pct else "")
             for _, mods, key, pct in cols])
     rows.append(["**total**"] + [_n(total(mods, key)) for _, mods, key, _ in cols])
-    return _table(["submodule"] + [c[0] for c in cols], rows)
+    return md_table(["submodule"] + [c[0] for c in cols], rows)
 
 
 def _top_note(bd):
@@ -500,7 +500,7 @@ def markdown(data: dict) -> str:
                f"{c.get('max_reduction')}.", "",
                "### ECP5 (Yosys `synth_ecp5`, flattened)", "",
                "LUT total = LUT4 + 2 × CCU2C. `-nodsp` maps multipliers to fabric.", "",
-               _table(["unit", "multipliers", "LUT total", "LUT4", "CCU2C", "FF", "MULT18X18D",
+               md_table(["unit", "multipliers", "LUT total", "LUT4", "CCU2C", "FF", "MULT18X18D",
                        "DP16KD", "DPR16X4", "Yosys s"], _area_rows(p), 2), "",
                *_flow_note(p),
                *_dsp_note(p),
@@ -509,7 +509,7 @@ def markdown(data: dict) -> str:
                "maps each module). Cells: gates and flip-flops, without the submodule "
                "instances. Memories become flip-flops here (memory bits are part of FF and "
                "transistors).", "",
-               _table(["unit", "cells", "FF", "memory bits (in FF)", "transistors", "Yosys s"],
+               md_table(["unit", "cells", "FF", "memory bits (in FF)", "transistors", "Yosys s"],
                       _generic_rows(p)), ""]
         sh = p.get("share", {})
         if sh:
@@ -522,7 +522,7 @@ def markdown(data: dict) -> str:
                         continue
                     rows.append([label, k, _n(q), _n(m), _pct(v)])
             md += ["### QPU share of QPU + MPU", "",
-                   _table(["flow", "metric", "QPU", "MPU", "QPU / (QPU + MPU)"], rows, 2), ""]
+                   md_table(["flow", "metric", "QPU", "MPU", "QPU / (QPU + MPU)"], rows, 2), ""]
         bd = p.get("breakdown")
         if bd:
             md += ["### QPU by submodule", "",
@@ -559,8 +559,8 @@ def markdown(data: dict) -> str:
                 continue
             x = r.get("resources", {})
             rows.append([unit.upper(), _n(_gates(r)), _n(x.get("ff")),
-                         _n(x.get("memory_bits")), _n(x.get("transistors")), _secs(r)])
-        md += [_table(["unit", "cells", "FF", "memory bits", "transistors", "Yosys s"], rows), ""]
+                         _n(x.get("memory_bits")), _n(x.get("transistors")), tool_seconds(r)])
+        md += [md_table(["unit", "cells", "FF", "memory bits", "transistors", "Yosys s"], rows), ""]
         e = paper.get("estimate")
         if e:
             md += [f"Estimate: QPU {e['qpu_transistors']:,} transistors against "
@@ -579,7 +579,7 @@ def markdown(data: dict) -> str:
     rate = data.get("rate")
     if rate:
         md += ["## Rate (from `reports/qpu_rate.json`, measured by `dstar measure qpu-rate`)", "",
-               _table(["preset", "open groups", "windows", "phase", "groups/cycle",
+               md_table(["preset", "open groups", "windows", "phase", "groups/cycle",
                        "sub-ch/cycle", "MPU wait cycles", "groups"],
                       [[r["preset"], str(r.get("open_groups", 0)), str(r.get("pack_windows", 1)),
                         r["phase"],
@@ -590,9 +590,9 @@ def markdown(data: dict) -> str:
         md += [f"![QPU area by submodule]({data['plot']})", ""]
     if data.get("steps") is not None:
         md += ["## Tools and step times", "",
-               _table(["tool", "version"], [[k, v] for k, v in data.get("tools", {}).items()], 2),
+               md_table(["tool", "version"], [[k, v] for k, v in data.get("tools", {}).items()], 2),
                "",
-               _table(["step", "seconds", "load avg", "status"],
+               md_table(["step", "seconds", "load avg", "status"],
                       [[s["step"], f"{s['seconds']:.1f}", f"{s['load_avg_1min']:.2f}",
                         s["status"]] for s in data["steps"]], 1), "",
                f"Total {data.get('total_seconds', 0):.0f} s. Work directories: "
@@ -655,7 +655,7 @@ def main(argv=None, prog=None) -> int:
             p["share"] = shares(p.get("qpu", {}), p.get("mpu", {}))
         data["plot"] = ppath.name if plot(data, ppath) else None
         mpath.write_text(markdown(data))
-        _say(f"wrote {mpath} and {ppath} from {jpath}")
+        say(f"wrote {mpath} and {ppath} from {jpath}")
         return 0
 
     import amaranth
@@ -669,7 +669,7 @@ def main(argv=None, prog=None) -> int:
                 tools={"amaranth": amaranth.__version__, "yosys": yosys_version()},
                 steps=steps, presets={})
     data["source_digest"] = source_digest()  # RTL + generator sources the figures are of
-    _say(f"report_qpu: presets {args.presets}, yosys {data['tools']['yosys']}, "
+    say(f"report_qpu: presets {args.presets}, yosys {data['tools']['yosys']}, "
          f"amaranth {data['tools']['amaranth']}")
 
     def write():
@@ -679,7 +679,7 @@ def main(argv=None, prog=None) -> int:
             data["rate"] = json.loads(rate.read_text())
         args.out.mkdir(parents=True, exist_ok=True)
         data["plot"] = ppath.name if plot(data, ppath) else None
-        jpath.write_text(json.dumps(_relative(data), indent=2, default=str) + "\n")
+        jpath.write_text(json.dumps(relative_paths(data), indent=2, default=str) + "\n")
         mpath.write_text(markdown(data))
 
     with _MemoRTLIL():
@@ -690,7 +690,7 @@ def main(argv=None, prog=None) -> int:
         if not args.no_paper:
             data["paper"] = run_paper(steps, args.reuse)
             write()
-    _say(f"wrote {jpath}, {mpath} and {ppath}")
+    say(f"wrote {jpath}, {mpath} and {ppath}")
     failed = [s for s in steps if s["status"] != "ok" and not s["status"].startswith("reused")]
     return 1 if failed else 0
 

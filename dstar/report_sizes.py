@@ -14,13 +14,11 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
+from gen.paths import ROOT, relative_paths
+from gen.progress import say
 from golden.config import preset
 
-from .report_arrays import _relative, _say
-
-ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "reports"
 UNITS = ("mpu", "baseline")
 
@@ -68,8 +66,8 @@ def main(argv=None, prog=None) -> int:
                             scheduler=args.scheduler), steps=steps,
                generated=time.strftime("%Y-%m-%d"), base_preset="tiny")
     OUT.mkdir(exist_ok=True)
-    (OUT / "sweep.json").write_text(json.dumps(_relative(res), indent=2) + "\n")
-    _say(f"wrote {OUT / 'sweep.json'}")
+    (OUT / "sweep.json").write_text(json.dumps(relative_paths(res), indent=2) + "\n")
+    say(f"wrote {OUT / 'sweep.json'}")
     return 0
 
 

@@ -23,8 +23,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-REPORTS = ROOT / "reports"
+from gen.paths import REPORTS, ROOT
+
 SIM = ROOT / "build" / "sim"
 
 __all__ = ["collect_units", "verification", "write_report", "report_files", "side_folder"]

@@ -28,11 +28,11 @@ import sys
 import time
 from pathlib import Path
 
+from gen.paths import ROOT, relative_paths
+from gen.progress import Step, say
+from gen.tables import md_table, tool_seconds
 from golden.config import preset
 
-from .report_arrays import _relative, _say, _secs, _Step, _table
-
-ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "reports"
 
 
@@ -44,12 +44,12 @@ def fpga_figures(steps: list, reuse: bool) -> dict:
     out = {"config_hash": cfg.hash()}
     for nodsp in (False, True):
         label = "ecp5-nodsp" if nodsp else "ecp5"
-        with _Step(steps, f"synth vpu fpga {label}"):
+        with Step(steps, f"synth vpu fpga {label}"):
             r = synthesize("vpu", cfg, "ecp5", nodsp=nodsp, reuse=reuse)
         out[label] = {k: r[k] for k in ("resources", "seconds", "tools", "workdir")
                       if k in r} | {"reused": r.get("reused", False)}
         if not nodsp:
-            with _Step(steps, "nextpnr vpu fpga ecp5 (85F, 100 MHz target)"):
+            with Step(steps, "nextpnr vpu fpga ecp5 (85F, 100 MHz target)"):
                 p = place_and_route(r["netlist"], workdir=Path(r["workdir"]) / "pnr",
                                     freq_mhz=100, reuse=reuse)
             cp = p.get("critical_path") or {}
@@ -95,7 +95,7 @@ def render(res: dict) -> str:
         for op in c["ops"]:
             rows.append([op] + [f"{c['table'][op][str(n)]['latency']} / "
                                 f"{c['table'][op][str(n)]['interval']:g}" for n in c["lengths"]])
-        lines += [_table(head, rows), ""]
+        lines += [md_table(head, rows), ""]
     acc = res.get("accuracy", {})
     for name, a in acc.items():
         lines += [f"## Accuracy against float, `{name}` preset", "",
@@ -104,7 +104,7 @@ def render(res: dict) -> str:
                   "asserts (units: output LSBs unless noted).", ""]
         rows = [[k] + [f"{v[f]:.4g}" for f in ("max_abs", "max_bound", "mean_abs", "mean_bound")]
                 + [v["worst"]] for k, v in a.items()]
-        lines += [_table(["function", "max", "max bound", "mean", "mean bound", "worst case"],
+        lines += [md_table(["function", "max", "max bound", "mean", "mean bound", "worst case"],
                          rows), ""]
     f = res.get("fpga")
     if f:
@@ -113,8 +113,8 @@ def render(res: dict) -> str:
         for label in ("ecp5", "ecp5-nodsp"):
             r = f[label]["resources"]
             rows.append([label, r.get("lut_total"), r.get("ff"), r.get("dsp"), r.get("bram"),
-                         r.get("carry"), _secs(f[label])])
-        lines += [_table(["flow", "LUTs", "FFs", "DSPs", "BRAM", "carry", "seconds"], rows), ""]
+                         r.get("carry"), tool_seconds(f[label])])
+        lines += [md_table(["flow", "LUTs", "FFs", "DSPs", "BRAM", "carry", "seconds"], rows), ""]
         p = f["pnr"]
         cp = p["critical_path"]
         lines += [f"nextpnr-ecp5 (85F, out of context, {p['constraint_mhz']:g} MHz target): "
@@ -123,7 +123,7 @@ def render(res: dict) -> str:
                   f"{cp.get('delay_ns')} ns ({cp.get('logic_ns')} logic, "
                   f"{cp.get('routing_ns')} routing, {cp.get('logic_levels')} logic levels) "
                   f"from `{cp.get('start')}` to `{cp.get('end')}`.", ""]
-    lines += ["## Steps", "", _table(["step", "seconds", "status"],
+    lines += ["## Steps", "", md_table(["step", "seconds", "status"],
                                      [[s["step"], s["seconds"], s["status"]]
                                       for s in res.get("steps", [])]), ""]
     return "\n".join(lines)
@@ -145,9 +145,9 @@ def main(argv=None, prog=None) -> int:
 
         res["cycles"] = {}
         for name in args.presets:
-            with _Step(steps, f"cycles per row, {name} (Verilator)"):
+            with Step(steps, f"cycles per row, {name} (Verilator)"):
                 res["cycles"][name] = measure(preset(name))
-    with _Step(steps, "accuracy (golden)"):
+    with Step(steps, "accuracy (golden)"):
         res["accuracy"] = accuracy(["tiny", "fpga"])
     if not args.skip_fpga:
         res["fpga"] = fpga_figures(steps, args.reuse)
@@ -155,9 +155,9 @@ def main(argv=None, prog=None) -> int:
     res["host"] = dict(python=platform.python_version(), machine=platform.machine())
     res["generated"] = time.strftime("%Y-%m-%d")
     OUT.mkdir(exist_ok=True)
-    path.write_text(json.dumps(_relative(res), indent=2) + "\n")
+    path.write_text(json.dumps(relative_paths(res), indent=2) + "\n")
     (OUT / "vpu.md").write_text(render(res))
-    _say(f"wrote {path} and {OUT / 'vpu.md'}")
+    say(f"wrote {path} and {OUT / 'vpu.md'}")
     return 0
 
 

@@ -44,9 +44,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from gen.paths import ROOT
+
 CACHE = ROOT / "build" / "design_sweep"
 
 __all__ = ["bench_reference", "workload_stats", "speedup", "cycles", "calibration",

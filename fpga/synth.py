@@ -41,13 +41,13 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
+from gen.paths import FPGA_BUILD
 from golden.config import Config
 
 __all__ = ["TARGETS", "SynthError", "synthesize", "synthesize_rtlil", "synth_script",
            "resources", "yosys_version", "BUILD_ROOT"]
 
-ROOT = Path(__file__).resolve().parent.parent
-BUILD_ROOT = Path(os.environ.get("DSTAR_FPGA_BUILD", ROOT / "build" / "fpga"))
+BUILD_ROOT = FPGA_BUILD
 TARGETS = ("generic", "ecp5", "ice40", "asic")
 
 #: ASIC target: RAMs (memories with write ports) left out as macros (their bits counted apart)

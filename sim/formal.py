@@ -49,8 +49,9 @@ from pathlib import Path
 from amaranth.back import rtlil
 from amaranth.hdl import Assume, ResetSignal
 
-ROOT = Path(__file__).resolve().parent.parent
-FORMAL_ROOT = Path(os.environ.get("DSTAR_FORMAL_BUILD", ROOT / "build" / "formal"))
+from gen.paths import FORMAL_BUILD
+
+FORMAL_ROOT = FORMAL_BUILD
 MODES = ("bmc", "prove", "cover")
 DEFAULT_ENGINE = os.environ.get("DSTAR_FORMAL_ENGINE", "smtbmc boolector")
 #: What the YoWASP runtime prints (on stderr) while it compiles a tool's WebAssembly.

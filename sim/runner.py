@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from gen.paths import ROOT, SIM_BUILD
 from golden.config import Config
 
 from .sources import digest, elaboration_sources
 
-ROOT = Path(__file__).resolve().parent.parent
-BUILD_ROOT = Path(os.environ.get("DSTAR_BUILD", ROOT / "build" / "sim"))
+BUILD_ROOT = SIM_BUILD
 SIMULATORS = ("verilator", "icarus")
 
 __all__ = ["SIMULATORS", "SimResult", "source_digest", "ensure_verilog", "build", "run_cocotb",

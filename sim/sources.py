@@ -19,7 +19,8 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from gen.paths import ROOT
+
 #: Top-level packages of the project (a name outside them is a third-party or stdlib import).
 PACKAGES = ("golden", "rtl", "gen", "sim", "fpga", "tb", "dstar")
 #: Where elaboration starts: the generator and its catalogue, which imports every unit's module.

@@ -26,7 +26,7 @@ def only_bench(monkeypatch):
     monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_bench",))
 
 
-def dstar(capsys, *argv):
+def run_dstar(capsys, *argv):
     rc = dstar.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -57,7 +57,7 @@ def _check_report(rep, simulator):
 
 @pytest.mark.cocotb
 def test_quick_bench_verilator(tmp_path, capsys):
-    rc, out, err = dstar(capsys, *QUICK, "--out", tmp_path)
+    rc, out, err = run_dstar(capsys, *QUICK, "--out", tmp_path)
     assert rc == 0, err
     assert "INT8/DSTAR cycles" in out and "every drain beat checked against golden" in out
     rep = json.loads((tmp_path / "bench.json").read_text())
@@ -69,7 +69,7 @@ def test_quick_bench_verilator(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.cocotb
 def test_quick_bench_icarus(tmp_path, capsys):
-    rc, out, err = dstar(capsys, *QUICK, "--simulator", "icarus", "--out", tmp_path)
+    rc, out, err = run_dstar(capsys, *QUICK, "--simulator", "icarus", "--out", tmp_path)
     assert rc == 0, err
     _check_report(json.loads((tmp_path / "bench.json").read_text()), "icarus")
 
@@ -111,7 +111,7 @@ def test_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
     argv = [str(a).format(d=tmp_path) for a in argv]
     if "--out" not in argv:
         argv = [*argv, "--out", tmp_path]
-    rc, out, err = dstar(capsys, *argv)
+    rc, out, err = run_dstar(capsys, *argv)
     assert rc == 2
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("dstar: error: ") and message in err, err
@@ -139,7 +139,7 @@ def test_any_dit_from_a_trace_and_weights_every_step(tmp_path, capsys):
     """``--trace T.npz --weights W.npz --steps-run all``: each of the trace's layers at each of
     its steps through both generated arrays (Icarus), every drain beat checked."""
     _any_dit_files(tmp_path)
-    rc, out, err = dstar(capsys, "bench", "--preset", "tiny", "--trace", tmp_path / "t.npz",
+    rc, out, err = run_dstar(capsys, "bench", "--preset", "tiny", "--trace", tmp_path / "t.npz",
                          "--weights", tmp_path / "w.npz", "--steps-run", "all", "--no-synth",
                          "--simulator", "icarus", "--out", tmp_path / "rep")
     assert rc == 0, err
@@ -175,7 +175,7 @@ def test_missing_out_folder_is_created(tmp_path, capsys, fake_bench):
     """``--out DIR`` used to refuse a folder that did not exist (``dstar generate`` creates
     one); every command now creates it."""
     out = tmp_path / "new" / "dir"
-    rc, text, err = dstar(capsys, *QUICK, "--out", out)
+    rc, text, err = run_dstar(capsys, *QUICK, "--out", out)
     assert rc == 0, err
     assert json.loads((out / "bench.json").read_text())["preset"] == "tiny"
     assert (out / "bench.md").read_text().startswith("#")
@@ -193,7 +193,7 @@ def test_outputs_appear_together(tmp_path, capsys, fake_bench, monkeypatch):
             raise OSError(28, "No space left on device")
         return write
     monkeypatch.setattr(dstar.bench_layers, "markdown", md_that_fails)
-    rc, text, err = dstar(capsys, *QUICK, "--out", tmp_path / "new")
+    rc, text, err = run_dstar(capsys, *QUICK, "--out", tmp_path / "new")
     assert rc == 1
     assert err.splitlines()[-1] == (f"dstar: error: cannot write {tmp_path / 'new' / 'bench.md'}"
                                     f": No space left on device")
@@ -206,7 +206,7 @@ def test_simulation_mismatch_is_one_line_status_1(tmp_path, capsys, monkeypatch)
     def mismatch(cfg, **kw):
         raise AssertionError("mpu: drain beat 3 of block 0 differs from golden; log: /x/run.log")
     monkeypatch.setattr(dstar.bench_layers, "bench", mismatch)
-    rc, out, err = dstar(capsys, *QUICK, "--out", tmp_path)
+    rc, out, err = run_dstar(capsys, *QUICK, "--out", tmp_path)
     assert rc == 1 and out == ""
     assert err == ("dstar: error: mpu: drain beat 3 of block 0 differs from golden; log: "
                    "/x/run.log\n")
@@ -245,7 +245,7 @@ def test_operating_point_sets_each_layers_thresholds_and_base(tmp_path):
 def test_any_dit_at_an_operating_point(tmp_path, capsys):
     _any_dit_files(tmp_path)
     op = _operating_point(tmp_path / "op.json", {"net.a": 5, "net.b": 4})
-    rc, out, err = dstar(capsys, "bench", "--preset", "tiny", "--trace", tmp_path / "t.npz",
+    rc, out, err = run_dstar(capsys, "bench", "--preset", "tiny", "--trace", tmp_path / "t.npz",
                          "--weights", tmp_path / "w.npz", "--steps-run", "0,2", "--no-synth",
                          "--simulator", "icarus", "--operating-point", op,
                          "--out", tmp_path / "rep")
@@ -259,7 +259,7 @@ def test_any_dit_at_an_operating_point(tmp_path, capsys):
 def test_bad_operating_point_is_one_line(tmp_path, capsys):
     _any_dit_files(tmp_path)
     op = _operating_point(tmp_path / "op.json", {"net.a": 5})
-    rc, out, err = dstar(capsys, "bench", "--preset", "tiny", "--trace", tmp_path / "t.npz",
+    rc, out, err = run_dstar(capsys, "bench", "--preset", "tiny", "--trace", tmp_path / "t.npz",
                          "--weights", tmp_path / "w.npz", "--operating-point", op,
                          "--out", tmp_path / "rep")
     assert rc == 2 and out == "" and err.count("\n") == 1

@@ -19,7 +19,7 @@ def only_analysis(monkeypatch):
     monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_analysis",))
 
 
-def dstar(capsys, *argv):
+def run_dstar(capsys, *argv):
     rc = dstar.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -39,7 +39,7 @@ def test_trace_fmdq_sar_outputs(tmp_path, capsys, trace_file):
     tr = load_trace(trace_file)
     assert tr["blocks.0.attn.qkv.x"].shape == (3, 16, 16)
 
-    rc, out, err = dstar(capsys, "fmdq", trace_file, "--json", tmp_path / "f.json",
+    rc, out, err = run_dstar(capsys, "fmdq", trace_file, "--json", tmp_path / "f.json",
                          "--plot", tmp_path / "f.png")
     assert rc == 0 and err == ""
     assert "blocks.0.mlp.fc2" in out and "average bits" in out
@@ -48,8 +48,8 @@ def test_trace_fmdq_sar_outputs(tmp_path, capsys, trace_file):
     assert res["layers"]["x_embed"]["base_log2"] == 6
     assert (tmp_path / "f.png").read_bytes()[:8] == PNG_MAGIC
 
-    rc, out, err = dstar(capsys, "sar", trace_file, "--thr", "2e-3", "--json", tmp_path / "s.json",
-                         "--plot", tmp_path / "s.png")
+    rc, out, err = run_dstar(capsys, "sar", trace_file, "--thr", "2e-3",
+                             "--json", tmp_path / "s.json", "--plot", tmp_path / "s.png")
     assert rc == 0 and err == ""
     assert "blocks.0.attn" in out and "work removed" in out
     res = json.loads((tmp_path / "s.json").read_text())
@@ -61,16 +61,17 @@ def test_trace_fmdq_sar_outputs(tmp_path, capsys, trace_file):
 
 
 def test_fmdq_options(tmp_path, capsys, trace_file):
-    rc, _, _ = dstar(capsys, "fmdq", trace_file, "--base-log2", "3", "--json", tmp_path / "a.json")
+    rc, _, _ = run_dstar(capsys, "fmdq", trace_file, "--base-log2", "3",
+                         "--json", tmp_path / "a.json")
     assert rc == 0
     assert {d["base_log2"] for d in json.loads((tmp_path / "a.json").read_text())["layers"]
             .values()} == {3}
-    rc, out, _ = dstar(capsys, "fmdq", trace_file, "--profile-base", "--preset", "fpga")
+    rc, out, _ = run_dstar(capsys, "fmdq", trace_file, "--profile-base", "--preset", "fpga")
     assert rc == 0 and "x_embed" in out
 
 
 def test_dit_command(tmp_path, capsys):
-    rc, out, err = dstar(capsys, "dit", "--model", "tiny", "--steps", "2", "--json",
+    rc, out, err = run_dstar(capsys, "dit", "--model", "tiny", "--steps", "2", "--json",
                          tmp_path / "d.json")
     assert rc == 0 and err == ""
     assert "PSNR" in out and "blocks.0.attn.qkv[qk]" in out
@@ -133,7 +134,7 @@ def test_bad_input_one_line_no_output(tmp_path, capsys, trace_file, argv, frag):
              "dit": ["--json", tmp_path / "o.json"], "trace": []}[argv[0]]
     if "--json" in argv:
         extra = []
-    rc, out, err = dstar(capsys, *argv, *extra)
+    rc, out, err = run_dstar(capsys, *argv, *extra)
     assert rc == 2
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("dstar: error: "), err
@@ -145,12 +146,12 @@ def test_bad_input_one_line_no_output(tmp_path, capsys, trace_file, argv, frag):
 def test_missing_output_folders_are_created(tmp_path, capsys, trace_file):
     """A missing output folder is what users expect to be made (it was refused before)."""
     out = tmp_path / "new" / "deeper"
-    rc, _, err = dstar(capsys, "fmdq", trace_file, "--json", out / "f.json", "--plot",
+    rc, _, err = run_dstar(capsys, "fmdq", trace_file, "--json", out / "f.json", "--plot",
                        out / "png" / "f.png")
     assert rc == 0 and err == ""
     assert json.loads((out / "f.json").read_text())["summary"]
     assert (out / "png" / "f.png").read_bytes()[:8] == PNG_MAGIC
-    rc, _, err = dstar(capsys, "trace", "--model", "tiny", "--steps", "1", "-o",
+    rc, _, err = run_dstar(capsys, "trace", "--model", "tiny", "--steps", "1", "-o",
                        tmp_path / "t" / "t.npz")
     assert rc == 0 and (tmp_path / "t" / "t.npz").is_file()
 
@@ -165,7 +166,7 @@ def test_a_failing_output_leaves_no_output_and_no_folder(tmp_path, capsys, trace
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", boom)
     out = tmp_path / "new"
-    rc, out_text, err = dstar(capsys, "fmdq", trace_file, "--json", out / "f.json", "--plot",
+    rc, out_text, err = run_dstar(capsys, "fmdq", trace_file, "--json", out / "f.json", "--plot",
                               out / "f.png")
     assert rc == 1 and out_text == ""
     assert err.splitlines() == [f"dstar: error: cannot write {out / 'f.png'}: No space left on "
@@ -187,7 +188,7 @@ def test_dit_int_checks_every_run_before_the_first(tmp_path, capsys, monkeypatch
         raise AssertionError("a run started on bad input")
     monkeypatch.setattr(golden.dit_int_compare, "compare_int", never)
     (tmp_path / "file").write_text("x")
-    rc, out, err = dstar(capsys, "dit-int", "--model", "tiny", "--steps", "1",
+    rc, out, err = run_dstar(capsys, "dit-int", "--model", "tiny", "--steps", "1",
                          *[a.format(d=tmp_path) for a in argv])
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and frag in err, err
@@ -206,7 +207,7 @@ def test_a_layer_too_wide_is_refused_before_sampling(tmp_path, capsys, monkeypat
                       (golden.dit_int_compare, "compare_int")):
         monkeypatch.setattr(mod, name, never)
     out = ["-o", tmp_path / "t.npz"] if command == "trace" else ["--json", tmp_path / "o.json"]
-    rc, text, err = dstar(capsys, command, "--model", "tiny", "--set", "max_reduction=8", *out)
+    rc, text, err = run_dstar(capsys, command, "--model", "tiny", "--set", "max_reduction=8", *out)
     assert rc == 2 and text == ""
     assert err.count("\n") == 1 and "has 16 input channels; max_reduction of 'tiny' is 8" in err
     assert list(tmp_path.iterdir()) == []

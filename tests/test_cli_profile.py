@@ -38,7 +38,7 @@ def fake_run(monkeypatch):
     return _stub(monkeypatch, "run_profile", "report_files", "report_names", REP)
 
 
-def dstar(capsys, *argv):
+def run_dstar(capsys, *argv):
     rc = dstar.cli.main(["profile", *map(str, argv)])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -47,7 +47,7 @@ def dstar(capsys, *argv):
 def test_missing_out_dir_is_created(tmp_path, capsys, fake_run):
     """``--out-dir`` used to refuse a folder that did not exist."""
     out = tmp_path / "a" / "b"
-    rc, text, err = dstar(capsys, "--quick", "--out-dir", out)
+    rc, text, err = run_dstar(capsys, "--quick", "--out-dir", out)
     assert rc == 0, err
     assert sorted(p.name for p in out.iterdir()) == ["profile.json", "profile.md", "profile.png"]
     assert text.startswith(f"wrote {out / 'profile.json'}")
@@ -62,7 +62,7 @@ def test_report_files_appear_together(tmp_path, capsys, monkeypatch, fake_run):
             raise OSError(28, "No space left on device")
         return {js: "{}", md: "# x", png: fail}
     monkeypatch.setattr(golden.profile, "report_files", files)
-    rc, text, err = dstar(capsys, "--quick", "--out-dir", tmp_path / "new")
+    rc, text, err = run_dstar(capsys, "--quick", "--out-dir", tmp_path / "new")
     assert rc == 1 and text == ""
     assert err == (f"dstar: error: cannot write {tmp_path / 'new' / 'profile.png'}: No space "
                    f"left on device\n")
@@ -88,7 +88,7 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys, fake_run, argv,
     argv = [a.format(d=tmp_path) for a in argv]
     if "--out-dir" not in argv:
         argv += ["--out-dir", tmp_path / "out"]
-    rc, out, err = dstar(capsys, *argv)
+    rc, out, err = run_dstar(capsys, *argv)
     assert rc == 2 and out == "" and not fake_run
     assert err.count("\n") == 1 and err.startswith("dstar: error: ") and frag in err, err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
@@ -123,7 +123,7 @@ def fake_sweep(monkeypatch):
 
 
 def test_sweep_writes_its_three_files(tmp_path, capsys, fake_sweep):
-    rc, text, err = dstar(capsys, "--sweep", "--thr2", "1,2", "--base-offsets=-2,0",
+    rc, text, err = run_dstar(capsys, "--sweep", "--thr2", "1,2", "--base-offsets=-2,0",
                           "--sweep-seeds", "2", "--jobs", "1", "--out-dir", tmp_path / "r")
     assert rc == 0, err
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [
@@ -165,7 +165,7 @@ def test_sweep_bad_input_is_one_line_before_any_work(tmp_path, capsys, fake_run,
     argv = [a.format(d=tmp_path) for a in argv]
     if "--out-dir" not in argv:
         argv += ["--out-dir", tmp_path / "out"]
-    rc, out, err = dstar(capsys, *argv)
+    rc, out, err = run_dstar(capsys, *argv)
     assert rc == 2 and out == "" and not fake_run and not fake_sweep
     assert err.count("\n") == 1 and err.startswith("dstar: error: ") and frag in err, err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before

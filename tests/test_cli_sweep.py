@@ -23,7 +23,7 @@ def only_sweep(monkeypatch, tmp_path_factory):
     monkeypatch.setattr(fpga.synth, "BUILD_ROOT", tmp_path_factory.getbasetemp() / "fpga")
 
 
-def dstar(capsys, *argv):
+def run_dstar(capsys, *argv):
     rc = dstar.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -37,7 +37,7 @@ def dstar(capsys, *argv):
     ["--liberty", "no/such.lib"], ["--bench", "no/such.json"]])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, bad):
     out_dir = tmp_path / "out"
-    rc, out, err = dstar(capsys, "sweep", "--liberty", DATA / "tiny_cells.lib",
+    rc, out, err = run_dstar(capsys, "sweep", "--liberty", DATA / "tiny_cells.lib",
                          "--out-dir", out_dir, *bad)
     assert rc == 2
     assert err.startswith("dstar: error: ") and err.count("\n") == 1, err
@@ -80,7 +80,7 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
             "sorter": dict(area=300.0), "packer": dict(area=100.0),
             "top (glue, stream control)": dict(area=200.0)})})))
     out_dir = tmp_path / "out"
-    rc, out, err = dstar(capsys, "sweep", "--sizes", 2, "--measure-sizes", 2, "--lanes", 4,
+    rc, out, err = run_dstar(capsys, "sweep", "--sizes", 2, "--measure-sizes", 2, "--lanes", 4,
                          "--pe-stages", 1, "--digit-product", "select", "--digits", "booth",
                          "--acc", "derived", "--weight-hop", 1, "--act-hop", 1,
                          "--throughput", "bench",

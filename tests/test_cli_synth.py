@@ -21,7 +21,7 @@ def only_synth(monkeypatch, tmp_path_factory):
     monkeypatch.setattr(fpga.synth, "BUILD_ROOT", tmp_path_factory.getbasetemp() / "fpga")
 
 
-def dstar(capsys, *argv):
+def run_dstar(capsys, *argv):
     rc = dstar.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -50,7 +50,7 @@ def _liberty(path):
 
 
 def test_estimate_prints_and_writes(tmp_path, capsys):
-    rc, out, err = dstar(capsys, "estimate", "mpu", "--json", tmp_path / "e.json")
+    rc, out, err = run_dstar(capsys, "estimate", "mpu", "--json", tmp_path / "e.json")
     assert rc == 0 and err == ""
     assert "peak: 64 2-bit x 8-bit digit-MACs per cycle" in out
     assert "ECP5 -nodsp" in out and "generic CMOS transistors" in out
@@ -67,7 +67,7 @@ def test_estimate_prints_and_writes(tmp_path, capsys):
                                         ("vpu", "4 elements per cycle"),
                                         ("qpu_mpu", "64 2-bit x 8-bit digit-MACs")])
 def test_estimate_every_unit(capsys, unit, frag):
-    rc, out, err = dstar(capsys, "estimate", unit)
+    rc, out, err = run_dstar(capsys, "estimate", unit)
     assert rc == 0 and err == "" and frag in out
 
 
@@ -75,14 +75,14 @@ def test_estimate_paper_is_cheap(capsys):
     import time
 
     t0 = time.perf_counter()
-    rc, out, _ = dstar(capsys, "estimate", "mpu", "--preset", "paper")
+    rc, out, _ = run_dstar(capsys, "estimate", "mpu", "--preset", "paper")
     assert rc == 0 and "peak: 16,384 2-bit x 8-bit digit-MACs" in out
     assert time.perf_counter() - t0 < 5
 
 
 def test_synth_ecp5_json_and_reuse(tmp_path, capsys):
     # The --json folder does not exist: it is created.
-    rc, out, err = dstar(capsys, "synth", "pe", "--target", "ecp5", "--json",
+    rc, out, err = run_dstar(capsys, "synth", "pe", "--target", "ecp5", "--json",
                          tmp_path / "new" / "s.json")
     assert rc == 0
     assert "LUT total" in out and "MULT18X18D" in out and "flip-flops" in out
@@ -93,13 +93,13 @@ def test_synth_ecp5_json_and_reuse(tmp_path, capsys):
     assert res["resources"]["dsp"] == 4 and res["config"]["lanes"] == 4
     assert f"{res['resources']['lut_total']:,}" in out
 
-    rc, out, err = dstar(capsys, "synth", "pe", "--target", "ecp5", "--reuse")
+    rc, out, err = run_dstar(capsys, "synth", "pe", "--target", "ecp5", "--reuse")
     assert rc == 0 and "[reused]" in out and "reused the result" in err
 
 
 def test_synth_generic_liberty(tmp_path, capsys):
     lib = _liberty(tmp_path / "mini.lib")
-    rc, out, err = dstar(capsys, "synth", "pe", "--target", "generic", "--liberty", lib,
+    rc, out, err = run_dstar(capsys, "synth", "pe", "--target", "generic", "--liberty", lib,
                          "--json", tmp_path / "g.json")
     assert rc == 0
     assert "transistors" in out and "area" in out and "mini.lib" in out
@@ -115,7 +115,7 @@ def test_synth_asic_gz_json(tmp_path, capsys):
     src = Path(__file__).parent / "data" / "tiny_cells.lib"
     gz = tmp_path / "tiny_cells.lib.gz"
     gz.write_bytes(gzip.compress(src.read_bytes()))
-    rc, out, err = dstar(capsys, "synth", "baseline_pe", "--target", "asic", "--liberty", gz,
+    rc, out, err = run_dstar(capsys, "synth", "baseline_pe", "--target", "asic", "--liberty", gz,
                          "--booth", "--json", tmp_path / "new" / "a.json")
     assert rc == 0, err
     assert "library dstar_tiny (tiny_cells.lib.gz" in out and "critical path" in out
@@ -133,7 +133,7 @@ def test_synth_yosys_failure_is_one_line(tmp_path, monkeypatch, capsys):
     def fail(*a, **k):
         raise SynthError("yosys failed (exit 1): ERROR: boom; log: /x/yosys.log")
     monkeypatch.setattr(fpga.synth, "synthesize", fail)
-    rc, out, err = dstar(capsys, "synth", "pe", "--json", tmp_path / "new" / "s.json")
+    rc, out, err = run_dstar(capsys, "synth", "pe", "--json", tmp_path / "new" / "s.json")
     assert rc == 1 and out == ""
     assert err.splitlines()[-1] == "dstar: error: yosys failed (exit 1): ERROR: boom; log: " \
                                    "/x/yosys.log"
@@ -199,7 +199,7 @@ def test_bad_input_one_line_no_output(tmp_path, capsys, monkeypatch, argv, frag)
     argv = [a.format(d=tmp_path) for a in argv]
     if "--json" not in argv:
         argv += ["--json", str(tmp_path / "o.json")]
-    rc, out, err = dstar(capsys, *argv)
+    rc, out, err = run_dstar(capsys, *argv)
     assert rc == 2
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("dstar: error: "), err
