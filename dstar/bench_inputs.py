@@ -48,7 +48,7 @@ class LinearSpec:
 
 def block_layers(spec, params, block: int) -> list:
     """The bundled DiT's layers of one block, in execution order: ``x_embed``, the fused ``qkv``
-    as its two differential layers ``qkv[qk]`` and ``qkv[v]`` (DESIGN 2.5), ``proj``, ``fc1``,
+    as its two differential layers ``qkv[qk]`` and ``qkv[v]`` (numerics §2.5), ``proj``, ``fc1``,
     ``fc2``, and ``final.linear``. Raises ValueError for a block outside the model."""
     if not isinstance(block, int) or not 0 <= block < spec.depth:
         raise ValueError(f"block must be in [0, {spec.depth - 1}], not {block}")

@@ -9,7 +9,7 @@ Steps (:func:`bench`):
 2. **Trace**: one float DDIM sampling run (:class:`golden.dit.TracingDiT`,
    :func:`golden.dit.ddim_sample`) records each accelerator linear layer's real input per step.
 3. **Layers** (:func:`prepare`): for one block, every linear layer type (``x_embed``, the fused
-   ``qkv`` as its two differential layers ``qkv[qk]`` and ``qkv[v]`` (DESIGN 2.5), ``proj``,
+   ``qkv`` as its two differential layers ``qkv[qk]`` and ``qkv[v]`` (numerics §2.5), ``proj``,
    ``fc1``, ``fc2``, ``final.linear``) runs as a :class:`golden.differential.DiffLinear` (closed
    loop, weights from :func:`golden.differential.quantize_weights`) from step 0 to the last
    measured step, so its state is the one DSTAR has; ``qkv[qk]`` steps only on SAR cache steps

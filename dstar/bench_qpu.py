@@ -13,16 +13,19 @@ partial groups in the packer (``cfg.open_groups``) on the same tiles, side by si
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from golden.config import MAX_OPEN_GROUPS, preset
+from gen.errors import UserError
+from gen.outputs import check_output_dir, write_together
+from gen.progress import say
+from golden.config import MAX_OPEN_GROUPS, PRESETS, preset
 from golden.vectors import dit_difference_tiles, qpu_workload_from_tiles
 from sim.runner import ROOT, run_cocotb
+
+from .options import Parser
 
 __all__ = ["measure", "main"]
 
@@ -52,22 +55,28 @@ def measure(cfg, tiles, simulator="verilator") -> dict:
 
 
 def main(argv=None, prog=None):
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure qpu-rate',
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--presets", nargs="+", default=["tiny", "fpga"])
-    ap.add_argument("--steps", type=int, default=4)
+    ap = Parser(prog=prog or "dstar measure qpu-rate", description=__doc__.splitlines()[0])
+    ap.add_argument("--presets", nargs="+", default=["tiny", "fpga"], choices=sorted(PRESETS),
+                    help="presets to measure (default: tiny fpga)")
+    ap.add_argument("--steps", type=int, default=4,
+                    help="DDIM steps of the reference DiT run (at least 2; default 4)")
     ap.add_argument("--open-groups", type=int, nargs="+", default=[0, 4], metavar="K",
                     help="open partial groups of the packer to measure (default: 0 4)")
     ap.add_argument("--pack-windows", type=int, nargs="+", default=[1, 2], metavar="W",
                     help="packer windows per cycle to measure with open groups (default: 1 2)")
-    ap.add_argument("--out", type=Path, default=ROOT / "reports")
+    ap.add_argument("--out", type=Path, default=ROOT / "reports",
+                    help="report directory (default: reports/)")
     args = ap.parse_args(argv)
+    check_output_dir(args.out)
     bad = [k for k in args.open_groups if not 0 <= k <= MAX_OPEN_GROUPS]
     if bad:
-        ap.error(f"--open-groups must lie in 0..{MAX_OPEN_GROUPS}, not {bad[0]}")
+        raise UserError(f"--open-groups must lie in 0..{MAX_OPEN_GROUPS}, not {bad[0]}")
     bad = [w for w in args.pack_windows if w not in (1, 2)]
     if bad:
-        ap.error(f"--pack-windows must be 1 or 2, not {bad[0]}")
+        raise UserError(f"--pack-windows must be 1 or 2, not {bad[0]}")
+    if args.steps < 2:
+        raise UserError(f"--steps must be at least 2 (step 0 and a steady-state step), "
+                        f"not {args.steps}")
     variants = [(k, w) for k in args.open_groups for w in (args.pack_windows if k else [1])]
     results = {}
     for name in args.presets:
@@ -78,18 +87,14 @@ def main(argv=None, prog=None):
                                ("steady state", lambda t: t > 0)):
                 chosen = [dx for _, step, _, dx in tiles if sel(step)]
                 t0 = time.time()
-                print(f"[qpu rate] {name} open {k} windows {w} {phase}: {len(chosen)} tiles ...",
-                      file=sys.stderr, flush=True)
+                say(f"[qpu rate] {name} open {k} windows {w} {phase}: {len(chosen)} tiles ...")
                 r = measure(cfg, chosen)
                 r["tiles"] = len(chosen)
                 results[f"{name}/{k}/{w}/{phase}"] = dict(preset=name, open_groups=k,
                                                           pack_windows=w, phase=phase,
                                                           config_hash=cfg.hash(), **r)
-                print(f"[qpu rate]   {r['groups_per_cycle']:.3f} groups/cycle, "
-                      f"{r['mpu_wait_cycles']} MPU wait cycles ({time.time() - t0:.0f} s)",
-                      file=sys.stderr, flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "qpu_rate.json").write_text(json.dumps(results, indent=2) + "\n")
+                say(f"[qpu rate]   {r['groups_per_cycle']:.3f} groups/cycle, "
+                    f"{r['mpu_wait_cycles']} MPU wait cycles ({time.time() - t0:.0f} s)")
     rows = ["| preset | open groups | windows | phase | tiles | sub-channels | groups | "
             "sub-ch/cycle | groups/cycle | groups/sub-ch | MPU wait cycles | lane fill |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -107,7 +112,8 @@ def main(argv=None, prog=None):
             "lane groups the packer holds open across the chunks of a tile "
             "(`open_groups`); *windows*: windows it packs per cycle (`pack_windows`: 2 also "
             "emits the window after a stored one).\n\n" + "\n".join(rows) + "\n")
-    (args.out / "qpu_rate.md").write_text(text)
+    write_together({args.out / "qpu_rate.json": json.dumps(results, indent=2) + "\n",
+                    args.out / "qpu_rate.md": text})
     print(text)
     return 0
 

@@ -30,32 +30,32 @@ import sys
 
 from gen.errors import UserError, WorkError
 
+from .options import Parser
+
 __all__ = ["main", "UserError", "WorkError"]
 
 # Subcommand modules, in the order ``dstar --help`` lists them.
 COMMAND_MODULES = (
     "dstar.cmd_generate",
-    "dstar.cmd_analysis",
+    "dstar.cmd_trace",
+    "dstar.cmd_fmdq",
+    "dstar.cmd_sar",
+    "dstar.cmd_dit",
+    "dstar.cmd_dit_int",
     "dstar.cmd_synth",
     "dstar.cmd_report",
     "dstar.cmd_build",
     "dstar.cmd_bench",
     "dstar.cmd_profile",
+    "dstar.cmd_sample",
     "dstar.cmd_sweep",
     "dstar.cmd_measure",
     "dstar.cmd_toolchain",
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error becomes one line and exit status 2 (no usage dump)."""
-
-    def error(self, message):
-        raise UserError(f"{self.prog}: {message}")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="dstar", description="DSTAR RTL generator and tools")
+    p = Parser(prog="dstar", description="DSTAR RTL generator and tools")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for mod in COMMAND_MODULES:

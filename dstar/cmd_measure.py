@@ -30,6 +30,8 @@ MEASUREMENTS = {
     "perf": ("dstar.perf_validate",
              "reports/perf_model.*: the core's cycle model calibrated and validated on the RTL"),
     "projection": ("dstar.project", "reports/projection.*: the paper-scale projection"),
+    "estimate": ("dstar.estimate_calibration",
+                 "fpga/estimate_calibration.json: the estimate model's fit (--calibrate|--refit)"),
 }
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from gen.outputs import check_outputs, json_text, write_together
 from gen.progress import say
-from gen.units import UNITS, build_unit
+from gen.units import UNITS, inspect_unit
 
 from .cli import UserError, WorkError
 from .options import add_config_options, config_from_args
@@ -74,7 +74,7 @@ def register(sub):
         "estimate", help="analytic resource and peak-throughput estimate (no synthesis)",
         description="Estimate ECP5 LUTs and flip-flops, DSP and RAM blocks, generic transistors "
                     "and peak operations per cycle from the configuration alone, with a model "
-                    "calibrated against Yosys (python -m fpga.estimate --calibrate).")
+                    "calibrated against Yosys (dstar measure estimate --calibrate).")
     from fpga.estimate import UNITS as MODELLED
     q.add_argument("unit", choices=sorted(MODELLED), help="which unit")
     add_config_options(q)
@@ -123,7 +123,7 @@ def run_synth(args):
         raise UserError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
     check_outputs(args.json, inputs=[args.liberty])
     # The unit's own parameter checks, before anything runs (the object itself is not used).
-    build_unit(args.unit, cfg)._MustUse__silence = True
+    inspect_unit(args.unit, cfg, lambda component: None)
 
     extra = {}
     if target == "asic":

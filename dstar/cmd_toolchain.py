@@ -1,8 +1,13 @@
 """``dstar toolchain [--check] [--jobs N]``: compile the WebAssembly tools once (``make setup``
-runs it), so that no first-run message reaches a test; the work is :mod:`sim.toolchain`."""
+runs it), so that no first-run message reaches a test; the work is :mod:`sim.toolchain`.
+
+It writes no output file (the compiled code goes to the YoWASP cache); ``--check`` reports on
+stderr which tools would still compile and exits 1 if any would.
+"""
 
 from __future__ import annotations
 
+from gen.errors import UserError, WorkError
 from sim import toolchain
 
 __all__ = ["register"]
@@ -18,4 +23,12 @@ def register(sub):
 
 
 def run(args) -> int:
-    return toolchain.main((["--check"] if args.check else []) + ["--jobs", str(args.jobs)])
+    if args.jobs < 1:
+        raise UserError(f"--jobs must be at least 1, not {args.jobs}")
+    if args.check:
+        return toolchain.main(["--check"])
+    try:
+        toolchain.warm(jobs=args.jobs)
+    except RuntimeError as exc:
+        raise WorkError(f"toolchain: {exc}") from None
+    return 0

@@ -4,7 +4,7 @@ paper-scale projection (:mod:`dstar.project`).
 Shapes come from the models' public configurations (hidden size, depth, heads, MLP ratio, text
 tokens); image tokens are ``(resolution / 16)²`` for every model here (an 8× VAE and 2×2
 patches, or Flux's 2×2 packing). Host-side layers (timestep and class/text conditioning, adaLN
-modulation vectors, the text encoders) are left out, as on the core (DESIGN 2.7).
+modulation vectors, the text encoders) are left out, as on the core (numerics §2.7).
 
 Simplifications, stated once: PixArt-Σ's cross-attention keys and values come from the fixed
 caption (computed once per image, not per step); SD3.5's MMDiT-X extra self-attention in its

@@ -1,10 +1,23 @@
-"""Shared command-line options: ``--preset`` and ``--set name=value`` build a :class:`Config`."""
+"""Shared command-line pieces: the parser every ``dstar`` command and measurement uses, and
+``--preset`` / ``--set name=value``, which build a :class:`Config`."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 
+from gen.errors import UserError
 from golden.config import PRESETS, Config, ConfigError, preset
+
+__all__ = ["Parser", "add_config_options", "parse_overrides", "config_from_args"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is :class:`gen.errors.UserError`: one line ``dstar: error:
+    ...`` and exit status 2 (no usage dump), as for every other bad input."""
+
+    def error(self, message):
+        raise UserError(f"{self.prog}: {message}")
 
 
 def add_config_options(p, default_preset: str | None = "tiny"):

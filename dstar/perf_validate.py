@@ -20,7 +20,6 @@ Every stored word of every run is checked against the ISA executor in the testbe
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -29,12 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.config import Config, preset
+from gen.outputs import check_output_dir, write_together
+from gen.progress import say
+from golden.config import PRESETS, Config, preset
 from golden.core_isa import core_for
 from sim.core_work import trace_work
 from sim.perf_model import Timing, buffer_bytes, simulate
 
 from .core_programs import counter_reads, run_programs
+from .options import Parser
 from .perf_workloads import block_programs, isolated_program, plain_program, shapes
 
 __all__ = ["measure", "calibrate", "validate", "evaluate", "run", "write_reports", "SECTIONS"]
@@ -304,12 +306,12 @@ def markdown(records: list) -> str:
     return "\n".join(lines)
 
 
-def plot(records: list, path: Path):
-    """Model against RTL cycles, every validated section of every preset."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+def plot(records: list, path):
+    """Model against RTL cycles, every validated section of every preset, as a PNG to ``path``
+    (a file name or a binary file object)."""
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(5.5, 5))
+    ax = fig.subplots()
     for rec, mk in zip(records, "os^"):
         for rows, what in ((rec["rows"], "layers"), (rec["block"], "DiT block")):
             x = [r["rtl"]["cycles"] for r in rows]
@@ -325,36 +327,39 @@ def plot(records: list, path: Path):
     ax.set_title("Core cycle model against the RTL")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        fig.savefig(path, format="png", dpi=120)
+    finally:
+        fig.clear()
 
 
 def write_reports(records: list, out: Path):
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "perf_model.json").write_text(json.dumps(records, indent=1))
-    (out / "perf_model.md").write_text(markdown(records))
-    plot(records, out / "perf_model.png")
+    """``perf_model.json``, ``.md`` and ``.png`` in ``out``, written together."""
+    write_together({out / "perf_model.json": json.dumps(records, indent=1),
+                    out / "perf_model.md": markdown(records),
+                    out / "perf_model.png": lambda f: plot(records, f)})
 
 
 def main(argv=None, prog=None) -> int:
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure perf',
-                                 description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", nargs="+", default=["tiny", "fpga"])
-    ap.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
-    ap.add_argument("--out-dir", default="reports")
+    ap = Parser(prog=prog or "dstar measure perf", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", nargs="+", default=["tiny", "fpga"], choices=sorted(PRESETS),
+                    help="presets to calibrate and validate (default: tiny fpga)")
+    ap.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"),
+                    help="simulator of the RTL core (default: verilator)")
+    ap.add_argument("--out-dir", default="reports", help="report directory (default: reports)")
     a = ap.parse_args(argv)
+    out = check_output_dir(a.out_dir)
     recs = []
     for p in a.preset:
-        print(f"[perf_validate] {p}: running calibration and validation programs on the RTL "
-              f"core ({a.simulator}; minutes)", flush=True)
+        say(f"[perf_validate] {p}: running calibration and validation programs on the RTL "
+            f"core ({a.simulator}; minutes)")
         recs.append(run(preset(p), a.simulator))
         s, b = recs[-1]["summary"], recs[-1]["block_summary"]
-        print(f"[perf_validate] {p}: {recs[-1]['shapes']} layer shapes, max error "
-              f"{100 * s['step']['max']:.2f} % per step, {100 * s['compute']['max']:.2f} % per "
-              f"compute section; DiT block {100 * b['step']['max']:.2f} % per step", flush=True)
-    out = Path(a.out_dir)
+        say(f"[perf_validate] {p}: {recs[-1]['shapes']} layer shapes, max error "
+            f"{100 * s['step']['max']:.2f} % per step, {100 * s['compute']['max']:.2f} % per "
+            f"compute section; DiT block {100 * b['step']['max']:.2f} % per step")
     write_reports(recs, out)
-    print(f"[perf_validate] wrote {out}/perf_model.json, .md and .png")
+    say(f"[perf_validate] wrote {out}/perf_model.json, .md and .png")
     return 0
 
 

@@ -16,7 +16,7 @@ How it scales
   the paper's values). Reductions longer than ``max_reduction`` are split and accumulated.
 * **The chip**: 32 cores share each layer (token tiles first, then column blocks); every layer's
   INT8 weights stream from HBM once per step; a layer takes the longer of its compute and its
-  HBM traffic (a roofline per layer). The P cache (DESIGN 2.6 record) stays in the 512 KB
+  HBM traffic (a roofline per layer). The P cache (numerics §2.6 record) stays in the 512 KB
   scratchpad when every layer's cache fits next to one layer's activations; otherwise it lives
   in HBM and costs its write on cache steps and its read on reuse steps.
 * **The baseline**: the same chip with the dense INT8 array of the same size (one beat per input
@@ -38,19 +38,22 @@ What it does not model: NoC contention, HBM latency (bandwidth only), the host, 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from golden.config import Config, preset
+from gen.errors import UserError
+from gen.outputs import check_output_dir, write_together
+from gen.progress import say
+from golden.config import Config, ConfigError, preset
 from golden.core_compiler import FREE, FULL
 from sim.core_work import Work
 from sim.perf_model import Timing, simulate
 
 from .dit_shapes import MODELS, Attention, DiTModel, Linear
+from .options import Parser
 
 __all__ = ["Chip", "Workload", "paper_timing", "project_model", "attention_parts", "pe_utilization",
            "main"]
@@ -58,7 +61,7 @@ __all__ = ["Chip", "Workload", "paper_timing", "project_model", "attention_parts
 
 @dataclass(frozen=True)
 class Chip:
-    """The paper's chip (DESIGN 1)."""
+    """The paper's chip (numerics §1)."""
 
     cores: int = 32
     freq_hz: float = 1e9
@@ -265,7 +268,7 @@ def pe_utilization(model: DiTModel, chip: Chip, cfg: Config, wl: Workload | None
 
 # ----------------------------------------------------------------------------- the chip
 def pcache_bytes(cfg: Config, a: Attention, wl: Workload) -> int:
-    """P-cache record of one attention layer (DESIGN 2.6 with this project's 3-bit precision
+    """P-cache record of one attention layer (numerics §2.6 with this project's 3-bit precision
     code, docs/architecture.md §2): per kept block and key, the code and ``T`` values at the
     average P bits."""
     T = cfg.tile
@@ -377,9 +380,28 @@ def _workloads(profile: Path, bench: Path) -> tuple:
     return wls, notes
 
 
+def load_calibration(perf_model: Path) -> dict:
+    """The calibrated timings ``{preset: Timing dict}`` of ``dstar measure perf``'s
+    ``perf_model.json``; :class:`UserError` (one line) when the file is missing or is not
+    one."""
+    if not perf_model.is_file():
+        raise UserError(f"{perf_model} not found; run `dstar measure perf` first")
+    try:
+        recs = json.loads(perf_model.read_text())
+        calibrated = {r["preset"]: r["timing"] for r in recs}
+        if not calibrated:
+            raise ValueError("no preset in it")
+        paper_timing(calibrated, preset("paper"))
+    except OSError as exc:
+        raise UserError(f"cannot read {perf_model}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        raise UserError(f"{perf_model} is not a calibration of `dstar measure perf` "
+                        f"({type(exc).__name__}: {exc})") from None
+    return calibrated
+
+
 def run(perf_model: Path, profile: Path, bench: Path) -> dict:
-    recs = json.loads(perf_model.read_text())
-    calibrated = {r["preset"]: r["timing"] for r in recs}
+    calibrated = load_calibration(perf_model)
     cfg = preset("paper")
     t, notes = paper_timing(calibrated, cfg)
     # The baseline array has the same tile flow and drain; its GEMM is one beat per channel.
@@ -392,10 +414,10 @@ def run(perf_model: Path, profile: Path, bench: Path) -> dict:
             r = project_model(model, chip, t, t_base, cfg, wl)
             r["workload"] = asdict(wl)
             rows.append(r)
-            print(f"[project] {wl.name:>26} | {model.name:<18} | DSTAR "
-                  f"{r['dstar']['per_image_s']:8.3f} s/image | INT8 "
-                  f"{r['int8']['per_image_s']:8.3f} s | {r['speedup']:.2f}× | P cache "
-                  f"{r['pcache_bytes'] / 2**20:8.1f} MiB in {r['pcache_location']}", flush=True)
+            say(f"[project] {wl.name:>26} | {model.name:<18} | DSTAR "
+                f"{r['dstar']['per_image_s']:8.3f} s/image | INT8 "
+                f"{r['int8']['per_image_s']:8.3f} s | {r['speedup']:.2f}× | P cache "
+                f"{r['pcache_bytes'] / 2**20:8.1f} MiB in {r['pcache_location']}")
     return dict(chip=asdict(chip), config_hash=cfg.hash(), timing=t.to_dict(),
                 timing_notes=notes, workload_notes=wl_notes, rows=rows)
 
@@ -458,13 +480,14 @@ def markdown(rec: dict) -> str:
     return "\n".join(lines)
 
 
-def plot(rec: dict, path: Path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot(rec: dict, path):
+    """The speed-ups per model and workload, as a PNG to ``path`` (a file name or a binary file
+    object)."""
+    from matplotlib.figure import Figure
     names = list(dict.fromkeys(r["model"] for r in rec["rows"]))
     wls = list(dict.fromkeys(r["workload"]["name"] for r in rec["rows"]))
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
     w = 0.8 / len(wls)
     for i, wl in enumerate(wls):
         sp = [next(r["speedup"] for r in rec["rows"] if r["model"] == n
@@ -477,32 +500,31 @@ def plot(rec: dict, path: Path):
     ax.set_title("Projected DSTAR latency per image (RTL-calibrated core model)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        fig.savefig(path, format="png", dpi=120)
+    finally:
+        fig.clear()
 
 
 def main(argv=None, prog=None) -> int:
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure projection',
-                                 description="Project DSTAR's latency on the paper's chip.")
+    ap = Parser(prog=prog or "dstar measure projection",
+                description="Project DSTAR's latency on the paper's chip.")
     ap.add_argument("--perf-model", default="reports/perf_model.json",
                     help="calibrated timings (dstar measure perf)")
     ap.add_argument("--profile", default="reports/profile.json",
                     help="our workload statistics (dstar profile), if present")
     ap.add_argument("--bench", default="reports/bench.json",
                     help="our lane fill (dstar bench), if present")
-    ap.add_argument("--out-dir", default="reports")
+    ap.add_argument("--out-dir", default="reports", help="report directory (default: reports)")
     a = ap.parse_args(argv)
+    out = check_output_dir(a.out_dir)
     pm = Path(a.perf_model)
-    if not pm.exists():
-        print(f"error: {pm} not found; run `dstar measure perf` first", file=sys.stderr)
-        return 2
+    load_calibration(pm)
     rec = run(pm, Path(a.profile), Path(a.bench))
-    out = Path(a.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "projection.json").write_text(json.dumps(rec, indent=1))
-    (out / "projection.md").write_text(markdown(rec))
-    plot(rec, out / "projection.png")
-    print(f"[project] wrote {out / 'projection.json'}, .md and .png")
+    write_together({out / "projection.json": json.dumps(rec, indent=1),
+                    out / "projection.md": markdown(rec),
+                    out / "projection.png": lambda f: plot(rec, f)})
+    say(f"[project] wrote {out / 'projection.json'}, .md and .png")
     return 0
 
 

@@ -30,12 +30,15 @@ import sys
 import time
 from pathlib import Path
 
+from dstar.options import Parser
 from fpga.pnr import PnrError, nextpnr_version, place_and_route
 from fpga.synth import BUILD_ROOT, SynthError, synthesize, yosys_version
+from gen.errors import UserError, WorkError
+from gen.outputs import check_output_dir, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import Step, say, seconds
 from gen.tables import md_table, tool_seconds
-from golden.config import preset
+from golden.config import PRESETS, preset
 from sim.runner import source_digest
 
 UNITS = ("pe", "mpu", "baseline")
@@ -326,11 +329,12 @@ def markdown(data: dict) -> str:
 
 # ------------------------------------------------------------------------------------ main
 def main(argv=None, prog=None) -> int:
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure arrays',
-                                 description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="fpga", help="configuration preset (default fpga)")
-    ap.add_argument("--units", nargs="+", default=list(UNITS), choices=UNITS)
+    ap = Parser(prog=prog or "dstar measure arrays", description=__doc__.split("\n\n")[0],
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="fpga", choices=sorted(PRESETS),
+                    help="configuration preset (default fpga)")
+    ap.add_argument("--units", nargs="+", default=list(UNITS), choices=UNITS,
+                    help="units to measure (default: all)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports", help="report directory")
     ap.add_argument("--freq", type=float, default=100.0, help="nextpnr constraint, MHz")
     ap.add_argument("--seed", type=int, default=1, help="nextpnr seed and cocotb seed")
@@ -339,10 +343,11 @@ def main(argv=None, prog=None) -> int:
     ap.add_argument("--pnr-baseline", action="store_true", help="also place and route the "
                     "baseline (same as adding it to --pnr-units)")
     ap.add_argument("--no-synth", action="store_true", help="skip synthesis (and so P&R)")
-    ap.add_argument("--no-pnr", action="store_true")
-    ap.add_argument("--no-sim", action="store_true")
+    ap.add_argument("--no-pnr", action="store_true", help="skip place and route")
+    ap.add_argument("--no-sim", action="store_true", help="skip the simulation speed runs")
     ap.add_argument("--simulators", nargs="+", default=["verilator", "icarus"],
-                    choices=["verilator", "icarus"])
+                    choices=["verilator", "icarus"],
+                    help="simulators of the speed runs (default: verilator icarus)")
     ap.add_argument("--tiles", type=int, default=40, help="speed workload tiles (default 40)")
     ap.add_argument("--channels", type=int, default=256,
                     help="speed workload input channels (capped at max_reduction; default 256)")
@@ -353,11 +358,25 @@ def main(argv=None, prog=None) -> int:
     ap.add_argument("--markdown-only", action="store_true", help="only rewrite arrays.md "
                     "from an existing arrays.json (no tool runs)")
     args = ap.parse_args(argv)
+    check_output_dir(args.out)
+    jpath, mpath = args.out / "arrays.json", args.out / "arrays.md"
     if args.markdown_only:
-        data = json.loads((args.out / "arrays.json").read_text())
-        (args.out / "arrays.md").write_text(markdown(data))
-        say(f"wrote {args.out / 'arrays.md'} from {args.out / 'arrays.json'}")
+        try:
+            data = json.loads(jpath.read_text())
+        except OSError as exc:
+            raise UserError(f"--markdown-only: cannot read {jpath}: "
+                            f"{exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise UserError(f"--markdown-only: {jpath} is not JSON: {exc}") from None
+        write_together({mpath: markdown(data)})
+        say(f"wrote {mpath} from {jpath}")
         return 0
+    for name in ("tiles", "channels", "speed_repeats"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1, "
+                            f"not {getattr(args, name)}")
+    if not args.freq > 0:
+        raise UserError(f"--freq must be positive, not {args.freq:g}")
 
     import amaranth
     import cocotb
@@ -378,10 +397,8 @@ def main(argv=None, prog=None) -> int:
 
     def write():
         data["total_seconds"] = round(seconds(), 1)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "arrays.json").write_text(
-            json.dumps(relative_paths(data), indent=2, default=str) + "\n")
-        (args.out / "arrays.md").write_text(markdown(data))
+        write_together({jpath: json.dumps(relative_paths(data), indent=2, default=str) + "\n",
+                        mpath: markdown(data)})
 
     # Simulation speed before place and route: the slowest step comes last, and each phase
     # rewrites the reports so an interrupted run still leaves what it measured.
@@ -407,9 +424,12 @@ def main(argv=None, prog=None) -> int:
                                        args.seed, args.reuse))
             write()
     write()
-    say(f"wrote {args.out / 'arrays.json'} and {args.out / 'arrays.md'}")
+    say(f"wrote {jpath} and {mpath}")
     failed = [s for s in steps if s["status"] != "ok" and not s["status"].startswith("reused")]
-    return 1 if failed and not all(s["step"].startswith("nextpnr") for s in failed) else 0
+    if failed and not all(s["step"].startswith("nextpnr") for s in failed):
+        names = ", ".join(s["step"] for s in failed[:3]) + (", ..." if len(failed) > 3 else "")
+        raise WorkError(f"{len(failed)} step(s) failed ({names}); their errors are in {mpath}")
+    return 0
 
 
 if __name__ == "__main__":

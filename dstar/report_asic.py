@@ -19,12 +19,13 @@ copied into the repository: the report records its file name and sha256.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
+from dstar.options import Parser
 from fpga.liberty import NANGATE
+from gen.errors import UserError, WorkError
 from gen.paths import ROOT
 from gen.progress import say
 
@@ -297,25 +298,25 @@ def _worktree() -> dict:
 def main(argv=None, prog=None) -> int:
     from fpga.farm import JobError, run_jobs
     from fpga.synth import copy_liberty, yosys_version
-    from gen.outputs import check_outputs, json_text, write_together
+    from gen.outputs import check_output_dir, check_outputs, json_text, write_together
 
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure asic',
-                                 description=__doc__.split("\n")[0])
+    units = sorted({r[0] for r in RUNS})
+    ap = Parser(prog=prog or "dstar measure asic", description=__doc__.split("\n")[0])
     ap.add_argument("--liberty", type=Path, default=None,
                     help=f"the library (default: {NANGATE})")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=2, help="Yosys processes at once (default 2)")
     ap.add_argument("--reuse", action="store_true",
                     help="take stored results of identical runs")
-    ap.add_argument("--only", nargs="+", metavar="UNIT", help="only these units")
+    ap.add_argument("--only", nargs="+", metavar="UNIT", choices=units,
+                    help=f"only these units ({', '.join(units)})")
     args = ap.parse_args(argv)
+    check_output_dir(OUT)
     liberty = args.liberty or NANGATE
     if not liberty.is_file():
-        print(f"report_asic: error: liberty file not found: {liberty} (pass --liberty FILE; "
-              "the project ships no library)", file=sys.stderr)
-        return 2
+        raise UserError(f"liberty file not found: {liberty} (pass --liberty FILE; "
+                        "the project ships no library)")
     if args.jobs < 1:
-        print("report_asic: error: --jobs must be at least 1", file=sys.stderr)
-        return 2
+        raise UserError(f"--jobs must be at least 1, not {args.jobs}")
     js, md = OUT / "asic_area.json", OUT / "asic_area.md"
     check_outputs(js, md, inputs=[liberty])
     import tempfile
@@ -340,7 +341,9 @@ def main(argv=None, prog=None) -> int:
                generated=time.strftime("%Y-%m-%d %H:%M"), worktree=_worktree())
     write_together({js: json_text(rep), md: render(rep)})
     say(f"wrote {md} and {js.name}")
-    return 1 if failed else 0
+    if failed:
+        raise WorkError(f"{len(failed)} of {len(runs)} runs failed; they are listed in {md}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -9,16 +9,18 @@ is measured on the generated core (``tb/test_core_perf.py``, outputs checked aga
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
 import time
 
+from dstar.options import Parser
+from gen.errors import UserError
+from gen.outputs import check_output_dir, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import Step, say
 from gen.tables import md_table
-from golden.config import preset
+from golden.config import PRESETS, preset
 
 OUT = ROOT / "reports"
 ENGINES = ("H", "Q", "M", "V")
@@ -160,11 +162,15 @@ def analyse(cfg, perf: dict, measured: dict | None = None) -> dict:
 
 
 def main(argv=None, prog=None) -> int:
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure core',
-                                 description=__doc__.split("\n")[0])
-    ap.add_argument("--presets", nargs="+", default=["fpga"])
-    ap.add_argument("--steps", type=int, default=4)
+    ap = Parser(prog=prog or "dstar measure core", description=__doc__.split("\n")[0])
+    ap.add_argument("--presets", nargs="+", default=["fpga"], choices=sorted(PRESETS),
+                    help="presets to measure (default: fpga)")
+    ap.add_argument("--steps", type=int, default=4,
+                    help="DiT-block steps to run (default 4)")
     args = ap.parse_args(argv)
+    check_output_dir(OUT)
+    if args.steps < 1:
+        raise UserError(f"--steps must be at least 1, not {args.steps}")
     from dstar.bench_core import measure, measure_baseline
 
     steps, res = [], {"presets": {}}
@@ -178,10 +184,9 @@ def main(argv=None, prog=None) -> int:
     res["steps"] = steps
     res["host"] = dict(python=platform.python_version(), machine=platform.machine())
     res["generated"] = time.strftime("%Y-%m-%d")
-    OUT.mkdir(exist_ok=True)
     path = OUT / "core.json"
-    path.write_text(json.dumps(relative_paths(res), indent=2) + "\n")
-    (OUT / "core.md").write_text(render(res))
+    write_together({path: json.dumps(relative_paths(res), indent=2) + "\n",
+                    OUT / "core.md": render(res)})
     say(f"wrote {path} and {OUT / 'core.md'}")
     return 0
 

@@ -11,18 +11,18 @@ part).
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
 import time
-from pathlib import Path
 
-from fpga.synth import BUILD_ROOT, _run, resources, synth_script, yosys_version
+from dstar.options import Parser
+from fpga.synth import BUILD_ROOT, resources, run_yosys, synth_script, yosys_version
+from gen.outputs import check_output_dir, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import Step, say
 from gen.tables import md_table
-from golden.config import preset
+from golden.config import PRESETS, preset
 
 OUT = ROOT / "reports"
 
@@ -88,7 +88,7 @@ def synthesize_core(name: str, steps: list) -> dict:
     script = synth_script(top, "ecp5", abc9=False, hierarchical=True, module_stats=True)
     with Step(steps, f"synth_ecp5 core {name} (module by module)"):
         t0 = time.perf_counter()
-        _run(script, wd, None)
+        run_yosys(script, wd, None)
         secs = time.perf_counter() - t0
     stats = json.loads((wd / "stat_modules.json").read_text())
     parts = {p: resources("ecp5", cells) for p, cells in breakdown(stats, top).items()}
@@ -122,17 +122,19 @@ def render(res: dict) -> str:
     return "\n".join(md)
 
 
-def plot(res: dict, path: Path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot(res: dict, path):
+    """Stacked LUT and flip-flop bars per part, as a PNG to ``path`` (a file name or a binary
+    file object)."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
 
     names = list(res["presets"])
     parts = sorted({p for n in names for p in res["presets"][n]["parts"]},
                    key=lambda p: -max(res["presets"][n]["parts"].get(p, {}).get("lut4", 0)
                                       for n in names))
-    colors = {p: plt.get_cmap("tab20")(i % 20) for i, p in enumerate(parts)}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    colors = {p: colormaps["tab20"](i % 20) for i, p in enumerate(parts)}
+    fig = Figure(figsize=(11, 4.5))
+    axes = fig.subplots(1, 2)
     for ax, key, label in ((axes[0], "lut4", "LUT4"), (axes[1], "ff", "flip-flops")):
         bottom = [0] * len(names)
         for p in parts:
@@ -143,23 +145,26 @@ def plot(res: dict, path: Path):
         ax.set_ylabel(label)
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    try:
+        fig.savefig(path, format="png", dpi=110)
+    finally:
+        fig.clear()
 
 
 def main(argv=None, prog=None) -> int:
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure core-area',
-                                 description=__doc__.split("\n")[0])
-    ap.add_argument("--presets", nargs="+", default=["tiny", "fpga"])
+    ap = Parser(prog=prog or "dstar measure core-area", description=__doc__.split("\n")[0])
+    ap.add_argument("--presets", nargs="+", default=["tiny", "fpga"], choices=sorted(PRESETS),
+                    help="presets to synthesize (default: tiny fpga)")
     args = ap.parse_args(argv)
+    check_output_dir(OUT)
     steps, res = [], {"presets": {}}
     for name in args.presets:
         res["presets"][name] = synthesize_core(name, steps)
     res["steps"] = steps
     res["generated"] = time.strftime("%Y-%m-%d")
-    OUT.mkdir(exist_ok=True)
-    (OUT / "core_area.json").write_text(json.dumps(relative_paths(res), indent=2) + "\n")
-    (OUT / "core_area.md").write_text(render(res))
-    plot(res, OUT / "core_area.png")
+    write_together({OUT / "core_area.json": json.dumps(relative_paths(res), indent=2) + "\n",
+                    OUT / "core_area.md": render(res),
+                    OUT / "core_area.png": lambda f: plot(res, f)})
     say(f"wrote {OUT / 'core_area.md'}, .json, .png")
     return 0
 

@@ -18,14 +18,16 @@ QPU area, side by side in one run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
 from dstar.bench_layers import load_inputs, prepare
+from dstar.options import Parser
 from fpga.liberty import NANGATE
 from fpga.synth import synthesize, yosys_version
+from gen.errors import UserError
+from gen.outputs import check_output_dir, write_together
 from gen.paths import ROOT
 from gen.progress import say
 from golden.config import preset
@@ -97,21 +99,26 @@ def markdown(data: dict) -> str:
 
 
 def main(argv=None, prog=None) -> int:
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure packing',
-                                 description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "reports", help="report directory")
-    ap.add_argument("--liberty", type=Path, default=NANGATE if NANGATE.is_file() else None)
-    ap.add_argument("--operating-point", type=Path, default=ROOT / "reports/profile_sweep.json")
+    ap = Parser(prog=prog or "dstar measure packing", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "reports",
+                    help="report directory (default: reports/)")
+    ap.add_argument("--liberty", type=Path, default=NANGATE if NANGATE.is_file() else None,
+                    help="standard-cell library for the ASIC area (default: Nangate45 when "
+                         "present, else no ASIC area)")
+    ap.add_argument("--operating-point", type=Path, default=ROOT / "reports/profile_sweep.json",
+                    help="the profile sweep whose operating point the streams use")
     ap.add_argument("--reuse", action="store_true", help="reuse stored identical Yosys runs")
     args = ap.parse_args(argv)
+    check_output_dir(args.out)
     if args.liberty is not None and not args.liberty.is_file():
-        ap.error(f"liberty file not found: {args.liberty}")
+        raise UserError(f"--liberty: liberty file not found: {args.liberty}")
     if not args.operating_point.is_file():
-        ap.error(f"operating point file not found: {args.operating_point}")
+        raise UserError(f"--operating-point: operating point file not found: "
+                        f"{args.operating_point}")
     try:
         op = load_operating_point(args.operating_point)
     except (ValueError, KeyError) as why:
-        ap.error(f"--operating-point {args.operating_point}: {why}")
+        raise UserError(f"--operating-point {args.operating_point}: {why}") from None
     rows, library, util = {}, None, {}
     layers_in, trace, _ = load_inputs(preset("fpga", **BENCH), steps=20)
     for k, w in OPEN:
@@ -129,10 +136,9 @@ def main(argv=None, prog=None) -> int:
     data = dict(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 yosys=yosys_version(), library=library, steps=20,
                 operating_point=op["name"], bench=BENCH, rows=rows)
-    args.out.mkdir(parents=True, exist_ok=True)
     text = markdown(data)
-    (args.out / "qpu_packing.json").write_text(json.dumps(data, indent=1) + "\n")
-    (args.out / "qpu_packing.md").write_text(text)
+    write_together({args.out / "qpu_packing.json": json.dumps(data, indent=1) + "\n",
+                    args.out / "qpu_packing.md": text})
     print(text)
     return 0
 

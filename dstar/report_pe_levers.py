@@ -25,18 +25,20 @@ assertion) and marked ``flow: abc``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import time
 from pathlib import Path
 
+from dstar.options import Parser
 from fpga.pnr import PnrError, place_and_route
 from fpga.synth import BUILD_ROOT, synthesize, yosys_version
+from gen.errors import UserError
+from gen.outputs import check_output_dir, write_together
 from gen.paths import ROOT
 from gen.progress import say
-from golden.config import preset
+from golden.config import ConfigError, preset
 
 SETTINGS = (("multiply", "slice"), ("select", "slice"), ("multiply", "booth"), ("select", "booth"))
 #: Further PE and MPU rows: label → (unit, ``Config`` overrides of the ``fpga`` preset).
@@ -202,43 +204,71 @@ def markdown(data) -> str:
     return "\n".join(lines)
 
 
+def mpu_settings(text: str) -> list:
+    """``[(label, Config overrides)]`` of ``--mpu-settings`` (comma-separated labels: those of
+    :data:`EXTRA_MPU` or ``DIGIT_PRODUCT/DIGITS``); :class:`UserError` for a bad label."""
+    settings = []
+    for label in (x for x in text.split(",") if x):
+        if label in EXTRA_MPU:
+            settings.append((label, EXTRA_MPU[label]))
+            continue
+        parts = label.split("/")
+        if len(parts) != 2:
+            raise UserError(f"--mpu-settings: {label!r} is neither DIGIT_PRODUCT/DIGITS nor one "
+                            f"of {sorted(EXTRA_MPU)}")
+        over = dict(digit_product=parts[0], digits=parts[1])
+        try:
+            preset("fpga", **over)
+        except ConfigError as exc:
+            raise UserError(f"--mpu-settings {label}: {exc}") from None
+        settings.append((label, over))
+    return settings
+
+
 def main(argv=None, prog=None):
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure pe-levers',
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "reports"))
-    ap.add_argument("--freq", type=float, default=100.0)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--reuse", action="store_true")
-    ap.add_argument("--no-fmax", action="store_true")
-    ap.add_argument("--mpu", action="store_true")
+    ap = Parser(prog=prog or "dstar measure pe-levers", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "reports"),
+                    help="report directory (default: reports/)")
+    ap.add_argument("--freq", type=float, default=100.0,
+                    help="nextpnr constraint, MHz (default 100)")
+    ap.add_argument("--seed", type=int, default=1, help="nextpnr seed (default 1)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse stored synthesis/P&R results of identical runs")
+    ap.add_argument("--no-fmax", action="store_true", help="skip place and route (no Fmax)")
+    ap.add_argument("--mpu", action="store_true", help="also measure the MPU (step 3)")
     ap.add_argument("--mpu-settings", default="multiply/slice,select/slice,select/booth,"
-                    + ",".join(EXTRA_MPU))
-    ap.add_argument("--markdown-only", action="store_true")
+                    + ",".join(EXTRA_MPU),
+                    help="comma-separated MPU rows of --mpu: DIGIT_PRODUCT/DIGITS or an extra "
+                         "row's label")
+    ap.add_argument("--markdown-only", action="store_true",
+                    help="only rewrite pe_levers.md from an existing pe_levers.json")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    check_output_dir(out)
     jpath, mpath = out / "pe_levers.json", out / "pe_levers.md"
     if args.markdown_only:
-        mpath.write_text(markdown(json.loads(jpath.read_text())))
+        try:
+            data = json.loads(jpath.read_text())
+        except OSError as exc:
+            raise UserError(f"--markdown-only: cannot read {jpath}: "
+                            f"{exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise UserError(f"--markdown-only: {jpath} is not JSON: {exc}") from None
+        write_together({mpath: markdown(data)})
         return 0
+    if not args.freq > 0:
+        raise UserError(f"--freq must be positive, not {args.freq:g}")
+    settings = mpu_settings(args.mpu_settings) if args.mpu else []
     data = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 host=dict(cpus=os.cpu_count(), machine=platform.machine()),
                 tools=dict(yosys=yosys_version()), preset="fpga",
                 pnr=dict(freq_mhz=args.freq, seed=args.seed, device="85k"))
     data["pe"] = measure_pe(args.freq, args.seed, args.reuse, fmax=not args.no_fmax)
     if args.mpu:
-        settings = []
-        for label in (x for x in args.mpu_settings.split(",") if x):
-            if label in EXTRA_MPU:
-                settings.append((label, EXTRA_MPU[label]))
-            else:
-                dp, dg = label.split("/")
-                settings.append((label, dict(digit_product=dp, digits=dg)))
         data["mpu"] = measure_mpu(settings, args.reuse, args.freq, args.seed,
                                   fmax=not args.no_fmax)
         data["mpu"]["multiply/slice (abc flow)"] = measure_mpu_abc(args.reuse)
-    out.mkdir(parents=True, exist_ok=True)
-    jpath.write_text(json.dumps(data, indent=1) + "\n")
-    mpath.write_text(markdown(data))
+    write_together({jpath: json.dumps(data, indent=1) + "\n", mpath: markdown(data)})
     say(f"wrote {jpath} and {mpath}")
     return 0
 

@@ -5,26 +5,11 @@ configuration hash and step time), ``reports/qpu_area.md`` (the same as tables) 
 ``reports/qpu_area.png`` (the per-submodule breakdown as bars). Every figure is measured by Yosys
 in a fresh process (:mod:`fpga.synth`); nothing is typed in.
 
-1. For each preset (default ``fpga`` and ``tiny``): the QPU flattened for ECP5 without and with
-   DSP blocks (``synth_ecp5 [-nodsp]``) and for generic gates (cells, FFs, CMOS transistor
-   estimate), and the MPU of the same preset, the same three ways. The MPU runs always use
-   ``reuse=True``: the results ``dstar measure arrays`` stored for byte-identical RTLIL,
-   script and Yosys are taken as they are (marked). The QPU's share of QPU + MPU follows in LUTs,
-   FFs and transistors.
-2. The per-submodule breakdown of the QPU from ``stat`` per module, i.e. Amaranth's
-   ``dstar_qpu.front``, ``.chunker``, ``.sorter``, ``.packer``, ``.recon_fifo`` and the top
-   module's own logic (digit store, statistics counters, configuration registers). Generic
-   gates: :func:`fpga.synth.synthesize`'s generic flow keeps the hierarchy (plain ``synth``, no
-   ``-flatten``), so its own ``stat.json``/``stat_tx.json`` already hold every module and no
-   further run is needed. ECP5: one more run, ``synth_ecp5 -noflatten -nodsp``; without
-   flattening Yosys cannot optimize across module boundaries, so its total differs from the
-   flat one (both are reported). In that run the flip-flops of the digit store and of the
-   counters are counted in the netlist by name (drivers of ``slot*`` and ``counters*``).
-3. Paper scale (``--no-paper`` skips it): the QPU of the ``paper`` preset (T = 64 rows, sort_n
-   64) for generic gates (with its per-module breakdown, from the same run), and one PE of the
-   ``paper`` preset; the QPU's share is estimated against rows × cols × one PE (the array's PEs
-   only: no MPU weight buffers, skew registers or front end, so the real share of a core is
-   smaller still).
+The work is in three modules: :mod:`dstar.qpu_area_flow` runs the syntheses (per preset the QPU
+and the MPU flattened for ECP5 without and with DSP blocks and for generic gates, the QPU's
+per-submodule breakdown, and at paper scale the QPU against rows × cols × one PE; ``--no-paper``
+skips the last) and parses their per-module cell counts; :mod:`dstar.qpu_area_plot` draws the
+figure; this module renders the Markdown and holds the command line.
 
 ``--reuse`` reuses stored QPU and paper results of byte-identical inputs (the MPU always may).
 ``--markdown-only`` re-renders the Markdown and the plot from ``qpu_area.json``.
@@ -36,329 +21,39 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
 import time
 from pathlib import Path
 
-from fpga.synth import (
-    BUILD_ROOT,
-    SynthError,
-    _cached,
-    _histogram,
-    _run,
-    resources,
-    synthesize,
-    yosys_version,
-)
+from fpga.synth import BUILD_ROOT, yosys_version
+from gen.errors import UserError, WorkError
+from gen.outputs import check_output_dir, write_together
 from gen.paths import ROOT, relative_paths
-from gen.progress import Step, say
+from gen.progress import say
 from gen.tables import md_table, tool_seconds
-from golden.config import preset
+from golden.config import PRESETS
 from sim.runner import source_digest
 
-TOP = "dstar_qpu"
-VARIANTS = (("ecp5", True), ("ecp5", False), ("generic", False))
-# Submodules in pipeline order; "top" is dstar_qpu's own logic.
-MODULES = ("front", "chunker", "sorter", "packer", "recon_fifo", "top")
-MODULE_NAMES = {
-    "front": "front: max, bins, quantize/slice",
-    "chunker": "chunk assembler",
-    "sorter": "bitonic sorter",
-    "packer": "packer",
-    "recon_fifo": "reconstruction FIFO",
-    "top": "top: digit store, counters, config",
-}
+from .options import Parser
+from .qpu_area_flow import (
+    MODULE_NAMES,
+    MODULES,
+    TOP,
+    VARIANTS,
+    gates,
+    hier_script,
+    metric,
+    parse_hier,
+    run_paper,
+    run_preset,
+    shares,
+    synthesize_hier,
+)
+from .qpu_area_plot import plot, plottable
 
-
-def _label(target: str, nodsp: bool) -> str:
-    return f"{target}-nodsp" if target == "ecp5" and nodsp else target
-
-
-# ------------------------------------------------------------------------- elaboration memo
-class _MemoRTLIL:
-    """Elaborate each (unit, configuration) once per process. :func:`fpga.synth.synthesize`
-    imports ``gen.generate.to_rtlil`` at call time, so patching the module attribute serves it
-    the memoized text (elaboration is deterministic; this only saves minutes of Amaranth)."""
-
-    def __init__(self):
-        self.memo = {}
-
-    def __enter__(self):
-        import gen.generate as gg
-        self.gg, self.orig = gg, gg.to_rtlil
-
-        def to_rtlil(unit, cfg):
-            key = (unit, cfg.name, cfg.hash())
-            if key not in self.memo:
-                self.memo[key] = self.orig(unit, cfg)
-            return self.memo[key]
-
-        gg.to_rtlil = to_rtlil
-        return self
-
-    def __exit__(self, *exc):
-        self.gg.to_rtlil = self.orig
-        return False
-
-
-# ------------------------------------------------------------------ hierarchical synthesis
-def hier_script(top: str, nodsp: bool = True) -> str:
-    """Yosys script of the unflattened ECP5 flow; writes ``stat.json`` and the flip-flop counts
-    of the digit store (``slot_ff.txt``) and of the counters (``counter_ff.txt``)."""
-    ff = f"{top}/t:TRELLIS_FF"
-    return "\n".join([
-        "read_rtlil design.il",
-        f"hierarchy -check -top {top}",
-        f"synth_ecp5 -top {top} -noflatten{' -nodsp' if nodsp else ''}",
-        "delete t:$scopeinfo",
-        "tee -q -o stat.json stat -json",
-        f"tee -q -o slot_ff.txt select -count {top}/w:slot* %ci1:+[Q] {ff} %i",
-        f"tee -q -o counter_ff.txt select -count {top}/w:counters* %ci1:+[Q] {ff} %i",
-    ]) + "\n"
-
-
-def _short(module: str, top: str) -> str:
-    name = module.lstrip("\\")
-    return "top" if name == top else name.removeprefix(top + ".")
-
-
-def _tx(v):
-    m = re.match(r"(\d+)", str(v if v is not None else ""))
-    return int(m.group(1)) if m else None
-
-
-def _count(path: Path):
-    m = re.search(r"(\d+) objects", path.read_text()) if path.exists() else None
-    return int(m.group(1)) if m else None
-
-
-def parse_hier(workdir: Path, target: str, top: str = TOP) -> dict:
-    """Per-module resources of an unflattened run in ``workdir`` (an ECP5 run of
-    :func:`synthesize_hier` or a generic run of :func:`fpga.synth.synthesize`): ``{modules:
-    {short name: {resources, cells, num_cells}}, total: {...}}``. Module instances are not
-    counted as cells, and each module's transistors are its own (Yosys's figure for a parent
-    includes its children's, which are subtracted)."""
-    stats = json.loads((workdir / "stat.json").read_text())["modules"]
-    inst = {m.lstrip("\\") for m in stats}
-    mods, children = {}, {}
-    for m, s in stats.items():
-        hist = {k: v for k, v in _histogram(s).items() if k.lstrip("\\") not in inst}
-        children[m] = {k: v for k, v in s.get("num_cells_by_type", {}).items()
-                       if k.lstrip("\\") in inst}
-        res = resources(target, hist)
-        mods[_short(m, top)] = dict(resources=res, cells=hist, num_cells=sum(hist.values()))
-    if target == "generic":
-        tx = {m: _tx(s.get("estimated_num_transistors"))
-              for m, s in json.loads((workdir / "stat_tx.json").read_text())["modules"].items()}
-        for m in stats:
-            sub = sum(n * (tx.get("\\" + c.lstrip("\\")) or tx.get(c) or 0)
-                      for c, n in children[m].items())
-            own = tx.get(m)
-            if own is not None and sub and own >= sub:
-                own -= sub
-            mods[_short(m, top)]["resources"]["transistors"] = own
-    top_r = mods.get("top", {}).get("resources", {})
-    top_r["digit_store_ff"] = _count(workdir / "slot_ff.txt")
-    top_r["counter_ff"] = _count(workdir / "counter_ff.txt")
-    total = {}
-    for r in mods.values():
-        for k, v in r["resources"].items():
-            if isinstance(v, (int, float)) and k not in ("digit_store_ff", "counter_ff"):
-                total[k] = total.get(k, 0) + v
-    ordered = {k: mods[k] for k in MODULES if k in mods}
-    ordered.update({k: v for k, v in mods.items() if k not in ordered})
-    return dict(modules=ordered, total=total)
-
-
-def synthesize_hier(unit: str, cfg, *, nodsp: bool = True, reuse: bool = False,
-                    timeout=None) -> dict:
-    """Unflattened ECP5 synthesis of ``unit`` (top ``dstar_<unit>``) in
-    ``build/fpga/<unit>-<preset>-<hash>/hier-ecp5[-nodsp]``; ``reuse`` as
-    :func:`fpga.synth.synthesize`."""
-    import shutil
-
-    import amaranth
-
-    from gen.generate import to_rtlil
-    from gen.units import top_name
-
-    top = top_name(unit)
-    target = "ecp5"
-    label = _label(target, nodsp)
-    workdir = (BUILD_ROOT / f"{unit}-{cfg.name}-{cfg.hash()}" / f"hier-{label}").resolve()
-    il = to_rtlil(unit, cfg)
-    script = hier_script(top, nodsp)
-    if reuse:
-        cached = _cached(workdir, il, script)
-        if cached is not None:
-            return cached
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    (workdir / "design.il").write_text(il)
-    t0 = time.perf_counter()
-    _run(script, workdir, timeout)
-    out = dict(unit=unit, preset=cfg.name, config_hash=cfg.hash(), target=target, nodsp=nodsp,
-               top=top, **parse_hier(workdir, target, top),
-               seconds=round(time.perf_counter() - t0, 2),
-               tools={"yosys": yosys_version(), "amaranth": amaranth.__version__},
-               workdir=str(workdir), log=str(workdir / "yosys.log"), script=script)
-    (workdir / "result.json").write_text(json.dumps(out, indent=2) + "\n")
-    return out
-
-
-# ----------------------------------------------------------------------------------- steps
-def _synth(steps, name, fn):
-    """Run one synthesis step; returns its result (without the script) or ``{error}``."""
-    try:
-        with Step(steps, name):
-            r = fn()
-    except SynthError as exc:
-        return dict(error=str(exc))
-    r.pop("script", None)
-    if r.get("reused"):
-        steps[-1]["status"] = "reused (identical RTLIL, script and Yosys)"
-    return r
-
-
-def _brief(r) -> str:
-    if "error" in r:
-        return f"failed: {r['error']}"
-    keys = ("lut_total", "ff", "dsp", "bram", "lutram", "cells", "transistors", "memory_bits")
-    return ", ".join(f"{k}={r['resources'][k]:,}" for k in keys
-                     if r["resources"].get(k) is not None)
-
-
-def _share(q, m):
-    return round(q / (q + m), 4) if q is not None and m is not None and q + m else None
-
-
-def _metric(r: dict, key: str):
-    """``r["resources"][key]``; generic ``cells`` without submodule instances."""
-    return _gates(r) if key == "cells" else r.get("resources", {}).get(key)
-
-
-def shares(qpu: dict, mpu: dict) -> dict:
-    """The QPU's share of QPU + MPU for each variant: ``{label: {metric: share}}``."""
-    out = {}
-    for target, nodsp in VARIANTS:
-        label = _label(target, nodsp)
-        q, m = qpu.get(label, {}), mpu.get(label, {})
-        if "resources" not in q or "resources" not in m:
-            continue
-        keys = (("transistors", "ff", "cells") if target == "generic"
-                else ("lut_total", "ff", "dsp", "bram"))
-        out[label] = {k: _share(_metric(q, k), _metric(m, k)) for k in keys}
-    return out
-
-
-def run_preset(name, steps, reuse, breakdown=True) -> dict:
-    cfg = preset(name)
-    out = dict(preset=name, config_hash=cfg.hash(), config=cfg.to_dict(), qpu={}, mpu={})
-    for unit, unit_reuse in (("qpu", reuse), ("mpu", True)):
-        for target, nodsp in VARIANTS:
-            label = _label(target, nodsp)
-            r = _synth(steps, f"synth {unit} {name} {label}",
-                       lambda: synthesize(unit, cfg, target, nodsp=nodsp, reuse=unit_reuse))
-            out[unit][label] = r
-            say(f"      {unit} {name} {label}: {_brief(r)}")
-    out["share"] = shares(out["qpu"], out["mpu"])
-    say(f"      QPU share of QPU+MPU ({name}): " + "; ".join(
-        f"{lab} " + ", ".join(f"{k} {v:.1%}" for k, v in s.items() if v is not None)
-        for lab, s in out["share"].items()))
-    if breakdown:
-        out["breakdown"] = bd = {"generic": _generic_breakdown(out["qpu"]["generic"])}
-        _say_breakdown(name, "generic", bd["generic"])
-        bd["ecp5-nodsp"] = _synth(steps, f"unflattened synth qpu {name} ecp5-nodsp",
-                                  lambda: synthesize_hier("qpu", cfg, nodsp=True, reuse=reuse))
-        _say_breakdown(name, "ecp5-nodsp", bd["ecp5-nodsp"])
-    return out
-
-
-def _generic_breakdown(r: dict) -> dict:
-    """Per-module figures of a generic :func:`fpga.synth.synthesize` run, from its workdir."""
-    if "error" in r:
-        return dict(error=r["error"])
-    try:
-        return dict(parse_hier(Path(r["workdir"]), "generic"), workdir=r["workdir"],
-                    seconds=r.get("seconds"), reused=r.get("reused", False))
-    except (OSError, ValueError, KeyError) as exc:
-        return dict(error=f"cannot read the per-module stats in {r['workdir']}: {exc}")
-
-
-def _say_breakdown(name, label, r):
-    if "error" in r:
-        say(f"      {name} {label} breakdown failed: {r['error']}")
-    for mod, x in r.get("modules", {}).items():
-        say(f"      {name} {label} {mod}: " + ", ".join(
-            f"{k}={v:,}" for k, v in x["resources"].items()
-            if k in ("lut_total", "ff", "transistors", "digit_store_ff", "counter_ff")
-            and v is not None) + f", cells={x['num_cells']:,}")
-
-
-def run_paper(steps, reuse) -> dict:
-    cfg = preset("paper")
-    out = dict(preset="paper", config_hash=cfg.hash(), config=cfg.to_dict())
-    out["qpu"] = _synth(steps, "synth qpu paper generic",
-                        lambda: synthesize("qpu", cfg, "generic", reuse=reuse))
-    say(f"      qpu paper generic: {_brief(out['qpu'])}")
-    out["pe"] = _synth(steps, "synth pe paper generic",
-                       lambda: synthesize("pe", cfg, "generic", reuse=reuse))
-    say(f"      pe paper generic: {_brief(out['pe'])}")
-    q = out["qpu"].get("resources", {}).get("transistors")
-    pe = out["pe"].get("resources", {}).get("transistors")
-    if q and pe:
-        n = cfg.rows * cfg.cols
-        out["estimate"] = dict(pes=n, pe_transistors=pe, array_transistors=n * pe,
-                               qpu_transistors=q, qpu_over_array=round(q / (n * pe), 5),
-                               share=round(q / (q + n * pe), 5))
-        say(f"      paper scale: QPU {q:,} tx vs {n} x PE {pe:,} = {n * pe:,} tx: "
-             f"share {out['estimate']['share']:.2%}")
-    out["breakdown"] = {"generic": _generic_breakdown(out["qpu"])}
-    _say_breakdown("paper", "generic", out["breakdown"]["generic"])
-    return out
-
-
-# -------------------------------------------------------------------------------- the plot
-def plot(data: dict, path: Path) -> bool:
-    """Bars: each submodule's share of the (hierarchical) QPU in LUTs, FFs and transistors, one
-    bar per preset. Returns False when there is no breakdown to plot."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    metrics = (("ecp5-nodsp", "lut_total", "ECP5 LUTs (no DSP)"), ("ecp5-nodsp", "ff", "ECP5 FFs"),
-               ("generic", "transistors", "generic transistors"))
-    sets = [(p["preset"], p["breakdown"]) for p in list(data.get("presets", {}).values())
-            + [data.get("paper", {})] if p.get("breakdown")]
-    if not sets:
-        return False
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), sharey=True)
-    width = 0.8 / len(sets)
-    for ax, (label, key, title) in zip(axes, metrics):
-        for i, (pname, bd) in enumerate(sets):
-            mods = bd.get(label, {}).get("modules")
-            if not mods:
-                continue
-            total = sum(mods[m]["resources"].get(key) or 0 for m in mods) or 1
-            vals = [100 * (mods.get(m, {}).get("resources", {}).get(key) or 0) / total
-                    for m in MODULES]
-            ys = [j + (i - (len(sets) - 1) / 2) * width for j in range(len(MODULES))]
-            bars = ax.barh(ys, vals, height=width, label=f"{pname} (total {total:,})")
-            ax.bar_label(bars, fmt="%.0f%%", fontsize=7, padding=2)
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("% of the QPU")
-        ax.set_xlim(0, 100)
-        ax.legend(fontsize=7, loc="lower right")
-    axes[0].set_yticks(range(len(MODULES)), [MODULE_NAMES[m] for m in MODULES], fontsize=8)
-    axes[0].invert_yaxis()
-    fig.suptitle("QPU area by submodule (Yosys stat per module)", fontsize=11)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+# The flow's and the plot's names stay importable from here, as before the split.
+__all__ = ["MODULES", "MODULE_NAMES", "TOP", "VARIANTS", "hier_script", "main", "markdown",
+           "parse_hier", "plot", "run_paper", "run_preset", "shares", "synthesize_hier"]
 
 
 # -------------------------------------------------------------------------------- markdown
@@ -395,17 +90,11 @@ def _generic_rows(p):
             continue
         x = r.get("resources", {})
         tx = x.get("transistors")
-        rows.append([unit.upper(), _n(_gates(r)), _n(x.get("ff")),
+        rows.append([unit.upper(), _n(gates(r)), _n(x.get("ff")),
                      _n(x.get("memory_bits")),
                      "–" if tx is None else f"{tx:,}" + ("" if r.get("transistors_complete")
                                                           else "+"), tool_seconds(r)])
     return rows
-
-
-def _gates(r):
-    """Cells of a generic run without submodule instances (cell types not starting with $)."""
-    cells = r.get("cells")
-    return sum(v for k, v in cells.items() if k.startswith("$")) if cells else r.get("num_cells")
 
 
 def _dsp_note(p) -> list:
@@ -516,8 +205,8 @@ def markdown(data: dict) -> str:
             rows = []
             for label, s in sh.items():
                 for k, v in s.items():
-                    q = _metric(p["qpu"][label], k)
-                    m = _metric(p["mpu"][label], k)
+                    q = metric(p["qpu"][label], k)
+                    m = metric(p["mpu"][label], k)
                     if not q and not m:
                         continue
                     rows.append([label, k, _n(q), _n(m), _pct(v)])
@@ -558,7 +247,7 @@ def markdown(data: dict) -> str:
                 rows.append([unit.upper(), f"failed: {r['error']}", "", "", "", ""])
                 continue
             x = r.get("resources", {})
-            rows.append([unit.upper(), _n(_gates(r)), _n(x.get("ff")),
+            rows.append([unit.upper(), _n(gates(r)), _n(x.get("ff")),
                          _n(x.get("memory_bits")), _n(x.get("transistors")), tool_seconds(r)])
         md += [md_table(["unit", "cells", "FF", "memory bits", "transistors", "Yosys s"], rows), ""]
         e = paper.get("estimate")
@@ -635,10 +324,11 @@ def _comparison(data) -> list:
 
 # ------------------------------------------------------------------------------------ main
 def main(argv=None, prog=None) -> int:
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure qpu-area',
+    ap = Parser(prog=prog or "dstar measure qpu-area",
                                  description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--presets", nargs="+", default=["fpga", "tiny"])
+    ap.add_argument("--presets", nargs="+", default=["fpga", "tiny"], choices=sorted(PRESETS),
+                    help="presets to synthesize (default: fpga tiny)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports", help="report directory")
     ap.add_argument("--reuse", action="store_true", help="reuse stored QPU and paper results of "
                     "byte-identical inputs and the same Yosys (the MPU's always may be)")
@@ -647,14 +337,19 @@ def main(argv=None, prog=None) -> int:
     ap.add_argument("--markdown-only", action="store_true",
                     help="only rewrite qpu_area.md and qpu_area.png from qpu_area.json")
     args = ap.parse_args(argv)
+    check_output_dir(args.out)
     jpath, mpath, ppath = (args.out / "qpu_area.json", args.out / "qpu_area.md",
                            args.out / "qpu_area.png")
     if args.markdown_only:
-        data = json.loads(jpath.read_text())
+        try:
+            data = json.loads(jpath.read_text())
+        except (OSError, ValueError) as why:
+            raise UserError(f"--markdown-only needs a readable {jpath}: {why}") from None
         for p in data.get("presets", {}).values():
             p["share"] = shares(p.get("qpu", {}), p.get("mpu", {}))
-        data["plot"] = ppath.name if plot(data, ppath) else None
-        mpath.write_text(markdown(data))
+        data["plot"] = ppath.name if plottable(data) else None
+        write_together({mpath: markdown(data),
+                        ppath if plottable(data) else None: lambda f: plot(data, f)})
         say(f"wrote {mpath} and {ppath} from {jpath}")
         return 0
 
@@ -677,22 +372,25 @@ def main(argv=None, prog=None) -> int:
         rate = args.out / "qpu_rate.json"
         if rate.exists():
             data["rate"] = json.loads(rate.read_text())
-        args.out.mkdir(parents=True, exist_ok=True)
-        data["plot"] = ppath.name if plot(data, ppath) else None
-        jpath.write_text(json.dumps(relative_paths(data), indent=2, default=str) + "\n")
-        mpath.write_text(markdown(data))
+        data["plot"] = ppath.name if plottable(data) else None
+        write_together({jpath: json.dumps(relative_paths(data), indent=2, default=str) + "\n",
+                        mpath: markdown(data),
+                        ppath if plottable(data) else None: lambda f: plot(data, f)})
 
-    with _MemoRTLIL():
-        for name in args.presets:
-            data["presets"][name] = run_preset(name, steps, args.reuse,
-                                               breakdown=not args.no_breakdown)
-            write()
-        if not args.no_paper:
-            data["paper"] = run_paper(steps, args.reuse)
-            write()
+    memo = {}  # (unit, preset, config hash) -> RTLIL text: each design elaborated once
+    for name in args.presets:
+        data["presets"][name] = run_preset(name, steps, args.reuse,
+                                           breakdown=not args.no_breakdown, memo=memo)
+        write()
+    if not args.no_paper:
+        data["paper"] = run_paper(steps, args.reuse, memo=memo)
+        write()
     say(f"wrote {jpath}, {mpath} and {ppath}")
     failed = [s for s in steps if s["status"] != "ok" and not s["status"].startswith("reused")]
-    return 1 if failed else 0
+    if failed:
+        raise WorkError(f"{len(failed)} of {len(steps)} steps failed (listed in {mpath}); the "
+                        f"first: {failed[0]['step']}: {failed[0]['status']}")
+    return 0
 
 
 if __name__ == "__main__":

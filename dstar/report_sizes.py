@@ -10,14 +10,16 @@ cluster with ``--scheduler``. Progress on stderr.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 
+from dstar.options import Parser
+from gen.errors import UserError
+from gen.outputs import check_output_dir, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import say
-from golden.config import preset
+from golden.config import ConfigError, preset
 
 OUT = ROOT / "reports"
 UNITS = ("mpu", "baseline")
@@ -44,7 +46,7 @@ def sweep(sizes, reuse: bool, steps: list, *, jobs: int = 2, scheduler=None) -> 
     args = [(unit, n, reuse) for n in sizes for unit in UNITS]
     rows = run_jobs(synth_point, args, jobs=jobs, scheduler=scheduler,
                     labels=[f"synth {u} {n}x{n} ecp5" for u, n, _ in args],
-                    progress=lambda line: print(line, file=sys.stderr, flush=True))
+                    progress=say)
     for r in rows:
         steps.append(dict(name=f"synth {r['unit']} {r['size']}x{r['size']} ecp5",
                           seconds=r.pop("wall_s"),
@@ -53,20 +55,28 @@ def sweep(sizes, reuse: bool, steps: list, *, jobs: int = 2, scheduler=None) -> 
 
 
 def main(argv=None, prog=None) -> int:
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure sizes',
-                                 description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", nargs="+", type=int, default=[2, 4, 6, 8])
-    ap.add_argument("--reuse", action="store_true")
+    ap = Parser(prog=prog or "dstar measure sizes", description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", nargs="+", type=int, default=[2, 4, 6, 8],
+                    help="array sizes rows = cols (default: 2 4 6 8)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse stored synthesis results of identical runs")
     ap.add_argument("--jobs", type=int, default=2, help="local processes (default 2)")
     ap.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                     help="run the points on this Dask scheduler's workers instead")
     args = ap.parse_args(argv)
+    check_output_dir(OUT)
+    if args.jobs < 1:
+        raise UserError(f"--jobs must be at least 1, not {args.jobs}")
+    for n in args.sizes:
+        try:
+            preset("tiny", rows=n, cols=n, vpu_lanes=n)
+        except ConfigError as exc:
+            raise UserError(f"--sizes {n}: {exc}") from None
     steps = []
     res = dict(points=sweep(args.sizes, args.reuse, steps, jobs=args.jobs,
                             scheduler=args.scheduler), steps=steps,
                generated=time.strftime("%Y-%m-%d"), base_preset="tiny")
-    OUT.mkdir(exist_ok=True)
-    (OUT / "sweep.json").write_text(json.dumps(relative_paths(res), indent=2) + "\n")
+    write_together({OUT / "sweep.json": json.dumps(relative_paths(res), indent=2) + "\n"})
     say(f"wrote {OUT / 'sweep.json'}")
     return 0
 

@@ -21,17 +21,19 @@ measured; nothing is typed in.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
 import time
 from pathlib import Path
 
+from dstar.options import Parser
+from gen.errors import UserError
+from gen.outputs import check_output_dir, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import Step, say
 from gen.tables import md_table, tool_seconds
-from golden.config import preset
+from golden.config import PRESETS, preset
 
 OUT = ROOT / "reports"
 
@@ -130,15 +132,22 @@ def render(res: dict) -> str:
 
 
 def main(argv=None, prog=None) -> int:
-    ap = argparse.ArgumentParser(prog=prog or 'dstar measure vpu',
-                                 description=__doc__.split("\n")[0])
-    ap.add_argument("--presets", nargs="+", default=["fpga", "paper"])
-    ap.add_argument("--reuse", action="store_true")
-    ap.add_argument("--skip-fpga", action="store_true")
-    ap.add_argument("--skip-cycles", action="store_true")
+    ap = Parser(prog=prog or "dstar measure vpu", description=__doc__.split("\n")[0])
+    ap.add_argument("--presets", nargs="+", default=["fpga", "paper"], choices=sorted(PRESETS),
+                    help="presets of the cycles per row (default: fpga paper)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse stored synthesis/P&R results of identical inputs")
+    ap.add_argument("--skip-fpga", action="store_true",
+                    help="leave out ECP5 synthesis and P&R (keep the previous figures)")
+    ap.add_argument("--skip-cycles", action="store_true",
+                    help="leave out the cycles per row (keep the previous figures)")
     args = ap.parse_args(argv)
+    check_output_dir(OUT)
     path = OUT / "vpu.json"
-    res = json.loads(path.read_text()) if path.exists() else {}
+    try:
+        res = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError as exc:
+        raise UserError(f"{path} (the previous figures) is not JSON: {exc}") from None
     steps = []
     if not args.skip_cycles:
         from dstar.bench_vpu import measure
@@ -154,9 +163,8 @@ def main(argv=None, prog=None) -> int:
     res["steps"] = steps
     res["host"] = dict(python=platform.python_version(), machine=platform.machine())
     res["generated"] = time.strftime("%Y-%m-%d")
-    OUT.mkdir(exist_ok=True)
-    path.write_text(json.dumps(relative_paths(res), indent=2) + "\n")
-    (OUT / "vpu.md").write_text(render(res))
+    write_together({path: json.dumps(relative_paths(res), indent=2) + "\n",
+                    OUT / "vpu.md": render(res)})
     say(f"wrote {path} and {OUT / 'vpu.md'}")
     return 0
 

@@ -29,10 +29,18 @@ from amaranth.hdl import ClockDomain, Elaboratable, Instance, Module, Signal
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
+from gen.outputs import write_together
 from gen.paths import REPORTS
 from gen.progress import say
 from golden import core_isa as isa
 from golden.config import Config
+from rtl.uart import MIN_CYCLES_PER_BIT
+from rtl.uart_core import UartCore
+
+from .estimate import estimate
+from .estimate_core import CORE_MEASURED
+from .pnr import PnrError, place_and_route
+from .synth import SynthError, synthesize_rtlil
 
 __all__ = ["ULX3STop", "BOARDS", "BOARD_DSP", "build", "check_build", "output_files",
            "record_file", "BuildError", "MAX_BAUD_ERROR", "pll_params", "check_clock",
@@ -74,8 +82,6 @@ class ULX3STop(Elaboratable):
         self.cfg, self.core, self.baud, self.clock_mhz = cfg, core, baud, clock_mhz
 
     def elaborate(self, platform):
-        from rtl.uart_core import UartCore
-
         m = Module()
         board_mhz = platform.default_clk_frequency / 1e6
         clk_mhz = board_mhz
@@ -102,7 +108,7 @@ class ULX3STop(Elaboratable):
                 i_PHASELOADREG=1, i_PLLWAKESYNC=0, i_ENCLKOP=0, o_LOCK=locked)
             m.submodules.rst_sync = ResetSynchronizer(~locked, domain="sync")
         cpb = round(clk_mhz * 1e6 / self.baud)
-        m.submodules.core = top = UartCore(self.cfg, self.core, cycles_per_bit=cpb)
+        m.submodules.core = top = UartCore(self.cfg, core=self.core, cycles_per_bit=cpb)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
         m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
@@ -184,8 +190,6 @@ def dsp_blocks(cfg: Config) -> int:
     :data:`fpga.estimate_core.CORE_MEASURED` for a measured configuration (305 for ``fpga``),
     else the analytic estimate's; with ``digit_product="select"`` the PE array's
     ``rows · cols · lanes`` digit products (one block each with ``multiply``) are taken off."""
-    from .estimate import estimate
-    from .estimate_core import CORE_MEASURED
 
     for rec in CORE_MEASURED.values():
         if rec["config_hash"] == cfg.hash():
@@ -213,7 +217,6 @@ def check_build(board: str, cfg: Config, baud, clock_mhz=None) -> int:
     clock (:func:`check_clock`). A configuration whose PE array multiplies on DSP blocks
     (``digit_product="multiply"``) and needs more of them than the device has is refused,
     naming the count and the ``--set digit_product=select`` fix."""
-    from rtl.uart import MIN_CYCLES_PER_BIT
 
     if board not in BOARDS:
         raise ValueError(f"board must be one of {sorted(BOARDS)}, not {board!r}")
@@ -286,10 +289,7 @@ def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: in
     error when a step fails); the outputs of :func:`output_files` are written together
     (:func:`gen.outputs.write_together`) once the bitstream exists, also when timing is not met.
     """
-    from gen.outputs import write_together
 
-    from .pnr import PnrError, place_and_route
-    from .synth import SynthError, synthesize_rtlil
 
     cpb = check_build(board, cfg, baud, clock_mhz)
     freq = check_clock(board, clock_mhz)

@@ -3,12 +3,12 @@
 The core (:class:`rtl.core.Core`) is the MPU, the QPU and the VPU, the buffers, four engines and
 the dispatcher. :func:`core_parts` returns its parts for :func:`fpga.estimate.estimate`:
 
-- the MPU's PE array and front end, the QPU's and the VPU's parts: the calibrated model of
-  :mod:`fpga.estimate`, as for those units alone (the MPU's weight memory has the core's
+- the MPU's PE array and front end, the QPU's and the VPU's parts: the calibrated model's parts
+  (:mod:`fpga.estimate_parts`), as for those units alone (the MPU's weight memory has the core's
   ``wmem_rows`` rows instead of ``max_reduction``);
 - the buffers ABUF (``T`` banks, two read ports), XBUF, YBUF, RBUF, VBUF, MASK and GMEM, depths
   from :func:`golden.core_isa.core_for`: block and LUT RAM counted structurally as for the
-  units' memories (:func:`fpga.estimate._memory`), and in generic gates their bits as
+  units' memories (:func:`fpga.estimate_parts.memory`), and in generic gates their bits as
   flip-flops with a read multiplexer per port;
 - the dispatcher's two address products: one MULT18X18D each (without DSP blocks their few
   hundred LUTs are not added);
@@ -24,15 +24,21 @@ the dispatcher. :func:`core_parts` returns its parts for :func:`fpga.estimate.es
 Against the two measured cores the estimate is within 5 % on LUTs and 2 % on flip-flops (see
 :func:`measured_error`); those are the points the control line goes through, so the error is that
 of the composed parts, not a held-out check. Block RAM is exact on ``fpga``; on ``tiny`` Yosys puts
-RBUF (64 × 152 bits) in five DP16KD where the cost rule of ``_memory`` picks LUT RAM (44 against
+RBUF (64 × 152 bits) in five DP16KD where the cost rule of ``memory`` picks LUT RAM (44 against
 49 blocks).
+
+This module prices parts with :mod:`fpga.estimate_coef` and takes the units' parts from
+:mod:`fpga.estimate_parts`; :mod:`fpga.estimate` imports it, never the other way round.
 """
 
 from __future__ import annotations
 
 from golden import core_isa as isa
-from golden.config import Config
+from golden.config import Config, preset
 from golden.layouts import group_layout, layout_width
+
+from .estimate_coef import CALIBRATION, ecp5_resources
+from .estimate_parts import Part, array_front, array_pes, dsp_blocks, memory, unit_parts
 
 __all__ = ["core_parts", "datapath_bits", "control", "measured_error", "model_note",
            "CORE_MEASURED"]
@@ -73,7 +79,7 @@ def control(cfg: Config) -> dict:
     """LUTs, flip-flops and LUT RAM of the core's control for ``cfg``: the line through
     :data:`CORE_MEASURED` in :func:`datapath_bits` (clipped at zero)."""
     (na, a), (nb, b) = CORE_MEASURED.items()
-    wa, wb = datapath_bits(_preset(na)), datapath_bits(_preset(nb))
+    wa, wb = datapath_bits(preset(na)), datapath_bits(preset(nb))
     w = datapath_bits(cfg)
     out = {}
     for k in ("lut", "ff", "lutram"):
@@ -82,16 +88,9 @@ def control(cfg: Config) -> dict:
     return out
 
 
-def _preset(name: str) -> Config:
-    from golden.config import preset
-    return preset(name)
-
-
 def _buffer_parts(cfg: Config, core: isa.CoreConfig) -> list:
-    from .estimate import Part, _memory
-
     def part(name, count, depth, width, ports):
-        mem = _memory(depth, width, ports)
+        mem = memory(depth, width, ports)
         mem.pop("ff")   # the glue around a block RAM's write port is in the control's figures
         # Generic gates have no RAM: the bits are flip-flops, each read port a depth:1 mux.
         return Part(f"{name} buffer ({depth} x {width} bit, {ports} read port"
@@ -110,27 +109,24 @@ def core_parts(cfg: Config) -> list:
     """The parts of the core for ``cfg`` (module docstring). Raises ValueError when the core or
     one of its units refuses the configuration (``rows == cols == vpu_lanes``, the QPU's
     ``sort_n``, the VPU's shifts)."""
-    from .estimate import CALIBRATION, Part, _array_front, _array_pes, _dsp, parts
-
     isa.check_core(cfg)
     core = isa.core_for(cfg)
-    mpu = [*_array_pes(cfg, False), _array_front(cfg, False, depth=core.wmem_rows)]
+    mpu = [*array_pes(cfg, False), array_front(cfg, False, depth=core.wmem_rows)]
     c = control(cfg)
     ctl = Part("core control: engines, dispatcher, ports", 1, {},
-               dsp=2 * _dsp(isa.ADDR_BITS + 1, isa.ADDR_BITS), lutram=round(c["lutram"]),
+               dsp=2 * dsp_blocks(isa.ADDR_BITS + 1, isa.ADDR_BITS), lutram=round(c["lutram"]),
                fixed={"lut": c["lut"], "lut_nodsp": c["lut"], "ff": c["ff"],
                       "transistors": c["ff"] * CALIBRATION["coef"]["transistors"]["ff"]})
-    return mpu + parts("qpu", cfg) + parts("vpu", cfg) + _buffer_parts(cfg, core) + [ctl]
+    return (mpu + unit_parts("qpu", cfg) + unit_parts("vpu", cfg) + _buffer_parts(cfg, core)
+            + [ctl])
 
 
 def measured_error() -> dict:
     """``{preset: {lut, ff, dsp, bram}}``: the estimate / the measured core - 1, for each core
     of :data:`CORE_MEASURED`."""
-    from .estimate import ecp5_resources
-
     out = {}
     for name, m in CORE_MEASURED.items():
-        e, t = ecp5_resources(core_parts(_preset(name))), m["total"]
+        e, t = ecp5_resources(core_parts(preset(name))), m["total"]
         out[name] = {k: e[f] / t[f] - 1 for k, f in (("lut", "lut_total"), ("ff", "ff"),
                                                       ("dsp", "dsp"), ("bram", "bram"))}
     return out

@@ -41,11 +41,16 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
+from gen.generate import to_rtlil
 from gen.paths import FPGA_BUILD
+from gen.units import top_name
 from golden.config import Config
 
+from .liberty import cell_split, critical_path, read_liberty
+
 __all__ = ["TARGETS", "SynthError", "synthesize", "synthesize_rtlil", "synth_script",
-           "resources", "yosys_version", "BUILD_ROOT"]
+           "resources", "yosys_version", "BUILD_ROOT", "run_yosys", "cached_result",
+           "cell_histogram"]
 
 BUILD_ROOT = FPGA_BUILD
 TARGETS = ("generic", "ecp5", "ice40", "asic")
@@ -255,7 +260,7 @@ def _design_stats(path: Path) -> dict:
     return mods[0]
 
 
-def _histogram(stats: dict) -> dict:
+def cell_histogram(stats: dict) -> dict:
     """``{cell type: count}`` without Amaranth's ``$scopeinfo`` cells (hierarchy names kept
     through ``flatten``; they are no hardware)."""
     return {k: int(v) for k, v in sorted(stats.get("num_cells_by_type", {}).items())
@@ -306,7 +311,10 @@ def _first_error(log: str, stderr: str) -> str:
     return tail[-1] if tail else "no output"
 
 
-def _run(script: str, workdir: Path, timeout) -> str:
+def run_yosys(script: str, workdir: Path, timeout) -> str:
+    """Run the Yosys ``script`` in ``workdir`` (it reads ``design.il`` there), one fresh
+    process, with ``timeout`` seconds at most; returns the log text. Raises SynthError naming the
+    log's last line on failure."""
     (workdir / "run.ys").write_text(script)
     log = workdir / "yosys.log"
     try:
@@ -358,7 +366,7 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
     t0 = time.perf_counter()
     flow = "flat" if abc9 else "abc"
     try:
-        _run(script, workdir, timeout)
+        run_yosys(script, workdir, timeout)
     except SynthError as err:
         if target != "ecp5" or not abc9 or not _abc9_assertion(err):
             raise
@@ -367,7 +375,7 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
                                                 if (workdir / "yosys.log").exists() else "")
         script = synth_script(top, target, nodsp=nodsp, liberty=lib_name, abc9=False,
                               primitives=primitives)
-        _run(script, workdir, timeout)
+        run_yosys(script, workdir, timeout)
         flow = "abc (abc9 asserted)"
     seconds = time.perf_counter() - t0
 
@@ -379,7 +387,7 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
                    workdir=str(workdir), log=str(workdir / "yosys.log"), script=script)
         return out
     stats = _design_stats(workdir / "stat.json")
-    hist = _histogram(stats)
+    hist = cell_histogram(stats)
     res = resources(target, hist)
     out = dict(target=target, top=top, nodsp=nodsp, resources=res, cells=hist,
                num_cells=sum(hist.values()),
@@ -397,7 +405,7 @@ def synthesize_rtlil(il_text: str, top: str, target: str = "ecp5", *, nodsp: boo
         if liberty is not None:
             lib = _design_stats(workdir / "stat_lib.json")
             out["liberty"] = str(liberty)
-            out["liberty_cells"] = _histogram(lib)
+            out["liberty_cells"] = cell_histogram(lib)
             area, seq = lib.get("area"), lib.get("sequential_area")
             res["area"] = float(area) if area is not None else None
             res["sequential_area"] = float(seq) if seq is not None else None
@@ -430,7 +438,6 @@ def _asic_result(workdir: Path, top: str, lib_info: dict, *, parts: bool,
                  memories: str) -> dict:
     """Area (total, combinational, sequential; per module with ``parts``), memories and the
     timing estimate of an ``asic`` run in ``workdir``."""
-    from .liberty import cell_split, critical_path, read_liberty
 
     lib = read_liberty(workdir / "cells.lib")
     raw = json.loads((workdir / "stat.json").read_text())
@@ -452,7 +459,7 @@ def _asic_result(workdir: Path, top: str, lib_info: dict, *, parts: bool,
             for k, v in m["cells"].items():
                 total[k] = total.get(k, 0) + v
     else:
-        total = _histogram(design)
+        total = cell_histogram(design)
     sp = cell_split(total, lib)
     mems = _memories((workdir / "memories.il").read_text())
     rams = [m for m in mems if not m["rom"]]
@@ -514,7 +521,7 @@ def stored_result(workdir: Path, same) -> dict | None:
     return res
 
 
-def _cached(workdir: Path, il: str, script: str) -> dict | None:
+def cached_result(workdir: Path, il: str, script: str) -> dict | None:
     """The stored result of an identical run (same RTLIL, script and Yosys), else ``None``."""
     return stored_result(workdir, lambda res: (
         (workdir / "design.il").read_text() == il and res.get("script") == script
@@ -525,7 +532,8 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
                liberty: str | os.PathLike | None = None, workdir: str | os.PathLike | None = None,
                timeout: float | None = None, reuse: bool = False, booth: bool = False,
                parts: bool = False, memories: str = "macro",
-               delay_target: float | None = None, abc9: bool = True) -> dict:
+               delay_target: float | None = None, abc9: bool = True,
+               rtlil: str | None = None) -> dict:
     """Synthesize ``unit`` (``"pe"``, ``"mpu"``, ``"baseline"``) of ``cfg`` for ``target``.
     ``abc9=False``: FPGA LUTs mapped by ``abc -lut 4`` (:func:`synthesize_rtlil`; work
     directory ``.../<target>[-nodsp]-abc``).
@@ -537,12 +545,11 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
     Yosys version (marked ``"reused": True``; its ``seconds`` are the earlier run's; for
     ``asic`` also the same library, by sha256). ``booth``, ``parts``, ``memories`` and
     ``delay_target`` are the ``asic`` target's (:func:`synth_script`); its work directory is
-    ``.../asic[-booth][-parts][-ffmem][-D<ps>]``.
+    ``.../asic[-booth][-parts][-ffmem][-D<ps>]``. ``rtlil``: the design's RTLIL text, already
+    elaborated by the caller (``gen.generate.to_rtlil(unit, cfg)``), used instead of elaborating
+    again; its ``elaboration_seconds`` are then ~0. Reuse compares the text as always.
     """
     import amaranth
-
-    from gen.generate import to_rtlil
-    from gen.units import top_name
 
     opts = dict(booth=booth, parts=parts, memories=memories, delay_target=delay_target)
     _check_target(target, nodsp, liberty, **opts)
@@ -551,7 +558,7 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
         if not abc9 and target != "asic":
             workdir = workdir.with_name(workdir.name + "-abc")
     t0 = time.perf_counter()
-    il = to_rtlil(unit, cfg)
+    il = to_rtlil(unit, cfg) if rtlil is None else rtlil
     elab = time.perf_counter() - t0
     if reuse and target == "asic":
         import hashlib
@@ -568,7 +575,7 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
     elif reuse and liberty is None:
         # An ECP5 run asked for abc9 may have been stored after taking the abc fallback.
         for mapper in ((True, False) if abc9 and target == "ecp5" else (abc9,)):
-            cached = _cached(Path(workdir).resolve(), il,
+            cached = cached_result(Path(workdir).resolve(), il,
                              synth_script(top_name(unit), target, nodsp=nodsp, abc9=mapper))
             if cached is not None:
                 return cached

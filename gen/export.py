@@ -14,28 +14,26 @@ the time, the tool versions or Python's hash seed.
   the unit contains the VPU, and the host-link framing when it has one.
 
 Record layouts are read from the unit's own wiring signature, i.e. from exactly the shapes the RTL
-was built with, not from a second table.
+was built with, not from a second table (:func:`gen.units.record_ports`); what a unit contains
+(the VPU, the core) is the catalogue's (:class:`gen.units.Unit`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from math import prod
-
-from amaranth.hdl import Shape
-from amaranth.lib import data, stream, wiring
 
 from golden.config import PRECISIONS, PRESETS, Config
 from golden.layouts import VPU_OPS
 
-from .units import UNITS, build_unit, top_name
+from . import units
+from .units import UNITS, inspect_unit, top_name, unit_info
 
 __all__ = ["fusesoc_core", "c_header", "instance_name", "header_name", "record_ports",
            "VPU_UNITS"]
 
 # Units whose design contains the VPU: their header carries the VPU operation codes.
-VPU_UNITS = frozenset({"vpu", "uart_vpu"})
+VPU_UNITS = frozenset(name for name, u in UNITS.items() if u.has_vpu)
 
 # Verilator warning classes that Yosys's netlist style raises by design (docs/architecture.md,
 # section 4): sign extension of `$signed` operands, `!x` on a multi-bit x (WIDTH*), one-hot
@@ -53,8 +51,7 @@ def _version() -> str:
 
 
 def _check_unit(unit):
-    if unit not in UNITS:
-        raise ValueError(f"unit must be one of {sorted(UNITS)}, not {unit!r}")
+    unit_info(unit)
 
 
 def instance_name(unit: str, cfg: Config) -> str:
@@ -148,94 +145,19 @@ def fusesoc_core(unit: str, cfg: Config, verilog_path) -> str:
 
 
 # ---------------------------------------------------------------------------- record layouts
-def _flatten(layout, prefix=(), base=0):
-    """(path, offset, element width, dims, signed) of every leaf of a ``data.Layout``; nested
-    structs (the PE's ``ctrl``) are walked, arrays give their dimensions outermost first."""
-    for name, fld in layout:
-        path, off, shape, dims = (*prefix, str(name)), base + fld.offset, fld.shape, []
-        while isinstance(shape, data.ArrayLayout):
-            dims.append(shape.length)
-            shape = shape.elem_shape
-        if isinstance(shape, (data.StructLayout, data.UnionLayout)) and not dims:
-            yield from _flatten(shape, path, off)
-            continue
-        s = Shape.cast(shape)  # an array of structs is given as opaque elements
-        yield path, off, s.width, tuple(dims), s.signed and not isinstance(shape, data.Layout)
-
-
 def record_ports(unit: str, cfg: Config) -> list:
     """Every record port of the unit, from its wiring signature, in signature order.
 
-    Returns a list of dicts ``{name, kind, direction, verilog, link_port, width, fields}`` where
-    ``kind`` is ``"stream"`` (the layout is the payload's) or ``"record"`` (a struct-shaped port),
-    ``direction`` is ``"in"``/``"out"`` from the unit's side and ``fields`` is a list of
-    ``{path, offset, width, dims, count, signed}`` (``width`` per element). A unit with a
-    host link (``uart_vpu``) adds the link's word formats as ``link_in<k>`` / ``link_out<k>``
-    (kind ``"link"``): they are not Verilog ports but the words its UART frames carry.
+    Returns a list of dicts ``{name, kind, direction, verilog, link_port, width, signed,
+    fields}`` where ``kind`` is ``"stream"`` (the layout is the payload's) or ``"record"`` (a
+    struct-shaped port), ``direction`` is ``"in"``/``"out"`` from the unit's side and ``fields``
+    is a list of ``{path, offset, width, dims, count, signed}`` (``width`` per element). A unit
+    with a host link (``uart_vpu``) adds the link's word formats as ``link_in<k>`` /
+    ``link_out<k>`` (kind ``"link"``): they are not Verilog ports but the words its UART frames
+    carry. (:func:`gen.units.record_ports` of the unit's component.)
     """
     _check_unit(unit)
-    return _record_ports(_build(unit, cfg))
-
-
-def _build(unit, cfg):
-    """The unit, built only to read its signature: it and the elaboratables it made in its
-    constructor are marked so that Amaranth does not warn "created but never used"."""
-    from amaranth._unused import MustUse
-    comp = build_unit(unit, cfg)
-    seen, todo = set(), [comp]
-    while todo:
-        obj = todo.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, MustUse):
-            obj._MustUse__silence = True
-            todo.extend(vars(obj).values())
-        elif isinstance(obj, (list, tuple)):
-            todo.extend(obj)
-        elif isinstance(obj, dict):
-            todo.extend(obj.values())
-    return comp
-
-
-def _stream_payload(member):
-    """The payload shape of a stream member of a signature, else None."""
-    if not member.is_signature:
-        return None
-    sig = member.signature
-    if isinstance(sig, wiring.FlippedSignature):
-        sig = sig.flip()
-    return sig.members["payload"].shape if isinstance(sig, stream.Signature) else None
-
-
-def _record_ports(comp) -> list:
-    out = []
-
-    def add(name, kind, direction, verilog, shape, link_port=None):
-        # A stream's payload may be a plain shape (a width, no fields); a plain port counts only
-        # when it is a struct.
-        is_layout = isinstance(shape, data.Layout)
-        out.append(dict(name=name, kind=kind, direction=direction, verilog=verilog,
-                        link_port=link_port, width=Shape.cast(shape).width,
-                        fields=[dict(path=p, offset=o, width=w, dims=d, count=prod(d), signed=s)
-                                for p, o, w, d, s in (_flatten(shape) if is_layout else ())]))
-
-    for name, member in comp.signature.members.items():
-        direction = "in" if member.flow == wiring.In else "out"
-        payload = _stream_payload(member)
-        if payload is not None:
-            add(name, "stream", direction, f"{name}__payload", payload)
-        elif member.is_port and isinstance(member.shape, data.Layout):
-            add(name, "record", direction, name, member.shape)
-    from rtl.host_link import HostLink
-    link = getattr(comp, "link", None)
-    if isinstance(link, HostLink):
-        for name, member in link.signature.members.items():
-            m = re.fullmatch(r"(in|out)_(\d+)", name)
-            payload = _stream_payload(member)
-            if m and payload is not None:
-                add(f"link_{m[1]}{m[2]}", "link", m[1], None, payload, link_port=int(m[2]))
-    return out
+    return inspect_unit(unit, cfg, units.record_ports)
 
 
 # ---------------------------------------------------------------------------- C header
@@ -421,11 +343,15 @@ def c_header(unit: str, cfg: Config) -> str:
     ValueError
         ``unit`` is not a unit of :data:`gen.units.UNITS`.
     """
-    _check_unit(unit)
+    info = unit_info(unit)
     inst = instance_name(unit, cfg)
     guard = f"DSTAR_{inst.upper()}_H"
-    comp = _build(unit, cfg)
-    ports = _record_ports(comp)
+
+    def facts(comp):
+        link = getattr(comp, "link", None)
+        return units.record_ports(comp), (link.cycles_per_bit, link.rx_depth) if link else None
+
+    ports, link = inspect_unit(unit, cfg, facts)
     d = _Defines()
     d.define("DSTAR_UNIT", unit)
     d.define("DSTAR_TOP", top_name(unit), "Verilog top module")
@@ -437,13 +363,13 @@ def c_header(unit: str, cfg: Config) -> str:
     d.text()
     for port in ports:
         _port_defines(d, port)
-    if unit in VPU_UNITS:
+    if info.has_vpu:
         d.text("/* VPU operation codes: the value of the command's op field. */")
         for code, op in enumerate(VPU_OPS):
             d.define(f"DSTAR_VPU_OP_{op.upper()}", code)
         d.define("DSTAR_VPU_OP_COUNT", len(VPU_OPS))
         d.text()
-    if unit in ("core", "uart_core"):
+    if info.has_core:
         _core_defines(d, cfg)
     if any(p["kind"] == "link" for p in ports):
         from rtl import host_link as hl
@@ -454,21 +380,13 @@ def c_header(unit: str, cfg: Config) -> str:
         d.define("DSTAR_LINK_STATUS_PORT", hl.STATUS_PORT, hexa=True)
         d.define("DSTAR_LINK_STATUS_BYTES", hl.STATUS_BYTES)
         d.define("DSTAR_LINK_HEADER_BYTES", hl.HEADER_BYTES)
-        d.define("DSTAR_LINK_CYCLES_PER_BIT", comp.link.cycles_per_bit, "of this generated unit")
-        d.define("DSTAR_LINK_RX_DEPTH", comp.link.rx_depth, "receive FIFO bytes")
+        d.define("DSTAR_LINK_CYCLES_PER_BIT", link[0], "of this generated unit")
+        d.define("DSTAR_LINK_RX_DEPTH", link[1], "receive FIFO bytes")
         for p in ports:
             if p["kind"] == "link":
                 d.define(f"DSTAR_{p['name'].upper()}_WORD_BYTES", hl.word_bytes(p["width"]))
-        if unit == "uart_vpu":
-            from rtl import uart_vpu as uv
-            d.define("DSTAR_LINK_VPU_CMD_PORT", uv.VPU_CMD_PORT, "input port of VPU commands")
-            d.define("DSTAR_LINK_VPU_IN_PORT", uv.VPU_IN_PORT, "input port of VPU operands")
-            d.define("DSTAR_LINK_VPU_OUT_PORT", uv.VPU_OUT_PORT, "output port of VPU results")
-        if unit == "uart_core":
-            from rtl import uart_core as uc
-            d.define("DSTAR_LINK_CORE_CMD_PORT", uc.CORE_CMD_PORT, "input port of commands")
-            d.define("DSTAR_LINK_CORE_HOST_PORT", uc.CORE_HOST_PORT, "input port of LOAD words")
-            d.define("DSTAR_LINK_CORE_OUT_PORT", uc.CORE_OUT_PORT, "output port of STORE words")
+        for name, port, what in (info.link_ports() if info.link_ports else ()):
+            d.define(f"DSTAR_LINK_{name}_PORT", port, what)
         d.text()
 
     head = [

@@ -4,7 +4,8 @@ Running the netlist through Yosys turns Amaranth's ``always @*`` processes into 
 Icarus sees no X at time 0, and strips the ``src`` attributes (absolute paths) with ``-noattr``,
 so the same configuration gives byte-identical output on any machine. A manifest JSON beside the
 Verilog records the configuration and its hash, the tool versions, the port list and the bit
-layout of every stream payload.
+layout of every record port (every stream payload and struct-shaped port, from the unit's
+signature, and the layouts the unit declares besides: :func:`gen.units.stream_layouts`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from pathlib import Path
 import amaranth
 from amaranth.back import rtlil
 
-from golden import layouts as gl
 from golden.config import Config
 
-from .units import build_unit, top_name
+from .units import build_unit, stream_layouts, top_name
 from .yosys import run_yosys, yosys_version
 
 __all__ = ["to_rtlil", "to_verilog", "generate", "render", "manifest_path", "parse_ports",
@@ -58,49 +58,6 @@ def parse_ports(verilog: str, top: str) -> list:
         d, hi, lo = decls[name]
         out.append(dict(name=name, direction=d, width=(int(hi) - int(lo) + 1) if hi else 1))
     return out
-
-
-def _layout_doc(fields) -> list:
-    out, off = [], 0
-    for name, width, dims, is_signed in fields:
-        n = 1
-        for d in dims:
-            n *= d
-        out.append(dict(name=name, offset=off, element_width=width, dims=list(dims),
-                        signed=is_signed))
-        off += width * n
-    return out
-
-
-def stream_layouts(unit: str, cfg: Config) -> dict:
-    qpu = dict(subch=_layout_doc(gl.subchannel_layout(cfg)),
-               config=_layout_doc(gl.qpu_config_layout(cfg)),
-               recon=_layout_doc(gl.recon_layout(cfg)),
-               counters=_layout_doc(gl.counters_layout()))
-    if unit == "qpu":
-        return dict(qpu, groups=_layout_doc(gl.group_layout(cfg)))
-    if unit == "qpu_mpu":
-        return dict(qpu, wload=_layout_doc(gl.weight_load_layout(cfg)),
-                    drain=_layout_doc(gl.drain_layout(cfg)))
-    if unit == "mpu":
-        return dict(groups=_layout_doc(gl.group_layout(cfg)),
-                    wload=_layout_doc(gl.weight_load_layout(cfg)),
-                    drain=_layout_doc(gl.drain_layout(cfg)))
-    if unit == "baseline":
-        return dict(groups=_layout_doc(gl.baseline_group_layout(cfg)),
-                    wload=_layout_doc(gl.weight_load_layout(cfg)),
-                    drain=_layout_doc(gl.drain_layout(cfg, baseline=True)))
-    if unit == "vpu":
-        return dict(cmd=_layout_doc(gl.vpu_cmd_layout(cfg)), i=_layout_doc(gl.vpu_in_layout(cfg)),
-                    o=_layout_doc(gl.vpu_out_layout(cfg)))
-    if unit == "core":
-        from golden import core_isa as isa
-        head = isa.header_layout()
-        return {"cmd": {op: _layout_doc(head + isa.cmd_layout(cfg, op)) for op in isa.OPCODES},
-                "host_in": [dict(name="word", offset=0, element_width=isa.HOST_WORD, dims=[],
-                                 signed=False)],
-                "rows": {b: _layout_doc(isa.row_layout(cfg, b)) for b in isa.BUFFERS}}
-    return {}
 
 
 def manifest(unit: str, cfg: Config, verilog: str) -> dict:

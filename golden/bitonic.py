@@ -1,4 +1,4 @@
-"""The bitonic sorting network of DESIGN.md 2.3, as a comparator list the RTL builds from.
+"""The bitonic sorting network of numerics §2.3, as a comparator list the RTL builds from.
 
 ``network(n)`` is a list of stages; a stage is a list of compare-exchanges ``(i, l, descending)``
 with ``i < l`` that touch disjoint positions, so one stage is one layer of hardware. A

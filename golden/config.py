@@ -1,6 +1,6 @@
 """The DSTAR configuration: one frozen, validated object and its presets.
 
-Every width, depth and record layout that crosses a unit boundary is derived here (DESIGN.md 2.1);
+Every width, depth and record layout that crosses a unit boundary is derived here (numerics §2.1);
 the RTL, the testbenches and the reports import it and never re-type a number.
 
 >>> cfg = preset("tiny")
@@ -19,12 +19,13 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-__all__ = ["Config", "ConfigError", "PRESETS", "preset", "bitlen"]
+__all__ = ["Config", "ConfigError", "PRESETS", "preset", "bitlen", "CORE_BUFFER_ROWS",
+           "CORE_ADDR_BITS"]
 
-# Precision classes of FMDQ (DESIGN 2.2) and the fixed INT8 top threshold.
+# Precision classes of FMDQ (numerics §2.2) and the fixed INT8 top threshold.
 PRECISIONS = (2, 4, 6, 8)
 THR8 = 127
-# Exponent and FPoT fields are 5 bits (DESIGN 2.2 step 3).
+# Exponent and FPoT fields are 5 bits (numerics §2.2 step 3).
 EXP_WIDTH = 5
 ALIGNMENTS = ("product-shift", "horner")
 # How a slice PE forms a digit x weight product, and how a sub-channel's value is cut into digits
@@ -34,8 +35,13 @@ DIGIT_CODES = ("slice", "booth")
 # Parameters added after configuration hashes were first published: they enter
 # Config.hash() only when they differ from their default.
 MAX_OPEN_GROUPS = 4
+#: The core's buffers whose depth (rows) a configuration may set (golden.core_isa.CoreConfig).
+CORE_BUFFER_ROWS = ("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows", "rbuf_rows",
+                    "vbuf_rows", "mask_rows")
+#: Bits of every address and count field of the core's commands: a buffer has at most 2**14 rows.
+CORE_ADDR_BITS = 14
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
-                   "pack_windows")
+                   "pack_windows") + CORE_BUFFER_ROWS
 
 
 class ConfigError(ValueError):
@@ -54,12 +60,12 @@ def _is_pow2(n) -> bool:
 
 @dataclass(frozen=True)
 class Config:
-    """A DSTAR core configuration (DESIGN.md 2 and 3).
+    """A DSTAR core configuration (numerics §2 and 3).
 
     Parameters (all keyword-only)
     ----------
     rows, cols:
-        MPU array size. This version fixes ``T = rows = cols = Bs`` (DESIGN 2.2): ``cols`` must
+        MPU array size. This version fixes ``T = rows = cols = Bs`` (numerics §2.2): ``cols`` must
         equal ``rows``.
     lanes:
         SIMD lanes per PE (digits per group). A power of two, at most ``sort_n``.
@@ -80,7 +86,7 @@ class Config:
     max_reduction:
         Largest number of input channels a layer may have; bounds every accumulation.
     drop_zero_columns:
-        Drop slice columns whose T digits are all zero (DESIGN 2.3).
+        Drop slice columns whose T digits are all zero (numerics §2.3).
     open_groups:
         Partial lane groups the packer may hold open across the chunks of a tile (``0``, the
         default: a group never spans two chunks). A run of one exponent that ends a chunk with
@@ -125,9 +131,11 @@ class Config:
         the column operands are then skewed by ``j // act_hop``. With both hops at the array's
         size nothing is skewed at all. In ``1..cols``.
     closed_loop:
-        Differential layers keep ``x̂`` (closed loop, DESIGN 2.5) instead of the previous ``x``.
+        Differential layers keep ``x̂`` (closed loop, numerics §2.5) instead of the previous
+        ``x``.
     p_base_log2:
-        Static base of attention probabilities: ``P`` in units of ``2**-p_base_log2`` (DESIGN 2.6).
+        Static base of attention probabilities: ``P`` in units of ``2**-p_base_log2``
+        (numerics §2.6).
     sar_interval, sar_thr:
         SAR cache-step interval and block-keep threshold.
     vpu_lanes:
@@ -136,6 +144,11 @@ class Config:
         Requantization mantissa width (16: ``2**15 <= m < 2**16``); ``sh_max`` the largest shift.
     cores:
         Cores of the chip (performance model only).
+    abuf_rows, xbuf_rows, ybuf_rows, wmem_rows, gmem_rows, rbuf_rows, vbuf_rows, mask_rows:
+        Depths (rows) of the core's buffers (:class:`golden.core_isa.CoreConfig`). ``None``
+        (default) takes the depth of the core preset of the configuration's name, or the
+        default core's for a custom name (:func:`golden.core_isa.core_for`). In
+        ``[1, 2**14]``.
     """
 
     rows: int = 4
@@ -169,6 +182,14 @@ class Config:
     mult_width: int = 16
     sh_max: int = 47
     cores: int = 1
+    abuf_rows: int | None = None
+    xbuf_rows: int | None = None
+    ybuf_rows: int | None = None
+    wmem_rows: int | None = None
+    gmem_rows: int | None = None
+    rbuf_rows: int | None = None
+    vbuf_rows: int | None = None
+    mask_rows: int | None = None
     name: str = field(default="custom", compare=False)
 
     # ------------------------------------------------------------------ validation
@@ -237,7 +258,7 @@ class Config:
         pos_int("weight_hop", 1, self.rows)
         pos_int("act_hop", 1, self.cols)
         need(isinstance(self.closed_loop, bool), "closed_loop", self.closed_loop, "a bool")
-        # P is 0..2**p_base_log2 - 1 <= 127 so the quantizer keeps e = 0 (DESIGN 2.6).
+        # P is 0..2**p_base_log2 - 1 <= 127 so the quantizer keeps e = 0 (numerics §2.6).
         pos_int("p_base_log2", 0, 7)
         pos_int("sar_interval", 1)
         need(isinstance(self.sar_thr, (int, float)) and 0 <= self.sar_thr < 1, "sar_thr",
@@ -246,6 +267,9 @@ class Config:
         pos_int("mult_width", 2, 32)
         pos_int("sh_max", 1, 127)
         pos_int("cores")
+        for buf in CORE_BUFFER_ROWS:
+            if getattr(self, buf) is not None:
+                pos_int(buf, 1, 1 << CORE_ADDR_BITS)
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -288,7 +312,7 @@ class Config:
 
     @property
     def safe_acc_width(self) -> int:
-        """``bitlen(max_reduction · wmax · 2**(act_width + 1 - r0_min)) + 1`` (DESIGN 2.1).
+        """``bitlen(max_reduction · wmax · 2**(act_width + 1 - r0_min)) + 1`` (numerics §2.1).
 
         With Booth digits one sub-channel of a tile (the one whose digits straddle two chunks:
         its low digits in the previous chunk, its top digit first in the next, a middle one not
@@ -396,7 +420,7 @@ class Config:
         return {f.name: f for f in dataclasses.fields(cls)}
 
 
-# DESIGN.md 4.
+# numerics §4.
 PRESETS = {
     "tiny": dict(rows=4, cols=4, lanes=4, sort_n=8, max_reduction=64, vpu_lanes=4),
     "fpga": dict(rows=8, cols=8, lanes=4, sort_n=32, max_reduction=256, vpu_lanes=8),

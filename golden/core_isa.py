@@ -99,12 +99,13 @@ count above 15, or a wait no engine can satisfy any more (every engine idle).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .config import Config, bitlen
+from .config import CORE_ADDR_BITS, CORE_BUFFER_ROWS, Config, bitlen
 from .layouts import VPU_OPS, layout_width, pack, qpu_config_layout, unpack
 from .schedule import COUNTER_NAMES
 
@@ -117,7 +118,7 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
 
 CMD_BITS = 128          # one command
 HOST_WORD = 32          # host stream word
-ADDR_BITS = 14          # every address and count field
+ADDR_BITS = CORE_ADDR_BITS   # every address and count field
 SEMAPHORES = 4
 SREGS = 16              # K/V shift registers
 SEM_BITS = 4            # each semaphore counts 0..15
@@ -198,8 +199,12 @@ def core_preset(name: str, **overrides) -> CoreConfig:
 
 
 def core_for(cfg: Config) -> CoreConfig:
-    """The buffer depths used for ``cfg``: the core preset of the same name, else the default."""
-    return CORE_PRESETS.get(cfg.name, CoreConfig())
+    """The buffer depths used for ``cfg``: those ``cfg`` sets (``abuf_rows``, ... of
+    :data:`golden.config.CORE_BUFFER_ROWS`), the others from the core preset of the same name,
+    else from the default :class:`CoreConfig`."""
+    base = CORE_PRESETS.get(cfg.name, CoreConfig())
+    return dataclasses.replace(base, **{b: getattr(cfg, b) for b in CORE_BUFFER_ROWS
+                                        if getattr(cfg, b) is not None})
 
 
 def check_core(cfg: Config):

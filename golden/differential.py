@@ -1,4 +1,4 @@
-"""Differential linear layers with error feedback (DESIGN.md 2.5).
+"""Differential linear layers with error feedback (numerics §2.5).
 
 Closed loop (default): the layer keeps the reconstruction ``x̂`` and the running integer sum ``Y``::
 
@@ -92,7 +92,7 @@ class DiffLinear:
         self.m = np.array(self.m, dtype=np.int64)
         self.sh = np.array(self.sh, dtype=np.int64)
         bad = (self.sh < 0) | (self.sh > cfg.sh_max)
-        if bad.any():   # DESIGN 2.1: refused when the program is built, not at the first step
+        if bad.any():   # numerics §2.1: refused when the program is built, not at the first step
             j = int(np.argmax(bad))
             raise ValueError(f"layer {name!r}: output channel {j} needs requantization shift "
                              f"{int(self.sh[j])}, outside [0, {cfg.sh_max}] "
@@ -161,7 +161,7 @@ class DiffLinear:
             self.state = self._saturate(self.state + recon, cfg.xhat_width, "xhat_saturated")
         else:
             self.state = x.copy()
-        # Y has the accumulator width in both modes: it saturates, never wraps (DESIGN 2.1, 2.5).
+        # Y has the accumulator width in both modes: it saturates, never wraps (numerics §2.1, 2.5).
         # With the derived width this only happens in open loop (closed loop: Y = W·x̂ fits).
         self.Y = self._saturate(self.Y + acc, cfg.acc_bits, "Y_saturated")
         y, nsat = requantize(self.Y, self.m, self.sh, self.bias_int, cfg.act_width, cfg.sh_max)

@@ -1,5 +1,5 @@
 """A reference Diffusion Transformer (DiT) with a DDIM sampler, in float and in DSTAR's quantized
-mode (DESIGN.md 2.5, 2.6).
+mode (numerics §2.5, 2.6).
 
 The float model (:class:`DiT`) is a small DiT with random weights from a seed: patchify, fixed 2-D
 sin-cos position embedding, sinusoidal timestep embedding + 2-layer SiLU MLP, a class table with a
@@ -11,7 +11,7 @@ Every linear layer goes through :meth:`DiT.linear` and every attention through
 them by differential FMDQ layers (:class:`golden.differential.DiffLinear`, one per layer name, state
 kept across the denoising steps) and SAR attention (:class:`golden.sar.SARAttention`). Linear layers
 marked ``host=True`` (timestep MLP, adaLN conditioning) run in float in every mode: the host
-computes them (DESIGN 2.7). LayerNorm, modulation, GELU and residuals stay float in the quantized
+computes them (numerics §2.7). LayerNorm, modulation, GELU and residuals stay float in the quantized
 mode too; the integer VPU golden is a separate model.
 
 Random weights: ``N(0, 1/fan_in)`` for every projection; the adaLN weights are small but not zero
@@ -229,7 +229,7 @@ class DiT:
     # ------------------------------------------------------------------ hooks
     def linear(self, name: str, x, W, b, host: bool = False):
         """``x @ W + b`` for (tokens, in) ``x``. ``host`` marks a conditioning layer
-        (DESIGN 2.7)."""
+        (numerics §2.7)."""
         return x @ W + b
 
     def attention(self, name: str, q, k, v, step: int):
@@ -346,7 +346,7 @@ class QuantizedDiT(DiT):
     schedule : build every layer's QPU group schedule (lane fill, groups); False runs the same
         integer numerics about ten times faster (:class:`~golden.differential.DiffLinear`).
 
-    The fused qkv is two differential layers reading the same input (DESIGN 2.5): ``<name>[qk]``,
+    The fused qkv is two differential layers reading the same input (numerics §2.5): ``<name>[qk]``,
     stepped only on SAR cache steps, and ``<name>[v]``, stepped every step. Statistics are in
     :attr:`stats` (one :class:`~golden.fmdq_stats.LayerStats` per layer, errors against the float
     layer on the same input) and :attr:`attn` (the :class:`~golden.sar.SARAttention` per layer).
@@ -452,7 +452,7 @@ def record_trace(spec: DiTSpec | None = None, steps: int = 10, seed: int = 0,
 
 def calibrate_masks(spec: DiTSpec | None, cfg: Config, steps: int, seed: int,
                     weight_seed: int = 0, thr: float | None = None, params=None) -> dict:
-    """SAR masks profiled on a float run (DESIGN 2.6): ``{attention name: mask}``."""
+    """SAR masks profiled on a float run (numerics §2.6): ``{attention name: mask}``."""
     m = TracingDiT(spec, weight_seed, params)
     ddim_sample(m, steps, seed)
     thr = cfg.sar_thr if thr is None else thr

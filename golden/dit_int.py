@@ -1,4 +1,4 @@
-"""The integer DiT-block golden (DESIGN.md 2.7, last paragraph): one DiT block over the denoising
+"""The integer DiT-block golden (numerics §2.7, last paragraph): one DiT block over the denoising
 steps, entirely in integers, as the core must compute it bit for bit.
 
 :class:`IntDiTBlock` takes one block's float weights (:func:`golden.dit.init_params` names), a
@@ -20,10 +20,10 @@ every intermediate and every state after the step. The dataflow is that of
 Every linear layer (``qk``, ``v``, ``proj``, ``fc1``, ``fc2``) is a closed-loop (default)
 differential FMDQ layer, :class:`golden.differential.DiffLinear`: state ``x̂`` (``act_width + 1``
 bits) and running sum ``Y`` (``acc_bits``), output ``y = sat(rnd(Y·m + b·2**sh, sh))`` in the
-act format. The fused qkv is two layers on the same input (DESIGN 2.5): ``qk`` (2D outputs,
+act format. The fused qkv is two layers on the same input (numerics §2.5): ``qk`` (2D outputs,
 stepped only on cache steps ``t % interval == 0``) and ``v`` (D outputs, every step).
 
-Choices where DESIGN.md is silent (docs/architecture.md, "Integer DiT-block golden"):
+Choices where the numerics contract is silent (docs/architecture.md, "Integer DiT-block golden"):
 
 * **One activation format for every tensor.** All activations of the block (tokens, LayerNorm,
   modulation, layer outputs, ``Q``, ``K``, ``V``, logits ``S``, attention output, GELU) are in the
@@ -35,7 +35,7 @@ Choices where DESIGN.md is silent (docs/architecture.md, "Integer DiT-block gold
 * **One static base ``B`` per block** (default ``cfg.base_log2``) for every differential layer
   and for ``Q`` in ``Q·Kᵀ``.
 * **Q·Kᵀ**: ``Q`` of each head (N tokens × d channels) goes through the FMDQ quantizer, not
-  differentially (DESIGN 2.4), with base ``B``; a sub-channel is T queries × one channel. ``K``
+  differentially (numerics §2.4), with base ``B``; a sub-channel is T queries × one channel. ``K``
   per head becomes INT8 by :func:`golden.vpu.kv_int8` (``K ≈ k_w·2**k_e``). The product
   ``acc = Σ_c q·2**e · k_w`` (:func:`golden.schedule.reference_product`, equal to the MPU
   executor) becomes ``S = sat(rnd(acc·m_S, sh_S - k_e))`` with
@@ -47,14 +47,14 @@ Choices where DESIGN.md is silent (docs/architecture.md, "Integer DiT-block gold
   ``o = sat(rnd(acc·m_O, sh_O - v_e))`` with ``(m_O, sh_O) = requant_params(2**-p_base_log2)``
   and ``acc = P_cache · v_w``. A reuse step multiplies the cached record by the new ``v_w``.
   Attention products have no bias.
-* Build-time refusal (DESIGN 2.1): every requantization shift, including ``sh_S - k_e`` and
+* Build-time refusal (numerics §2.1): every requantization shift, including ``sh_S - k_e`` and
   ``sh_O - v_e`` for the largest runtime exponent ``kv_e_max`` an act-format tensor can need,
   must lie in ``[0, sh_max]``.
 * **LayerNorm eps** ``1e-6`` (as the float DiT) becomes the program constant
   :func:`golden.vpu.layernorm_eps_int` once.
 * **Step counter**: the block counts its own steps from 0 (:attr:`IntDiTBlock.t`);
   :meth:`IntDiTBlock.reset` restarts it with zero state. The first step is a cache step.
-* **Packed P-cache bytes** (:func:`pack_pcache`): DESIGN 2.6's record with a 3-bit precision code
+* **Packed P-cache bytes** (:func:`pack_pcache`): numerics §2.6's record with a 3-bit precision code
   ``b/2`` (:data:`golden.sar.PRECISION_CODE_BITS`), then the T values of the sub-channel, queries
   in order, ``b``-bit two's complement; kept blocks in row-major (query block, key block) order,
   keys in order inside a block; the first field at bit 0, bytes little-endian (the bit order of
@@ -201,7 +201,7 @@ def _nb(N: int, Bs: int) -> int:
 
 
 def pack_pcache(rec: PCacheRecord, mask, cfg: Config) -> bytes:
-    """The P-cache record of one head as bytes (DESIGN 2.6; bit order in the module docstring).
+    """The P-cache record of one head as bytes (numerics §2.6; bit order in the module docstring).
 
     ``rec`` from :func:`golden.sar.quantize_p` with the head's block ``mask`` (nb, nb). Per kept
     block (row-major) and key column: the code ``b/2`` on :data:`PRECISION_CODE_BITS` bits, then
@@ -319,7 +319,7 @@ class IntDiTBlock:
             raise ValueError(f"mask must be a bool array of shape {(H, nb, nb)} (heads, blocks, "
                              f"blocks), not {mask.dtype} {mask.shape}")
         if not mask[:, np.arange(nb), np.arange(nb)].all():
-            raise ValueError("mask must keep every diagonal block (DESIGN 2.6)")
+            raise ValueError("mask must keep every diagonal block (numerics §2.6)")
         self.mask = mask.copy()
         self.mask_el = expand_mask(self.mask, N, cfg.tile)
         self.tables = vpu.vpu_tables(cfg)

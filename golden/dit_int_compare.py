@@ -1,10 +1,10 @@
 """The float reference DiT with the integer block golden in place of its blocks, against the float
-run at the same seed (DESIGN.md 2.7: "the float reference DiT only measures how far the integer
+run at the same seed (numerics §2.7: "the float reference DiT only measures how far the integer
 one strays").
 
 :class:`IntBlockDiT` is :class:`golden.dit.DiT` whose :meth:`~golden.dit.DiT.block` runs an
 :class:`golden.dit_int.IntDiTBlock`: the block input and the six adaLN vectors (computed on the host
-in float, as DESIGN 2.7 says) are converted to the act format by :func:`golden.fmdq.to_fixed`
+in float, as numerics §2.7 says) are converted to the act format by :func:`golden.fmdq.to_fixed`
 (round half away from zero, saturate), the block runs in integers, and its output returns to float
 (exact: between two blocks the tokens stay integers). Patch embedding, the conditioning MLPs, the
 final layer and the DDIM sampler stay float. Each block also runs the float block on the same float

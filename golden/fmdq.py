@@ -1,4 +1,4 @@
-"""FMDQ numerics (DESIGN.md 2.1, 2.2): what values result, per sub-channel.
+"""FMDQ numerics (numerics §2.1, 2.2): what values result, per sub-channel.
 
 A *sub-channel* is the T integers ``u`` of one tile of tokens and one input channel of a difference
 ``Δx`` in fixed-point units (``2**-act_frac``). The quantizer picks a precision ``b`` in
@@ -70,17 +70,17 @@ class Quantized:
 
 
 def fpot(b, e):
-    """``FPoT = e + b - 2``: the exponent of the most significant slice (DESIGN 2.2 step 5)."""
+    """``FPoT = e + b - 2``: the exponent of the most significant slice (numerics §2.2 step 5)."""
     return np.asarray(e) + np.asarray(b) - 2
 
 
 def quantize_subchannels(u, cfg: Config, base_log2: int | None = None,
                          r0: int | None = None) -> Quantized:
-    """Quantize sub-channels ``u`` of shape (S, T) (DESIGN 2.2 steps 1-4).
+    """Quantize sub-channels ``u`` of shape (S, T) (numerics §2.2 steps 1-4).
 
     ``base_log2`` overrides the configuration's default ``B`` (the runtime configuration port);
     it must not exceed ``cfg.B_max``. ``r0`` sets the shift directly instead (attention
-    probabilities use ``r0 = 0``, DESIGN 2.6).
+    probabilities use ``r0 = 0``, numerics §2.6).
     """
     if r0 is None:
         B = cfg.base_log2 if base_log2 is None else int(base_log2)
@@ -154,7 +154,7 @@ def from_fixed(v, frac: int):
 
 
 def requant_params(s: float, mult_width: int = 16):
-    """The one requantization rule of DESIGN 2.1: ``(m, sh)`` with
+    """The one requantization rule of numerics §2.1: ``(m, sh)`` with
     ``2**(mw-1) <= s · 2**sh < 2**mw`` and ``m = round(s · 2**sh)`` half away from zero."""
     s = float(s)
     if not np.isfinite(s) or s < 0:

@@ -1,4 +1,4 @@
-"""Per-layer FMDQ statistics, accumulated over denoising steps (DESIGN.md 2.2, 2.3).
+"""Per-layer FMDQ statistics, accumulated over denoising steps (numerics §2.2, 2.3).
 
 One :class:`LayerStats` collects what the QPU saw for one linear layer: the precision of every
 sub-channel, the element-weighted average activation bits, the share of sub-channels that needed a

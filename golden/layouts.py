@@ -1,4 +1,4 @@
-"""Record layouts of every stream that crosses a unit boundary (DESIGN.md 2.1).
+"""Record layouts of every stream that crosses a unit boundary (numerics §2.1).
 
 A layout is an ordered list of fields ``(name, width, dims)``: ``width`` bits per element and
 ``dims`` a tuple of array dimensions (``()`` for a scalar). Packing puts the first field at bit 0
@@ -29,7 +29,7 @@ def _f(name, width, dims=(), signed=False):
 
 
 def group_layout(cfg: Config) -> list:
-    """One lane group (DESIGN 2.3): per row and lane a raw digit (``cfg.digit_width`` bits: a
+    """One lane group (numerics §2.3): per row and lane a raw digit (``cfg.digit_width`` bits: a
     2-bit slice read with the lane's signed flag, or a 3-bit two's-complement Booth digit
     {-2..2}, whose lanes all have signed = 1), per lane channel, signed and valid, the absolute
     exponent, and the tile's first/last markers."""
@@ -93,18 +93,18 @@ def qpu_config_layout(cfg: Config) -> list:
     return [_f("base_log2", max(1, cfg.act_frac.bit_length())), _f("thr", 7, (3,))]
 
 
-#: The QPU's statistics counters (golden.schedule.Counters counts them), in DESIGN 2.3's order.
+#: The QPU's statistics counters (golden.schedule.Counters counts them), in numerics §2.3's order.
 COUNTER_NAMES = ("subchannels", "subchannels_b2", "subchannels_b4", "subchannels_b6",
                  "subchannels_b8", "subchannels_zero", "saturated", "slice_columns",
                  "dropped_columns", "groups", "padded_lanes", "shifts", "shift_amount")
 
 
 def counters_layout() -> list:
-    """The QPU's statistics counters as one word: 32 bits each, in DESIGN 2.3's order."""
+    """The QPU's statistics counters as one word: 32 bits each, in numerics §2.3's order."""
     return [_f(name, 32) for name in COUNTER_NAMES]
 
 
-# VPU operation codes (DESIGN 2.7), in command order; `golden.vpu_stream` documents the operands.
+# VPU operation codes (numerics §2.7), in command order; `golden.vpu_stream` documents the operands.
 VPU_OPS = ("softmax", "layernorm", "modulate", "gelu", "gated_residual", "acc_requant",
            "diff_delta", "xhat_update", "kv_amax", "kv_quant")
 

@@ -1,4 +1,4 @@
-"""SAR, sparse attention reuse (DESIGN.md 2.6): mask profiling, cache and reuse steps, the
+"""SAR, sparse attention reuse (numerics §2.6): mask profiling, cache and reuse steps, the
 P-cache record and its footprint and traffic.
 
 Shapes: scores and probabilities are (heads, N, N); a block mask is (heads, nb, nb) bool with
@@ -19,7 +19,7 @@ __all__ = ["block_importance", "profile_mask", "expand_mask", "masked_softmax", 
            "quantize_p", "PCacheRecord", "weight_operand", "SARAttention", "PRECISION_CODE_BITS",
            "is_cache_step"]
 
-# Five precision classes (0, 2, 4, 6, 8 bits) need a 3-bit code; DESIGN 2.6 says "2-bit" but
+# Five precision classes (0, 2, 4, 6, 8 bits) need a 3-bit code; numerics §2.6 says "2-bit" but
 # cannot encode b = 0 with it (docs/architecture.md records the choice).
 PRECISION_CODE_BITS = 3
 
@@ -128,7 +128,7 @@ def quantize_p(P_int, mask, cfg: Config) -> PCacheRecord:
 
 
 def weight_operand(v):
-    """INT8 weight operand of ``K`` or ``V`` per head (DESIGN 2.6): ``w = rnd(v, e)`` with the
+    """INT8 weight operand of ``K`` or ``V`` per head (numerics §2.6): ``w = rnd(v, e)`` with the
     smallest ``e >= 0`` such that ``rnd(max|v|, e) <= 127``. Returns ``(w, e)``."""
     v = np.asarray(v, dtype=np.int64)
     amax = int(np.abs(v).max(initial=0))

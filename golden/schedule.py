@@ -1,4 +1,4 @@
-"""The FMDQ schedule (DESIGN.md 2.3, 2.4): the exact stream of slices, groups and metadata the
+"""The FMDQ schedule (numerics §2.3, 2.4): the exact stream of slices, groups and metadata the
 hardware sees, and an integer executor of that stream that models the output-stationary MPU.
 
 Pipeline for one token tile (T rows × C input channels of quantized integers ``q``):
@@ -130,7 +130,7 @@ class Group:
 
 @dataclass
 class Counters:
-    """QPU statistics counters (DESIGN 2.3): 32-bit, saturating."""
+    """QPU statistics counters (numerics §2.3): 32-bit, saturating."""
 
     values: dict = field(default_factory=lambda: dict.fromkeys(COUNTER_NAMES, 0))
 
@@ -214,7 +214,7 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
     b = np.asarray(b, dtype=np.int64)
     e = np.asarray(e, dtype=np.int64)
     C, T = q.shape
-    if C > cfg.max_reduction:   # DESIGN 2.1: refused (channel field, Horner order, acc_width)
+    if C > cfg.max_reduction:   # numerics §2.1: refused (channel field, Horner order, acc_width)
         raise ValueError(f"a tile of {C} input channels exceeds max_reduction = "
                          f"{cfg.max_reduction}")
     L = cfg.lanes
@@ -344,7 +344,7 @@ def _wrap(x, width):
 
 
 class Accumulator:
-    """The accumulator of output-stationary PEs (DESIGN 2.1, 2.4), elementwise over ``shape``:
+    """The accumulator of output-stationary PEs (numerics §2.1, 2.4), elementwise over ``shape``:
     the one statement of what a PE does with its operand beats, used by :func:`execute` (the
     array) and by :func:`slice_pe_execute` / :func:`int8_pe_execute` (one PE).
 
@@ -410,7 +410,7 @@ class Accumulator:
 
 
 def execute(groups, W, cfg: Config):
-    """Integer executor of a group stream on the output-stationary array (DESIGN 2.4).
+    """Integer executor of a group stream on the output-stationary array (numerics §2.4).
 
     ``W`` is (channels, cols) signed integers. Returns ``(accs, overflow)``: one (T, cols) int64
     accumulator matrix per tile (in stream order) and, per tile, a (T, cols) bool array of sticky
@@ -418,7 +418,7 @@ def execute(groups, W, cfg: Config):
     :class:`Accumulator` fed with ``Σ_lanes digits[i] · W[channel, j]`` (weight 0 on padded lanes).
 
     With the derived accumulator width the accumulator is a modular two's-complement register: the
-    final sum always fits (DESIGN 2.1), so wrapping partial sums cancel and the result is exact.
+    final sum always fits (numerics §2.1), so wrapping partial sums cancel and the result is exact.
     With ``overflow_detect`` every addition saturates and sets the PE's sticky flag.
     """
     W = np.asarray(W, dtype=np.int64)

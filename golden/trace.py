@@ -1,4 +1,4 @@
-"""Activation traces of a DiT and their FMDQ and SAR analysis (DESIGN.md 2.2-2.6).
+"""Activation traces of a DiT and their FMDQ and SAR analysis (numerics §2.2-2.6).
 
 Trace format: one ``.npz`` archive whose arrays are named
 
@@ -10,7 +10,7 @@ Trace format: one ``.npz`` archive whose arrays are named
 finite real numbers, stored as float32 by :func:`write_trace`. :func:`load_trace` checks all of it
 and raises :class:`ValueError` with one line naming the array and the problem.
 
-:func:`analyze_fmdq` replays every ``.x`` layer through the differential quantizer of DESIGN 2.5
+:func:`analyze_fmdq` replays every ``.x`` layer through the differential quantizer of numerics §2.5
 (closed or open loop per ``cfg.closed_loop``) and the QPU schedule, without weights: it reports the
 statistics of :class:`~golden.fmdq_stats.LayerStats` and the reconstruction error ``|x - x̂|`` in
 float. :func:`analyze_sar` profiles SAR masks on the trace's own probabilities and replays the
@@ -166,7 +166,7 @@ def _to_tokens(recon, nt, C, T, N):
 
 
 def _diff_loop(X, cfg: Config, on_step):
-    """The differential loop of DESIGN 2.5 over the steps of ``X`` (steps, N, C), float.
+    """The differential loop of numerics §2.5 over the steps of ``X`` (steps, N, C), float.
 
     ``on_step(t, dx, xi, nsat)`` quantizes ``dx`` and returns its reconstruction in fixed-point
     units, (N, C). Returns nothing; the caller's ``on_step`` keeps what it needs.
@@ -216,7 +216,7 @@ def analyze_fmdq(trace: dict, cfg: Config, base_log2: int | None = None,
     Returns ``{"layers": {name: {...LayerStats fields, "base_log2", "recon_err_max",
     "recon_err_rms"}}, "summary": {...}, "closed_loop": bool}``. ``base_log2`` sets ``B`` of every
     layer (default ``cfg.base_log2``); ``profile_base`` picks it per layer with
-    :func:`profile_base_log2`. A layer wider than ``cfg.max_reduction`` is refused (DESIGN 2.1).
+    :func:`profile_base_log2`. A layer wider than ``cfg.max_reduction`` is refused (numerics §2.1).
     """
     trace = validate_trace(trace)
     if profile_base and base_log2 is not None:
@@ -268,7 +268,8 @@ def analyze_fmdq(trace: dict, cfg: Config, base_log2: int | None = None,
 # ----------------------------------------------------------------------------------------- SAR
 def _renormalize(P, mask_el):
     """Restrict row distributions to the kept entries: equal to the row softmax over kept scores
-    (DESIGN 2.6). A row whose kept mass underflowed to 0 becomes uniform over its kept entries."""
+    (numerics §2.6). A row whose kept mass underflowed to 0 becomes uniform over its kept
+    entries."""
     Pm = np.where(mask_el, P, 0.0)
     s = Pm.sum(axis=-1, keepdims=True)
     uni = mask_el / mask_el.sum(axis=-1, keepdims=True)

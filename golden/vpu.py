@@ -1,4 +1,4 @@
-"""The VPU, bit for bit (DESIGN.md 2.7): an integer model of every VPU function, exactly as the RTL
+"""The VPU, bit for bit (numerics §2.7): an integer model of every VPU function, exactly as the RTL
 computes it, each with a float reference.
 
 Conventions
@@ -8,7 +8,7 @@ Conventions
   one LSB is ``2**-F``. Inputs outside their stated width are refused (``ValueError``).
 * Every rounding is :func:`golden.fmdq.rnd` (divide by ``2**r``, half away from zero); every output
   is rounded once and then saturated to its width (``act_width`` signed; ``P`` is unsigned
-  ``0 .. 2**p_base_log2 - 1``, DESIGN 2.6). Functions return ``(out, n_saturated)``;
+  ``0 .. 2**p_base_log2 - 1``, numerics §2.6). Functions return ``(out, n_saturated)``;
   ``n_saturated`` is a :class:`Saturated`, the count as an ``int`` that also carries the
   per-element flags (``.flags``).
 * No float enters the integer path. Lookup tables are generated once per configuration in exact
@@ -26,7 +26,7 @@ Conventions
   function records the bit length every intermediate actually needed (tests check it against
   ``widths``).
 * Row lengths: softmax rows (keys) and LayerNorm rows (hidden channels) are reductions of the next
-  matrix product, so ``n <= n_max = max_reduction`` (DESIGN 2.1).
+  matrix product, so ``n <= n_max = max_reduction`` (numerics §2.1).
 
 Symbols: ``W`` act_width, ``F`` act_frac, ``pb`` p_base_log2, ``n_max`` max_reduction; table
 parameters (:class:`VPUTables`): ``L`` log2e_frac, ``Z`` exp_lut_bits, ``Et`` exp_lut_frac, ``E``
@@ -590,7 +590,7 @@ def softmax(s, mask, cfg: Config, tables: VPUTables | None = None, probe=None):
     ``P`` unsigned in units of ``2**-p_base_log2``, ``0 .. 2**p_base_log2 - 1``.
 
     ``s``: (..., n) logits in the activation format, ``1/sqrt(d)`` already folded into their
-    requantization scale (DESIGN 2.6). ``mask``: bool, broadcastable to ``s`` (None keeps all).
+    requantization scale (numerics §2.6). ``mask``: bool, broadcastable to ``s`` (None keeps all).
     Masked entries are exactly 0 and take no part in the max or the sum. A row with no kept entry
     (impossible under a SAR mask, whose diagonal is kept) gives zeros.
 
@@ -928,8 +928,8 @@ class AccRequant(NamedTuple):
 
 
 def acc_requant(Y, acc, m, sh, bias, cfg: Config) -> AccRequant:
-    """``Y += acc`` (saturating at ``acc_bits``, never wrapping, DESIGN 2.5), then
-    ``y = sat(rnd(Y·m + bias·2**sh, sh))`` by :func:`golden.fmdq.requantize` (DESIGN 2.1).
+    """``Y += acc`` (saturating at ``acc_bits``, never wrapping, numerics §2.5), then
+    ``y = sat(rnd(Y·m + bias·2**sh, sh))`` by :func:`golden.fmdq.requantize` (numerics §2.1).
 
     ``m``, ``sh``, ``bias`` broadcast along the last axis (one per output channel); ``bias`` is in
     output LSBs (act format). The product runs on Python integers (no int64 limit).
@@ -971,7 +971,7 @@ def acc_requant_ref(Y, acc, s, bias, cfg: Config):
 
 # ============================================================================ differential pair
 def diff_delta(x, xhat, cfg: Config, probe=None):
-    """``Δx = x - x̂`` (DESIGN 2.5): ``x`` act_width bits, ``x̂`` act_width+1, ``Δx``
+    """``Δx = x - x̂`` (numerics §2.5): ``x`` act_width bits, ``x̂`` act_width+1, ``Δx``
     act_width+2 bits, exact (it always fits: no saturation).
 
     ====  =================================  =====  ====
@@ -1020,7 +1020,7 @@ def xhat_update(xhat, recon, cfg: Config, probe=None):
 
 # ============================================================================ K, V to INT8
 def kv_int8(v, cfg: Config, probe=None):
-    """``K`` or ``V`` (heads, ...) in act format → INT8 weight operands per head (DESIGN 2.6) by
+    """``K`` or ``V`` (heads, ...) in act format → INT8 weight operands per head (numerics §2.6) by
     :func:`golden.sar.weight_operand`: ``w = rnd(v, e)`` with the smallest ``e >= 0`` such that
     ``rnd(max|v|, e) <= 127``. Returns ``(w, e)`` with ``e`` of shape (heads,).
 
@@ -1050,7 +1050,7 @@ def kv_int8(v, cfg: Config, probe=None):
 
 
 def kv_shift(amax) -> int:
-    """The K/V weight shift of DESIGN 2.6 for a head whose largest magnitude is ``amax``: the
+    """The K/V weight shift of numerics §2.6 for a head whose largest magnitude is ``amax``: the
     smallest ``e >= 0`` with ``rnd(amax, e) <= 127`` (what the VPU's ``kv_amax`` returns)."""
     amax = int(amax)
     if amax < 0:

@@ -1,4 +1,4 @@
-"""Accuracy of the integer VPU (:mod:`golden.vpu`) against its float references (DESIGN.md 2.7).
+"""Accuracy of the integer VPU (:mod:`golden.vpu`) against its float references (numerics §2.7).
 
 Every error is in LSBs of the function's output (``2**-act_frac`` for the activation format,
 ``2**-p_base_log2`` for ``P``, one INT8 step for K/V) and is taken against the float reference

@@ -33,7 +33,7 @@ from amaranth.lib.wiring import In, Out
 from golden.config import Config
 
 from .layouts import drain_layout, to_layout, weight_load_layout
-from .params import check_config
+from .params import check_bool, check_callable, check_config, check_int, check_shape
 
 __all__ = ["SystolicArray", "ArrayUnit"]
 
@@ -50,13 +50,13 @@ class SystolicArray(wiring.Component):
     drain : Out(stream.Signature(drain_layout)), one row of accumulators per beat.
     """
 
-    def __init__(self, cfg: Config, pe_factory, row_shape, col_shape, baseline: bool = False):
-        self._cfg = cfg
-        self._pe_factory = pe_factory
-        self._baseline = baseline
+    def __init__(self, cfg: Config, *, pe_factory, row_shape, col_shape, baseline: bool = False):
+        self._cfg = check_config(cfg)
+        self._pe_factory = check_callable("pe_factory", pe_factory, "a PE class")
+        self._baseline = check_bool("baseline", baseline)
         super().__init__({
-            "rows_in": In(data.ArrayLayout(row_shape, cfg.rows)),
-            "cols_in": In(data.ArrayLayout(col_shape, cfg.cols)),
+            "rows_in": In(data.ArrayLayout(check_shape("row_shape", row_shape), cfg.rows)),
+            "cols_in": In(data.ArrayLayout(check_shape("col_shape", col_shape), cfg.cols)),
             "drain": Out(stream.Signature(drain_layout(cfg, baseline))),
         })
 
@@ -142,24 +142,24 @@ class ArrayUnit(wiring.Component):
     #: Input fields used only as weight-buffer addresses (not registered into stage 1).
     address_fields = ("channel",)
 
-    def __init__(self, cfg: Config, in_fields, pe_factory, row_shape, col_shape,
+    def __init__(self, cfg: Config, *, in_fields, pe_factory, row_shape, col_shape,
                  read_ports: int, baseline: bool = False, weight_depth: int | None = None):
-        check_config(cfg)
-        self._cfg = cfg
-        self._depth = cfg.max_reduction if weight_depth is None else int(weight_depth)
-        if self._depth < 1:
-            raise ValueError(f"weight_depth must be >= 1, not {weight_depth!r}")
+        self._cfg = check_config(cfg)
+        self._read_ports = check_int("read_ports", read_ports, lo=1)
+        self._depth = cfg.max_reduction if weight_depth is None else check_int(
+            "weight_depth", weight_depth, lo=cfg.max_reduction,
+            why="None or at least max_reduction, the channels a group can address")
         if weight_depth is not None:   # a larger buffer: channel fields address all of it
             abits = max(1, (self._depth - 1).bit_length())
             in_fields = [(n, abits, d, s) if n == "channel" else (n, w, d, s)
                          for n, w, d, s in in_fields]
         self._in_fields = in_fields
         self._in_layout = in_layout = to_layout(in_fields)
-        self._pe_factory = pe_factory
-        self._row_shape = row_shape
-        self._col_shape = col_shape
-        self._read_ports = read_ports
-        self._baseline = baseline
+        self._pe_factory = check_callable("pe_factory", pe_factory, "a PE class")
+        self._row_shape = check_shape("row_shape", row_shape)
+        self._col_shape = check_shape("col_shape", col_shape)
+        self._baseline = check_bool("baseline", baseline)
+        # Parameters are keyword-only; a bad one raises ValueError (TypeError for cfg).
         super().__init__({
             "groups": In(stream.Signature(in_layout)),
             "wload": In(stream.Signature(self._wload_layout(cfg))),
@@ -216,8 +216,8 @@ class ArrayUnit(wiring.Component):
         ]
         rports = [mem.read_port() for _ in range(self._read_ports)]
 
-        m.submodules.array = array = SystolicArray(cfg, self._pe_factory, self._row_shape,
-                                                   self._col_shape, self._baseline)
+        m.submodules.array = array = SystolicArray(cfg, pe_factory=self._pe_factory, baseline=(
+            self._baseline), row_shape=self._row_shape, col_shape=self._col_shape)
         wiring.connect(m, wiring.flipped(self.drain), array.drain)
 
         # Tile flow: a last beat waits until the previous tile is drained.

@@ -22,9 +22,9 @@ class Baseline(ArrayUnit):
     """
 
     def __init__(self, cfg: Config):
-        check_config(cfg)
-        super().__init__(cfg, baseline_group_layout(cfg), Int8PE, int8_row_layout(cfg),
-                         int8_col_layout(cfg), read_ports=1, baseline=True)
+        super().__init__(check_config(cfg), in_fields=baseline_group_layout(cfg),
+            pe_factory=Int8PE, row_shape=int8_row_layout(cfg), col_shape=int8_col_layout(cfg),
+            read_ports=1, baseline=True)
 
     def read_addresses(self, beat):
         return [beat.channel]

@@ -1,4 +1,4 @@
-"""QPU chunk assembly: kept slice columns → chunks of ``sort_n`` descriptors (DESIGN.md 2.3).
+"""QPU chunk assembly: kept slice columns → chunks of ``sort_n`` descriptors (numerics §2.3).
 
 Each quantized sub-channel brings up to four kept columns; their descriptors
 ``(exp = e + 2k, signed = (k == b/2 - 1), channel, pos)`` (Booth digits: ``signed = 1``) are
@@ -25,7 +25,8 @@ from golden.config import Config
 from .params import check_config
 from .qpu_front import front_out_layout
 
-__all__ = ["ChunkAssembler", "descriptor_layout", "column_layout", "chunk_side_layout", "SLOTS"]
+__all__ = ["ChunkAssembler", "descriptor_layout", "column_layout", "chunk_side_layout", "SLOTS",
+           "check_chunk_layout"]
 
 #: Chunks that may be between the assembler and the end of the packer (digit-store slots).
 SLOTS = 4
@@ -51,8 +52,27 @@ def chunk_side_layout(cfg: Config) -> data.StructLayout:
     return data.StructLayout({"first": 1, "last": 1, "slot": range(SLOTS)})
 
 
+def check_chunk_layout(cfg: Config, chunk_layout) -> data.StructLayout:
+    """Return ``chunk_layout`` if it is a chunk of the sorter for ``cfg``: a ``data.StructLayout``
+    with ``entries`` (an array of ``sort_n`` entries) and ``side``, such as
+    :attr:`rtl.sorter.BitonicSorter.chunk_layout`; else raise ValueError."""
+    members = chunk_layout.members if isinstance(chunk_layout, data.StructLayout) else {}
+    entries = members.get("entries")
+    if (not isinstance(entries, data.ArrayLayout) or entries.length != cfg.sort_n
+            or "side" not in members):
+        raise ValueError(f"chunk_layout must be a data.StructLayout {{entries: {cfg.sort_n} "
+                         f"(sort_n) entries, side}} (BitonicSorter.chunk_layout), not "
+                         f"{chunk_layout!r}")
+    return chunk_layout
+
+
 class ChunkAssembler(wiring.Component):
     """Appends each sub-channel's kept columns to the current chunk and emits full chunks.
+
+    Parameters
+    ----------
+    cfg : Config.
+    chunk_layout : keyword-only, the sorter's chunk (:func:`check_chunk_layout`).
 
     Members
     -------
@@ -64,10 +84,9 @@ class ChunkAssembler(wiring.Component):
     overflow : Out(1): sticky; a tile had more than ``max_reduction`` sub-channels.
     """
 
-    def __init__(self, cfg: Config, chunk_layout):
-        check_config(cfg)
-        self._cfg = cfg
-        self._chunk = chunk_layout
+    def __init__(self, cfg: Config, *, chunk_layout):
+        self._cfg = check_config(cfg)
+        self._chunk = check_chunk_layout(cfg, chunk_layout)
         super().__init__({
             "i": In(stream.Signature(front_out_layout(cfg))),
             "o": Out(stream.Signature(chunk_layout)),

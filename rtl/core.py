@@ -34,7 +34,7 @@ from .core_matrix import MatrixEngine
 from .core_quant import QuantEngine
 from .core_vector import VectorEngine
 from .layouts import group_layout, to_layout
-from .params import check_config
+from .params import check_config, check_core
 from .vpu import VPU
 
 __all__ = ["Core", "status_layout"]
@@ -57,15 +57,13 @@ def _share(m, target, users, fields):
 
 class Core(wiring.Component):
     """The core. Parameters: ``cfg`` (a :class:`golden.config.Config` with ``rows == cols ==
-    vpu_lanes``, a power of two) and ``core`` (:class:`golden.core_isa.CoreConfig`, buffer
-    depths)."""
+    vpu_lanes``, a power of two) and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`,
+    buffer depths)."""
 
-    def __init__(self, cfg: Config, core: isa.CoreConfig):
+    def __init__(self, cfg: Config, *, core: isa.CoreConfig):
         check_config(cfg)
         isa.check_core(cfg)
-        if not isinstance(core, isa.CoreConfig):
-            raise TypeError(f"core must be a golden.core_isa.CoreConfig, not {core!r}")
-        self._cfg, self._core = cfg, core
+        self._cfg, self._core = cfg, check_core(core)
         super().__init__({
             "cmd": In(stream.Signature(isa.CMD_BITS)),
             "host_in": In(stream.Signature(isa.HOST_WORD)),
@@ -85,11 +83,11 @@ class Core(wiring.Component):
         cfg, core = self._cfg, self._core
         T = cfg.tile
         m = Module()
-        m.submodules.dispatch = dsp = Dispatcher(cfg, core)
+        m.submodules.dispatch = dsp = Dispatcher(cfg, core=core)
         m.submodules.host = h = HostEngine(cfg)
-        m.submodules.quant = q = QuantEngine(cfg, core)
-        m.submodules.matrix = mx = MatrixEngine(cfg, core)
-        m.submodules.vector = v = VectorEngine(cfg, core)
+        m.submodules.quant = q = QuantEngine(cfg, core=core)
+        m.submodules.matrix = mx = MatrixEngine(cfg, core=core)
+        m.submodules.vector = v = VectorEngine(cfg, core=core)
         m.submodules.vpu = vpu = VPU(cfg)
         eng = {"H": h, "Q": q, "M": mx, "V": v}
 
@@ -97,10 +95,10 @@ class Core(wiring.Component):
         wiring.connect(m, wiring.flipped(self.host_in), h.host_in)
         wiring.connect(m, h.host_out, wiring.flipped(self.host_out))
         for e, unit in eng.items():
-            wiring.connect(m, getattr(dsp, f"to_{e}"), unit.cmd)
-            m.d.comb += [getattr(dsp, f"busy_{e}").eq(unit.busy),
-                         getattr(dsp, f"done_{e}").eq(unit.done),
-                         getattr(dsp, f"signal_{e}").eq(unit.signal)]
+            link = dsp.engine(e)
+            wiring.connect(m, link.cmd, unit.cmd)
+            m.d.comb += [link.busy.eq(unit.busy), link.done.eq(unit.done),
+                         link.signal.eq(unit.signal)]
         m.d.comb += v.param.eq(dsp.param)
 
         # SREG: written by V (kv_amax), read by V and M.
@@ -163,7 +161,8 @@ class Core(wiring.Component):
         rdata = {}       # H's read data per storable buffer
 
         # ABUF: read port 0 = Q / V.a / H (sub-channel rows), 1 = V.c; write = M / V / H.
-        m.submodules.abuf = ab = SkewedBuffer(T, cfg.act_width, core.abuf_rows, read_ports=2)
+        m.submodules.abuf = ab = SkewedBuffer(T, width=cfg.act_width, depth=core.abuf_rows,
+                                              read_ports=2)
         ashape = ab.r0.data.shape()
         hr, hw = host("ABUF", False, ashape), host("ABUF", True, ashape)
         for p in (hr, hw):   # H moves rows (sub-channels): no skew
@@ -241,7 +240,7 @@ class Core(wiring.Component):
                "vpu_saturated": v.sat + q.xsat, "y_saturated": mx.ysat, "ysum_saturated": mx.Ysat}
         for e in ENGINES:
             inc[f"busy_{e}"] = eng[e].busy
-            inc[f"stall_{e}"] = getattr(dsp, f"stall_{e}")
+            inc[f"stall_{e}"] = dsp.engine(e).stall
         out = []
         for name in isa.COUNTERS:
             c = Signal(32, name=f"cnt_{name}")

@@ -13,6 +13,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .params import check_int
+
 __all__ = ["ABufPort", "SkewedBuffer"]
 
 
@@ -33,14 +35,20 @@ def ABufPort(T: int, width: int, depth: int, write: bool) -> wiring.Signature:
 class SkewedBuffer(wiring.Component):
     """``depth`` rows of ``T`` signed ``width``-bit lanes in ``T`` skewed banks.
 
+    Parameters: ``T`` (the tile size, a power of two >= 2) and, keyword-only, ``width`` (bits
+    per lane, >= 1), ``depth`` (rows, >= 1) and ``read_ports`` (>= 1).
+
     Members: ``r<i>`` (``read_ports`` read ports) and ``w`` (one write port), each
     ``ABufPort(...).flip()``. Read latency 1 cycle (the rotation is after the bank registers);
     writes land at the clock edge; a read of a row written in the same cycle returns old data.
     """
 
-    def __init__(self, T: int, width: int, depth: int, read_ports: int = 2):
-        if T < 2 or T & (T - 1):
-            raise ValueError(f"the tile size T must be a power of two >= 2, not {T}")
+    def __init__(self, T: int, *, width: int, depth: int, read_ports: int = 2):
+        if not isinstance(T, int) or isinstance(T, bool) or T < 2 or T & (T - 1):
+            raise ValueError(f"the tile size T must be a power of two >= 2, not {T!r}")
+        check_int("width", width, lo=1)
+        check_int("depth", depth, lo=1)
+        check_int("read_ports", read_ports, lo=1)
         self._T, self._width, self._depth, self._nr = T, width, depth, read_ports
         members = {f"r{i}": In(ABufPort(T, width, depth, False)) for i in range(read_ports)}
         members["w"] = In(ABufPort(T, width, depth, True))

@@ -19,32 +19,56 @@ from golden.layouts import vpu_cmd_layout
 
 from .core_layouts import BUF, OP, VOP, cmd_layout
 from .layouts import to_layout
+from .params import check_config, check_core
 
-__all__ = ["Dispatcher", "ENGINES", "ERR"]
+__all__ = ["Dispatcher", "EnginePort", "ENGINES", "ERR"]
 
+#: The engines in the order of :attr:`Dispatcher.engines` (and of ``fault_engine``).
 ENGINES = ("H", "Q", "M", "V")
 ERR = {name: i for i, name in enumerate(isa.ERRORS)}
 
 
-class Dispatcher(wiring.Component):
-    """Members: ``cmd`` In(stream of 128-bit commands); per engine ``E`` in :data:`ENGINES`:
-    ``to_E`` Out(stream), ``busy_E``/``done_E``/``signal_E`` In, ``stall_E`` Out (a command for
-    ``E`` is waiting); ``param`` Out (the VPARAM register); ``fault`` In (an engine's error code,
-    0 = none) from engine ``fault_engine``; ``error`` Out (sticky code), ``error_index`` Out (the
-    failing command's index: the head's for a refused command, the last command issued to the
-    faulting engine for its fault); ``done`` Out (END reached, cleared by the next command);
-    ``executed`` Out (one cycle per command executed or issued); ``phase`` Out (the step phase)."""
+class EnginePort(wiring.Signature):
+    """The dispatcher's link to one engine, from the dispatcher's side: ``cmd`` Out (stream of
+    128-bit commands; the engine's ``cmd``), ``busy``, ``done``, ``signal`` In (the engine's
+    state, its one-cycle completion pulse and that command's semaphore mask), ``stall`` Out (a
+    command for the engine waits at the head; counted as ``stall_<engine>``)."""
 
-    def __init__(self, cfg, core):
-        self._cfg, self._core = cfg, core
-        members = {"cmd": In(stream.Signature(isa.CMD_BITS))}
-        for e in ENGINES:
-            members[f"to_{e}"] = Out(stream.Signature(isa.CMD_BITS))
-            members[f"busy_{e}"] = In(1)
-            members[f"done_{e}"] = In(1)
-            members[f"signal_{e}"] = In(isa.SEMAPHORES)
-            members[f"stall_{e}"] = Out(1)
-        members.update({
+    def __init__(self):
+        super().__init__({
+            "cmd": Out(stream.Signature(isa.CMD_BITS)),
+            "busy": In(1),
+            "done": In(1),
+            "signal": In(isa.SEMAPHORES),
+            "stall": Out(1),
+        })
+
+    def __eq__(self, other):
+        return type(other) is type(self)
+
+    def __hash__(self):
+        return hash(type(self))
+
+    def __repr__(self):
+        return "EnginePort()"
+
+
+class Dispatcher(wiring.Component):
+    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`).
+
+    Members: ``cmd`` In(stream of 128-bit commands); ``engines`` Out(:class:`EnginePort`) array,
+    one per engine of :data:`ENGINES` in that order; ``param`` Out (the VPARAM register);
+    ``fault`` In (an engine's error code, 0 = none) from engine ``fault_engine`` (an index into
+    :data:`ENGINES`); ``error`` Out (sticky code), ``error_index`` Out (the failing command's
+    index: the head's for a refused command, the last command issued to the faulting engine for
+    its fault); ``done`` Out (END reached, cleared by the next command); ``executed`` Out (one
+    cycle per command executed or issued); ``phase`` Out (the step phase)."""
+
+    def __init__(self, cfg, *, core):
+        self._cfg, self._core = check_config(cfg), check_core(core)
+        super().__init__({
+            "cmd": In(stream.Signature(isa.CMD_BITS)),
+            "engines": Out(EnginePort()).array(len(ENGINES)),
             "param": Out(to_layout(vpu_cmd_layout(cfg)).members["param"]),
             "fault": In(range(len(isa.ERRORS))),
             "fault_engine": In(range(len(ENGINES))),
@@ -52,7 +76,10 @@ class Dispatcher(wiring.Component):
             "error_index": Out(32),
             "done": Out(1), "executed": Out(1), "phase": Out(8),
         })
-        super().__init__(members)
+
+    def engine(self, name: str):
+        """The :class:`EnginePort` interface of engine ``name`` (one of :data:`ENGINES`)."""
+        return self.engines[ENGINES.index(name)]
 
     # ----------------------------------------------------------------- operand checks
     def _check(self, m, hd):
@@ -182,7 +209,7 @@ class Dispatcher(wiring.Component):
 
         # Semaphores.
         sems = [Signal(isa.SEM_BITS + 1, name=f"sem{i}") for i in range(isa.SEMAPHORES)]
-        busy = {e: getattr(self, f"busy_{e}") for e in ENGINES}
+        busy = {e: self.engine(e).busy for e in ENGINES}
         all_idle = ~Cat(*busy.values()).any()
         sem_ok = Cat(*((~hdr.wait[i]) | (sems[i] != 0) for i in range(isa.SEMAPHORES))).all()
         ready_head = hv & checked & (err == 0) & (code == 0)
@@ -192,17 +219,16 @@ class Dispatcher(wiring.Component):
             ops = [OP[o] for o, eng in isa.ENGINE.items() if eng == e and o != "VPARAM"]
             mine = Cat(*(op == o for o in ops)).any()
             excl = all_idle if e in ("H", "V") else ~(busy["H"] | busy["V"])
-            port = getattr(self, f"to_{e}")
+            link = self.engine(e)
+            port = link.cmd
             m.d.comb += [port.valid.eq(ready_head & mine & sem_ok & excl),
                          port.payload.eq(hd),
-                         getattr(self, f"stall_{e}").eq(ready_head & mine &
-                                                        ~(port.valid & port.ready))]
+                         link.stall.eq(ready_head & mine & ~(port.valid & port.ready))]
             with m.If(port.valid & port.ready):
                 m.d.comb += issued.eq(1)
                 m.d.sync += last_idx[ENGINES.index(e)].eq(index - 1)
         for i, s in enumerate(sems):
-            inc = sum(getattr(self, f"done_{e}") & getattr(self, f"signal_{e}")[i]
-                      for e in ENGINES) + (local & hdr.signal[i])
+            inc = sum(link.done & link.signal[i] for link in self.engines) + (local & hdr.signal[i])
             nxt = s + inc - ((issued | local) & hdr.wait[i])
             m.d.sync += s.eq(nxt)
             with m.If(nxt > (1 << isa.SEM_BITS) - 1):

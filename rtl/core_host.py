@@ -17,6 +17,7 @@ from amaranth.lib.wiring import In, Out
 from golden import core_isa as isa
 
 from .core_layouts import BUF, OP, cmd_layout
+from .params import check_config
 
 __all__ = ["HostEngine", "host_bus_signature"]
 
@@ -37,7 +38,7 @@ def host_bus_signature(width: int) -> wiring.Signature:
 
 
 class HostEngine(wiring.Component):
-    """LOAD / STORE (golden/core_isa.py).
+    """LOAD / STORE (golden/core_isa.py). Parameter: ``cfg``.
 
     Members: ``cmd`` In(stream of 128-bit commands, taken when idle); ``host_in`` In(stream of
     32-bit words); ``host_out`` Out(stream of 32-bit words); ``bus`` (:func:`host_bus_signature`);
@@ -48,7 +49,7 @@ class HostEngine(wiring.Component):
     """
 
     def __init__(self, cfg):
-        self._cfg = cfg
+        self._cfg = check_config(cfg)
         self._k = {b: isa.host_words_per_row(cfg, b) for b in isa.BUFFERS}
         self._width = max(isa.row_width(cfg, b) for b in isa.BUFFERS)
         super().__init__({

@@ -7,6 +7,7 @@ from golden import core_isa as isa
 from golden.layouts import VPU_OPS
 
 from .layouts import to_layout
+from .params import check_int, check_shape
 
 __all__ = ["cmd_layout", "row_layout", "row_width", "OP", "BUF", "VOP", "MemRead", "MemWrite"]
 
@@ -39,13 +40,46 @@ def row_width(cfg, buf: str) -> int:
 
 
 
+class _MemPort(wiring.Signature):
+    """What :class:`MemRead` and :class:`MemWrite` share: ``en``, ``addr`` (``range(depth)``)
+    and ``data`` (``shape``, flowing ``data_flow``), the depth and the row shape, and structural
+    equality (two ports of the same kind, depth and shape are interchangeable)."""
 
-def MemRead(depth: int, shape) -> wiring.Signature:
-    """A memory read port from the user's side: ``en``, ``addr``; ``data`` valid the next cycle
-    (held while ``en`` is low)."""
-    return wiring.Signature({"en": Out(1), "addr": Out(range(depth)), "data": In(shape)})
+    def __init__(self, depth: int, shape, data_flow):
+        self._depth = check_int("depth", depth, lo=1)
+        self._shape = check_shape("shape", shape)
+        super().__init__({"en": Out(1), "addr": Out(range(depth)), "data": data_flow(shape)})
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    @property
+    def shape(self):
+        return self._shape
+
+    def __eq__(self, other):
+        return (type(other) is type(self) and other.depth == self.depth
+                and other.shape == self.shape)
+
+    def __hash__(self):
+        return hash((type(self), self._depth))
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._depth}, {self._shape!r})"
 
 
-def MemWrite(depth: int, shape) -> wiring.Signature:
-    """A memory write port from the user's side: ``en``, ``addr``, ``data``."""
-    return wiring.Signature({"en": Out(1), "addr": Out(range(depth)), "data": Out(shape)})
+class MemRead(_MemPort):
+    """A memory read port from the user's side: ``en``, ``addr`` Out (``range(depth)``);
+    ``data`` In (``shape``), valid the cycle after ``en`` and held while ``en`` is low."""
+
+    def __init__(self, depth: int, shape):
+        super().__init__(depth, shape, In)
+
+
+class MemWrite(_MemPort):
+    """A memory write port from the user's side: ``en``, ``addr`` (``range(depth)``), ``data``
+    (``shape``), all Out; the row is written at the clock edge while ``en`` is high."""
+
+    def __init__(self, depth: int, shape):
+        super().__init__(depth, shape, Out)

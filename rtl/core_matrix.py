@@ -4,15 +4,16 @@ accumulate-and-requantize.
 Two decoupled halves, so that the next GEMM's groups enter the MPU while the previous tile drains:
 
 * **replay**: reads GMEM from ``gsrc`` up to the group marked ``last`` (one read per cycle
-  against the free space of a small FIFO; the one read past ``last`` is dropped), adds
-  ``wbase`` to every lane's channel (the MPU's weight buffer is the core's WMEM), and feeds the
-  MPU. The GEMM's drain job (``ysrc``, ``rrow``, ``dst``, flags, semaphore mask) waits in a
-  2-entry queue.
+  against the room of a 4-beat :class:`~rtl.stream_queue.StreamQueue`; the one read past
+  ``last`` is dropped), adds ``wbase`` to every lane's channel (the MPU's weight buffer is the
+  core's WMEM), and feeds the MPU. The GEMM's drain job (``ysrc``, ``rrow``, ``dst``, flags,
+  semaphore mask) waits in a 2-entry queue.
 * **drain**: for each drain beat (token ``i``) reads ``YBUF[ysrc + i]`` (when ``accum``) and
   ``RBUF[rrow]``, sends one ``acc_requant`` row of ``T`` elements to the VPU with
   ``sh - SREG[sreg]`` (when ``use_sreg``), and writes ``y`` to the ABUF token segment and ``Y``
-  back to YBUF as the VPU's results come back in order. The job is done (``done``, ``signal``)
-  when its last token is written.
+  back to YBUF as the VPU's results come back in order (a 16-entry queue holds each row's
+  write-back record meanwhile). The job is done (``done``, ``signal``) when its last token is
+  written.
 
 Throughput: one group per cycle into the MPU; one drain beat per cycle (the VPU's element-wise
 rate for one-beat rows). Errors: a GMEM read past the end, a weight row past WMEM, a negative
@@ -21,7 +22,6 @@ shift.
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from golden import core_isa as isa
@@ -32,6 +32,8 @@ from .core_abuf import ABufPort
 from .core_layouts import VOP, MemRead, MemWrite, cmd_layout, row_layout
 from .layouts import group_layout, to_layout
 from .mpu import MPU
+from .params import check_config, check_core
+from .stream_queue import StreamQueue
 
 __all__ = ["MatrixEngine"]
 
@@ -40,7 +42,9 @@ _WB = 16        # acc_requant rows in flight in the VPU
 
 
 class MatrixEngine(wiring.Component):
-    """Members: ``cmd`` (a GEMM is taken when the replay half is free and the job queue has
+    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`).
+
+    Members: ``cmd`` (a GEMM is taken when the replay half is free and the job queue has
     room), ``busy``, ``done``/``signal``, ``fault`` (error code: ``address`` for a GMEM read or
     a weight row past the end, ``shift`` for a negative shift); ports ``grd`` (GMEM read),
     ``yrd``/``ywr`` (YBUF), ``rrd`` (RBUF read), ``awr`` (ABUF write); ``wload`` (the MPU's
@@ -49,8 +53,8 @@ class MatrixEngine(wiring.Component):
     lanes), ``pcache_group``, ``ybuf_read``, ``ybuf_write``, ``abuf_write``, ``vpu_row``, and
     ``ysat``/``Ysat`` (saturated lanes of a result)."""
 
-    def __init__(self, cfg, core):
-        self._cfg, self._core = cfg, core
+    def __init__(self, cfg, *, core):
+        self._cfg, self._core = check_config(cfg), check_core(core)
         T = cfg.tile
         self._mpu = MPU(cfg, weight_depth=core.wmem_rows)
         shb = bitlen(cfg.sh_max)
@@ -88,37 +92,34 @@ class MatrixEngine(wiring.Component):
             "signal": isa.SEMAPHORES})
 
         # ------------------------------------------------------------------ replay half
-        m.submodules.jobs = jobs = SyncFIFOBuffered(width=job_lay.size, depth=2)
+        m.submodules.jobs = jobs = StreamQueue(job_lay, depth=2)
         replaying = Signal()
         gptr = Signal(A + 1)
         wbase = Signal(A)
         pc = Signal()
         seen_last = Signal()
-        m.d.comb += self.cmd.ready.eq(~replaying & jobs.w_rdy)
+        m.d.comb += self.cmd.ready.eq(~replaying & jobs.i.ready)
         take = self.cmd.valid & self.cmd.ready
-        job_in = Signal(job_lay)
+        job_in = jobs.i.p
         m.d.comb += [job_in.ysrc.eq(gemm.ysrc), job_in.rrow.eq(gemm.rrow),
                      job_in.dst.eq(gemm.dst), job_in.accum.eq(gemm.accum),
                      job_in.use_sreg.eq(gemm.use_sreg), job_in.sreg.eq(gemm.sreg),
-                     job_in.signal.eq(gemm.signal),
-                     jobs.w_en.eq(take), jobs.w_data.eq(job_in)]
+                     job_in.signal.eq(gemm.signal), jobs.i.valid.eq(take)]
         with m.If(take):
             m.d.sync += [replaying.eq(1), gptr.eq(gemm.gsrc), wbase.eq(gemm.wbase),
                          pc.eq(gemm.pcache), seen_last.eq(0)]
 
-        m.submodules.gfifo = gfifo = SyncFIFOBuffered(width=mpu.groups.p.shape().size,
-                                                      depth=_GFIFO)
+        m.submodules.gfifo = gfifo = StreamQueue(mpu.groups.p.shape(), depth=_GFIFO)
         inflight = Signal()
         past_end = gptr >= core.gmem_rows
         issue = Signal()
-        m.d.comb += issue.eq(replaying & ~seen_last & ~past_end &
-                             (gfifo.level + inflight < _GFIFO))
+        m.d.comb += issue.eq(replaying & ~seen_last & ~past_end & gfifo.room_for(inflight))
         m.d.sync += inflight.eq(issue)
         m.d.comb += [self.grd.en.eq(issue), self.grd.addr.eq(gptr)]
         with m.If(issue):
             m.d.sync += gptr.eq(gptr + 1)
         g = self.grd.data
-        widened = Signal(mpu.groups.p.shape())
+        widened = gfifo.i.p
         bad_w = Signal()
         m.d.comb += [widened.digits.eq(g.digits), widened.signed.eq(g.signed),
                      widened.valid.eq(g.valid), widened.exp.eq(g.exp),
@@ -130,20 +131,17 @@ class MatrixEngine(wiring.Component):
                          widened.channel[lane].eq(ch)]
             bad_lane.append(g.valid[lane] & (ch >= core.wmem_rows))
         push = inflight & ~seen_last
-        m.d.comb += [bad_w.eq(push & Cat(*bad_lane).any()),
-                     gfifo.w_en.eq(push), gfifo.w_data.eq(widened)]
+        m.d.comb += [bad_w.eq(push & Cat(*bad_lane).any()), gfifo.i.valid.eq(push)]
         with m.If(push & g.last):
             m.d.sync += [seen_last.eq(1), replaying.eq(0)]
-        m.d.comb += [mpu.groups.valid.eq(gfifo.r_rdy), mpu.groups.payload.eq(gfifo.r_data),
-                     gfifo.r_en.eq(mpu.groups.ready)]
+        wiring.connect(m, gfifo.o, mpu.groups)
         m.d.comb += [self.group.eq(push), self.pcache_group.eq(push & pc)]
         nvalid = Signal(range(L + 1))
         m.d.comb += [nvalid.eq(sum(g.valid[lane] for lane in range(L))),
                      self.lanes.eq(Mux(push, nvalid, 0))]
 
         # ------------------------------------------------------------------ drain half
-        job = Signal(job_lay)
-        m.d.comb += job.eq(jobs.r_data)
+        job = jobs.o.p
         dr = mpu.drain
         b_valid = Signal()
         b_acc = Signal.like(dr.p.acc)
@@ -152,7 +150,7 @@ class MatrixEngine(wiring.Component):
         wb_lay = data.StructLayout({"dst": range(core.abuf_rows), "yaddr": range(core.ybuf_rows),
                                     "token": range(T), "accum": 1, "last": 1,
                                     "signal": isa.SEMAPHORES})
-        m.submodules.wb = wb = SyncFIFOBuffered(width=wb_lay.size, depth=_WB)
+        m.submodules.wb = wb = StreamQueue(wb_lay, depth=_WB)
         b_push = Signal()
         # The VPU streams are driven straight from stage B; cmd and in are separate streams, so
         # each is offered until taken.
@@ -160,9 +158,9 @@ class MatrixEngine(wiring.Component):
         in_sent = Signal()
         cmd_fire = self.vpu_cmd.valid & self.vpu_cmd.ready
         in_fire = self.vpu_in.valid & self.vpu_in.ready
-        m.d.comb += [self.vpu_cmd.valid.eq(b_valid & ~cmd_sent & wb.w_rdy),
-                     self.vpu_in.valid.eq(b_valid & ~in_sent & wb.w_rdy)]
-        m.d.comb += b_push.eq(b_valid & wb.w_rdy & (cmd_sent | cmd_fire) & (in_sent | in_fire))
+        m.d.comb += [self.vpu_cmd.valid.eq(b_valid & ~cmd_sent & wb.i.ready),
+                     self.vpu_in.valid.eq(b_valid & ~in_sent & wb.i.ready)]
+        m.d.comb += b_push.eq(b_valid & wb.i.ready & (cmd_sent | cmd_fire) & (in_sent | in_fire))
         with m.If(b_push):
             m.d.sync += [cmd_sent.eq(0), in_sent.eq(0)]
         with m.Else():
@@ -171,12 +169,12 @@ class MatrixEngine(wiring.Component):
             with m.If(in_fire):
                 m.d.sync += in_sent.eq(1)
 
-        m.d.comb += dr.ready.eq(jobs.r_rdy & (~b_valid | b_push))
+        m.d.comb += dr.ready.eq(jobs.o.valid & (~b_valid | b_push))
         dtake = dr.valid & dr.ready
         m.d.comb += [self.yrd.en.eq(dtake), self.yrd.addr.eq(job.ysrc + dr.p.row),
                      self.rrd.en.eq(dtake), self.rrd.addr.eq(job.rrow),
                      self.ybuf_read.eq(dtake & job.accum),
-                     jobs.r_en.eq(dtake & dr.p.last)]
+                     jobs.o.ready.eq(dtake & dr.p.last)]
         with m.If(dtake):
             m.d.sync += [b_valid.eq(1), b_acc.eq(dr.p.acc), b_i.eq(dr.p.row), b_job.eq(job)]
         with m.Elif(b_push):
@@ -198,17 +196,17 @@ class MatrixEngine(wiring.Component):
             m.d.comb += [sh.eq(r.sh[t] - Mux(b_job.use_sreg, s, 0)), lane.sh[t].eq(sh)]
             negs.append(sh < 0)
         m.d.comb += neg.eq(b_push & Cat(*negs).any())
-        wb_in = Signal(wb_lay)
+        wb_in = wb.i.p
         m.d.comb += [wb_in.dst.eq(b_job.dst), wb_in.yaddr.eq(b_job.ysrc + b_i),
                      wb_in.token.eq(b_i), wb_in.accum.eq(b_job.accum),
                      wb_in.last.eq(b_i == T - 1), wb_in.signal.eq(b_job.signal),
-                     wb.w_en.eq(b_push), wb.w_data.eq(wb_in)]
+                     wb.i.valid.eq(b_push)]
 
-        # Stage C: results back in order.
+        # Stage C: results back in order, each joined with its write-back record.
         o = self.vpu_out
-        w = Signal(wb_lay)
-        m.d.comb += [w.eq(wb.r_data), o.ready.eq(wb.r_rdy), wb.r_en.eq(o.valid)]
-        back = o.valid & wb.r_rdy
+        w = wb.o.p
+        m.d.comb += [o.ready.eq(wb.o.valid), wb.o.ready.eq(o.valid)]
+        back = o.valid & wb.o.valid
         m.d.comb += [self.awr.en.eq(back), self.awr.row.eq(w.dst), self.awr.token.eq(w.token),
                      self.awr.seg.eq(1), self.abuf_write.eq(back),
                      self.ywr.en.eq(back & w.accum), self.ywr.addr.eq(w.yaddr),
@@ -219,7 +217,7 @@ class MatrixEngine(wiring.Component):
                      self.Ysat.eq(Mux(back, sum(o.p.Ysat[t] for t in range(T)), 0))]
         m.d.comb += [self.done.eq(back & w.last), self.signal.eq(w.signal)]
 
-        m.d.comb += self.busy.eq(replaying | jobs.r_rdy | b_valid | wb.r_rdy | gfifo.r_rdy)
+        m.d.comb += self.busy.eq(replaying | jobs.o.valid | b_valid | wb.o.valid | gfifo.o.valid)
         with m.If(neg):
             m.d.comb += self.fault.eq(isa.ERRORS.index("shift"))
         with m.If(bad_w | (replaying & ~seen_last & past_end & ~inflight)):

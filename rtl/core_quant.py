@@ -7,12 +7,12 @@ on, and in differential mode adds the QPU's reconstruction to ``x̂`` (saturatin
 every reconstruction have been written.
 
 Latency and throughput: one sub-channel per cycle into the QPU (reads are issued against the
-free space of a 4-entry FIFO); the QPU's latency (rtl/qpu.py) until the last group.
+room of a 4-beat :class:`~rtl.stream_queue.StreamQueue`); the QPU's latency (rtl/qpu.py) until
+the last group.
 """
 
 from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from golden import core_isa as isa
@@ -21,8 +21,10 @@ from .arith import saturate
 from .core_abuf import ABufPort
 from .core_layouts import OP, MemRead, MemWrite, cmd_layout, row_layout
 from .layouts import group_layout
+from .params import check_config, check_core
 from .qpu import QPU, counters_layout
 from .qpu_front import front_in_layout
+from .stream_queue import StreamQueue
 
 __all__ = ["QuantEngine"]
 
@@ -30,15 +32,17 @@ _FIFO = 4
 
 
 class QuantEngine(wiring.Component):
-    """Members: ``cmd`` (taken when idle), ``busy``, ``done``/``signal``, ``fault`` (an error code:
+    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`).
+
+    Members: ``cmd`` (taken when idle), ``busy``, ``done``/``signal``, ``fault`` (an error code:
     ``address`` for a GMEM write past the end, ``qpu`` for a refused QPU configuration or a tile
     longer than ``max_reduction``), ports
     ``abuf`` (read), ``xrd`` / ``xupd`` (XBUF reads), ``xwr`` (XBUF write), ``gwr`` (GMEM write),
     the QPU ``counters``, and event pulses ``groups`` (a group written), ``pcache_group``,
     ``abuf_read``, ``xbuf_read``, ``xbuf_write``, ``xsat`` (x̂ values saturated by an update)."""
 
-    def __init__(self, cfg, core):
-        self._cfg, self._core = cfg, core
+    def __init__(self, cfg, *, core):
+        self._cfg, self._core = check_config(cfg), check_core(core)
         T = cfg.tile
         xrow = row_layout(cfg, "XBUF")
         glay = group_layout(cfg)
@@ -98,13 +102,12 @@ class QuantEngine(wiring.Component):
                          gptr.eq(quant.gdst), fed.eq(0), recs.eq(0), tile_done.eq(0),
                          active.eq(1)]
 
-        # Feed: read x (and x̂), subtract, FIFO to the QPU.
-        m.submodules.fifo = fifo = SyncFIFOBuffered(
-            width=front_in_layout(cfg).size, depth=_FIFO)
+        # Feed: read x (and x̂), subtract, queue to the QPU.
+        m.submodules.fifo = subch_q = StreamQueue(front_in_layout(cfg), depth=_FIFO)
         inflight = Signal()
         issue = Signal()
         room = Signal()
-        m.d.comb += room.eq(fifo.level + inflight < _FIFO)
+        m.d.comb += room.eq(subch_q.room_for(inflight))
         m.d.comb += issue.eq(active & (fed < nch) & room)
         m.d.sync += inflight.eq(issue)
         last_q = Signal()
@@ -114,17 +117,15 @@ class QuantEngine(wiring.Component):
                      self.abuf_read.eq(issue), self.xbuf_read.eq(issue & diff)]
         with m.If(issue):
             m.d.sync += fed.eq(fed + 1)
-        beat = Signal(front_in_layout(cfg))
+        beat = subch_q.i.p
         for t in range(T):
             x = self.abuf.data[t]
             with m.If(diff):
                 m.d.comb += beat.u[t].eq(x - self.xrd.data.v[t])
             with m.Else():
                 m.d.comb += beat.u[t].eq(x)
-        m.d.comb += [beat.last.eq(last_q),
-                     fifo.w_en.eq(inflight), fifo.w_data.eq(beat),
-                     qpu.subch.valid.eq(fifo.r_rdy), qpu.subch.payload.eq(fifo.r_data),
-                     fifo.r_en.eq(qpu.subch.ready)]
+        m.d.comb += [beat.last.eq(last_q), subch_q.i.valid.eq(inflight)]
+        wiring.connect(m, subch_q.o, qpu.subch)
 
         # Reconstruction: read x̂ again, add, saturate, write back (differential mode).
         rec_a = Signal()

@@ -7,13 +7,13 @@ per row and one input beat per cycle; an output side counts the VPU's results ba
 writes them (ABUF token segments, WMEM rows for ``kv_quant``, a shift register for ``kv_amax``).
 The command is done when the last result is written.
 
-Throughput: one input beat per cycle (reads are issued against the free space of the beat FIFO);
-the VPU's own rate per operation (rtl/vpu.py) sets the rest.
+Throughput: one input beat per cycle (reads are issued against the room of the 4-beat input
+queue, a :class:`~rtl.stream_queue.StreamQueue`; the commands wait in another); the VPU's own
+rate per operation (rtl/vpu.py) sets the rest.
 """
 
 from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from golden import core_isa as isa
@@ -23,6 +23,8 @@ from golden.layouts import vpu_cmd_layout, vpu_in_layout, vpu_out_layout
 from .core_abuf import ABufPort
 from .core_layouts import VOP, MemRead, MemWrite, cmd_layout, row_layout
 from .layouts import to_layout
+from .params import check_config, check_core
+from .stream_queue import StreamQueue
 
 __all__ = ["VectorEngine"]
 
@@ -30,15 +32,17 @@ _FIFO = 4
 
 
 class VectorEngine(wiring.Component):
-    """Members: ``cmd`` (taken when idle), ``busy``, ``done``/``signal``; ports ``ra``/``rc``
+    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`).
+
+    Members: ``cmd`` (taken when idle), ``busy``, ``done``/``signal``; ports ``ra``/``rc``
     (ABUF reads), ``awr`` (ABUF write), ``vb``/``vc`` (VBUF reads), ``mrd`` (MASK read),
     ``wwr`` (WMEM write); ``param`` (the VPARAM register, In), ``sreg`` (In) and ``sreg_we`` /
     ``sreg_idx`` / ``sreg_val`` (a kv_amax result); the VPU streams; event counts
     ``abuf_reads`` (0..2 per cycle), ``abuf_write``, ``wmem_write``, ``vpu_row``, ``vpu_beat``,
     ``sat`` (saturated lanes of a result)."""
 
-    def __init__(self, cfg, core):
-        self._cfg, self._core = cfg, core
+    def __init__(self, cfg, *, core):
+        self._cfg, self._core = check_config(cfg), check_core(core)
         T = cfg.tile
         shb = bitlen(cfg.sh_max)
         pw = to_layout(vpu_cmd_layout(cfg)).members["param"]
@@ -111,15 +115,12 @@ class VectorEngine(wiring.Component):
                          wstart.eq(v.dst), wrow.eq(v.dst)]
 
         # ---------------------------------------------------------------- issue side
-        m.submodules.cfifo = cfifo = SyncFIFOBuffered(
-            width=to_layout(vpu_cmd_layout(cfg)).size, depth=_FIFO)
-        m.submodules.ififo = ififo = SyncFIFOBuffered(
-            width=to_layout(vpu_in_layout(cfg)).size, depth=_FIFO)
+        m.submodules.cfifo = cfifo = StreamQueue(to_layout(vpu_cmd_layout(cfg)), depth=_FIFO)
+        m.submodules.ififo = ififo = StreamQueue(to_layout(vpu_in_layout(cfg)), depth=_FIFO)
         inflight = Signal()
         row_start = kk == 0
         issue = Signal()
-        m.d.comb += issue.eq(issuing & (ififo.level + inflight < _FIFO) &
-                             (~row_start | cfifo.w_rdy))
+        m.d.comb += issue.eq(issuing & ififo.room_for(inflight) & (~row_start | cfifo.i.ready))
         m.d.sync += inflight.eq(issue)
         last_beat = kk == nbeats - 1
         tile_end = cols | (r[:k] == T - 1)
@@ -135,14 +136,13 @@ class VectorEngine(wiring.Component):
                 m.d.sync += [kk.eq(kk + 1), aoff.eq(aoff + Mux(cols, 1, T))]
 
         # One VPU command per row.
-        vcmd = Signal(to_layout(vpu_cmd_layout(cfg)))
+        vcmd = cfifo.i.p
         m.d.comb += [vcmd.op.eq(vop), vcmd.n.eq(Mux(cols, n << k, n)), vcmd.param.eq(self.param)]
         with m.If(is_op["kv_amax"]):
             m.d.comb += vcmd.param.eq(r != 0)
         with m.If(is_op["kv_quant"]):
             m.d.comb += vcmd.param.eq(Array(self.sreg[i] for i in range(isa.SREGS))[sreg])
-        m.d.comb += [cfifo.w_en.eq(issue & row_start), cfifo.w_data.eq(vcmd),
-                     self.vpu_row.eq(issue & row_start)]
+        m.d.comb += [cfifo.i.valid.eq(issue & row_start), self.vpu_row.eq(issue & row_start)]
 
         # Operand reads (data the next cycle).
         two_abuf = is_op["gated_residual"]
@@ -159,15 +159,15 @@ class VectorEngine(wiring.Component):
         kk_q = Signal(A)
         with m.If(issue):
             m.d.sync += kk_q.eq(kk)
-        beat = data.View(to_layout(vpu_in_layout(cfg)), ififo.w_data)
+        beat = ififo.i.p
         bit = (self.mrd.data.bits >> kk_q)[0]
         for t in range(T):
             m.d.comb += [beat.a[t].eq(self.ra.data[t]), beat.b[t].eq(self.vb.data.v[t]),
                          beat.c[t].eq(Mux(two_abuf, self.rc.data[t], self.vc.data.v[t])),
                          beat.mask[t].eq(bit)]
-        m.d.comb += [ififo.w_en.eq(inflight), self.vpu_beat.eq(inflight)]
-        wiring.connect(m, wiring.flipped(self.vpu_cmd), _fifo_out(m, cfifo, self.vpu_cmd))
-        wiring.connect(m, wiring.flipped(self.vpu_in), _fifo_out(m, ififo, self.vpu_in))
+        m.d.comb += [ififo.i.valid.eq(inflight), self.vpu_beat.eq(inflight)]
+        wiring.connect(m, cfifo.o, wiring.flipped(self.vpu_cmd))
+        wiring.connect(m, ififo.o, wiring.flipped(self.vpu_in))
 
         # ---------------------------------------------------------------- output side
         o = self.vpu_out
@@ -203,10 +203,3 @@ class VectorEngine(wiring.Component):
                 m.d.sync += [ko.eq(ko + 1), doff.eq(doff + T),
                              wrow.eq(wrow + Mux(cols, 1, R))]
         return m
-
-
-def _fifo_out(m, fifo, port):
-    """The read side of a SyncFIFOBuffered as a stream of ``port``'s payload shape."""
-    s = stream.Signature(port.payload.shape()).create()
-    m.d.comb += [s.valid.eq(fifo.r_rdy), s.payload.eq(fifo.r_data), fifo.r_en.eq(s.ready)]
-    return s

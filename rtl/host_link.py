@@ -60,9 +60,9 @@ from math import ceil
 
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from .stream_queue import StreamQueue
 from .uart import UARTRx, UARTTx, check_cycles_per_bit
 
 __all__ = ["HostLink", "LinkedTop", "SYNC", "STATUS_PORT", "STATUS_BYTES", "HEADER_BYTES",
@@ -205,12 +205,12 @@ class HostLink(wiring.Component):
                      self.frame_error.eq(urx.frame_error)]
 
         # Receive FIFO: a byte (bit 8 = 0) or a break marker (bit 8 = 1), in line order.
-        m.submodules.rx_fifo = fifo = SyncFIFOBuffered(width=9, depth=self._rx_depth)
+        m.submodules.rx_fifo = fifo = StreamQueue(9, depth=self._rx_depth)
         brk_pend = Signal()
-        m.d.comb += [fifo.w_en.eq(urx.o.valid | brk_pend),
-                     fifo.w_data.eq(Mux(urx.o.valid, urx.o.payload, 1 << 8)),
-                     urx.o.ready.eq(fifo.w_rdy)]
-        with m.If(fifo.w_rdy & ~urx.o.valid):
+        m.d.comb += [fifo.i.valid.eq(urx.o.valid | brk_pend),
+                     fifo.i.payload.eq(Mux(urx.o.valid, urx.o.payload, 1 << 8)),
+                     urx.o.ready.eq(fifo.i.ready)]
+        with m.If(fifo.i.ready & ~urx.o.valid):
             m.d.sync += brk_pend.eq(0)
         with m.If(urx.brk):
             m.d.sync += brk_pend.eq(1)
@@ -223,9 +223,9 @@ class HostLink(wiring.Component):
     def _receiver(self, m, fifo, q_req, q_ack):
         n_in, nbs = len(self._in), self.in_bytes
         mb = max(nbs, default=1)
-        avail, byte, is_brk = fifo.r_rdy, fifo.r_data[:8], fifo.r_data[8]
+        avail, byte, is_brk = fifo.o.valid, fifo.o.payload[:8], fifo.o.payload[8]
         take = Signal()
-        m.d.comb += fifo.r_en.eq(take)
+        m.d.comb += fifo.o.ready.eq(take)
         got = avail & ~is_brk                       # a data byte at the FIFO head
 
         sr = Signal(8 * mb)                         # word assembly, bytes shift in from the top

@@ -1,4 +1,4 @@
-"""The MPU: DSTAR's mixed-precision output-stationary systolic array (DESIGN.md 2.4, 3)."""
+"""The MPU: DSTAR's mixed-precision output-stationary systolic array (numerics §2.4, 3)."""
 
 from amaranth.hdl import Mux, Signal
 
@@ -25,8 +25,8 @@ class MPU(ArrayUnit):
     ----------
     cfg : Config (rows, cols, lanes, weight_width, acc width, alignment, pe_stages,
         max_reduction = weight-buffer depth).
-    weight_depth : rows of the weight buffer when larger than ``max_reduction`` (the core's
-        weight memory); the ``channel`` fields of ``groups`` and ``wload`` then address all of it.
+    weight_depth : keyword-only, rows of the weight buffer (an integer >= ``max_reduction``, the
+        core's WMEM); the ``channel`` fields of ``groups`` and ``wload`` then address all of it.
 
     Members
     -------
@@ -45,10 +45,10 @@ class MPU(ArrayUnit):
     stalls and the drain is always ready.
     """
 
-    def __init__(self, cfg: Config, weight_depth: int | None = None):
-        check_config(cfg)
-        super().__init__(cfg, group_layout(cfg), SlicePE, slice_row_layout(cfg),
-                         slice_col_layout(cfg), read_ports=cfg.lanes, weight_depth=weight_depth)
+    def __init__(self, cfg: Config, *, weight_depth: int | None = None):
+        super().__init__(check_config(cfg), in_fields=group_layout(cfg), pe_factory=SlicePE,
+            row_shape=slice_row_layout(cfg), col_shape=slice_col_layout(cfg),
+            read_ports=cfg.lanes, weight_depth=weight_depth)
 
     def read_addresses(self, beat):
         return [beat.channel[lane] for lane in range(self._cfg.lanes)]

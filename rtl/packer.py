@@ -1,4 +1,4 @@
-"""QPU stage 5: pack sorted descriptors into lane groups and fetch their columns (DESIGN.md 2.3).
+"""QPU stage 5: pack sorted descriptors into lane groups and fetch their columns (numerics §2.3).
 
 A sorted chunk has its valid descriptors first, in descending exponent order. From the read
 pointer ``p`` the packer looks at a window of ``lanes`` descriptors and takes the run of those
@@ -34,15 +34,21 @@ from amaranth.lib.wiring import In, Out
 from golden.config import Config
 from golden.layouts import group_layout
 
-from .chunker import column_layout
+from .chunker import check_chunk_layout, column_layout
 from .layouts import to_layout
-from .params import check_config
+from .params import check_config, check_shape
 
 __all__ = ["Packer"]
 
 
 class Packer(wiring.Component):
     """Sorted chunks in, lane groups out.
+
+    Parameters
+    ----------
+    cfg : Config.
+    chunk_layout : keyword-only, the sorter's chunk (:func:`rtl.chunker.check_chunk_layout`).
+    slot_shape : keyword-only, the shape of a column-store slot index (``current_slot``).
 
     Members
     -------
@@ -54,10 +60,10 @@ class Packer(wiring.Component):
     done : Out(1): pulses when a chunk's last window has been packed (its store slot is free).
     """
 
-    def __init__(self, cfg: Config, chunk_layout, slot_shape):
-        check_config(cfg)
-        self._cfg = cfg
-        self._chunk = chunk_layout
+    def __init__(self, cfg: Config, *, chunk_layout, slot_shape):
+        self._cfg = check_config(cfg)
+        self._chunk = check_chunk_layout(cfg, chunk_layout)
+        check_shape("slot_shape", slot_shape)
         super().__init__({
             "i": In(stream.Signature(chunk_layout)),
             "columns": In(data.ArrayLayout(column_layout(cfg), cfg.sort_n)),

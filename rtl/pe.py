@@ -1,4 +1,4 @@
-"""Processing elements of the output-stationary arrays (DESIGN.md 2.4).
+"""Processing elements of the output-stationary arrays (numerics §2.4).
 
 Both PEs share one skeleton (:class:`OutputStationaryPE`): the row operand enters at ``a_in`` and
 leaves at ``a_out`` (to the right neighbour), the column operand with its control enters at
@@ -30,7 +30,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.config import Config
-from .params import check_config
+from .params import check_bool, check_config, check_int, check_shape
 
 __all__ = ["ctrl_layout", "slice_row_layout", "slice_col_layout", "int8_row_layout",
            "int8_col_layout", "OutputStationaryPE", "SlicePE", "Int8PE"]
@@ -76,10 +76,10 @@ class OutputStationaryPE(wiring.Component):
 
     Parameters
     ----------
-    cfg : Config
+    cfg : Config. The other parameters are keyword-only (a bad one raises ValueError).
     row_shape, col_shape : layouts of the operands (the column one has a ``ctrl`` member).
-    acc_width : accumulator width.
-    overflow_detect : saturate and keep a sticky flag instead of wrapping.
+    acc_width : int >= 2, the accumulator width.
+    overflow_detect : bool, saturate and keep a sticky flag instead of wrapping.
     register_w : register the column operand into ``w_out`` (systolic forwarding, one cycle per
         PE); ``False`` passes it on as a wire (the array broadcasts it down the column,
         ``cfg.weight_hop``).
@@ -94,17 +94,17 @@ class OutputStationaryPE(wiring.Component):
     ovf_in, ovf_out : the sticky overflow flag's drain chain (only with ``overflow_detect``).
     """
 
-    def __init__(self, cfg: Config, row_shape, col_shape, acc_width: int, overflow_detect: bool,
-                 register_w: bool = True, register_a: bool = True):
+    def __init__(self, cfg: Config, *, row_shape, col_shape, acc_width: int,
+                 overflow_detect: bool, register_w: bool = True, register_a: bool = True):
         check_config(cfg)
-        for name, v in (("register_w", register_w), ("register_a", register_a)):
-            if not isinstance(v, bool):
-                raise ValueError(f"{name} must be a bool, not {v!r}")
-        self._register_w = register_w
-        self._register_a = register_a
+        check_shape("row_shape", row_shape)
+        check_shape("col_shape", col_shape)
+        check_int("acc_width", acc_width, lo=2)
+        self._register_w = check_bool("register_w", register_w)
+        self._register_a = check_bool("register_a", register_a)
         self._cfg = cfg
         self._acc_width = acc_width
-        self._ovf = overflow_detect
+        self._ovf = check_bool("overflow_detect", overflow_detect)
         members = {
             "a_in": In(row_shape), "a_out": Out(row_shape),
             "w_in": In(col_shape), "w_out": Out(col_shape),
@@ -229,10 +229,10 @@ class SlicePE(OutputStationaryPE):
     Latency ``pe_stages + 1`` cycles from operands to accumulator; one group per cycle.
     """
 
-    def __init__(self, cfg: Config, register_w: bool = True, register_a: bool = True):
-        check_config(cfg)
-        super().__init__(cfg, slice_row_layout(cfg), slice_col_layout(cfg), cfg.acc_bits,
-                         cfg.overflow_detect, register_w, register_a)
+    def __init__(self, cfg: Config, *, register_w: bool = True, register_a: bool = True):
+        super().__init__(check_config(cfg), row_shape=slice_row_layout(cfg),
+            col_shape=slice_col_layout(cfg), acc_width=cfg.acc_bits, register_w=register_w,
+            overflow_detect=cfg.overflow_detect, register_a=register_a)
         if cfg.alignment == "horner":
             self.late_ctrl_fields = ("valid", "first", "last", "exp", "dexp")
 
@@ -329,10 +329,10 @@ class Int8PE(OutputStationaryPE):
     Latency ``pe_stages + 1`` cycles from operands to accumulator; one pair per cycle.
     """
 
-    def __init__(self, cfg: Config, register_w: bool = True, register_a: bool = True):
-        check_config(cfg)
-        super().__init__(cfg, int8_row_layout(cfg), int8_col_layout(cfg), cfg.baseline_acc_width,
-                         False, register_w, register_a)
+    def __init__(self, cfg: Config, *, register_w: bool = True, register_a: bool = True):
+        super().__init__(check_config(cfg), row_shape=int8_row_layout(cfg),
+            col_shape=int8_col_layout(cfg), acc_width=cfg.baseline_acc_width,
+            overflow_detect=False, register_w=register_w, register_a=register_a)
 
     def partial(self, m):
         value = Signal(signed(2 * self._cfg.weight_width), name="prod")

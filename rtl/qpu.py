@@ -1,4 +1,4 @@
-"""The QPU: a tile of differential activations in, the MPU's lane groups out (DESIGN.md 2.2-2.3).
+"""The QPU: a tile of differential activations in, the MPU's lane groups out (numerics §2.2-2.3).
 
 Five stages: (1) max |u| of a sub-channel, (2) precision/exponent bins, (3) quantize, slice and
 reconstruct (:class:`~rtl.qpu_front.QuantizeSlice`); chunk assembly
@@ -6,13 +6,13 @@ reconstruct (:class:`~rtl.qpu_front.QuantizeSlice`); chunk assembly
 (:class:`~rtl.sorter.BitonicSorter`, the golden network); (5) packing into lane groups with their
 digit columns (:class:`~rtl.packer.Packer`). The columns (digits, channel, signed flag) wait in
 a store of ``SLOTS`` chunk slots while their keys and positions are sorted. The reconstruction
-``dequant(q)`` of every sub-channel leaves in order on a second stream (through a small FIFO),
-and the statistics counters of DESIGN 2.3 count exactly as the golden model's.
+``dequant(q)`` of every sub-channel leaves in order on a second stream (through a 4-beat
+:class:`~rtl.stream_queue.StreamQueue`), and the statistics counters of numerics §2.3 count exactly
+as the golden model's.
 """
 
 from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from golden import layouts as gl
@@ -26,6 +26,7 @@ from .packer import Packer
 from .params import check_config
 from .qpu_front import QuantizeSlice, front_in_layout, qpu_config_layout
 from .sorter import BitonicSorter
+from .stream_queue import StreamQueue
 
 __all__ = ["QPU", "counters_layout"]
 
@@ -51,7 +52,7 @@ class QPU(wiring.Component):
         ignored and sets ``config_error``. Applies to sub-channels entering after it.
     groups : Out(stream of :func:`golden.layouts.group_layout` records) to the MPU.
     recon : Out(stream of :func:`golden.layouts.recon_layout`): ``dequant(q)`` per sub-channel.
-    counters : Out(32-bit saturating counters of DESIGN 2.3); ``counters_clear`` zeroes them.
+    counters : Out(32-bit saturating counters of numerics §2.3); ``counters_clear`` zeroes them.
     config_error, overflow : Out(1), sticky: a refused configuration; a tile longer than
         ``max_reduction`` sub-channels.
 
@@ -112,10 +113,11 @@ class QPU(wiring.Component):
 
         key_width = cfg.exp_width + 1
         m.submodules.sorter = sorter = BitonicSorter(
-            n, key_width, descriptor_layout(cfg), chunk_side_layout(cfg))
+            n, key_width=key_width, payload_shape=descriptor_layout(cfg),
+            side_shape=chunk_side_layout(cfg))
         chunk = sorter.chunk_layout
-        m.submodules.chunker = chunker = ChunkAssembler(cfg, chunk)
-        m.submodules.packer = packer = Packer(cfg, chunk, range(SLOTS))
+        m.submodules.chunker = chunker = ChunkAssembler(cfg, chunk_layout=chunk)
+        m.submodules.packer = packer = Packer(cfg, chunk_layout=chunk, slot_shape=range(SLOTS))
         wiring.connect(m, chunker.o, sorter.i)
         wiring.connect(m, sorter.o, packer.i)
         wiring.connect(m, packer.o, wiring.flipped(self.groups))
@@ -128,21 +130,18 @@ class QPU(wiring.Component):
             m.d.sync += slots[chunker.o.p.side.slot].eq(chunker.o_columns)
         m.d.comb += packer.columns.eq(slots[packer.current_slot])
 
-        # Reconstruction FIFO and the hand-off of a quantized sub-channel to both consumers.
-        rlay = to_layout(recon_layout(cfg))
-        m.submodules.recon_fifo = fifo = SyncFIFOBuffered(width=rlay.size, depth=4)
+        # Reconstruction queue and the hand-off of a quantized sub-channel to both consumers.
+        m.submodules.recon_fifo = recon_q = StreamQueue(to_layout(recon_layout(cfg)), depth=4)
         m.d.comb += [
             chunker.i.payload.eq(front.o.payload),
-            chunker.i.valid.eq(front.o.valid & fifo.w_rdy),
-            front.o.ready.eq(chunker.i.ready & fifo.w_rdy),
-            fifo.w_en.eq(front.o.valid & front.o.ready),
-            fifo.w_data.eq(front.o.p.recon.as_value()),
-            self.recon.valid.eq(fifo.r_rdy),
-            self.recon.payload.eq(fifo.r_data),
-            fifo.r_en.eq(self.recon.ready),
+            chunker.i.valid.eq(front.o.valid & recon_q.i.ready),
+            front.o.ready.eq(chunker.i.ready & recon_q.i.ready),
+            recon_q.i.valid.eq(front.o.valid & front.o.ready),
+            recon_q.i.payload.eq(front.o.p.recon),
         ]
+        wiring.connect(m, recon_q.o, wiring.flipped(self.recon))
 
-        # Counters (DESIGN 2.3): 32 bits, saturating.
+        # Counters (numerics §2.3): 32 bits, saturating.
         sub = front.o.valid & front.o.ready
         fo = front.o.p
         kept = sum(fo.kept[k] for k in range(4))

@@ -1,4 +1,4 @@
-"""QPU stages 1-3: max, precision/exponent bins, quantize and slice (DESIGN.md 2.2, 2.3).
+"""QPU stages 1-3: max, precision/exponent bins, quantize and slice (numerics §2.2, 2.3).
 
 One sub-channel (the T differences of one input channel of a token tile) enters per cycle. All
 bin decisions are comparisons on ``y = (2 · max|u|) >> r0``, which needs no rounding:

@@ -12,6 +12,8 @@ from amaranth.lib.wiring import In, Out
 
 from golden.bitonic import network
 
+from .params import check_int, check_shape
+
 __all__ = ["BitonicSorter", "entry_layout"]
 
 
@@ -25,11 +27,11 @@ class BitonicSorter(wiring.Component):
     Parameters
     ----------
     n : int
-        Width, a power of two.
-    key_width : int
+        Width, a power of two >= 2.
+    key_width : int >= 1, keyword-only (as every parameter after ``n``)
     payload_shape : shape of the payload travelling with each key.
     side_shape : shape of per-chunk side data that travels unchanged (tile markers, slot).
-    stages_per_register : int
+    stages_per_register : int >= 1
         Network stages between pipeline registers (1 = a register after every stage).
 
     Members
@@ -42,13 +44,14 @@ class BitonicSorter(wiring.Component):
     back-pressure stalls it as a whole.
     """
 
-    def __init__(self, n: int, key_width: int, payload_shape, side_shape=unsigned(1),
+    def __init__(self, n: int, *, key_width: int, payload_shape, side_shape=unsigned(1),
                  stages_per_register: int = 1):
-        if not isinstance(n, int) or n < 2 or n & (n - 1):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 2 or n & (n - 1):
             raise ValueError(f"n must be a power of two >= 2, not {n!r}")
-        if not isinstance(stages_per_register, int) or stages_per_register < 1:
-            raise ValueError(f"stages_per_register must be a positive integer, not "
-                             f"{stages_per_register!r}")
+        check_int("stages_per_register", stages_per_register, lo=1)
+        check_int("key_width", key_width, lo=1)
+        check_shape("payload_shape", payload_shape)
+        check_shape("side_shape", side_shape)
         self._n = n
         self._network = network(n)
         self._spr = stages_per_register

@@ -28,8 +28,9 @@ class UartCore(LinkedTop):
     The host must send each LOAD's words right after the LOAD command (the link delivers bytes in
     order and a stalled port stalls it; :meth:`sim.host_driver.HostDriver.run_core` does this).
 
-    Parameters: ``cfg``, ``core`` (:class:`golden.core_isa.CoreConfig`), ``cycles_per_bit``
-    (>= 4; the simulation default of :mod:`rtl.uart_vpu`), ``rx_depth`` (link receive FIFO, bytes).
+    Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`),
+    ``cycles_per_bit`` (an integer >= 4, default 16), ``rx_depth`` (link receive FIFO, bytes;
+    :class:`~rtl.host_link.HostLink` checks both).
 
     Members: ``rx``/``tx`` (UART pins), ``link_error``, ``overrun``, ``frame_error`` (the link's
     sticky flags), ``core_error`` (the core's error code), ``done``.
@@ -38,11 +39,11 @@ class UartCore(LinkedTop):
     core_error: Out(range(len(isa.ERRORS)))
     done: Out(1)
 
-    def __init__(self, cfg: Config, core: isa.CoreConfig, *, cycles_per_bit: int = 16,
+    def __init__(self, cfg: Config, *, core: isa.CoreConfig, cycles_per_bit: int = 16,
                  rx_depth: int = 256):
         check_config(cfg)
         self._cfg = cfg
-        self._core = Core(cfg, core)
+        self._core = Core(cfg, core=core)
         c = self._core.signature.members
         self._link = HostLink([c["cmd"].signature.members["payload"].shape,
                                c["host_in"].signature.members["payload"].shape],

@@ -1,4 +1,4 @@
-"""The VPU: every function of DESIGN.md 2.7 on ``vpu_lanes`` elements per cycle, bit for bit the
+"""The VPU: every function of numerics §2.7 on ``vpu_lanes`` elements per cycle, bit for bit the
 integer golden model (:mod:`golden.vpu`).
 
 A *command* (:func:`golden.layouts.vpu_cmd_layout`) names an operation and a row length ``n``;
@@ -49,7 +49,7 @@ from golden.vpu import VPUTables, vpu_tables
 
 from .arith import rom, saturate, tree_reduce
 from .layouts import to_layout
-from .params import check_config
+from .params import check_config, check_tables
 from .vpu_lane import LaneMode, VPULane, lane_widths
 from .vpu_scalar import KVShift, LayerNormRsqrt, SoftmaxRecip
 
@@ -58,45 +58,65 @@ __all__ = ["VPU", "VPUOp"]
 VPUOp = enum.IntEnum("VPUOp", {name.upper(): i for i, name in enumerate(VPU_OPS)})
 
 
-class _U(enum.IntEnum):
-    """Micro-operations: what the operand stage maps onto the lanes."""
+class _MicroOp(enum.IntEnum):
+    """What the operand stage maps onto the lanes for one beat."""
     NONE = 0
     MODULATE = 1
     GELU = 2
-    GATED = 3
-    REQUANT = 4
-    DIFF = 5
-    XHAT = 6
-    KVQ = 7
-    LNSQ = 8      # LayerNorm load: x² into Σx²
-    SMEXP = 9     # softmax exponentials (from the row buffer), written back
-    SMOUT = 10    # softmax output P (from the row buffer)
-    LNOUT = 11    # LayerNorm output (from the row buffer)
-    KVE = 12      # the K/V shift, one beat
-    LDSM = 13     # softmax load: row buffer and max (no lane work)
-    LDKV = 14     # K/V load: max |v| (no lane work)
+    GATED_RESIDUAL = 3
+    ACC_REQUANT = 4
+    DIFF_DELTA = 5
+    XHAT_UPDATE = 6
+    KV_QUANT = 7
+    LAYERNORM_LOAD = 8    # LayerNorm load: x² into Σx²
+    SOFTMAX_EXP = 9       # softmax exponentials (from the row buffer), written back
+    SOFTMAX_OUT = 10      # softmax output P (from the row buffer)
+    LAYERNORM_OUT = 11    # LayerNorm output (from the row buffer)
+    KV_SHIFT = 12         # the K/V shift, one beat
+    SOFTMAX_LOAD = 13     # softmax load: row buffer and max (no lane work)
+    KV_LOAD = 14          # K/V load: max |v| (no lane work)
 
 
-_EW = {VPUOp.MODULATE: _U.MODULATE, VPUOp.GELU: _U.GELU, VPUOp.GATED_RESIDUAL: _U.GATED,
-       VPUOp.ACC_REQUANT: _U.REQUANT, VPUOp.DIFF_DELTA: _U.DIFF, VPUOp.XHAT_UPDATE: _U.XHAT,
-       VPUOp.KV_QUANT: _U.KVQ}
+#: The micro-operation of each element-wise operation's input beats.
+_ELEMENTWISE_MICRO_OP = {
+    VPUOp.MODULATE: _MicroOp.MODULATE, VPUOp.GELU: _MicroOp.GELU,
+    VPUOp.GATED_RESIDUAL: _MicroOp.GATED_RESIDUAL, VPUOp.ACC_REQUANT: _MicroOp.ACC_REQUANT,
+    VPUOp.DIFF_DELTA: _MicroOp.DIFF_DELTA, VPUOp.XHAT_UPDATE: _MicroOp.XHAT_UPDATE,
+    VPUOp.KV_QUANT: _MicroOp.KV_QUANT}
 
 
-class _S(enum.IntEnum):
+class _State(enum.IntEnum):
+    """The row sequencer (see the module docstring for the passes)."""
     IDLE = 0
-    EW = 1
-    LOAD = 2
-    DRAIN = 3
-    SCALAR = 4
-    EXP = 5
-    OUT = 6
-    EMIT = 7
+    ELEMENTWISE = 1     # input beats straight through the lanes
+    LOAD = 2            # input beats into the row buffer and the reductions
+    DRAIN = 3           # waiting for the pipeline to empty between passes
+    SCALAR = 4          # the per-row scalar unit's latency
+    EXP = 5             # softmax: exponentials from the row buffer, written back
+    OUT = 6             # the output pass from the row buffer
+    EMIT = 7            # kv_amax: its one output beat
 
 
 class _Dest(enum.IntEnum):
+    """Where a lane result goes."""
     OUT = 0
     SUM = 1      # softmax: write back and add to Σex
     SQ = 2       # LayerNorm: add to Σx²
+
+
+class _Ctl:
+    """The control travelling with a beat through the operand stage and the lanes: ``valid``,
+    ``dest`` (:class:`_Dest`), ``last`` (the row's last beat) and ``addr`` (its row-buffer
+    word)."""
+
+    def __init__(self, prefix: str, depth: int):
+        self.valid = Signal(name=f"{prefix}_valid")
+        self.dest = Signal(_Dest, name=f"{prefix}_dest")
+        self.last = Signal(name=f"{prefix}_last")
+        self.addr = Signal(range(depth), name=f"{prefix}_addr")
+
+    def fields(self):
+        return (self.valid, self.dest, self.last, self.addr)
 
 
 class VPU(wiring.Component):
@@ -105,8 +125,8 @@ class VPU(wiring.Component):
     Parameters
     ----------
     cfg : Config (vpu_lanes, act format, p_base_log2, max_reduction, acc_bits, mult_width, sh_max).
-    tables : VPUTables, default :func:`golden.vpu.vpu_tables` of ``cfg`` (the RTL's ROMs hold
-        exactly these).
+    tables : VPUTables, keyword-only, default :func:`golden.vpu.vpu_tables` of ``cfg`` (the RTL's
+        ROMs hold exactly these).
 
     Members
     -------
@@ -117,9 +137,9 @@ class VPU(wiring.Component):
     error : Out(1), sticky: a refused command. busy : Out(1): a row in progress or in flight.
     """
 
-    def __init__(self, cfg: Config, tables: VPUTables | None = None):
+    def __init__(self, cfg: Config, *, tables: VPUTables | None = None):
         check_config(cfg)
-        t = vpu_tables(cfg) if tables is None else tables
+        t = vpu_tables(cfg) if tables is None else check_tables(tables)
         if t.rsqrt_frac < cfg.act_frac + t.ln_eps_frac // 2:
             raise ConfigError(f"VPU: act_frac ({cfg.act_frac}) + ln_eps_frac/2 "
                               f"({t.ln_eps_frac // 2}) must not exceed rsqrt_frac "
@@ -142,126 +162,183 @@ class VPU(wiring.Component):
         """Row buffer words."""
         return ceil(self._cfg.max_reduction / self._cfg.vpu_lanes)
 
+    @property
+    def tables(self) -> VPUTables:
+        """The tables the ROMs hold."""
+        return self._t
+
     def elaborate(self, platform):
-        cfg, t = self._cfg, self._t
-        L, W, n_max = cfg.vpu_lanes, cfg.act_width, cfg.max_reduction
-        E = t.exp_frac
-        lw = lane_widths(cfg, t)
-        m = Module()
+        return _Elaboration(self).m
 
-        # ---------------------------------------------------------------- units
-        lanes = []
-        for k in range(L):
-            lane = VPULane(cfg, t)
+
+class _Elaboration:
+    """One elaboration of a :class:`VPU`: the module ``m``, its units and the signals its parts
+    share. The parts are built in the order of :meth:`__init__`; the order matters where two
+    parts assign the same signal (the later assignment wins: the command intake comes last)."""
+
+    def __init__(self, vpu: VPU):
+        self.vpu, self.cfg, self.t = vpu, vpu.cfg, vpu.tables
+        self.m = Module()
+        self._units()
+        self._registers()
+        self._pipeline()
+        self._row_scalars()
+        self._input_beats()
+        self._row_reductions()
+        self._row_passes()
+        self._operand_stage()
+        self._results()
+        self._command_intake()
+
+    # ---------------------------------------------------------------- units
+    def _units(self):
+        """The lanes, the per-row scalar units and the row buffer with its two ports."""
+        cfg, t, m = self.cfg, self.t, self.m
+        self.lanes = []
+        for k in range(cfg.vpu_lanes):
+            lane = VPULane(cfg, tables=t)
             m.submodules[f"lane{k}"] = lane
-            lanes.append(lane)
-        m.submodules.recip = recip = SoftmaxRecip(cfg, t)
-        eps_w = len(self.cmd.p.param)
-        m.submodules.rsqrt = rsqrt = LayerNormRsqrt(cfg, t, lw["ny1"], lw["s1y1"], eps_w)
-        m.submodules.kvshift = kvshift = KVShift(cfg)
+            self.lanes.append(lane)
+        m.submodules.recip = self.recip = SoftmaxRecip(cfg, tables=t)
+        self.eps_width = len(self.vpu.cmd.p.param)
+        lw = lane_widths(cfg, t)
+        m.submodules.rsqrt = self.rsqrt = LayerNormRsqrt(
+            cfg, tables=t, ny1_width=lw["ny1"], s1y1_width=lw["s1y1"], eps_width=self.eps_width)
+        m.submodules.kvshift = self.kvshift = KVShift(cfg)
 
-        bw = max(W, E + 1)
-        word = data.ArrayLayout(data.StructLayout({"v": bw, "m": 1}), L)
-        m.submodules.buf = buf = Memory(shape=word, depth=self.depth, init=[])
-        wr = buf.write_port()
-        rd = buf.read_port()
+        # A word holds a beat's values (wide enough for an exponential) and mask bits.
+        self.word_bits = max(cfg.act_width, t.exp_frac + 1)
+        word = data.ArrayLayout(data.StructLayout({"v": self.word_bits, "m": 1}), cfg.vpu_lanes)
+        m.submodules.buf = buf = Memory(shape=word, depth=self.vpu.depth, init=[])
+        self.buf_wr = buf.write_port()
+        self.buf_rd = buf.read_port()
 
-        # ---------------------------------------------------------------- command and FSM state
-        state = Signal(_S)
-        op = Signal(range(len(VPU_OPS)))
-        n = Signal(range(n_max + 1))
-        param = Signal(eps_w)
-        nb = Signal(range(self.depth + 1))
-        cnt = Signal(range(self.depth + 1))      # beats done in the current pass
-        rem = Signal(range(n_max + 1))           # elements left from the current beat on
-        wait = Signal(range(16))
-        second = Signal()                        # softmax: the exponentials are done
+    # ---------------------------------------------------------------- state
+    def _registers(self):
+        """The running command and the sequencer state."""
+        cfg, depth = self.cfg, self.vpu.depth
+        self.state = Signal(_State, name="state")
+        self.op = Signal(range(len(VPU_OPS)), name="op")
+        self.n = Signal(range(cfg.max_reduction + 1), name="n")
+        self.param = Signal(self.eps_width, name="param")
+        self.nb = Signal(range(depth + 1), name="nb")          # beats per row
+        self.cnt = Signal(range(depth + 1), name="cnt")        # beats done in the current pass
+        self.rem = Signal(range(cfg.max_reduction + 1), name="rem")  # elements left from the beat
+        self.wait = Signal(range(16), name="wait")
+        self.second = Signal(name="second")      # softmax: the exponentials are done
 
-        # Pipeline: I (an input beat, registered) or R (a row-buffer read), then A (the lanes'
-        # operands), then the lanes' stages. I and R load on the same advance from states that
-        # exclude each other, so at most one of them is valid.
-        lat = VPULane.LATENCY
-        adv = Signal()
-        i_valid, i_last = Signal(), Signal()
-        i_uop = Signal(_U)
-        i_len = Signal(L)
-        i_p = Signal(self.i.p.shape())
-        i_addr = Signal(range(self.depth))
-        i_shift = Signal(range(W + 1))           # kv_quant's shift, travelling with its beat
-        r_valid, r_last = Signal(), Signal()
-        r_uop = Signal(_U)
-        r_addr = Signal(range(self.depth))
-        r_len = Signal(L)
-        a_valid, a_last = Signal(), Signal()
-        a_dest = Signal(_Dest)
-        a_addr = Signal(range(self.depth))
-        ctl = [(Signal(name=f"p{s}_valid"), Signal(_Dest, name=f"p{s}_dest"),
-                Signal(name=f"p{s}_last"), Signal(range(self.depth), name=f"p{s}_addr"))
-               for s in range(lat)]
-        f_valid, f_dest, f_last, f_addr = ctl[-1]
+    def _pipeline(self):
+        """The pipeline registers and their advance.
+
+        An input register (``in_*``: an input beat) or a row-buffer read (``rd_*``) feeds the
+        operand stage (control ``a_*``), then the lanes' stages (control ``p<k>_*``). The input
+        register and the read load on the same advance from states that exclude each other, so at
+        most one of them is valid. Everything advances together unless the last stage holds an
+        output beat that is not taken."""
+        cfg, m, depth = self.cfg, self.m, self.vpu.depth
+        L, W = cfg.vpu_lanes, cfg.act_width
+        self.adv = adv = Signal(name="adv")
+        # The input register.
+        self.in_valid, self.in_last = Signal(name="in_valid"), Signal(name="in_last")
+        self.in_uop = Signal(_MicroOp, name="in_uop")
+        self.in_len = Signal(L, name="in_len")                 # lanes holding an element
+        self.in_beat = Signal(self.vpu.i.p.shape(), name="in_beat")
+        self.in_addr = Signal(range(depth), name="in_addr")
+        self.in_shift = Signal(range(W + 1), name="in_shift")  # kv_quant's shift, with its beat
+        # The row-buffer read.
+        self.rd_valid, self.rd_last = Signal(name="rd_valid"), Signal(name="rd_last")
+        self.rd_uop = Signal(_MicroOp, name="rd_uop")
+        self.rd_addr = Signal(range(depth), name="rd_addr")
+        self.rd_len = Signal(L, name="rd_len")
+        # The operand stage and the lanes' stages.
+        self.a = _Ctl("a", depth)
+        self.stages = [_Ctl(f"p{s}", depth) for s in range(VPULane.LATENCY)]
+        self.final = self.stages[-1]
         # Reduction pipelines between a beat and its row accumulator: valid flags, delayed as
-        # many cycles as the trees' registers (filled in below).
-        red_valids, sum_valids, sq_valids = [], [], []
-        in_flight = Signal()
-        empty = ~(i_valid | r_valid | a_valid | Cat(*(c[0] for c in ctl)).any() | in_flight)
+        # many cycles as the trees' registers (filled in by _row_reductions and _results).
+        self.red_valids, self.sum_valids, self.sq_valids = [], [], []
+        self.in_flight = Signal(name="in_flight")
+        self.empty = ~(self.in_valid | self.rd_valid | self.a.valid |
+                       Cat(*(c.valid for c in self.stages)).any() | self.in_flight)
+        f = self.final
         m.d.comb += [
-            adv.eq(~(f_valid & (f_dest == _Dest.OUT) & ~self.o.ready)),
+            adv.eq(~(f.valid & (f.dest == _Dest.OUT) & ~self.vpu.o.ready)),
         ]
         with m.If(adv):
-            prev = (a_valid, a_dest, a_last, a_addr)
-            for c in ctl:
-                m.d.sync += [c[i].eq(prev[i]) for i in range(4)]
+            prev = self.a
+            for c in self.stages:
+                m.d.sync += [dst.eq(src) for dst, src in zip(c.fields(), prev.fields())]
                 prev = c
-        for lane in lanes:
+        for lane in self.lanes:
             m.d.comb += lane.en.eq(adv)
 
-        # Per-row accumulators and latched scalars.
-        smax = Signal(signed(W))
-        total = Signal(unsigned(t.widths["softmax.sum"][0]))
-        s1 = Signal(signed(t.widths["layernorm.S1"][0]))
-        s2 = Signal(unsigned(t.widths["layernorm.S2"][0]))
-        amax = Signal(unsigned(W))
-        y1_row = Signal.like(recip.y1)
-        smshift_row = Signal.like(recip.shift)
-        ny1_row, s1y1_row = Signal.like(rsqrt.ny1), Signal.like(rsqrt.s1y1)
-        lnshift_row, zero_row = Signal.like(rsqrt.shift), Signal()
-        e_row = Signal.like(kvshift.e)
-        m.d.comb += [recip.total.eq(total), rsqrt.n.eq(n), rsqrt.s1.eq(s1), rsqrt.s2.eq(s2),
-                     rsqrt.eps_q.eq(param), kvshift.amax.eq(amax)]
+    def _row_scalars(self):
+        """Per-row accumulators and the scalars latched from the scalar units."""
+        t, m, W = self.t, self.m, self.cfg.act_width
+        recip, rsqrt, kvshift = self.recip, self.rsqrt, self.kvshift
+        self.smax = Signal(signed(W), name="smax")
+        self.total = Signal(unsigned(t.widths["softmax.sum"][0]), name="total")
+        self.s1 = Signal(signed(t.widths["layernorm.S1"][0]), name="s1")
+        self.s2 = Signal(unsigned(t.widths["layernorm.S2"][0]), name="s2")
+        self.amax = Signal(unsigned(W), name="amax")
+        self.y1_row = Signal.like(recip.y1, name="y1_row")
+        self.smshift_row = Signal.like(recip.shift, name="smshift_row")
+        self.ny1_row = Signal.like(rsqrt.ny1, name="ny1_row")
+        self.s1y1_row = Signal.like(rsqrt.s1y1, name="s1y1_row")
+        self.lnshift_row = Signal.like(rsqrt.shift, name="lnshift_row")
+        self.zero_row = Signal(name="zero_row")
+        self.e_row = Signal.like(kvshift.e, name="e_row")
+        m.d.comb += [recip.total.eq(self.total), rsqrt.n.eq(self.n), rsqrt.s1.eq(self.s1),
+                     rsqrt.s2.eq(self.s2), rsqrt.eps_q.eq(self.param),
+                     kvshift.amax.eq(self.amax)]
 
-        # ---------------------------------------------------------------- input beats
-        lane_ok = Signal(L)
-        m.d.comb += lane_ok.eq(Cat(*(rem > k for k in range(L))))
-        m.d.comb += self.i.ready.eq(adv & ((state == _S.EW) | (state == _S.LOAD)))
-        take = self.i.valid & self.i.ready
-        last_beat = cnt + 1 == nb
+    # ---------------------------------------------------------------- input beats
+    def _input_beats(self):
+        """Input beats (ELEMENTWISE and LOAD) and kv_amax's one injected beat (EMIT) into the
+        input register."""
+        cfg, m, i = self.cfg, self.m, self.vpu.i
+        L = cfg.vpu_lanes
+        state = self.state
+        self.lane_ok = lane_ok = Signal(L, name="lane_ok")
+        m.d.comb += lane_ok.eq(Cat(*(self.rem > k for k in range(L))))
+        m.d.comb += i.ready.eq(self.adv & ((state == _State.ELEMENTWISE) |
+                                           (state == _State.LOAD)))
+        self.take = take = i.valid & i.ready
+        self.last_beat = last_beat = self.cnt + 1 == self.nb
         with m.If(take):
-            m.d.sync += [cnt.eq(cnt + 1), rem.eq(rem - L)]
+            m.d.sync += [self.cnt.eq(self.cnt + 1), self.rem.eq(self.rem - L)]
             with m.If(last_beat):
-                m.d.sync += [cnt.eq(0), rem.eq(n)]
-                m.d.sync += state.eq(Mux(state == _S.EW, _S.IDLE, _S.DRAIN))
-        inject = (state == _S.EMIT) & adv
+                m.d.sync += [self.cnt.eq(0), self.rem.eq(self.n)]
+                m.d.sync += state.eq(Mux(state == _State.ELEMENTWISE, _State.IDLE,
+                                         _State.DRAIN))
+        self.inject = inject = (state == _State.EMIT) & self.adv
         with m.If(inject):
-            m.d.sync += state.eq(_S.IDLE)
-        in_uop = Signal(_U)
-        with m.Switch(op):
-            for o, u in _EW.items():
-                with m.Case(o):
-                    m.d.comb += in_uop.eq(u)
+            m.d.sync += state.eq(_State.IDLE)
+        beat_uop = Signal(_MicroOp, name="beat_uop")
+        with m.Switch(self.op):
+            for op, uop in _ELEMENTWISE_MICRO_OP.items():
+                with m.Case(op):
+                    m.d.comb += beat_uop.eq(uop)
             with m.Case(VPUOp.SOFTMAX):
-                m.d.comb += in_uop.eq(_U.LDSM)
+                m.d.comb += beat_uop.eq(_MicroOp.SOFTMAX_LOAD)
             with m.Case(VPUOp.LAYERNORM):
-                m.d.comb += in_uop.eq(_U.LNSQ)
+                m.d.comb += beat_uop.eq(_MicroOp.LAYERNORM_LOAD)
             with m.Case(VPUOp.KV_AMAX):
-                m.d.comb += in_uop.eq(Mux(inject, _U.KVE, _U.LDKV))
-        with m.If(adv):
-            m.d.sync += [i_valid.eq(take | inject), i_uop.eq(in_uop), i_last.eq(last_beat | inject),
-                         i_len.eq(lane_ok), i_addr.eq(cnt), i_p.eq(self.i.payload),
-                         i_shift.eq(param)]
-        used = i_valid & adv                     # I moves on: its beat is used exactly once
+                m.d.comb += beat_uop.eq(Mux(inject, _MicroOp.KV_SHIFT, _MicroOp.KV_LOAD))
+        with m.If(self.adv):
+            m.d.sync += [self.in_valid.eq(take | inject), self.in_uop.eq(beat_uop),
+                         self.in_last.eq(last_beat | inject), self.in_len.eq(lane_ok),
+                         self.in_addr.eq(self.cnt), self.in_beat.eq(i.payload),
+                         self.in_shift.eq(self.param)]
+        self.used = self.in_valid & self.adv     # the input register moves on: used once
 
-        # The row's reductions (LOAD): a tree per beat, registered, then the accumulator.
-        xs = [i_p.a[k][:W].as_signed() for k in range(L)]
+    def _row_reductions(self):
+        """The row's reductions while it loads: a registered tree per beat (the beat's max, max
+        |x| and Σx), then the row accumulators; and the check of acc_requant's shifts."""
+        cfg, m = self.cfg, self.m
+        L, W = cfg.vpu_lanes, cfg.act_width
+        beat, lanes_on, uop = self.in_beat, self.in_len, self.in_uop
+        self.xs = xs = [beat.a[k][:W].as_signed() for k in range(L)]
         low = -(1 << (W - 1))
         kept, mags, xsum = [], [], []
         for k in range(L):
@@ -269,9 +346,10 @@ class VPU(wiring.Component):
             mv = Signal(unsigned(W), name=f"mag{k}")
             xv = Signal(signed(W), name=f"xin{k}")
             m.d.comb += [
-                kv.eq(Mux(i_len[k] & ((i_uop != _U.LDSM) | i_p.mask[k]), xs[k], low)),
-                mv.eq(Mux(i_len[k], Mux(xs[k] < 0, -xs[k], xs[k])[:W], 0)),
-                xv.eq(Mux(i_len[k], xs[k], 0)),
+                kv.eq(Mux(lanes_on[k] & ((uop != _MicroOp.SOFTMAX_LOAD) | beat.mask[k]), xs[k],
+                          low)),
+                mv.eq(Mux(lanes_on[k], Mux(xs[k] < 0, -xs[k], xs[k])[:W], 0)),
+                xv.eq(Mux(lanes_on[k], xs[k], 0)),
             ]
             kept.append(kv)
             mags.append(mv)
@@ -283,76 +361,100 @@ class VPU(wiring.Component):
                                      Signal.like(t_amax, name="red_amax"),
                                      Signal.like(t_s1, name="red_s1"))
         m.d.sync += [red_max.eq(t_max), red_amax.eq(t_amax), red_s1.eq(t_s1)]
-        red_in = used & ((i_uop == _U.LDSM) | (i_uop == _U.LNSQ) | (i_uop == _U.LDKV))
-        red_valid = self._delay(m, red_in, stages + 1, "red_valid", red_valids)
+        red_in = self.used & ((uop == _MicroOp.SOFTMAX_LOAD) | (uop == _MicroOp.LAYERNORM_LOAD) |
+                              (uop == _MicroOp.KV_LOAD))
+        red_valid = _delay(m, red_in, stages + 1, "red_valid", self.red_valids)
+        smax, amax = self.smax, self.amax
         with m.If(red_valid):
             m.d.sync += [smax.eq(Mux(red_max > smax, red_max, smax)),
-                         amax.eq(Mux(red_amax > amax, red_amax, amax)), s1.eq(s1 + red_s1)]
-        if (1 << len(i_p.sh[0])) - 1 > cfg.sh_max:
-            bad_sh = Cat(*(i_len[k] & (i_p.sh[k] > cfg.sh_max) for k in range(L))).any()
-            with m.If(used & (i_uop == _U.REQUANT) & bad_sh):
-                m.d.sync += self.error.eq(1)
+                         amax.eq(Mux(red_amax > amax, red_amax, amax)),
+                         self.s1.eq(self.s1 + red_s1)]
+        if (1 << len(beat.sh[0])) - 1 > cfg.sh_max:
+            bad_sh = Cat(*(lanes_on[k] & (beat.sh[k] > cfg.sh_max) for k in range(L))).any()
+            with m.If(self.used & (uop == _MicroOp.ACC_REQUANT) & bad_sh):
+                m.d.sync += self.vpu.error.eq(1)
 
-        # ---------------------------------------------------------------- row passes
+    # ---------------------------------------------------------------- row passes
+    def _row_passes(self):
+        """The sequencer between passes (DRAIN, SCALAR) and the passes that read the row buffer
+        (EXP, OUT) into the read stage."""
+        m, L = self.m, self.cfg.vpu_lanes
+        state, op, cnt, wait = self.state, self.op, self.cnt, self.wait
         scalar_wait = Mux(op == VPUOp.SOFTMAX, SoftmaxRecip.LATENCY,
                           Mux(op == VPUOp.LAYERNORM, LayerNormRsqrt.LATENCY, KVShift.LATENCY))
         with m.Switch(state):
-            with m.Case(_S.DRAIN):
-                with m.If(empty):
-                    with m.If((op == VPUOp.SOFTMAX) & ~second):
-                        m.d.sync += state.eq(_S.EXP)
+            with m.Case(_State.DRAIN):
+                with m.If(self.empty):
+                    with m.If((op == VPUOp.SOFTMAX) & ~self.second):
+                        m.d.sync += state.eq(_State.EXP)
                     with m.Else():
-                        m.d.sync += [state.eq(_S.SCALAR), wait.eq(scalar_wait)]
-            with m.Case(_S.SCALAR):
+                        m.d.sync += [state.eq(_State.SCALAR), wait.eq(scalar_wait)]
+            with m.Case(_State.SCALAR):
                 m.d.sync += wait.eq(wait - 1)
                 with m.If(wait == 0):
-                    m.d.sync += [y1_row.eq(recip.y1), smshift_row.eq(recip.shift),
-                                 ny1_row.eq(rsqrt.ny1), s1y1_row.eq(rsqrt.s1y1),
-                                 lnshift_row.eq(rsqrt.shift), zero_row.eq(rsqrt.zero),
-                                 e_row.eq(kvshift.e)]
-                    m.d.sync += state.eq(Mux(op == VPUOp.KV_AMAX, _S.EMIT, _S.OUT))
-        issue = ((state == _S.EXP) | (state == _S.OUT)) & adv
-        m.d.comb += [rd.en.eq(adv), rd.addr.eq(cnt)]
-        with m.If(adv):
-            m.d.sync += [r_valid.eq(issue), r_last.eq(last_beat), r_addr.eq(cnt),
-                         r_len.eq(lane_ok),
-                         r_uop.eq(Mux(state == _S.EXP, _U.SMEXP,
-                                      Mux(op == VPUOp.SOFTMAX, _U.SMOUT, _U.LNOUT)))]
+                    m.d.sync += [self.y1_row.eq(self.recip.y1),
+                                 self.smshift_row.eq(self.recip.shift),
+                                 self.ny1_row.eq(self.rsqrt.ny1),
+                                 self.s1y1_row.eq(self.rsqrt.s1y1),
+                                 self.lnshift_row.eq(self.rsqrt.shift),
+                                 self.zero_row.eq(self.rsqrt.zero), self.e_row.eq(self.kvshift.e)]
+                    m.d.sync += state.eq(Mux(op == VPUOp.KV_AMAX, _State.EMIT, _State.OUT))
+        self.issue = issue = ((state == _State.EXP) | (state == _State.OUT)) & self.adv
+        m.d.comb += [self.buf_rd.en.eq(self.adv), self.buf_rd.addr.eq(cnt)]
+        with m.If(self.adv):
+            m.d.sync += [self.rd_valid.eq(issue), self.rd_last.eq(self.last_beat),
+                         self.rd_addr.eq(cnt), self.rd_len.eq(self.lane_ok),
+                         self.rd_uop.eq(Mux(state == _State.EXP, _MicroOp.SOFTMAX_EXP,
+                                            Mux(op == VPUOp.SOFTMAX, _MicroOp.SOFTMAX_OUT,
+                                                _MicroOp.LAYERNORM_OUT)))]
         with m.If(issue):
-            m.d.sync += [cnt.eq(cnt + 1), rem.eq(rem - L)]
-            with m.If(last_beat):
-                m.d.sync += [cnt.eq(0), rem.eq(n)]
-                with m.If(state == _S.EXP):
-                    m.d.sync += [state.eq(_S.DRAIN), second.eq(1)]
+            m.d.sync += [cnt.eq(cnt + 1), self.rem.eq(self.rem - L)]
+            with m.If(self.last_beat):
+                m.d.sync += [cnt.eq(0), self.rem.eq(self.n)]
+                with m.If(state == _State.EXP):
+                    m.d.sync += [state.eq(_State.DRAIN), self.second.eq(1)]
                 with m.Else():
-                    m.d.sync += state.eq(_S.IDLE)
+                    m.d.sync += state.eq(_State.IDLE)
 
-        # ---------------------------------------------------------------- operand stage (A)
-        uop = Signal(_U)
-        with m.If(r_valid):
-            m.d.comb += uop.eq(r_uop)
-        with m.Elif(i_valid):
-            m.d.comb += uop.eq(i_uop)
-        lane_op = (uop != _U.NONE) & (uop != _U.LDSM) & (uop != _U.LDKV)
-        with m.If(adv):
+    # ---------------------------------------------------------------- operand stage (A)
+    def _operand_stage(self):
+        """The operand stage: the micro-operation of the read or input beat, its control, and
+        each lane's operands (:func:`_lane_operands`)."""
+        m, a = self.m, self.a
+        uop = Signal(_MicroOp, name="uop")
+        with m.If(self.rd_valid):
+            m.d.comb += uop.eq(self.rd_uop)
+        with m.Elif(self.in_valid):
+            m.d.comb += uop.eq(self.in_uop)
+        # Loads that only reduce (softmax's max, kv_amax's max |v|) do no lane work.
+        lane_op = ((uop != _MicroOp.NONE) & (uop != _MicroOp.SOFTMAX_LOAD) &
+                   (uop != _MicroOp.KV_LOAD))
+        with m.If(self.adv):
             m.d.sync += [
-                a_valid.eq(lane_op),
-                a_dest.eq(Mux(uop == _U.SMEXP, _Dest.SUM, Mux(uop == _U.LNSQ, _Dest.SQ,
-                                                              _Dest.OUT))),
-                a_last.eq(Mux(r_valid, r_last, i_last)),
-                a_addr.eq(r_addr),
+                a.valid.eq(lane_op),
+                a.dest.eq(Mux(uop == _MicroOp.SOFTMAX_EXP, _Dest.SUM,
+                              Mux(uop == _MicroOp.LAYERNORM_LOAD, _Dest.SQ, _Dest.OUT))),
+                a.last.eq(Mux(self.rd_valid, self.rd_last, self.in_last)),
+                a.addr.eq(self.rd_addr),
             ]
-        self._operands(m, lanes, uop, i_p, rd.data, i_len, r_len, adv,
-                       dict(smax=smax, y1=y1_row, smshift=smshift_row, ny1=ny1_row,
-                            s1y1=s1y1_row, lnshift=lnshift_row, zero=zero_row, e=e_row,
-                            kv_shift=i_shift))
+        row = dict(smax=self.smax, y1=self.y1_row, smshift=self.smshift_row, ny1=self.ny1_row,
+                   s1y1=self.s1y1_row, lnshift=self.lnshift_row, zero=self.zero_row,
+                   e=self.e_row, kv_shift=self.in_shift)
+        for k, lane in enumerate(self.lanes):
+            _lane_operands(self, k, lane, uop, row)
 
-        # ---------------------------------------------------------------- results
+    # ---------------------------------------------------------------- results
+    def _results(self):
+        """Lane results: softmax exponentials written back to the row buffer and summed,
+        LayerNorm's x² summed, a loaded beat written to the row buffer, output beats."""
+        cfg, m, f = self.cfg, self.m, self.final
+        W, E = cfg.act_width, self.t.exp_frac
+        wr = self.buf_wr
         # The row buffer's one write port: exponentials written back, or a loaded beat.
-        write_back = f_valid & (f_dest == _Dest.SUM)
+        write_back = f.valid & (f.dest == _Dest.SUM)
         exs = []
         sqs = []
-        for k, lane in enumerate(lanes):
+        for k, lane in enumerate(self.lanes):
             e_k = Signal(unsigned(E + 1), name=f"ex{k}")
             q_k = Signal(unsigned(2 * W), name=f"sq{k}")
             m.d.comb += [e_k.eq(lane.r[:E + 1]), q_k.eq(lane.r[:2 * W])]
@@ -362,146 +464,162 @@ class VPU(wiring.Component):
         t_sq, _ = tree_reduce(m, sqs, "sum", "beat_sq", every=2)
         sum_val, sq_val = Signal.like(t_sum, name="sum_val"), Signal.like(t_sq, name="sq_val")
         m.d.sync += [sum_val.eq(t_sum), sq_val.eq(t_sq)]
-        sum_valid = self._delay(m, write_back, stages + 1, "sum_valid", sum_valids)
-        sq_valid = self._delay(m, f_valid & (f_dest == _Dest.SQ), stages + 1, "sq_valid",
-                               sq_valids)
-        m.d.comb += in_flight.eq(Cat(*red_valids, *sum_valids, *sq_valids).any())
+        sum_valid = _delay(m, write_back, stages + 1, "sum_valid", self.sum_valids)
+        sq_valid = _delay(m, f.valid & (f.dest == _Dest.SQ), stages + 1, "sq_valid",
+                          self.sq_valids)
+        m.d.comb += self.in_flight.eq(Cat(*self.red_valids, *self.sum_valids,
+                                          *self.sq_valids).any())
         with m.If(sum_valid):
-            m.d.sync += total.eq(total + sum_val)
+            m.d.sync += self.total.eq(self.total + sum_val)
         with m.If(sq_valid):
-            m.d.sync += s2.eq(s2 + sq_val)
+            m.d.sync += self.s2.eq(self.s2 + sq_val)
+        uop, beat = self.in_uop, self.in_beat
         with m.If(write_back):
-            m.d.comb += [wr.en.eq(1), wr.addr.eq(f_addr)]
-            for k, lane in enumerate(lanes):
-                m.d.comb += wr.data[k].v.eq(lane.r[:bw])
-        with m.Elif(used & ((i_uop == _U.LDSM) | (i_uop == _U.LNSQ))):
-            m.d.comb += [wr.en.eq(1), wr.addr.eq(i_addr)]
-            for k in range(L):
-                m.d.comb += [wr.data[k].v.eq(xs[k]),
-                             wr.data[k].m.eq(i_len[k] & ((i_uop != _U.LDSM) | i_p.mask[k]))]
-        o = self.o.p
-        m.d.comb += [self.o.valid.eq(f_valid & (f_dest == _Dest.OUT)), o.last.eq(f_last)]
-        for k, lane in enumerate(lanes):
+            m.d.comb += [wr.en.eq(1), wr.addr.eq(f.addr)]
+            for k, lane in enumerate(self.lanes):
+                m.d.comb += wr.data[k].v.eq(lane.r[:self.word_bits])
+        with m.Elif(self.used & ((uop == _MicroOp.SOFTMAX_LOAD) |
+                                 (uop == _MicroOp.LAYERNORM_LOAD))):
+            m.d.comb += [wr.en.eq(1), wr.addr.eq(self.in_addr)]
+            for k in range(cfg.vpu_lanes):
+                m.d.comb += [wr.data[k].v.eq(self.xs[k]),
+                             wr.data[k].m.eq(self.in_len[k] & ((uop != _MicroOp.SOFTMAX_LOAD) |
+                                                               beat.mask[k]))]
+        out = self.vpu.o
+        o = out.p
+        m.d.comb += [out.valid.eq(f.valid & (f.dest == _Dest.OUT)), o.last.eq(f.last)]
+        for k, lane in enumerate(self.lanes):
             m.d.comb += [o.y[k].eq(lane.r), o.Y[k].eq(lane.side_o), o.sat[k].eq(lane.sat),
                          o.Ysat[k].eq(lane.side_flag_o)]
 
-        # ---------------------------------------------------------------- command intake
-        # A command starts when the VPU is idle or, so that rows follow each other without a
-        # gap, on the very edge the current row's last beat is taken or issued; one more waits
-        # in a register meanwhile. (Last in the module: its assignments win.)
-        pend = Signal(self.cmd.p.shape())
-        pend_valid = Signal()
-        finishing = (((state == _S.EW) & take & last_beat) |
-                     ((state == _S.OUT) & issue & last_beat) | inject)
+    # ---------------------------------------------------------------- command intake
+    def _command_intake(self):
+        """A command starts when the VPU is idle or, so that rows follow each other without a
+        gap, on the very edge the current row's last beat is taken or issued; one more waits in
+        a register meanwhile. Built last: its assignments win."""
+        cfg, m, vpu = self.cfg, self.m, self.vpu
+        L, W, n_max = cfg.vpu_lanes, cfg.act_width, cfg.max_reduction
+        state, cmd = self.state, vpu.cmd
+        pend = Signal(cmd.p.shape(), name="pend")
+        pend_valid = Signal(name="pend_valid")
+        finishing = (((state == _State.ELEMENTWISE) & self.take & self.last_beat) |
+                     ((state == _State.OUT) & self.issue & self.last_beat) | self.inject)
         # The command to start: the waiting one, else the one on the port (taken directly).
-        c = Signal(self.cmd.p.shape())
-        m.d.comb += [self.cmd.ready.eq(~pend_valid),
-                     c.eq(Mux(pend_valid, pend, self.cmd.payload))]
-        start = (pend_valid | self.cmd.valid) & ((state == _S.IDLE) | finishing)
+        c = Signal(cmd.p.shape(), name="c")
+        m.d.comb += [cmd.ready.eq(~pend_valid),
+                     c.eq(Mux(pend_valid, pend, cmd.payload))]
+        start = (pend_valid | cmd.valid) & ((state == _State.IDLE) | finishing)
         with m.If(start):
             m.d.sync += pend_valid.eq(0)
-        with m.Elif(self.cmd.valid & self.cmd.ready):
-            m.d.sync += [pend.eq(self.cmd.payload), pend_valid.eq(1)]
+        with m.Elif(cmd.valid & cmd.ready):
+            m.d.sync += [pend.eq(cmd.payload), pend_valid.eq(1)]
         legal = ((c.op < len(VPU_OPS)) & (c.n >= 1) & (c.n <= n_max) &
                  ~((c.op == VPUOp.KV_QUANT) & (c.param > W)))
         beats = (c.n + (L - 1)) // L if L & (L - 1) else (c.n + (L - 1)) >> (L.bit_length() - 1)
         with m.If(start):
             with m.If(~legal):
-                m.d.sync += self.error.eq(1)
+                m.d.sync += vpu.error.eq(1)
             with m.Else():
-                m.d.sync += [op.eq(c.op), n.eq(c.n), param.eq(c.param), nb.eq(beats),
-                             cnt.eq(0), rem.eq(c.n), second.eq(0),
-                             smax.eq(-(1 << (W - 1))), total.eq(0), s1.eq(0), s2.eq(0)]
+                m.d.sync += [self.op.eq(c.op), self.n.eq(c.n), self.param.eq(c.param),
+                             self.nb.eq(beats), self.cnt.eq(0), self.rem.eq(c.n),
+                             self.second.eq(0), self.smax.eq(-(1 << (W - 1))),
+                             self.total.eq(0), self.s1.eq(0), self.s2.eq(0)]
                 with m.If((c.op != VPUOp.KV_AMAX) | ~c.param[0]):
-                    m.d.sync += amax.eq(0)
+                    m.d.sync += self.amax.eq(0)
                 with m.If((c.op == VPUOp.SOFTMAX) | (c.op == VPUOp.LAYERNORM) |
                           (c.op == VPUOp.KV_AMAX)):
-                    m.d.sync += state.eq(_S.LOAD)
+                    m.d.sync += state.eq(_State.LOAD)
                 with m.Else():
-                    m.d.sync += state.eq(_S.EW)
-        m.d.comb += self.busy.eq((state != _S.IDLE) | ~empty | pend_valid)
-        return m
+                    m.d.sync += state.eq(_State.ELEMENTWISE)
+        m.d.comb += vpu.busy.eq((state != _State.IDLE) | ~self.empty | pend_valid)
 
-    @staticmethod
-    def _delay(m, value, cycles: int, name: str, regs: list):
-        """``value`` delayed ``cycles`` cycles by free-running registers (appended to ``regs``)."""
-        for k in range(cycles):
-            r = Signal(name=f"{name}{k}")
-            m.d.sync += r.eq(value)
-            regs.append(r)
-            value = r
-        return value
 
-    # -------------------------------------------------------------------- operand mapping
-    def _operands(self, m, lanes, uop, ip, rdata, lane_ok, r_len, adv, row):
-        """Register each lane's ``x, y, add, rs, mode, lane_en, side`` for the micro-operation."""
-        cfg, t = self._cfg, self._t
-        W, F, A = cfg.act_width, cfg.act_frac, cfg.acc_bits
-        G, Sg, Ra = t.gelu_frac, t.gelu_seg_log2, t.gelu_range_log2
-        lw = lane_widths(cfg, t)
-        for k, lane in enumerate(lanes):
-            a, b, cc = ip.a[k], ip.b[k], ip.c[k]
-            x_w = a[:W].as_signed()
-            bv = rdata[k].v
-            x = Signal(signed(lw["x"]), name=f"op{k}_x")
-            y = Signal(signed(lw["y"]), name=f"op{k}_y")
-            add = Signal(signed(lw["add"]), name=f"op{k}_add")
-            rs = Signal(unsigned(lw["rs"]), name=f"op{k}_rs")
-            mode = Signal(LaneMode, name=f"op{k}_mode")
-            en = Signal(name=f"op{k}_en")
-            side = Signal(signed(A), name=f"op{k}_side")
-            flag = Signal(name=f"op{k}_flag")
-            m.d.comb += [en.eq(lane_ok[k]), mode.eq(LaneMode.RAW)]
-            # GELU's tables, indexed by the clamped magnitude.
-            mag = Mux(x_w < 0, -x_w, x_w)[:W]
-            ac = Mux(mag > (1 << (F + Ra)) - 1, (1 << (F + Ra)) - 1, mag)
-            base = rom(m, f"gelu_base{k}", t.gelu_base, signed(t.widths["gelu.base"][0]))
-            delta = rom(m, f"gelu_delta{k}", t.gelu_delta, signed(t.widths["gelu.delta"][0]))
-            m.d.comb += [base.addr.eq(ac >> (F - Sg)), delta.addr.eq(ac >> (F - Sg))]
-            frac = ac[:F - Sg] if F > Sg else Const(0, 1)
-            ysum = a[:A].as_signed() + b[:A].as_signed()
-            ys, ysat = saturate(m, ysum, -(1 << (A - 1)), (1 << (A - 1)) - 1, A, f"op{k}_Ysum")
-            with m.Switch(uop):
-                with m.Case(_U.MODULATE):
-                    m.d.comb += [x.eq(x_w), y.eq(cc + (1 << F)), add.eq(b[:W].as_signed() << F),
-                                 rs.eq(F), mode.eq(LaneMode.SAT_W)]
-                with m.Case(_U.GELU):
-                    m.d.comb += [x.eq(delta.data), y.eq(frac), rs.eq(G - Sg),
-                                 add.eq((base.data << (F - Sg)) +
-                                        Mux(x_w >= 0, x_w << (G - Sg), 0)),
-                                 mode.eq(LaneMode.SAT_W)]
-                with m.Case(_U.GATED):
-                    m.d.comb += [x.eq(b[:W].as_signed()), y.eq(cc), add.eq(x_w << F), rs.eq(F),
-                                 mode.eq(LaneMode.SAT_W)]
-                with m.Case(_U.REQUANT):
-                    m.d.comb += [x.eq(ys), y.eq(ip.m[k]), add.eq(cc << ip.sh[k]),
-                                 rs.eq(ip.sh[k]), mode.eq(LaneMode.SAT_W), side.eq(ys),
-                                 flag.eq(ysat)]
-                with m.Case(_U.DIFF):
-                    m.d.comb += [x.eq(b[:cfg.xhat_width].as_signed()), y.eq(-1), add.eq(x_w)]
-                with m.Case(_U.XHAT):
-                    m.d.comb += [x.eq(b[:cfg.recon_width].as_signed()), y.eq(1),
-                                 add.eq(a[:cfg.xhat_width].as_signed()),
-                                 mode.eq(LaneMode.SAT_XHAT)]
-                with m.Case(_U.KVQ):
-                    m.d.comb += [x.eq(x_w), y.eq(1), rs.eq(row["kv_shift"]), mode.eq(LaneMode.SAT_8)]  # noqa: E501 (kept on one line: src positions key stored synthesis runs)
-                with m.Case(_U.LNSQ):
-                    m.d.comb += [x.eq(x_w), y.eq(x_w)]
-                with m.Case(_U.SMEXP):
-                    s = bv[:W].as_signed()
-                    m.d.comb += [x.eq(Mux(rdata[k].m, row["smax"] - s, 0)), y.eq(t.log2e_q),
-                                 rs.eq(F + t.log2e_frac - t.exp_lut_bits),
-                                 mode.eq(LaneMode.EXP), en.eq(rdata[k].m & r_len[k])]
-                with m.Case(_U.SMOUT):
-                    m.d.comb += [x.eq(bv[:t.exp_frac + 1]), y.eq(row["y1"]),
-                                 rs.eq(row["smshift"]), mode.eq(LaneMode.SAT_P), en.eq(r_len[k])]
-                with m.Case(_U.LNOUT):
-                    m.d.comb += [x.eq(bv[:W].as_signed()), y.eq(row["ny1"]),
-                                 add.eq(-row["s1y1"]), rs.eq(row["lnshift"]),
-                                 mode.eq(LaneMode.SAT_W), en.eq(r_len[k] & ~row["zero"])]
-                with m.Case(_U.KVE):
-                    m.d.comb += [x.eq(row["e"]), y.eq(1), en.eq(k == 0)]
-            with m.If(adv):
-                m.d.sync += [lane.x.eq(x), lane.y.eq(y), lane.add.eq(add), lane.rs.eq(rs),
-                             lane.mode.eq(mode), lane.lane_en.eq(en), lane.side.eq(side),
-                             lane.side_flag.eq(flag)]
+def _delay(m, value, cycles: int, name: str, regs: list):
+    """``value`` delayed ``cycles`` cycles by free-running registers (appended to ``regs``)."""
+    for k in range(cycles):
+        r = Signal(name=f"{name}{k}")
+        m.d.sync += r.eq(value)
+        regs.append(r)
+        value = r
+    return value
+
+
+def _gelu_tables(m, t: VPUTables, k: int, x_w, W: int, F: int):
+    """GELU's two tables for lane ``k``, indexed by the clamped magnitude of ``x_w``: returns the
+    read data ``(base, delta)`` and the fraction of the magnitude below the table's step."""
+    Sg, Ra = t.gelu_seg_log2, t.gelu_range_log2
+    mag = Mux(x_w < 0, -x_w, x_w)[:W]
+    clamped = Mux(mag > (1 << (F + Ra)) - 1, (1 << (F + Ra)) - 1, mag)
+    base = rom(m, f"gelu_base{k}", t.gelu_base, signed(t.widths["gelu.base"][0]))
+    delta = rom(m, f"gelu_delta{k}", t.gelu_delta, signed(t.widths["gelu.delta"][0]))
+    m.d.comb += [base.addr.eq(clamped >> (F - Sg)), delta.addr.eq(clamped >> (F - Sg))]
+    frac = clamped[:F - Sg] if F > Sg else Const(0, 1)
+    return base.data, delta.data, frac
+
+
+def _lane_operands(e: _Elaboration, k: int, lane: VPULane, uop, row: dict):
+    """Register lane ``k``'s ``x, y, add, rs, mode, lane_en, side, side_flag`` for the
+    micro-operation ``uop`` of the beat in the input register (``a``, ``b``, ``c``, ``m``,
+    ``sh``) or the row-buffer word read (``v``, ``m``); ``row`` holds the row's scalars."""
+    cfg, t, m = e.cfg, e.t, e.m
+    W, F, A = cfg.act_width, cfg.act_frac, cfg.acc_bits
+    G, Sg = t.gelu_frac, t.gelu_seg_log2
+    lw = lane_widths(cfg, t)
+    beat, word = e.in_beat, e.buf_rd.data[k]
+    a, b, c = beat.a[k], beat.b[k], beat.c[k]
+    x_w = a[:W].as_signed()
+    x = Signal(signed(lw["x"]), name=f"op{k}_x")
+    y = Signal(signed(lw["y"]), name=f"op{k}_y")
+    add = Signal(signed(lw["add"]), name=f"op{k}_add")
+    rs = Signal(unsigned(lw["rs"]), name=f"op{k}_rs")
+    mode = Signal(LaneMode, name=f"op{k}_mode")
+    en = Signal(name=f"op{k}_en")
+    side = Signal(signed(A), name=f"op{k}_side")
+    flag = Signal(name=f"op{k}_flag")
+    m.d.comb += [en.eq(e.in_len[k]), mode.eq(LaneMode.RAW)]
+    gelu_base, gelu_delta, gelu_frac = _gelu_tables(m, t, k, x_w, W, F)
+    # acc_requant's Y = a + b, saturated to the accumulator width (the side output).
+    ysum = a[:A].as_signed() + b[:A].as_signed()
+    ys, ysat = saturate(m, ysum, -(1 << (A - 1)), (1 << (A - 1)) - 1, A, f"op{k}_Ysum")
+    rd_on = e.rd_len[k]
+    with m.Switch(uop):
+        with m.Case(_MicroOp.MODULATE):
+            m.d.comb += [x.eq(x_w), y.eq(c + (1 << F)), add.eq(b[:W].as_signed() << F),
+                         rs.eq(F), mode.eq(LaneMode.SAT_W)]
+        with m.Case(_MicroOp.GELU):
+            m.d.comb += [x.eq(gelu_delta), y.eq(gelu_frac), rs.eq(G - Sg),
+                         add.eq((gelu_base << (F - Sg)) + Mux(x_w >= 0, x_w << (G - Sg), 0)),
+                         mode.eq(LaneMode.SAT_W)]
+        with m.Case(_MicroOp.GATED_RESIDUAL):
+            m.d.comb += [x.eq(b[:W].as_signed()), y.eq(c), add.eq(x_w << F), rs.eq(F),
+                         mode.eq(LaneMode.SAT_W)]
+        with m.Case(_MicroOp.ACC_REQUANT):
+            m.d.comb += [x.eq(ys), y.eq(beat.m[k]), add.eq(c << beat.sh[k]),
+                         rs.eq(beat.sh[k]), mode.eq(LaneMode.SAT_W), side.eq(ys), flag.eq(ysat)]
+        with m.Case(_MicroOp.DIFF_DELTA):
+            m.d.comb += [x.eq(b[:cfg.xhat_width].as_signed()), y.eq(-1), add.eq(x_w)]
+        with m.Case(_MicroOp.XHAT_UPDATE):
+            m.d.comb += [x.eq(b[:cfg.recon_width].as_signed()), y.eq(1),
+                         add.eq(a[:cfg.xhat_width].as_signed()), mode.eq(LaneMode.SAT_XHAT)]
+        with m.Case(_MicroOp.KV_QUANT):
+            m.d.comb += [x.eq(x_w), y.eq(1), rs.eq(row["kv_shift"]), mode.eq(LaneMode.SAT_8)]
+        with m.Case(_MicroOp.LAYERNORM_LOAD):
+            m.d.comb += [x.eq(x_w), y.eq(x_w)]
+        with m.Case(_MicroOp.SOFTMAX_EXP):
+            v = word.v[:W].as_signed()
+            m.d.comb += [x.eq(Mux(word.m, row["smax"] - v, 0)), y.eq(t.log2e_q),
+                         rs.eq(F + t.log2e_frac - t.exp_lut_bits),
+                         mode.eq(LaneMode.EXP), en.eq(word.m & rd_on)]
+        with m.Case(_MicroOp.SOFTMAX_OUT):
+            m.d.comb += [x.eq(word.v[:t.exp_frac + 1]), y.eq(row["y1"]),
+                         rs.eq(row["smshift"]), mode.eq(LaneMode.SAT_P), en.eq(rd_on)]
+        with m.Case(_MicroOp.LAYERNORM_OUT):
+            m.d.comb += [x.eq(word.v[:W].as_signed()), y.eq(row["ny1"]),
+                         add.eq(-row["s1y1"]), rs.eq(row["lnshift"]),
+                         mode.eq(LaneMode.SAT_W), en.eq(rd_on & ~row["zero"])]
+        with m.Case(_MicroOp.KV_SHIFT):
+            m.d.comb += [x.eq(row["e"]), y.eq(1), en.eq(k == 0)]
+    with m.If(e.adv):
+        m.d.sync += [lane.x.eq(x), lane.y.eq(y), lane.add.eq(add), lane.rs.eq(rs),
+                     lane.mode.eq(mode), lane.lane_en.eq(en), lane.side.eq(side),
+                     lane.side_flag.eq(flag)]

@@ -34,6 +34,7 @@ from golden.config import Config
 from golden.vpu import VPUTables
 
 from .arith import rom, round_bias, saturate, shift_round
+from .params import check_config, check_tables
 
 __all__ = ["LaneMode", "VPULane", "lane_widths"]
 
@@ -75,6 +76,8 @@ def lane_widths(cfg: Config, t: VPUTables) -> dict:
 class VPULane(wiring.Component):
     """One lane of the VPU datapath (see the module docstring).
 
+    Parameters: ``cfg`` and, keyword-only, ``tables`` (:class:`golden.vpu.VPUTables` of ``cfg``).
+
     Members
     -------
     en : In(1): advance every stage.
@@ -86,8 +89,8 @@ class VPULane(wiring.Component):
 
     LATENCY = 6
 
-    def __init__(self, cfg: Config, tables: VPUTables):
-        self._cfg, self._t = cfg, tables
+    def __init__(self, cfg: Config, *, tables: VPUTables):
+        self._cfg, self._t = check_config(cfg), check_tables(tables)
         w = self._w = lane_widths(cfg, tables)
         super().__init__({
             "en": In(1),

@@ -15,6 +15,7 @@ from golden.config import Config
 from golden.vpu import VPUTables
 
 from .arith import bit_length, rom, shift_round
+from .params import check_config, check_int, check_tables
 
 __all__ = ["SoftmaxRecip", "LayerNormRsqrt", "KVShift"]
 
@@ -30,13 +31,15 @@ class SoftmaxRecip(wiring.Component):
     (:func:`golden.vpu.softmax`). A zero sum (a fully masked row) is treated as ``2**E`` like the
     golden model; its outputs are then irrelevant because every exponential is 0.
 
+    Parameters: ``cfg`` and, keyword-only, ``tables`` (:class:`golden.vpu.VPUTables`).
     Members: ``total`` In; ``y1``, ``shift`` Out. Latency 5 cycles.
     """
 
     LATENCY = 5
 
-    def __init__(self, cfg: Config, t: VPUTables):
-        self._cfg, self._t = cfg, t
+    def __init__(self, cfg: Config, *, tables: VPUTables):
+        self._cfg, self._t = check_config(cfg), check_tables(tables)
+        t = tables
         w = t.widths
         super().__init__({
             "total": In(unsigned(w["softmax.sum"][0])),
@@ -77,14 +80,21 @@ class LayerNormRsqrt(wiring.Component):
     outputs are 0). The lanes then compute ``rnd(x·ny1 - s1y1, shift) = rnd((n·x - S1)·y1, shift)``
     exactly.
 
+    Parameters: ``cfg`` and, keyword-only, ``tables`` (:class:`golden.vpu.VPUTables`) and the
+    widths (integers >= 1) of the ``ny1`` and ``s1y1`` outputs and of the ``eps_q`` input.
     Members: ``n``, ``s1``, ``s2``, ``eps_q`` In; ``ny1``, ``s1y1``, ``shift``, ``zero`` Out.
     Latency 10 cycles.
     """
 
     LATENCY = 10
 
-    def __init__(self, cfg: Config, t: VPUTables, ny1_width: int, s1y1_width: int, eps_width):
-        self._cfg, self._t = cfg, t
+    def __init__(self, cfg: Config, *, tables: VPUTables, ny1_width: int, s1y1_width: int,
+                 eps_width: int):
+        self._cfg, self._t = check_config(cfg), check_tables(tables)
+        t = tables
+        for name, width in (("ny1_width", ny1_width), ("s1y1_width", s1y1_width),
+                            ("eps_width", eps_width)):
+            check_int(name, width, lo=1)
         w = t.widths
         super().__init__({
             "n": In(range(cfg.max_reduction + 1)),
@@ -156,12 +166,13 @@ class LayerNormRsqrt(wiring.Component):
 
 class KVShift(wiring.Component):
     """The K/V weight shift (:func:`golden.vpu.kv_shift`): the smallest ``e`` with
-    ``rnd(amax, e) <= 127``. Members: ``amax`` In, ``e`` Out. Latency 1 cycle."""
+    ``rnd(amax, e) <= 127``. Parameter: ``cfg``. Members: ``amax`` In, ``e`` Out. Latency 1
+    cycle."""
 
     LATENCY = 1
 
     def __init__(self, cfg: Config):
-        self._cfg = cfg
+        self._cfg = check_config(cfg)
         # The shift the largest magnitude, 2**(act_width - 1), needs.
         amax, e_max = 1 << (cfg.act_width - 1), 0
         while (amax + ((1 << e_max) >> 1)) >> e_max > 127:

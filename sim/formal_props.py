@@ -60,6 +60,9 @@ proof) show. After elaboration ``covers`` lists them as ``("file:line", descript
 
 from __future__ import annotations
 
+import gc
+import warnings
+
 from amaranth.hdl import (
     Array,
     Assert,
@@ -71,6 +74,7 @@ from amaranth.hdl import (
     Mux,
     ResetSignal,
     Signal,
+    UnusedElaboratable,
     unsigned,
 )
 from amaranth.lib import data
@@ -171,7 +175,8 @@ class SorterProps(Elaboratable):
         return [*self.keys, self.side, self.i_valid, self.o_ready]
 
     def make_sorter(self):
-        s = self.sorter_cls(self.n, self.key_width, unsigned(self.idx_width), unsigned(2),
+        s = self.sorter_cls(self.n, key_width=self.key_width,
+                            payload_shape=unsigned(self.idx_width), side_shape=unsigned(2),
                             stages_per_register=self.spr)
         if self.network is not None:
             if len(self.network) != len(s._network):
@@ -315,9 +320,14 @@ class PackerProps(Elaboratable):
         n, X = cfg.sort_n, cfg.exp_width
         if cfg.chan_width < (n - 1).bit_length():
             raise ValueError("channel must hold an entry index for the lanes to be traceable")
-        layout_source = BitonicSorter(n, X + 1, descriptor_layout(cfg), chunk_side_layout(cfg))
-        layout_source._MustUse__silence = True      # only asked for its chunk layout, as rtl.qpu
-        self.chunk = layout_source.chunk_layout
+        with warnings.catch_warnings():   # built only to be asked its chunk layout, as rtl.qpu
+            warnings.simplefilter("ignore", UnusedElaboratable)
+            layout_source = BitonicSorter(n, key_width=X + 1,
+                                          payload_shape=descriptor_layout(cfg),
+                                          side_shape=chunk_side_layout(cfg))
+            self.chunk = layout_source.chunk_layout
+            del layout_source
+            gc.collect()
         self.i_valid = Signal()
         self.keys = [Signal(X + 1, name=f"key{k}") for k in range(n)]
         self.signed = [Signal(name=f"signed{k}") for k in range(n)]
@@ -340,7 +350,8 @@ class PackerProps(Elaboratable):
             no_reset(m)
         if self.assume is not None:
             m.d.comb += Assume(self.assume(self))
-        m.submodules.dut = dut = self.packer_cls(cfg, self.chunk, range(SLOTS))
+        m.submodules.dut = dut = self.packer_cls(cfg, chunk_layout=self.chunk,
+                                                 slot_shape=range(SLOTS))
 
         chunk_in = Signal(self.chunk)
         for k in range(n):

@@ -36,7 +36,13 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from math import ceil
 
+from golden import core_isa as isa
+from golden.config import preset
+from golden.layouts import layout_width, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
+from golden.vpu_stream import cmd_word, in_words, out_beats
 from rtl.host_link import HEADER_BYTES, MAX_PORTS, STATUS_BYTES, STATUS_PORT, SYNC, word_bytes
+from rtl.uart_core import CORE_CMD_PORT, CORE_HOST_PORT, CORE_OUT_PORT
+from rtl.uart_vpu import VPU_CMD_PORT, VPU_IN_PORT, VPU_OUT_PORT
 
 __all__ = ["encode_frame", "encode_query", "FrameDecoder", "Frame", "Status", "HostDriver",
            "SerialTransport", "LinkError", "QUERY", "word_bytes", "link_row_bytes", "link_rates"]
@@ -319,9 +325,6 @@ class HostDriver:
         return [q.popleft() for _ in range(count)]
 
     def _g_core(self, cfg, cmds, host_words):
-        from golden import core_isa as isa
-        from rtl.uart_core import CORE_CMD_PORT, CORE_HOST_PORT, CORE_OUT_PORT
-
         self.decoder.widths.setdefault(CORE_OUT_PORT, isa.HOST_WORD)
         host, pos, n_out = list(host_words), 0, 0
         for c in cmds:
@@ -341,10 +344,6 @@ class HostDriver:
         return (yield from self._g_recv(CORE_OUT_PORT, n_out, isa.HOST_WORD))
 
     def _g_vpu_rows(self, cfg, rows):
-        from golden.layouts import layout_width, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
-        from golden.vpu_stream import cmd_word, in_words, out_beats
-        from rtl.uart_vpu import VPU_CMD_PORT, VPU_IN_PORT, VPU_OUT_PORT
-
         wc, wi, wo = (layout_width(f(cfg)) for f in (vpu_cmd_layout, vpu_in_layout,
                                                       vpu_out_layout))
         self.decoder.widths.setdefault(VPU_OUT_PORT, wo)
@@ -365,7 +364,6 @@ def link_row_bytes(cfg, op: str, n: int, window: int = 256) -> dict:
     sends it: ``in`` = the command frame and the beat frames (``window / 2 - 4`` payload bytes
     at most per frame) plus the driver's status queries (4 bytes per ``window / 2`` bytes sent,
     averaged), ``out`` = one frame per output beat. Fractional because of the averaged queries."""
-    from golden.layouts import layout_width, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
     nb = ceil(n / cfg.vpu_lanes)
     beats_out = 1 if op == "kv_amax" else nb
     wc, wi, wo = (word_bytes(layout_width(f(cfg))) for f in (vpu_cmd_layout, vpu_in_layout,
@@ -389,8 +387,6 @@ def link_rates(cfg, cycles_per_bit: int, n: int, window: int = 256) -> dict:
 
 def _print_rates(f_clk: float = 25e6, baud: int = 115200) -> None:
     """``python -m sim.host_driver``: the table of docs/architecture.md, section 10."""
-    from golden.config import preset
-    from golden.layouts import layout_width, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
     cpb = round(f_clk / baud)
     print(f"{f_clk / 1e6:g} MHz, {baud} baud: cycles_per_bit = {cpb} ({f_clk / cpb:.0f} baud, "
           f"{10 * cpb} cycles per byte)\n")

@@ -38,6 +38,7 @@ import numpy as np
 
 from golden.config import Config
 from golden.schedule import Accumulator, exp_steps, int8_pe_execute, slice_pe_execute
+from rtl.pe import int8_col_layout, int8_row_layout, slice_col_layout, slice_row_layout
 
 from .timing import pe_latency
 
@@ -260,7 +261,6 @@ def _int8_overflow(b: _Builder):
 def pe_case(cfg: Config, kind: str, section: str, seed: int = 0, tiles: int = 20) -> PECase:
     """The vectors of one section for a PE of ``kind`` ("slice" or "int8") under ``cfg``.
     ``tiles``: number of random tiles of the ``stream`` section."""
-    from rtl.pe import int8_col_layout, int8_row_layout, slice_col_layout, slice_row_layout
 
     if section not in SECTIONS[kind]:
         raise ValueError(f"section must be one of {SECTIONS[kind]}, not {section!r}")

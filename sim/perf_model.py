@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from golden.bitonic import network
 from golden.config import Config
-from golden.core_isa import BUFFERS, host_words_per_row, row_width
+from golden.core_isa import BUFFERS, core_for, host_words_per_row, row_width
 from golden.layouts import VPU_OPS, group_layout, layout_width
 
 from .core_work import Work
@@ -297,7 +297,6 @@ def model_program(t: Timing, cfg: Config, runs) -> list:
     (e.g. :meth:`golden.core_layer.LayerProgram.init` and ``.step``, or a compiled DiT block
     with its SAR masks). Returns per run ``{"cycles", "busy": {engine: cycles}, "bytes":
     {buffer.read/write: bytes}}`` (P-cache traffic as ``PCACHE.*``)."""
-    from golden.core_isa import core_for
 
     from .core_work import trace_work
     out = []

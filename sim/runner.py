@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from gen.generate import generate, parse_ports
 from gen.paths import ROOT, SIM_BUILD
+from gen.units import top_name
 from golden.config import Config
 
 from .sources import digest, elaboration_sources
@@ -64,8 +66,6 @@ def source_digest() -> str:
 
 def ensure_verilog(unit: str, cfg: Config) -> Path:
     """Generate the unit's Verilog once per configuration and source state; returns its path."""
-    from gen.generate import generate
-    from gen.units import top_name
 
     d = unit_dir(unit, cfg)
     v = d / f"{top_name(unit)}.v"
@@ -101,7 +101,6 @@ def _objcache_shim() -> Path:
 
 def _ports_config(verilog: Path, top: str, path: Path) -> Path:
     """A Verilator control file that makes only ``top``'s ports visible to VPI (cocotb)."""
-    from gen.generate import parse_ports
 
     # The testbenches touch ports only. Keeping internal signals private lets the compiler
     # optimise them away: a smaller model, compiled and run several times faster than with
@@ -137,7 +136,6 @@ def build(unit: str, cfg: Config, simulator: str, waves: bool = False,
     """
     from cocotb_tools.runner import get_runner
 
-    from gen.units import top_name
 
     if simulator not in SIMULATORS:
         raise ValueError(f"simulator must be one of {SIMULATORS}, not {simulator!r}")
@@ -250,7 +248,6 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
     test ran and passed and the simulator exited cleanly (:func:`check_results`)."""
     from cocotb_tools.runner import get_runner
 
-    from gen.units import top_name
 
     expected = expected_tests(test_module, testcase)
     if waves is None:

@@ -1,4 +1,4 @@
-"""Independent plain-Python references of DESIGN.md 2.2 and 2.3, written from the text only (no
+"""Independent plain-Python references of numerics §2.2 and 2.3, written from the text only (no
 golden code): used by several test files. Python integers throughout."""
 
 from fractions import Fraction
@@ -15,7 +15,7 @@ def ref_rnd(v: int, r: int) -> int:
 
 
 def ref_quantize(u, r0, thr, e_max):
-    """DESIGN 2.2 steps 1-4 for one sub-channel, straight from the text.
+    """numerics §2.2 steps 1-4 for one sub-channel, straight from the text.
 
     ``thr`` = (thr2, thr4, thr6); thr8 = 127. Returns ``(q list, b, e, M, saturated)`` with
     ``b = 0`` (and ``e = 0``) for an all-zero sub-channel.
@@ -46,7 +46,7 @@ def ref_quantize(u, r0, thr, e_max):
 
 
 def ref_digits(q: int, b: int):
-    """DESIGN 2.3: ``q`` in two's complement on ``b`` bits, cut into ``b/2`` 2-bit digits, least
+    """numerics §2.3: ``q`` in two's complement on ``b`` bits, cut into ``b/2`` 2-bit digits, least
     significant first; the top digit is signed {-2..1}, the others unsigned {0..3}."""
     v = int(q) % (2 ** b)                  # two's complement pattern
     out = []

@@ -1,4 +1,4 @@
-"""The bitonic network of DESIGN.md 2.3: construction, size, sorting, and the (valid, exp) key."""
+"""The bitonic network of numerics §2.3: construction, size, sorting, and the (valid, exp) key."""
 
 import numpy as np
 import pytest
@@ -13,7 +13,7 @@ SET = settings(max_examples=200, deadline=None)
 
 
 def design_network(n):
-    """DESIGN 2.3, transcribed: for k = 2, 4, ..., n; for j = k/2, ..., 1; for every i with
+    """numerics §2.3, transcribed: for k = 2, 4, ..., n; for j = k/2, ..., 1; for every i with
     l = i ^ j > i: (i, l) descending when i & k == 0, ascending otherwise."""
     out = []
     k = 2

@@ -10,13 +10,15 @@ import pytest
 import dstar.cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ANALYSIS_MODULES = ("dstar.cmd_trace", "dstar.cmd_fmdq", "dstar.cmd_sar", "dstar.cmd_dit",
+                    "dstar.cmd_dit_int")
 
 
 @pytest.fixture(autouse=True)
 def only_analysis(monkeypatch):
     # Register only this module's subcommands: these tests must not depend on the elaboration
     # stack (Amaranth, Yosys) that other subcommands import.
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_analysis",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ANALYSIS_MODULES)
 
 
 def run_dstar(capsys, *argv):

@@ -1,6 +1,7 @@
 """``dstar estimate core`` (fpga/estimate_core.py): the core's estimate composed from the MPU's,
-the QPU's and the VPU's parts, structurally counted buffers and the measured control line; no
-synthesis here."""
+the QPU's and the VPU's parts, structurally counted buffers and the measured control line; and
+``dstar measure estimate`` (dstar/estimate_calibration.py) where it needs no synthesis: the refit
+of the stored measurements, the runs still missing (none), its refusals. No synthesis here."""
 
 import json
 import time
@@ -9,7 +10,9 @@ from pathlib import Path
 import pytest
 
 import dstar.cli
-from fpga.estimate import estimate
+import dstar.estimate_calibration as calibration
+from fpga import estimate_coef
+from fpga.estimate import CALIBRATION, CALIBRATION_RUNS, VALIDATION_RUNS, estimate
 from fpga.estimate_core import COMPUTE_PARTS, CORE_MEASURED, ENGINE_PARTS, control, measured_error
 from golden.config import preset
 
@@ -18,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def only_synth(monkeypatch):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_synth",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_synth", "dstar.cmd_measure"))
 
 
 def test_cli_estimate_core(tmp_path, capsys):
@@ -85,3 +88,57 @@ def test_every_preset_is_cheap():
         e = estimate("core", preset(name))
         assert e["ecp5"]["lut_total"] > 0 and e["generic"]["transistors"] > 0
     assert time.perf_counter() - t0 < 5
+
+
+# ---------------------------------------------------------------- dstar measure estimate
+def test_measure_estimate_refit_reproduces_the_stored_calibration(tmp_path, monkeypatch, capsys):
+    """``--refit --write`` fits the stored measurements again (scipy's NNLS) and writes the very
+    file that is stored: same coefficients, errors and measurements, byte for byte."""
+    stored = estimate_coef.CALIBRATION_FILE.read_text()
+    out_file = tmp_path / "estimate_calibration.json"
+    monkeypatch.setattr(estimate_coef, "CALIBRATION_FILE", out_file)
+    monkeypatch.setattr(calibration, "synth_run", _no_synthesis)
+    rc = dstar.cli.main(["measure", "estimate", "--refit", "--write"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    assert out_file.read_text() == stored
+    assert "fitting the measurements stored on" in err and "wrote the calibration" in err
+    head = "| run | set | lut | error | lut_nodsp | error | ff | error | transistors | error |"
+    assert head in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line != head]
+    assert len(rows) == len(CALIBRATION_RUNS) + len(VALIDATION_RUNS)
+    assert "| pe tiny | fitted | 424 | -5.3 % | 707 | -1.8 % | 128 | -0.0 % | 11,342 | +0.4 % |" \
+        in out
+    assert "| qpu T=6 | fitted | – | – | – | – | – | – | 192,714 | -0.1 % |" in out
+    assert "| mpu fpga | held out | 27,657 | -1.9 % |" in out
+    assert "ff: reg.arr 0.99993, reg.qpu 0.99078, reg.vpu 0.97671" in out
+
+
+def test_measure_estimate_missing_measures_only_what_is_missing(monkeypatch, capsys):
+    """Every run has a stored measurement, so ``--calibrate --missing`` synthesizes nothing; it
+    refuses stored measurements of another Yosys."""
+    monkeypatch.setattr(calibration, "synth_run", _no_synthesis)
+    monkeypatch.setattr(calibration, "yosys_version", lambda: CALIBRATION["yosys"])
+    rc = dstar.cli.main(["measure", "estimate", "--calibrate", "--missing"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "measuring the 0 runs with no stored measurement" in err
+    assert "| mpu tiny | fitted | 6,822 |" in out
+    monkeypatch.setattr(calibration, "yosys_version", lambda: "0.1")
+    rc = dstar.cli.main(["measure", "estimate", "--calibrate", "--missing"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    assert err == (f"dstar: error: the stored measurements are of Yosys {CALIBRATION['yosys']}, "
+                   f"this is 0.1: run --calibrate without --missing\n")
+
+
+@pytest.mark.parametrize("argv", [[], ["--write"], ["--calibrate", "--refit"],
+                                  ["--refit", "--missing"]])
+def test_measure_estimate_refuses_bad_options(argv, capsys):
+    rc = dstar.cli.main(["measure", "estimate", *argv])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    assert err.startswith("dstar: error: dstar measure estimate: ") and err.count("\n") == 1
+
+
+def _no_synthesis(*args, **kwargs):
+    raise AssertionError("no synthesis in the fast tier")

@@ -9,7 +9,9 @@ import pytest
 
 import dstar.cli
 from dstar.cli import UserError, WorkError
+from dstar.cmd_measure import MEASUREMENTS
 from gen.outputs import check_output_dir, check_outputs, write_together
+from gen.paths import ROOT
 
 
 # ------------------------------------------------------------------------------ the helper
@@ -108,21 +110,32 @@ COMMANDS = {
     "build": (["build", "--board", "ulx3s", "-o", "{o}"], "DIR"),
     "bench": (["bench", "--out", "{o}"], "DIR"),
     "profile": (["profile", "--out-dir", "{o}"], "DIR"),
+    "sample": (["sample", "--model", "tiny", "--steps", "1", "--out", "{o}"], "DIR"),
     "sweep": (["sweep", "--liberty", "{d}/file", "--out-dir", "{o}"], "DIR"),
+    # One measurement stands for all of them: each checks its output folder the same way
+    # (gen.outputs.check_output_dir right after parsing); packing's work is blocked in no_work.
+    "measure": (["measure", "packing", "--out", "{o}"], "DIR"),
 }
+#: Subcommands the table leaves out, and why. ``toolchain`` writes no output file (it fills
+#: the YoWASP cache, a folder the user does not name), so there is no output to refuse; its
+#: bad input is tested below.
+NO_OUTPUT = {"toolchain"}
 
 
 def test_the_table_covers_every_subcommand():
     parser = dstar.cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) == set(COMMANDS)
+    assert set(sub.choices) == set(COMMANDS) | NO_OUTPUT
+    assert not set(COMMANDS) & NO_OUTPUT
 
 
 @pytest.fixture
 def no_work(monkeypatch):
     """Every command's work fails the test at once: bad output paths are refused before it."""
     import dstar.bench_layers
+    import dstar.report_packing
     import dstar.report_summary
+    import dstar.sample
     import fpga.board
     import fpga.synth
     import gen.generate
@@ -136,7 +149,8 @@ def no_work(monkeypatch):
                       (golden.dit, "compare"), (golden.dit_int_compare, "compare_int"),
                       (fpga.synth, "synthesize"), (dstar.report_summary, "report_files"),
                       (fpga.board, "build"), (dstar.bench_layers, "bench"),
-                      (golden.profile, "run_profile")):
+                      (golden.profile, "run_profile"), (dstar.sample, "run_samples"),
+                      (dstar.report_packing, "load_inputs"), (dstar.report_packing, "synthesize")):
         monkeypatch.setattr(mod, name, never)
 
 
@@ -169,3 +183,52 @@ def test_the_wrong_kind_of_output_is_refused_by_every_command(tmp_path, capsys, 
     assert rc == 2 and out == ""
     frag = "it is a directory" if kind == "FILE" else "is a file, not a directory"
     assert err.count("\n") == 1 and frag in err, err
+
+
+# ------------------------------------------------------------------ every measurement
+def _reports_stamp() -> dict:
+    reports = ROOT / "reports"
+    return {p: p.stat().st_mtime_ns for p in reports.rglob("*")} if reports.is_dir() else {}
+
+
+@pytest.mark.parametrize("name", list(MEASUREMENTS))
+def test_every_measurement_refuses_an_unknown_option_in_one_line(tmp_path, capsys, monkeypatch,
+                                                                 name):
+    """``dstar measure NAME --bogus-option``: the measurement's own parser refuses it, one line
+    and exit status 2 (no usage dump), before any work: nothing is written, neither in the
+    current folder nor in ``reports/``."""
+    monkeypatch.chdir(tmp_path)
+    before = _reports_stamp()
+    rc = dstar.cli.main(["measure", name, "--bogus-option"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("dstar: error: "), err
+    assert "--bogus-option" in err
+    assert list(tmp_path.iterdir()) == []
+    assert _reports_stamp() == before
+
+
+def test_toolchain_refuses_bad_jobs_before_any_work(capsys, monkeypatch):
+    from sim import toolchain
+
+    def never(*a, **k):
+        raise AssertionError("the command started its work on bad input")
+    monkeypatch.setattr(toolchain, "warm", never)
+    monkeypatch.setattr(toolchain, "main", never)
+    for argv in (["toolchain", "--jobs", "0"], ["toolchain", "--check", "-j", "-1"],
+                 ["toolchain", "--bogus-option"]):
+        assert dstar.cli.main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and err.startswith("dstar: error: "), err
+
+
+def test_toolchain_failure_is_one_line_and_exit_1(capsys, monkeypatch):
+    from sim import toolchain
+
+    def fail(*a, **k):
+        raise RuntimeError("yosys: the YoWASP cache did not keep its compiled code")
+    monkeypatch.setattr(toolchain, "warm", fail)
+    assert dstar.cli.main(["toolchain"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == ("dstar: error: toolchain: yosys: the YoWASP cache did not keep "
+                                 "its compiled code\n")

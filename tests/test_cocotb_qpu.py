@@ -1,4 +1,4 @@
-"""cocotb regression of the QPU and of the QPU → MPU chain, in Verilator and Icarus (DESIGN 5
+"""cocotb regression of the QPU and of the QPU → MPU chain, in Verilator and Icarus (numerics §5
 tiers: tiny on both simulators and fpga on Verilator in ``make test``; more in ``make regress``)."""
 
 import pytest

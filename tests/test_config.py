@@ -1,4 +1,4 @@
-"""Configuration: presets, derived values and every refused combination (DESIGN.md 2.1-2.4, 4)."""
+"""Configuration: presets, derived values and every refused combination (numerics §2.1-2.4, 4)."""
 
 import json
 import re
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def acc_width_from_design(max_reduction, act_width, act_frac, B_max=None):
-    """DESIGN 2.1, recomputed from its definition with Python integers:
+    """numerics §2.1, recomputed from its definition with Python integers:
     ``acc_width = bitlen(max_reduction · 127 · 2**(act_width + 1 - r0_min)) + 1`` with
     ``r0_min = act_frac - B_max`` and ``B_max = act_frac`` unless lowered."""
     B_max = act_frac if B_max is None else B_max
@@ -88,7 +88,7 @@ def test_thresholds_derived():
 @pytest.mark.parametrize("n", [2, 4, 8, 16, 32, 64, 128, 256])
 def test_sorter_compare_exchanges(n):
     lg = {2: 1, 4: 2, 8: 3, 16: 4, 32: 5, 64: 6, 128: 7, 256: 8}[n]
-    # DESIGN 2.3: sort_n/4 · log2(sort_n) · (log2(sort_n) + 1), e.g. 80 at 16, 672 at 64.
+    # numerics §2.3: sort_n/4 · log2(sort_n) · (log2(sort_n) + 1), e.g. 80 at 16, 672 at 64.
     assert preset("tiny", sort_n=n, lanes=2).sorter_compare_exchanges * 4 == n * lg * (lg + 1)
     assert preset("tiny", sort_n=16).sorter_compare_exchanges == 80
     assert preset("paper").sorter_compare_exchanges == 672
@@ -199,7 +199,7 @@ def test_other_refusals_name_the_parameter(kw, param):
 
 
 def test_p_base_keeps_probabilities_within_int8():
-    # DESIGN 2.6: P is 0..127 (saturating at 127) so that the quantizer keeps e = 0.
+    # numerics §2.6: P is 0..127 (saturating at 127) so that the quantizer keeps e = 0.
     assert preset("tiny", p_base_log2=7).p_base_log2 == 7
     with pytest.raises(ConfigError, match=r"p_base_log2 .*\[0, 7\].*not 8"):
         preset("tiny", p_base_log2=8)
@@ -281,3 +281,24 @@ def test_set_values_parse_as_typed(text, value):
     from dstar.options import parse_overrides
 
     assert parse_overrides([f"x={text}".replace("x", "acc_width", 1)]) == {"acc_width": value}
+
+
+def test_core_buffer_depths_are_parameters():
+    """``--set abuf_rows=...`` like any parameter: a depth the configuration sets replaces the
+    core preset's, the others stay the preset's; unset depths leave the hash alone."""
+    from golden.config import CORE_BUFFER_ROWS
+    from golden.core_isa import CORE_PRESETS, CoreConfig, core_for
+
+    assert core_for(preset("fpga")) == CORE_PRESETS["fpga"]
+    assert core_for(Config()) == CoreConfig()
+    cfg = preset("tiny", abuf_rows=1024, mask_rows=16)
+    want = CORE_PRESETS["tiny"].to_dict() | {"abuf_rows": 1024, "mask_rows": 16}
+    assert core_for(cfg).to_dict() == want
+    assert cfg.hash() != preset("tiny").hash()
+    assert len({preset("tiny", **{b: 8}).hash() for b in CORE_BUFFER_ROWS}) == len(CORE_BUFFER_ROWS)
+
+
+@pytest.mark.parametrize("value", [0, 1 << 14 + 1, 2.0, True, "64"])
+def test_core_buffer_depth_refused(value):
+    with pytest.raises(ConfigError, match=r"^vbuf_rows must be an integer in \[1, 16384\]"):
+        preset("tiny", vbuf_rows=value)

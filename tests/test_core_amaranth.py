@@ -40,7 +40,7 @@ def cfg():
 
 @pytest.fixture(scope="module")
 def dut(cfg):
-    return Core(cfg, core_preset("tiny"))
+    return Core(cfg, core=core_preset("tiny"))
 
 
 class Prog:

@@ -80,7 +80,7 @@ def test_core_counters_saturate_at_32_bits():
     start["commands"] = COUNTER_MAX - counts["commands"]
     start["host_words_in"] = COUNTER_MAX - counts["host_words_in"] - 1
 
-    dut = Core(cfg, core)
+    dut = Core(cfg, core=core)
     frag = Fragment.get(dut, None)
     regs = counter_registers(frag)
     assert sorted(regs) == sorted(own)

@@ -1,4 +1,4 @@
-"""Differential linear layers with error feedback (DESIGN.md 2.5)."""
+"""Differential linear layers with error feedback (numerics §2.5)."""
 
 import numpy as np
 import pytest

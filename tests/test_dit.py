@@ -145,7 +145,7 @@ def test_quantized_statistics_are_sane(run):
 
 
 def test_qkv_split_steps_qk_only_on_cache_steps(cfg):
-    """QK is a differential layer stepped only on SAR cache steps; V every step (DESIGN 2.5)."""
+    """QK is a differential layer stepped only on SAR cache steps; V every step (numerics §2.5)."""
     seen = []
 
     class Spy(QuantizedDiT):

@@ -343,7 +343,7 @@ def test_bad_step_inputs(cfg, x, mod, match):
 # ------------------------------------------------------------------------------ command line
 @pytest.fixture
 def only_analysis(monkeypatch):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_analysis",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_dit_int",))
 
 
 def _dstar(capsys, *argv):
@@ -384,7 +384,7 @@ def test_cli_dit_int_errors(tmp_path, capsys, only_analysis, argv, match):
 
 
 def test_open_loop_keeps_previous_input(sar_run):
-    """closed_loop=False: the layer state is the previous exact input (DESIGN 2.5)."""
+    """closed_loop=False: the layer state is the previous exact input (numerics §2.5)."""
     steps = _steps(sar_run)
     blk = _fresh(preset("tiny", closed_loop=False), sar_run, interval=1)
     for r in blk.run([s.x for s in steps[:2]], [s.mod for s in steps[:2]]):

@@ -1,15 +1,15 @@
 """The analytic estimate (:mod:`fpga.estimate`) against real ECP5 synthesis.
 
 Every comparison synthesizes with :func:`fpga.synth.synthesize` (``reuse=True``: a stored result
-of byte-identical RTLIL, script and Yosys is taken, e.g. one that ``python -m fpga.estimate
+of byte-identical RTLIL, script and Yosys is taken, e.g. one that ``dstar measure estimate
 --calibrate`` made; otherwise Yosys runs) and asserts the relative error of the estimate's LUT
 total and flip-flops against the documented tolerance ``fpga.estimate.TOLERANCE`` (LUTs 25 %,
 flip-flops 10 %; the arrays' flip-flops and their DSP and RAM blocks must be exact).
 
 Measured errors in per cent, estimate / synthesis - 1, of the calibration of 2026-12-01 (Yosys
-0.70; stored in ``fpga.estimate.CALIBRATION``; "-": the synthesis failed, see
-``fpga.estimate.CALIBRATION_RUNS``). The held-out runs took no part in the fit: they are the
-estimate's error.
+0.70; stored in ``fpga/estimate_calibration.json``, read as ``fpga.estimate.CALIBRATION``; "-":
+the synthesis failed, see ``fpga.estimate.CALIBRATION_RUNS``). The held-out runs took no part in
+the fit: they are the estimate's error.
 
 ::
 
@@ -89,6 +89,7 @@ import time
 
 import pytest
 
+from fpga import estimate_coef, estimate_parts
 from fpga.estimate import (
     CALIBRATION,
     CALIBRATION_RUNS,
@@ -101,7 +102,11 @@ from fpga.estimate import (
     fit,
 )
 from fpga.synth import synthesize
+from gen.paths import ROOT
 from golden.config import preset
+from golden.layouts import COUNTER_NAMES
+from rtl.chunker import SLOTS
+from rtl.qpu import QPU
 
 ARRAYS = ("pe", "mpu", "baseline")
 
@@ -177,6 +182,30 @@ def test_calibration_is_the_fit_of_its_measurements():
     held = [dict(label=lab, kind=kind, preset=p, overrides=ov,
                  measured=CALIBRATION["measured"][lab]) for lab, kind, p, ov in VALIDATION_RUNS]
     assert errors(CALIBRATION["coef"], held) == CALIBRATION["validation"]
+
+
+def test_calibration_file_is_the_stored_calibration():
+    """``CALIBRATION`` is read from ``fpga/estimate_calibration.json``, which is in the layout
+    the calibration writes (so that ``--write`` after ``--refit`` changes nothing), and the file
+    is shipped as package data."""
+    path = estimate_coef.CALIBRATION_FILE
+    assert path == ROOT / "fpga" / "estimate_calibration.json"
+    assert estimate_coef.load_calibration(path) == CALIBRATION
+    assert estimate_coef.calibration_text(CALIBRATION) == path.read_text()
+    assert list(CALIBRATION) == ["yosys", "date", "coef", "error", "validation", "measured"]
+    assert list(CALIBRATION["measured"]) == [r[0] for r in CALIBRATION_RUNS + VALIDATION_RUNS]
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert path.name in project["tool"]["setuptools"]["package-data"]["fpga"]
+
+
+def test_rtl_constants_are_the_rtls():
+    """The QPU's digit-store slots and counters are the RTL's own names; the reconstruction
+    FIFO's depth, written inline in rtl/qpu.py, is checked against the elaborated QPU."""
+    assert estimate_parts.SLOTS is SLOTS
+    assert estimate_parts._COUNTER_BITS == 32 * len(COUNTER_NAMES)
+    m = QPU(preset("tiny")).elaborate(None)
+    assert m.submodules.recon_fifo.depth == estimate_parts.RECON_FIFO_DEPTH
 
 
 def test_measured_errors_within_tolerance():

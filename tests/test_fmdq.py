@@ -1,4 +1,4 @@
-"""FMDQ numerics (DESIGN.md 2.1 requantization, 2.2 quantizer) against plain-Python references."""
+"""FMDQ numerics (numerics §2.1 requantization, 2.2 quantizer) against plain-Python references."""
 
 from fractions import Fraction
 from math import floor
@@ -26,7 +26,7 @@ SET = settings(max_examples=150, deadline=None, suppress_health_check=[HealthChe
 
 # ----------------------------------------------------------------------------- references
 def ref_requant_params(s: float, mw: int = 16):
-    """DESIGN 2.1: ``2**(mw-1) <= s·2**sh < 2**mw``, m = round half away; m == 2**mw → 2**(mw-1),
+    """numerics §2.1: ``2**(mw-1) <= s·2**sh < 2**mw``, m = round half away; m == 2**mw → 2**(mw-1),
     sh - 1; s == 0 → (0, 0). Exact rationals."""
     if s == 0:
         return 0, 0
@@ -254,7 +254,7 @@ def test_quantizer_invariants(case):
         # Reconstruction is q · 2**(e + r0), and within half a step unless saturated.
         step = 2 ** (e + qz.r0)
         assert recon[s].tolist() == [int(v) * step for v in qz.q[s]]
-        # the reconstruction stream is act_width + 3 bits wide (DESIGN 2.1)
+        # the reconstruction stream is act_width + 3 bits wide (numerics §2.1)
         assert np.abs(recon[s]).max() < 2 ** (cfg.recon_width - 1)
         if not qz.saturated[s]:
             assert all(abs(int(x) - int(y)) * 2 <= step for x, y in zip(u[s], recon[s]))

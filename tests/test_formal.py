@@ -206,7 +206,8 @@ class _MutantPacker(Packer):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.inner = inner = Packer(self._cfg, self._chunk, self.current_slot.shape())
+        m.submodules.inner = inner = Packer(self._cfg, chunk_layout=self._chunk,
+                                            slot_shape=self.current_slot.shape())
         m.d.comb += [inner.i.p.eq(self.i.p), inner.i.valid.eq(self.i.valid),
                      self.i.ready.eq(inner.i.ready), inner.columns.eq(self.columns),
                      self.current_slot.eq(inner.current_slot), self.o.p.eq(inner.o.p),
@@ -340,7 +341,7 @@ def test_unexpected_solver_response_twice_raises(monkeypatch):
         run_formal(w, w.ports(), name="fake_retry_twice")
     text = str(info.value)
     assert NOTICE in text and "boolector" in text and "first-run notice" in text
-    assert str(formal.yowasp_cache_dir()) in text and "sim.toolchain" in text
+    assert str(formal.yowasp_cache_dir()) in text and "dstar toolchain" in text
     assert info.value.response == NOTICE and info.value.result.status == "ERROR"
 
 

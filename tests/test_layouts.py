@@ -1,4 +1,4 @@
-"""Record layouts (DESIGN.md 2.1): widths from the configuration, pack/unpack round trips."""
+"""Record layouts (numerics §2.1): widths from the configuration, pack/unpack round trips."""
 
 from math import prod
 

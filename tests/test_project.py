@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+import dstar.cli
 from dstar.dit_shapes import MODELS, Attention, DiTModel, Linear
 from dstar.project import Chip, Workload, main, paper_timing, pcache_bytes, project_model
 from golden.config import preset
@@ -75,10 +76,19 @@ def test_every_paper_model_has_layers_and_attention():
         assert m.linears and m.attentions and m.steps > 0 and m.macs() > 0
 
 
-def test_missing_calibration_is_one_line_and_exit_2(tmp_path, capsys):
-    assert main(["--perf-model", str(tmp_path / "none.json"), "--out-dir", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "perf_validate" in err[0]
+@pytest.mark.parametrize("content", [None, "not json", "[]", '[{"preset": "tiny"}]'])
+def test_missing_calibration_is_one_line_and_exit_2(tmp_path, capsys, content):
+    """No calibration, or a file that is not one: one line, exit 2, nothing written."""
+    pm = tmp_path / "perf_model.json"
+    if content is not None:
+        pm.write_text(content)
+    rc = dstar.cli.main(["measure", "projection", "--perf-model", str(pm),
+                         "--out-dir", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("dstar: error: ")
+    assert "dstar measure perf" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([] if content is None else [pm.name])
 
 
 def test_cli_writes_json_markdown_and_plot(tmp_path):

@@ -1,4 +1,4 @@
-"""SAR, sparse attention reuse (DESIGN.md 2.6): mask profiling, masked softmax, P quantization and
+"""SAR, sparse attention reuse (numerics §2.6): mask profiling, masked softmax, P quantization and
 its cache record, cache/reuse sequencing and traffic, and the K/V weight operand."""
 
 import numpy as np
@@ -114,7 +114,7 @@ def test_p_to_int_rounding_and_saturation():
 
 
 def footprint_bits(P_int, mask, cfg):
-    """DESIGN 2.6 record size: per kept block and per key column (a sub-channel of T queries) a
+    """numerics §2.6 record size: per kept block and per key column (a sub-channel of T queries) a
     precision code and T values at b bits; b from the FMDQ rule with r0 = 0."""
     Bs = cfg.tile
     N = P_int.shape[0]

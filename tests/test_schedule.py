@@ -1,4 +1,4 @@
-"""The FMDQ schedule (DESIGN.md 2.3, 2.4): slices, chunks, sorted groups, markers, counters, and the
+"""The FMDQ schedule (numerics §2.3, 2.4): slices, chunks, sorted groups, markers, counters, and the
 integer executor of the group stream, against independent references."""
 
 import numpy as np
@@ -189,7 +189,7 @@ def sched_case(draw):
 
 
 def descriptors(q, b, drop):
-    """Kept (channel, k) descriptors of a tile in channel-then-k order (DESIGN 2.3)."""
+    """Kept (channel, k) descriptors of a tile in channel-then-k order (numerics §2.3)."""
     out, dropped = [], 0
     for c in range(len(b)):
         digs = [ref_digits(v, int(b[c])) for v in q[c]]
@@ -394,7 +394,7 @@ def test_safe_width_holds_worst_case_partial_sums(sort_n, align):
     """Adversarial: every channel at q = -65 with e = 10 (its top digit alone is -128·2**10)
     against W = -127, at r0 = 0 and max_reduction = C. With sort_n = 256 the whole tile is one
     chunk, so all 64 top digits come first and the partial sum reaches 64·127·2**17, exactly the
-    bound of DESIGN 2.1: the derived width holds every partial sum (no saturation)."""
+    bound of numerics §2.1: the derived width holds every partial sum (no saturation)."""
     C = 64
     cfg = preset("tiny", base_log2=8, max_reduction=C, overflow_detect=True, sort_n=sort_n,
                  alignment=align)

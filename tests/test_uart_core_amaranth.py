@@ -24,7 +24,7 @@ def _cmd(op, buf, addr, count):
 
 def test_program_over_the_uart_matches_the_executor():
     core = isa.core_for(CFG)
-    top = UartCore(CFG, core, cycles_per_bit=CPB, rx_depth=64)
+    top = UartCore(CFG, core=core, cycles_per_bit=CPB, rx_depth=64)
     rng = np.random.default_rng(5)
     per_row = isa.host_words_per_row(CFG, "ABUF")
     host = [int(w) for w in rng.integers(0, 1 << isa.HOST_WORD, 3 * per_row)]

@@ -1,4 +1,4 @@
-"""The integer VPU golden (DESIGN.md 2.7): tables, widths, exactness against plain-Python
+"""The integer VPU golden (numerics §2.7): tables, widths, exactness against plain-Python
 references of the documented algorithms, properties, and every documented error bound."""
 
 import ast
@@ -488,7 +488,7 @@ def test_diff_pair_widths_and_saturation():
 
 
 def test_diff_pair_and_acc_requant_replay_diff_linear():
-    """The VPU ops replay DiffLinear (DESIGN 2.5) bit for bit over several steps."""
+    """The VPU ops replay DiffLinear (numerics §2.5) bit for bit over several steps."""
     cfg = preset("tiny")
     rng = np.random.default_rng(7)
     N, C, O = 6, 5, 3

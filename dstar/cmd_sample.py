@@ -1,0 +1,118 @@
+"""``dstar sample``: images from a whole DiT, sampled with DDIM by a backend beside the float model
+(the work is in :mod:`dstar.sample`).
+
+``dstar sample [--backend float|golden-int] [--model digits|tiny|small | --weights FILE --heads
+H] [--steps 10] [--labels 0 1 ...] [--cfg 1.0] [--seed 0] [--preset fpga] [--set k=v]
+[--no-sar] [--out DIR]`` writes ``DIR/sample.png`` (the grid) and ``DIR/sample.json`` (per step
+average bits, cache or reuse step and saturations; per sample PSNR against float and, for a
+16×16 one-channel model, the digits classifier's label) together. Everything is checked before
+any sampling: the labels against the model's classes, the checkpoint (read and converted, see
+:mod:`golden.checkpoint`), the model against the configuration (a layer wider than
+``max_reduction`` is refused), the output folder. Progress on stderr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gen.errors import UserError
+from gen.outputs import check_output_dir, json_text, write_together
+from gen.progress import say
+
+from .options import add_config_options, config_from_args
+
+__all__ = ["register"]
+
+#: Bundled models: the trained digits DiT and the random-weight reference sizes.
+MODELS = ("digits", "tiny", "small")
+
+
+def register(sub):
+    from .sample import BACKENDS
+
+    p = sub.add_parser(
+        "sample", help="sample images from a whole DiT (float or the integer golden of the core)",
+        description="Sample a DiT with DDIM on a backend and, from the same seeds, in float; "
+                    "write the image grid (sample.png) and per-step and per-sample figures "
+                    "(sample.json).")
+    p.add_argument("--backend", default="golden-int", choices=BACKENDS,
+                   help="float: the float64 reference; golden-int: every core layer in "
+                        "integers (default)")
+    p.add_argument("--model", default="digits", choices=MODELS,
+                   help="bundled model (default digits: the trained 16x16 digits DiT)")
+    p.add_argument("--weights", type=Path, default=None,
+                   help="a DiT checkpoint in the facebookresearch/DiT layout (.npz, "
+                        ".safetensors, .pt) instead of --model; needs --heads")
+    p.add_argument("--heads", type=int, default=None, help="attention heads of --weights")
+    p.add_argument("--steps", type=int, default=10, help="DDIM steps (default 10)")
+    p.add_argument("--labels", type=int, nargs="+", default=None,
+                   help="one sample per label (default: 0 .. min(classes, 10) - 1)")
+    p.add_argument("--cfg", type=float, default=1.0, dest="guidance",
+                   help="classifier-free guidance scale (default 1: the conditional row alone)")
+    p.add_argument("--seed", type=int, default=0, help="seed of sample 0; sample k uses seed+k")
+    p.add_argument("--no-sar", action="store_true",
+                   help="keep every attention block (no SAR masks, every step a cache step)")
+    add_config_options(p, default_preset="fpga")
+    p.add_argument("-o", "--out", type=Path, default=Path("sample"),
+                   help="output folder (default ./sample)")
+    p.set_defaults(func=run)
+
+
+def _model(args):
+    """``(spec, params)`` of the options, checked."""
+    from golden.dit import DIT_MODELS, init_params
+
+    if args.weights is not None:
+        from golden.checkpoint import load_checkpoint
+
+        if args.heads is None:
+            raise UserError("--weights needs --heads (the checkpoint does not record them)")
+        if not args.weights.is_file():
+            raise UserError(f"--weights: no such file: {args.weights}")
+        try:
+            return load_checkpoint(args.weights, args.heads)
+        except (ValueError, ImportError) as why:
+            raise UserError(f"--weights: {why}") from None
+    if args.heads is not None:
+        raise UserError("--heads goes with --weights")
+    if args.model == "digits":
+        from golden.digits import load_trained
+        return load_trained()
+    spec = DIT_MODELS[args.model]
+    return spec, init_params(spec, 0)
+
+
+def run(args) -> int:
+    from .sample import check_model, grid_png, run_samples
+
+    out = check_output_dir(args.out)
+    if args.steps < 1:
+        raise UserError(f"--steps must be >= 1, not {args.steps}")
+    if args.seed < 0:
+        raise UserError(f"--seed must be >= 0, not {args.seed}")
+    if not args.guidance > 0:
+        raise UserError(f"--cfg must be > 0, not {args.guidance}")
+    cfg = config_from_args(args)
+    spec, params = _model(args)
+    labels = list(range(min(spec.classes, 10))) if args.labels is None else args.labels
+    bad = [v for v in labels if not 0 <= v < spec.classes]
+    if bad:
+        raise UserError(f"--labels must be in [0, {spec.classes - 1}] for this model, not "
+                        f"{bad[0]}")
+    try:
+        check_model(spec, params, cfg)
+    except ValueError as why:
+        raise UserError(f"the model does not fit {cfg.name!r}: {why}") from None
+    say(f"sample: {args.backend}, {len(labels)} samples, {args.steps} steps, guidance "
+        f"{args.guidance}, preset {cfg.name} ({cfg.hash()})")
+    res = run_samples(spec, params, cfg, backend=args.backend, steps=args.steps, labels=labels,
+                      guidance=args.guidance, seed=args.seed, sar=not args.no_sar)
+    rec = res["record"]
+    title = f"{args.backend}, {args.steps} DDIM steps, cfg {args.guidance:g}, {cfg.name}"
+    files = write_together({out / "sample.json": json_text(rec),
+                            out / "sample.png": grid_png(res["images"], labels, title)})
+    agree = rec.get("classifier_agreement")
+    print(f"wrote {files[0]} and {files[1]}"
+          + (f"; classifier agrees with float on {agree['with_float']}/{agree['samples']}"
+             if agree else ""))
+    return 0

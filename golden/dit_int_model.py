@@ -1,0 +1,284 @@
+"""The integer golden of a whole DiT: every layer the core runs, in integers, bit for bit.
+
+:class:`IntDiT` extends the integer DiT block (:class:`golden.dit_int.IntDiTBlock`) to the whole
+model of :class:`golden.dit.DiT`. Per denoising step the **host** (float, small, one token of
+work each) computes, from the timestep ``t`` and the label:
+
+- the conditioning vector ``c = t_mlp(timestep_embedding(t)) + y_embed[label]``;
+- each block's six adaLN vectors ``adaLN_i(silu(c))`` and the final layer's two
+  (``shift``, ``scale``);
+- the patches of the noisy image ``x_t`` (``DiT.patchify``);
+
+and hands them to the **core** in the activation format (``to_fixed``: ``act_width`` bits,
+``act_frac`` fractional, saturating; :class:`HostInputs`). The core computes, in integers
+(:meth:`IntDiT.step`)::
+
+    e   = x_embed(patches)                          differential FMDQ layer (patch_dim → D)
+    h   = gated_residual(pos, 1, e)                 = sat(pos + e); pos = to_fixed(pos_embed)
+    h   = block_i(h, mod_i)                         IntDiTBlock, i = 0 .. depth-1
+    f   = modulate(layernorm(h), shift, scale)      VPU
+    eps = final(f)                                  differential FMDQ layer (D → patch_dim)
+
+and the host reads ``eps`` (N, patch_dim) back, converts it to float (``eps / 2**act_frac``),
+unpatchifies it and takes the DDIM step (:func:`ddim_sample_int`).
+
+Choices (docs/architecture.md §8, "The whole DiT in integers"):
+
+* The two new layers are differential like every other linear layer (closed loop by default),
+  with their own ``x̂``/``Y`` state, the model's static base ``B`` and INT8 weights quantized per
+  output channel from the float weights (:func:`golden.differential.quantize_weights`).
+* The position embedding is a constant token matrix added by the VPU's gated residual with the
+  gate ``1.0`` (``2**act_frac``), which makes the sum exact up to the saturation.
+* Classifier-free guidance runs the conditional and the unconditional row as two models with the
+  same weights, each with its own differential state (:func:`ddim_sample_int`): their inputs
+  differ (the label), so their states must not mix.
+* The DDIM update is the float one of :func:`golden.dit.ddim_sample` (``x0`` clipped to
+  ``[-1, 1]``), on the host.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import vpu
+from .config import Config
+from .differential import DiffLinear, quantize_weights
+from .dit import BETA_END, BETA_START, TRAIN_STEPS, DiT, DiTSpec, _silu, ddim_timesteps
+from .dit_int import MOD_NAMES, BlockStep, IntDiTBlock
+from .fmdq import to_fixed
+
+__all__ = ["IntDiT", "HostInputs", "ModelStep", "ddim_loop", "ddim_sample_float",
+           "ddim_sample_int", "guided_eps"]
+
+
+@dataclass
+class HostInputs:
+    """What the host hands the core for one step, all int64 in the act format.
+
+    ``patches`` (N, patch_dim): the noisy image's patches; ``mods`` (depth, 6, D): each block's
+    adaLN vectors (:data:`golden.dit_int.MOD_NAMES` order); ``final_mod`` (2, D): the final
+    layer's ``shift``, ``scale``; ``saturated``: values clipped by the float → act conversion.
+    """
+
+    patches: np.ndarray
+    mods: np.ndarray
+    final_mod: np.ndarray
+    saturated: int = 0
+
+
+@dataclass
+class ModelStep:
+    """One step of :class:`IntDiT` (int64, act format): the patch embedding's output ``embed``,
+    the block input ``h0`` (with the position embedding), each block's
+    :class:`~golden.dit_int.BlockStep`, the final LayerNorm ``ln``, modulation ``f`` and the
+    model output ``eps`` (N, patch_dim); ``saturation`` counts saturated values per stage."""
+
+    step: int
+    inputs: HostInputs
+    embed: np.ndarray
+    h0: np.ndarray
+    blocks: list
+    ln: np.ndarray
+    f: np.ndarray
+    eps: np.ndarray
+    saturation: dict = field(default_factory=dict)
+    counters: dict = field(default_factory=dict)
+
+    @property
+    def saturated(self) -> int:
+        """Saturations of the step, the blocks' included."""
+        return int(sum(self.saturation.values()) + sum(b.saturated for b in self.blocks))
+
+    def layer_counters(self) -> dict:
+        """QPU counters of every differential layer that ran this step: ``{name: {counter:
+        value}}`` (the patch embedding, each block's layers, the final layer)."""
+        out = {"x_embed": self.counters["x_embed"]}
+        for i, b in enumerate(self.blocks):
+            out.update({f"blocks.{i}.{k}": ls.counters for k, ls in b.layers.items()
+                        if ls.updated})
+        out["final.linear"] = self.counters["final.linear"]
+        return out
+
+    def average_bits(self) -> float:
+        """Mean FMDQ precision over every sub-channel of the step's differential layers (a zero
+        sub-channel counts 0 bits)."""
+        c = self.layer_counters().values()
+        n = sum(v["subchannels"] for v in c)
+        bits = sum(b * v[f"subchannels_b{b}"] for v in c for b in (2, 4, 6, 8))
+        return bits / n if n else 0.0
+
+
+def _layer(params, name, cfg, B):
+    W, b = np.asarray(params[f"{name}.W"], np.float64), np.asarray(params[f"{name}.b"], np.float64)
+    Wq, s_w = quantize_weights(W, cfg.weight_width)
+    return DiffLinear(Wq, s_w, cfg, bias=b, base_log2=B, name=name)
+
+
+class IntDiT:
+    """The whole DiT in integers (module docstring).
+
+    Parameters
+    ----------
+    spec, params : the model (:class:`golden.dit.DiTSpec` and the :func:`golden.dit.init_params`
+        names, e.g. from :func:`golden.digits.load_trained` or
+        :func:`golden.checkpoint.load_checkpoint`).
+    cfg : the configuration (the core's).
+    masks : ``{"blocks.<i>.attn": (heads, nb, nb) bool}`` SAR masks, or None (every block kept).
+    interval, base_log2, eps : as :class:`golden.dit_int.IntDiTBlock` (``base_log2`` also for the
+        patch embedding and the final layer).
+
+    State: every layer's ``x̂`` and ``Y`` (changed only by :meth:`step` and :meth:`reset`);
+    :attr:`t` counts the steps done.
+    """
+
+    def __init__(self, spec: DiTSpec, params: dict, cfg: Config, masks=None, *,
+                 interval: int | None = None, base_log2: int | None = None, eps: float = 1e-6):
+        if not isinstance(cfg, Config):
+            raise ValueError(f"cfg must be a golden.config.Config, not {type(cfg).__name__}")
+        masks = masks or {}
+        self.spec, self.cfg = spec, cfg
+        self.host = DiT(spec, params=params)
+        self.blocks = [IntDiTBlock(params, i, spec, cfg, masks.get(f"blocks.{i}.attn"),
+                                   interval=interval, base_log2=base_log2, eps=eps)
+                       for i in range(spec.depth)]
+        self.B = self.blocks[0].B if self.blocks else (
+            cfg.base_log2 if base_log2 is None else base_log2)
+        self.x_embed = _layer(params, "x_embed", cfg, self.B)
+        self.final = _layer(params, "final.linear", cfg, self.B)
+        pos = np.asarray(params["pos_embed"], np.float64)
+        if pos.shape != (spec.tokens, spec.hidden):
+            raise ValueError(f"pos_embed must have shape {(spec.tokens, spec.hidden)}, not "
+                             f"{pos.shape}")
+        self.pos, self.pos_saturated = to_fixed(pos, cfg.act_width, cfg.act_frac)
+        self.one = np.full(spec.hidden, 1 << cfg.act_frac, np.int64)
+        self.tables = vpu.vpu_tables(cfg)
+        self.eps_q = vpu.layernorm_eps_int(spec.hidden, eps, cfg, self.tables)
+        self.t = 0
+
+    def reset(self):
+        """Zero state in every layer, step 0."""
+        for blk in self.blocks:
+            blk.reset()
+        for layer in (self.x_embed, self.final):
+            layer.reset()
+        self.t = 0
+
+    # ------------------------------------------------------------------ host side (float)
+    def host_inputs(self, img, t: int, label: int) -> HostInputs:
+        """The step's inputs from the noisy image ``img`` (C, H, W), timestep ``t`` and
+        ``label`` (``spec.classes`` is the null class), in the act format."""
+        s, P, cfg = self.spec, self.host.params, self.cfg
+        if not 0 <= label <= s.classes:
+            raise ValueError(f"label must be in [0, {s.classes}] ({s.classes} is the null "
+                             f"class), not {label}")
+        c = _silu(self.host.condition(t, label))[None]
+        mods = np.stack([(c @ P[f"blocks.{i}.adaLN.W"] + P[f"blocks.{i}.adaLN.b"])[0]
+                         .reshape(len(MOD_NAMES), s.hidden) for i in range(s.depth)]) \
+            if s.depth else np.zeros((0, len(MOD_NAMES), s.hidden))
+        fin = (c @ P["final.adaLN.W"] + P["final.adaLN.b"])[0].reshape(2, s.hidden)
+        sat = 0
+        out = []
+        for a in (self.host.patchify(img), mods, fin):
+            q, n = to_fixed(a, cfg.act_width, cfg.act_frac)
+            out.append(q)
+            sat += n
+        return HostInputs(patches=out[0], mods=out[1], final_mod=out[2], saturated=sat)
+
+    # ------------------------------------------------------------------ core side (integers)
+    def step(self, inputs: HostInputs) -> ModelStep:
+        """One denoising step of every layer on the core; returns the :class:`ModelStep`."""
+        cfg, T = self.cfg, self.tables
+        sat = {}
+        e = self.x_embed.step(inputs.patches)
+        sat["x_embed"] = int(np.count_nonzero(e.qz.saturated))
+        h, sat["pos"] = vpu.gated_residual(self.pos, self.one, e.y, cfg)
+        h0, steps = h, []
+        for blk, mod in zip(self.blocks, inputs.mods):
+            r: BlockStep = blk.step(h, mod)
+            steps.append(r)
+            h = r.out
+        ln, sat["ln"] = vpu.layernorm(h, cfg, tables=T, eps_q=self.eps_q)
+        f, sat["mod"] = vpu.modulate(ln, inputs.final_mod[0], inputs.final_mod[1], cfg)
+        out = self.final.step(f)
+        sat["final"] = int(np.count_nonzero(out.qz.saturated))
+        res = ModelStep(step=self.t, inputs=inputs, embed=e.y, h0=h0, blocks=steps, ln=ln, f=f,
+                        eps=out.y, saturation=sat,
+                        counters={"x_embed": dict(e.counters.values),
+                                  "final.linear": dict(out.counters.values)})
+        self.t += 1
+        return res
+
+    def eps_image(self, step: ModelStep):
+        """The model output of ``step`` as a float (C, H, W) image (host side)."""
+        return self.host.unpatchify(step.eps / float(1 << self.cfg.act_frac))
+
+
+def guided_eps(eps_cond, eps_uncond, scale: float):
+    """Classifier-free guidance: ``eps_u + scale · (eps_c - eps_u)`` (``scale = 1`` is the
+    conditional model alone)."""
+    return eps_uncond + scale * (eps_cond - eps_uncond)
+
+
+def ddim_loop(spec: DiTSpec, steps: int, seed: int, eps_fn):
+    """The DDIM (eta = 0) loop of :func:`golden.dit.ddim_sample` with the model as a function:
+    ``eps_fn(x, t, i)`` returns the noise estimate (C, H, W) of image ``x`` at timestep ``t``,
+    step ``i``. Same start noise from ``seed``, same linear betas, ``x0`` clipped to ``[-1, 1]``.
+    Returns the image."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((spec.channels, spec.image_size, spec.image_size))
+    abar = np.cumprod(1.0 - np.linspace(BETA_START, BETA_END, TRAIN_STEPS))
+    ts = ddim_timesteps(steps)
+    for i, t in enumerate(ts):
+        eps = eps_fn(x, int(t), i)
+        ab = abar[t]
+        ab_prev = abar[ts[i + 1]] if i + 1 < len(ts) else 1.0
+        x0 = np.clip((x - math.sqrt(1 - ab) * eps) / math.sqrt(ab), -1.0, 1.0)
+        eps = (x - math.sqrt(ab) * x0) / math.sqrt(1 - ab)
+        x = math.sqrt(ab_prev) * x0 + math.sqrt(1 - ab_prev) * eps
+    return x
+
+
+def ddim_sample_float(model: DiT, steps: int, seed: int, label: int, guidance: float = 1.0):
+    """:func:`ddim_loop` with the float DiT, with classifier-free guidance when ``guidance !=
+    1`` (the unconditional row takes the null class ``spec.classes``)."""
+    null = model.spec.classes
+
+    def eps_fn(x, t, i):
+        e = model.forward(x, t, label, i)
+        return e if guidance == 1.0 else guided_eps(e, model.forward(x, t, null, i), guidance)
+    return ddim_loop(model.spec, steps, seed, eps_fn)
+
+
+def ddim_sample_int(models, steps: int, seed: int, label: int, guidance: float = 1.0,
+                    on_step=None):
+    """:func:`ddim_loop` with the integer model: per step the host's inputs, the core's step of
+    every row, the host's float update.
+
+    ``models``: one :class:`IntDiT` (``guidance == 1``: the conditional row only) or a pair
+    ``(conditional, unconditional)`` with the same weights and separate state (``guidance !=
+    1``; the unconditional row takes the null class). Both are reset first. ``on_step(i, t,
+    done)`` is called after step ``i`` with the rows' :class:`ModelStep` list. Returns the image
+    (C, H, W) and the list, per step, of the rows' :class:`ModelStep`.
+    """
+    rows = [models] if isinstance(models, IntDiT) else list(models)
+    if guidance != 1.0 and len(rows) != 2:
+        raise ValueError("classifier-free guidance needs two models (conditional, "
+                         "unconditional), each with its own state")
+    for m in rows:
+        m.reset()
+    labels = (label, rows[0].spec.classes)
+    records = []
+
+    def eps_fn(x, t, i):
+        done = [m.step(m.host_inputs(x, t, labels[k])) for k, m in enumerate(rows)]
+        records.append(done)
+        if on_step is not None:
+            on_step(i, t, done)
+        eps = rows[0].eps_image(done[0])
+        if len(rows) == 2 and guidance != 1.0:
+            eps = guided_eps(eps, rows[1].eps_image(done[1]), guidance)
+        return eps
+    return ddim_loop(rows[0].spec, steps, seed, eps_fn), records

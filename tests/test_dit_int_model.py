@@ -1,0 +1,124 @@
+"""The integer golden of the whole DiT (golden/dit_int_model.py) and ``dstar sample``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import dstar.cli
+from golden.config import preset
+from golden.digits import psnr
+from golden.dit import DIT_MODELS, DiT, ddim_sample, init_params
+from golden.dit_int import IntDiTBlock
+from golden.dit_int_model import IntDiT, ddim_sample_float, ddim_sample_int, guided_eps
+from golden.fmdq import to_fixed
+
+SPEC = DIT_MODELS["tiny"]
+CFG = preset("tiny")
+
+
+@pytest.fixture(scope="module")
+def params():
+    return init_params(SPEC, 3)
+
+
+def test_float_sampler_is_the_reference_ddim(params):
+    m = DiT(SPEC, params=params)
+    x, _ = ddim_sample(m, 3, seed=5, label=2)
+    assert np.array_equal(ddim_sample_float(m, 3, 5, 2), x)
+
+
+def test_the_integer_model_follows_the_float_model(params):
+    """Every layer in integers, 4 DDIM steps: the sample stays close to float (the act format
+    has 8 fractional bits; the bound has a margin of a few dB over what is measured)."""
+    xi, recs = ddim_sample_int(IntDiT(SPEC, params, CFG), 4, seed=1, label=1)
+    xf = ddim_sample_float(DiT(SPEC, params=params), 4, 1, 1)
+    assert psnr(xi, xf) > 30                        # 34.6 dB measured
+    assert len(recs) == 4
+
+
+def test_blocks_see_the_embedding_plus_position(params):
+    """The first block's input is sat(pos + x_embed(patches)), and each block runs as a
+    stand-alone IntDiTBlock on the same inputs would."""
+    m = IntDiT(SPEC, params, CFG)
+    img = np.random.default_rng(0).standard_normal((SPEC.channels, SPEC.image_size,
+                                                    SPEC.image_size))
+    inp = m.host_inputs(img, 999, 1)
+    r = m.step(inp)
+    pos, _ = to_fixed(params["pos_embed"], CFG.act_width, CFG.act_frac)
+    lim = 1 << (CFG.act_width - 1)
+    assert np.array_equal(r.h0, np.clip(pos + r.embed, -lim, lim - 1))
+    alone = IntDiTBlock(params, 0, SPEC, CFG)
+    assert np.array_equal(alone.step(r.h0, inp.mods[0]).out, r.blocks[0].out)
+    assert r.eps.shape == (SPEC.tokens, SPEC.patch_dim)
+
+
+def test_reset_restarts_the_state(params):
+    m = IntDiT(SPEC, params, CFG)
+    a, _ = ddim_sample_int(m, 2, seed=4, label=0)
+    b, _ = ddim_sample_int(m, 2, seed=4, label=0)   # ddim_sample_int resets first
+    assert np.array_equal(a, b)
+
+
+def test_guidance_rows_keep_their_own_state(params):
+    """With guidance the conditional and unconditional rows are two models; each row's steps
+    equal that row run alone on the same images."""
+    rows = (IntDiT(SPEC, params, CFG), IntDiT(SPEC, params, CFG))
+    x, recs = ddim_sample_int(rows, 2, seed=2, label=3, guidance=2.0)
+    alone = IntDiT(SPEC, params, CFG)
+    for k, label in ((0, 3), (1, SPEC.classes)):
+        alone.reset()
+        for step in recs:
+            r = alone.step(step[k].inputs)
+            assert np.array_equal(r.eps, step[k].eps)
+            assert step[k].inputs.patches is not None
+    assert np.array_equal(guided_eps(np.ones(2), np.zeros(2), 2.0), 2 * np.ones(2))
+    with pytest.raises(ValueError, match="two models"):
+        ddim_sample_int(rows[0], 2, seed=2, label=3, guidance=2.0)
+
+
+def test_average_bits_counts_every_layer(params):
+    m = IntDiT(SPEC, params, CFG)
+    r = m.step(m.host_inputs(np.zeros((SPEC.channels, SPEC.image_size, SPEC.image_size)),
+                             999, 0))
+    names = set(r.layer_counters())
+    assert {"x_embed", "final.linear", "blocks.0.qk", "blocks.0.fc2"} <= names
+    assert 0 <= r.average_bits() <= 8
+
+
+def run_dstar(capsys, *argv):
+    rc = dstar.cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_dstar_sample_writes_the_grid_and_the_record(tmp_path, capsys):
+    rc, out, err = run_dstar(capsys, "sample", "--model", "tiny", "--steps", "2", "--labels",
+                             "0", "3", "--cfg", "1.5", "--preset", "tiny", "--out", tmp_path)
+    assert rc == 0, err
+    rec = json.loads((tmp_path / "sample.json").read_text())
+    assert (tmp_path / "sample.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert rec["backend"] == "golden-int" and rec["guidance"] == 1.5
+    assert [s["label"] for s in rec["samples"]] == [0, 3]
+    assert all(len(s["per_step"]) == 2 and s["psnr_db"] > 20 for s in rec["samples"])
+    assert "classifier_agreement" not in rec        # not a 16x16 digits model
+    assert "sample 2/2" in err and out.startswith("wrote ")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--labels", "4"], "--labels must be in [0, 3]"),
+    (["--heads", "2"], "--heads goes with --weights"),
+    (["--weights", "nope.npz", "--heads", "2"], "no such file"),
+    (["--weights", "nope.npz"], "needs --heads"),
+    (["--steps", "0"], "--steps must be >= 1"),
+    (["--cfg", "0"], "--cfg must be > 0"),
+    (["--set", "max_reduction=8"], "does not fit"),
+])
+def test_dstar_sample_refuses_bad_input_in_one_line(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    rc, stdout, err = run_dstar(capsys, "sample", "--model", "tiny", "--preset", "tiny",
+                                "--out", out, *argv)
+    assert rc == 2 and stdout == "" and err.count("\n") == 1 and message in err, err
+    assert not out.exists()
