@@ -108,8 +108,8 @@ def fake_flow(monkeypatch, tmp_path):
         return subprocess.CompletedProcess(args, 0, "", "")
 
     monkeypatch.setattr(fpga.board, "_platform", lambda board: Platform())
-    monkeypatch.setattr(fpga.synth, "synthesize_rtlil", synth)
-    monkeypatch.setattr(fpga.pnr, "place_and_route", pnr)
+    monkeypatch.setattr(fpga.board, "synthesize_rtlil", synth)
+    monkeypatch.setattr(fpga.board, "place_and_route", pnr)
     monkeypatch.setattr(fpga.board.subprocess, "run", run)
     monkeypatch.setattr(fpga.board, "REPORTS", tmp_path / "reports")
     return state
@@ -270,7 +270,7 @@ def test_build_with_the_pll_records_the_core_clock(tmp_path, capsys, fake_flow, 
                               "pass": v["achieved"] >= v["constraint"]}
                           for k, v in fmax.items()},
                     log=str(workdir / "nextpnr.log"), tools={})
-    monkeypatch.setattr(fpga.pnr, "place_and_route", pnr)
+    monkeypatch.setattr(fpga.board, "place_and_route", pnr)
     out, files = _outputs(tmp_path)
     rc, text, err = _build(capsys, "-o", out, "--clock-mhz", "50")
     assert rc == 0, err

@@ -12,6 +12,7 @@ import pytest
 import dstar.cli
 import fpga.synth
 from dstar.sweep_report import crossover, pareto_front
+from golden.config import Config, preset
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
@@ -72,10 +73,16 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
     lib = DATA / "tiny_cells.lib"
     # A stored ASIC report on the same library with the QPU by part (so the sweep does not
     # synthesize the QPU): the figures are made up, only their plumbing is checked.
+    # It names the bench's QPU (preset and packer of reports/bench.json), as the sweep asks.
+    bench_cfg = json.loads((ROOT / "reports" / "bench.json").read_text())
+    packer = {k: bench_cfg["config"][k] for k in ("open_groups", "pack_windows")
+              if bench_cfg["config"].get(k) not in (None, Config.fields()[k].default)}
+    qpu_key = f"qpu-{bench_cfg['preset']}"
     asic = tmp_path / "asic_area.json"
     asic.write_text(json.dumps(dict(
         liberty=dict(sha256=hashlib.sha256(lib.read_bytes()).hexdigest()),
-        units={"qpu-tiny": dict(area=1000.0, config_hash="x", parts={
+        units={qpu_key: dict(area=1000.0, config_hash=preset(bench_cfg["preset"],
+                                                             **packer).hash(), parts={
             "front": dict(area=200.0), "chunker": dict(area=200.0),
             "sorter": dict(area=300.0), "packer": dict(area=100.0),
             "top (glue, stream control)": dict(area=200.0)})})))
@@ -94,11 +101,14 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
     kinds = sorted(r["kind"] for r in rep["records"])
     assert kinds == ["dstar", "int8", "int8"]
     d = next(r for r in rep["records"] if r["kind"] == "dstar")
-    assert d["area_source"] == "synthesis" and d["array_area"] > 0 and d["qpu_area"] > 0
+    assert d["area_source"] == "synthesis" and d["array_area"] > 0
+    assert d["qpu_area"] > 0
     assert d["core_area"] == pytest.approx(d["array_area"] + d["qpu_area"], abs=0.2)
     bench = json.loads((ROOT / "reports" / "bench.json").read_text())["totals"]["all"]
     assert d["speedup"] == pytest.approx(bench["cycles_int8"] / bench["cycles_dstar"], rel=1e-3)
     assert any(r.get("pareto") for r in rep["records"])
+    # The QPU came from the stored report (no QPU synthesis in this test).
+    assert rep["qpu"]["area"] == 1000.0 and rep["qpu"]["preset"] == bench_cfg["preset"]
     assert "Crossover" in (out_dir / "design_sweep.md").read_text() or \
         "No crossover" in (out_dir / "design_sweep.md").read_text()
     assert (out_dir / "design_sweep.png").read_bytes()[:4] == b"\x89PNG"
