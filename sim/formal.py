@@ -50,6 +50,7 @@ from amaranth.back import rtlil
 from amaranth.hdl import Assume, ResetSignal
 
 from gen.paths import FORMAL_BUILD
+from gen.progress import say
 
 FORMAL_ROOT = FORMAL_BUILD
 MODES = ("bmc", "prove", "cover")
@@ -310,7 +311,7 @@ def run_formal(top, ports=None, *, name: str, mode: str = "bmc", depth: int = 2,
     scratch.mkdir(parents=True)
     t0 = time.monotonic()
     if verbose:
-        print(f"formal {name}: writing RTLIL", flush=True)
+        say(f"formal {name}: writing RTLIL")
     c0 = time.process_time()
     (scratch / "top.il").write_text(rtlil.convert(top, name="top", ports=ports, emit_src=True))
     cpu = time.process_time() - c0           # the RTLIL conversion, then sby's processes
@@ -320,7 +321,7 @@ def run_formal(top, ports=None, *, name: str, mode: str = "bmc", depth: int = 2,
     first_note = ""
     for attempt in (1, 2):
         if verbose:
-            print(f"formal {name}: sby {mode} depth {depth} ({engine}) in {scratch}", flush=True)
+            say(f"formal {name}: sby {mode} depth {depth} ({engine}) in {scratch}")
         out, returncode, used = _run_sby(scratch, env)
         cpu += used
         (scratch / f"sby{'' if attempt == 1 else attempt}.out").write_text(out)
@@ -333,7 +334,7 @@ def run_formal(top, ports=None, *, name: str, mode: str = "bmc", depth: int = 2,
         if attempt == 1:
             first_note = f"first run: {note}; retried"
             if verbose:
-                print(f"formal {name}: {note}; running the check once more", flush=True)
+                say(f"formal {name}: {note}; running the check once more")
     failed = sorted({ln.split(" at ", 1)[1].split()[0] for ln in lines
                      if "failed assertion" in ln and " at " in ln})
     reached = [(m[2], int(m[1])) for m in map(_REACHED.search, lines) if m]
@@ -344,7 +345,7 @@ def run_formal(top, ports=None, *, name: str, mode: str = "bmc", depth: int = 2,
                        unreached=unreached, note=note or first_note, cpu_seconds=cpu,
                        attempts=attempt)
     if verbose:
-        print(res, flush=True)
+        say(str(res))
     if response is not None:
         raise SolverResponseError(_solver_error_text(res, response, engine), response, res)
     return res

@@ -22,8 +22,9 @@ VARIANTS = {
 # The chain is the QPU and the MPU side by side: linting it once checks only the connection.
 CASES = [(u, v) for u in ("pe", "baseline_pe", "mpu", "baseline", "qpu") for v in sorted(VARIANTS)]
 CASES.append(("qpu_mpu", "tiny"))
+# The fpga core (35 s of Verilator) in regress; the tiny core has the same modules.
 CASES += [("vpu", "tiny"), ("vpu", "fpga"), ("uart_vpu", "tiny"), ("core", "tiny"),
-          ("core", "fpga")]
+          pytest.param("core", "fpga", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("unit, variant", CASES)
