@@ -28,6 +28,7 @@ from fpga.liberty import NANGATE
 from gen.errors import UserError, WorkError
 from gen.paths import ROOT
 from gen.progress import say
+from gen.tables import md_table
 
 OUT = ROOT / "reports"
 
@@ -179,11 +180,6 @@ def _f(v, nd=0):
     return "–" if v is None else f"{v:,.{nd}f}"
 
 
-def _table(head, rows):
-    out = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1))
-           + "|"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def render(rep: dict) -> str:
@@ -224,7 +220,7 @@ def render(rep: dict) -> str:
                              + (" **best**" if bst else ""), _f(s["area"], 1),
                              _f(s["combinational"], 1), _f(s["sequential"], 1), _f(s["ff"]),
                              _f(s["cells"]), f"{s['delay_ns']:.2f}", s["levels"]])
-    md += [_table(["unit", "area µm²", "comb.", "seq.", "FF", "cells", "delay ns (unbuffered)",
+    md += [md_table(["unit", "area µm²", "comb.", "seq.", "FF", "cells", "delay ns (unbuffered)",
                    "levels"],
                   rows), ""]
     md += ["## Arrays and units by part (hierarchy kept)", ""]
@@ -234,7 +230,7 @@ def render(rep: dict) -> str:
         mem = ", ".join(f"`{m['name']}` {m['size']}×{m['width']} = {m['bits']:,} bits"
                         for m in s["memories"]) or "none"
         md += [f"### `{k}`", "",
-               _table(["part", "modules", "area µm²", "share", "comb.", "seq.", "FF"],
+               md_table(["part", "modules", "area µm²", "share", "comb.", "seq.", "FF"],
                       [[p, v["modules"], _f(v["area"], 1),
                         f"{100 * v['area'] / s['area']:.1f} %", _f(v["combinational"], 1),
                         _f(v["sequential"], 1), _f(v["ff"])]
@@ -257,7 +253,7 @@ def render(rep: dict) -> str:
                "their control; `xbcast`: also the row operands along each row (`act_hop = cols`"
                ": no forwarding register and no skew in the array). Both apply to the INT8 side "
                "too. Against the INT8 PE at its best.", "",
-               _table(["lever", "preset", "DSTAR µm²", "INT8 best µm²", "DSTAR / INT8", "FF",
+               md_table(["lever", "preset", "DSTAR µm²", "INT8 best µm²", "DSTAR / INT8", "FF",
                        "delay ns"],
                       [[v["lever"], v["preset"], _f(v["dstar"], 1), _f(v["int8_best"], 1),
                         f"{v['ratio']:.3f}", v["ff"], f"{v['delay_ns']:.2f}"]
@@ -266,7 +262,7 @@ def render(rep: dict) -> str:
            "Both sides at their best: INT8 the smaller of the runs with and without `-booth`, "
            "DSTAR the smallest of its lever settings (with `acc26` exact while its flag stays "
            "clear); the arrays without their weight memories.", "",
-           _table(["", "DSTAR µm²", "DSTAR levers", "INT8 best µm²", "DSTAR / INT8"],
+           md_table(["", "DSTAR µm²", "DSTAR levers", "INT8 best µm²", "DSTAR / INT8"],
                   [[k, _f(v["dstar"], 1), v.get("dstar_lever") or "default",
                     _f(v["int8_best"], 1), f"{v['ratio']:.3f}"]
                    for k, v in rep["ratios"].items()]), ""]

@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from gen.paths import REPORTS, ROOT
+from gen.tables import md_table
 
 SIM = ROOT / "build" / "sim"
 
@@ -111,12 +112,8 @@ def verification() -> list:
 
 
 def _table(head, rows):
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    for r in rows:
-        lines.append("| " + " | ".join("–" if c is None else
-                                       (f"{c:,}" if isinstance(c, int) else str(c)) for c in r)
-                     + " |")
-    return "\n".join(lines)
+    """Every column left-aligned, floats as Python writes them (the summary's own style)."""
+    return md_table(head, rows, left=len(head), digits=None)
 
 
 def _sweep_plot(sweep: dict):

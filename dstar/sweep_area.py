@@ -8,7 +8,7 @@ from .design_sweep import _array_overrides, config_for, hop_value
 
 __all__ = ["pe_areas", "array_area", "model_check", "qpu_area", "QPU_PARTS"]
 
-#: report_asic's QPU part → the estimate model's part (fpga.estimate._qpu_parts).
+#: report_asic's QPU part → the estimate model's part (fpga.estimate_parts.qpu_parts).
 QPU_PARTS = {"front": "QPU front: max, bins, quantize/slice",
              "chunker": "QPU chunk assembler", "sorter": "QPU bitonic sorter",
              "packer": "QPU packer"}

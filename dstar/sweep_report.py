@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from gen.tables import md_table
+
 __all__ = ["pareto_front", "crossover", "assemble", "markdown", "figure"]
 
 
@@ -115,10 +117,6 @@ def _f(v, nd=0):
     return "–" if v is None else f"{v:,.{nd}f}"
 
 
-def _table(head, rows):
-    out = ["| " + " | ".join(head) + " |",
-           "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
-    return "\n".join(out + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
 def markdown(rep: dict) -> str:
@@ -183,7 +181,7 @@ def markdown(rep: dict) -> str:
         "no crossover") + "; DSTAR/INT8 per size "
         + ", ".join(f"{n}: {r:.2f}×" for n, r in ca["ratios"].items()) + ".",
         "", "## Best configuration per size", "",
-        _table(["size", "DSTAR best (core)", "core µm²", "of which QPU", "MACs/cycle",
+        md_table(["size", "DSTAR best (core)", "core µm²", "of which QPU", "MACs/cycle",
                 "per mm² (core)", "DSTAR best array per mm²", "INT8 best", "INT8 µm²",
                 "INT8 per mm²", "DSTAR/INT8 (core)"],
                [[f"{n}×{n}", f"`{b['dstar']['config']}`", _f(b["dstar"]["core_area"]),
@@ -201,7 +199,7 @@ def markdown(rep: dict) -> str:
     md += [f"## Every configuration at {n0}×{n0}", "",
            "Sorted by throughput per mm² of the core; *source*: synthesis or the array model "
            "(scaled from which measured array). ★: on the Pareto front (all sizes).", "",
-           _table(["configuration", "array µm²", "QPU µm²", "speed-up", "steady", "lane util",
+           md_table(["configuration", "array µm²", "QPU µm²", "speed-up", "steady", "lane util",
                    "MACs/cycle", "per mm² (core)", "source"],
                   [[f"`{r['config']}`" + (" ★" if r.get("pareto") else ""),
                     _f(r["array_area"]), _f(r["qpu_area"]), f"{r['speedup']:.3f}",
@@ -214,7 +212,7 @@ def markdown(rep: dict) -> str:
         md += ["## The array model against synthesis", "",
                f"Each measured array above the smallest size predicted from the smaller "
                f"measured sizes only: worst error {100 * worst:.1f} %.", "",
-               _table(["array", "size", "measured µm²", "predicted µm²", "error", "from"],
+               md_table(["array", "size", "measured µm²", "predicted µm²", "error", "from"],
                       [[f"`{c['key']}`", f"{c['size']}×{c['size']}", _f(c["measured"]),
                         _f(c["predicted"]), f"{100 * c['error']:+.1f} %", c["source"]]
                        for c in chk]), ""]

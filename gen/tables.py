@@ -15,21 +15,21 @@ from __future__ import annotations
 __all__ = ["cell", "md_table", "tool_seconds"]
 
 
-def cell(v, digits: int = 0) -> str:
-    """A table cell: thousands separators, floats to ``digits`` decimals, ``None`` as ``–``,
-    strings as given."""
+def cell(v, digits: int | None = 0) -> str:
+    """A table cell: thousands separators, floats to ``digits`` decimals (``None``: as Python
+    writes them), ``None`` as ``–``, strings as given."""
     if v is None:
         return "–"
     if isinstance(v, bool) or isinstance(v, str):
         return str(v)
     if isinstance(v, float):
-        return f"{v:,.{digits}f}"
+        return str(v) if digits is None else f"{v:,.{digits}f}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
 
 
-def md_table(head, rows, left: int = 1, digits: int = 0) -> str:
+def md_table(head, rows, left: int = 1, digits: int | None = 0) -> str:
     """A Markdown table; the first ``left`` columns are left-aligned, the rest right-aligned
     (numbers), every cell through :func:`cell`."""
     lines = ["| " + " | ".join(head) + " |",
