@@ -112,7 +112,10 @@ def run(args) -> int:
     files = write_together({out / "sample.json": json_text(rec),
                             out / "sample.png": grid_png(res["images"], labels, title)})
     agree = rec.get("classifier_agreement")
-    print(f"wrote {files[0]} and {files[1]}"
-          + (f"; classifier agrees with float on {agree['with_float']}/{agree['samples']}"
-             if agree else ""))
+    note = ""
+    if agree:
+        note = f"; the classifier reads the label on {agree['with_label']}/{agree['samples']}"
+        if "with_float" in agree:
+            note += f" and agrees with float on {agree['with_float']}/{agree['samples']}"
+    print(f"wrote {files[0]} and {files[1]}{note}")
     return 0

@@ -94,8 +94,8 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
         for rec, g, r in zip(samples, got, ref):
             rec.update(classifier=int(g), classifier_float=int(r))
         record["classifier_agreement"] = dict(
-            with_float=int(np.sum(got == ref)), with_label=int(np.sum(got == np.array(labels))),
-            samples=len(labels))
+            with_label=int(np.sum(got == np.array(labels))), samples=len(labels),
+            **({} if backend == "float" else dict(with_float=int(np.sum(got == ref)))))
     return dict(images=images, float=floats, record=record)
 
 
@@ -113,7 +113,7 @@ def grid_png(images, labels, title: str):
     rows = -(-n // cols)
 
     def write(f):
-        fig = Figure(figsize=(1.2 * cols, 1.3 * rows + 0.4))
+        fig = Figure(figsize=(1.1 * cols, 1.2 * rows + 0.35), layout="constrained")
         try:
             axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False).ravel())
             for ax in axes:

@@ -122,3 +122,16 @@ def test_dstar_sample_refuses_bad_input_in_one_line(tmp_path, capsys, argv, mess
                                 "--out", out, *argv)
     assert rc == 2 and stdout == "" and err.count("\n") == 1 and message in err, err
     assert not out.exists()
+
+
+def test_dstar_sample_labels_digits_with_the_classifier(tmp_path, capsys):
+    """The trained digits DiT is 16x16 with one channel: each sample gets the classifier's
+    label; the float backend is its own reference, so there is no agreement with float."""
+    rc, out, err = run_dstar(capsys, "sample", "--backend", "float", "--steps", "2", "--labels",
+                             "3", "7", "--out", tmp_path)
+    assert rc == 0, err
+    rec = json.loads((tmp_path / "sample.json").read_text())
+    assert rec["classifier_agreement"]["samples"] == 2
+    assert "with_float" not in rec["classifier_agreement"]
+    assert all(0 <= s["classifier"] <= 9 and s["psnr_db"] is None for s in rec["samples"])
+    assert "the classifier reads the label on" in out and "float on" not in out
