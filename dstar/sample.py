@@ -7,10 +7,14 @@ Backends (:data:`BACKENDS`):
 - ``golden-int``: :class:`golden.dit_int_model.IntDiT`, every layer the core runs in integers
   (the model the RTL core must equal bit for bit).
 
-Per sample ``k`` the seed is ``seed + k`` (start noise) and the label ``labels[k]``. With a
-guidance scale ``!= 1`` every backend runs a conditional and an unconditional row (the null
-class), each integer row with its own differential state. SAR masks are profiled once on a float
-run (:func:`golden.dit.calibrate_masks`, seed ``seed + 1000``) unless ``sar`` is off.
+Per step the record holds, for the conditional row, the average FMDQ bits, whether the step was
+a SAR cache step, the saturations and the QPU counters summed over every differential layer
+(:data:`golden.layouts.COUNTER_NAMES`: sub-channels per precision, slice columns, groups,
+padded lanes, shifts). Per sample ``k`` the seed is ``seed + k`` (start noise) and the label
+``labels[k]``. With a guidance scale ``!= 1`` every backend runs a conditional and an
+unconditional row (the null class), each integer row with its own differential state. SAR masks
+are profiled once on a float run (:func:`golden.dit.calibrate_masks`, seed ``seed + 1000``)
+unless ``sar`` is off.
 """
 
 from __future__ import annotations
@@ -71,8 +75,13 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
             rows = _int_rows(spec, params, cfg, masks, guidance)
 
             def on_step(i, t, done):
+                totals = {}
+                for c in done[0].layer_counters().values():
+                    for name, v in c.items():
+                        totals[name] = totals.get(name, 0) + int(v)
                 per_step.append(dict(
                     step=i, t=t, average_bits=round(done[0].average_bits(), 4),
+                    qpu_counters=totals,
                     cache_step=bool(done[0].blocks[0].cache_step) if done[0].blocks else None,
                     saturated=sum(d.saturated for d in done)))
             x, _ = ddim_sample_int(rows, steps, s, label, guidance, on_step=on_step)

@@ -103,6 +103,8 @@ def test_dstar_sample_writes_the_grid_and_the_record(tmp_path, capsys):
     assert rec["backend"] == "golden-int" and rec["guidance"] == 1.5
     assert [s["label"] for s in rec["samples"]] == [0, 3]
     assert all(len(s["per_step"]) == 2 and s["psnr_db"] > 20 for s in rec["samples"])
+    first = rec["samples"][0]["per_step"][0]
+    assert first["cache_step"] and first["qpu_counters"]["subchannels"] > 0
     assert "classifier_agreement" not in rec        # not a 16x16 digits model
     assert "sample 2/2" in err and out.startswith("wrote ")
 
