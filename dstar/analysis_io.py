@@ -21,7 +21,7 @@ from gen.errors import UserError
 from golden.dit import DIT_MODELS
 
 __all__ = ["PRECISIONS", "add_model_options", "check_widths", "fmdq_rows", "model_args",
-           "nonneg", "png_writer", "print_table"]
+           "nonneg", "print_table"]
 
 #: The digit precisions of the per-layer shares, 0 being a zero sub-channel.
 PRECISIONS = (0, 2, 4, 6, 8)
@@ -109,6 +109,3 @@ def fmdq_rows(layers: dict, err_key: str):
 
 
 # ----------------------------------------------------------------------------------- figures
-def png_writer(fig):
-    """A :func:`gen.outputs.write_together` writer of ``fig`` as PNG (``None``: no figure)."""
-    return None if fig is None else (lambda f: fig.savefig(f, format="png", dpi=100))

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 
 from gen.errors import UserError
-from gen.outputs import check_outputs, json_text, write_together
+from gen.outputs import check_outputs, json_text, png_writer, write_together
 
-from .analysis_io import PRECISIONS, fmdq_rows, png_writer, print_table
+from .analysis_io import PRECISIONS, fmdq_rows, print_table
 from .options import add_config_options, config_from_args
 
 __all__ = ["register"]

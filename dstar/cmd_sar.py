@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 
-from gen.outputs import check_outputs, json_text, write_together
+from gen.outputs import check_outputs, json_text, png_writer, write_together
 
-from .analysis_io import png_writer, print_table
+from .analysis_io import print_table
 from .options import add_config_options, config_from_args
 
 __all__ = ["register"]

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from fpga.liberty import NANGATE
-from gen.outputs import check_output_dir, json_text, write_together
+from gen.outputs import check_output_dir, json_text, png_writer, write_together
 from gen.paths import ROOT
 from gen.progress import say
 
@@ -255,7 +255,7 @@ def run_sweep_command(args) -> int:
     fig = figure(rep)
     paths = [out / n for n in NAMES]
     write_together({paths[0]: json_text(rep), paths[1]: markdown(rep),
-                    paths[2]: lambda f: fig.savefig(f, format="png")})
+                    paths[2]: png_writer(fig, dpi="figure")})
     c = rep["crossover"]
     say("crossover: " + (f"{c['size']}x{c['size']}" if c["size"] is not None else
                          f"none (best {c['best_ratio']:.2f}x at {c['best_size']}, misses by "

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gen.outputs import check_output_dir, write_together
+from gen.outputs import check_output_dir, save_png, write_together
 from gen.progress import say
 from golden.config import PRESETS, Config, preset
 from golden.core_isa import core_for
@@ -327,10 +327,7 @@ def plot(records: list, path):
     ax.set_title("Core cycle model against the RTL")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        fig.savefig(path, format="png", dpi=120)
-    finally:
-        fig.clear()
+    save_png(fig, path, dpi=120)
 
 
 def write_reports(records: list, out: Path):

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gen.errors import UserError
-from gen.outputs import check_output_dir, write_together
+from gen.outputs import check_output_dir, save_png, write_together
 from gen.progress import say
 from golden.config import Config, ConfigError, preset
 from golden.core_compiler import FREE, FULL
@@ -500,10 +500,7 @@ def plot(rec: dict, path):
     ax.set_title("Projected DSTAR latency per image (RTL-calibrated core model)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        fig.savefig(path, format="png", dpi=120)
-    finally:
-        fig.clear()
+    save_png(fig, path, dpi=120)
 
 
 def main(argv=None, prog=None) -> int:

@@ -34,7 +34,7 @@ from dstar.options import Parser
 from fpga.pnr import PnrError, nextpnr_version, place_and_route
 from fpga.synth import BUILD_ROOT, SynthError, synthesize, yosys_version
 from gen.errors import UserError, WorkError
-from gen.outputs import check_output_dir, write_together
+from gen.outputs import check_output_dir, read_json, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import Step, say, seconds
 from gen.tables import md_table, tool_seconds
@@ -361,13 +361,7 @@ def main(argv=None, prog=None) -> int:
     check_output_dir(args.out)
     jpath, mpath = args.out / "arrays.json", args.out / "arrays.md"
     if args.markdown_only:
-        try:
-            data = json.loads(jpath.read_text())
-        except OSError as exc:
-            raise UserError(f"--markdown-only: cannot read {jpath}: "
-                            f"{exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise UserError(f"--markdown-only: {jpath} is not JSON: {exc}") from None
+        data = read_json(jpath, "--markdown-only")
         write_together({mpath: markdown(data)})
         say(f"wrote {mpath} from {jpath}")
         return 0

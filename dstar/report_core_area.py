@@ -18,7 +18,7 @@ import time
 
 from dstar.options import Parser
 from fpga.synth import BUILD_ROOT, resources, run_yosys, synth_script, yosys_version
-from gen.outputs import check_output_dir, write_together
+from gen.outputs import check_output_dir, save_png, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import Step, say
 from gen.tables import md_table
@@ -145,10 +145,7 @@ def plot(res: dict, path):
         ax.set_ylabel(label)
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    try:
-        fig.savefig(path, format="png", dpi=110)
-    finally:
-        fig.clear()
+    save_png(fig, path, dpi=110)
 
 
 def main(argv=None, prog=None) -> int:

@@ -35,7 +35,7 @@ from dstar.options import Parser
 from fpga.pnr import PnrError, place_and_route
 from fpga.synth import BUILD_ROOT, synthesize, yosys_version
 from gen.errors import UserError
-from gen.outputs import check_output_dir, write_together
+from gen.outputs import check_output_dir, read_json, write_together
 from gen.paths import ROOT
 from gen.progress import say
 from golden.config import ConfigError, preset
@@ -247,13 +247,7 @@ def main(argv=None, prog=None):
     check_output_dir(out)
     jpath, mpath = out / "pe_levers.json", out / "pe_levers.md"
     if args.markdown_only:
-        try:
-            data = json.loads(jpath.read_text())
-        except OSError as exc:
-            raise UserError(f"--markdown-only: cannot read {jpath}: "
-                            f"{exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise UserError(f"--markdown-only: {jpath} is not JSON: {exc}") from None
+        data = read_json(jpath, "--markdown-only")
         write_together({mpath: markdown(data)})
         return 0
     if not args.freq > 0:

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from fpga.synth import BUILD_ROOT, yosys_version
-from gen.errors import UserError, WorkError
-from gen.outputs import check_output_dir, write_together
+from gen.errors import WorkError
+from gen.outputs import check_output_dir, read_json, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import say
 from gen.tables import md_table, tool_seconds
@@ -341,10 +341,7 @@ def main(argv=None, prog=None) -> int:
     jpath, mpath, ppath = (args.out / "qpu_area.json", args.out / "qpu_area.md",
                            args.out / "qpu_area.png")
     if args.markdown_only:
-        try:
-            data = json.loads(jpath.read_text())
-        except (OSError, ValueError) as why:
-            raise UserError(f"--markdown-only needs a readable {jpath}: {why}") from None
+        data = read_json(jpath, "--markdown-only")
         for p in data.get("presets", {}).values():
             p["share"] = shares(p.get("qpu", {}), p.get("mpu", {}))
         data["plot"] = ppath.name if plottable(data) else None

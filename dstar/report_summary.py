@@ -23,6 +23,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from gen.outputs import png_writer, write_together
 from gen.paths import REPORTS, ROOT
 from gen.tables import md_table
 
@@ -134,7 +135,7 @@ def _sweep_plot(sweep: dict):
         a.legend()
     fig.suptitle("ECP5 resources against array size (tiny preset otherwise)")
     fig.tight_layout()
-    return lambda f: fig.savefig(f, format="png", dpi=110)
+    return png_writer(fig, dpi=110)
 
 
 def _bench_section(bench: dict) -> list:
@@ -226,8 +227,6 @@ def write_report(out: Path) -> dict:
     """Write ``out`` (REPORT.md) and, beside it, ``reports/units/*.json`` and
     ``reports/sweep.png`` (so REPORT.md's relative links hold wherever it is written), all
     together (:func:`gen.outputs.write_together`); returns a summary dict."""
-    from gen.outputs import write_together
-
     files, summary = report_files(out)
     write_together(files)
     return summary

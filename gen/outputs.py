@@ -25,12 +25,39 @@ from pathlib import Path
 
 from .errors import UserError, WorkError
 
-__all__ = ["check_outputs", "check_output_dir", "write_together", "json_text"]
+__all__ = ["check_outputs", "check_output_dir", "write_together", "json_text", "read_json",
+           "save_png", "png_writer"]
 
 
 def json_text(obj) -> str:
     """``obj`` as the JSON text of a ``dstar`` output file (indented; NaN refused, ValueError)."""
     return json.dumps(obj, indent=2, allow_nan=False) + "\n"
+
+
+def read_json(path, what: str):
+    """The JSON in ``path``, an input of a command: a file that cannot be read or is not JSON is
+    :class:`UserError` (one line, naming ``what`` and the file)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UserError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UserError(f"{what}: {path} is not JSON: {exc}") from None
+
+
+def save_png(fig, out, dpi=100):
+    """A ``matplotlib.figure.Figure`` as PNG to ``out`` (a path or a binary file) at ``dpi``
+    (``"figure"``: the figure's own), then cleared (a figure is drawn once)."""
+    try:
+        fig.savefig(out, format="png", dpi=dpi)
+    finally:
+        fig.clear()
+
+
+def png_writer(fig, dpi=100):
+    """A :func:`write_together` writer of ``fig`` as PNG (:func:`save_png`; ``None``: no
+    figure)."""
+    return None if fig is None else (lambda f: save_png(fig, f, dpi))
 
 
 def _existing_ancestor(path: Path) -> Path:

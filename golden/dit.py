@@ -34,7 +34,8 @@ from .fmdq_stats import LayerStats
 from .sar import SARAttention, is_cache_step, profile_mask
 
 __all__ = ["DiTSpec", "DIT_MODELS", "init_params", "DiT", "TracingDiT", "QuantizedDiT",
-           "ddim_timesteps", "ddim_sample", "record_trace", "calibrate_masks", "compare",
+           "ddim_timesteps", "ddim_loop", "start_noise", "ddim_sample", "record_trace",
+           "calibrate_masks", "compare",
            "linear_layer_names", "attention_layer_names"]
 
 TRAIN_STEPS = 1000
@@ -417,28 +418,39 @@ def ddim_timesteps(steps: int, train_steps: int = TRAIN_STEPS):
     return np.round(np.linspace(train_steps - 1, 0, steps)).astype(np.int64)
 
 
-def ddim_sample(model: DiT, steps: int = 10, seed: int = 0, label: int | None = None):
-    """Deterministic DDIM (eta = 0) with eps prediction and a linear beta schedule.
-
-    The start noise and, when ``label`` is None, the class label come from ``seed``. The predicted
-    ``x0`` is clipped to [-1, 1] at every step (and ``eps`` re-derived from it) so that the
-    random-weight model's trajectory stays bounded. Returns ``(image, label)``.
-    """
-    s = model.spec
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((s.channels, s.image_size, s.image_size))
-    if label is None:
-        label = int(rng.integers(s.classes))
+def ddim_loop(x, steps: int, eps_fn):
+    """Deterministic DDIM (eta = 0) from the start noise ``x`` with the model as a function:
+    ``eps_fn(x, t, i)`` is the noise estimate of image ``x`` at timestep ``t``, step ``i``
+    (eps prediction, linear betas). The predicted ``x0`` is clipped to [-1, 1] at every step
+    (and ``eps`` re-derived from it) so that a random-weight model's trajectory stays bounded.
+    Returns the image."""
     abar = np.cumprod(1.0 - np.linspace(BETA_START, BETA_END, TRAIN_STEPS))
     ts = ddim_timesteps(steps)
     for i, t in enumerate(ts):
-        eps = model.forward(x, int(t), label, i)
+        eps = eps_fn(x, int(t), i)
         ab = abar[t]
         ab_prev = abar[ts[i + 1]] if i + 1 < len(ts) else 1.0
         x0 = np.clip((x - math.sqrt(1 - ab) * eps) / math.sqrt(ab), -1.0, 1.0)
         eps = (x - math.sqrt(ab) * x0) / math.sqrt(1 - ab)
         x = math.sqrt(ab_prev) * x0 + math.sqrt(1 - ab_prev) * eps
-    return x, label
+    return x
+
+
+def start_noise(spec: DiTSpec, seed: int):
+    """The start noise of a sample and the generator it came from (which then draws a random
+    label, when one is needed): ``(x, rng)``."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((spec.channels, spec.image_size, spec.image_size)), rng
+
+
+def ddim_sample(model: DiT, steps: int = 10, seed: int = 0, label: int | None = None):
+    """:func:`ddim_loop` with ``model``. The start noise and, when ``label`` is None, the class
+    label come from ``seed``. Returns ``(image, label)``."""
+    s = model.spec
+    x, rng = start_noise(s, seed)
+    if label is None:
+        label = int(rng.integers(s.classes))
+    return ddim_loop(x, steps, lambda x, t, i: model.forward(x, t, label, i)), label
 
 
 def record_trace(spec: DiTSpec | None = None, steps: int = 10, seed: int = 0,

@@ -32,13 +32,12 @@ Choices (docs/architecture.md §8, "The whole DiT in integers"):
 * Classifier-free guidance runs the conditional and the unconditional row as two models with the
   same weights, each with its own differential state (:func:`ddim_sample_int`): their inputs
   differ (the label), so their states must not mix.
-* The DDIM update is the float one of :func:`golden.dit.ddim_sample` (``x0`` clipped to
+* The DDIM update is the float one of :func:`golden.dit.ddim_loop` (``x0`` clipped to
   ``[-1, 1]``), on the host.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,12 +45,12 @@ import numpy as np
 from . import vpu
 from .config import Config
 from .differential import DiffLinear, quantize_weights
-from .dit import BETA_END, BETA_START, TRAIN_STEPS, DiT, DiTSpec, _silu, ddim_timesteps
+from .dit import DiT, DiTSpec, _silu, ddim_loop, start_noise
 from .dit_int import MOD_NAMES, BlockStep, IntDiTBlock
 from .fmdq import to_fixed
 
-__all__ = ["IntDiT", "HostInputs", "ModelStep", "ddim_loop", "ddim_sample_float",
-           "ddim_sample_int", "guided_eps"]
+__all__ = ["IntDiT", "HostInputs", "ModelStep", "ddim_sample_float", "ddim_sample_int",
+           "guided_eps"]
 
 
 @dataclass
@@ -222,40 +221,22 @@ def guided_eps(eps_cond, eps_uncond, scale: float):
     return eps_uncond + scale * (eps_cond - eps_uncond)
 
 
-def ddim_loop(spec: DiTSpec, steps: int, seed: int, eps_fn):
-    """The DDIM (eta = 0) loop of :func:`golden.dit.ddim_sample` with the model as a function:
-    ``eps_fn(x, t, i)`` returns the noise estimate (C, H, W) of image ``x`` at timestep ``t``,
-    step ``i``. Same start noise from ``seed``, same linear betas, ``x0`` clipped to ``[-1, 1]``.
-    Returns the image."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((spec.channels, spec.image_size, spec.image_size))
-    abar = np.cumprod(1.0 - np.linspace(BETA_START, BETA_END, TRAIN_STEPS))
-    ts = ddim_timesteps(steps)
-    for i, t in enumerate(ts):
-        eps = eps_fn(x, int(t), i)
-        ab = abar[t]
-        ab_prev = abar[ts[i + 1]] if i + 1 < len(ts) else 1.0
-        x0 = np.clip((x - math.sqrt(1 - ab) * eps) / math.sqrt(ab), -1.0, 1.0)
-        eps = (x - math.sqrt(ab) * x0) / math.sqrt(1 - ab)
-        x = math.sqrt(ab_prev) * x0 + math.sqrt(1 - ab_prev) * eps
-    return x
-
-
 def ddim_sample_float(model: DiT, steps: int, seed: int, label: int, guidance: float = 1.0):
-    """:func:`ddim_loop` with the float DiT, with classifier-free guidance when ``guidance !=
+    """:func:`golden.dit.ddim_loop` from the noise of ``seed`` with the float DiT, with
+    classifier-free guidance when ``guidance !=
     1`` (the unconditional row takes the null class ``spec.classes``)."""
     null = model.spec.classes
 
     def eps_fn(x, t, i):
         e = model.forward(x, t, label, i)
         return e if guidance == 1.0 else guided_eps(e, model.forward(x, t, null, i), guidance)
-    return ddim_loop(model.spec, steps, seed, eps_fn)
+    return ddim_loop(start_noise(model.spec, seed)[0], steps, eps_fn)
 
 
 def ddim_sample_int(models, steps: int, seed: int, label: int, guidance: float = 1.0,
                     on_step=None):
-    """:func:`ddim_loop` with the integer model: per step the host's inputs, the core's step of
-    every row, the host's float update.
+    """:func:`golden.dit.ddim_loop` from the noise of ``seed`` with the integer model: per step
+    the host's inputs, the core's step of every row, the host's float update.
 
     ``models``: one :class:`IntDiT` (``guidance == 1``: the conditional row only) or a pair
     ``(conditional, unconditional)`` with the same weights and separate state (``guidance !=
@@ -281,4 +262,4 @@ def ddim_sample_int(models, steps: int, seed: int, label: int, guidance: float =
         if len(rows) == 2 and guidance != 1.0:
             eps = guided_eps(eps, rows[1].eps_image(done[1]), guidance)
         return eps
-    return ddim_loop(rows[0].spec, steps, seed, eps_fn), records
+    return ddim_loop(start_noise(rows[0].spec, seed)[0], steps, eps_fn), records

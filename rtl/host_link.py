@@ -62,6 +62,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .params import check_shape
 from .stream_queue import StreamQueue
 from .uart import UARTRx, UARTTx, check_cycles_per_bit
 
@@ -87,17 +88,7 @@ def _check_ports(name: str, ports) -> list:
     if len(ports) > MAX_PORTS:
         raise ValueError(f"{name} must have at most {MAX_PORTS} ports (0xFF is the status port), "
                          f"not {len(ports)}")
-    out = []
-    for k, p in enumerate(ports):
-        try:
-            width = Shape.cast(p).width
-        except TypeError:
-            width = 0
-        if isinstance(p, bool) or width < 1:
-            raise ValueError(f"{name}[{k}] must be a payload shape of width >= 1 (an int or a "
-                             f"shape-castable), not {p!r}")
-        out.append(p)
-    return out
+    return [check_shape(f"{name}[{k}]", p) for k, p in enumerate(ports)]
 
 
 class HostLink(wiring.Component):

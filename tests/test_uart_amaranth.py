@@ -214,9 +214,9 @@ def test_cycles_per_bit_is_checked(bad):
 def test_host_link_parameters_are_checked():
     with pytest.raises(ValueError, match=r"in_ports must be a sequence"):
         HostLink(8, [8], cycles_per_bit=4)
-    with pytest.raises(ValueError, match=r"out_ports\[1\] must be a payload shape of width >= 1"):
+    with pytest.raises(ValueError, match=r"out_ports\[1\] must be a shape of width >= 1"):
         HostLink([8], [8, 0], cycles_per_bit=4)
-    with pytest.raises(ValueError, match=r"in_ports\[0\] must be a payload shape"):
+    with pytest.raises(ValueError, match=r"in_ports\[0\] must be a shape of width"):
         HostLink(["x"], [], cycles_per_bit=4)
     with pytest.raises(ValueError, match=r"in_ports must have at most 255 ports"):
         HostLink([8] * 256, [], cycles_per_bit=4)
