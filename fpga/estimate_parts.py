@@ -64,6 +64,7 @@ from golden.config import Config, ConfigError
 from golden.layouts import counters_layout, layout_width, vpu_operand_widths, vpu_param_width
 from golden.vpu import vpu_tables
 from rtl.chunker import SLOTS
+from rtl.qpu import RECON_DEPTH
 from rtl.vpu_lane import VPULane, lane_widths
 
 __all__ = ["Part", "ubits", "dsp_blocks", "memory", "slice_pe", "int8_pe", "array_pes",
@@ -75,12 +76,9 @@ UNIT_PARTS = ("pe", "mpu", "baseline", "qpu", "qpu_mpu", "vpu")
 
 #: Register bits of the QPU's statistics counters (:func:`golden.layouts.counters_layout`).
 _COUNTER_BITS = layout_width(counters_layout())
-#: Beats of the QPU's reconstruction FIFO (``depth - 1`` memory words and an output register).
-#: ``rtl/qpu.py`` writes it inline (the ``recon_fifo``'s ``depth=4`` in ``QPU.elaborate``): a
-#: module-level name there would move every source line below it, and those lines are in the
-#: RTLIL that keys the stored QPU synthesis runs (:mod:`fpga.synth`). So the number is repeated
-#: here, and ``tests/test_estimate.py`` checks it against the elaborated QPU.
-RECON_FIFO_DEPTH = 4
+#: Depth of the QPU's reconstruction queue (``rtl.qpu.RECON_DEPTH``: ``depth - 1`` memory
+#: words and an output register).
+RECON_FIFO_DEPTH = RECON_DEPTH
 
 
 # ------------------------------------------------------------------------------- primitives

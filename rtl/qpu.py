@@ -28,7 +28,10 @@ from .qpu_front import QuantizeSlice, front_in_layout, qpu_config_layout
 from .sorter import BitonicSorter
 from .stream_queue import StreamQueue
 
-__all__ = ["QPU", "counters_layout"]
+__all__ = ["QPU", "counters_layout", "RECON_DEPTH"]
+
+#: Beats the reconstruction stream's queue holds (one sub-channel each, for the Q engine's x̂).
+RECON_DEPTH = 4
 
 
 def counters_layout() -> data.StructLayout:
@@ -131,7 +134,8 @@ class QPU(wiring.Component):
         m.d.comb += packer.columns.eq(slots[packer.current_slot])
 
         # Reconstruction queue and the hand-off of a quantized sub-channel to both consumers.
-        m.submodules.recon_fifo = recon_q = StreamQueue(to_layout(recon_layout(cfg)), depth=4)
+        m.submodules.recon_fifo = recon_q = StreamQueue(to_layout(recon_layout(cfg)),
+                                                              depth=RECON_DEPTH)
         m.d.comb += [
             chunker.i.payload.eq(front.o.payload),
             chunker.i.valid.eq(front.o.valid & recon_q.i.ready),

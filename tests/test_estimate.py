@@ -200,8 +200,8 @@ def test_calibration_file_is_the_stored_calibration():
 
 
 def test_rtl_constants_are_the_rtls():
-    """The QPU's digit-store slots and counters are the RTL's own names; the reconstruction
-    FIFO's depth, written inline in rtl/qpu.py, is checked against the elaborated QPU."""
+    """The QPU's digit-store slots, counters and reconstruction queue depth are the RTL's own
+    names, and the elaborated QPU's queue has that depth."""
     assert estimate_parts.SLOTS is SLOTS
     assert estimate_parts._COUNTER_BITS == 32 * len(COUNTER_NAMES)
     m = QPU(preset("tiny")).elaborate(None)
