@@ -41,13 +41,6 @@ def is_digits_model(spec: DiTSpec) -> bool:
     return spec.channels == 1 and spec.image_size == IMAGE_SIZE
 
 
-def _int_rows(spec, params, cfg, masks, guidance):
-    rows = [IntDiT(spec, params, cfg, masks)]
-    if guidance != 1.0:
-        rows.append(IntDiT(spec, params, cfg, masks))
-    return rows if len(rows) == 2 else rows[0]
-
-
 def check_model(spec: DiTSpec, params: dict, cfg: Config):
     """Build the integer model once (raises ValueError naming what does not fit ``cfg``)."""
     IntDiT(spec, params, cfg)
@@ -72,7 +65,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
         if backend == "float":
             x = xf
         else:
-            rows = _int_rows(spec, params, cfg, masks, guidance)
+            rows = [IntDiT(spec, params, cfg, masks) for _ in range(1 if guidance == 1.0 else 2)]
 
             def on_step(i, t, done):
                 totals = {}
