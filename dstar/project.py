@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gen.errors import UserError
-from gen.outputs import check_output_dir, save_png, write_together
+from gen.outputs import check_output_dir, read_json, save_png, write_together
 from gen.progress import say
 from golden.config import Config, ConfigError, preset
 from golden.core_compiler import FREE, FULL
@@ -386,14 +386,12 @@ def load_calibration(perf_model: Path) -> dict:
     one."""
     if not perf_model.is_file():
         raise UserError(f"{perf_model} not found; run `dstar measure perf` first")
+    recs = read_json(perf_model, "--perf-model (the calibration of `dstar measure perf`)")
     try:
-        recs = json.loads(perf_model.read_text())
         calibrated = {r["preset"]: r["timing"] for r in recs}
         if not calibrated:
             raise ValueError("no preset in it")
         paper_timing(calibrated, preset("paper"))
-    except OSError as exc:
-        raise UserError(f"cannot read {perf_model}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError, ConfigError) as exc:
         raise UserError(f"{perf_model} is not a calibration of `dstar measure perf` "
                         f"({type(exc).__name__}: {exc})") from None

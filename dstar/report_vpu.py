@@ -28,8 +28,7 @@ import time
 from pathlib import Path
 
 from dstar.options import Parser
-from gen.errors import UserError
-from gen.outputs import check_output_dir, write_together
+from gen.outputs import check_output_dir, read_json, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import Step, say
 from gen.tables import md_table, tool_seconds
@@ -144,10 +143,7 @@ def main(argv=None, prog=None) -> int:
     args = ap.parse_args(argv)
     check_output_dir(OUT)
     path = OUT / "vpu.json"
-    try:
-        res = json.loads(path.read_text()) if path.is_file() else {}
-    except ValueError as exc:
-        raise UserError(f"{path} (the previous figures) is not JSON: {exc}") from None
+    res = read_json(path, "the previous figures") if path.is_file() else {}
     steps = []
     if not args.skip_cycles:
         from dstar.bench_vpu import measure
