@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from gen.progress import say
+from gen.progress import progress, say
 from golden.config import Config
 from golden.digits import IMAGE_SIZE, classify, psnr
 from golden.dit import DiT, DiTSpec, calibrate_masks
@@ -58,7 +58,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
              if sar and backend != "float" else None)
     fm = DiT(spec, params=params)
     images, floats, samples = [], [], []
-    for k, label in enumerate(labels):
+    for k, label in progress(enumerate(labels), "samples", total=len(labels)):
         s = seed + k
         xf = ddim_sample_float(fm, steps, s, label, guidance)
         per_step = []

@@ -24,12 +24,11 @@ from tqdm import tqdm
 __all__ = ["log", "say", "Step", "progress", "seconds"]
 
 _T0 = time.perf_counter()
-_START = time.time()
 
 
 class _Elapsed(logging.Formatter):
     def format(self, record):
-        return f"[{record.created - _START:7.1f} s] {record.getMessage()}"
+        return f"[{seconds():7.1f} s] {record.getMessage()}"
 
 
 class _StderrHandler(logging.StreamHandler):
