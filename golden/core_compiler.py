@@ -62,7 +62,8 @@ from .dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
 from .fmdq import requantize
 from .layouts import VPU_OPS
 
-__all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE"]
+__all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "emit_layer",
+           "emit_block_body", "weight_words", "rbuf_words", "attention_words"]
 
 FULL, FREE = 1 << 0, 1 << 1          # semaphore masks: group slot full / free
 SREG_K, SREG_V = 0, 1                # shift registers of K and V (one head at a time)
@@ -300,29 +301,41 @@ def _plan(prog: CoreProgram):
 
 # ================================================================================ lowering
 class _Emitter:
-    """Appends commands to a list; ``sec`` marks named sections, ``skip`` wraps a part in SKIPs."""
+    """Appends commands to a list; :meth:`section` marks named parts, :meth:`skip` wraps a part in
+    SKIPs, and every command carries a *tag* (None, or the name of the host tensor a LOAD reads
+    or a STORE writes, with the row offset into it) in :attr:`tags`, parallel to :attr:`cmds`."""
 
     def __init__(self, cfg: Config):
-        self.cfg, self.cmds, self.sections = cfg, [], []
+        self.cfg, self.cmds, self.tags, self.sections = cfg, [], [], []
+        self._mark = None
 
-    def __call__(self, op: str, wait: int = 0, signal: int = 0, **f):
+    def __call__(self, op: str, wait: int = 0, signal: int = 0, tag=None, **f):
         """Append one command (:func:`make_cmd`)."""
         self.cmds.append(make_cmd(self.cfg, op, wait, signal, **f))
+        self.tags.append(tag)
 
-    def skip(self, body: list):
-        """``body`` (commands) behind SKIPs of at most :data:`MAX_COUNT` commands each."""
-        for i in range(0, len(body), MAX_COUNT):
-            part = body[i:i + MAX_COUNT]
+    def section(self, name):
+        """End the open section (if any) here and open ``name`` (None: open none)."""
+        if self._mark is not None:
+            self.sections.append((self._mark[0], self._mark[1], len(self.cmds)))
+        self._mark = None if name is None else (name, len(self.cmds))
+
+    def skip(self, body: "_Emitter"):
+        """``body``'s commands behind SKIPs of at most :data:`MAX_COUNT` commands each."""
+        for i in range(0, len(body.cmds), MAX_COUNT):
+            part = body.cmds[i:i + MAX_COUNT]
             self("SKIP", count=len(part))
             self.cmds.extend(part)
+            self.tags.extend(body.tags[i:i + MAX_COUNT])
 
-    def transfer(self, op: str, buf: str, reg: Region, zero: int = 0):
-        """LOAD/STORE of a whole region, split at :data:`MAX_COUNT` rows."""
+    def transfer(self, op: str, buf: str, reg: Region, zero: int = 0, key: str | None = None):
+        """LOAD/STORE of a whole region, split at :data:`MAX_COUNT` rows; ``key`` names the host
+        tensor the rows come from or go to (the tag ``(key, first row)`` of each command)."""
         for a in range(0, reg.rows, MAX_COUNT):
             f = dict(buf=BUFFERS.index(buf), addr=reg.base + a, count=min(MAX_COUNT, reg.rows - a))
             if op == "LOAD":
                 f["zero"] = zero
-            self(op, **f)
+            self(op, tag=None if key is None else (key, a), **f)
 
 
 def _vrow(e: _Emitter, op: str, **f):
@@ -330,11 +343,17 @@ def _vrow(e: _Emitter, op: str, **f):
     e("VROW", vop=VPU_OPS.index(op), **f)
 
 
-def _layer(prog: CoreProgram, e: _Emitter, k: str, src: str):
-    """One differential layer ``k`` reading ABUF region ``src`` (module docstring)."""
-    cfg, R = prog.cfg, prog.regions
-    T, N = cfg.tile, prog.blk.spec.tokens
-    lay = prog.blk.layers[k]
+def _layer(prog, e: _Emitter, k: str, src: str):
+    """One differential layer ``k`` of ``prog.blk`` reading ABUF region ``src``."""
+    emit_layer(e, prog.cfg, prog.blk.layers[k], prog.blk.spec.tokens, prog.regions, k, src)
+
+
+def emit_layer(e: _Emitter, cfg: Config, lay, N: int, R, k: str, src: str):
+    """One differential layer (module docstring): ``lay`` (a
+    :class:`golden.differential.DiffLinear`) over ``N`` tokens read from ``R[src]``; ``R`` maps
+    ``<k>.xhat``, ``<k>.Y``, ``<k>.W``, ``<k>.r``, ``<k>.y``, ``slot0`` and ``slot1`` to their
+    regions."""
+    T = cfg.tile
     cin, cout = lay.W.shape
     nt, nb = N // T, cout // T
     slots = (R["slot0"].base, R["slot1"].base)
@@ -356,6 +375,41 @@ def _layer(prog: CoreProgram, e: _Emitter, k: str, src: str):
               wbase=wb + j * cin, ysrc=Yb + (t * nb + j) * T, rrow=rb + j,
               dst=ya + t * cout + j * T, accum=1)
     e("BARRIER")
+
+
+def weight_words(cfg: Config, lay) -> list:
+    """The host words of a layer's WMEM rows: per column block ``j``, per input channel ``c``,
+    ``W[c, j·T .. j·T+T-1]``."""
+    T = cfg.tile
+    cin, cout = lay.W.shape
+    return [w for j in range(cout // T) for c in range(cin)
+            for w in row_to_words(cfg, "WMEM", {"w": lay.W[c, j * T:(j + 1) * T]})]
+
+
+def rbuf_words(cfg: Config, lay) -> list:
+    """The host words of a layer's RBUF rows (``m``, ``sh``, bias of each column block)."""
+    T = cfg.tile
+    words = []
+    for j in range(lay.W.shape[1] // T):
+        sl = slice(j * T, (j + 1) * T)
+        words += row_to_words(cfg, "RBUF", {"m": lay.m[sl], "sh": lay.sh[sl],
+                                            "bias": lay.bias_int[sl]})
+    return words
+
+
+def attention_words(cfg: Config, blk: IntDiTBlock) -> tuple:
+    """The host words of a block's two attention RBUF rows (``S.r``, ``O.r``) and of its MASK
+    rows (row ``h·nt + query tile``, bit ``kb`` = key block kept)."""
+    T, nt = cfg.tile, blk.spec.tokens // cfg.tile
+    r = []
+    for m, sh in ((blk.s_m, blk.s_sh), (blk.o_m, blk.o_sh)):
+        r += row_to_words(cfg, "RBUF", {"m": [m] * T, "sh": [sh] * T, "bias": [0] * T})
+    mask = []
+    for h in range(blk.spec.heads):
+        for qa in range(nt):
+            bits = sum(1 << kb for kb in range(nt) if blk.mask[h, qa, kb])
+            mask += row_to_words(cfg, "MASK", {"bits": bits})
+    return r, mask
 
 
 def _attention_cache(prog: CoreProgram, e: _Emitter):
@@ -413,31 +467,18 @@ def _attention_every(prog: CoreProgram, e: _Emitter):
 def _init(prog: CoreProgram):
     """Init commands and host words: weights, RBUF rows, masks, zero x̂/Y state; END."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
-    T, N = cfg.tile, blk.spec.tokens
-    nt = N // T
     e, words = _Emitter(cfg), []
     for k in LAYERS:
-        lay = blk.layers[k]
-        cin, cout = lay.W.shape
         e.transfer("LOAD", "WMEM", R[f"{k}.W"])
-        for j in range(cout // T):
-            for c in range(cin):
-                words += row_to_words(cfg, "WMEM", {"w": lay.W[c, j * T:(j + 1) * T]})
+        words += weight_words(cfg, blk.layers[k])
     for k in LAYERS:
-        lay = blk.layers[k]
         e.transfer("LOAD", "RBUF", R[f"{k}.r"])
-        for j in range(lay.W.shape[1] // T):
-            sl = slice(j * T, (j + 1) * T)
-            words += row_to_words(cfg, "RBUF", {"m": lay.m[sl], "sh": lay.sh[sl],
-                                                "bias": lay.bias_int[sl]})
-    for name, m, sh in (("S.r", blk.s_m, blk.s_sh), ("O.r", blk.o_m, blk.o_sh)):
-        e.transfer("LOAD", "RBUF", R[name])
-        words += row_to_words(cfg, "RBUF", {"m": [m] * T, "sh": [sh] * T, "bias": [0] * T})
+        words += rbuf_words(cfg, blk.layers[k])
+    rwords, mwords = attention_words(cfg, blk)
+    e.transfer("LOAD", "RBUF", R["S.r"])
+    e.transfer("LOAD", "RBUF", R["O.r"])
     e.transfer("LOAD", "MASK", R["mask"])
-    for h in range(blk.spec.heads):
-        for qa in range(nt):
-            bits = sum(1 << kb for kb in range(nt) if blk.mask[h, qa, kb])
-            words += row_to_words(cfg, "MASK", {"bits": bits})
+    words += rwords + mwords
     for buf, suffix in (("XBUF", "xhat"), ("YBUF", "Y")):
         regs = [R[f"{k}.{suffix}"] for k in LAYERS]
         whole = Region(buf, suffix, regs[0].base, sum(r.rows for r in regs))   # contiguous
@@ -446,64 +487,75 @@ def _init(prog: CoreProgram):
     prog.init, prog.init_words = e.cmds, words
 
 
-def _lower(prog: CoreProgram):
-    """Fill ``prog``'s init and step programs, sections and STORE list."""
+def emit_block_body(prog, e: _Emitter, prefix: str = ""):
+    """The step of one block from ``ln1`` to ``res2`` (module docstring), one section per part
+    (named ``prefix + part``). ``prog`` has ``blk``, ``cfg`` and ``regions``, the last mapping
+    the block's region names (``x``, ``out``, ``ln1`` ..., ``<layer>.W`` ..., ``shift1`` ...)
+    to regions; ``prog.around(e, k, when)`` (if present) is called ``"before"`` and ``"after"``
+    each layer ``k``, inside the layer's SKIP for ``qk``."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     s = blk.spec
     N, D, M = s.tokens, s.hidden, s.mlp_hidden
-    _init(prog)
-    e = _Emitter(cfg)
-    mark = {}
+    around = getattr(prog, "around", None)
 
-    def section(name):
-        if mark:
-            (prev, start), = mark.items()
-            prog.sections.append((prev, start, len(e.cmds)))
-            mark.clear()
-        if name:
-            mark[name] = len(e.cmds)
+    def layer(em, k, src):
+        if around:
+            around(em, k, "before")
+        _layer(prog, em, k, src)
+        if around:
+            around(em, k, "after")
 
     def vr(op, a, dst, n=D, C=D, **f):
         _vrow(e, op, R=N, n=n, a=R[a].base, C=C, dst=R[dst].base, **f)
 
     vb = {k: R[k].base for k in MOD_NAMES}
-    section("load")
-    e.transfer("LOAD", "ABUF", R["x"])
-    e.transfer("LOAD", "VBUF", Region("VBUF", "mod", vb["shift1"], len(MOD_NAMES) * D // cfg.tile))
-    e("VPARAM", value=blk.eps_q)
-    section("ln1")
+    e.section(prefix + "ln1")
     vr("layernorm", "x", "ln1")
-    section("mod1")
+    e.section(prefix + "mod1")
     vr("modulate", "ln1", "a", vb=vb["shift1"], c=vb["scale1"])
-    section("qk")
+    e.section(prefix + "qk")
     sub = _Emitter(cfg)
-    _layer(prog, sub, "qk", "a")
-    e.skip(sub.cmds)
-    section("v")
-    _layer(prog, e, "v", "a")
-    section("attn.cache")
+    layer(sub, "qk", "a")
+    e.skip(sub)
+    e.section(prefix + "v")
+    layer(e, "v", "a")
+    e.section(prefix + "attn.cache")
     sub = _Emitter(cfg)
     _attention_cache(prog, sub)
-    e.skip(sub.cmds)
-    section("attn.pv")
+    e.skip(sub)
+    e.section(prefix + "attn.pv")
     _attention_every(prog, e)
-    section("proj")
-    _layer(prog, e, "proj", "o")
-    section("res1")
+    e.section(prefix + "proj")
+    layer(e, "proj", "o")
+    e.section(prefix + "res1")
     vr("gated_residual", "x", "h1", vb=vb["gate1"], c=R["proj.y"].base)
-    section("ln2")
+    e.section(prefix + "ln2")
     vr("layernorm", "h1", "ln2")
-    section("mod2")
+    e.section(prefix + "mod2")
     vr("modulate", "ln2", "m", vb=vb["shift2"], c=vb["scale2"])
-    section("fc1")
-    _layer(prog, e, "fc1", "m")
-    section("gelu")
+    e.section(prefix + "fc1")
+    layer(e, "fc1", "m")
+    e.section(prefix + "gelu")
     vr("gelu", "fc1.y", "gelu", n=M, C=M)
-    section("fc2")
-    _layer(prog, e, "fc2", "gelu")
-    section("res2")
+    e.section(prefix + "fc2")
+    layer(e, "fc2", "gelu")
+    e.section(prefix + "res2")
     vr("gated_residual", "h1", "out", vb=vb["gate2"], c=R["fc2.y"].base)
-    section("store")
+
+
+def _lower(prog: CoreProgram):
+    """Fill ``prog``'s init and step programs, sections and STORE list."""
+    blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    D = blk.spec.hidden
+    _init(prog)
+    e = _Emitter(cfg)
+    e.section("load")
+    e.transfer("LOAD", "ABUF", R["x"])
+    e.transfer("LOAD", "VBUF", Region("VBUF", "mod", R["shift1"].base,
+                                      len(MOD_NAMES) * D // cfg.tile))
+    e("VPARAM", value=blk.eps_q)
+    emit_block_body(prog, e)
+    e.section("store")
     prog.stores = [("out", "out"), ("o", "o")]
     for k in LAYERS:
         prog.stores += [(f"{k}.y", f"{k}.y"), (f"{k}.xhat", f"{k}.xhat"), (f"{k}.Y", f"{k}.Y")]
@@ -511,5 +563,5 @@ def _lower(prog: CoreProgram):
         e.transfer("STORE", R[rname].buf, R[rname])
     e("STEP", interval=blk.interval)
     e("END")
-    section(None)
-    prog.step = e.cmds
+    e.section(None)
+    prog.step, prog.sections = e.cmds, e.sections

@@ -73,7 +73,9 @@ class ModelStep:
     """One step of :class:`IntDiT` (int64, act format): the patch embedding's output ``embed``,
     the block input ``h0`` (with the position embedding), each block's
     :class:`~golden.dit_int.BlockStep`, the final LayerNorm ``ln``, modulation ``f`` and the
-    model output ``eps`` (N, patch_dim); ``saturation`` counts saturated values per stage."""
+    model output ``eps`` (N, patch_dim); ``saturation`` counts saturated values per stage;
+    ``state`` holds ``(x̂, Y)`` after the step of the two layers outside the blocks
+    (``x_embed``, ``final.linear``; the blocks' are in their :class:`LayerStep` records)."""
 
     step: int
     inputs: HostInputs
@@ -85,6 +87,7 @@ class ModelStep:
     eps: np.ndarray
     saturation: dict = field(default_factory=dict)
     counters: dict = field(default_factory=dict)
+    state: dict = field(default_factory=dict)
 
     @property
     def saturated(self) -> int:
@@ -206,7 +209,9 @@ class IntDiT:
         res = ModelStep(step=self.t, inputs=inputs, embed=e.y, h0=h0, blocks=steps, ln=ln, f=f,
                         eps=out.y, saturation=sat,
                         counters={"x_embed": dict(e.counters.values),
-                                  "final.linear": dict(out.counters.values)})
+                                  "final.linear": dict(out.counters.values)},
+                        state={"x_embed": (self.x_embed.state.copy(), e.Y),
+                               "final.linear": (self.final.state.copy(), out.Y)})
         self.t += 1
         return res
 
