@@ -1,21 +1,25 @@
 """``dstar sample``: images from a whole DiT, sampled with DDIM by a backend beside the float model
 (the work is in :mod:`dstar.sample`).
 
-``dstar sample [--backend float|golden-int] [--model digits|tiny|small | --weights FILE --heads
-H] [--steps 10] [--labels 0 1 ...] [--cfg 1.0] [--seed 0] [--preset fpga] [--set k=v]
-[--no-sar] [--out DIR]`` writes ``DIR/sample.png`` (the grid) and ``DIR/sample.json`` (per step
-average bits, cache or reuse step and saturations; per sample PSNR against float and, for a
-16×16 one-channel model, the digits classifier's label) together. Everything is checked before
-any sampling: the labels against the model's classes, the checkpoint (read and converted, see
-:mod:`golden.checkpoint`), the model against the configuration (a layer wider than
-``max_reduction`` is refused), the output folder. Progress on stderr.
+``dstar sample [--backend float|golden-int|verilator|icarus] [--model digits|tiny|small |
+--weights FILE --heads H] [--steps 10] [--labels 0 1 ...] [--cfg 1.0] [--seed 0] [--preset fpga]
+[--set k=v] [--no-sar] [--stream WMEM XBUF YBUF] [--waves] [--out DIR]`` writes
+``DIR/sample.png`` (the grid) and ``DIR/sample.json`` (per step average bits, cache or reuse
+step and saturations, and on an RTL backend the core's cycles and counters; per sample PSNR
+against float and, for a 16×16 one-channel model, the digits classifier's label) together.
+Everything is checked before any sampling: the labels against the model's classes, the
+checkpoint (read and converted, see :mod:`golden.checkpoint`), the model against the
+configuration (a layer wider than ``max_reduction`` is refused; an RTL backend compiles the
+model onto the core first and names the buffer that does not fit), the output folder. An RTL
+step that differs from the integer golden stops the run with one line naming the sample, step,
+row, tensor and index (exit 1, nothing written). Progress on stderr.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gen.errors import UserError
+from gen.errors import UserError, WorkError
 from gen.outputs import check_output_dir, json_text, write_together
 from gen.progress import say
 
@@ -28,6 +32,8 @@ MODELS = ("digits", "tiny", "small")
 
 
 def register(sub):
+    from golden.core_model import STREAMABLE
+
     from .sample import BACKENDS
 
     p = sub.add_parser(
@@ -37,7 +43,8 @@ def register(sub):
                     "(sample.json).")
     p.add_argument("--backend", default="golden-int", choices=BACKENDS,
                    help="float: the float64 reference; golden-int: every core layer in "
-                        "integers (default)")
+                        "integers (default); verilator, icarus: the generated core in cocotb, "
+                        "every step checked against golden-int bit for bit")
     p.add_argument("--model", default="digits", choices=MODELS,
                    help="bundled model (default digits: the trained 16x16 digits DiT)")
     p.add_argument("--weights", type=Path, default=None,
@@ -52,6 +59,13 @@ def register(sub):
     p.add_argument("--seed", type=int, default=0, help="seed of sample 0; sample k uses seed+k")
     p.add_argument("--no-sar", action="store_true",
                    help="keep every attention block (no SAR masks, every step a cache step)")
+    p.add_argument("--stream", nargs="+", default=[], choices=STREAMABLE, metavar="BUF",
+                   help="RTL backends: stream every layer's objects of these buffers through "
+                        "the host port (WMEM weights, XBUF x-hat, YBUF Y); by default only what "
+                        "does not fit streams")
+    p.add_argument("--waves", action="store_true",
+                   help="RTL backends: write waveforms (Verilator VCD, Icarus FST) into the "
+                        "cocotb run folder under build/sim")
     add_config_options(p, default_preset="fpga")
     p.add_argument("-o", "--out", type=Path, default=Path("sample"),
                    help="output folder (default ./sample)")
@@ -83,7 +97,7 @@ def _model(args):
 
 
 def run(args) -> int:
-    from .sample import check_model, grid_png, run_samples
+    from .sample import RTL_BACKENDS, RTLMismatch, check_model, grid_png, run_samples
 
     out = check_output_dir(args.out)
     if args.steps < 1:
@@ -99,14 +113,21 @@ def run(args) -> int:
     if bad:
         raise UserError(f"--labels must be in [0, {spec.classes - 1}] for this model, not "
                         f"{bad[0]}")
+    if (args.stream or args.waves) and args.backend not in RTL_BACKENDS:
+        raise UserError(f"--stream and --waves go with an RTL backend ({', '.join(RTL_BACKENDS)})")
     try:
-        check_model(spec, params, cfg)
+        check_model(spec, params, cfg, args.backend, args.guidance, args.stream)
     except ValueError as why:
         raise UserError(f"the model does not fit {cfg.name!r}: {why}") from None
     say(f"sample: {args.backend}, {len(labels)} samples, {args.steps} steps, guidance "
         f"{args.guidance}, preset {cfg.name} ({cfg.hash()})")
-    res = run_samples(spec, params, cfg, backend=args.backend, steps=args.steps, labels=labels,
-                      guidance=args.guidance, seed=args.seed, sar=not args.no_sar)
+    try:
+        res = run_samples(spec, params, cfg, backend=args.backend, steps=args.steps,
+                          labels=labels, guidance=args.guidance, seed=args.seed,
+                          sar=not args.no_sar, stream=args.stream, waves=args.waves)
+    except RTLMismatch as why:
+        raise WorkError(f"the {args.backend} core differs from the integer golden: {why}") \
+            from None
     rec = res["record"]
     title = f"{args.backend}, {args.steps} DDIM steps, cfg {args.guidance:g}, {cfg.name}"
     files = write_together({out / "sample.json": json_text(rec),
@@ -117,5 +138,9 @@ def run(args) -> int:
         note = f"; the classifier reads the label on {agree['with_label']}/{agree['samples']}"
         if "with_float" in agree:
             note += f" and agrees with float on {agree['with_float']}/{agree['samples']}"
+    core = rec.get("core")
+    if core:
+        note += (f"; bit-exact at every step, {core['cycles_per_step']['mean']:.0f} core cycles "
+                 f"per step")
     print(f"wrote {files[0]} and {files[1]}{note}")
     return 0

@@ -5,7 +5,10 @@ Backends (:data:`BACKENDS`):
 
 - ``float``: :class:`golden.dit.DiT` (float64), the reference;
 - ``golden-int``: :class:`golden.dit_int_model.IntDiT`, every layer the core runs in integers
-  (the model the RTL core must equal bit for bit).
+  (the model the RTL core must equal bit for bit);
+- ``verilator``, ``icarus``: the generated core of the configuration, in cocotb
+  (:mod:`tb.test_sample`): the whole model compiled onto it (:mod:`golden.core_model`), every
+  step checked against the integer golden bit for bit; per step the core's cycles and counters.
 
 Per step the record holds, for the conditional row, the average FMDQ bits, whether the step was
 a SAR cache step, the saturations and the QPU counters summed over every differential layer
@@ -29,9 +32,11 @@ from golden.digits import IMAGE_SIZE, classify, psnr
 from golden.dit import DiT, DiTSpec, calibrate_masks
 from golden.dit_int_model import IntDiT, ddim_sample_float, ddim_sample_int
 
-__all__ = ["BACKENDS", "run_samples", "is_digits_model", "grid_png"]
+__all__ = ["BACKENDS", "RTL_BACKENDS", "run_samples", "is_digits_model", "grid_png",
+           "check_model", "RTLMismatch"]
 
-BACKENDS = ("float", "golden-int")
+BACKENDS = ("float", "golden-int", "verilator", "icarus")
+RTL_BACKENDS = ("verilator", "icarus")
 MASK_SEED_OFFSET = 1000
 
 
@@ -41,22 +46,67 @@ def is_digits_model(spec: DiTSpec) -> bool:
     return spec.channels == 1 and spec.image_size == IMAGE_SIZE
 
 
-def check_model(spec: DiTSpec, params: dict, cfg: Config):
-    """Build the integer model once (raises ValueError naming what does not fit ``cfg``)."""
-    IntDiT(spec, params, cfg)
+class RTLMismatch(Exception):
+    """The RTL core differed from the integer golden (the message names the first difference)."""
+
+
+def check_model(spec: DiTSpec, params: dict, cfg: Config, backend: str = "golden-int",
+                guidance: float = 1.0, stream=()):
+    """Build the integer model once and, for an RTL backend, compile it onto the configuration's
+    core (raises ValueError naming what does not fit ``cfg``)."""
+    model = IntDiT(spec, params, cfg)
+    if backend in RTL_BACKENDS:
+        from golden.core_isa import core_for
+        from golden.core_model import compile_model
+        compile_model(model, core_for(cfg), rows=1 if guidance == 1.0 else 2, stream=stream)
+
+
+def _rtl_samples(spec, params, cfg, masks, *, simulator, steps, labels, guidance, seed,
+                 stream, waves) -> dict:
+    """Every sample on the RTL core in one cocotb run: the images and the loop's record."""
+    import tempfile
+    from pathlib import Path
+
+    from gen.paths import SIM_BUILD
+    from sim.runner import run_cocotb
+    from sim.sample_job import JOB_ENV, SampleJob, read_result, write_job
+
+    SIM_BUILD.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="sample-", dir=SIM_BUILD) as tmp:
+        tmp = Path(tmp)
+        job = SampleJob(spec=spec, params=params, masks=masks, steps=steps, labels=labels,
+                        guidance=guidance, seed=seed, stream=tuple(stream),
+                        result=tmp / "result.npz")
+        write_job(tmp / "job.npz", job)
+        say(f"sample: building the {cfg.name} core for {simulator} and sampling on it")
+        try:
+            run_cocotb("core", cfg, simulator, "tb.test_sample", seed=seed,
+                       extra_env={JOB_ENV: str(tmp / "job.npz")}, waves=waves or None,
+                       tag="sample")
+        except AssertionError as why:
+            res = read_result(job.result) if job.result.exists() else {"error": str(why)}
+            raise RTLMismatch(res.get("error") or str(why).splitlines()[0]) from None
+        return read_result(job.result)
 
 
 def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps: int,
-                labels: list, guidance: float, seed: int, sar: bool = True) -> dict:
+                labels: list, guidance: float, seed: int, sar: bool = True, stream=(),
+                waves: bool = False) -> dict:
     """Sample ``len(labels)`` images with ``backend`` and with the float model; returns
     ``{"images": (n, C, H, W) backend samples, "float": the float samples, "record": a
-    JSON-serialisable dict}``."""
+    JSON-serialisable dict}``. An RTL backend raises :class:`RTLMismatch` at the first
+    difference from the integer golden."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
     t0 = time.perf_counter()
     masks = (calibrate_masks(spec, cfg, steps, seed + MASK_SEED_OFFSET, params=params)
              if sar and backend != "float" else None)
     fm = DiT(spec, params=params)
+    rtl = None
+    if backend in RTL_BACKENDS:
+        rtl = _rtl_samples(spec, params, cfg, masks, simulator=backend, steps=steps,
+                           labels=labels, guidance=guidance, seed=seed, stream=stream,
+                           waves=waves)
     images, floats, samples = [], [], []
     for k, label in progress(enumerate(labels), "samples", total=len(labels)):
         s = seed + k
@@ -64,6 +114,9 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
         per_step = []
         if backend == "float":
             x = xf
+        elif rtl is not None:
+            x = rtl["images"][k]
+            per_step = [_rtl_step(st, cfg) for st in rtl["record"]["samples"][k]["per_step"]]
         else:
             rows = [IntDiT(spec, params, cfg, masks) for _ in range(1 if guidance == 1.0 else 2)]
 
@@ -91,6 +144,15 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
                   kept_fraction=None if masks is None else
                   {k: round(float(m.mean()), 4) for k, m in masks.items()},
                   samples=samples, seconds=round(time.perf_counter() - t0, 1))
+    if rtl is not None:
+        r = rtl["record"]
+        cyc = [st["cycles"] for rec in samples for st in rec["per_step"]]
+        record["core"] = dict(
+            bit_exact=True, batch_rows=r["rows"], init_cycles=r["init_cycles"],
+            commands_per_step=r["commands_per_step"], streamed=r["streamed"],
+            memory_map=r["memory_map"].splitlines(),
+            cycles_per_step=dict(mean=round(float(np.mean(cyc)), 1), min=min(cyc), max=max(cyc)),
+            cycles_per_image=round(float(np.sum(cyc)) / len(samples), 1))
     if is_digits_model(spec):
         got, ref = classify(images), classify(floats)
         for rec, g, r in zip(samples, got, ref):
@@ -99,6 +161,18 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
             with_label=int(np.sum(got == np.array(labels))), samples=len(labels),
             **({} if backend == "float" else dict(with_float=int(np.sum(got == ref)))))
     return dict(images=images, float=floats, record=record)
+
+
+def _rtl_step(st: dict, cfg: Config) -> dict:
+    """One step of the RTL loop's record as ``dstar sample`` reports it: the golden's average
+    bits and saturations, the core's cycles and counters, and the core's average bits over every
+    QUANT it ran (attention's included, padded zero sub-channels counted as 0 bits)."""
+    c = st["counters"]
+    n = c.get("qpu_subchannels", 0)
+    core_bits = sum(b * c.get(f"qpu_subchannels_b{b}", 0) for b in (2, 4, 6, 8)) / n if n else 0.0
+    return dict(step=st["step"], t=st["t"], average_bits=st["average_bits"],
+                cache_step=st["cache_step"], saturated=st["saturated"], cycles=st["cycles"],
+                core_average_bits=round(core_bits, 4), core_counters=c)
 
 
 def _db(v):

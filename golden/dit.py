@@ -34,8 +34,8 @@ from .fmdq_stats import LayerStats
 from .sar import SARAttention, is_cache_step, profile_mask
 
 __all__ = ["DiTSpec", "DIT_MODELS", "init_params", "DiT", "TracingDiT", "QuantizedDiT",
-           "ddim_timesteps", "ddim_loop", "start_noise", "ddim_sample", "record_trace",
-           "calibrate_masks", "compare",
+           "ddim_timesteps", "ddim_loop", "ddim_update", "start_noise", "ddim_sample",
+           "record_trace", "calibrate_masks", "compare",
            "linear_layer_names", "attention_layer_names"]
 
 TRAIN_STEPS = 1000
@@ -421,19 +421,23 @@ def ddim_timesteps(steps: int, train_steps: int = TRAIN_STEPS):
 def ddim_loop(x, steps: int, eps_fn):
     """Deterministic DDIM (eta = 0) from the start noise ``x`` with the model as a function:
     ``eps_fn(x, t, i)`` is the noise estimate of image ``x`` at timestep ``t``, step ``i``
-    (eps prediction, linear betas). The predicted ``x0`` is clipped to [-1, 1] at every step
-    (and ``eps`` re-derived from it) so that a random-weight model's trajectory stays bounded.
-    Returns the image."""
-    abar = np.cumprod(1.0 - np.linspace(BETA_START, BETA_END, TRAIN_STEPS))
+    (eps prediction, linear betas; each update is :func:`ddim_update`). Returns the image."""
     ts = ddim_timesteps(steps)
     for i, t in enumerate(ts):
-        eps = eps_fn(x, int(t), i)
-        ab = abar[t]
-        ab_prev = abar[ts[i + 1]] if i + 1 < len(ts) else 1.0
-        x0 = np.clip((x - math.sqrt(1 - ab) * eps) / math.sqrt(ab), -1.0, 1.0)
-        eps = (x - math.sqrt(ab) * x0) / math.sqrt(1 - ab)
-        x = math.sqrt(ab_prev) * x0 + math.sqrt(1 - ab_prev) * eps
+        x = ddim_update(x, eps_fn(x, int(t), i), i, ts)
     return x
+
+
+def ddim_update(x, eps, i: int, ts):
+    """One DDIM update of image ``x`` with the noise estimate ``eps`` at step ``i`` of the
+    timesteps ``ts`` (:func:`ddim_timesteps`). The predicted ``x0`` is clipped to [-1, 1] (and
+    ``eps`` re-derived from it) so that a random-weight model's trajectory stays bounded."""
+    abar = np.cumprod(1.0 - np.linspace(BETA_START, BETA_END, TRAIN_STEPS))
+    ab = abar[ts[i]]
+    ab_prev = abar[ts[i + 1]] if i + 1 < len(ts) else 1.0
+    x0 = np.clip((x - math.sqrt(1 - ab) * eps) / math.sqrt(ab), -1.0, 1.0)
+    eps = (x - math.sqrt(ab) * x0) / math.sqrt(1 - ab)
+    return math.sqrt(ab_prev) * x0 + math.sqrt(1 - ab_prev) * eps
 
 
 def start_noise(spec: DiTSpec, seed: int):

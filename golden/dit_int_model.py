@@ -217,7 +217,11 @@ class IntDiT:
 
     def eps_image(self, step: ModelStep):
         """The model output of ``step`` as a float (C, H, W) image (host side)."""
-        return self.host.unpatchify(step.eps / float(1 << self.cfg.act_frac))
+        return self.eps_to_image(step.eps)
+
+    def eps_to_image(self, eps):
+        """A model output ``eps`` (N, patch_dim, act format) as a float (C, H, W) image."""
+        return self.host.unpatchify(np.asarray(eps) / float(1 << self.cfg.act_frac))
 
 
 def guided_eps(eps_cond, eps_uncond, scale: float):
