@@ -63,6 +63,13 @@ def register(sub):
                    help="RTL backends: stream every layer's objects of these buffers through "
                         "the host port (WMEM weights, XBUF x-hat, YBUF Y); by default only what "
                         "does not fit streams")
+    p.add_argument("--fit-buffers", action="store_true",
+                   help="RTL backends: deepen every buffer of the preset's core that is too "
+                        "shallow to hold the whole model (weights, state, P-cache), so nothing "
+                        "streams; the datapath stays the preset's")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="RTL backends: split the samples over this many simulator runs side by "
+                        "side (default 1)")
     p.add_argument("--waves", action="store_true",
                    help="RTL backends: write waveforms (Verilator VCD, Icarus FST) into the "
                         "cocotb run folder under build/sim")
@@ -96,6 +103,26 @@ def _model(args):
     return spec, init_params(spec, 0)
 
 
+def _fit_buffers(spec, params, cfg, guidance: float):
+    """``cfg`` with each buffer at least as deep as the whole model needs (``--fit-buffers``)."""
+    import dataclasses
+
+    from golden.core_isa import core_for
+    from golden.core_model import resident_depths
+    from golden.dit_int_model import IntDiT
+
+    try:
+        need = resident_depths(IntDiT(spec, params, cfg), rows=1 if guidance == 1.0 else 2)
+    except ValueError as why:
+        raise UserError(f"--fit-buffers: {why}") from None
+    have = core_for(cfg).to_dict()
+    deeper = {k: v for k, v in need.items() if v > have[k]}
+    if deeper:
+        say("sample: buffers deepened to hold the whole model: "
+            + ", ".join(f"{k}={v}" for k, v in deeper.items()))
+    return dataclasses.replace(cfg, **deeper)
+
+
 def run(args) -> int:
     from .sample import RTL_BACKENDS, RTLMismatch, check_model, grid_png, run_samples
 
@@ -113,8 +140,14 @@ def run(args) -> int:
     if bad:
         raise UserError(f"--labels must be in [0, {spec.classes - 1}] for this model, not "
                         f"{bad[0]}")
-    if (args.stream or args.waves) and args.backend not in RTL_BACKENDS:
-        raise UserError(f"--stream and --waves go with an RTL backend ({', '.join(RTL_BACKENDS)})")
+    if args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1, not {args.jobs}")
+    rtl_only = args.stream or args.waves or args.fit_buffers or args.jobs != 1
+    if rtl_only and args.backend not in RTL_BACKENDS:
+        raise UserError(f"--stream, --fit-buffers, --jobs and --waves go with an RTL backend "
+                        f"({', '.join(RTL_BACKENDS)})")
+    if args.fit_buffers:
+        cfg = _fit_buffers(spec, params, cfg, args.guidance)
     try:
         check_model(spec, params, cfg, args.backend, args.guidance, args.stream)
     except ValueError as why:
@@ -124,7 +157,8 @@ def run(args) -> int:
     try:
         res = run_samples(spec, params, cfg, backend=args.backend, steps=args.steps,
                           labels=labels, guidance=args.guidance, seed=args.seed,
-                          sar=not args.no_sar, stream=args.stream, waves=args.waves)
+                          sar=not args.no_sar, stream=args.stream, waves=args.waves,
+                          jobs=args.jobs)
     except RTLMismatch as why:
         raise WorkError(f"the {args.backend} core differs from the integer golden: {why}") \
             from None

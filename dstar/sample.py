@@ -62,36 +62,74 @@ def check_model(spec: DiTSpec, params: dict, cfg: Config, backend: str = "golden
 
 
 def _rtl_samples(spec, params, cfg, masks, *, simulator, steps, labels, guidance, seed,
-                 stream, waves) -> dict:
-    """Every sample on the RTL core in one cocotb run: the images and the loop's record."""
+                 stream, waves, jobs, optimize) -> dict:
+    """Every sample on the RTL core: the labels split into ``jobs`` cocotb runs side by side
+    (each with its own core and init), the core built once (Verilator at ``-O2`` when
+    ``optimize``). Returns the images and the loops' records, merged in label order; progress
+    lines on stderr as the steps finish."""
     import tempfile
+    import time
+    from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
     from gen.paths import SIM_BUILD
-    from sim.runner import run_cocotb
+    from sim.runner import build, run_cocotb
     from sim.sample_job import JOB_ENV, SampleJob, read_result, write_job
 
+    jobs = max(1, min(jobs, len(labels)))
+    shards = [list(range(len(labels)))[j::jobs] for j in range(jobs)]
     SIM_BUILD.mkdir(parents=True, exist_ok=True)
+    say(f"sample: building the {cfg.name} core for {simulator}"
+        + (" (-O2)" if optimize and simulator == "verilator" else ""))
+    build("core", cfg, simulator, bool(waves), optimize)
     with tempfile.TemporaryDirectory(prefix="sample-", dir=SIM_BUILD) as tmp:
         tmp = Path(tmp)
-        job = SampleJob(spec=spec, params=params, masks=masks, steps=steps, labels=labels,
-                        guidance=guidance, seed=seed, stream=tuple(stream),
-                        result=tmp / "result.npz")
-        write_job(tmp / "job.npz", job)
-        say(f"sample: building the {cfg.name} core for {simulator} and sampling on it")
-        try:
+        specs = []
+        for j, idx in enumerate(shards):
+            job = SampleJob(spec=spec, params=params, masks=masks, steps=steps,
+                            labels=[labels[k] for k in idx], seeds=[seed + k for k in idx],
+                            guidance=guidance, stream=tuple(stream),
+                            result=tmp / f"result{j}.npz")
+            write_job(tmp / f"job{j}.npz", job)
+            specs.append(job)
+
+        def run(j):
             run_cocotb("core", cfg, simulator, "tb.test_sample", seed=seed,
-                       extra_env={JOB_ENV: str(tmp / "job.npz")}, waves=waves or None,
-                       tag="sample")
-        except AssertionError as why:
-            res = read_result(job.result) if job.result.exists() else {"error": str(why)}
-            raise RTLMismatch(res.get("error") or str(why).splitlines()[0]) from None
-        return read_result(job.result)
+                       extra_env={JOB_ENV: str(tmp / f"job{j}.npz")}, waves=waves or None,
+                       tag=f"sample{j}", optimize=optimize)
+
+        total, seen = len(labels) * steps, -1
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(run, j) for j in range(jobs)]
+            while not all(f.done() for f in futures):
+                time.sleep(2)
+                done = sum(len(job.progress.read_text().splitlines())
+                           for job in specs if job.progress.exists())
+                if done != seen:
+                    say(f"sample: {done}/{total} steps on the {simulator} core, bit-exact")
+                    seen = done
+        results = []
+        for f, job in zip(futures, specs):
+            try:
+                f.result()
+            except AssertionError as why:
+                res = read_result(job.result) if job.result.exists() else {}
+                raise RTLMismatch(res.get("error") or str(why).splitlines()[0]) from None
+            results.append(read_result(job.result))
+    images = [None] * len(labels)
+    samples = [None] * len(labels)
+    for idx, res in zip(shards, results):
+        for pos, k in enumerate(idx):
+            images[k] = res["images"][pos]
+            samples[k] = dict(res["record"]["samples"][pos], index=k)
+    first = results[0]["record"]
+    record = dict(first, samples=samples, init_cycles=[r["record"]["init_cycles"] for r in results])
+    return {"images": np.stack(images), "record": record}
 
 
 def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps: int,
                 labels: list, guidance: float, seed: int, sar: bool = True, stream=(),
-                waves: bool = False) -> dict:
+                waves: bool = False, jobs: int = 1, optimize: bool = True) -> dict:
     """Sample ``len(labels)`` images with ``backend`` and with the float model; returns
     ``{"images": (n, C, H, W) backend samples, "float": the float samples, "record": a
     JSON-serialisable dict}``. An RTL backend raises :class:`RTLMismatch` at the first
@@ -106,7 +144,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
     if backend in RTL_BACKENDS:
         rtl = _rtl_samples(spec, params, cfg, masks, simulator=backend, steps=steps,
                            labels=labels, guidance=guidance, seed=seed, stream=stream,
-                           waves=waves)
+                           waves=waves, jobs=jobs, optimize=optimize)
     images, floats, samples = [], [], []
     for k, label in progress(enumerate(labels), "samples", total=len(labels)):
         s = seed + k
@@ -148,7 +186,8 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
         r = rtl["record"]
         cyc = [st["cycles"] for rec in samples for st in rec["per_step"]]
         record["core"] = dict(
-            bit_exact=True, batch_rows=r["rows"], init_cycles=r["init_cycles"],
+            bit_exact=True, batch_rows=r["rows"], init_cycles=r["init_cycles"], runs=len(
+                r["init_cycles"]),
             commands_per_step=r["commands_per_step"], streamed=r["streamed"],
             memory_map=r["memory_map"].splitlines(),
             cycles_per_step=dict(mean=round(float(np.mean(cyc)), 1), min=min(cyc), max=max(cyc)),

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass, field
 
 __all__ = ["Config", "ConfigError", "PRESETS", "preset", "bitlen", "CORE_BUFFER_ROWS",
+           "CORE_WIDE_ROWS", "CORE_WIDE_ADDR_BITS",
            "CORE_ADDR_BITS"]
 
 # Precision classes of FMDQ (numerics §2.2) and the fixed INT8 top threshold.
@@ -38,8 +39,14 @@ MAX_OPEN_GROUPS = 4
 #: The core's buffers whose depth (rows) a configuration may set (golden.core_isa.CoreConfig).
 CORE_BUFFER_ROWS = ("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows", "rbuf_rows",
                     "vbuf_rows", "mask_rows")
-#: Bits of every address and count field of the core's commands: a buffer has at most 2**14 rows.
+#: Bits of the core's narrow address and count fields (VROW, SKIP, and the ABUF, RBUF, VBUF and
+#: MASK addresses): those buffers have at most 2**14 rows.
 CORE_ADDR_BITS = 14
+#: The buffers that may be deeper (WMEM, XBUF, YBUF, GMEM: the whole model's weights, state and
+#: P-cache), up to 2**CORE_WIDE_ADDR_BITS rows; their address fields (and every LOAD/STORE
+#: address and count) widen to the deepest of them (golden.core_isa.addr_bits).
+CORE_WIDE_ROWS = ("wmem_rows", "xbuf_rows", "ybuf_rows", "gmem_rows")
+CORE_WIDE_ADDR_BITS = 20
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
                    "pack_windows") + CORE_BUFFER_ROWS
 
@@ -269,7 +276,8 @@ class Config:
         pos_int("cores")
         for buf in CORE_BUFFER_ROWS:
             if getattr(self, buf) is not None:
-                pos_int(buf, 1, 1 << CORE_ADDR_BITS)
+                pos_int(buf, 1, 1 << (CORE_WIDE_ADDR_BITS if buf in CORE_WIDE_ROWS
+                                      else CORE_ADDR_BITS))
 
     # ------------------------------------------------------------------ derived values
     @property

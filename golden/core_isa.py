@@ -105,7 +105,14 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .config import CORE_ADDR_BITS, CORE_BUFFER_ROWS, Config, bitlen
+from .config import (
+    CORE_ADDR_BITS,
+    CORE_BUFFER_ROWS,
+    CORE_WIDE_ADDR_BITS,
+    CORE_WIDE_ROWS,
+    Config,
+    bitlen,
+)
 from .layouts import VPU_OPS, layout_width, pack, qpu_config_layout, unpack
 from .schedule import COUNTER_NAMES
 
@@ -114,11 +121,11 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "cmd_layout", "header_layout", "assemble", "disassemble", "encode", "decode",
            "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
            "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
-           "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS"]
+           "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS", "addr_bits"]
 
 CMD_BITS = 128          # one command
 HOST_WORD = 32          # host stream word
-ADDR_BITS = CORE_ADDR_BITS   # every address and count field
+ADDR_BITS = CORE_ADDR_BITS   # the narrow address and count fields (addr_bits: the wide ones)
 SEMAPHORES = 4
 SREGS = 16              # K/V shift registers
 SEM_BITS = 4            # each semaphore counts 0..15
@@ -157,7 +164,8 @@ def _f(name, width, dims=(), signed=False):
 class CoreConfig:
     """Buffer depths (rows) of the core; checked against a program by the compiler.
 
-    Every depth is at most ``2**ADDR_BITS``.
+    WMEM, XBUF, YBUF and GMEM have at most ``2**CORE_WIDE_ADDR_BITS`` rows, the others at most
+    ``2**ADDR_BITS``.
     """
 
     abuf_rows: int = 4096
@@ -172,9 +180,10 @@ class CoreConfig:
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
-            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 1 << ADDR_BITS:
-                raise ValueError(f"CoreConfig.{f.name} must be an integer in [1, "
-                                 f"{1 << ADDR_BITS}], not {v!r}")
+            top = 1 << (CORE_WIDE_ADDR_BITS if f.name in CORE_WIDE_ROWS else ADDR_BITS)
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= top:
+                raise ValueError(f"CoreConfig.{f.name} must be an integer in [1, {top}], "
+                                 f"not {v!r}")
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -278,22 +287,32 @@ def header_layout() -> list:
     return [_f("op", 5), _f("wait", SEMAPHORES), _f("signal", SEMAPHORES)]
 
 
+def addr_bits(cfg: Config) -> int:
+    """Width of the wide address fields (every LOAD/STORE address and count, QUANT ``xsrc`` and
+    ``gdst``, GEMM ``gsrc``, ``wbase`` and ``ysrc``): :data:`ADDR_BITS`, or more when a WMEM,
+    XBUF, YBUF or GMEM of ``cfg``'s core (:func:`core_for`) is deeper than ``2**ADDR_BITS``."""
+    core = core_for(cfg)
+    deepest = max(getattr(core, b) for b in CORE_WIDE_ROWS)
+    return max(ADDR_BITS, bitlen(deepest - 1))
+
+
 def cmd_layout(cfg: Config, op: str) -> list:
-    """Field layout of opcode ``op`` after the header (bit 13 on)."""
-    A = ADDR_BITS
+    """Field layout of opcode ``op`` after the header (bit 13 on). Narrow fields have
+    :data:`ADDR_BITS` bits, wide ones :func:`addr_bits` (the same for the presets)."""
+    A, W = ADDR_BITS, addr_bits(cfg)
     if op in ("NOP", "END", "BARRIER"):
         return []
     if op == "LOAD":
-        return [_f("buf", 3), _f("zero", 1), _f("addr", A), _f("count", A)]
+        return [_f("buf", 3), _f("zero", 1), _f("addr", W), _f("count", W)]
     if op == "STORE":
-        return [_f("buf", 3), _f("addr", A), _f("count", A)]
+        return [_f("buf", 3), _f("addr", W), _f("count", W)]
     if op == "QCFG":
         return [(n, w, d, s) for n, w, d, s in qpu_config_layout(cfg)]
     if op == "QUANT":
-        return [_f("src", A), _f("xsrc", A), _f("nch", A), _f("gdst", A), _f("diff", 1),
+        return [_f("src", A), _f("xsrc", W), _f("nch", A), _f("gdst", W), _f("diff", 1),
                 _f("pcache", 1)]
     if op == "GEMM":
-        return [_f("gsrc", A), _f("wbase", A), _f("ysrc", A), _f("rrow", A), _f("dst", A),
+        return [_f("gsrc", W), _f("wbase", W), _f("ysrc", W), _f("rrow", A), _f("dst", A),
                 _f("accum", 1), _f("use_sreg", 1), _f("sreg", 4), _f("pcache", 1)]
     if op == "VROW":
         return [_f("vop", 4), _f("cols", 1), _f("R", A), _f("n", A), _f("a", A), _f("C", A),

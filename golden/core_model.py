@@ -9,7 +9,13 @@ Program structure
 -----------------
 *Init* (once): LOAD every resident layer's weights (WMEM), every layer's requantization rows and
 the blocks' attention rows (RBUF), the SAR masks (MASK), the position embedding (ABUF ``pos``) and
-the gate ``1.0`` (VBUF ``one``); LOAD ``zero`` every resident ``x̂`` (XBUF) and ``Y`` (YBUF); END.
+the gate ``1.0`` (VBUF ``one``); END. Before each sample's first step
+:func:`zero_state_commands` zeroes every resident ``x̂`` (XBUF) and ``Y`` (YBUF) and brings the
+STEP phase back to 0.
+
+**ABUF by lifetime.** Every activation tensor of a step lives from the command that writes it to
+the last that reads it; tensors whose lifetimes do not meet share rows (first fit, in order of
+definition). The batch rows run one after the other and share the placement.
 
 *Step* (the same command list every step)::
 
@@ -17,7 +23,7 @@ the gate ``1.0`` (VBUF ``one``); LOAD ``zero`` every resident ``x̂`` (XBUF) and
     VPARAM eps_q
     x_embed layer (patches → x_embed.y)
     VROW gated_residual pos + 1.0 · x_embed.y → h.0;  STORE h.0              ("h0")
-    block i (x = h.(i % 2), out = h.((i+1) % 2));  STORE out                ("blocks.i.out")
+    block i (x = h.i, out = h.(i+1));  STORE out                            ("blocks.i.out")
     VROW layernorm → ln;  VROW modulate → f;  STORE f                        ("f")
     final.linear layer (f → eps);  STORE eps                                 ("eps")
     STORE CNT ("counters");  STEP interval;  END
@@ -77,12 +83,12 @@ from .dit_int import LAYERS, MOD_NAMES
 from .dit_int_model import IntDiT, ModelStep
 
 __all__ = ["compile_model", "ModelProgram", "STREAMABLE", "layer_names",
-           "zero_state_commands"]
+           "zero_state_commands", "resident_depths"]
 
 #: Buffers whose per-layer objects may stay with the host and stream through the host port.
 STREAMABLE = ("WMEM", "XBUF", "YBUF")
 _SUFFIX = {"WMEM": "W", "XBUF": "xhat", "YBUF": "Y"}
-#: ABUF tensors of one block (shared by every block), in compile_block's order; None = N rows.
+#: ABUF tensors of one block in compile_block's order, in units of D (None: N rows, "M": M).
 _SCRATCH = {"ln1": 1, "a": 1, "qk.y": 2, "v.y": 1, "S": None, "P": None, "o": 1, "proj.y": 1,
             "h1": 1, "ln2": 1, "m": 1, "fc1.y": "M", "gelu": "M", "fc2.y": 1}
 
@@ -333,6 +339,20 @@ def compile_model(model: IntDiT, core: CoreConfig, *, rows: int = 1, stream=()) 
     return prog
 
 
+def resident_depths(model: IntDiT, *, rows: int = 1) -> dict:
+    """The buffer depths (``abuf_rows`` ...: rows) at which ``model`` with ``rows`` batch rows
+    runs with nothing streamed (for ``--set``); raises ValueError when even the deepest core
+    cannot hold it."""
+    from .config import CORE_ADDR_BITS, CORE_WIDE_ADDR_BITS, CORE_WIDE_ROWS
+
+    deepest = CoreConfig(**{f: 1 << (CORE_WIDE_ADDR_BITS if f in CORE_WIDE_ROWS
+                                     else CORE_ADDR_BITS)
+                            for f in CoreConfig.__dataclass_fields__})
+    prog = compile_model(model, deepest, rows=rows)
+    return {f"{b.lower()}_rows": prog.rows_used(b) for b in BUF_ORDER if b != "GMEM"} | \
+        {"gmem_rows": prog.rows_used("GMEM")}
+
+
 def _check_block(blk, core):
     """compile_block's checks of one block (dimensions, interval, eps)."""
     T = blk.cfg.tile
@@ -391,8 +411,8 @@ def _plan(prog: ModelProgram, force: set):
     (objects: each layer's weights; each batch row's ``x̂`` and ``Y`` of each layer)."""
     m, cfg = prog.model, prog.cfg
     s, T = m.spec, cfg.tile
-    N, D, H, M = s.tokens, s.hidden, s.heads, s.mlp_hidden
-    nt, Pp = N // T, prog.layers["x_embed"].W.shape[0]
+    N, D, H = s.tokens, s.hidden, s.heads
+    nt = N // T
     depth = len(m.blocks)
     top = dict.fromkeys(BUF_ORDER, 0)
 
@@ -403,13 +423,7 @@ def _plan(prog: ModelProgram, force: set):
             top[buf] += rows
         return prog.regions[name]
 
-    for name, C in (("patches", Pp), ("pos", D), ("x_embed.y", D), ("h.0", D), ("h.1", D)):
-        take("ABUF", name, nt * C)
-    if depth:
-        for name, w in _SCRATCH.items():
-            take("ABUF", f"blk.{name}", N if w is None else nt * (M if w == "M" else w * D))
-    for name, C in (("ln", D), ("f", D), ("final.linear.y", Pp)):
-        take("ABUF", name, nt * C)
+    top["ABUF"] = _place_abuf(prog)
     for name in prog.layers:
         take("RBUF", f"{name}.r", prog.layers[name].W.shape[1] // T)
     for i in range(depth):
@@ -442,11 +456,11 @@ def _plan(prog: ModelProgram, force: set):
         for r in range(prog.rows):
             for i in range(depth):
                 take("GMEM", _state(r, f"blocks.{i}", "pcache"), pc)
-    for buf in BUF_ORDER:
-        if buf not in STREAMABLE and top[buf] > buffer_depth(prog.core, buf):
-            raise ValueError(f"the model does not fit {buf}: it needs {top[buf]} rows, the core "
-                             f"has {buffer_depth(prog.core, buf)} (CoreConfig."
-                             f"{buf.lower()}_rows)")
+    over = [f"{buf} needs {top[buf]} rows, the core has {buffer_depth(prog.core, buf)} "
+            f"({buf.lower()}_rows)" for buf in BUF_ORDER
+            if buf not in STREAMABLE and top[buf] > buffer_depth(prog.core, buf)]
+    if over:
+        raise ValueError("the model does not fit: " + "; ".join(over))
     for buf in STREAMABLE:
         rows_of = [None] if buf == "WMEM" else list(range(prog.rows))
         objs = [(r, n) for r in rows_of for n in prog.layers]
@@ -461,9 +475,9 @@ def _plan(prog: ModelProgram, force: set):
                     break
         window = max((size[o] for o in streamed), default=0)
         if window + sum(size[o] for o in objs if o not in streamed) > room:
-            raise ValueError(f"the model does not fit {buf} even with every layer streamed: it "
-                             f"needs {top[buf] + window} rows, the core has "
-                             f"{buffer_depth(prog.core, buf)} (CoreConfig.{buf.lower()}_rows)")
+            raise ValueError(f"the model does not fit: {buf} needs {top[buf] + window} rows "
+                             f"even with every layer streamed, the core has "
+                             f"{buffer_depth(prog.core, buf)} ({buf.lower()}_rows)")
         wbase = top[buf]
         top[buf] += window
         for o in objs:
@@ -472,6 +486,64 @@ def _plan(prog: ModelProgram, force: set):
             take(buf, key, size[o], base=wbase if o in streamed else None)
         prog.streamed[buf] = list(dict.fromkeys(n for _, n in streamed))
         prog.streamed_rows[buf] = streamed
+
+
+def _abuf_ops(prog: ModelProgram) -> tuple:
+    """One batch row's step as a sequence of ``(written, read)`` ABUF tensor names (a layer,
+    a VROW, a STORE or an attention part is one entry), and every tensor's rows."""
+    m, T = prog.model, prog.cfg.tile
+    s = m.spec
+    N, D, M, nt = s.tokens, s.hidden, s.mlp_hidden, s.tokens // T
+    Pp = prog.layers["x_embed"].W.shape[0]
+    rows = {"patches": nt * Pp, "x_embed.y": nt * D, "ln": nt * D, "f": nt * D,
+            "final.linear.y": nt * Pp}
+    ops = [(["patches"], []), (["x_embed.y"], ["patches"]), (["h.0"], ["x_embed.y"]),
+           ([], ["h.0"])]
+    for i in range(len(m.blocks)):
+        b = {n: f"blocks.{i}.{n}" for n in _SCRATCH}
+        for n, w in _SCRATCH.items():
+            rows[b[n]] = N if w is None else nt * (M if w == "M" else w * D)
+        x, out = f"h.{i}", f"h.{i + 1}"
+        ops += [([b["ln1"]], [x]), ([b["a"]], [b["ln1"]]), ([b["qk.y"]], [b["a"]]),
+                ([b["v.y"]], [b["a"]]), ([b["S"], b["P"]], [b["qk.y"]]), ([b["o"]], [b["v.y"]]),
+                ([b["proj.y"]], [b["o"]]), ([b["h1"]], [x, b["proj.y"]]),
+                ([b["ln2"]], [b["h1"]]), ([b["m"]], [b["ln2"]]), ([b["fc1.y"]], [b["m"]]),
+                ([b["gelu"]], [b["fc1.y"]]), ([b["fc2.y"]], [b["gelu"]]),
+                ([out], [b["h1"], b["fc2.y"]]), ([], [out])]
+    depth = len(m.blocks)
+    ops += [(["ln"], [f"h.{depth}"]), (["f"], ["ln"]), ([], ["f"]), (["final.linear.y"], ["f"]),
+            ([], ["final.linear.y"])]
+    for i in range(depth + 1):
+        rows[f"h.{i}"] = nt * D
+    return ops, rows
+
+
+def _place_abuf(prog: ModelProgram) -> int:
+    """ABUF regions by lifetime: ``pos`` (constant) first, then every tensor of
+    :func:`_abuf_ops` at the lowest base where it overlaps no tensor alive at the same time (a
+    tensor lives from the entry that writes it to the last that reads it, both included; the
+    batch rows run one after the other and share the placement). Returns the rows used."""
+    ops, rows = _abuf_ops(prog)
+    life = {}
+    for k, (written, read) in enumerate(ops):
+        for n in written + read:
+            a, b = life.get(n, (k, k))
+            life[n] = (min(a, k), max(b, k))
+    pos = Region("ABUF", "pos", 0, prog.model.spec.tokens // prog.cfg.tile * prog.model.spec.hidden)
+    prog.regions["pos"] = pos
+    placed = []
+    for n in sorted(life, key=lambda n: (life[n][0], -rows[n])):
+        a, b = life[n]
+        busy = sorted((r.base, r.base + r.rows) for r, (c, d) in placed if c <= b and a <= d)
+        base = pos.rows
+        for lo, hi in busy:
+            if base + rows[n] <= lo:
+                break
+            base = max(base, hi)
+        reg = Region("ABUF", n, base, rows[n])
+        prog.regions[n] = reg
+        placed.append((reg, (a, b)))
+    return max([pos.rows] + [r.base + r.rows for r, _ in placed])
 
 
 def _layer_regions(prog: ModelProgram, r: int, name: str, k: str | None = None) -> dict:
@@ -486,11 +558,11 @@ def _block_view(prog: ModelProgram, r: int, i: int):
     """Block ``i`` of batch row ``r`` as :func:`golden.core_compiler.emit_block_body` sees it:
     its :class:`~golden.dit_int.IntDiTBlock` and its region names mapped onto the model's map."""
     R = prog.regions
-    view = {"x": R[f"h.{i % 2}"], "out": R[f"h.{(i + 1) % 2}"],
+    view = {"x": R[f"h.{i}"], "out": R[f"h.{i + 1}"],
             "K^T": R["K^T"], "V": R["V"], "slot0": R["slot0"], "slot1": R["slot1"],
             "pcache": R[_state(r, f"blocks.{i}", "pcache")]}
     for n in _SCRATCH:
-        view[n] = R[f"blk.{n}"]
+        view[n] = R[f"blocks.{i}.{n}"]
     for k in LAYERS:
         view.update(_layer_regions(prog, r, f"blocks.{i}.{k}", k))
     for n in ("S.r", "O.r", "mask", *MOD_NAMES):
@@ -573,7 +645,7 @@ def _lower(prog: ModelProgram):
             emit_block_body(view, e, prefix=f"{p}blocks.{i}.")
             e.section(f"{p}blocks.{i}.store")
             e.transfer("STORE", "ABUF", view.regions["out"], key=(r, f"blocks.{i}.out"))
-        h = R[f"h.{len(m.blocks) % 2}"]
+        h = R[f"h.{len(m.blocks)}"]
         e.section(p + "final.norm")
         _vrow(e, "layernorm", R=N, n=D, a=h.base, C=D, dst=R["ln"].base)
         _vrow(e, "modulate", R=N, n=D, a=R["ln"].base, C=D, dst=R["f"].base,

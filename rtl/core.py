@@ -135,7 +135,7 @@ class Core(wiring.Component):
             shape = row_layout(cfg, buf) if shape is None else shape
             side = "w" if write else "r"
             p = SimpleNamespace(en=Signal(name=f"h_{buf}_{side}_en"),
-                                addr=Signal(isa.ADDR_BITS, name=f"h_{buf}_{side}_addr"),
+                                addr=Signal(isa.addr_bits(cfg), name=f"h_{buf}_{side}_addr"),
                                 data=Signal(shape, name=f"h_{buf}_{side}_data"))
             if write:
                 m.d.comb += [p.en.eq(hb.wen & (hb.wbuf == BUF[buf])), p.addr.eq(hb.waddr),

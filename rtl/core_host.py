@@ -26,13 +26,14 @@ def _bufs():
     return len(isa.BUFFERS)
 
 
-def host_bus_signature(width: int) -> wiring.Signature:
+def host_bus_signature(width: int, addr_bits: int = isa.ADDR_BITS) -> wiring.Signature:
     """The engine's generic buffer port (engine side): a write (``wen``, ``wbuf``, ``waddr``,
-    ``wdata``) and a read (``ren``, ``rbuf``, ``raddr``; ``rdata`` valid the next cycle)."""
+    ``wdata``) and a read (``ren``, ``rbuf``, ``raddr``; ``rdata`` valid the next cycle);
+    addresses of ``addr_bits`` (:func:`golden.core_isa.addr_bits`)."""
     return wiring.Signature({
-        "wen": Out(1), "wbuf": Out(range(_bufs())), "waddr": Out(isa.ADDR_BITS),
+        "wen": Out(1), "wbuf": Out(range(_bufs())), "waddr": Out(addr_bits),
         "wdata": Out(width),
-        "ren": Out(1), "rbuf": Out(range(_bufs())), "raddr": Out(isa.ADDR_BITS),
+        "ren": Out(1), "rbuf": Out(range(_bufs())), "raddr": Out(addr_bits),
         "rdata": In(width),
     })
 
@@ -56,7 +57,7 @@ class HostEngine(wiring.Component):
             "cmd": In(stream.Signature(isa.CMD_BITS)),
             "host_in": In(stream.Signature(isa.HOST_WORD)),
             "host_out": Out(stream.Signature(isa.HOST_WORD)),
-            "bus": Out(host_bus_signature(self._width)),
+            "bus": Out(host_bus_signature(self._width, isa.addr_bits(cfg))),
             "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
             "words_in": Out(1), "words_out": Out(isa.ADDR_BITS + 1),
         })
@@ -76,9 +77,10 @@ class HostEngine(wiring.Component):
         is_store = Signal()
         zero = Signal()
         buf = Signal(range(_bufs()))
-        addr = Signal(isa.ADDR_BITS)
-        left = Signal(isa.ADDR_BITS + 1)
-        total = Signal(isa.ADDR_BITS + 1)   # rows of a STORE of CNT (one word each)
+        A = isa.addr_bits(cfg)
+        addr = Signal(A)
+        left = Signal(A + 1)
+        total = Signal(A + 1)   # rows of a STORE of CNT (one word each)
         sig = Signal(isa.SEMAPHORES)
         words = [Signal(W, name=f"word{i}") for i in range(kmax)]
         widx = Signal(range(kmax + 1))

@@ -80,7 +80,7 @@ class MatrixEngine(wiring.Component):
     def elaborate(self, platform):
         cfg, core = self._cfg, self._core
         T, L = cfg.tile, cfg.lanes
-        A = isa.ADDR_BITS
+        A = isa.addr_bits(cfg)
         m = Module()
         m.submodules.mpu = mpu = self._mpu
         wiring.connect(m, wiring.flipped(self.wload), mpu.wload)

@@ -71,12 +71,12 @@ class QuantEngine(wiring.Component):
         quant = cmd_layout(cfg, "QUANT")(self.cmd.payload)
         qcfg = cmd_layout(cfg, "QCFG")(self.cmd.payload)
         src = Signal(isa.ADDR_BITS)
-        xsrc = Signal(isa.ADDR_BITS)
+        xsrc = Signal(isa.addr_bits(cfg))
         nch = Signal(isa.ADDR_BITS)
         diff = Signal()
         pcache = Signal()
         sig = Signal(isa.SEMAPHORES)
-        gptr = Signal(isa.ADDR_BITS + 1)
+        gptr = Signal(isa.addr_bits(cfg) + 1)
         fed = Signal(isa.ADDR_BITS)        # sub-channels whose reads were issued
         recs = Signal(isa.ADDR_BITS)       # reconstructions received
         tile_done = Signal()               # the tile's last group was written
@@ -130,7 +130,7 @@ class QuantEngine(wiring.Component):
         # Reconstruction: read x̂ again, add, saturate, write back (differential mode).
         rec_a = Signal()
         rec_val = Signal.like(qpu.recon.p)
-        rec_addr = Signal(isa.ADDR_BITS)
+        rec_addr = Signal(isa.addr_bits(cfg))
         m.d.comb += [qpu.recon.ready.eq(1),
                      self.xupd.en.eq(qpu.recon.valid & diff),
                      self.xupd.addr.eq(xsrc + recs)]

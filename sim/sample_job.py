@@ -27,24 +27,31 @@ JOB_ENV = "DSTAR_SAMPLE_JOB"
 @dataclass
 class SampleJob:
     """A sampling run on the RTL core: the model (``spec``, ``params``, ``masks`` or None) and
-    ``steps``, ``labels``, ``guidance``, ``seed``, ``stream`` (buffers that stream every layer,
-    :data:`golden.core_model.STREAMABLE`), ``result`` (the path the loop writes)."""
+    ``steps``, ``labels`` with their start-noise ``seeds``, ``guidance``, ``stream`` (buffers that
+    stream every layer, :data:`golden.core_model.STREAMABLE`), ``result`` (the path the loop
+    writes; it appends one line per step done to ``result`` + ``.progress``)."""
 
     spec: DiTSpec
     params: dict
     masks: dict | None
     steps: int
     labels: list
+    seeds: list
     guidance: float
-    seed: int
     stream: tuple
     result: Path
+
+    @property
+    def progress(self) -> Path:
+        """The file of the loop's progress lines."""
+        return self.result.with_name(self.result.name + ".progress")
 
 
 def write_job(path: Path, job: SampleJob):
     """Write ``job`` to ``path`` (.npz)."""
-    opts = dict(steps=job.steps, labels=[int(v) for v in job.labels], guidance=job.guidance,
-                seed=job.seed, stream=list(job.stream), result=str(job.result),
+    opts = dict(steps=job.steps, labels=[int(v) for v in job.labels],
+                seeds=[int(v) for v in job.seeds], guidance=job.guidance,
+                stream=list(job.stream), result=str(job.result),
                 masks=job.masks is not None)
     arrays = {f"param/{k}": np.asarray(v) for k, v in job.params.items()}
     arrays.update({f"mask/{k}": np.asarray(v) for k, v in (job.masks or {}).items()})
@@ -59,8 +66,9 @@ def read_job(path) -> SampleJob:
         params = {k[6:]: z[k].astype(np.float64) for k in z.files if k.startswith("param/")}
         masks = {k[5:]: z[k].astype(bool) for k in z.files if k.startswith("mask/")}
     return SampleJob(spec=spec, params=params, masks=masks if o["masks"] else None,
-                     steps=o["steps"], labels=o["labels"], guidance=o["guidance"],
-                     seed=o["seed"], stream=tuple(o["stream"]), result=Path(o["result"]))
+                     steps=o["steps"], labels=o["labels"], seeds=o["seeds"],
+                     guidance=o["guidance"], stream=tuple(o["stream"]),
+                     result=Path(o["result"]))
 
 
 def write_result(path: Path, images=None, record=None, error: str | None = None):

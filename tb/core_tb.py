@@ -160,8 +160,8 @@ def assert_equal(got: dict, exp: dict, where: str):
             continue
         e, g = np.asarray(e), np.asarray(g)
         if e.shape != g.shape or not np.array_equal(e, g):
-            idx = np.argwhere(e != g)[0] if e.shape == g.shape else None
-            raise AssertionError(f"{where}{k}: shapes {g.shape} / {e.shape}, first difference "
-                                 f"at {None if idx is None else tuple(idx)}: got "
-                                 f"{None if idx is None else g[tuple(idx)]}, expected "
-                                 f"{None if idx is None else e[tuple(idx)]}")
+            if e.shape != g.shape:
+                raise AssertionError(f"{where}{k}: shape {g.shape}, expected {e.shape}")
+            idx = tuple(int(i) for i in np.argwhere(e != g)[0])
+            raise AssertionError(f"{where}{k}: first difference at index {idx}: got "
+                                 f"{int(g[idx])}, expected {int(e[idx])}")

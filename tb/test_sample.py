@@ -61,7 +61,7 @@ async def _sample(dut, tb, job):
         for g in golden:
             g.reset()
         state = prog.initial_state()
-        x = start_noise(spec, job.seed + k)[0]
+        x = start_noise(spec, job.seeds[k])[0]
         per_step = []
         for i, t in enumerate(ts):
             labels = (label, spec.classes)
@@ -84,8 +84,11 @@ async def _sample(dut, tb, job):
                                  counters=inc, average_bits=round(ref[0].average_bits(), 4),
                                  saturated=sum(m.saturated for m in ref)))
             done += 1
-            dut._log.info(f"sample {k} (label {label}) step {i}: {tb.cycles} cycles, "
-                          f"{'cache' if cache else 'reuse'} step, bit-exact")
+            line = (f"sample {k} (label {label}) step {i}: {tb.cycles} cycles, "
+                    f"{'cache' if cache else 'reuse'} step, bit-exact")
+            dut._log.info(line)
+            with open(job.progress, "a") as f:
+                f.write(line + "\n")
         images.append(x)
         samples.append(dict(index=k, label=int(label), per_step=per_step))
     record = dict(rows=rows, init_cycles=init_cycles, streamed=prog.streamed,

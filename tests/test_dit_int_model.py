@@ -117,6 +117,11 @@ def test_dstar_sample_writes_the_grid_and_the_record(tmp_path, capsys):
     (["--steps", "0"], "--steps must be >= 1"),
     (["--cfg", "0"], "--cfg must be > 0"),
     (["--set", "max_reduction=8"], "does not fit"),
+    (["--stream", "XBUF"], "go with an RTL backend"),
+    (["--fit-buffers"], "go with an RTL backend"),
+    (["--backend", "verilator", "--jobs", "0"], "--jobs must be >= 1"),
+    (["--backend", "verilator", "--set", "gmem_rows=512"], "GMEM needs 768 rows"),
+    (["--backend", "icarus", "--cfg", "2"], "GMEM needs 1280 rows, the core has 1024"),
 ])
 def test_dstar_sample_refuses_bad_input_in_one_line(tmp_path, capsys, argv, message):
     out = tmp_path / "out"
@@ -137,3 +142,26 @@ def test_dstar_sample_labels_digits_with_the_classifier(tmp_path, capsys):
     assert "with_float" not in rec["classifier_agreement"]
     assert all(0 <= s["classifier"] <= 9 and s["psnr_db"] is None for s in rec["samples"])
     assert "the classifier reads the label on" in out and "float on" not in out
+
+
+def test_an_rtl_mismatch_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """The loop's first difference (its result file's ``error``) becomes the command's one-line
+    error, exit 1, and no output appears."""
+    import sim.runner
+    from sim.sample_job import JOB_ENV, read_job, write_result
+
+    def fake_run(unit, cfg, simulator, module, *, extra_env, **kw):
+        job = read_job(extra_env[JOB_ENV])
+        write_result(job.result, error="sample 0 (label 1) step 1 row 0: eps: first difference "
+                                       "at index (3, 2): got 5, expected 4")
+        raise AssertionError("tb.test_sample on verilator: 1 of 1 tests failed")
+
+    monkeypatch.setattr(sim.runner, "build", lambda *a, **k: None)
+    monkeypatch.setattr(sim.runner, "run_cocotb", fake_run)
+    out = tmp_path / "out"
+    rc, stdout, err = run_dstar(capsys, "sample", "--backend", "verilator", "--model", "tiny",
+                                "--preset", "tiny", "--steps", "2", "--labels", "1", "--out", out)
+    assert rc == 1 and stdout == "" and not out.exists()
+    last = err.strip().splitlines()[-1]
+    assert "the verilator core differs from the integer golden: sample 0 (label 1) step 1 " \
+           "row 0: eps: first difference at index (3, 2)" in last, err

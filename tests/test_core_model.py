@@ -1,0 +1,157 @@
+"""The whole-model compiler (golden.core_model) on the ISA executor: every stored tensor equal to
+the integer model at every step (resident, streamed, two batch rows, no reuse), a new trajectory
+after an odd number of steps, the transfers of reuse steps, the memory-map errors, the wide
+address fields, and a corrupted word named by the comparison the cocotb loop uses."""
+
+import numpy as np
+import pytest
+
+from golden import core_isa as isa
+from golden.config import ConfigError, preset
+from golden.core_exec import CoreExecutor
+from golden.core_model import compile_model, resident_depths, zero_state_commands
+from golden.dit import (
+    DIT_MODELS,
+    calibrate_masks,
+    ddim_timesteps,
+    ddim_update,
+    init_params,
+    start_noise,
+)
+from golden.dit_int_model import IntDiT
+from tb.core_tb import assert_equal
+
+SPEC = DIT_MODELS["tiny"]
+
+
+@pytest.fixture(scope="module")
+def params():
+    return init_params(SPEC, 0)
+
+
+def _sample(prog, models, ex, steps, seed, label, done):
+    """One trajectory on the executor, every row's stored tensors checked; returns the
+    per-step host words stored."""
+    ex.run(zero_state_commands(prog, done), [])
+    for m in models:
+        m.reset()
+    state = prog.initial_state()
+    x = start_noise(SPEC, seed)[0]
+    ts = ddim_timesteps(steps)
+    stored = []
+    for i, t in enumerate(ts):
+        inputs = [m.host_inputs(x, int(t), (label, SPEC.classes)[r])
+                  for r, m in enumerate(models)]
+        ref = [m.step(v) for m, v in zip(models, inputs)]
+        cache = prog.is_cache_step(i)
+        words = ex.run(prog.step, prog.host_words(inputs, state, cache))
+        outs, counters = prog.parse_output(words, cache)
+        assert counters["commands"] > 0
+        for r in range(len(models)):
+            assert_equal(outs[r], prog.expected(ref[r], cache, r), f"step {i} row {r}: ")
+            state[r].update(prog.next_state(outs[r]))
+        x = ddim_update(x, models[0].eps_to_image(prog.eps(outs[0])), i, ts)
+        stored.append(words[:-len(isa.COUNTERS)])       # the counters run on
+    return stored
+
+
+@pytest.mark.parametrize("stream, rows, overrides", [
+    ((), 1, {}),                                     # YBUF streams what does not fit
+    (("WMEM", "XBUF", "YBUF"), 2, {"sar_interval": 1}),
+    ((), 2, {"gmem_rows": 2048, "ybuf_rows": 2048}),    # two rows, everything resident
+])
+def test_the_program_equals_the_integer_model(params, stream, rows, overrides):
+    cfg = preset("tiny", **overrides)
+    masks = calibrate_masks(SPEC, cfg, 3, 1000, params=params)
+    prog = compile_model(IntDiT(SPEC, params, cfg, masks), isa.core_for(cfg), rows=rows,
+                         stream=stream)
+    if stream:
+        assert all(len(prog.streamed[b]) == len(prog.layers) for b in stream)
+    ex = CoreExecutor(cfg, isa.core_for(cfg))
+    ex.run(prog.init, prog.init_words)
+    models = [IntDiT(SPEC, params, cfg, masks) for _ in range(rows)]
+    first = _sample(prog, models, ex, 3, seed=0, label=1, done=0)
+    again = _sample(prog, models, ex, 3, seed=0, label=1, done=3)   # phase back to a cache step
+    assert first == again
+
+
+def test_the_tiny_core_streams_only_what_does_not_fit(params):
+    cfg = preset("tiny")
+    prog = compile_model(IntDiT(SPEC, params, cfg), isa.core_for(cfg))
+    assert prog.streamed["WMEM"] == [] and prog.streamed["XBUF"] == []
+    assert prog.streamed["YBUF"]                    # 576 rows of Y, the core has 512
+    assert prog.rows_used("YBUF") <= isa.core_for(cfg).ybuf_rows
+    depths = resident_depths(IntDiT(SPEC, params, cfg))
+    big = preset("tiny", ybuf_rows=depths["ybuf_rows"])
+    assert compile_model(IntDiT(SPEC, params, big), isa.core_for(big)).streamed["YBUF"] == []
+
+
+def test_reuse_steps_move_no_qk_state(params):
+    cfg = preset("tiny")
+    prog = compile_model(IntDiT(SPEC, params, cfg), isa.core_for(cfg), stream=("XBUF",))
+    keys = {c: {k for _op, _r, k, *_ in prog.transfers(c)} for c in (True, False)}
+    assert "blocks.0.qk.xhat" in keys[True] and "blocks.0.qk.xhat" not in keys[False]
+    assert "blocks.0.v.xhat" in keys[False]
+
+
+def test_a_corrupted_word_is_named(params):
+    cfg = preset("tiny")
+    prog = compile_model(IntDiT(SPEC, params, cfg), isa.core_for(cfg))
+    ex = CoreExecutor(cfg, isa.core_for(cfg))
+    ex.run(prog.init, prog.init_words)
+    model = IntDiT(SPEC, params, cfg)
+    inputs = model.host_inputs(start_noise(SPEC, 0)[0], 999, 1)
+    ref = model.step(inputs)
+    words = ex.run(prog.step, prog.host_words([inputs], prog.initial_state(), True))
+    words[-len(isa.COUNTERS) - 1] ^= 1             # the last word of eps
+    outs, _ = prog.parse_output(words, True)
+    with pytest.raises(AssertionError,
+                       match=r"step 0: eps: first difference at index \(14, 15\): got"):
+        assert_equal(outs[0], prog.expected(ref, True), "step 0: ")
+
+
+def test_a_model_too_big_names_every_buffer(params):
+    from golden.digits import load_trained
+
+    spec, p = load_trained()
+    cfg = preset("fpga")
+    with pytest.raises(ValueError, match=r"ABUF needs 6208 rows, the core has 4096 .*"
+                                         r"GMEM needs 34816 rows"):
+        compile_model(IntDiT(spec, p, cfg), isa.core_for(cfg))
+    with pytest.raises(ValueError, match="rows must be an integer in 1..16"):
+        compile_model(IntDiT(SPEC, params, preset("tiny")), isa.core_for(preset("tiny")), rows=0)
+    with pytest.raises(ValueError, match=r"\['ABUF'\] cannot stream"):
+        compile_model(IntDiT(SPEC, params, preset("tiny")), isa.core_for(preset("tiny")),
+                      stream=("ABUF",))
+
+
+def test_wide_buffers_widen_only_their_fields():
+    assert isa.addr_bits(preset("fpga")) == isa.ADDR_BITS == 14
+    cfg = preset("tiny", gmem_rows=40000)
+    assert isa.addr_bits(cfg) == 16
+    widths = {n: w for n, w, _d, _s in isa.cmd_layout(cfg, "GEMM")}
+    assert widths["gsrc"] == widths["wbase"] == widths["ysrc"] == 16
+    assert widths["rrow"] == widths["dst"] == 14
+    cmd = isa.Cmd("GEMM", dict(gsrc=39999, wbase=3, ysrc=5, rrow=1, dst=2, accum=1, use_sreg=0,
+                               sreg=0, pcache=0))
+    assert isa.decode(cfg, isa.encode(cfg, cmd)).args == cmd.args
+    assert preset("tiny", xbuf_rows=1 << 20).xbuf_rows == 1 << 20
+    with pytest.raises(ConfigError, match="xbuf_rows"):
+        preset("tiny", xbuf_rows=(1 << 20) + 1)
+    with pytest.raises(ConfigError, match="abuf_rows"):
+        preset("tiny", abuf_rows=(1 << 14) + 1)
+
+
+def test_eps_drops_the_padding(params):
+    """A patch of 4 values at T = 8 is padded to 8 channels; eps comes back with 4."""
+    from golden.digits import load_trained
+
+    spec, p = load_trained()
+    cfg = preset("fpga")
+    depths = resident_depths(IntDiT(spec, p, cfg))
+    big = preset("fpga", **depths)
+    prog = compile_model(IntDiT(spec, p, big), isa.core_for(big))
+    assert prog.patch_dim == (4, 8)
+    assert prog.eps({"eps": np.arange(64 * 8).reshape(64, 8)}).shape == (64, 4)
+    assert not any(prog.streamed.values())
+    assert np.array_equal(prog.layers["x_embed"].W[4:], np.zeros((4, spec.hidden)))
