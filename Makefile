@@ -44,6 +44,7 @@ reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, 
 	$(BIN)/dstar sweep --reuse --jobs $(JOBS)
 	$(BIN)/dstar measure perf
 	$(BIN)/dstar measure projection
+	$(BIN)/dstar sample --backend verilator --preset fpga --fit-buffers --steps 10 --jobs $(JOBS) --out reports
 	$(BIN)/dstar report
 
 bench:  ## DSTAR MPU against the INT8 baseline array on the trained DiT's layers (RTL cycles, ECP5 LUTs; minutes)

@@ -4,9 +4,10 @@
 ``dstar sample [--backend float|golden-int|verilator|icarus] [--model digits|tiny|small |
 --weights FILE --heads H] [--steps 10] [--labels 0 1 ...] [--cfg 1.0] [--seed 0] [--preset fpga]
 [--set k=v] [--no-sar] [--stream WMEM XBUF YBUF] [--waves] [--out DIR]`` writes
-``DIR/sample.png`` (the grid) and ``DIR/sample.json`` (per step average bits, cache or reuse
-step and saturations, and on an RTL backend the core's cycles and counters; per sample PSNR
-against float and, for a 16×16 one-channel model, the digits classifier's label) together.
+``DIR/sample.png`` (the grid), ``DIR/sample.json`` (per step average bits, cache or reuse step
+and saturations, and on an RTL backend the core's cycles and counters; per sample PSNR against
+float and, for a 16×16 one-channel model, the digits classifier's label) and ``DIR/sample.md``
+(the same as tables) together.
 Everything is checked before any sampling: the labels against the model's classes, the
 checkpoint (read and converted, see :mod:`golden.checkpoint`), the model against the
 configuration (a layer wider than ``max_reduction`` is refused; an RTL backend compiles the
@@ -125,6 +126,7 @@ def _fit_buffers(spec, params, cfg, guidance: float):
 
 def run(args) -> int:
     from .sample import RTL_BACKENDS, RTLMismatch, check_model, grid_png, run_samples
+    from .sample_report import sample_markdown
 
     out = check_output_dir(args.out)
     if args.steps < 1:
@@ -165,7 +167,8 @@ def run(args) -> int:
     rec = res["record"]
     title = f"{args.backend}, {args.steps} DDIM steps, cfg {args.guidance:g}, {cfg.name}"
     files = write_together({out / "sample.json": json_text(rec),
-                            out / "sample.png": grid_png(res["images"], labels, title)})
+                            out / "sample.png": grid_png(res["images"], labels, title),
+                            out / "sample.md": sample_markdown(rec)})
     agree = rec.get("classifier_agreement")
     note = ""
     if agree:
@@ -176,5 +179,5 @@ def run(args) -> int:
     if core:
         note += (f"; bit-exact at every step, {core['cycles_per_step']['mean']:.0f} core cycles "
                  f"per step")
-    print(f"wrote {files[0]} and {files[1]}{note}")
+    print(f"wrote {', '.join(str(f) for f in files)}{note}")
     return 0
