@@ -154,7 +154,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
             x = xf
         elif rtl is not None:
             x = rtl["images"][k]
-            per_step = [_rtl_step(st, cfg) for st in rtl["record"]["samples"][k]["per_step"]]
+            per_step = [_rtl_step(st) for st in rtl["record"]["samples"][k]["per_step"]]
         else:
             rows = [IntDiT(spec, params, cfg, masks) for _ in range(1 if guidance == 1.0 else 2)]
 
@@ -202,7 +202,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
     return dict(images=images, float=floats, record=record)
 
 
-def _rtl_step(st: dict, cfg: Config) -> dict:
+def _rtl_step(st: dict) -> dict:
     """One step of the RTL loop's record as ``dstar sample`` reports it: the golden's average
     bits and saturations, the core's cycles and counters, and the core's average bits over every
     QUANT it ran (attention's included, padded zero sub-channels counted as 0 bits)."""

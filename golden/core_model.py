@@ -17,7 +17,7 @@ STEP phase back to 0.
 the last that reads it; tensors whose lifetimes do not meet share rows (first fit, in order of
 definition). The batch rows run one after the other and share the placement.
 
-*Step* (the same command list every step)::
+*Step* (the same command list every step; every batch row in turn, then the last line)::
 
     LOAD ABUF patches; LOAD VBUF mods (every block's six adaLN vectors, then the final two)
     VPARAM eps_q
@@ -112,13 +112,15 @@ class ModelProgram:
     core: CoreConfig
     rows: int = 1
     layers: dict = field(default_factory=dict)      # name → the core's (padded) layer
+    weights: dict = field(default_factory=dict)     # "<layer>.W" → its WMEM host words
+    patch_values: int = 0                           # values of a patch before padding
     regions: dict = field(default_factory=dict)
     streamed: dict = field(default_factory=dict)    # buffer → streamed layer names
     streamed_rows: dict = field(default_factory=dict)   # buffer → streamed (row, layer)
     init: list = field(default_factory=list)
     init_words: list = field(default_factory=list)
     step: list = field(default_factory=list)
-    tags: list = field(default_factory=list)        # parallel to step: None or (key, row)
+    tags: list = field(default_factory=list)        # parallel to step: ((row, key), first)
     sections: list = field(default_factory=list)
 
     @property
@@ -134,7 +136,7 @@ class ModelProgram:
     @property
     def patch_dim(self) -> tuple:
         """``(patch values, padded to T)``."""
-        return self.layers["x_embed"].W.shape[0] - self._pad_in, self.layers["x_embed"].W.shape[0]
+        return self.patch_values, self.layers["x_embed"].W.shape[0]
 
     # ------------------------------------------------------------------ transfers
     def transfers(self, cache: bool) -> list:
@@ -172,7 +174,7 @@ class ModelProgram:
         return v.reshape(N // T, T, C).transpose(0, 2, 1).reshape(-1, T)
 
     def _tensor(self, key: str, rows: np.ndarray):
-        """Inverse of :meth:`_rows` (``counters``: the raw words)."""
+        """Inverse of :meth:`_rows` for an ABUF, XBUF or YBUF tensor of ``N`` tokens."""
         T, N = self.cfg.tile, self.model.spec.tokens
         if key.endswith(".Y"):
             C = len(rows) * T // N
@@ -215,7 +217,7 @@ class ModelProgram:
                 continue
             if key.endswith(".W"):
                 wpr = host_words_per_row(self.cfg, "WMEM")
-                words += self._weights[key][first * wpr:(first + count) * wpr]
+                words += self.weights[key][first * wpr:(first + count) * wpr]
                 continue
             if (row, key) not in rows_of:
                 rows_of[row, key] = self._rows(key, data[row][key])
@@ -333,7 +335,7 @@ def compile_model(model: IntDiT, core: CoreConfig, *, rows: int = 1, stream=()) 
     prog = ModelProgram(model=model, core=core, rows=rows)
     _core_layers(prog)
     for blk in model.blocks:
-        _check_block(blk, core)
+        _check_block(blk)
     _plan(prog, set(stream))
     _lower(prog)
     return prog
@@ -349,11 +351,10 @@ def resident_depths(model: IntDiT, *, rows: int = 1) -> dict:
                                      else CORE_ADDR_BITS)
                             for f in CoreConfig.__dataclass_fields__})
     prog = compile_model(model, deepest, rows=rows)
-    return {f"{b.lower()}_rows": prog.rows_used(b) for b in BUF_ORDER if b != "GMEM"} | \
-        {"gmem_rows": prog.rows_used("GMEM")}
+    return {f"{b.lower()}_rows": prog.rows_used(b) for b in BUF_ORDER}
 
 
-def _check_block(blk, core):
+def _check_block(blk):
     """compile_block's checks of one block (dimensions, interval, eps)."""
     T = blk.cfg.tile
     s = blk.spec
@@ -374,7 +375,7 @@ def _core_layers(prog: ModelProgram):
     lim = 1 << (cfg.act_width - 1)
     P = m.x_embed.W.shape[0]
     Pp = _pad_to(P, T)
-    prog._pad_in = Pp - P
+    prog.patch_values = P
     xe, fin = m.x_embed, m.final
     prog.layers["x_embed"] = SimpleNamespace(
         W=np.pad(xe.W, ((0, Pp - P), (0, 0))), B=xe.B, m=xe.m, sh=xe.sh, bias_int=xe.bias_int)
@@ -392,10 +393,11 @@ def _core_layers(prog: ModelProgram):
         if b.min(initial=0) < -lim or b.max(initial=0) >= lim:
             raise ValueError(f"layer {n!r}: bias {int(np.abs(b).max())} LSBs does not fit "
                              f"act_width {cfg.act_width}")
-    prog._weights = {f"{n}.W": weight_words(cfg, lay) for n, lay in prog.layers.items()}
+    prog.weights = {f"{n}.W": weight_words(cfg, lay) for n, lay in prog.layers.items()}
 
 
 def _object_rows(prog: ModelProgram, buf: str, name: str) -> int:
+    """Rows of layer ``name``'s weights (WMEM), ``x̂`` (XBUF) or ``Y`` (YBUF)."""
     cin, cout = prog.layers[name].W.shape
     N, T = prog.model.spec.tokens, prog.cfg.tile
     return {"WMEM": cin * cout // T, "XBUF": N // T * cin, "YBUF": N * cout // T}[buf]
@@ -601,7 +603,7 @@ def _init(prog: ModelProgram):
     for name in prog.layers:
         if (None, name) not in prog.streamed_rows["WMEM"]:
             e.transfer("LOAD", "WMEM", R[f"{name}.W"])
-            words += prog._weights[f"{name}.W"]
+            words += prog.weights[f"{name}.W"]
     for name, lay in prog.layers.items():
         e.transfer("LOAD", "RBUF", R[f"{name}.r"])
         words += rbuf_words(cfg, lay)
