@@ -186,8 +186,8 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
         r = rtl["record"]
         cyc = [st["cycles"] for rec in samples for st in rec["per_step"]]
         record["core"] = dict(
-            bit_exact=True, batch_rows=r["rows"], init_cycles=r["init_cycles"], runs=len(
-                r["init_cycles"]),
+            bit_exact=True, batch_rows=r["rows"], init_cycles=r["init_cycles"],
+            runs=len(r["init_cycles"]),
             commands_per_step=r["commands_per_step"], streamed=r["streamed"],
             memory_map=r["memory_map"].splitlines(),
             cycles_per_step=dict(mean=round(float(np.mean(cyc)), 1), min=min(cyc), max=max(cyc)),

@@ -70,6 +70,7 @@ from .core_compiler import (
     weight_words,
 )
 from .core_isa import (
+    ADDR_BITS,
     BUFFERS,
     COUNTERS,
     CoreConfig,
@@ -444,7 +445,10 @@ def _plan(prog: ModelProgram, force: set):
     if depth:
         d = s.head_dim
         take("WMEM", "K^T", nt * d)
-        take("WMEM", "V", (d // T) * N)
+        v = take("WMEM", "V", (d // T) * N)
+        if v.base + v.rows > 1 << ADDR_BITS:     # VROW kv_quant's dst field is narrow
+            raise ValueError(f"K^T and V of one head need {v.base + v.rows} WMEM rows; VROW "
+                             f"reaches {1 << ADDR_BITS}")
     slot = 4 * max(lay.W.shape[0] for lay in prog.layers.values())
     take("GMEM", "slot0", slot)
     take("GMEM", "slot1", slot)
