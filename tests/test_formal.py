@@ -18,9 +18,10 @@ Packer: bounded (BMC). A chunk taken in step 0 has its g-th group in the output 
 g + 1, its last group (the hand-off, next chunk taken) produced in step G and the next chunk's
 first group visible in step G + 2, so depth d checks every stream of chunks of up to d - 3 groups
 through their hand-off, and longer chunks up to step d - 1. The tiny packer (sort_n 8, lanes 4)
-is checked in ``make test`` at depth 12, a whole chunk of 8 one-lane groups and its hand-off, also
-with reset free mid-stream; the fpga packer (32, 4) in regress at depth 11 (chunks of up to 8
-groups, e.g. all 32 entries valid in runs of 4).
+is checked in ``make test`` at depth 12, a whole chunk of 8 one-lane groups and its hand-off (with
+reset free mid-stream, the same depth, in regress and ``make formal``; the reset covers stay in
+``make test``); the fpga packer (32, 4) in regress at depth 11 (chunks of up to 8 groups, e.g.
+all 32 entries valid in runs of 4).
 
 The runner itself (:mod:`sim.formal`) is tested without a solver where it can be: a run that
 leaves no status file is an ERROR, an unexpected solver line (YoWASP's first-run notice) is
@@ -139,6 +140,7 @@ def test_packer(n, lanes):
     check(w, f"packer_n{n}_l{lanes}", depth=n + 4)
 
 
+@pytest.mark.slow
 def test_packer_reset_mid_stream():
     """The tiny packer with the reset free in every cycle (no ``no_reset``): the properties hold
     across a reset at any point of a chunk, at the same depth as :func:`test_packer`."""
