@@ -6,7 +6,8 @@ named beside each table), so the summary is reproducible from those files alone:
 
 * synthesis and Fmax: ``reports/arrays.json`` (PE, MPU, baseline), ``reports/qpu_area.json``,
   ``reports/vpu.json``, ``reports/core_area.json``, ``reports/sweep.json``;
-* the core on a DiT block: ``reports/core.json``;
+* the core on a DiT block: ``reports/core.json``; a whole DiT sampled on it:
+  ``reports/sample.json`` (``dstar sample``);
 * the MPU against the INT8 array on DiT layers: ``reports/bench.json`` (``dstar bench``);
 * the trained workload's profile: ``reports/profile.json`` (``dstar profile``);
 * the core cycle model against the RTL and the paper-scale projection:
@@ -175,6 +176,25 @@ def _bench_section(bench: dict) -> list:
             *([" ".join(extra), ""] if extra else [])]
 
 
+def _sample_section(rec) -> list:
+    """REPORT.md lines for ``reports/sample.json`` (``dstar sample`` on an RTL backend)."""
+    if not rec or "core" not in rec:
+        return []
+    core, agree = rec["core"], rec.get("classifier_agreement") or {}
+    psnr = [s["psnr_db"] for s in rec["samples"] if s["psnr_db"] is not None]
+    row = [rec["backend"], rec["config"]["name"], len(rec["samples"]), rec["steps"],
+           "yes" if core["bit_exact"] else "no", round(core["cycles_per_step"]["mean"]),
+           round(core["cycles_per_image"]),
+           f"{min(psnr):.1f}-{max(psnr):.1f}" if psnr else None,
+           f"{agree['with_float']}/{agree['samples']}" if "with_float" in agree else None,
+           f"{rec['seconds']:.0f}"]
+    return ["## A whole DiT sampled on the core", "", "`dstar sample --backend ...` (details: "
+            "`reports/sample.md`, the images in `reports/sample.png`).", "",
+            _table(["simulator", "datapath", "samples", "steps", "bit-exact", "cycles/step",
+                    "cycles/image", "PSNR vs float dB", "classifier = float", "seconds"],
+                   [row]), ""]
+
+
 def _model_sections(profile, perf, proj) -> list:
     """REPORT.md lines for the profile, the cycle model's validation and the projection."""
     md = []
@@ -320,6 +340,7 @@ def report_files(out: Path) -> tuple:
             md += ["Lane utilisation (last cache step): " + ", ".join(
                 f"{k} {100 * v['util']:.1f} %" for k, v in lanes.items() if v.get("util")) +
                    ".", ""]
+    md += _sample_section(_load("sample"))
     bench = _load("bench")
     if bench:
         md += _bench_section(bench)

@@ -22,8 +22,7 @@ def sample_markdown(rec: dict, png_name: str = "sample.png") -> str:
                  f"Configuration `{cfg['name']}` ({rec['config_hash']}); SAR "
                  f"{'on' if rec['sar'] else 'off'}; {rec['seconds']:,.0f} s wall.")
     if core:
-        depths = {k: cfg[k] for k in ("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows",
-                                      "gmem_rows") if cfg.get(k) is not None}
+        depths = {k: v for k, v in cfg.items() if k.endswith("_rows") and v is not None}
         streamed = {b: len(v) for b, v in core["streamed"].items() if v}
         lines += ["", f"On the generated core: **bit-exact against the integer golden at every "
                       f"step** ({core['batch_rows']} batch row(s), {core['runs']} simulator "
@@ -35,8 +34,9 @@ def sample_markdown(rec: dict, png_name: str = "sample.png") -> str:
                   "", f"Core cycles per step: mean {core['cycles_per_step']['mean']:,.0f}, "
                       f"min {core['cycles_per_step']['min']:,}, max "
                       f"{core['cycles_per_step']['max']:,}; per image "
-                      f"{core['cycles_per_image']:,.0f} (every step of one sample, both rows "
-                      f"under guidance; init {max(core['init_cycles']):,} cycles once per run)."]
+                      f"{core['cycles_per_image']:,.0f} (every step of one sample, every batch "
+                      f"row; the init program, {max(core['init_cycles']):,} cycles, once per "
+                      f"simulator run)."]
     agree = rec.get("classifier_agreement")
     if agree:
         lines += ["", f"Digits classifier: reads the label on {agree['with_label']} of "

@@ -16,6 +16,7 @@ def test_report_writes_markdown_and_unit_files(tmp_path, capsys):
     text = out.read_text()
     assert text.startswith("# DSTAR RTL: report")
     assert "## Resources and Fmax" in text and "## Verification" in text
+    assert "## A whole DiT sampled on the core" in text      # reports/sample.json
     units = collect_units()
     assert units, "reports/ holds measured synthesis results"
     for u in units:
