@@ -3,7 +3,8 @@
 
 ``dstar sample [--backend float|golden-int|verilator|icarus] [--model digits|tiny|small |
 --weights FILE --heads H] [--steps 10] [--labels 0 1 ...] [--cfg 1.0] [--seed 0] [--preset fpga]
-[--set k=v] [--no-sar] [--stream WMEM XBUF YBUF] [--waves] [--out DIR]`` writes
+[--set k=v] [--no-sar] [--stream WMEM XBUF YBUF] [--fit-buffers] [--jobs N] [--waves]
+[--out DIR]`` writes
 ``DIR/sample.png`` (the grid), ``DIR/sample.json`` (per step average bits, cache or reuse step
 and saturations, and on an RTL backend the core's cycles and counters; per sample PSNR against
 float and, for a 16×16 one-channel model, the digits classifier's label) and ``DIR/sample.md``

@@ -62,8 +62,9 @@ from .dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
 from .fmdq import requantize
 from .layouts import VPU_OPS
 
-__all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "emit_layer",
-           "emit_block_body", "weight_words", "rbuf_words", "attention_words"]
+__all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
+           "emit_layer", "emit_vrow", "emit_block_body", "weight_words", "rbuf_words",
+           "attention_words"]
 
 FULL, FREE = 1 << 0, 1 << 1          # semaphore masks: group slot full / free
 SREG_K, SREG_V = 0, 1                # shift registers of K and V (one head at a time)
@@ -300,7 +301,7 @@ def _plan(prog: CoreProgram):
 
 
 # ================================================================================ lowering
-class _Emitter:
+class Emitter:
     """Appends commands to a list; :meth:`section` marks named parts, :meth:`skip` wraps a part in
     SKIPs, and every command carries a *tag* (None, or the name of the host tensor a LOAD reads
     or a STORE writes, with the row offset into it) in :attr:`tags`, parallel to :attr:`cmds`."""
@@ -320,7 +321,7 @@ class _Emitter:
             self.sections.append((self._mark[0], self._mark[1], len(self.cmds)))
         self._mark = None if name is None else (name, len(self.cmds))
 
-    def skip(self, body: "_Emitter"):
+    def skip(self, body: "Emitter"):
         """``body``'s commands behind SKIPs of at most :data:`MAX_COUNT` commands each."""
         for i in range(0, len(body.cmds), MAX_COUNT):
             part = body.cmds[i:i + MAX_COUNT]
@@ -338,17 +339,17 @@ class _Emitter:
             self(op, tag=None if key is None else (key, a), **f)
 
 
-def _vrow(e: _Emitter, op: str, **f):
+def emit_vrow(e: Emitter, op: str, **f):
     """Append a VROW of the VPU operation named ``op``."""
     e("VROW", vop=VPU_OPS.index(op), **f)
 
 
-def _layer(prog, e: _Emitter, k: str, src: str):
+def _layer(prog, e: Emitter, k: str, src: str):
     """One differential layer ``k`` of ``prog.blk`` reading ABUF region ``src``."""
     emit_layer(e, prog.cfg, prog.blk.layers[k], prog.blk.spec.tokens, prog.regions, k, src)
 
 
-def emit_layer(e: _Emitter, cfg: Config, lay, N: int, R, k: str, src: str):
+def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str):
     """One differential layer (module docstring): ``lay`` (a
     :class:`golden.differential.DiffLinear`) over ``N`` tokens read from ``R[src]``; ``R`` maps
     ``<k>.xhat``, ``<k>.Y``, ``<k>.W``, ``<k>.r``, ``<k>.y``, ``slot0`` and ``slot1`` to their
@@ -412,7 +413,7 @@ def attention_words(cfg: Config, blk: IntDiTBlock) -> tuple:
     return r, mask
 
 
-def _attention_cache(prog: CoreProgram, e: _Emitter):
+def _attention_cache(prog: CoreProgram, e: Emitter):
     """Cache-step part: per head Kᵀ into WMEM; per query tile S, softmax, P into the P cache."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     s, T = blk.spec, cfg.tile
@@ -421,8 +422,8 @@ def _attention_cache(prog: CoreProgram, e: _Emitter):
     qk, kt = R["qk.y"].base, R["K^T"].base
     for h in range(H):
         walk = dict(cols=1, R=nt, n=d, a=qk + D + h * d, C=2 * D, sreg=SREG_K)
-        _vrow(e, "kv_amax", **walk)
-        _vrow(e, "kv_quant", dst=kt, **walk)
+        emit_vrow(e, "kv_amax", **walk)
+        emit_vrow(e, "kv_quant", dst=kt, **walk)
         for qa in range(nt):
             e("QCFG", base_log2=blk.B, thr=list(cfg.thr))
             e("QUANT", signal=FULL, src=qk + qa * 2 * D + h * d, nch=d, gdst=R["slot0"].base)
@@ -434,7 +435,7 @@ def _attention_cache(prog: CoreProgram, e: _Emitter):
                   rrow=R["S.r"].base, dst=R["S"].base + kb * T, use_sreg=1, sreg=SREG_K)
                 first = False
             e("BARRIER")
-            _vrow(e, "softmax", R=T, n=N, a=R["S"].base, C=N, vb=R["mask"].base + h * nt + qa,
+            emit_vrow(e, "softmax", R=T, n=N, a=R["S"].base, C=N, vb=R["mask"].base + h * nt + qa,
                   dst=R["P"].base)
             e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
             e("QUANT", src=R["P"].base, nch=N, gdst=_pcache(prog, h, qa), pcache=1)
@@ -447,7 +448,7 @@ def _pcache(prog: CoreProgram, h: int, qa: int) -> int:
     return prog.regions["pcache"].base + (h * (N // prog.cfg.tile) + qa) * 4 * N
 
 
-def _attention_every(prog: CoreProgram, e: _Emitter):
+def _attention_every(prog: CoreProgram, e: Emitter):
     """Every step: per head V into WMEM, then ``o`` = P-cache · V per query tile, column block."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     s, T = blk.spec, cfg.tile
@@ -455,8 +456,8 @@ def _attention_every(prog: CoreProgram, e: _Emitter):
     vw = R["V"].base
     for h in range(H):
         walk = dict(R=N, n=d, a=R["v.y"].base + h * d, C=D, sreg=SREG_V)
-        _vrow(e, "kv_amax", **walk)
-        _vrow(e, "kv_quant", dst=vw, **walk)
+        emit_vrow(e, "kv_amax", **walk)
+        emit_vrow(e, "kv_quant", dst=vw, **walk)
         for qa in range(N // T):
             for cb in range(d // T):
                 e("GEMM", gsrc=_pcache(prog, h, qa), wbase=vw + cb * N, rrow=R["O.r"].base,
@@ -467,7 +468,7 @@ def _attention_every(prog: CoreProgram, e: _Emitter):
 def _init(prog: CoreProgram):
     """Init commands and host words: weights, RBUF rows, masks, zero x̂/Y state; END."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
-    e, words = _Emitter(cfg), []
+    e, words = Emitter(cfg), []
     for k in LAYERS:
         e.transfer("LOAD", "WMEM", R[f"{k}.W"])
         words += weight_words(cfg, blk.layers[k])
@@ -487,7 +488,7 @@ def _init(prog: CoreProgram):
     prog.init, prog.init_words = e.cmds, words
 
 
-def emit_block_body(prog, e: _Emitter, prefix: str = ""):
+def emit_block_body(prog, e: Emitter, prefix: str = ""):
     """The step of one block from ``ln1`` to ``res2`` (module docstring), one section per part
     (named ``prefix + part``). ``prog`` has ``blk``, ``cfg`` and ``regions``, the last mapping
     the block's region names (``x``, ``out``, ``ln1`` ..., ``<layer>.W`` ..., ``shift1`` ...)
@@ -506,7 +507,7 @@ def emit_block_body(prog, e: _Emitter, prefix: str = ""):
             around(em, k, "after")
 
     def vr(op, a, dst, n=D, C=D, **f):
-        _vrow(e, op, R=N, n=n, a=R[a].base, C=C, dst=R[dst].base, **f)
+        emit_vrow(e, op, R=N, n=n, a=R[a].base, C=C, dst=R[dst].base, **f)
 
     vb = {k: R[k].base for k in MOD_NAMES}
     e.section(prefix + "ln1")
@@ -514,13 +515,13 @@ def emit_block_body(prog, e: _Emitter, prefix: str = ""):
     e.section(prefix + "mod1")
     vr("modulate", "ln1", "a", vb=vb["shift1"], c=vb["scale1"])
     e.section(prefix + "qk")
-    sub = _Emitter(cfg)
+    sub = Emitter(cfg)
     layer(sub, "qk", "a")
     e.skip(sub)
     e.section(prefix + "v")
     layer(e, "v", "a")
     e.section(prefix + "attn.cache")
-    sub = _Emitter(cfg)
+    sub = Emitter(cfg)
     _attention_cache(prog, sub)
     e.skip(sub)
     e.section(prefix + "attn.pv")
@@ -548,7 +549,7 @@ def _lower(prog: CoreProgram):
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     D = blk.spec.hidden
     _init(prog)
-    e = _Emitter(cfg)
+    e = Emitter(cfg)
     e.section("load")
     e.transfer("LOAD", "ABUF", R["x"])
     e.transfer("LOAD", "VBUF", Region("VBUF", "mod", R["shift1"].base,

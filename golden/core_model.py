@@ -60,12 +60,12 @@ import numpy as np
 
 from .core_compiler import (
     BUF_ORDER,
+    Emitter,
     Region,
-    _Emitter,
-    _vrow,
     attention_words,
     emit_block_body,
     emit_layer,
+    emit_vrow,
     rbuf_words,
     weight_words,
 )
@@ -579,7 +579,7 @@ def _block_view(prog: ModelProgram, r: int, i: int):
     return SimpleNamespace(blk=prog.model.blocks[i], cfg=prog.cfg, regions=view, around=around)
 
 
-def _around(prog: ModelProgram, e: _Emitter, r: int, name: str, when: str):
+def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
     """The host transfers of a layer's streamed objects: LOADs before it, STOREs after it."""
     R = prog.regions
     for buf in STREAMABLE if when == "before" else ("XBUF", "YBUF"):
@@ -591,7 +591,7 @@ def _around(prog: ModelProgram, e: _Emitter, r: int, name: str, when: str):
         e.transfer("LOAD" if when == "before" else "STORE", buf, reg, key=(r, f"{name}.{suffix}"))
 
 
-def _layer(prog: ModelProgram, e: _Emitter, r: int, name: str, src: str):
+def _layer(prog: ModelProgram, e: Emitter, r: int, name: str, src: str):
     R = dict(_layer_regions(prog, r, name), slot0=prog.regions["slot0"],
              slot1=prog.regions["slot1"])
     R[src], R[f"{name}.y"] = prog.regions[src], prog.regions[f"{name}.y"]
@@ -603,7 +603,7 @@ def _layer(prog: ModelProgram, e: _Emitter, r: int, name: str, src: str):
 def _init(prog: ModelProgram):
     """Init commands and host words (module docstring)."""
     m, cfg, R = prog.model, prog.cfg, prog.regions
-    e, words = _Emitter(cfg), []
+    e, words = Emitter(cfg), []
     for name in prog.layers:
         if (None, name) not in prog.streamed_rows["WMEM"]:
             e.transfer("LOAD", "WMEM", R[f"{name}.W"])
@@ -633,7 +633,7 @@ def _lower(prog: ModelProgram):
     m, cfg, R = prog.model, prog.cfg, prog.regions
     N, D = m.spec.tokens, m.spec.hidden
     _init(prog)
-    e = _Emitter(cfg)
+    e = Emitter(cfg)
     for r in range(prog.rows):
         p = f"r{r}." if prog.rows > 1 else ""
         e.section(p + "load")
@@ -643,7 +643,7 @@ def _lower(prog: ModelProgram):
         e.section(p + "x_embed")
         _layer(prog, e, r, "x_embed", "patches")
         e.section(p + "pos")
-        _vrow(e, "gated_residual", R=N, n=D, a=R["pos"].base, C=D, vb=R["one"].base,
+        emit_vrow(e, "gated_residual", R=N, n=D, a=R["pos"].base, C=D, vb=R["one"].base,
               c=R["x_embed.y"].base, dst=R["h.0"].base)
         e.transfer("STORE", "ABUF", R["h.0"], key=(r, "h0"))
         for i in range(len(m.blocks)):
@@ -653,8 +653,8 @@ def _lower(prog: ModelProgram):
             e.transfer("STORE", "ABUF", view.regions["out"], key=(r, f"blocks.{i}.out"))
         h = R[f"h.{len(m.blocks)}"]
         e.section(p + "final.norm")
-        _vrow(e, "layernorm", R=N, n=D, a=h.base, C=D, dst=R["ln"].base)
-        _vrow(e, "modulate", R=N, n=D, a=R["ln"].base, C=D, dst=R["f"].base,
+        emit_vrow(e, "layernorm", R=N, n=D, a=h.base, C=D, dst=R["ln"].base)
+        emit_vrow(e, "modulate", R=N, n=D, a=R["ln"].base, C=D, dst=R["f"].base,
               vb=R["final.shift"].base, c=R["final.scale"].base)
         e.transfer("STORE", "ABUF", R["f"], key=(r, "f"))
         e.section(p + "final.linear")
@@ -674,7 +674,7 @@ def zero_state_commands(prog: ModelProgram, steps_done: int = 0) -> list:
     """The program that starts a new trajectory: LOAD ``zero`` of every resident ``x̂`` and
     ``Y`` region and, after ``steps_done`` steps, the STEPs that bring the phase back to 0 (a
     cache step); END. The streamed state is the host's (:meth:`ModelProgram.initial_state`)."""
-    e = _Emitter(prog.cfg)
+    e = Emitter(prog.cfg)
     for _ in range(-steps_done % prog.interval):
         e("STEP", interval=prog.interval)
     for buf in ("XBUF", "YBUF"):
