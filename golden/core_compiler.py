@@ -81,9 +81,15 @@ def make_cmd(cfg: Config, op: str, wait: int = 0, signal: int = 0, **fields) -> 
     if extra:
         raise ValueError(f"{op} has no field(s) {sorted(extra)}")
     args = {}
-    for name, _w, dims, _s in lay:
+    for name, w, dims, _s in lay:
         v = fields.get(name, 0 if not dims else [0] * int(np.prod(dims)))
         args[name] = [int(x) for x in v] if dims else int(v)
+        for x in args[name] if dims else [args[name]]:
+            if not 0 <= x < 1 << w:
+                raise ValueError(f"{op}.{name} = {x} does not fit its {w} bits: the "
+                                 f"configuration's buffer depths (abuf_rows ...) set the "
+                                 f"address widths, so deepen the buffers there, not only in "
+                                 f"the CoreConfig")
     return Cmd(op, args, wait, signal)
 
 

@@ -351,7 +351,9 @@ def resident_depths(model: IntDiT, *, rows: int = 1) -> dict:
     deepest = CoreConfig(**{f: 1 << (CORE_WIDE_ADDR_BITS if f in CORE_WIDE_ROWS
                                      else CORE_ADDR_BITS)
                             for f in CoreConfig.__dataclass_fields__})
-    prog = compile_model(model, deepest, rows=rows)
+    prog = ModelProgram(model=model, core=deepest, rows=rows)     # the memory map only
+    _core_layers(prog)
+    _plan(prog, set())
     return {f"{b.lower()}_rows": prog.rows_used(b) for b in BUF_ORDER}
 
 

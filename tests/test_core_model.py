@@ -29,6 +29,16 @@ def params():
     return init_params(SPEC, 0)
 
 
+@pytest.fixture(scope="module")
+def digits():
+    """The trained digits DiT at ``fpga`` (the integer model) and its resident depths."""
+    from golden.digits import load_trained
+
+    spec, p = load_trained()
+    model = IntDiT(spec, p, preset("fpga"))
+    return model, resident_depths(model)
+
+
 def _sample(prog, models, ex, steps, seed, label, done):
     """One trajectory on the executor, every row's stored tensors checked; returns the
     per-step host words stored."""
@@ -110,14 +120,10 @@ def test_a_corrupted_word_is_named(params):
         assert_equal(outs[0], prog.expected(ref, True), "step 0: ")
 
 
-def test_a_model_too_big_names_every_buffer(params):
-    from golden.digits import load_trained
-
-    spec, p = load_trained()
-    cfg = preset("fpga")
+def test_a_model_too_big_names_every_buffer(params, digits):
     with pytest.raises(ValueError, match=r"ABUF needs 6208 rows, the core has 4096 .*"
                                          r"GMEM needs 34816 rows"):
-        compile_model(IntDiT(spec, p, cfg), isa.core_for(cfg))
+        compile_model(digits[0], isa.core_for(preset("fpga")))
     with pytest.raises(ValueError, match="rows must be an integer in 1..16"):
         compile_model(IntDiT(SPEC, params, preset("tiny")), isa.core_for(preset("tiny")), rows=0)
     with pytest.raises(ValueError, match=r"\['ABUF'\] cannot stream"):
@@ -142,16 +148,19 @@ def test_wide_buffers_widen_only_their_fields():
         preset("tiny", abuf_rows=(1 << 14) + 1)
 
 
-def test_eps_drops_the_padding(params):
+def test_eps_drops_the_padding(digits):
     """A patch of 4 values at T = 8 is padded to 8 channels; eps comes back with 4."""
+    model, depths = digits
+    big = preset("fpga", **depths)
+    with pytest.raises(ValueError, match=r"LOAD.addr = \d+ does not fit its 14 bits"):
+        compile_model(model, isa.core_for(big))          # the model's cfg has 14-bit fields
     from golden.digits import load_trained
 
     spec, p = load_trained()
-    cfg = preset("fpga")
-    depths = resident_depths(IntDiT(spec, p, cfg))
-    big = preset("fpga", **depths)
-    prog = compile_model(IntDiT(spec, p, big), isa.core_for(big))
+    model = IntDiT(spec, p, big)
+    prog = compile_model(model, isa.core_for(big))
+    assert isa.addr_bits(big) == 17
     assert prog.patch_dim == (4, 8)
     assert prog.eps({"eps": np.arange(64 * 8).reshape(64, 8)}).shape == (64, 4)
     assert not any(prog.streamed.values())
-    assert np.array_equal(prog.layers["x_embed"].W[4:], np.zeros((4, spec.hidden)))
+    assert np.array_equal(prog.layers["x_embed"].W[4:], np.zeros((4, model.spec.hidden)))

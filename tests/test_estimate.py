@@ -292,6 +292,7 @@ def test_select_mpu_estimate_vs_synthesis():
     _compare("mpu", SELECT_BOOTH, False)
 
 
+@pytest.mark.slow
 def test_act_hop_cols_removes_the_row_forwarding_registers():
     """``act_hop = cols`` (the row operand broadcast along each row): no PE but the right
     column's registers ``a_out`` (whose register leads nowhere anyway) and no column skew, so
