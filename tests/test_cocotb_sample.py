@@ -1,6 +1,7 @@
 """The whole DiT sampled on the generated core (tb.test_sample through dstar.sample): the tiny
-model for 2 steps on both simulators (``make test``), the trained digits DiT at ``fpga`` with
-buffers deep enough for the whole model, 10 steps, labels 0-9, on Verilator (``make regress``).
+model for 2 steps on both simulators (``make test``); in ``make regress`` the tiny model with
+every layer streamed and two batch rows on both, and the trained digits DiT at ``fpga`` with
+buffers deep enough for the whole model, 10 steps, labels 0-9, on Verilator.
 The cocotb loop checks every step against the integer golden bit for bit; here the images must
 equal the golden-int backend's exactly, and the record must hold the core's figures."""
 
@@ -36,6 +37,26 @@ def test_tiny_model_on_the_core(simulator):
     core = rec["core"]
     assert core["bit_exact"] and core["streamed"]["YBUF"]      # tiny streams part of Y
     assert core["cycles_per_image"] == sum(s["cycles"] for s in steps)
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_tiny_model_streamed_with_guidance(simulator):
+    """Every layer's weights, x-hat and Y through the host port, two batch rows (guidance 2),
+    no reuse step (interval 1, so one P-cache serves both rows): the images equal golden-int's."""
+    spec, cfg = DIT_MODELS["tiny"], preset("tiny", sar_interval=1)
+    params = init_params(spec, 0)
+    kw = dict(steps=3, labels=[2], guidance=2.0, seed=1)
+    rtl = run_samples(spec, params, cfg, backend=simulator, optimize=False,
+                      stream=("WMEM", "XBUF", "YBUF"), **kw)
+    ref = run_samples(spec, params, cfg, backend="golden-int", **kw)
+    assert np.array_equal(rtl["images"], ref["images"])
+    core = rtl["record"]["core"]
+    assert core["batch_rows"] == 2 and all(len(v) == 7 for v in core["streamed"].values())
+    steps = rtl["record"]["samples"][0]["per_step"]
+    assert all(s["cache_step"] for s in steps)
+    assert all(s["core_counters"]["host_words_in"] > 0 for s in steps)
 
 
 @pytest.mark.slow
