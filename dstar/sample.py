@@ -11,7 +11,8 @@ Backends (:data:`BACKENDS`):
   step checked against the integer golden bit for bit; per step the core's cycles and counters.
 
 Per step the record holds, for the conditional row, the average FMDQ bits, whether the step was
-a SAR cache step, the saturations and the QPU counters summed over every differential layer
+a SAR cache step, the SAR kept fraction (of the attention blocks), the saturations and the QPU
+counters summed over every differential layer
 (:data:`golden.layouts.COUNTER_NAMES`: sub-channels per precision, slice columns, groups,
 padded lanes, shifts). Per sample ``k`` the seed is ``seed + k`` (start noise) and the label
 ``labels[k]``. With a guidance scale ``!= 1`` every backend runs a conditional and an
@@ -139,6 +140,9 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
     t0 = time.perf_counter()
     masks = (calibrate_masks(spec, cfg, steps, seed + MASK_SEED_OFFSET, params=params)
              if sar and backend != "float" else None)
+    # The fraction of (head, query block, key block) attention blocks the masks keep: what a
+    # cache step computes (a reuse step replays the P-cache of the last one).
+    kept = round(float(np.mean([m.mean() for m in masks.values()])), 4) if masks else 1.0
     fm = DiT(spec, params=params)
     rtl = None
     if backend in RTL_BACKENDS:
@@ -154,7 +158,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
             x = xf
         elif rtl is not None:
             x = rtl["images"][k]
-            per_step = [_rtl_step(st) for st in rtl["record"]["samples"][k]["per_step"]]
+            per_step = [_rtl_step(st, kept) for st in rtl["record"]["samples"][k]["per_step"]]
         else:
             rows = [IntDiT(spec, params, cfg, masks) for _ in range(1 if guidance == 1.0 else 2)]
 
@@ -165,6 +169,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
                         totals[name] = totals.get(name, 0) + int(v)
                 per_step.append(dict(
                     step=i, t=t, average_bits=round(done[0].average_bits(), 4),
+                    sar_kept_fraction=kept,
                     qpu_counters=totals,
                     cache_step=bool(done[0].blocks[0].cache_step) if done[0].blocks else None,
                     saturated=sum(d.saturated for d in done)))
@@ -202,7 +207,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
     return dict(images=images, float=floats, record=record)
 
 
-def _rtl_step(st: dict) -> dict:
+def _rtl_step(st: dict, kept: float) -> dict:
     """One step of the RTL loop's record as ``dstar sample`` reports it: the golden's average
     bits and saturations, the core's cycles and counters, and the core's average bits over every
     QUANT it ran (attention's included, padded zero sub-channels counted as 0 bits)."""
@@ -210,6 +215,7 @@ def _rtl_step(st: dict) -> dict:
     n = c.get("qpu_subchannels", 0)
     core_bits = sum(b * c.get(f"qpu_subchannels_b{b}", 0) for b in (2, 4, 6, 8)) / n if n else 0.0
     return dict(step=st["step"], t=st["t"], average_bits=st["average_bits"],
+                sar_kept_fraction=kept,
                 cache_step=st["cache_step"], saturated=st["saturated"], cycles=st["cycles"],
                 core_average_bits=round(core_bits, 4), core_counters=c)
 

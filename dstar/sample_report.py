@@ -10,6 +10,12 @@ from gen.tables import md_table
 __all__ = ["sample_markdown"]
 
 
+def _kept(rec: dict) -> float:
+    """The SAR kept fraction of a record (1 when no step says)."""
+    steps = rec["samples"][0]["per_step"] if rec["samples"] else []
+    return steps[0].get("sar_kept_fraction", 1.0) if steps else 1.0
+
+
 def sample_markdown(rec: dict, png_name: str = "sample.png") -> str:
     """Markdown of a :func:`dstar.sample.run_samples` record: the run, one row per sample
     (label, classifier, PSNR against float, core cycles per image) and, on an RTL backend, one
@@ -20,7 +26,8 @@ def sample_markdown(rec: dict, png_name: str = "sample.png") -> str:
     lines.append(f"Model: {m['image_size']}×{m['image_size']}×{m['channels']}, patch "
                  f"{m['patch']}, D = {m['hidden']}, depth {m['depth']}, {m['heads']} heads. "
                  f"Configuration `{cfg['name']}` ({rec['config_hash']}); SAR "
-                 f"{'on' if rec['sar'] else 'off'}; {rec['seconds']:,.0f} s wall.")
+                 + (f"on ({_kept(rec):.1%} of the attention blocks kept)" if rec["sar"]
+                    else "off") + f"; {rec['seconds']:,.0f} s wall.")
     if core:
         depths = {k: v for k, v in cfg.items() if k.endswith("_rows") and v is not None}
         streamed = {b: len(v) for b, v in core["streamed"].items() if v}
