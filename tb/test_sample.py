@@ -8,9 +8,10 @@ cache step; per step the host (this loop, in float) computes every row's inputs
 (:meth:`golden.dit_int_model.IntDiT.host_inputs`), sends them and the streamed layers, the core
 runs every layer, the host reads ``h0``, every block's output, ``f``, ``eps``, the streamed state
 and the counters. Each of those is compared with the integer golden's step: the first difference
-stops the run naming the sample, step, row, tensor and index. The ``eps`` read from the core
-drives the DDIM update (:func:`golden.dit.ddim_update`). The result file holds the images and, per
-step, the core's cycles (first command offered to ``done``) and its counters' increments.
+stops the run naming the sample (by its seed), step, row, tensor and index. The ``eps`` read from
+the core drives the DDIM update (:func:`golden.dit.ddim_update`). The result file holds the
+images and, per step, the core's cycles (first command offered to ``done``) and its counters'
+increments.
 """
 
 import os
@@ -72,7 +73,7 @@ async def _sample(dut, tb, job):
             outs, counters = prog.parse_output(words, cache)
             for r in range(rows):
                 assert_equal(outs[r], prog.expected(ref[r], cache, r),
-                             f"sample {k} (label {label}) step {i} row {r}: ")
+                             f"sample of seed {job.seeds[k]} (label {label}) step {i} row {r}: ")
                 state[r].update(prog.next_state(outs[r]))
             eps = golden[0].eps_to_image(prog.eps(outs[0]))
             if rows == 2:
@@ -84,7 +85,7 @@ async def _sample(dut, tb, job):
                                  counters=inc, average_bits=round(ref[0].average_bits(), 4),
                                  saturated=sum(m.saturated for m in ref)))
             done += 1
-            line = (f"sample {k} (label {label}) step {i}: {tb.cycles} cycles, "
+            line = (f"sample of seed {job.seeds[k]} (label {label}) step {i}: {tb.cycles} cycles, "
                     f"{'cache' if cache else 'reuse'} step, bit-exact")
             dut._log.info(line)
             with open(job.progress, "a") as f:
