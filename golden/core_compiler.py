@@ -56,6 +56,9 @@ from .core_isa import (
     cmd_layout,
     host_words_per_row,
     row_to_words,
+    rows_tensor,
+    rows_ysum,
+    tensor_rows,
     words_to_row,
 )
 from .dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
@@ -64,7 +67,7 @@ from .layouts import VPU_OPS
 
 __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
            "emit_layer", "emit_vrow", "emit_block_body", "weight_words", "rbuf_words",
-           "attention_words"]
+           "attention_words", "memory_table", "regions_end", "check_block", "check_bias"]
 
 FULL, FREE = 1 << 0, 1 << 1          # semaphore masks: group slot full / free
 SREG_K, SREG_V = 0, 1                # shift registers of K and V (one head at a time)
@@ -142,18 +145,6 @@ class CoreProgram:
         """The block's configuration."""
         return self.blk.cfg
 
-    def _tensor_rows(self, t) -> np.ndarray:
-        """(N, C) tensor → ABUF rows (N/T·C, T): row ``(t // T)·C + c``, lane ``t % T``."""
-        T = self.cfg.tile
-        N, C = t.shape
-        return t.reshape(N // T, T, C).transpose(0, 2, 1).reshape(N // T * C, T)
-
-    def _rows_tensor(self, rows, N: int) -> np.ndarray:
-        """Inverse of :meth:`_tensor_rows` for ``N`` tokens."""
-        T = self.cfg.tile
-        C = len(rows) * T // N
-        return rows.reshape(N // T, C, T).transpose(0, 2, 1).reshape(N, C)
-
     def step_host_words(self, x, mod) -> list:
         """Host words of one step: ``x`` (N, D) into ABUF, then ``mod`` (6, D) into VBUF (act
         format integers, as :meth:`golden.dit_int.IntDiTBlock.step` takes them)."""
@@ -161,7 +152,7 @@ class CoreProgram:
         x = np.asarray(x, np.int64).reshape(s.tokens, s.hidden)
         mod = np.asarray(mod, np.int64).reshape(len(MOD_NAMES), s.hidden)
         words = []
-        for r in self._tensor_rows(x):
+        for r in tensor_rows(x, self.cfg.tile):
             words += row_to_words(self.cfg, "ABUF", {"v": r})
         for r in mod.reshape(-1, self.cfg.tile):
             words += row_to_words(self.cfg, "VBUF", {"v": r})
@@ -182,12 +173,7 @@ class CoreProgram:
             rows = np.array([words_to_row(cfg, reg.buf, words[pos + i * wpr:pos + (i + 1) * wpr])
                              ["v"] for i in range(reg.rows)], np.int64)
             pos += need
-            if reg.buf == "YBUF":   # row (tile·nb + block)·T + token, lane = channel in block
-                cout = reg.rows * T // N
-                out[key] = rows.reshape(N // T, cout // T, T, T).transpose(0, 2, 1, 3) \
-                               .reshape(N, cout)
-            else:
-                out[key] = self._rows_tensor(rows, N)
+            out[key] = (rows_ysum if reg.buf == "YBUF" else rows_tensor)(rows, N, T)
         if pos != len(words):
             raise ValueError(f"output stream has {len(words) - pos} words past the last region")
         out["o"] = out["o"].reshape(N, s.heads, s.head_dim).transpose(1, 0, 2)
@@ -212,19 +198,11 @@ class CoreProgram:
     # ------------------------------------------------------------------ memory
     def memory_map(self) -> str:
         """A readable table of the regions: buffer, name, base, rows (and the depth used)."""
-        lines = [f"{'buffer':<7}{'region':<14}{'base':>7}{'rows':>7}"]
-        for buf in BUF_ORDER:
-            regs = [r for r in self.regions.values() if r.buf == buf]
-            for r in regs:
-                lines.append(f"{buf:<7}{r.name:<14}{r.base:>7}{r.rows:>7}")
-            if regs:
-                lines.append(f"{buf:<7}{'(used/depth)':<14}{self.rows_used(buf):>7}"
-                             f"{buffer_depth(self.core, buf):>7}")
-        return "\n".join(lines)
+        return memory_table(self.regions, self.core)
 
     def rows_used(self, buf: str) -> int:
         """Rows of ``buf`` the program needs (end of its highest region)."""
-        return max((r.base + r.rows for r in self.regions.values() if r.buf == buf), default=0)
+        return regions_end(self.regions, buf)
 
     def check_fits(self):
         """Raise ValueError naming the first buffer whose regions exceed its depth."""
@@ -235,10 +213,32 @@ class CoreProgram:
                                  f"core has {depth} (CoreConfig.{buf.lower()}_rows)")
 
 
-def compile_block(blk: IntDiTBlock, core: CoreConfig) -> CoreProgram:
-    """Lower ``blk`` to a :class:`CoreProgram` for a core of buffer depths ``core`` (module
-    docstring). Raises ValueError for a dimension that is not a multiple of ``T``, a bias beyond
-    ``act_width``, an open-loop configuration, or a program that does not fit."""
+def regions_end(regions: dict, buf: str) -> int:
+    """The end of the highest region of ``buf`` among ``regions`` (0 when none)."""
+    return max((r.base + r.rows for r in regions.values() if r.buf == buf), default=0)
+
+
+def memory_table(regions: dict, core: CoreConfig, marked=frozenset(), name_width: int = 14,
+                 mark: str = "") -> str:
+    """A memory map as a readable table: per buffer (:data:`BUF_ORDER`) its regions (buffer,
+    name, base, rows; ``mark`` after those named in ``marked``), then the rows used and the
+    depth."""
+    lines = [f"{'buffer':<7}{'region':<{name_width}}{'base':>7}{'rows':>7}"]
+    for buf in BUF_ORDER:
+        regs = [r for r in regions.values() if r.buf == buf]
+        for r in regs:
+            lines.append(f"{buf:<7}{r.name:<{name_width}}{r.base:>7}{r.rows:>7}"
+                         + (mark if r.name in marked else ""))
+        if regs:
+            lines.append(f"{buf:<7}{'(used/depth)':<{name_width}}{regions_end(regions, buf):>7}"
+                         f"{buffer_depth(core, buf):>7}")
+    return "\n".join(lines)
+
+
+def check_block(blk: IntDiTBlock):
+    """What the core needs of a block (raises ValueError naming it): every dimension a multiple
+    of ``T``, closed-loop layers, the interval within STEP's field, biases within the act
+    format, ``eps_q`` within VPARAM's."""
     cfg = blk.cfg
     check_core(cfg)
     s = blk.spec
@@ -253,14 +253,26 @@ def compile_block(blk: IntDiTBlock, core: CoreConfig) -> CoreProgram:
                          "(cfg.closed_loop is False)")
     if not 1 <= blk.interval <= 255:
         raise ValueError(f"SAR interval {blk.interval} does not fit STEP.interval (1..255)")
-    lim = 1 << (cfg.act_width - 1)
     for k in LAYERS:
-        b = blk.layers[k].bias_int
-        if b.min(initial=0) < -lim or b.max(initial=0) >= lim:
-            raise ValueError(f"layer {k!r} ({blk.layers[k].name}): bias {int(np.abs(b).max())} "
-                             f"LSBs does not fit act_width {cfg.act_width}")
+        check_bias(cfg, blk.layers[k], f"{k!r} ({blk.layers[k].name})")
     if not 0 <= blk.eps_q < 1 << 64:
         raise ValueError(f"LayerNorm eps_q {blk.eps_q} does not fit VPARAM.value (64 bits)")
+
+
+def check_bias(cfg: Config, lay, what: str):
+    """Raise ValueError when layer ``what``'s biases (act LSBs) do not fit ``act_width``."""
+    lim = 1 << (cfg.act_width - 1)
+    b = lay.bias_int
+    if b.min(initial=0) < -lim or b.max(initial=0) >= lim:
+        raise ValueError(f"layer {what}: bias {int(np.abs(b).max())} LSBs does not fit "
+                         f"act_width {cfg.act_width}")
+
+
+def compile_block(blk: IntDiTBlock, core: CoreConfig) -> CoreProgram:
+    """Lower ``blk`` to a :class:`CoreProgram` for a core of buffer depths ``core`` (module
+    docstring). Raises ValueError for a dimension that is not a multiple of ``T``, a bias beyond
+    ``act_width``, an open-loop configuration, or a program that does not fit."""
+    check_block(blk)
     prog = CoreProgram(blk=blk, core=core)
     _plan(prog)
     prog.check_fits()

@@ -121,7 +121,8 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "cmd_layout", "header_layout", "assemble", "disassemble", "encode", "decode",
            "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
            "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
-           "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS", "addr_bits"]
+           "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS", "addr_bits", "tensor_rows",
+           "rows_tensor", "ysum_rows", "rows_ysum"]
 
 CMD_BITS = 128          # one command
 HOST_WORD = 32          # host stream word
@@ -272,6 +273,36 @@ def row_to_words(cfg: Config, buf: str, values: dict) -> list:
 def words_to_row(cfg: Config, buf: str, words) -> dict:
     word = sum(int(w) << (HOST_WORD * i) for i, w in enumerate(words))
     return unpack(row_layout(cfg, buf), word)
+
+
+def tensor_rows(t, T: int) -> np.ndarray:
+    """An (N, C) tensor → its ABUF / XBUF rows (N/T·C, T): row ``(token // T)·C + c``, lane
+    ``token % T`` (module docstring, "Tensors in ABUF")."""
+    t = np.asarray(t, np.int64)
+    N, C = t.shape
+    return t.reshape(N // T, T, C).transpose(0, 2, 1).reshape(N // T * C, T)
+
+
+def rows_tensor(rows, N: int, T: int) -> np.ndarray:
+    """Inverse of :func:`tensor_rows` for ``N`` tokens."""
+    rows = np.asarray(rows, np.int64)
+    C = len(rows) * T // N
+    return rows.reshape(N // T, C, T).transpose(0, 2, 1).reshape(N, C)
+
+
+def ysum_rows(Y, T: int) -> np.ndarray:
+    """An (N, C) running sum → its YBUF rows: row ``(tile·(C/T) + block)·T + token``, lane the
+    channel in the block (the order the GEMMs of a layer write)."""
+    Y = np.asarray(Y, np.int64)
+    N, C = Y.shape
+    return Y.reshape(N // T, T, C // T, T).transpose(0, 2, 1, 3).reshape(-1, T)
+
+
+def rows_ysum(rows, N: int, T: int) -> np.ndarray:
+    """Inverse of :func:`ysum_rows` for ``N`` tokens."""
+    rows = np.asarray(rows, np.int64)
+    C = len(rows) * T // N
+    return rows.reshape(N // T, C // T, T, T).transpose(0, 2, 1, 3).reshape(N, C)
 
 
 # ================================================================================ commands

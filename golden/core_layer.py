@@ -4,9 +4,9 @@ layer benchmarks run (the whole DiT block is :mod:`golden.core_compiler`).
 :class:`LayerProgram` wraps a :class:`golden.differential.DiffLinear` of ``cin → cout`` over
 ``N`` tokens (multiples of ``T``): :meth:`init` loads the weights and requantization rows and
 zeroes the state; :meth:`step` quantizes a new input differentially through the double-buffered
-group slots (the same schedule and semaphores as the compiler's linear layers) and stores ``y``,
-``x̂`` and ``Y``; :meth:`parse` turns the stored words back into arrays; :meth:`expected`
-steps the golden layer.
+group slots (the compiler's own layer schedule, :func:`golden.core_compiler.emit_layer`) and
+stores ``y``, ``x̂`` and ``Y``; :meth:`parse` turns the stored words back into arrays;
+:meth:`expected` steps the golden layer.
 
 Memory map (rows): ABUF input at 0, output after it; XBUF / YBUF state at 0; WMEM block ``j``
 at ``j·cin``; RBUF row ``j`` per output block; GMEM slots at 0 and ``4·cin``.
@@ -17,7 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 from .config import Config
-from .core_compiler import FREE, FULL, make_cmd
+from .core_compiler import (
+    Emitter,
+    Region,
+    check_bias,
+    emit_layer,
+    make_cmd,
+    rbuf_words,
+    weight_words,
+)
 from .core_isa import (
     BUFFERS,
     CoreConfig,
@@ -25,6 +33,9 @@ from .core_isa import (
     check_core,
     host_words_per_row,
     row_to_words,
+    rows_tensor,
+    rows_ysum,
+    tensor_rows,
     words_to_row,
 )
 from .differential import DiffLinear
@@ -45,10 +56,7 @@ class LayerProgram:
                 raise ValueError(f"{what} = {v} is not a multiple of the tile size T = {T}")
         if not cfg.closed_loop:
             raise ValueError("the core implements closed-loop differential layers only")
-        lim = 1 << (cfg.act_width - 1)
-        if layer.bias_int.min(initial=0) < -lim or layer.bias_int.max(initial=0) >= lim:
-            raise ValueError(f"layer {layer.name!r}: a bias does not fit act_width "
-                             f"{cfg.act_width}")
+        check_bias(cfg, layer, repr(layer.name))
         self.layer, self.cfg, self.core, self.N = layer, cfg, core, tokens
         self.nt, self.nb = tokens // T, cout // T
         self.out_base = self.nt * cin
@@ -66,14 +74,9 @@ class LayerProgram:
     def _cmd(self, op, wait=0, signal=0, **f):
         return make_cmd(self.cfg, op, wait, signal, **f)
 
-    def _rows(self, x):
-        T = self.cfg.tile
-        N, C = x.shape
-        return x.reshape(N // T, T, C).transpose(0, 2, 1).reshape(N // T * C, T)
-
     def init(self):
         """``(commands, host words)``: weights, requantization rows, zero state, END."""
-        cfg, lay, T = self.cfg, self.layer, self.cfg.tile
+        cfg, lay = self.cfg, self.layer
         cin = lay.W.shape[0]
         cmds = [self._cmd("LOAD", buf=BUFFERS.index("WMEM"), addr=0, count=cin * self.nb),
                 self._cmd("LOAD", buf=BUFFERS.index("RBUF"), addr=0, count=self.nb),
@@ -82,15 +85,7 @@ class LayerProgram:
                 self._cmd("LOAD", buf=BUFFERS.index("YBUF"), addr=0, count=self.N * self.nb,
                           zero=1),
                 self._cmd("END")]
-        words = []
-        for j in range(self.nb):
-            for c in range(cin):
-                words += row_to_words(cfg, "WMEM", {"w": lay.W[c, j * T:(j + 1) * T]})
-        for j in range(self.nb):
-            s = slice(j * T, (j + 1) * T)
-            words += row_to_words(cfg, "RBUF", {"m": lay.m[s], "sh": lay.sh[s],
-                                                "bias": lay.bias_int[s]})
-        return cmds, words
+        return cmds, weight_words(cfg, lay) + rbuf_words(cfg, lay)
 
     def step(self, x):
         """``(commands, host words)`` of one step with input ``x`` (N, cin), act format."""
@@ -99,34 +94,21 @@ class LayerProgram:
         x = np.asarray(x, np.int64)
         if x.shape != (self.N, cin):
             raise ValueError(f"x must have shape {(self.N, cin)}, not {x.shape}")
-        slots = (0, 4 * cin)
-        cmds = [self._cmd("LOAD", buf=BUFFERS.index("ABUF"), addr=0, count=self.nt * cin),
-                self._cmd("QCFG", base_log2=lay.B, thr=list(cfg.thr))]
-
-        def quant(t):
-            cmds.append(self._cmd("QUANT", wait=FREE if t >= 2 else 0, signal=FULL,
-                                  src=t * cin, xsrc=t * cin, nch=cin, gdst=slots[t % 2], diff=1))
-
-        quant(0)
-        for t in range(self.nt):
-            if t + 1 < self.nt:
-                quant(t + 1)
-            for j in range(self.nb):
-                cmds.append(self._cmd(
-                    "GEMM", wait=FULL if j == 0 else 0,
-                    signal=FREE if j == self.nb - 1 and t + 2 < self.nt else 0,
-                    gsrc=slots[t % 2], wbase=j * cin, ysrc=(t * self.nb + j) * T, rrow=j,
-                    dst=self.out_base + t * cout + j * T, accum=1))
-        cmds += [self._cmd("BARRIER"),
-                 self._cmd("STORE", buf=BUFFERS.index("ABUF"), addr=self.out_base,
-                           count=self.nt * cout),
-                 self._cmd("STORE", buf=BUFFERS.index("XBUF"), addr=0, count=self.nt * cin),
-                 self._cmd("STORE", buf=BUFFERS.index("YBUF"), addr=0, count=self.N * self.nb),
-                 self._cmd("END")]
-        words = []
-        for r in self._rows(x):
-            words += row_to_words(cfg, "ABUF", {"v": r})
-        return cmds, words
+        R = {"x": Region("ABUF", "x", 0, self.nt * cin),
+             "L.xhat": Region("XBUF", "xhat", 0, self.nt * cin),
+             "L.Y": Region("YBUF", "Y", 0, self.N * self.nb),
+             "L.W": Region("WMEM", "W", 0, cin * self.nb), "L.r": Region("RBUF", "r", 0, self.nb),
+             "L.y": Region("ABUF", "y", self.out_base, self.nt * cout),
+             "slot0": Region("GMEM", "slot0", 0, 4 * cin),
+             "slot1": Region("GMEM", "slot1", 4 * cin, 4 * cin)}
+        e = Emitter(cfg)
+        e("LOAD", buf=BUFFERS.index("ABUF"), addr=0, count=self.nt * cin)
+        emit_layer(e, cfg, lay, self.N, R, "L", "x")      # ... BARRIER
+        for reg in (R["L.y"], R["L.xhat"], R["L.Y"]):
+            e.transfer("STORE", reg.buf, reg)
+        e("END")
+        cmds = e.cmds
+        return cmds, [w for r in tensor_rows(x, T) for w in row_to_words(cfg, "ABUF", {"v": r})]
 
     def out_words(self) -> int:
         """Host words one :meth:`step` returns."""
@@ -151,10 +133,8 @@ class LayerProgram:
             return a
 
         for key, buf, C in (("y", "ABUF", cout), ("xhat", "XBUF", cin)):
-            out[key] = take(buf, self.nt * C).reshape(self.nt, C, T).transpose(0, 2, 1) \
-                .reshape(N, C)
-        out["Y"] = take("YBUF", N * self.nb).reshape(self.nt, self.nb, T, T) \
-            .transpose(0, 2, 1, 3).reshape(N, cout)
+            out[key] = rows_tensor(take(buf, self.nt * C), N, T)
+        out["Y"] = rows_ysum(take("YBUF", N * self.nb), N, T)
         return out
 
     def expected(self, x) -> dict:

@@ -63,10 +63,14 @@ from .core_compiler import (
     Emitter,
     Region,
     attention_words,
+    check_bias,
+    check_block,
     emit_block_body,
     emit_layer,
     emit_vrow,
+    memory_table,
     rbuf_words,
+    regions_end,
     weight_words,
 )
 from .core_isa import (
@@ -78,7 +82,11 @@ from .core_isa import (
     check_core,
     host_words_per_row,
     row_to_words,
+    rows_tensor,
+    rows_ysum,
+    tensor_rows,
     words_to_row,
+    ysum_rows,
 )
 from .dit_int import LAYERS, MOD_NAMES
 from .dit_int_model import IntDiT, ModelStep
@@ -165,23 +173,14 @@ class ModelProgram:
     def _rows(self, key: str, value) -> np.ndarray:
         """A host tensor → its buffer rows (``(rows, T)`` lanes)."""
         T = self.cfg.tile
-        v = np.asarray(value, np.int64)
         if key == "mods":
-            return v.reshape(-1, T)
-        if key.endswith(".Y"):          # row (tile·nb + block)·T + token, lane = channel
-            N, C = v.shape
-            return v.reshape(N // T, T, C // T, T).transpose(0, 2, 1, 3).reshape(-1, T)
-        N, C = v.shape                  # row (token // T)·C + channel, lane = token % T
-        return v.reshape(N // T, T, C).transpose(0, 2, 1).reshape(-1, T)
+            return np.asarray(value, np.int64).reshape(-1, T)
+        return (ysum_rows if key.endswith(".Y") else tensor_rows)(value, T)
 
     def _tensor(self, key: str, rows: np.ndarray):
         """Inverse of :meth:`_rows` for an ABUF, XBUF or YBUF tensor of ``N`` tokens."""
-        T, N = self.cfg.tile, self.model.spec.tokens
-        if key.endswith(".Y"):
-            C = len(rows) * T // N
-            return rows.reshape(N // T, C // T, T, T).transpose(0, 2, 1, 3).reshape(N, C)
-        C = len(rows) * T // N
-        return rows.reshape(N // T, C, T).transpose(0, 2, 1).reshape(N, C)
+        return (rows_ysum if key.endswith(".Y") else rows_tensor)(
+            rows, self.model.spec.tokens, self.cfg.tile)
 
     def initial_state(self) -> list:
         """The host's copy of every streamed state before the first step, per batch row:
@@ -293,22 +292,14 @@ class ModelProgram:
     # ------------------------------------------------------------------ memory
     def memory_map(self) -> str:
         """A readable table of the regions (streamed objects share their buffer's window)."""
-        lines = [f"{'buffer':<7}{'region':<24}{'base':>7}{'rows':>7}"]
-        for buf in BUF_ORDER:
-            regs = [r for r in self.regions.values() if r.buf == buf]
-            streamed = {(f"{n}.W" if r is None else _state(r, n, _SUFFIX[buf]))
-                        for r, n in self.streamed_rows.get(buf, ())}
-            for r in regs:
-                mark = " (streamed)" if r.name in streamed else ""
-                lines.append(f"{buf:<7}{r.name:<24}{r.base:>7}{r.rows:>7}{mark}")
-            if regs:
-                lines.append(f"{buf:<7}{'(used/depth)':<24}{self.rows_used(buf):>7}"
-                             f"{buffer_depth(self.core, buf):>7}")
-        return "\n".join(lines)
+        streamed = {f"{n}.W" if r is None else _state(r, n, _SUFFIX[buf])
+                    for buf, objs in self.streamed_rows.items() for r, n in objs}
+        return memory_table(self.regions, self.core, streamed, name_width=24,
+                            mark=" (streamed)")
 
     def rows_used(self, buf: str) -> int:
         """Rows of ``buf`` the program needs."""
-        return max((r.base + r.rows for r in self.regions.values() if r.buf == buf), default=0)
+        return regions_end(self.regions, buf)
 
 
 def compile_model(model: IntDiT, core: CoreConfig, *, rows: int = 1, stream=()) -> ModelProgram:
@@ -319,12 +310,14 @@ def compile_model(model: IntDiT, core: CoreConfig, *, rows: int = 1, stream=()) 
     buffer that does not fit."""
     cfg = model.cfg
     check_core(cfg)
+    for blk in model.blocks:
+        check_block(blk)
     if not isinstance(rows, int) or isinstance(rows, bool) or not 1 <= rows <= 16:
         raise ValueError(f"rows must be an integer in 1..16, not {rows!r}")
     bad = sorted(set(stream) - set(STREAMABLE))
     if bad:
         raise ValueError(f"stream: {bad} cannot stream; allowed buffers are {list(STREAMABLE)}")
-    if not cfg.closed_loop:
+    if not cfg.closed_loop:         # (check_block says so too, for a model with blocks)
         raise ValueError("the core implements closed-loop differential layers only "
                          "(cfg.closed_loop is False)")
     s, T = model.spec, cfg.tile
@@ -335,8 +328,6 @@ def compile_model(model: IntDiT, core: CoreConfig, *, rows: int = 1, stream=()) 
         raise ValueError("every LayerNorm of the model must use the same eps (one VPARAM)")
     prog = ModelProgram(model=model, core=core, rows=rows)
     _core_layers(prog)
-    for blk in model.blocks:
-        _check_block(blk)
     _plan(prog, set(stream))
     _lower(prog)
     return prog
@@ -357,25 +348,12 @@ def resident_depths(model: IntDiT, *, rows: int = 1) -> dict:
     return {f"{b.lower()}_rows": prog.rows_used(b) for b in BUF_ORDER}
 
 
-def _check_block(blk):
-    """compile_block's checks of one block (dimensions, interval, eps)."""
-    T = blk.cfg.tile
-    s = blk.spec
-    for what, v in (("d (head dim)", s.head_dim), ("M (MLP width)", s.mlp_hidden)):
-        if v % T:
-            raise ValueError(f"{what} = {v} is not a multiple of the tile size T = {T}")
-    if not 1 <= blk.interval <= 255:
-        raise ValueError(f"SAR interval {blk.interval} does not fit STEP.interval (1..255)")
-    if not 0 <= blk.eps_q < 1 << 64:
-        raise ValueError(f"LayerNorm eps_q {blk.eps_q} does not fit VPARAM.value (64 bits)")
-
-
 def _core_layers(prog: ModelProgram):
     """Every differential layer as the core runs it (the patch embedding's input and the final
-    layer's output padded to a multiple of T); bias range checked."""
+    layer's output padded to a multiple of T); the biases of the two checked (the blocks' are
+    by check_block)."""
     m, cfg = prog.model, prog.cfg
     T = cfg.tile
-    lim = 1 << (cfg.act_width - 1)
     P = m.x_embed.W.shape[0]
     Pp = _pad_to(P, T)
     prog.patch_values = P
@@ -391,11 +369,8 @@ def _core_layers(prog: ModelProgram):
             prog.layers[f"blocks.{i}.{k}"] = blk.layers[k]
     order = layer_names(len(m.blocks))
     prog.layers = {n: prog.layers[n] for n in order}
-    for n, lay in prog.layers.items():
-        b = lay.bias_int
-        if b.min(initial=0) < -lim or b.max(initial=0) >= lim:
-            raise ValueError(f"layer {n!r}: bias {int(np.abs(b).max())} LSBs does not fit "
-                             f"act_width {cfg.act_width}")
+    for n in ("x_embed", "final.linear"):
+        check_bias(cfg, prog.layers[n], repr(n))
     prog.weights = {f"{n}.W": weight_words(cfg, lay) for n, lay in prog.layers.items()}
 
 
