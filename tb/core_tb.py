@@ -6,18 +6,18 @@ from __future__ import annotations
 import random
 
 import cocotb
-import numpy as np
 from cocotb.triggers import Edge, Event, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
 from golden import core_isa as isa
+from golden.core_sampling import assert_equal
 from golden.layouts import unpack
 from sim.timing import core_store_latency
 
 from .array_tb import config_from_env
 from .streams import CLOCK_NS, StreamSink, StreamSource, reset, start_clock
 
-__all__ = ["CoreTB", "assert_equal"]
+__all__ = ["CoreTB", "assert_equal"]   # assert_equal: golden.core_sampling's
 
 
 class CoreTB:
@@ -148,20 +148,3 @@ class CoreTB:
         if not st["error"]:
             raise AssertionError(f"no error status: {st}")
         return st
-
-
-def assert_equal(got: dict, exp: dict, where: str):
-    """Every key of ``exp`` equal in ``got`` (arrays exactly); the message names the first
-    difference."""
-    for k, e in exp.items():
-        g = got[k]
-        if isinstance(e, dict):
-            assert_equal(g, e, f"{where}{k}.")
-            continue
-        e, g = np.asarray(e), np.asarray(g)
-        if e.shape != g.shape or not np.array_equal(e, g):
-            if e.shape != g.shape:
-                raise AssertionError(f"{where}{k}: shape {g.shape}, expected {e.shape}")
-            idx = tuple(int(i) for i in np.argwhere(e != g)[0])
-            raise AssertionError(f"{where}{k}: first difference at index {idx}: got "
-                                 f"{int(g[idx])}, expected {int(e[idx])}")

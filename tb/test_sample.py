@@ -5,7 +5,8 @@ The job (:mod:`sim.sample_job`, named by ``DSTAR_SAMPLE_JOB``) gives the model, 
 the run. The program is :func:`golden.core_model.compile_model` (one batch row, or two for
 classifier-free guidance). Per sample the core's state is zeroed and its phase brought back to a
 cache step; per step the host (this loop, in float) computes every row's inputs
-(:meth:`golden.dit_int_model.IntDiT.host_inputs`), sends them and the streamed layers, the core
+(:meth:`golden.dit_int_model.IntDiT.host_inputs`; the host side is
+:class:`golden.core_sampling.CoreSampler`), sends them and the streamed layers, the core
 runs every layer, the host reads ``h0``, every block's output, ``f``, ``eps``, the streamed state
 and the counters. Each of those is compared with the integer golden's step: the first difference
 stops the run naming the sample (by its seed), step, row, tensor and index. The ``eps`` read from
@@ -20,12 +21,12 @@ import cocotb
 import numpy as np
 
 from golden import core_isa as isa
-from golden.core_model import compile_model, zero_state_commands
-from golden.dit import ddim_timesteps, ddim_update, start_noise
-from golden.dit_int_model import IntDiT, guided_eps
+from golden.core_model import compile_model
+from golden.core_sampling import CoreSampler
+from golden.dit_int_model import IntDiT
 from sim.sample_job import JOB_ENV, read_job, write_result
 
-from .core_tb import CoreTB, assert_equal
+from .core_tb import CoreTB
 
 
 @cocotb.test()
@@ -49,48 +50,30 @@ async def _sample(dut, tb, job):
     def model():
         return IntDiT(spec, job.params, cfg, job.masks)
     prog = compile_model(model(), tb.core, rows=rows, stream=job.stream)
-    golden = [model() for _ in range(rows)]
+    host = CoreSampler(prog, [model() for _ in range(rows)], job.steps, job.guidance)
     await tb.run(prog.init, prog.init_words)
     init_cycles = tb.cycles
-    ts = ddim_timesteps(job.steps)
-    images, samples, done = [], [], 0
+    images, samples = [], []
     snapshot = [isa.Cmd("STORE", dict(buf=isa.BUFFERS.index("CNT"), addr=0,
                                       count=len(isa.COUNTERS))), isa.Cmd("END", {})]
     for k, label in enumerate(job.labels):
-        await tb.run(zero_state_commands(prog, done))
+        await tb.run(host.start(job.seeds[k], label))
         before = dict(zip(isa.COUNTERS, await tb.run(snapshot)))
-        for g in golden:
-            g.reset()
-        state = prog.initial_state()
-        x = start_noise(spec, job.seeds[k])[0]
         per_step = []
-        for i, t in enumerate(ts):
-            labels = (label, spec.classes)
-            inputs = [g.host_inputs(x, int(t), labels[r]) for r, g in enumerate(golden)]
-            ref = [g.step(v) for g, v in zip(golden, inputs)]
-            cache = prog.is_cache_step(i)
-            words = await tb.run(prog.step, prog.host_words(inputs, state, cache))
-            outs, counters = prog.parse_output(words, cache)
-            for r in range(rows):
-                assert_equal(outs[r], prog.expected(ref[r], cache, r),
-                             f"sample of seed {job.seeds[k]} (label {label}) step {i} row {r}: ")
-                state[r].update(prog.next_state(outs[r]))
-            eps = golden[0].eps_to_image(prog.eps(outs[0]))
-            if rows == 2:
-                eps = guided_eps(eps, golden[1].eps_to_image(prog.eps(outs[1])), job.guidance)
-            x = ddim_update(x, eps, i, ts)
-            inc = {n: v - before[n] for n, v in counters.items()}
+        while not host.done:
+            cmds, words = host.step_program()
+            name = f"sample of seed {job.seeds[k]} (label {label}) step {host.i}"
+            rec = host.finish_step(await tb.run(cmds, words), f"{name} ")
+            counters = rec.pop("counters")
+            rec.update(cycles=tb.cycles, counters={n: v - before[n] for n, v in counters.items()})
             before = counters
-            per_step.append(dict(step=i, t=int(t), cache_step=cache, cycles=tb.cycles,
-                                 counters=inc, average_bits=round(ref[0].average_bits(), 4),
-                                 saturated=sum(m.saturated for m in ref)))
-            done += 1
-            line = (f"sample of seed {job.seeds[k]} (label {label}) step {i}: {tb.cycles} cycles, "
-                    f"{'cache' if cache else 'reuse'} step, bit-exact")
+            per_step.append(rec)
+            line = (f"{name}: {tb.cycles} cycles, {'cache' if rec['cache_step'] else 'reuse'} "
+                    f"step, bit-exact")
             dut._log.info(line)
             with open(job.progress, "a") as f:
                 f.write(line + "\n")
-        images.append(x)
+        images.append(host.x)
         samples.append(dict(index=k, label=int(label), per_step=per_step))
     record = dict(rows=rows, init_cycles=init_cycles, streamed=prog.streamed,
                   memory_map=prog.memory_map(), commands_per_step=len(prog.step),

@@ -9,17 +9,10 @@ import pytest
 from golden import core_isa as isa
 from golden.config import ConfigError, preset
 from golden.core_exec import CoreExecutor
-from golden.core_model import compile_model, resident_depths, zero_state_commands
-from golden.dit import (
-    DIT_MODELS,
-    calibrate_masks,
-    ddim_timesteps,
-    ddim_update,
-    init_params,
-    start_noise,
-)
+from golden.core_model import compile_model, resident_depths
+from golden.core_sampling import CoreSampler, assert_equal
+from golden.dit import DIT_MODELS, calibrate_masks, init_params, start_noise
 from golden.dit_int_model import IntDiT
-from tb.core_tb import assert_equal
 
 SPEC = DIT_MODELS["tiny"]
 
@@ -39,29 +32,16 @@ def digits():
     return model, resident_depths(model)
 
 
-def _sample(prog, models, ex, steps, seed, label, done):
-    """One trajectory on the executor, every row's stored tensors checked; returns the
-    per-step host words stored."""
-    ex.run(zero_state_commands(prog, done), [])
-    for m in models:
-        m.reset()
-    state = prog.initial_state()
-    x = start_noise(SPEC, seed)[0]
-    ts = ddim_timesteps(steps)
+def _sample(host, ex, seed, label):
+    """One trajectory of the shared host loop on the executor (every row's stored tensors
+    checked); returns the per-step host words stored, counters dropped."""
+    ex.run(host.start(seed, label), [])
     stored = []
-    for i, t in enumerate(ts):
-        inputs = [m.host_inputs(x, int(t), (label, SPEC.classes)[r])
-                  for r, m in enumerate(models)]
-        ref = [m.step(v) for m, v in zip(models, inputs)]
-        cache = prog.is_cache_step(i)
-        words = ex.run(prog.step, prog.host_words(inputs, state, cache))
-        outs, counters = prog.parse_output(words, cache)
-        assert counters["commands"] > 0
-        for r in range(len(models)):
-            assert_equal(outs[r], prog.expected(ref[r], cache, r), f"step {i} row {r}: ")
-            state[r].update(prog.next_state(outs[r]))
-        x = ddim_update(x, models[0].eps_to_image(prog.eps(outs[0])), i, ts)
-        stored.append(words[:-len(isa.COUNTERS)])       # the counters run on
+    while not host.done:
+        cmds, words = host.step_program()
+        out = ex.run(cmds, words)
+        assert host.finish_step(out, f"step {host.i} ")["counters"]["commands"] > 0
+        stored.append(out[:-len(isa.COUNTERS)])       # the counters run on
     return stored
 
 
@@ -79,9 +59,9 @@ def test_the_program_equals_the_integer_model(params, stream, rows, overrides):
         assert all(len(prog.streamed[b]) == len(prog.layers) for b in stream)
     ex = CoreExecutor(cfg, isa.core_for(cfg))
     ex.run(prog.init, prog.init_words)
-    models = [IntDiT(SPEC, params, cfg, masks) for _ in range(rows)]
-    first = _sample(prog, models, ex, 3, seed=0, label=1, done=0)
-    again = _sample(prog, models, ex, 3, seed=0, label=1, done=3)   # phase back to a cache step
+    host = CoreSampler(prog, [IntDiT(SPEC, params, cfg, masks) for _ in range(rows)], 3, 2.0)
+    first = _sample(host, ex, seed=0, label=1)
+    again = _sample(host, ex, seed=0, label=1)      # after 3 steps: the phase back to a cache step
     assert first == again
 
 
