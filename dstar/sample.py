@@ -31,7 +31,7 @@ from gen.progress import progress, say
 from golden.config import Config
 from golden.digits import IMAGE_SIZE, classify, psnr
 from golden.dit import DiT, DiTSpec, calibrate_masks
-from golden.dit_int_model import IntDiT, ddim_sample_float, ddim_sample_int
+from golden.dit_int_model import IntDiT, average_bits, ddim_sample_float, ddim_sample_int
 
 __all__ = ["BACKENDS", "RTL_BACKENDS", "run_samples", "is_digits_model", "grid_png",
            "check_model", "RTLMismatch"]
@@ -212,8 +212,7 @@ def _rtl_step(st: dict, kept: float) -> dict:
     bits and saturations, the core's cycles and counters, and the core's average bits over every
     QUANT it ran (attention's included, padded zero sub-channels counted as 0 bits)."""
     c = st["counters"]
-    n = c.get("qpu_subchannels", 0)
-    core_bits = sum(b * c.get(f"qpu_subchannels_b{b}", 0) for b in (2, 4, 6, 8)) / n if n else 0.0
+    core_bits = average_bits([c], prefix="qpu_")
     return dict(step=st["step"], t=st["t"], average_bits=st["average_bits"],
                 sar_kept_fraction=kept,
                 cache_step=st["cache_step"], saturated=st["saturated"], cycles=st["cycles"],

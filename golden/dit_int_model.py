@@ -43,14 +43,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import vpu
-from .config import Config
+from .config import PRECISIONS, Config
 from .differential import DiffLinear, quantize_weights
 from .dit import DiT, DiTSpec, _silu, ddim_loop, start_noise
 from .dit_int import MOD_NAMES, BlockStep, IntDiTBlock
 from .fmdq import to_fixed
 
 __all__ = ["IntDiT", "HostInputs", "ModelStep", "ddim_sample_float", "ddim_sample_int",
-           "guided_eps"]
+           "guided_eps", "average_bits"]
 
 
 @dataclass
@@ -107,10 +107,17 @@ class ModelStep:
     def average_bits(self) -> float:
         """Mean FMDQ precision over every sub-channel of the step's differential layers (a zero
         sub-channel counts 0 bits)."""
-        c = self.layer_counters().values()
-        n = sum(v["subchannels"] for v in c)
-        bits = sum(b * v[f"subchannels_b{b}"] for v in c for b in (2, 4, 6, 8))
-        return bits / n if n else 0.0
+        return average_bits(self.layer_counters().values())
+
+
+def average_bits(counters, prefix: str = "") -> float:
+    """Mean FMDQ precision of QPU counter sets (``<prefix>subchannels`` and
+    ``<prefix>subchannels_b<b>`` of :data:`golden.layouts.COUNTER_NAMES`; the core's counters
+    have the prefix ``qpu_``): a zero sub-channel counts 0 bits."""
+    counters = list(counters)
+    n = sum(c.get(f"{prefix}subchannels", 0) for c in counters)
+    bits = sum(b * c.get(f"{prefix}subchannels_b{b}", 0) for c in counters for b in PRECISIONS)
+    return bits / n if n else 0.0
 
 
 def _layer(params, name, cfg, B):
