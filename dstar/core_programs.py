@@ -24,13 +24,14 @@ from golden.core_isa import (
     CoreConfig,
     encode,
     host_words_per_row,
+    store_counters,
 )
 from sim.core_work import trace_work
 from sim.runner import run_cocotb
 
 __all__ = ["Program", "CNT", "END", "run_programs", "counter_reads"]
 
-CNT = Cmd("STORE", dict(buf=BUFFERS.index("CNT"), addr=0, count=len(COUNTERS)))
+CNT = store_counters()
 END = Cmd("END", {})
 
 

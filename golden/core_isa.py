@@ -122,7 +122,7 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
            "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
            "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS", "addr_bits", "tensor_rows",
-           "rows_tensor", "ysum_rows", "rows_ysum"]
+           "rows_tensor", "ysum_rows", "rows_ysum", "store_counters"]
 
 CMD_BITS = 128          # one command
 HOST_WORD = 32          # host stream word
@@ -371,6 +371,12 @@ class Cmd:
             return self.__dict__["args"][k]
         except KeyError:
             raise AttributeError(k) from None
+
+
+def store_counters() -> Cmd:
+    """The STORE of every counter (CNT rows ``0 .. len(COUNTERS)-1``, one word each): a
+    snapshot of the counters as the command starts."""
+    return Cmd("STORE", dict(buf=BUFFERS.index("CNT"), addr=0, count=len(COUNTERS)))
 
 
 def _check_fields(cfg: Config, cmd: Cmd) -> list:

@@ -47,8 +47,7 @@ async def dit_block_over_steps(dut):
         assert_equal(prog.parse_step_output(words), prog.expected(ref), f"step {s}: ")
         dut._log.info(f"step {s} ({'cache' if ref.cache_step else 'reuse'}): {tb.cycles} cycles, "
                       f"{len(step_cmds)} commands")
-    counters = [isa.Cmd("STORE", dict(buf=isa.BUFFERS.index("CNT"), addr=0,
-                                      count=len(isa.COUNTERS))), END]
+    counters = [isa.store_counters(), END]
     got = await tb.run(counters)
     want = ex.run(counters)
     for i, name in enumerate(isa.COUNTERS):

@@ -21,7 +21,7 @@ from .array_tb import env_int
 from .core_tb import CoreTB, assert_equal
 
 END = isa.Cmd("END", {})
-CNT = isa.Cmd("STORE", dict(buf=isa.BUFFERS.index("CNT"), addr=0, count=len(isa.COUNTERS)))
+CNT = isa.store_counters()
 
 
 @cocotb.test()

@@ -54,8 +54,7 @@ async def _sample(dut, tb, job):
     await tb.run(prog.init, prog.init_words)
     init_cycles = tb.cycles
     images, samples = [], []
-    snapshot = [isa.Cmd("STORE", dict(buf=isa.BUFFERS.index("CNT"), addr=0,
-                                      count=len(isa.COUNTERS))), isa.Cmd("END", {})]
+    snapshot = [isa.store_counters(), isa.Cmd("END", {})]
     for k, label in enumerate(job.labels):
         await tb.run(host.start(job.seeds[k], label))
         before = dict(zip(isa.COUNTERS, await tb.run(snapshot)))

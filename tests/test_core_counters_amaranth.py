@@ -49,8 +49,7 @@ def _program(cfg, rng):
              isa.Cmd("QUANT", dict(src=0, nch=C, gdst=0))]
     for buf in widths:
         cmds.append(isa.Cmd("STORE", dict(buf=isa.BUFFERS.index(buf), addr=0, count=C)))
-    cmds += [isa.Cmd("STORE", dict(buf=isa.BUFFERS.index("CNT"), addr=0,
-                                   count=len(isa.COUNTERS))), isa.Cmd("END", {})]
+    cmds += [isa.store_counters(), isa.Cmd("END", {})]
     return cmds, host
 
 
