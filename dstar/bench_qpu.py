@@ -27,20 +27,34 @@ from sim.runner import ROOT, run_cocotb
 
 from .options import Parser
 
-__all__ = ["measure", "main"]
+__all__ = ["measure", "rate_job", "run_rate", "main"]
 
 
-def measure(cfg, tiles, simulator="verilator") -> dict:
-    wl = qpu_workload_from_tiles(cfg, tiles)
+def rate_job(wl) -> dict:
+    """The rate testbench's input (:mod:`tb.test_qpu_rate`) for a golden workload: the
+    sub-channel words and every group and reconstruction beat the QPU must produce."""
+    return dict(words=[format(w, "x") for w in wl.words], groups=len(wl.groups),
+                recon=len(wl.recon), expected_groups=[format(w, "x") for w in wl.groups],
+                expected_recon=[format(w, "x") for w in wl.recon])
+
+
+def run_rate(cfg, job: dict, simulator="verilator") -> dict:
+    """Run the rate testbench on ``job`` (:func:`rate_job`); returns its cycle stamps. Raises
+    AssertionError when an output stream differs from the job's."""
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp, "in.json")
         res = Path(tmp, "out.json")
-        spec.write_text(json.dumps(dict(words=[format(w, "x") for w in wl.words],
-                                        groups=len(wl.groups), recon=len(wl.recon),
-                                        expected_groups=[format(w, "x") for w in wl.groups])))
+        spec.write_text(json.dumps(job))
         run_cocotb("qpu", cfg, simulator, "tb.test_qpu_rate", seed=1, tag="rate",
                    extra_env={"DSTAR_RATE_IN": str(spec), "DSTAR_RATE_OUT": str(res)})
-        r = json.loads(res.read_text())
+        return json.loads(res.read_text())
+
+
+def measure(cfg, tiles, simulator="verilator") -> dict:
+    """The QPU's rate on the difference ``tiles`` (the groups and reconstructions checked
+    against golden beat for beat)."""
+    wl = qpu_workload_from_tiles(cfg, tiles)
+    r = run_rate(cfg, rate_job(wl), simulator)
     ins, outs = r["in_cycles"], r["group_cycles"]
     span_in = ins[-1] - ins[0] + 1
     span_out = outs[-1] - outs[0] + 1

@@ -10,11 +10,14 @@ Backends (:data:`BACKENDS`):
   (:mod:`tb.test_sample`): the whole model compiled onto it (:mod:`golden.core_model`), every
   step checked against the integer golden bit for bit; per step the core's cycles and counters.
 
-Per step the record holds, for the conditional row, the average FMDQ bits, whether the step was
-a SAR cache step, the SAR kept fraction (of the attention blocks), the saturations and the QPU
-counters summed over every differential layer
-(:data:`golden.layouts.COUNTER_NAMES`: sub-channels per precision, slice columns, groups,
-padded lanes, shifts). Per sample ``k`` the seed is ``seed + k`` (start noise) and the label
+Per step the record holds whether the step was a SAR cache step, the SAR kept fraction (of the
+attention blocks), the saturations (golden), the QPU counters of every QUANT the core runs in
+the step (``qpu_<name>`` of :data:`golden.layouts.COUNTER_NAMES`: sub-channels per precision,
+slice columns, groups, padded lanes, shifts; attention's Q and P and the padded patch channels
+included; for ``golden-int`` the golden's count, :func:`golden.core_model.quant_counters`; for
+an RTL backend the core's own counters) and ``average_bits``, the FMDQ precision over those
+sub-channels; ``layer_average_bits`` is the golden's precision over the conditional row's
+differential layers alone. Per sample ``k`` the seed is ``seed + k`` (start noise) and the label
 ``labels[k]``. With a guidance scale ``!= 1`` every backend runs a conditional and an
 unconditional row (the null class), each integer row with its own differential state. SAR masks
 are profiled once on a float run (:func:`golden.dit.calibrate_masks`, seed ``seed + 1000``)
@@ -29,6 +32,7 @@ import numpy as np
 
 from gen.progress import progress, say
 from golden.config import Config
+from golden.core_model import quant_counters
 from golden.digits import IMAGE_SIZE, classify, psnr
 from golden.dit import DiT, DiTSpec, calibrate_masks
 from golden.dit_int_model import IntDiT, average_bits, ddim_sample_float, ddim_sample_int
@@ -163,14 +167,12 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
             rows = [IntDiT(spec, params, cfg, masks) for _ in range(1 if guidance == 1.0 else 2)]
 
             def on_step(i, t, done):
-                totals = {}
-                for c in done[0].layer_counters().values():
-                    for name, v in c.items():
-                        totals[name] = totals.get(name, 0) + int(v)
+                counters = quant_counters(rows[0], done)
                 per_step.append(dict(
-                    step=i, t=t, average_bits=round(done[0].average_bits(), 4),
+                    step=i, t=t, average_bits=round(average_bits([counters], "qpu_"), 4),
+                    layer_average_bits=round(done[0].average_bits(), 4),
                     sar_kept_fraction=kept,
-                    qpu_counters=totals,
+                    qpu_counters=counters,
                     cache_step=bool(done[0].blocks[0].cache_step) if done[0].blocks else None,
                     saturated=sum(d.saturated for d in done)))
             x, _ = ddim_sample_int(rows, steps, s, label, guidance, on_step=on_step)
@@ -190,8 +192,12 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
     if rtl is not None:
         r = rtl["record"]
         cyc = [st["cycles"] for rec in samples for st in rec["per_step"]]
+        # Every step of every sample came back from the loop with its values compared (the
+        # loop stops at the first difference, and a failed run raised above).
+        exact = all(len(rec["per_step"]) == steps and
+                    all(st["values_checked"] > 0 for st in rec["per_step"]) for rec in samples)
         record["core"] = dict(
-            bit_exact=True, batch_rows=r["rows"], init_cycles=r["init_cycles"],
+            bit_exact=exact, batch_rows=r["rows"], init_cycles=r["init_cycles"],
             runs=len(r["init_cycles"]),
             commands_per_step=r["commands_per_step"], streamed=r["streamed"],
             memory_map=r["memory_map"].splitlines(),
@@ -208,15 +214,17 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
 
 
 def _rtl_step(st: dict, kept: float) -> dict:
-    """One step of the RTL loop's record as ``dstar sample`` reports it: the golden's average
-    bits and saturations, the core's cycles and counters, and the core's average bits over every
-    QUANT it ran (attention's included, padded zero sub-channels counted as 0 bits)."""
+    """One step of the RTL loop's record as ``dstar sample`` reports it: the core's cycles and
+    counters (``core_counters``, every counter; ``qpu_counters``, the QPU's), the average bits
+    from the core's QPU counters (every QUANT it ran, padded zero sub-channels counted as 0
+    bits), and the golden's layer average bits and saturations."""
     c = st["counters"]
-    core_bits = average_bits([c], prefix="qpu_")
-    return dict(step=st["step"], t=st["t"], average_bits=st["average_bits"],
-                sar_kept_fraction=kept,
+    return dict(step=st["step"], t=st["t"], values_checked=st["values_checked"],
+                average_bits=st["average_bits"],
+                layer_average_bits=st["layer_average_bits"], sar_kept_fraction=kept,
                 cache_step=st["cache_step"], saturated=st["saturated"], cycles=st["cycles"],
-                core_average_bits=round(core_bits, 4), core_counters=c)
+                qpu_counters={k: v for k, v in c.items() if k.startswith("qpu_")},
+                core_counters=c)
 
 
 def _db(v):

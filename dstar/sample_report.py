@@ -69,14 +69,15 @@ def sample_markdown(rec: dict, png_name: str = "sample.png") -> str:
         lines += ["", "## Per step (mean over the samples)", ""]
         steps = list(zip(*(s["per_step"] for s in rec["samples"])))
         lines.append(md_table(
-            ["step", "t", "kind", "core cycles", "average bits (layers)",
-             "average bits (every QUANT)"],
+            ["step", "t", "kind", "core cycles", "average bits (layers, golden)",
+             "average bits (every QUANT, core)"],
             [[st[0]["step"], st[0]["t"], "cache" if st[0]["cache_step"] else "reuse",
               float(np.mean([x["cycles"] for x in st])),
-              f"{np.mean([x['average_bits'] for x in st]):.3f}",
-              f"{np.mean([x['core_average_bits'] for x in st]):.3f}"] for st in steps]))
-        lines += ["", "*average bits (layers)*: the FMDQ precision over the sub-channels of the "
-                      "differential layers (the integer golden's count); *every QUANT*: the "
-                      "core's QPU counters, attention's Q and P included and padded zero "
+              f"{np.mean([x['layer_average_bits'] for x in st]):.3f}",
+              f"{np.mean([x['average_bits'] for x in st]):.3f}"] for st in steps]))
+        lines += ["", "*average bits (layers, golden)*: the FMDQ precision over the sub-channels "
+                      "of the differential layers (the integer golden's count); *every QUANT, "
+                      "core*: from the core's QPU counters (checked at every step against the "
+                      "golden's count), attention's Q and P included and padded zero "
                       "sub-channels counted as 0 bits."]
     return "\n".join(lines) + "\n"

@@ -90,9 +90,10 @@ from .core_isa import (
 )
 from .dit_int import LAYERS, MOD_NAMES
 from .dit_int_model import IntDiT, ModelStep
+from .schedule import Counters, schedule_matrix
 
 __all__ = ["compile_model", "ModelProgram", "STREAMABLE", "layer_names",
-           "zero_state_commands", "resident_depths"]
+           "zero_state_commands", "resident_depths", "quant_counters"]
 
 #: Buffers whose per-layer objects may stay with the host and stream through the host port.
 STREAMABLE = ("WMEM", "XBUF", "YBUF")
@@ -100,6 +101,38 @@ _SUFFIX = {"WMEM": "W", "XBUF": "xhat", "YBUF": "Y"}
 #: ABUF tensors of one block in compile_block's order, in units of D (None: N rows, "M": M).
 _SCRATCH = {"ln1": 1, "a": 1, "qk.y": 2, "v.y": 1, "S": None, "P": None, "o": 1, "proj.y": 1,
             "h1": 1, "ln2": 1, "m": 1, "fc1.y": "M", "gelu": "M", "fc2.y": 1}
+
+
+def quant_counters(model: IntDiT, steps: list) -> dict:
+    """The QPU counters (``qpu_<name>``, :data:`golden.layouts.COUNTER_NAMES`) a core adds while
+    it runs one model step of every batch row (``steps``: each row's
+    :class:`~golden.dit_int_model.ModelStep`), recomputed from the integer golden: every QUANT
+    of the step, in the same tiles.
+
+    - each differential layer that ran (the golden's counters; the patch embedding's input is
+      padded to a multiple of T with zero channels, each a zero sub-channel per token tile);
+    - on a cache step, per block and head, ``Q`` per query tile (the block's ``B``) and ``P``
+      per query tile over all ``N`` key columns (dropped blocks zero, ``r0 = 0``).
+    """
+    cfg, T = model.cfg, model.cfg.tile
+    total = Counters()
+    pad = _pad_to(model.x_embed.W.shape[0], T) - model.x_embed.W.shape[0]
+    tiles = -(-model.spec.tokens // T)
+    for ms in steps:
+        for c in ms.layer_counters().values():
+            for name, v in c.items():
+                total.add(name, v)
+        total.add("subchannels", pad * tiles)
+        total.add("subchannels_zero", pad * tiles)
+        for blk, bs in zip(model.blocks, ms.blocks):
+            if bs.attn.q is None:
+                continue
+            for h in range(model.spec.heads):
+                p = np.where(blk.mask_el[h], bs.attn.p[h], 0)
+                for x, kw in ((bs.attn.q[h], dict(base_log2=blk.B)), (p, dict(r0=0))):
+                    for ts in schedule_matrix(x, cfg, **kw)[1]:
+                        total.merge(ts.counters)
+    return {f"qpu_{k}": v for k, v in total.values.items()}
 
 
 def layer_names(depth: int) -> list:
@@ -281,6 +314,13 @@ class ModelProgram:
                 v = ls.xhat if what == "xhat" else ls.Y
             res[key] = self._pad_cols(v, name, rows_in=what == "xhat")
         return {k: np.asarray(v, np.int64) for k, v in res.items()}
+
+    def expected_counters(self, steps: list) -> dict:
+        """The QPU counters the core adds in one step of every batch row (``steps``, the golden
+        rows' :class:`ModelStep`): :func:`quant_counters`."""
+        if len(steps) != self.rows:
+            raise ValueError(f"the program runs {self.rows} batch row(s), not {len(steps)}")
+        return quant_counters(self.model, steps)
 
     def _pad_cols(self, v, name: str, rows_in: bool = False):
         """``v`` (N, C) with zero columns up to the core layer's padded width."""

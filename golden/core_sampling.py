@@ -8,16 +8,21 @@ state, stepped beside the core) and the host's copy of the streamed state. Per s
 step, and returns the step's commands and host words; :meth:`CoreSampler.finish_step` takes the
 words the core stored, compares every tensor with the golden step (:func:`assert_equal`: the
 first difference raises AssertionError naming it), keeps the streamed state and takes the DDIM
-update with the ``eps`` the core returned, so the image is the core's.
+update with the ``eps`` the core returned, so the image is the core's. The start program ends
+with a snapshot of the core's counters (:meth:`CoreSampler.started` takes it); every step's
+counters are the increments since the snapshot before, and their QPU counters must equal the
+golden's count of every QUANT of the step (:meth:`golden.core_model.ModelProgram.
+expected_counters`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .core_isa import COUNTERS, store_counters
 from .core_model import ModelProgram, zero_state_commands
 from .dit import ddim_timesteps, ddim_update, start_noise
-from .dit_int_model import guided_eps
+from .dit_int_model import average_bits, guided_eps
 
 __all__ = ["CoreSampler", "assert_equal"]
 
@@ -34,6 +39,8 @@ def assert_equal(got: dict, exp: dict, where: str):
         if e.shape != g.shape or not np.array_equal(e, g):
             if e.shape != g.shape:
                 raise AssertionError(f"{where}{k}: shape {g.shape}, expected {e.shape}")
+            if e.ndim == 0:
+                raise AssertionError(f"{where}{k}: got {int(g)}, expected {int(e)}")
             idx = tuple(int(i) for i in np.argwhere(e != g)[0])
             raise AssertionError(f"{where}{k}: first difference at index {idx}: got "
                                  f"{int(g[idx])}, expected {int(e[idx])}")
@@ -57,15 +64,28 @@ class CoreSampler:
         self.steps_done = 0         # steps the core ran since its init (for the STEP phase)
         self.x = self.label = None
         self.i = 0
+        self.totals = None          # the core's counters at the last snapshot
 
     def start(self, seed: int, label: int) -> list:
         """Begin a trajectory from the noise of ``seed``; returns the commands to run first (zero
-        state, phase back to a cache step)."""
+        state, phase back to a cache step, a snapshot of the counters); give the words they
+        store to :meth:`started`."""
         for m in self.models:
             m.reset()
         self.state = self.prog.initial_state()
         self.x, self.label, self.i = start_noise(self.models[0].spec, seed)[0], label, 0
-        return zero_state_commands(self.prog, self.steps_done)
+        self.totals = None
+        cmds = zero_state_commands(self.prog, self.steps_done)
+        return cmds[:-1] + [store_counters(), cmds[-1]]
+
+    def started(self, words, where: str = ""):
+        """The words the start program stored: its one STORE, the counters (the zeroing and the
+        STEPs store nothing); AssertionError naming the count otherwise."""
+        words = [int(w) for w in words]
+        if len(words) != len(COUNTERS):
+            raise AssertionError(f"{where}start: {len(words)} words stored, expected the "
+                                 f"{len(COUNTERS)} counters alone")
+        self.totals = dict(zip(COUNTERS, words))
 
     @property
     def cache(self) -> bool:
@@ -83,19 +103,35 @@ class CoreSampler:
     def finish_step(self, words, where: str = "") -> dict:
         """The core's stored ``words`` of the step: every row compared with its golden step
         (AssertionError at the first difference), the state kept, the DDIM update taken.
-        Returns the step's record: ``step``, ``t``, ``cache_step``, the counters (totals),
-        ``average_bits`` and ``saturated`` (golden)."""
+        The step's QPU counter increments are compared with the golden's count too
+        (:meth:`golden.core_model.ModelProgram.expected_counters`).
+        Returns the step's record: ``step``, ``t``, ``cache_step``, ``counters`` (the core's
+        increments over the step), ``values_checked`` (tensor elements and counters compared),
+        ``average_bits`` (from the core's QPU counters: every QUANT), ``layer_average_bits``
+        (the golden's differential layers, conditional row) and ``saturated`` (golden)."""
         prog, cache = self.prog, self.cache
-        outs, counters = prog.parse_output(words, cache)
+        if self.totals is None:
+            raise RuntimeError("started() must take the start program's words first")
+        outs, totals = prog.parse_output(words, cache)
+        checked = 0
         for r in range(prog.rows):
-            assert_equal(outs[r], prog.expected(self.ref[r], cache, r), f"{where}row {r}: ")
+            exp = prog.expected(self.ref[r], cache, r)
+            assert_equal(outs[r], exp, f"{where}row {r}: ")
+            checked += sum(v.size for v in exp.values())
             self.state[r].update(prog.next_state(outs[r]))
+        counters = {n: totals[n] - self.totals[n] for n in COUNTERS}
+        self.totals = totals
+        expect = prog.expected_counters(self.ref)
+        assert_equal({k: counters[k] for k in expect}, expect, f"{where}counters: ")
+        checked += len(expect)
         eps = self.models[0].eps_to_image(prog.eps(outs[0]))
         if prog.rows == 2:
             eps = guided_eps(eps, self.models[1].eps_to_image(prog.eps(outs[1])), self.guidance)
         self.x = ddim_update(self.x, eps, self.i, self.ts)
         rec = dict(step=self.i, t=int(self.ts[self.i]), cache_step=cache, counters=counters,
-                   average_bits=round(self.ref[0].average_bits(), 4),
+                   values_checked=checked,
+                   average_bits=round(average_bits([counters], prefix="qpu_"), 4),
+                   layer_average_bits=round(self.ref[0].average_bits(), 4),
                    saturated=sum(m.saturated for m in self.ref))
         self.i += 1
         self.steps_done += 1

@@ -120,8 +120,9 @@ def dequant(qz: Quantized):
     return qz.q << (qz.e + qz.r0)[:, None]
 
 
-def quantize_tile_matrix(dx, cfg: Config, base_log2: int | None = None):
-    """Quantize a (tokens, channels) difference, zero-padding tokens to a multiple of T.
+def quantize_tile_matrix(dx, cfg: Config, base_log2: int | None = None, r0: int | None = None):
+    """Quantize a (tokens, channels) difference, zero-padding tokens to a multiple of T
+    (``base_log2`` and ``r0`` as in :func:`quantize_subchannels`).
 
     Returns ``(qz, tiles)`` where ``qz`` holds sub-channels in (tile, channel) order and
     ``tiles`` is the number of token tiles; ``qz.q.reshape(tiles, C, T)``.
@@ -133,7 +134,7 @@ def quantize_tile_matrix(dx, cfg: Config, base_log2: int | None = None):
     pad = np.zeros((tiles * T, C), dtype=np.int64)
     pad[:N] = dx
     u = pad.reshape(tiles, T, C).transpose(0, 2, 1).reshape(tiles * C, T)
-    return quantize_subchannels(u, cfg, base_log2), tiles
+    return quantize_subchannels(u, cfg, base_log2, r0), tiles
 
 
 def to_fixed(x, width: int, frac: int):

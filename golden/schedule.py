@@ -319,13 +319,14 @@ def packing_groups(chunk_runs, lanes: int, packing: str = "chunk") -> int:
     return max(1, groups)
 
 
-def schedule_matrix(dx, cfg: Config, base_log2: int | None = None):
-    """Quantize and schedule a (tokens, channels) difference.
+def schedule_matrix(dx, cfg: Config, base_log2: int | None = None, r0: int | None = None):
+    """Quantize and schedule a (tokens, channels) difference (one QUANT per tile of T tokens;
+    ``base_log2`` and ``r0`` as in :func:`golden.fmdq.quantize_subchannels`).
 
     Returns ``(qz, tiles)`` with ``qz`` the :class:`~golden.fmdq.Quantized` sub-channels in
     (tile, channel) order and ``tiles`` a list of :class:`TileSchedule`.
     """
-    qz, ntiles = quantize_tile_matrix(dx, cfg, base_log2)
+    qz, ntiles = quantize_tile_matrix(dx, cfg, base_log2, r0)
     C = np.asarray(dx).shape[1]
     out = []
     for t in range(ntiles):

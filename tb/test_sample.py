@@ -4,7 +4,9 @@ against the integer golden bit for bit.
 The job (:mod:`sim.sample_job`, named by ``DSTAR_SAMPLE_JOB``) gives the model, its SAR masks and
 the run. The program is :func:`golden.core_model.compile_model` (one batch row, or two for
 classifier-free guidance). Per sample the core's state is zeroed and its phase brought back to a
-cache step; per step the host (this loop, in float) computes every row's inputs
+cache step (its only stored words are a snapshot of the counters: the init and the start
+programs are checked to store nothing else); per step the host (this loop, in float) computes
+every row's inputs
 (:meth:`golden.dit_int_model.IntDiT.host_inputs`; the host side is
 :class:`golden.core_sampling.CoreSampler`), sends them and the streamed layers, the core
 runs every layer, the host reads ``h0``, every block's output, ``f``, ``eps``, the streamed state
@@ -20,7 +22,6 @@ import os
 import cocotb
 import numpy as np
 
-from golden import core_isa as isa
 from golden.core_model import compile_model
 from golden.core_sampling import CoreSampler
 from golden.dit_int_model import IntDiT
@@ -51,21 +52,19 @@ async def _sample(dut, tb, job):
         return IntDiT(spec, job.params, cfg, job.masks)
     prog = compile_model(model(), tb.core, rows=rows, stream=job.stream)
     host = CoreSampler(prog, [model() for _ in range(rows)], job.steps, job.guidance)
-    await tb.run(prog.init, prog.init_words)
+    stored = await tb.run(prog.init, prog.init_words)
+    assert not stored, f"the init program stored {len(stored)} words; it stores none"
     init_cycles = tb.cycles
     images, samples = [], []
-    snapshot = [isa.store_counters(), isa.Cmd("END", {})]
     for k, label in enumerate(job.labels):
-        await tb.run(host.start(job.seeds[k], label))
-        before = dict(zip(isa.COUNTERS, await tb.run(snapshot)))
+        name = f"sample of seed {job.seeds[k]} (label {label})"
+        host.started(await tb.run(host.start(job.seeds[k], label)), f"{name} ")
         per_step = []
         while not host.done:
             cmds, words = host.step_program()
             name = f"sample of seed {job.seeds[k]} (label {label}) step {host.i}"
             rec = host.finish_step(await tb.run(cmds, words), f"{name} ")
-            counters = rec.pop("counters")
-            rec.update(cycles=tb.cycles, counters={n: v - before[n] for n, v in counters.items()})
-            before = counters
+            rec["cycles"] = tb.cycles
             per_step.append(rec)
             line = (f"{name}: {tb.cycles} cycles, {'cache' if rec['cache_step'] else 'reuse'} "
                     f"step, bit-exact")

@@ -68,3 +68,22 @@ def test_qpu_regression_long(unit, preset_name, simulator, seed):
                                        dict(open_groups=4, sort_n=16, pack_windows=2)])
 def test_qpu_configurations(simulator, overrides):
     run_cocotb("qpu", preset("tiny", **overrides), simulator, "tb.test_qpu", seed=5, tag="cfg")
+
+
+@pytest.mark.cocotb
+def test_the_rate_bench_checks_both_output_streams():
+    """``dstar measure qpu-rate``'s testbench compares the groups and the reconstructions with
+    golden beat for beat: a golden workload passes, one changed reconstruction beat fails."""
+    import numpy as np
+
+    from dstar.bench_qpu import rate_job, run_rate
+    from golden.vectors import qpu_workload_from_tiles
+
+    cfg = preset("tiny")
+    rng = np.random.default_rng(3)
+    tiles = [rng.integers(-300, 300, (cfg.tile, 6)) for _ in range(2)]
+    job = rate_job(qpu_workload_from_tiles(cfg, tiles))
+    assert len(run_rate(cfg, job, "icarus")["group_cycles"]) == job["groups"]
+    job["expected_recon"][3] = format(int(job["expected_recon"][3], 16) ^ 1, "x")
+    with pytest.raises(AssertionError):
+        run_rate(cfg, job, "icarus")

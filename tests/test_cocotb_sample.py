@@ -28,7 +28,11 @@ def test_tiny_model_on_the_core(simulator):
     steps = rec["samples"][0]["per_step"]
     assert [s["cache_step"] for s in steps] == [True, False]
     gold = ref["record"]["samples"][0]["per_step"]
+    # The core's QPU counters (checked in the loop at every step) against the golden-int
+    # backend's count, and the average bits each derives from its own.
+    assert [s["qpu_counters"] for s in steps] == [s["qpu_counters"] for s in gold]
     assert [s["average_bits"] for s in steps] == [s["average_bits"] for s in gold]
+    assert all(s["values_checked"] > 0 for s in steps)
     for s in steps:
         c = s["core_counters"]
         assert s["cycles"] >= c["busy_M"] > 0 and c["qpu_subchannels"] > 0

@@ -35,7 +35,7 @@ def digits():
 def _sample(host, ex, seed, label):
     """One trajectory of the shared host loop on the executor (every row's stored tensors
     checked); returns the per-step host words stored, counters dropped."""
-    ex.run(host.start(seed, label), [])
+    host.started(ex.run(host.start(seed, label), []))
     stored = []
     while not host.done:
         cmds, words = host.step_program()
@@ -98,6 +98,59 @@ def test_a_corrupted_word_is_named(params):
     with pytest.raises(AssertionError,
                        match=r"step 0: eps: first difference at index \(14, 15\): got"):
         assert_equal(outs[0], prog.expected(ref, True), "step 0: ")
+
+
+def test_the_counters_are_checked_against_the_golden(params):
+    """A step's QPU counter increments must equal the golden's count of its QUANTs (a changed
+    counter word is named), and the start program must store the counters alone."""
+    cfg = preset("tiny")
+    masks = calibrate_masks(SPEC, cfg, 2, 1000, params=params)
+    prog = compile_model(IntDiT(SPEC, params, cfg, masks), isa.core_for(cfg))
+    ex = CoreExecutor(cfg, isa.core_for(cfg))
+    ex.run(prog.init, prog.init_words)
+    host = CoreSampler(prog, [IntDiT(SPEC, params, cfg, masks)], 2)
+    start = ex.run(host.start(0, 1), [])
+    with pytest.raises(AssertionError, match=r"start: 43 words stored, expected the 42"):
+        host.started(start + [0], "s0 ")
+    host.started(start)
+    cmds, words = host.step_program()
+    out = ex.run(cmds, words)
+    exp = prog.expected_counters(host.ref)
+    assert exp["qpu_subchannels"] > exp["qpu_subchannels_zero"] > 0    # padded patch channels
+    at = len(out) - len(isa.COUNTERS) + isa.COUNTERS.index("qpu_subchannels_b8")
+    out[at] += 1
+    with pytest.raises(AssertionError, match=r"step 0 counters: qpu_subchannels_b8: got \d+, "
+                                             r"expected \d+"):
+        host.finish_step(out, "step 0 ")
+
+
+def test_every_abuf_tensor_takes_its_own_size(params):
+    """The memory map of the tiny model: each ABUF region is exactly as large as the golden
+    tensor it holds (tokens / T rows per channel; S and P one query tile: N key columns), and
+    the placement is the peak of the tensors live together, not more."""
+    cfg = preset("tiny")
+    model = IntDiT(SPEC, params, cfg)
+    prog = compile_model(model, isa.core_for(cfg))
+    ms = IntDiT(SPEC, params, cfg).step(model.host_inputs(start_noise(SPEC, 0)[0], 999, 1))
+    T, N = cfg.tile, SPEC.tokens
+    pad = -(-ms.inputs.patches.shape[1] // T) * T
+    shapes = {"pos": (N, SPEC.hidden), "patches": (N, pad), "x_embed.y": ms.embed.shape,
+              "ln": ms.ln.shape, "f": ms.f.shape, "final.linear.y": (N, pad)}
+    for i, b in enumerate(ms.blocks):
+        shapes[f"h.{i}"] = b.x.shape
+        shapes.update({f"blocks.{i}.{k}": getattr(b, k).shape
+                       for k in ("ln1", "a", "h1", "ln2", "m", "gelu")})
+        shapes.update({f"blocks.{i}.{k}.y": ls.y.shape for k, ls in b.layers.items()})
+        shapes.update({f"blocks.{i}.o": b.attn.o_tokens.shape, f"blocks.{i}.S": (T, N),
+                       f"blocks.{i}.P": (T, N)})
+    shapes[f"h.{len(ms.blocks)}"] = ms.blocks[-1].out.shape
+    abuf = {n: r for n, r in prog.regions.items() if r.buf == "ABUF"}
+    assert set(abuf) == set(shapes)
+    for name, (n, c) in shapes.items():
+        assert abuf[name].rows == n // T * c, name
+    # The most ABUF live at once (first fit reaches it here): while v runs, pos (resident), the
+    # block input h.0 (kept for the residual), a (read by qk and v), qk.y (2D) and v.y: 6·D.
+    assert prog.rows_used("ABUF") == 6 * N // T * SPEC.hidden
 
 
 def test_a_model_too_big_names_every_buffer(params, digits):

@@ -104,7 +104,7 @@ def test_dstar_sample_writes_the_grid_and_the_record(tmp_path, capsys):
     assert [s["label"] for s in rec["samples"]] == [0, 3]
     assert all(len(s["per_step"]) == 2 and s["psnr_db"] > 20 for s in rec["samples"])
     first = rec["samples"][0]["per_step"][0]
-    assert first["cache_step"] and first["qpu_counters"]["subchannels"] > 0
+    assert first["cache_step"] and first["qpu_counters"]["qpu_subchannels"] > 0
     assert 0 < first["sar_kept_fraction"] <= 1
     md = (tmp_path / "sample.md").read_text()
     assert md.startswith("# Samples: golden-int, 2 DDIM steps") and "| 1 | 3 |" in md

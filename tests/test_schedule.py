@@ -703,3 +703,28 @@ def test_open_groups_keep_the_product_and_never_add_a_group(case, k):
                        for c, j in zip(ch, kk))
         if ts.chunks <= 1:
             assert [g.word(cfg) for g in ts.groups] == [g.word(cfg0) for g in ts0.groups]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_chunk_runs_are_each_chunks_exponents_in_sorted_order(seed):
+    """:attr:`TileSchedule.chunk_runs` from the numerics alone: the tile's digit columns in
+    channel-then-digit order (a zero column dropped), cut into chunks of ``sort_n``; per chunk
+    ``(exponent, count)`` for each exponent present, largest exponent first."""
+    from collections import Counter
+
+    rng = np.random.default_rng(seed)
+    cfg = preset("tiny", sort_n=8, lanes=4)
+    dx = random_differences(rng, cfg, cfg.tile, int(rng.integers(8, 40)))
+    qz, tiles = schedule_matrix(dx, cfg)
+    C = dx.shape[1]
+    for t, ts in enumerate(tiles):
+        q, b, e = (a[t * C:(t + 1) * C] for a in (qz.q, qz.b, qz.e))
+        # a column is zero when every token's digit k is 0 (slice digits, _ref's reading)
+        zero = {(c, k) for c in range(C) for k in range(int(b[c]) // 2)
+                if not any(ref_digits(v, int(b[c]))[k] for v in q[c])}
+        exps = [int(e[c]) + 2 * k for c in range(C) for k in range(int(b[c]) // 2)
+                if not (cfg.drop_zero_columns and (c, k) in zero)]
+        chunks = [exps[i:i + cfg.sort_n] for i in range(0, len(exps), cfg.sort_n)]
+        want = [sorted(Counter(ch).items(), key=lambda r: -r[0]) for ch in chunks]
+        assert ts.chunk_runs == want
+        assert len(chunks) > 1 or t                 # several chunks in the first tile at least
