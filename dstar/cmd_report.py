@@ -34,5 +34,6 @@ def run_report(args):
     check_outputs(*files)
     write_together(files)
     print(f"wrote {s['out']} ({s['units']} unit/preset/target entries, "
-          f"{s['verification']} cocotb results) and {Path(args.out).parent / 'reports' / 'units'}/")
+          f"{s['verification']} cocotb runs, {s['verification_passing']} passing) and "
+          f"{Path(args.out).parent / 'reports' / 'units'}/")
     return 0

