@@ -30,11 +30,13 @@ __all__ = ["measure", "measure_baseline", "baseline_side_by_side", "MATRIX_SECTI
 MATRIX_SECTIONS = ("qk", "v", "attn.cache", "attn.pv", "proj", "fc1", "fc2")
 
 
-def measure(cfg: Config, steps: int = 4, optimize: bool = True) -> dict:
-    """Run ``tb.test_core_perf`` for ``cfg`` on Verilator; returns its JSON record."""
+def measure(cfg: Config, steps: int = 4, optimize: bool = True,
+            simulator: str = "verilator") -> dict:
+    """Run ``tb.test_core_perf`` for ``cfg`` on ``simulator`` (default Verilator); returns its
+    JSON record."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "perf.json"
-        run_cocotb("core", cfg, "verilator", "tb.test_core_perf", seed=1, optimize=optimize,
+        run_cocotb("core", cfg, simulator, "tb.test_core_perf", seed=1, optimize=optimize,
                    extra_env={"DSTAR_PERF_JSON": str(out), "DSTAR_STEPS": str(steps)},
                    tag="perf")
         return json.loads(out.read_text())
@@ -51,15 +53,15 @@ def _tiles(spec: dict, mask_kept: int, T: int) -> dict:
             "proj": [(nt * D // T, D)], "fc1": [(nt * M // T, D)], "fc2": [(nt * D // T, M)]}
 
 
-def measure_baseline(cfg: Config, perf: dict) -> dict:
-    """Run the generated INT8 baseline array (Verilator) on every matrix section's tiles
-    (``tb/test_baseline_block.py``); returns ``{section: cycles}``."""
+def measure_baseline(cfg: Config, perf: dict, simulator: str = "verilator") -> dict:
+    """Run the generated INT8 baseline array (on ``simulator``, default Verilator) on every
+    matrix section's tiles (``tb/test_baseline_block.py``); returns ``{section: cycles}``."""
     T = cfg.tile
     shapes = [[name, sum(n for n, _ in sh), sh[0][1]]
               for name, sh in _tiles(perf["spec"], perf["mask_kept"], T).items()]
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "baseline.json"
-        run_cocotb("baseline", cfg, "verilator", "tb.test_baseline_block", seed=1,
+        run_cocotb("baseline", cfg, simulator, "tb.test_baseline_block", seed=1,
                    extra_env={"DSTAR_BASELINE_SHAPES": json.dumps(shapes),
                               "DSTAR_BASELINE_JSON": str(out)}, tag="block")
         return json.loads(out.read_text())
