@@ -7,9 +7,13 @@ Exit status and errors (every command):
 
 - **0**: done; every output was written.
 - **2**: bad input (:class:`UserError`: a bad parameter, a missing or malformed input file, an
-  output that cannot be written). Every command checks all of its input before any work
-  (:mod:`gen.outputs` checks the output paths), prints one line ``dstar: error: ...`` on stderr
-  and writes nothing, not even a folder.
+  output that cannot be written, an optional extra the command needs that is not installed;
+  also :class:`golden.config.ConfigError`). Every command checks all of its input before any
+  work (:mod:`gen.outputs` checks the output paths; a library's ValueError there becomes
+  UserError through :func:`dstar.options.checking`; :func:`dstar.options.require_extra` names
+  the missing extra), prints one line ``dstar: error: ...`` on stderr and writes nothing, not
+  even a folder. A ValueError or FileNotFoundError that escapes during the work is no user
+  error but a bug: it keeps its traceback.
 - **1**: the input was valid but the work failed (:class:`WorkError`: Yosys or another tool
   failed, a simulation disagreed with golden, timing was not met, an output could not be
   written): one line ``dstar: error: ...`` on stderr (naming the tool's log when there is one);
@@ -70,13 +74,28 @@ def _one_line(exc: Exception) -> str:
 
 
 def main(argv=None) -> int:
+    """Run one ``dstar`` command (``argv``: its arguments, default ``sys.argv[1:]``); returns
+    the exit status (module docstring). Every JSON object the command writes records its
+    command line (:func:`gen.outputs.record_command`)."""
+    from gen.outputs import record_command
+
+    record_command(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(argv)
+    finally:
+        record_command(None)
+
+
+def _run(argv) -> int:
     from golden.config import ConfigError
 
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         rc = args.func(args)
-    except (UserError, ConfigError, FileNotFoundError, ValueError) as exc:
+    except (UserError, ConfigError) as exc:
+        # Only these two: a ValueError or FileNotFoundError that reaches here was not foreseen
+        # by a command's checks, a bug, and keeps its traceback (so does any other exception).
         print(f"dstar: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except WorkError as exc:

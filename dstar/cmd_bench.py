@@ -30,7 +30,13 @@ from gen.outputs import check_output_dir, check_outputs, json_text, write_togeth
 from gen.progress import say
 
 from .cli import UserError, WorkError
-from .options import add_config_options, config_from_args
+from .options import (
+    add_config_options,
+    check_liberty,
+    config_from_args,
+    require_extra,
+    require_iverilog,
+)
 
 __all__ = ["register"]
 
@@ -147,9 +153,15 @@ def _check(args, cfg):
     elif args.liberty is not None:
         if not args.liberty.is_file():
             raise UserError(f"--liberty {args.liberty}: file not found")
+        check_liberty(args.liberty)
         inputs.append(args.liberty)
     check_output_dir(args.out)
     check_outputs(args.out / "bench.json", args.out / "bench.md", inputs=inputs)
+    require_extra("sim", "dstar bench")
+    if args.fmax and args.synth:
+        require_extra("fpga", "dstar bench --fmax")
+    if args.simulator == "icarus":
+        require_iverilog("dstar bench --simulator icarus")
     return steps_run, op
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from gen.outputs import check_output_dir, check_outputs
 
 from .cli import WorkError
-from .options import add_config_options, config_from_args
+from .options import add_config_options, checking, config_from_args, require_extra
 
 __all__ = ["register"]
 
@@ -48,7 +48,9 @@ def run_build(args):
         args.preset = BOARDS[args.board][1]
     cfg = config_from_args(args)
     out = args.out or Path("build") / "board" / f"{args.board}-{cfg.name}"
-    check_build(args.board, cfg, args.baud, args.clock_mhz)
+    require_extra("fpga", "dstar build")  # the board's definition, nextpnr, ecppack
+    with checking():
+        check_build(args.board, cfg, args.baud, args.clock_mhz)
     check_output_dir(out)
     check_outputs(*output_files(args.board, cfg, out))
     try:

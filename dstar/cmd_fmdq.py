@@ -11,7 +11,7 @@ from gen.errors import UserError
 from gen.outputs import check_outputs, json_text, png_writer, write_together
 
 from .analysis_io import PRECISIONS, fmdq_rows, print_table
-from .options import add_config_options, config_from_args
+from .options import add_config_options, checking, config_from_args
 
 __all__ = ["register"]
 
@@ -45,13 +45,14 @@ def _plot_bits(result: dict, title: str):
 
 
 def cmd_fmdq(args):
-    from golden.trace import analyze_fmdq, load_trace
+    from golden.trace import analyze_fmdq, check_fmdq, load_trace
 
     cfg = config_from_args(args)
     if args.base_log2 is not None and args.profile_base:
         raise UserError("give either --base-log2 or --profile-base, not both")
     check_outputs(args.json, args.plot, inputs=[args.trace])
-    trace = load_trace(args.trace)
+    with checking():
+        trace = check_fmdq(load_trace(args.trace), cfg, args.base_log2, args.profile_base)
     res = analyze_fmdq(trace, cfg, base_log2=args.base_log2, profile_base=args.profile_base)
     res.update(trace=os.fspath(args.trace), config=cfg.to_dict())
     header, rows = fmdq_rows(res["layers"], "recon_err")

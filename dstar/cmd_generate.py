@@ -14,7 +14,7 @@ from gen.outputs import check_outputs, write_together
 from gen.units import UNITS
 
 from .cli import UserError, WorkError
-from .options import add_config_options, config_from_args
+from .options import add_config_options, check_unit, config_from_args
 
 
 def register(sub):
@@ -63,6 +63,7 @@ def run(args):
 
     cfg = config_from_args(args)
     paths = _outputs(args)
+    check_unit(args.unit, cfg)  # the unit's own parameter checks, before elaboration
     # Every artefact is made before anything is written (elaboration first: it runs the unit's
     # own parameter checks); then all are written together.
     try:
@@ -73,7 +74,7 @@ def run(args):
         files[paths["FuseSoC core"]] = fusesoc_core(args.unit, cfg, args.output.name)
     if args.header:
         files[paths["C header"]] = c_header(args.unit, cfg)
-    write_together(files)
+    write_together(files, record_command=False)   # the manifest: same configuration, same bytes
     written = [str(p) for p in list(paths.values())[1:]]
     print(f"wrote {args.output} ({man['top']}, {len(man['ports'])} ports, config "
           f"{man['config_hash']}) and {', '.join(written)}")

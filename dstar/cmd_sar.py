@@ -10,7 +10,7 @@ import os
 from gen.outputs import check_outputs, json_text, png_writer, write_together
 
 from .analysis_io import print_table
-from .options import add_config_options, config_from_args
+from .options import add_config_options, checking, config_from_args
 
 __all__ = ["register"]
 
@@ -36,11 +36,12 @@ def _plot_masks(result: dict):
 
 
 def cmd_sar(args):
-    from golden.trace import analyze_sar, load_trace
+    from golden.trace import analyze_sar, check_sar, load_trace
 
     cfg = config_from_args(args)
     check_outputs(args.json, args.plot, inputs=[args.trace])
-    trace = load_trace(args.trace)
+    with checking():
+        trace, _ = check_sar(load_trace(args.trace), cfg, args.thr, args.interval, args.block)
     res = analyze_sar(trace, cfg, thr=args.thr, interval=args.interval, block=args.block)
     res.update(trace=os.fspath(args.trace), config=cfg.to_dict())
     fig = _plot_masks(res) if args.plot else None

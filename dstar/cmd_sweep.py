@@ -29,11 +29,12 @@ import time
 from pathlib import Path
 
 from fpga.liberty import NANGATE
-from gen.outputs import check_output_dir, json_text, png_writer, write_together
+from gen.outputs import check_output_dir, json_text, png_writer, read_json, write_together
 from gen.paths import ROOT
 from gen.progress import say
 
 from .cli import UserError, WorkError
+from .options import check_liberty, require_extra
 
 __all__ = ["register", "run_sweep_command"]
 
@@ -115,6 +116,9 @@ def _check(args):
     if not lib.is_file():
         raise UserError(f"liberty file not found: {lib} (pass --liberty FILE; the project "
                         "ships no library)")
+    info = check_liberty(lib)
+    if args.scheduler is not None:
+        require_extra("farm", "dstar sweep --scheduler")
     if not args.bench.is_file():
         raise UserError(f"bench report not found: {args.bench} (run dstar bench)")
     try:
@@ -122,7 +126,7 @@ def _check(args):
         bench["totals"]["all"]["cycles_dstar"]
     except (ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{args.bench} is not a dstar bench report ({exc})") from None
-    return hops, act_hops, lib, bench
+    return hops, act_hops, lib, info, bench
 
 
 def _uniq(xs):
@@ -150,13 +154,13 @@ def run_sweep_command(args) -> int:
         workload_stats,
     )
     from fpga.farm import JobError
-    from fpga.synth import SynthError, copy_liberty, yosys_version
+    from fpga.synth import SynthError, yosys_version
     from golden.config import Config, ConfigError, preset
 
     t0 = time.perf_counter()
 
     out = check_output_dir(args.out_dir)
-    hops, act_hops, lib, bench = _check(args)
+    hops, act_hops, lib, info, bench = _check(args)
     sizes, msizes = sorted(_uniq(args.sizes)), sorted(_uniq(args.measure_sizes))
     dvars = variants(_uniq(args.lanes), _uniq(args.pe_stages), _uniq(args.digit_product),
                      _uniq(args.digits), _uniq(args.acc), _uniq(hops), _uniq(act_hops))
@@ -168,9 +172,6 @@ def run_sweep_command(args) -> int:
     except ConfigError as exc:
         raise UserError(str(exc)) from None
     ref = bench_reference(bench)
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        info = copy_liberty(lib, Path(tmp) / "cells.lib")
     # The QPU is the bench's: its preset and packer (the open groups are part of the measured
     # throughput, and they cost a small QPU relatively more than a large one), by part, from
     # `asic_area.json` when it holds that very configuration, else synthesized here.
@@ -180,7 +181,7 @@ def run_sweep_command(args) -> int:
     want = preset(qpu_preset, **packer).hash()
     qpu = None
     if args.asic_area.is_file():
-        stored = json.loads(args.asic_area.read_text())
+        stored = read_json(args.asic_area, "--asic-area")
         q = stored.get("units", {}).get(f"qpu-{qpu_preset}")
         if (stored.get("liberty", {}).get("sha256") == info["sha256"] and q and q.get("parts")
                 and q.get("config_hash") == want):

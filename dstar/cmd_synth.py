@@ -30,10 +30,10 @@ from pathlib import Path
 
 from gen.outputs import check_outputs, json_text, write_together
 from gen.progress import say
-from gen.units import UNITS, inspect_unit
+from gen.units import UNITS
 
 from .cli import UserError, WorkError
-from .options import add_config_options, config_from_args
+from .options import add_config_options, check_liberty, check_unit, config_from_args
 
 __all__ = ["register"]
 
@@ -119,11 +119,11 @@ def run_synth(args):
                             f"generic or asic, not {target}")
         if not args.liberty.is_file():
             raise UserError(f"liberty file not found: {args.liberty}")
+        check_liberty(args.liberty)
     if args.timeout is not None and not args.timeout > 0:
         raise UserError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
     check_outputs(args.json, inputs=[args.liberty])
-    # The unit's own parameter checks, before anything runs (the object itself is not used).
-    inspect_unit(args.unit, cfg, lambda component: None)
+    check_unit(args.unit, cfg)  # the unit's own parameter checks, before anything runs
 
     extra = {}
     if target == "asic":
@@ -232,6 +232,7 @@ def run_estimate(args):
 
     cfg = config_from_args(args)
     check_outputs(args.json)
+    check_unit(args.unit, cfg)  # the configurations the RTL refuses, the estimate refuses too
     est = estimate(args.unit, cfg)
     _print_estimate(est, cfg)
     if args.json is not None:

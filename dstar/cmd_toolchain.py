@@ -2,13 +2,17 @@
 runs it), so that no first-run message reaches a test; the work is :mod:`sim.toolchain`.
 
 It writes no output file (the compiled code goes to the YoWASP cache); ``--check`` reports on
-stderr which tools would still compile and exits 1 if any would.
+stderr which tools would still compile and exits 1 if any would. Tools whose optional extra is
+not installed (nextpnr: ``fpga``; Boolector: ``formal``) are skipped, with a line saying so.
 """
 
 from __future__ import annotations
 
 from gen.errors import UserError, WorkError
+from gen.progress import say
 from sim import toolchain
+
+from .options import EXTRAS, installed
 
 __all__ = ["register"]
 
@@ -25,10 +29,16 @@ def register(sub):
 def run(args) -> int:
     if args.jobs < 1:
         raise UserError(f"--jobs must be at least 1, not {args.jobs}")
+    tools = [t for t in toolchain.TOOLS if installed(t.module)]
+    for extra, modules in EXTRAS.items():
+        skipped = [t.name for t in toolchain.TOOLS if t not in tools and t.module in modules]
+        if skipped:
+            say(f"toolchain: {', '.join(skipped)} skipped: not installed (the {extra!r} extra: "
+                f"pip install 'dstar-rtl[{extra}]')")
     if args.check:
-        return toolchain.main(["--check"])
+        return toolchain.main(["--check"], tools=tools)
     try:
-        toolchain.warm(jobs=args.jobs)
+        toolchain.warm(tools, jobs=args.jobs)
     except RuntimeError as exc:
         raise WorkError(f"toolchain: {exc}") from None
     return 0

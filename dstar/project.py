@@ -354,14 +354,24 @@ def _workloads(profile: Path, bench: Path) -> tuple:
     if not (profile.exists() and bench.exists()):
         notes.append("ours: not available (run `dstar profile` and `dstar bench`)")
         return wls, notes
-    runs = json.loads(profile.read_text())["runs"]
+    prof = read_json(profile, "--profile (the report of `dstar profile`)")
+    b = read_json(bench, "--bench (the report of `dstar bench`)")
+    try:
+        return _our_workload(prof, b, wls, notes)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise UserError(f"{profile} or {bench} is not a report of `dstar profile` / `dstar "
+                        f"bench` ({type(exc).__name__}: {exc})") from None
+
+
+def _our_workload(prof: dict, b: dict, wls: list, notes: list) -> tuple:
+    """:func:`_workloads` from the two reports' contents."""
+    runs = prof["runs"]
     sar = [r for r in runs if r.get("sar") and r.get("sar_interval") == 2]
     if not sar:
         notes.append("ours: the profile has no SAR point at interval 2")
         return wls, notes
     pick = max(sar, key=lambda r: r["summary"]["attention_work_removed"]["mean"]
                if r["summary"]["psnr_db"]["mean"] >= 35 else -1)
-    b = json.loads(bench.read_text())
     later = [v for k, v in b["totals"]["by_step"].items() if k != "0"]
     if not later:
         notes.append("ours: the bench measured no step after the first")

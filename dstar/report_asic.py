@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from dstar.options import Parser
+from dstar.options import Parser, check_liberty
 from fpga.liberty import NANGATE
 from gen.errors import UserError, WorkError
 from gen.paths import ROOT
@@ -293,7 +293,7 @@ def _worktree() -> dict:
 
 def main(argv=None, prog=None) -> int:
     from fpga.farm import JobError, run_jobs
-    from fpga.synth import copy_liberty, yosys_version
+    from fpga.synth import yosys_version
     from gen.outputs import check_output_dir, check_outputs, json_text, write_together
 
     units = sorted({r[0] for r in RUNS})
@@ -315,9 +315,7 @@ def main(argv=None, prog=None) -> int:
         raise UserError(f"--jobs must be at least 1, not {args.jobs}")
     js, md = OUT / "asic_area.json", OUT / "asic_area.md"
     check_outputs(js, md, inputs=[liberty])
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        info = copy_liberty(liberty, Path(tmp) / "cells.lib")
+    info = check_liberty(liberty)
     runs = [r for r in RUNS if not args.only or r[0] in args.only]
     results, failed = {}, {}
     say(f"{len(runs)} configurations on {info['name']} ({liberty.name}), {args.jobs} jobs")

@@ -84,9 +84,7 @@ def _rtl_samples(spec, params, cfg, masks, *, simulator, steps, labels, guidance
     jobs = max(1, min(jobs, len(labels)))
     shards = [list(range(len(labels)))[j::jobs] for j in range(jobs)]
     SIM_BUILD.mkdir(parents=True, exist_ok=True)
-    say(f"sample: building the {cfg.name} core for {simulator}"
-        + (" (-O2)" if optimize and simulator == "verilator" else ""))
-    build("core", cfg, simulator, bool(waves), optimize)
+    build("core", cfg, simulator, bool(waves), optimize)    # (dstar sample built it already)
     with tempfile.TemporaryDirectory(prefix="sample-", dir=SIM_BUILD) as tmp:
         tmp = Path(tmp)
         specs = []

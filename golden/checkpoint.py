@@ -315,6 +315,33 @@ def _need(module: str):
                       f"{module!r}: `{_INSTALL[module]}`") from None
 
 
+def _unreadable(path, kind: str, exc: BaseException) -> ValueError:
+    """The one-line ValueError for a checkpoint file its reader cannot parse (truncated or
+    corrupted): the file, the format and what the reader found. A reader's advice to load
+    pickled data (NumPy's ``allow_pickle``) is not passed on: a checkpoint is never unpickled."""
+    text = " ".join(str(exc).split())
+    if "allow_pickle" in text or "pickled" in text:
+        text = "it holds pickled Python objects, which are never loaded"
+    why = f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__
+    return ValueError(f"{path}: not a readable {kind}, truncated or corrupted ({why})")
+
+
+def _read_npz(path: Path) -> dict:
+    """The arrays of an ``.npz`` (a zip of ``.npy`` files), never unpickling anything; one
+    ValueError naming the file for anything that is not a readable archive."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
+        what = "it is empty" if not magic else f"it starts with {magic!r}"
+        raise ValueError(f"{path}: not a NumPy .npz archive, which is a zip file ({what}: "
+                         f"truncated, corrupted or another format)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except Exception as exc:  # zipfile, zlib and NumPy's header errors: the file is damaged
+        raise _unreadable(path, "NumPy .npz archive", exc) from None
+
+
 def _torch():
     try:
         import torch
@@ -343,6 +370,8 @@ def _torch_load(path: Path):
         raise ValueError(f"{path}: torch.load(weights_only=True) refused the file ({what}); save "
                          f"the state dict alone, e.g. torch.save(model.state_dict(), path)") \
             from None
+    except Exception as e:  # a damaged zip or pickle stream (RuntimeError, EOFError, ...)
+        raise _unreadable(path, "PyTorch checkpoint", e) from None
     if not isinstance(obj, Mapping):
         raise ValueError(f"{path}: holds a {type(obj).__name__}, expected a state dict "
                          f"(a dict of tensors)") from None
@@ -373,22 +402,26 @@ def load_checkpoint(path, heads: int):
 
     ``heads`` is the number of attention heads (not stored in a state dict). Sizes, name checks
     and errors as :func:`from_reference`; ``pos_embed`` is used exactly as stored (module
-    docstring). Raises FileNotFoundError for a missing file and ImportError naming the
-    ``pip install`` command when the format's optional package is missing.
+    docstring). Raises FileNotFoundError for a missing file, ImportError naming the ``pip
+    install`` command when the format's optional package is missing, and a one-line ValueError
+    naming the file for one its reader cannot parse (truncated, corrupted, another format);
+    nothing is ever unpickled beyond what ``torch.load(weights_only=True)`` allows.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"DiT checkpoint {path} not found")
     suffix = path.suffix.lower()
     if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as z:
-            sd = {k: z[k] for k in z.files}
+        sd = _read_npz(path)
     elif suffix == ".safetensors":
         try:
             from safetensors.numpy import load_file
         except ImportError:
             _need("safetensors")
-        sd = load_file(str(path))
+        try:
+            sd = load_file(str(path))
+        except Exception as exc:  # safetensors' SafetensorError (from Rust), an OSError, ...
+            raise _unreadable(path, ".safetensors file", exc) from None
     elif suffix in (".pt", ".pth"):
         sd = _torch_load(path)
     else:

@@ -33,7 +33,8 @@ from .sar import expand_mask, is_cache_step, p_to_int, profile_mask, quantize_p
 from .schedule import schedule_matrix
 
 __all__ = ["KINDS", "split_name", "validate_trace", "load_trace", "save_trace", "write_trace",
-           "linear_layers", "attention_layers", "profile_base_log2", "analyze_fmdq", "analyze_sar"]
+           "linear_layers", "attention_layers", "profile_base_log2", "check_fmdq", "analyze_fmdq",
+           "check_sar", "analyze_sar"]
 
 KINDS = {"x": (3, "(steps, tokens, channels)"),
          "attn": (4, "(steps, heads, tokens, tokens)"),
@@ -209,15 +210,11 @@ def profile_base_log2(X, cfg: Config, e_pos_budget: float = 0.01) -> int:
     return 0
 
 
-def analyze_fmdq(trace: dict, cfg: Config, base_log2: int | None = None,
-                 profile_base: bool = False, e_pos_budget: float = 0.01) -> dict:
-    """FMDQ statistics of every ``.x`` layer of ``trace``.
-
-    Returns ``{"layers": {name: {...LayerStats fields, "base_log2", "recon_err_max",
-    "recon_err_rms"}}, "summary": {...}, "closed_loop": bool}``. ``base_log2`` sets ``B`` of every
-    layer (default ``cfg.base_log2``); ``profile_base`` picks it per layer with
-    :func:`profile_base_log2`. A layer wider than ``cfg.max_reduction`` is refused (numerics §2.1).
-    """
+def check_fmdq(trace: dict, cfg: Config, base_log2: int | None = None,
+               profile_base: bool = False) -> dict:
+    """The checks of :func:`analyze_fmdq`'s input, before any work (one-line ValueError): the
+    trace (returned validated), the base options, and every linear layer no wider than
+    ``cfg.max_reduction``."""
     trace = validate_trace(trace)
     if profile_base and base_log2 is not None:
         raise ValueError("give either base_log2 or profile_base, not both")
@@ -227,15 +224,30 @@ def analyze_fmdq(trace: dict, cfg: Config, base_log2: int | None = None,
     names = linear_layers(trace)
     if not names:
         raise ValueError("trace holds no linear-layer inputs (<layer>.x arrays)")
-    layers, all_stats = {}, []
-    T = cfg.tile
     for name in names:
-        X = np.asarray(trace[f"{name}.x"], dtype=np.float64)
-        N, C = X.shape[1:]
+        C = np.shape(trace[f"{name}.x"])[-1]
         if C > cfg.max_reduction:
             raise ValueError(f"layer {name!r} has {C} input channels; max_reduction of "
                              f"{cfg.name!r} is {cfg.max_reduction} (use --set max_reduction={C} "
                              f"or a larger preset)")
+    return trace
+
+
+def analyze_fmdq(trace: dict, cfg: Config, base_log2: int | None = None,
+                 profile_base: bool = False, e_pos_budget: float = 0.01) -> dict:
+    """FMDQ statistics of every ``.x`` layer of ``trace``.
+
+    Returns ``{"layers": {name: {...LayerStats fields, "base_log2", "recon_err_max",
+    "recon_err_rms"}}, "summary": {...}, "closed_loop": bool}``. ``base_log2`` sets ``B`` of every
+    layer (default ``cfg.base_log2``); ``profile_base`` picks it per layer with
+    :func:`profile_base_log2`. A layer wider than ``cfg.max_reduction`` is refused (numerics §2.1).
+    """
+    trace = check_fmdq(trace, cfg, base_log2, profile_base)
+    layers, all_stats = {}, []
+    T = cfg.tile
+    for name in linear_layers(trace):
+        X = np.asarray(trace[f"{name}.x"], dtype=np.float64)
+        N, C = X.shape[1:]
         if profile_base:
             B = profile_base_log2(X, cfg, e_pos_budget)
         else:
@@ -276,6 +288,25 @@ def _renormalize(P, mask_el):
     return np.where(s > 0, Pm / np.where(s > 0, s, 1.0), uni)
 
 
+def check_sar(trace: dict, cfg: Config, thr: float | None = None, interval: int | None = None,
+              block: int | None = None) -> tuple:
+    """The checks of :func:`analyze_sar`'s input, before any work (one-line ValueError, a
+    :class:`~golden.config.ConfigError` for a bad option): ``(the trace validated, cfg with
+    the options applied)``."""
+    trace = validate_trace(trace)
+    changes = {}
+    if thr is not None:
+        changes["sar_thr"] = thr
+    if interval is not None:
+        changes["sar_interval"] = interval
+    if block is not None:
+        changes.update(rows=block, cols=block)
+    cfg = cfg.replace(**changes) if changes else cfg
+    if not attention_layers(trace):
+        raise ValueError("trace holds no attention probabilities (<layer>.attn arrays)")
+    return trace, cfg
+
+
 def analyze_sar(trace: dict, cfg: Config, thr: float | None = None, interval: int | None = None,
                 block: int | None = None) -> dict:
     """SAR over every ``.attn`` layer of ``trace``.
@@ -293,18 +324,8 @@ def analyze_sar(trace: dict, cfg: Config, thr: float | None = None, interval: in
     (``err_kind = "probability"``). Returns ``{"layers": {name: {...}}, "summary": {...}}``;
     masks are (heads, nb, nb) lists of 0/1.
     """
-    trace = validate_trace(trace)
-    changes = {}
-    if thr is not None:
-        changes["sar_thr"] = thr
-    if interval is not None:
-        changes["sar_interval"] = interval
-    if block is not None:
-        changes.update(rows=block, cols=block)
-    cfg = cfg.replace(**changes) if changes else cfg
+    trace, cfg = check_sar(trace, cfg, thr, interval, block)
     names = attention_layers(trace)
-    if not names:
-        raise ValueError("trace holds no attention probabilities (<layer>.attn arrays)")
     Bs, thr, interval = cfg.tile, cfg.sar_thr, cfg.sar_interval
     scale = float(1 << cfg.p_base_log2)
     layers = {}

@@ -85,18 +85,18 @@ def warm(tools=TOOLS, jobs: int = 2, log=None) -> dict:
     return done
 
 
-def main(argv=None) -> int:
+def main(argv=None, tools=TOOLS) -> int:
     ap = argparse.ArgumentParser(prog="dstar toolchain", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="report, do not compile")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="tools compiled at once")
     args = ap.parse_args(argv)
     if args.check:
-        cold = [t.name for t in TOOLS if needs_compile(t)]
+        cold = [t.name for t in tools if needs_compile(t)]
         print("toolchain: " + (f"not yet compiled: {', '.join(cold)}" if cold else "all warm"),
               file=sys.stderr)
         return 1 if cold else 0
     try:
-        warm(jobs=args.jobs)
+        warm(tools, jobs=args.jobs)
     except RuntimeError as exc:
         print(f"toolchain: error: {exc}", file=sys.stderr)
         return 1

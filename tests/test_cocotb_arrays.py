@@ -1,8 +1,10 @@
 """The cocotb regression of the array units on generated Verilog, in Verilator and Icarus.
 
-Fast tier (``make test``): ``tiny`` on both simulators and ``fpga`` on Verilator. Long tier
-(``make regress``, ``-m slow``): every preset on both simulators with several seeds, and random
-legal configurations (seed printed, reproducible with ``DSTAR_SEED``).
+Fast tier (``make test``): ``tiny`` on both simulators and the ``fpga`` INT8 array on Verilator
+(the ``fpga`` MPU runs in Amaranth's simulator there, behind the fpga QPU:
+tests/test_qpu_amaranth.py::test_chain_qpu_into_mpu). Long tier (``make regress``, ``-m slow``):
+the ``fpga`` MPU on Verilator in the short run, every preset on both simulators with several
+seeds, and random legal configurations (seed printed, reproducible with ``DSTAR_SEED``).
 """
 
 import os
@@ -17,23 +19,26 @@ MODULES = {"mpu": "tb.test_mpu", "baseline": "tb.test_baseline"}
 
 FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator")]
 SLOW = [("fpga", "icarus")]
+#: The short run: the ``fpga`` MPU (a long Verilator build) in ``make regress`` only.
+SHORT = [(u, p, s) if (p, u) != ("fpga", "mpu") else pytest.param(u, p, s, marks=pytest.mark.slow)
+         for u in sorted(MODULES) for p, s in FAST]
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("preset_name, simulator", FAST)
-@pytest.mark.parametrize("unit", sorted(MODULES))
+@pytest.mark.parametrize("unit, preset_name, simulator", SHORT)
 def test_array_regression(unit, preset_name, simulator):
     run_cocotb(unit, preset(preset_name), simulator, MODULES[unit], seed=1,
                extra_env={"DSTAR_TILES": "6"})
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+@pytest.mark.parametrize("simulator", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("unit", sorted(MODULES))
 def test_weights_broadcast(unit, simulator):
     """``weight_hop = rows``, ``act_hop = cols``: the weights broadcast down each column and the
     row operands along each row (no forwarding register, no skew), with the select+Booth
-    datapath on the MPU; every drain beat checked."""
+    datapath on the MPU; every drain beat checked (Icarus in ``make test``, a short build;
+    Verilator, a build of its own, in ``make regress``)."""
     extra = dict(digit_product="select", digits="booth") if unit == "mpu" else {}
     run_cocotb(unit, preset("tiny", weight_hop=4, act_hop=4, **extra), simulator, MODULES[unit],
                seed=7,

@@ -1,5 +1,6 @@
 """cocotb regression of the QPU and of the QPU → MPU chain, in Verilator and Icarus (numerics §5
-tiers: tiny on both simulators and fpga on Verilator in ``make test``; more in ``make regress``)."""
+tiers: tiny on both simulators in ``make test``, where the fpga QPU and chain run in Amaranth's
+simulator, tests/test_qpu_amaranth.py; fpga on both and more seeds in ``make regress``)."""
 
 import pytest
 
@@ -11,11 +12,11 @@ SLOW = [("fpga", "icarus")]
 UNITS = {"qpu": "tb.test_qpu", "qpu_mpu": "tb.test_chain"}
 # The chain on the fpga preset is a long Verilator build; the Amaranth-simulator chain test
 # covers that preset in `make test`, cocotb covers it in `make regress`.
-FAST_CASES = [(u, p, s) for u in sorted(UNITS) for p, s in FAST
-              if not (u == "qpu_mpu" and p == "fpga")]
+FAST_CASES = [(u, p, s) if p == "tiny" else pytest.param(u, p, s, marks=pytest.mark.slow)
+              for u in sorted(UNITS) for p, s in FAST if not (u == "qpu_mpu" and p == "fpga")]
 #: Booth digits (issue 15): the QPU's Booth slicer into the MPU's Booth PEs with select products,
 #: one short case per simulator (few tiles).
-BOOTH = [("verilator", "2"), ("icarus", "2")]
+BOOTH = [pytest.param("verilator", "2", marks=pytest.mark.slow), ("icarus", "2")]
 #: Open partial groups across chunks (issue 16): the QPU with four slots (a chunk can be stored
 #: whole, so the tile's first group comes from a later chunk), one and two windows a cycle: both
 #: window settings on Icarus in ``make test`` (a short build), the Verilator pair (a Verilator

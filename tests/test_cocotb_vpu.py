@@ -1,5 +1,6 @@
-"""cocotb regression of the VPU on Verilator and Icarus (tiny and fpga in ``make test``; more
-rows and seeds in ``make regress``)."""
+"""cocotb regression of the VPU on Verilator and Icarus (tiny in ``make test``, where the fpga VPU
+runs in Amaranth's simulator, tests/test_vpu_amaranth.py; fpga, more rows and seeds in
+``make regress``)."""
 
 import pytest
 
@@ -10,7 +11,9 @@ FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator"), ("fpga
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("preset_name, simulator", FAST)
+@pytest.mark.parametrize("preset_name, simulator",
+                         [p if p[0] == "tiny" else pytest.param(*p, marks=pytest.mark.slow)
+                          for p in FAST])
 def test_vpu_regression(preset_name, simulator):
     run_cocotb("vpu", preset(preset_name), simulator, "tb.test_vpu", seed=1,
                extra_env={"DSTAR_ROWS": "4"})

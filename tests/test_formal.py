@@ -2,8 +2,9 @@
 
 Each test runs SymbiYosys (yowasp-sby + smtbmc + boolector, or z3 where named) on a wrapper around
 the unchanged RTL unit; ``make formal`` runs all of them, ``make test`` the ones not marked slow
-(together about 70 s of CPU here). Negative tests inject a bug (a reversed comparator, swapped
-outputs, unsorted input, four mutated packers) and require the checker to find it, so a checker
+(together about 40 s of CPU here: the smaller of each pair of sizes, two of the four packer
+mutants). Negative tests inject a bug (a reversed comparator, swapped outputs, unsorted input,
+four mutated packers) and require the checker to find it, so a checker
 that passes everything cannot go unnoticed; cover tests (sby ``cover`` mode) require every
 ``Cover`` of a wrapper to be reached, so a proof made vacuous by its assumptions cannot either
 (:func:`test_packer_vacuous_assumption_caught_by_covers` shows one).
@@ -68,7 +69,7 @@ def test_sorter_combinational_n4_prove_z3():
     check(w, "sorter_comb_n4_z3", mode="prove", depth=2, engine="smtbmc z3")
 
 
-@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("n", [4, pytest.param(8, marks=pytest.mark.slow)])
 def test_sorter_pipelined_full_width(n):
     """The QPU's configuration (a register after every stage), full key width, streaming."""
     checks = ALL if n == 4 else ("sorted", "keys", "perm")
@@ -76,7 +77,8 @@ def test_sorter_pipelined_full_width(n):
     check(w, f"sorter_pipe_n{n}", depth=w.latency + 1)
 
 
-@pytest.mark.parametrize("n,spr", [(8, 1), (8, 2), (8, 4)])
+@pytest.mark.parametrize("n,spr", [pytest.param(8, 1, marks=pytest.mark.slow), (8, 2),
+                                   pytest.param(8, 4, marks=pytest.mark.slow)])
 def test_sorter_back_pressure(n, spr):
     """Free valid and ready: the global stall, ready, hold under stall and data all follow the
     specified pipeline (1-bit keys: the enables do not depend on the data width)."""
@@ -131,7 +133,7 @@ def test_sorter_swapped_outputs_fail():
 
 # ---------------------------------------------------------------------------------------- packer
 
-@pytest.mark.parametrize("n,lanes", [(8, 2), (8, 4)])
+@pytest.mark.parametrize("n,lanes", [(8, 2), pytest.param(8, 4, marks=pytest.mark.slow)])
 def test_packer(n, lanes):
     """Any stream of sorted chunks, free back-pressure; depth n + 4 = 12 covers a chunk of n
     one-lane groups, its hand-off and the next chunk's first group (module docstring). (8, 4) is
@@ -256,8 +258,11 @@ class _DigitsOfNextColumn(_MutantPacker):
                      for k in range(n)]
 
 
-@pytest.mark.parametrize("mutant", [_DropsLastLane, _DropsHeldGroup, _BubbleAtHandoff,
-                                    _DigitsOfNextColumn], ids=lambda c: c.__name__.lstrip("_"))
+@pytest.mark.parametrize("mutant", [_DropsLastLane,
+                                    pytest.param(_DropsHeldGroup, marks=pytest.mark.slow),
+                                    _BubbleAtHandoff,
+                                    pytest.param(_DigitsOfNextColumn, marks=pytest.mark.slow)],
+                         ids=lambda c: c.__name__.lstrip("_"))
 def test_packer_mutant_fails(mutant):
     """Negative test: each mutated tiny packer must be rejected (FAIL at a named assertion of
     the wrapper) at the depth of :func:`test_packer`."""

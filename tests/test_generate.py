@@ -25,8 +25,12 @@ def _generate(tmp_path, unit, preset_name, *extra, name="out.v"):
     return rc, out
 
 
-@pytest.mark.parametrize("preset_name", ["tiny", "fpga"])
-@pytest.mark.parametrize("unit", ["pe", "baseline_pe", "mpu", "baseline", "qpu"])
+# fpga: the PEs here, the arrays and the QPU (seconds of elaboration each) in make regress; every
+# unit is elaborated at fpga in make test by tests/test_lint.py.
+@pytest.mark.parametrize("unit, preset_name", [
+    (u, p) if p == "tiny" or u in ("pe", "baseline_pe")
+    else pytest.param(u, p, marks=pytest.mark.slow)
+    for p in ("tiny", "fpga") for u in ("pe", "baseline_pe", "mpu", "baseline", "qpu")])
 def test_generate_writes_verilog_and_manifest(tmp_path, unit, preset_name):
     rc, out = _generate(tmp_path, unit, preset_name)
     assert rc == 0

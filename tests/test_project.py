@@ -2,6 +2,7 @@
 (those are in reports/projection.md)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,8 @@ from dstar.dit_shapes import MODELS, Attention, DiTModel, Linear
 from dstar.project import Chip, Workload, main, paper_timing, pcache_bytes, project_model
 from golden.config import preset
 from sim.perf_model import Timing
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CFG = preset("paper")
 
@@ -126,3 +129,23 @@ def test_pe_utilization_counts_useful_products_within_capacity(timing):
     fc = [x for x in m.linears if x.name.endswith((".fc1", ".fc2"))]
     assert r6["int8"]["pe_utilization"]["ffn"]["products"] == sum(
         x.count * x.tokens * x.cin * x.cout for x in fc)
+
+
+@pytest.mark.parametrize("which, content", [("profile", "not json"), ("bench", "{}"),
+                                            ("profile", '{"runs": 3}')])
+def test_a_malformed_profile_or_bench_is_one_line_and_exit_2(tmp_path, capsys, which, content):
+    """``--profile`` / ``--bench`` that are not those reports: one line naming the file, exit 2,
+    nothing written."""
+    pm = tmp_path / "perf_model.json"
+    pm.write_text(json.dumps(dict(presets=[dict(preset=k, timing=v)
+                                           for k, v in calibrated().items()])))
+    files = {"profile": ROOT / "reports" / "profile.json",
+             "bench": ROOT / "reports" / "bench.json"}
+    files[which] = tmp_path / f"{which}.json"
+    files[which].write_text(content)
+    rc = dstar.cli.main(["measure", "projection", "--perf-model", str(pm), "--profile",
+                         str(files["profile"]), "--bench", str(files["bench"]),
+                         "--out-dir", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert str(files[which]) in err and not (tmp_path / "out").exists()
