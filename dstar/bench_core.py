@@ -31,13 +31,14 @@ MATRIX_SECTIONS = ("qk", "v", "attn.cache", "attn.pv", "proj", "fc1", "fc2")
 
 
 def measure(cfg: Config, steps: int = 4, optimize: bool = True,
-            simulator: str = "verilator") -> dict:
+            simulator: str = "verilator", model_speed: bool = True) -> dict:
     """Run ``tb.test_core_perf`` for ``cfg`` on ``simulator`` (default Verilator); returns its
-    JSON record."""
+    JSON record (``model_speed``: also the simulator-speed run after the checked steps)."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "perf.json"
         run_cocotb("core", cfg, simulator, "tb.test_core_perf", seed=1, optimize=optimize,
-                   extra_env={"DSTAR_PERF_JSON": str(out), "DSTAR_STEPS": str(steps)},
+                   extra_env={"DSTAR_PERF_JSON": str(out), "DSTAR_STEPS": str(steps),
+                              "DSTAR_MODEL_SPEED": str(int(model_speed))},
                    tag="perf")
         return json.loads(out.read_text())
 

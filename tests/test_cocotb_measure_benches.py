@@ -76,8 +76,8 @@ def test_core_perf_icarus():
     section's outputs checked against the golden block (Verilator: tests/test_cocotb_core.py)."""
     from dstar.bench_core import measure
 
-    perf = measure(CFG, steps=1, optimize=False, simulator="icarus")
-    assert [s["cache"] for s in perf["steps"]] == [True]
+    perf = measure(CFG, steps=1, optimize=False, simulator="icarus", model_speed=False)
+    assert [s["cache"] for s in perf["steps"]] == [True] and perf["sim"]["model"] is None
     s = perf["steps"][0]
     assert s["cycles"] == sum(x["cycles"] for x in s["sections"]) > 0
 

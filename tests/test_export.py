@@ -248,7 +248,8 @@ def test_same_configuration_gives_the_same_bytes():
 
 
 # ---------------------------------------------------------------------------- the CLI
-@pytest.mark.parametrize("unit", UNITS)
+@pytest.mark.parametrize("unit", [u if u != "qpu" else pytest.param(u, marks=pytest.mark.slow)
+                                  for u in UNITS])          # the QPU's header: make regress
 def test_cli_writes_core_and_header_beside_the_verilog(tmp_path, capsys, unit):
     from sim.runner import simulator_path
 

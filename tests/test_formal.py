@@ -150,7 +150,8 @@ def test_packer_reset_mid_stream():
     check(w, "packer_reset_n8_l4", depth=TINY.sort_n + 4)
 
 
-@pytest.mark.parametrize("reset", [False, True], ids=["no_reset", "reset"])
+@pytest.mark.parametrize("reset", [pytest.param(False, marks=pytest.mark.slow), True],
+                         ids=["no_reset", "reset"])
 def test_packer_covers(reset):
     """Cover mode on the tiny packer: a group of every lane count 0..4 (0: an empty chunk), a full
     group and a short one mid-chunk, a chunk of several groups completing, the hand-off and the

@@ -20,15 +20,16 @@ VARIANTS = {
 
 
 # The chain is the QPU and the MPU side by side: linting it once checks only the connection.
-# make test lints every unit at tiny and fpga and the Horner slice PE and MPU; the other
-# variants (a second of Verilog generation each) in make regress.
-FAST_VARIANTS = {"tiny", "fpga"}
-CASES = [(u, v) if v in FAST_VARIANTS or (u, v) in {("pe", "horner"), ("mpu", "horner")}
+# make test lints every unit at tiny, the arrays at fpga and the Horner slice PE and MPU; the
+# other variants and the fpga QPU and VPU (seconds of Verilog generation each) in make regress.
+CASES = [(u, v) if (v == "tiny" or (v == "fpga" and u != "qpu")
+                    or (u, v) in {("pe", "horner"), ("mpu", "horner")})
          else pytest.param(u, v, marks=pytest.mark.slow)
          for u in ("pe", "baseline_pe", "mpu", "baseline", "qpu") for v in sorted(VARIANTS)]
 CASES.append(("qpu_mpu", "tiny"))
 # The fpga core (35 s of Verilator) in regress; the tiny core has the same modules.
-CASES += [("vpu", "tiny"), ("vpu", "fpga"), ("uart_vpu", "tiny"), ("core", "tiny"),
+CASES += [("vpu", "tiny"), pytest.param("vpu", "fpga", marks=pytest.mark.slow),
+          ("uart_vpu", "tiny"), ("core", "tiny"),
           pytest.param("core", "fpga", marks=pytest.mark.slow)]
 
 

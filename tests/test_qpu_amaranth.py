@@ -135,7 +135,10 @@ QPU_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(QPU_CONFIGS))
+# open4-sort16-w2 (the longest, 6 s) in make regress; open4-sort16 and open4-w2 in make test.
+@pytest.mark.parametrize("name", [n if n != "open4-sort16-w2" else
+                                  pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(QPU_CONFIGS)])
 def test_qpu_matches_golden_schedule(name):
     overrides, B, thr = QPU_CONFIGS[name]
     cfg = preset("tiny", **overrides)
