@@ -38,14 +38,15 @@ def rate_job(wl) -> dict:
                 expected_recon=[format(w, "x") for w in wl.recon])
 
 
-def run_rate(cfg, job: dict, simulator="verilator") -> dict:
+def run_rate(cfg, job: dict, simulator="verilator", tag: str = "rate") -> dict:
     """Run the rate testbench on ``job`` (:func:`rate_job`); returns its cycle stamps. Raises
-    AssertionError when an output stream differs from the job's."""
+    AssertionError when an output stream differs from the job's. ``tag`` names the run's
+    folder."""
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp, "in.json")
         res = Path(tmp, "out.json")
         spec.write_text(json.dumps(job))
-        run_cocotb("qpu", cfg, simulator, "tb.test_qpu_rate", seed=1, tag="rate",
+        run_cocotb("qpu", cfg, simulator, "tb.test_qpu_rate", seed=1, tag=tag,
                    extra_env={"DSTAR_RATE_IN": str(spec), "DSTAR_RATE_OUT": str(res)})
         return json.loads(res.read_text())
 

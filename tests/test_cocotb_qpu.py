@@ -2,10 +2,12 @@
 tiers: tiny on both simulators in ``make test``, where the fpga QPU and chain run in Amaranth's
 simulator, tests/test_qpu_amaranth.py; fpga on both and more seeds in ``make regress``)."""
 
+import shutil
+
 import pytest
 
 from golden.config import preset
-from sim.runner import run_cocotb
+from sim.runner import run_cocotb, unit_dir
 
 FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator")]
 SLOW = [("fpga", "icarus")]
@@ -86,5 +88,12 @@ def test_the_rate_bench_checks_both_output_streams():
     job = rate_job(qpu_workload_from_tiles(cfg, tiles))
     assert len(run_rate(cfg, job, "icarus")["group_cycles"]) == job["groups"]
     job["expected_recon"][3] = format(int(job["expected_recon"][3], 16) ^ 1, "x")
+    runs = unit_dir("qpu", cfg) / "runs"
+    before = set(runs.iterdir())
     with pytest.raises(AssertionError):
-        run_rate(cfg, job, "icarus")
+        run_rate(cfg, job, "icarus", tag="rate-mutated")
+    new = set(runs.iterdir()) - before
+    assert len(new) == 1 and "reconstruction beat 3 differs" in (new.pop() / "sim.log").read_text()
+    # The deliberate failure leaves no run behind for REPORT.md's verification table.
+    for d in set(runs.iterdir()) - before:
+        shutil.rmtree(d)
