@@ -18,7 +18,7 @@ no output.
 from __future__ import annotations
 
 from gen.errors import UserError
-from golden.dit import DIT_MODELS
+from models.dit import DIT_MODELS
 
 __all__ = ["PRECISIONS", "add_model_options", "check_widths", "fmdq_rows", "model_args",
            "nonneg", "print_table"]
@@ -64,7 +64,7 @@ def model_args(args):
 def check_widths(args, spec, cfgs):
     """Refuse, before any sampling, a model whose widest linear input exceeds a configuration's
     ``max_reduction`` (the layer would not fit the array)."""
-    from golden.dit import init_params, linear_layer_names
+    from models.dit import init_params, linear_layer_names
 
     params = init_params(spec, args.weight_seed)
     for cfg in cfgs:

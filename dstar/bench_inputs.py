@@ -4,7 +4,7 @@ final layer) or from any model, given as a trace and a weights file.
 A :class:`LinearSpec` is one linear layer: its name, its float weights ``W`` as (in, out), its
 bias and where its input lives in the trace. Any DiT can be benched with two files:
 
-- a trace in the format of :mod:`golden.trace`: ``<layer>.x`` (steps, tokens, in) for every
+- a trace in the format of :mod:`analysis.trace`: ``<layer>.x`` (steps, tokens, in) for every
   linear layer to bench (other arrays are ignored);
 - a weights ``.npz``: ``<layer>.weight`` as (out, in) (the PyTorch ``nn.Linear`` layout) and
   optionally ``<layer>.bias`` (out,) for each of those layers.
@@ -88,7 +88,7 @@ def file_layers(trace: dict, weights: dict, source: str = "weights") -> list:
     """A :class:`LinearSpec` for every ``<layer>.x`` of ``trace``, with ``<layer>.weight``
     (out, in) and ``<layer>.bias`` (out,; zeros when absent) from ``weights``. Raises ValueError
     for a layer without weights or with shapes that disagree with its trace."""
-    from golden.trace import linear_layers
+    from analysis.trace import linear_layers
 
     names = linear_layers(trace)
     if not names:

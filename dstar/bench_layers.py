@@ -3,11 +3,11 @@ baseline array, cycles from RTL simulation, resources from the ECP5 flow.
 
 Steps (:func:`bench`):
 
-1. **Weights** (:func:`load_weights`): the trained digits DiT (:func:`golden.digits.load_trained`),
-   random weights of a named model (:func:`golden.dit.init_params`) or an ``.npz`` file written
+1. **Weights** (:func:`load_weights`): the trained digits DiT (:func:`models.digits.load_trained`),
+   random weights of a named model (:func:`models.dit.init_params`) or an ``.npz`` file written
    like the trained one.
-2. **Trace**: one float DDIM sampling run (:class:`golden.dit.TracingDiT`,
-   :func:`golden.dit.ddim_sample`) records each accelerator linear layer's real input per step.
+2. **Trace**: one float DDIM sampling run (:class:`models.dit.TracingDiT`,
+   :func:`models.dit.ddim_sample`) records each accelerator linear layer's real input per step.
 3. **Layers** (:func:`prepare`): for one block, every linear layer type (``x_embed``, the fused
    ``qkv`` as its two differential layers ``qkv[qk]`` and ``qkv[v]`` (numerics §2.5), ``proj``,
    ``fc1``, ``fc2``, ``final.linear``) runs as a :class:`golden.differential.DiffLinear` (closed
@@ -61,8 +61,8 @@ __all__ = ["MODELS", "LAYER_KINDS", "BenchLayer", "load_weights", "trace_inputs"
 
 
 def _models():
-    from golden.digits import DIGITS_SPEC
-    from golden.dit import DIT_MODELS
+    from models.digits import DIGITS_SPEC
+    from models.dit import DIT_MODELS
     return {"digits": DIGITS_SPEC, **DIT_MODELS}
 
 
@@ -104,18 +104,18 @@ class BenchLayer:
 # --------------------------------------------------------------------------------- workload
 def load_weights(weights: str = "trained", model: str = "digits", weight_seed: int = 0):
     """``(spec, params, info)``: ``weights`` is ``"trained"`` (the trained digits DiT),
-    ``"random"`` (:func:`golden.dit.init_params` of ``MODELS[model]`` from ``weight_seed``) or the
+    ``"random"`` (:func:`models.dit.init_params` of ``MODELS[model]`` from ``weight_seed``) or the
     path of an ``.npz`` file in the trained model's format. ``info`` describes the source and
     carries a SHA-256 of the parameters."""
     if weights == "random":
-        from golden.dit import init_params
+        from models.dit import init_params
         if model not in MODELS:
             raise ValueError(f"model must be one of {sorted(MODELS)}, not {model!r}")
         spec = MODELS[model]
         params = init_params(spec, weight_seed)
         info = dict(weights="random", model=model, weight_seed=weight_seed)
     else:
-        from golden.digits import load_trained
+        from models.digits import load_trained
         path = None if weights == "trained" else Path(weights)
         if path is not None and not path.is_file():
             raise FileNotFoundError(f"weights file {path} not found (--weights takes trained, "
@@ -128,7 +128,7 @@ def load_weights(weights: str = "trained", model: str = "digits", weight_seed: i
 
 def trace_inputs(spec, params, steps: int, seed: int, label: int | None = None):
     """Float DDIM run: ``({"<layer>.x": (steps, tokens, in)}, label)``."""
-    from golden.dit import TracingDiT, ddim_sample
+    from models.dit import TracingDiT, ddim_sample
 
     m = TracingDiT(spec, params=params)
     _, label = ddim_sample(m, steps, seed, label)
@@ -153,7 +153,7 @@ def _int8_tensor(x, width: int):
 
 def layer_configs(cfg: Config, layers: list, operating_point: dict | None) -> dict:
     """``{layer name: Config}`` the layers quantize with: ``cfg`` itself, or at an operating
-    point of ``dstar profile --sweep`` (:func:`golden.profile.load_operating_point`) its FMDQ
+    point of ``dstar profile --sweep`` (:func:`analysis.profile.load_operating_point`) its FMDQ
     thresholds and each layer's static base (keyed by the layer's trace name). These are the
     QPU's run-time settings: the arrays are built from ``cfg`` either way. Raises ValueError for
     a layer the operating point has no base for, or a base the configuration refuses."""
@@ -393,7 +393,7 @@ def load_inputs(cfg: Config, *, weights: str = "trained", model: str = "digits",
     float DDIM run of ``steps`` steps from ``seed``. Raises ValueError on inconsistent input."""
     say = progress or (lambda msg: None)
     if trace_file is not None:
-        from golden.trace import load_trace
+        from analysis.trace import load_trace
 
         trace = load_trace(trace_file)
         arrays = load_layer_weights(weights)

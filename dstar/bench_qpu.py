@@ -22,7 +22,8 @@ from gen.errors import UserError
 from gen.outputs import check_output_dir, write_together
 from gen.progress import say
 from golden.config import MAX_OPEN_GROUPS, PRESETS, preset
-from golden.vectors import dit_difference_tiles, qpu_workload_from_tiles
+from golden.vectors import qpu_workload_from_tiles
+from models.difference_tiles import dit_difference_tiles
 from sim.runner import ROOT, run_cocotb
 
 from .options import Parser

@@ -132,8 +132,8 @@ def _check(args, cfg):
             raise UserError(str(exc).strip("'\"")) from None
     op = None
     if args.operating_point is not None:
+        from analysis.profile import load_operating_point
         from dstar.bench_layers import layer_configs
-        from golden.profile import load_operating_point
 
         inputs.append(args.operating_point)
         try:

@@ -1,5 +1,5 @@
 """``dstar dit``: sample the float and the DSTAR-quantized reference DiT (FMDQ linear layers,
-SAR attention; :func:`golden.dit.compare`) from one seed and print per-layer statistics and the
+SAR attention; :func:`models.dit.compare`) from one seed and print per-layer statistics and the
 sample's error against float. ``--json`` is written only after the sampling succeeded
 (:mod:`dstar.analysis_io`)."""
 
@@ -14,7 +14,7 @@ __all__ = ["register"]
 
 
 def cmd_dit(args):
-    from golden.dit import compare
+    from models.dit import compare
 
     cfg = config_from_args(args)
     spec = model_args(args)

@@ -1,5 +1,5 @@
 """``dstar fmdq``: replay a trace's linear-layer inputs through the differential FMDQ quantizer
-and the QPU schedule (:func:`golden.trace.analyze_fmdq`) and print per-layer statistics: bits,
+and the QPU schedule (:func:`analysis.trace.analyze_fmdq`) and print per-layer statistics: bits,
 precision shares, groups, lane fill, saturations and reconstruction error. ``--json`` and
 ``--plot`` (a bit-width histogram) are written together (:mod:`dstar.analysis_io`)."""
 
@@ -45,7 +45,7 @@ def _plot_bits(result: dict, title: str):
 
 
 def cmd_fmdq(args):
-    from golden.trace import analyze_fmdq, check_fmdq, load_trace
+    from analysis.trace import analyze_fmdq, check_fmdq, load_trace
 
     cfg = config_from_args(args)
     if args.base_log2 is not None and args.profile_base:

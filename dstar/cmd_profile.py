@@ -1,5 +1,5 @@
 """``dstar profile``: FMDQ bits and SAR savings against sample quality on the trained digits DiT
-(the work is in :mod:`golden.profile`).
+(the work is in :mod:`analysis.profile`).
 
 Bad input (fewer than two seeds, a threshold outside [0, 1), an interval below 1, missing
 weights, an output folder that is a file) is one line and exit status 2 before any sampling; a
@@ -7,7 +7,7 @@ missing output folder is created. ``profile.json``, ``profile.md`` and ``profile
 together (:func:`gen.outputs.write_together`) or not at all.
 
 ``dstar profile --sweep`` runs the FMDQ threshold × static-base sweep instead
-(:func:`golden.profile.run_sweep`) and writes ``profile_sweep.json``/``.md``/``.png`` the same
+(:func:`analysis.profile.run_sweep`) and writes ``profile_sweep.json``/``.md``/``.png`` the same
 way. Its options are checked before any work too: a grid point that is not a legal ``thr``, a
 repeated value, seeds or steps below their minimum, an agreement outside (0, 1], SAR options
 (the sweep is FMDQ alone), and sweep options given without ``--sweep``."""
@@ -42,7 +42,7 @@ _ints = _list_of(int, "integers")
 def register(sub):
     p = sub.add_parser(
         "profile", help="FMDQ bits, SAR work removed and sample quality on the trained DiT",
-        description="Sample the trained digits DiT (golden/data/digits_dit.npz) in float and "
+        description="Sample the trained digits DiT (models/data/digits_dit.npz) in float and "
                     "quantized from the same seeds, for FMDQ alone and for SAR over thresholds × "
                     "cache intervals; report average bits and precision mix per layer type, SAR "
                     "kept fraction and attention work removed, PSNR against float and classifier "
@@ -57,7 +57,7 @@ def register(sub):
     p.add_argument("--sar-interval", type=_ints, default=None, metavar="I1,I2,...",
                    help="SAR cache intervals (default 1,2,4)")
     p.add_argument("--weights", type=Path, default=None,
-                   help="trained weights (default golden/data/digits_dit.npz)")
+                   help="trained weights (default models/data/digits_dit.npz)")
     p.add_argument("--out-dir", type=Path, default=Path("reports"),
                    help="directory for profile.json/.md/.png, created if missing (default "
                         "reports)")
@@ -106,8 +106,8 @@ def _flag(dest):
 
 
 def run(args):
-    from golden.digits import load_trained
-    from golden.profile import Sweep, report_files, report_names, run_profile
+    from analysis.profile import Sweep, report_files, report_names, run_profile
+    from models.digits import load_trained
 
     from .cli import UserError
 
@@ -158,7 +158,7 @@ def run_sweep_command(args, cfg):
     """``dstar profile --sweep``: check everything, sweep, write the three files together."""
     import sys
 
-    from golden.profile import ThresholdSweep, run_sweep, sweep_report_files, sweep_report_names
+    from analysis.profile import ThresholdSweep, run_sweep, sweep_report_files, sweep_report_names
 
     from .cli import UserError
 

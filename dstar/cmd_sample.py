@@ -10,7 +10,7 @@ and saturations, and on an RTL backend the core's cycles and counters; per sampl
 float and, for a 16×16 one-channel model, the digits classifier's label) and ``DIR/sample.md``
 (the same as tables) together.
 Everything is checked before any sampling: the labels against the model's classes, the
-checkpoint (read and converted, see :mod:`golden.checkpoint`), the model against the
+checkpoint (read and converted, see :mod:`models.checkpoint`), the model against the
 configuration (a layer wider than ``max_reduction`` is refused; an RTL backend compiles the
 model onto the core first and names the buffer that does not fit), the output folder. An RTL
 step that differs from the integer golden stops the run with one line naming the sample, step,
@@ -43,7 +43,7 @@ OPTIMIZE = True
 
 
 def register(sub):
-    from golden.core_model import STREAMABLE
+    from program.model import STREAMABLE
 
     from .sample import BACKENDS
 
@@ -92,10 +92,10 @@ def register(sub):
 
 def _model(args):
     """``(spec, params)`` of the options, checked."""
-    from golden.dit import DIT_MODELS, init_params
+    from models.dit import DIT_MODELS, init_params
 
     if args.weights is not None:
-        from golden.checkpoint import load_checkpoint
+        from models.checkpoint import load_checkpoint
 
         if args.heads is None:
             raise UserError("--weights needs --heads (the checkpoint does not record them)")
@@ -111,7 +111,7 @@ def _model(args):
     if args.heads is not None:
         raise UserError("--heads goes with --weights")
     if args.model == "digits":
-        from golden.digits import load_trained
+        from models.digits import load_trained
         return load_trained()
     spec = DIT_MODELS[args.model]
     return spec, init_params(spec, 0)
@@ -121,9 +121,9 @@ def _fit_buffers(spec, params, cfg, guidance: float):
     """``cfg`` with each buffer at least as deep as the whole model needs (``--fit-buffers``)."""
     import dataclasses
 
-    from golden.core_isa import core_for
-    from golden.core_model import resident_depths
-    from golden.dit_int_model import IntDiT
+    from models.dit_int_model import IntDiT
+    from program.isa import core_for
+    from program.model import resident_depths
 
     try:
         need = resident_depths(IntDiT(spec, params, cfg), rows=1 if guidance == 1.0 else 2)

@@ -1,5 +1,5 @@
 """``dstar sar``: profile SAR block masks on a trace's attention probabilities and replay the
-cache/reuse steps (:func:`golden.trace.analyze_sar`); prints per attention layer the kept
+cache/reuse steps (:func:`analysis.trace.analyze_sar`); prints per attention layer the kept
 blocks, the work removed, P-cache bytes and error. ``--json`` and ``--plot`` (the masks) are
 written together (:mod:`dstar.analysis_io`)."""
 
@@ -36,7 +36,7 @@ def _plot_masks(result: dict):
 
 
 def cmd_sar(args):
-    from golden.trace import analyze_sar, check_sar, load_trace
+    from analysis.trace import analyze_sar, check_sar, load_trace
 
     cfg = config_from_args(args)
     check_outputs(args.json, args.plot, inputs=[args.trace])

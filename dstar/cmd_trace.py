@@ -1,4 +1,4 @@
-"""``dstar trace``: run the float reference DiT (:mod:`golden.dit`) and write an activation trace
+"""``dstar trace``: run the float reference DiT (:mod:`models.dit`) and write an activation trace
 (linear-layer inputs, attention probabilities and values per step) that ``dstar fmdq`` and
 ``dstar sar`` replay. The trace is written only after it was recorded and validated
 (:mod:`dstar.analysis_io`)."""
@@ -14,8 +14,8 @@ __all__ = ["register"]
 
 
 def cmd_trace(args):
-    from golden.dit import record_trace
-    from golden.trace import save_trace, validate_trace
+    from analysis.trace import save_trace, validate_trace
+    from models.dit import record_trace
 
     cfg = config_from_args(args)
     spec = model_args(args)

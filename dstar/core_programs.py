@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from golden.config import Config
-from golden.core_isa import (
+from program.isa import (
     BUFFERS,
     COUNTERS,
     CYCLE_COUNTERS,

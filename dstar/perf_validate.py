@@ -31,7 +31,7 @@ import numpy as np
 from gen.outputs import check_output_dir, save_png, write_together
 from gen.progress import say
 from golden.config import PRESETS, Config, preset
-from golden.core_isa import core_for
+from program.isa import core_for
 from sim.core_work import trace_work
 from sim.perf_model import Timing, buffer_bytes, simulate
 

@@ -1,6 +1,6 @@
 """Layer workloads for the performance model's calibration and validation: differential layers
 of given shapes (random INT8 weights, a drifting input, as a denoising loop produces) as core
-programs (:class:`golden.core_layer.LayerProgram`), in two forms:
+programs (:class:`program.layer.LayerProgram`), in two forms:
 
 * **isolated**: a ``STORE CNT`` after every command of a step; H and V run alone, so the busy
   counters between two reads belong to that one command (calibration);
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from golden.config import Config
-from golden.core_compiler import compile_block
-from golden.core_isa import Cmd, core_for
-from golden.core_layer import LayerProgram
-from golden.core_workloads import block_workload
 from golden.differential import DiffLinear
+from program.compiler import compile_block
+from program.isa import Cmd, core_for
+from program.layer import LayerProgram
+from program.workloads import block_workload
 
 from .core_programs import CNT, END, Program
 
@@ -129,7 +129,7 @@ def plain_program(cfg: Config, shape: LayerShape) -> Sectioned:
 
 
 def block_runs(cfg: Config, steps: int = 4) -> tuple:
-    """The preset's test DiT block (:func:`golden.core_workloads.block_workload`) compiled for
+    """The preset's test DiT block (:func:`program.workloads.block_workload`) compiled for
     the core: ``(init run, step commands, [step host words], sections)``."""
     make_block, inputs = block_workload(cfg, steps)
     prog = compile_block(make_block(), core_for(cfg))

@@ -48,7 +48,7 @@ from gen.errors import UserError
 from gen.outputs import check_output_dir, read_json, save_png, write_together
 from gen.progress import say
 from golden.config import Config, ConfigError, preset
-from golden.core_compiler import FREE, FULL
+from program.compiler import FREE, FULL
 from sim.core_work import Work
 from sim.perf_model import Timing, simulate
 
@@ -135,7 +135,7 @@ def _gemm(groups: int, **k) -> Work:
 
 def _stream(tiles: list) -> list:
     """Commands of a GEMM stream: ``tiles`` is ``[(nch, groups, gemms)]``; the double-buffered
-    QUANT/GEMM protocol of the compiler (golden/core_compiler.py)."""
+    QUANT/GEMM protocol of the compiler (program/compiler.py)."""
     out = [_quant(*tiles[0][:2], signal=FULL)] if tiles else []
     for i, (_nch, g, gemms) in enumerate(tiles):
         if i + 1 < len(tiles):
@@ -173,7 +173,7 @@ def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: f
 
 def _vrow(t: Timing, cfg: Config, op: str, rows: int, n: int, walk: str = "tok") -> int:
     """A VROW of ``rows`` rows of ``n`` elements: token walk (``ceil(n/T)`` beats a row) or
-    sub-channel walk (``n`` beats a row), the ISA's counting (golden/core_exec.py)."""
+    sub-channel walk (``n`` beats a row), the ISA's counting (program/executor.py)."""
     beats = rows * (math.ceil(n / cfg.tile) if walk == "tok" else n)
     w = Work("VROW", dict(vop_name=f"{op}/{walk}"), ev=dict(vpu_rows=rows, vpu_beats=beats))
     return t.vrow(w) + t.dispatch

@@ -40,7 +40,7 @@ def render(res: dict) -> str:
     md = ["# The DSTAR core on a DiT block", "",
           "Measured on the generated core under Verilator (`tb/test_core_perf.py`), every output "
           "and state checked bit for bit against the integer DiT-block golden. A step runs section "
-          "by section (one program section per layer or VPU operation, `golden.core_compiler`); "
+          "by section (one program section per layer or VPU operation, `program.compiler`); "
           "*cycles* run from the section's first command to `done`, host streams never stall. "
           "`load` moves the step's input over the 32-bit host port and `store` returns every "
           "output and state for verification (a deployment stores only the block output).", ""]
@@ -73,7 +73,7 @@ def render(res: dict) -> str:
         md += [md_table(["section", "cycles"] + [f"busy {e}" for e in ENGINES] +
                       ["groups", "VPU rows", "ABUF rows"], rows), ""]
         md += ["### Bytes moved per buffer (one step)", "",
-               "Logical row accesses × row bytes (`golden.core_isa.row_width`); GMEM rows are "
+               "Logical row accesses × row bytes (`program.isa.row_width`); GMEM rows are "
                "lane groups; the P cache is the GMEM groups of `P` written on a cache step and "
                "replayed on every step.", "",
                md_table(["buffer"] + [f"step {b['step']} ({b['kind']})" for b in r["bytes"]],
@@ -133,8 +133,8 @@ def analyse(cfg, perf: dict, measured: dict | None = None) -> dict:
         v, g = _util(cache, names)
         lanes[label] = dict(valid=v, slots=g * cfg.lanes,
                             util=v / (g * cfg.lanes) if g else None, paper=paper)
-    from golden import core_isa as isa
     from golden.layouts import group_layout, layout_width
+    from program import isa
 
     rb = {b: -(-isa.row_width(cfg, b) // 8) for b in isa.BUFFERS}
     gb = -(-layout_width(group_layout(cfg)) // 8)

@@ -22,6 +22,7 @@ import json
 import time
 from pathlib import Path
 
+from analysis.profile import load_operating_point
 from dstar.bench_layers import load_inputs, prepare
 from dstar.options import Parser
 from fpga.liberty import NANGATE
@@ -31,7 +32,6 @@ from gen.outputs import check_output_dir, write_together
 from gen.paths import ROOT
 from gen.progress import say
 from golden.config import preset
-from golden.profile import load_operating_point
 
 #: The bench's datapath (``reports/bench.md``): the packing does not depend on it but the digit
 #: code changes which columns are zero.

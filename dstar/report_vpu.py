@@ -9,7 +9,7 @@ measured; nothing is typed in.
    output checked against golden. *Latency*: from the command's transfer to the row's last
    output beat, inclusive; *interval*: between the last output beats of consecutive rows (the
    steady-state cost of a row). Presets ``fpga`` and ``paper`` (``--presets`` changes them).
-2. Accuracy (:mod:`golden.vpu_accuracy`): the integer functions against their float references,
+2. Accuracy (:mod:`analysis.vpu_accuracy`): the integer functions against their float references,
    maximum and mean error over random and edge rows, with the bounds the tests assert.
 3. ECP5 (``fpga`` preset): ``synth_ecp5`` with DSP blocks and without (``-nodsp``), and
    nextpnr-ecp5 (85F, out of context, 100 MHz target) on the DSP netlist for Fmax and the
@@ -65,7 +65,7 @@ def fpga_figures(steps: list, reuse: bool) -> dict:
 
 
 def accuracy(names) -> dict:
-    from golden import vpu_accuracy as va
+    from analysis import vpu_accuracy as va
 
     out = {}
     for name in names:

@@ -3,24 +3,24 @@ model from the same seeds, with per-step statistics and per-sample quality.
 
 Backends (:data:`BACKENDS`):
 
-- ``float``: :class:`golden.dit.DiT` (float64), the reference;
-- ``golden-int``: :class:`golden.dit_int_model.IntDiT`, every layer the core runs in integers
+- ``float``: :class:`models.dit.DiT` (float64), the reference;
+- ``golden-int``: :class:`models.dit_int_model.IntDiT`, every layer the core runs in integers
   (the model the RTL core must equal bit for bit);
 - ``verilator``, ``icarus``: the generated core of the configuration, in cocotb
-  (:mod:`tb.test_sample`): the whole model compiled onto it (:mod:`golden.core_model`), every
+  (:mod:`tb.test_sample`): the whole model compiled onto it (:mod:`program.model`), every
   step checked against the integer golden bit for bit; per step the core's cycles and counters.
 
 Per step the record holds whether the step was a SAR cache step, the SAR kept fraction (of the
 attention blocks), the saturations (golden), the QPU counters of every QUANT the core runs in
 the step (``qpu_<name>`` of :data:`golden.layouts.COUNTER_NAMES`: sub-channels per precision,
 slice columns, groups, padded lanes, shifts; attention's Q and P and the padded patch channels
-included; for ``golden-int`` the golden's count, :func:`golden.core_model.quant_counters`; for
+included; for ``golden-int`` the golden's count, :func:`program.model.quant_counters`; for
 an RTL backend the core's own counters) and ``average_bits``, the FMDQ precision over those
 sub-channels; ``layer_average_bits`` is the golden's precision over the conditional row's
 differential layers alone. Per sample ``k`` the seed is ``seed + k`` (start noise) and the label
 ``labels[k]``. With a guidance scale ``!= 1`` every backend runs a conditional and an
 unconditional row (the null class), each integer row with its own differential state. SAR masks
-are profiled once on a float run (:func:`golden.dit.calibrate_masks`, seed ``seed + 1000``)
+are profiled once on a float run (:func:`models.dit.calibrate_masks`, seed ``seed + 1000``)
 unless ``sar`` is off.
 """
 
@@ -32,10 +32,10 @@ import numpy as np
 
 from gen.progress import progress, say
 from golden.config import Config
-from golden.core_model import quant_counters
-from golden.digits import IMAGE_SIZE, classify, psnr
-from golden.dit import DiT, DiTSpec, calibrate_masks
-from golden.dit_int_model import IntDiT, average_bits, ddim_sample_float, ddim_sample_int
+from models.digits import IMAGE_SIZE, classify, psnr
+from models.dit import DiT, DiTSpec, calibrate_masks
+from models.dit_int_model import IntDiT, average_bits, ddim_sample_float, ddim_sample_int
+from program.model import quant_counters
 
 __all__ = ["BACKENDS", "RTL_BACKENDS", "run_samples", "is_digits_model", "grid_png",
            "check_model", "RTLMismatch"]
@@ -46,7 +46,7 @@ MASK_SEED_OFFSET = 1000
 
 
 def is_digits_model(spec: DiTSpec) -> bool:
-    """Whether the digits classifier (:func:`golden.digits.classify`) can label this model's
+    """Whether the digits classifier (:func:`models.digits.classify`) can label this model's
     samples: one channel of ``IMAGE_SIZE`` × ``IMAGE_SIZE``."""
     return spec.channels == 1 and spec.image_size == IMAGE_SIZE
 
@@ -61,8 +61,8 @@ def check_model(spec: DiTSpec, params: dict, cfg: Config, backend: str = "golden
     core (raises ValueError naming what does not fit ``cfg``)."""
     model = IntDiT(spec, params, cfg)
     if backend in RTL_BACKENDS:
-        from golden.core_isa import core_for
-        from golden.core_model import compile_model
+        from program.isa import core_for
+        from program.model import compile_model
         compile_model(model, core_for(cfg), rows=1 if guidance == 1.0 else 2, stream=stream)
 
 

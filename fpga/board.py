@@ -32,8 +32,8 @@ from amaranth.lib.cdc import ResetSynchronizer
 from gen.outputs import write_together
 from gen.paths import REPORTS
 from gen.progress import say
-from golden import core_isa as isa
 from golden.config import Config
+from program import isa
 from rtl.uart import MIN_CYCLES_PER_BIT
 from rtl.uart_core import UartCore
 

@@ -7,7 +7,7 @@ the dispatcher. :func:`core_parts` returns its parts for :func:`fpga.estimate.es
   (:mod:`fpga.estimate_parts`), as for those units alone (the MPU's weight memory has the core's
   ``wmem_rows`` rows instead of ``max_reduction``);
 - the buffers ABUF (``T`` banks, two read ports), XBUF, YBUF, RBUF, VBUF, MASK and GMEM, depths
-  from :func:`golden.core_isa.core_for`: block and LUT RAM counted structurally as for the
+  from :func:`program.isa.core_for`: block and LUT RAM counted structurally as for the
   units' memories (:func:`fpga.estimate_parts.memory`), and in generic gates their bits as
   flip-flops with a read multiplexer per port;
 - the dispatcher's two address products: one MULT18X18D each (without DSP blocks their few
@@ -33,9 +33,9 @@ This module prices parts with :mod:`fpga.estimate_coef` and takes the units' par
 
 from __future__ import annotations
 
-from golden import core_isa as isa
 from golden.config import Config, preset
 from golden.layouts import group_layout, layout_width
+from program import isa
 
 from .estimate_coef import CALIBRATION, ecp5_resources
 from .estimate_parts import Part, array_front, array_pes, dsp_blocks, memory, unit_parts

@@ -284,9 +284,9 @@ def _port_defines(d: _Defines, port):
 
 
 def _core_defines(d: "_Defines", cfg: Config):
-    """The core's instruction set (golden/core_isa.py): opcodes, command fields, buffers and
+    """The core's instruction set (program/isa.py): opcodes, command fields, buffers and
     their depths and host words per row, error codes, counter indices."""
-    from golden import core_isa as isa
+    from program import isa
 
     core = isa.core_for(cfg)
     d.text(f"/* Core commands: {isa.CMD_BITS} bits; fields as OFFSET/WIDTH from bit 0 "

@@ -79,14 +79,14 @@ def _uart_vpu(cfg):
 def _core(cfg):
     # Buffer depths: those cfg sets, the others from the core preset of the same name (or the
     # default CoreConfig for a configuration that is not a preset).
-    from golden.core_isa import check_core, core_for
+    from program.isa import check_core, core_for
     from rtl.core import Core
     check_core(cfg)
     return Core(cfg, core=core_for(cfg))
 
 
 def _uart_core(cfg):
-    from golden.core_isa import check_core, core_for
+    from program.isa import check_core, core_for
     from rtl.uart_core import UartCore
     from rtl.uart_vpu import SIM_CYCLES_PER_BIT
     check_core(cfg)
@@ -107,14 +107,14 @@ def layout_doc(fields) -> list:
 
 def _core_commands(cfg) -> dict:
     """The core's 128-bit command word, one layout per opcode (header fields first)."""
-    from golden import core_isa as isa
+    from program import isa
     head = isa.header_layout()
     return {op: layout_doc(head + isa.cmd_layout(cfg, op)) for op in isa.OPCODES}
 
 
 def _core_rows(cfg) -> dict:
     """The row of every core buffer (what a LOAD or STORE moves, as host words)."""
-    from golden import core_isa as isa
+    from program import isa
     return {b: layout_doc(isa.row_layout(cfg, b)) for b in isa.BUFFERS}
 
 

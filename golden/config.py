@@ -36,7 +36,7 @@ DIGIT_CODES = ("slice", "booth")
 # Parameters added after configuration hashes were first published: they enter
 # Config.hash() only when they differ from their default.
 MAX_OPEN_GROUPS = 4
-#: The core's buffers whose depth (rows) a configuration may set (golden.core_isa.CoreConfig).
+#: The core's buffers whose depth (rows) a configuration may set (program.isa.CoreConfig).
 CORE_BUFFER_ROWS = ("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows", "rbuf_rows",
                     "vbuf_rows", "mask_rows")
 #: Bits of the core's narrow address and count fields (VROW, SKIP, and the ABUF, RBUF, VBUF and
@@ -44,7 +44,7 @@ CORE_BUFFER_ROWS = ("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_ro
 CORE_ADDR_BITS = 14
 #: The buffers that may be deeper (WMEM, XBUF, YBUF, GMEM: the whole model's weights, state and
 #: P-cache), up to 2**CORE_WIDE_ADDR_BITS rows; their address fields (and every LOAD/STORE
-#: address and count) widen to the deepest of them (golden.core_isa.addr_bits).
+#: address and count) widen to the deepest of them (program.isa.addr_bits).
 CORE_WIDE_ROWS = ("wmem_rows", "xbuf_rows", "ybuf_rows", "gmem_rows")
 CORE_WIDE_ADDR_BITS = 20
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
@@ -152,9 +152,9 @@ class Config:
     cores:
         Cores of the chip (performance model only).
     abuf_rows, xbuf_rows, ybuf_rows, wmem_rows, gmem_rows, rbuf_rows, vbuf_rows, mask_rows:
-        Depths (rows) of the core's buffers (:class:`golden.core_isa.CoreConfig`). ``None``
+        Depths (rows) of the core's buffers (:class:`program.isa.CoreConfig`). ``None``
         (default) takes the depth of the core preset of the configuration's name, or the
-        default core's for a custom name (:func:`golden.core_isa.core_for`). In
+        default core's for a custom name (:func:`program.isa.core_for`). In
         ``[1, 2**14]``.
     """
 

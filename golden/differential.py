@@ -24,9 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import Config
-from .fmdq import Quantized, dequant, quantize_tile_matrix, requant_params, requantize, to_fixed
-from .schedule import Counters, execute, reference_product, schedule_matrix
+from golden.config import Config
+from golden.fmdq import (
+    Quantized,
+    dequant,
+    quantize_tile_matrix,
+    requant_params,
+    requantize,
+    to_fixed,
+)
+from golden.schedule import Counters, execute, reference_product, schedule_matrix
 
 __all__ = ["quantize_weights", "DiffLinear", "StepResult"]
 

@@ -1,12 +1,12 @@
 """The integer DiT-block golden (numerics §2.7, last paragraph): one DiT block over the denoising
 steps, entirely in integers, as the core must compute it bit for bit.
 
-:class:`IntDiTBlock` takes one block's float weights (:func:`golden.dit.init_params` names), a
+:class:`IntDiTBlock` takes one block's float weights (:func:`models.dit.init_params` names), a
 :class:`~golden.config.Config` and the block's SAR masks; :meth:`IntDiTBlock.step` takes the
 step's tokens ``x`` (N, D) and the six adaLN vectors (6, D), both in the activation format
 (``act_width`` bits signed, ``act_frac`` fractional bits), and returns a :class:`BlockStep` with
 every intermediate and every state after the step. The dataflow is that of
-:meth:`golden.dit.DiT.block`::
+:meth:`models.dit.DiT.block`::
 
     ln1 = layernorm(x);  a = modulate(ln1, shift1, scale1)                  VPU (2.7)
     [q|k] = QK(a)  (cache steps only);  v = V(a)                            differential (2.5)
@@ -70,12 +70,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import vpu
-from .config import Config
-from .differential import DiffLinear, quantize_weights
-from .fmdq import Quantized, quantize_tile_matrix, requant_params, requantize
-from .sar import PRECISION_CODE_BITS, PCacheRecord, expand_mask, is_cache_step, quantize_p
-from .schedule import reference_product
+from golden import vpu
+from golden.config import Config
+from golden.differential import DiffLinear, quantize_weights
+from golden.fmdq import Quantized, quantize_tile_matrix, requant_params, requantize
+from golden.sar import PRECISION_CODE_BITS, PCacheRecord, expand_mask, is_cache_step, quantize_p
+from golden.schedule import reference_product
 
 __all__ = ["IntDiTBlock", "BlockStep", "LayerStep", "AttnStep", "LAYERS", "MOD_NAMES",
            "pack_pcache", "unpack_pcache", "kv_e_max"]
@@ -272,9 +272,9 @@ class IntDiTBlock:
 
     Parameters
     ----------
-    params : dict of float weights (:func:`golden.dit.init_params` names ``blocks.<i>.…``).
+    params : dict of float weights (:func:`models.dit.init_params` names ``blocks.<i>.…``).
     index : the block number.
-    spec : the :class:`golden.dit.DiTSpec` (hidden, heads, mlp width, tokens).
+    spec : the :class:`models.dit.DiTSpec` (hidden, heads, mlp width, tokens).
     cfg : the :class:`~golden.config.Config`.
     mask : (heads, nb, nb) bool SAR block mask (diagonal kept); None keeps every block.
     interval : SAR cache-step interval (default ``cfg.sar_interval``; 1 = every step a cache step).
@@ -364,7 +364,7 @@ class IntDiTBlock:
 
     @classmethod
     def from_model(cls, model, index: int, cfg: Config, mask=None, **kw) -> "IntDiTBlock":
-        """The block ``index`` of a :class:`golden.dit.DiT` instance (its params and spec)."""
+        """The block ``index`` of a :class:`models.dit.DiT` instance (its params and spec)."""
         return cls(model.params, index, model.spec, cfg, mask, **kw)
 
     # ------------------------------------------------------------------ state

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import PRECISIONS, Config
+from golden.config import PRECISIONS, Config
 
 __all__ = ["rnd", "rnd_int", "Quantized", "quantize_subchannels", "quantize_tile_matrix",
            "dequant", "fpot", "to_fixed", "from_fixed", "requant_params", "requantize"]

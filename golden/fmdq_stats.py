@@ -3,7 +3,7 @@
 One :class:`LayerStats` collects what the QPU saw for one linear layer: the precision of every
 sub-channel, the element-weighted average activation bits, the share of sub-channels that needed a
 PoT exponent, slice columns and groups per tile, lane fill and saturations. Both the quantized
-reference DiT (:mod:`golden.dit`) and the trace analysis (:mod:`golden.trace`) fill it from the
+reference DiT (:mod:`models.dit`) and the trace analysis (:mod:`analysis.trace`) fill it from the
 :class:`~golden.fmdq.Quantized` sub-channels and :class:`~golden.schedule.TileSchedule` list of
 :func:`golden.schedule.schedule_matrix`, so both report the same quantities the same way.
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import Config
-from .fmdq import Quantized
+from golden.config import Config
+from golden.fmdq import Quantized
 
 __all__ = ["LayerStats", "PRECISION_BINS"]
 

@@ -16,7 +16,7 @@ from math import prod
 
 import numpy as np
 
-from .config import Config
+from golden.config import Config
 
 __all__ = ["COUNTER_NAMES", "group_layout", "drain_layout", "recon_layout", "weight_load_layout",
            "subchannel_layout", "qpu_config_layout", "counters_layout",
@@ -111,7 +111,7 @@ VPU_OPS = ("softmax", "layernorm", "modulate", "gelu", "gated_residual", "acc_re
 
 def vpu_param_width(cfg: Config) -> int:
     """Width of the command's ``param``: LayerNorm's ``eps_q`` (the widest) or the K/V shift."""
-    from .vpu import vpu_tables
+    from golden.vpu import vpu_tables
     return max(vpu_tables(cfg).widths["layernorm.eps"][0], 6)
 
 

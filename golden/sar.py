@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import Config
-from .fmdq import quantize_subchannels, rnd
+from golden.config import Config
+from golden.fmdq import quantize_subchannels, rnd
 
 __all__ = ["block_importance", "profile_mask", "expand_mask", "masked_softmax", "p_to_int",
            "quantize_p", "PCacheRecord", "weight_operand", "SARAttention", "PRECISION_CODE_BITS",

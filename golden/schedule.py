@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .bitonic import apply_network, sort_key
-from .config import Config
-from .fmdq import Quantized, quantize_tile_matrix
-from .layouts import COUNTER_NAMES, group_layout, pack
+from golden.bitonic import apply_network, sort_key
+from golden.config import Config
+from golden.fmdq import Quantized, quantize_tile_matrix
+from golden.layouts import COUNTER_NAMES, group_layout, pack
 
 __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters",
            "TileSchedule", "schedule_tile", "schedule_matrix", "Accumulator", "execute",

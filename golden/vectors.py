@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import Config
-from .layouts import baseline_group_layout, drain_layout, pack
-from .schedule import execute, schedule_matrix
+from golden.config import Config
+from golden.layouts import baseline_group_layout, drain_layout, pack
+from golden.schedule import execute, schedule_matrix
 
 __all__ = ["Workload", "random_differences", "random_weights", "exponent_sweep",
            "random_group_stream", "QPUWorkload", "qpu_workload", "qpu_workload_from_tiles",
-           "dit_difference_tiles", "mpu_workload", "baseline_workload",
+           "mpu_workload", "baseline_workload",
            "drain_words"]
 
 
@@ -139,7 +139,7 @@ def random_group_stream(cfg: Config, rng, groups_per_tile, channels: int | None 
     if not 1 <= channels <= cfg.max_reduction:
         raise ValueError(f"channels must be in [1, max_reduction = {cfg.max_reduction}], "
                          f"not {channels}")
-    from .schedule import Group, digit_values
+    from golden.schedule import Group, digit_values
 
     L, T = cfg.lanes, cfg.tile
     W = random_weights(cfg, rng, channels)
@@ -195,9 +195,9 @@ def qpu_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None,
 def qpu_workload_from_tiles(cfg: Config, dxs, base_log2: int | None = None,
                             thr=None) -> QPUWorkload:
     """Everything the QPU must produce for a sequence of (T, C) difference tiles."""
-    from .fmdq import dequant
-    from .layouts import recon_layout, subchannel_layout
-    from .schedule import Counters
+    from golden.fmdq import dequant
+    from golden.layouts import recon_layout, subchannel_layout
+    from golden.schedule import Counters
 
     qcfg = cfg if thr is None else cfg.replace(thr=tuple(thr))
     sl, rl = subchannel_layout(cfg), recon_layout(cfg)
@@ -215,35 +215,4 @@ def qpu_workload_from_tiles(cfg: Config, dxs, base_log2: int | None = None,
         total.merge(ts[0].counters)
         out.tiles.append((dx, ts[0]))
     out.counters = dict(total.values)
-    return out
-
-
-def dit_difference_tiles(cfg: Config, steps: int = 4, seed: int = 0, layers=None,
-                         model: str = "small"):
-    """Closed-loop differences ``Δx_t = x_t - x̂_{t-1}`` of the reference DiT's linear layers,
-    cut into (T, C) token tiles: ``[(layer, step, tile_index, dx)]``."""
-    from .differential import DiffLinear
-    from .dit import DIT_MODELS, record_trace
-    from .fmdq import to_fixed
-
-    trace = record_trace(DIT_MODELS[model], steps=steps, seed=seed)
-    names = [k[:-2] for k in trace if k.endswith(".x")]
-    out = []
-    for name in names:
-        if layers and name not in layers:
-            continue
-        X = trace[name + ".x"]
-        C = X.shape[2]
-        if C > cfg.max_reduction:
-            continue
-        layer = DiffLinear(np.zeros((C, 1), np.int64), np.ones(1), cfg, name=name)
-        for t in range(X.shape[0]):
-            x, _ = to_fixed(X[t], cfg.act_width, cfg.act_frac)
-            dx = layer.step(x).dx
-            N = dx.shape[0]
-            pad = -(-N // cfg.tile) * cfg.tile
-            dxp = np.zeros((pad, C), np.int64)
-            dxp[:N] = dx
-            for k in range(pad // cfg.tile):
-                out.append((name, t, k, dxp[k * cfg.tile:(k + 1) * cfg.tile]))
     return out

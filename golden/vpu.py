@@ -50,9 +50,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .config import Config, ConfigError, bitlen
-from .fmdq import dequant, requantize, rnd
-from .sar import expand_mask, masked_softmax, weight_operand
+from golden.config import Config, ConfigError, bitlen
+from golden.fmdq import dequant, requantize, rnd
+from golden.sar import expand_mask, masked_softmax, weight_operand
 
 __all__ = [
     "VPUTables", "vpu_tables",

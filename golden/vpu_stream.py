@@ -31,9 +31,9 @@ from math import ceil
 
 import numpy as np
 
-from . import vpu as gv
-from .config import Config
-from .layouts import VPU_OPS, pack, unpack, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
+from golden import vpu as gv
+from golden.config import Config
+from golden.layouts import VPU_OPS, pack, unpack, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
 
 __all__ = ["VPURow", "make_row", "cmd_word", "in_words", "out_beats", "check_output",
            "random_rows", "EDGE_KINDS"]

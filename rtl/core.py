@@ -1,5 +1,5 @@
 """The DSTAR core (MPC): MPU + QPU + VPU, the buffers and the controller that executes the
-command stream of golden/core_isa.py (docs/core.md).
+command stream of program/isa.py (docs/core.md).
 
 Structure: the :class:`~rtl.core_dispatch.Dispatcher` issues commands to four engines, host
 :class:`~rtl.core_host.HostEngine` (H), quantize :class:`~rtl.core_quant.QuantEngine` (Q, owns
@@ -11,8 +11,8 @@ is a plain multiplexer on the requests of whichever engine uses it. Buffers are
 VBUF, MASK, GMEM (group streams and the P cache), and WMEM inside the MPU; SREG is 16 registers.
 
 Ports: ``cmd`` (128-bit commands), ``host_in`` / ``host_out`` (32-bit words), ``status``
-(``done``, ``busy``, ``error`` code of :data:`golden.core_isa.ERRORS`, ``error_index``,
-``phase``). The performance counters (:data:`golden.core_isa.COUNTERS`) are read with
+(``done``, ``busy``, ``error`` code of :data:`program.isa.ERRORS`, ``error_index``,
+``phase``). The performance counters (:data:`program.isa.COUNTERS`) are read with
 ``STORE CNT``.
 """
 
@@ -23,8 +23,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from golden import core_isa as isa
 from golden.config import Config, bitlen
+from program import isa
 
 from .core_abuf import SkewedBuffer
 from .core_dispatch import ENGINES, Dispatcher
@@ -57,7 +57,7 @@ def _share(m, target, users, fields):
 
 class Core(wiring.Component):
     """The core. Parameters: ``cfg`` (a :class:`golden.config.Config` with ``rows == cols ==
-    vpu_lanes``, a power of two) and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`,
+    vpu_lanes``, a power of two) and, keyword-only, ``core`` (:class:`program.isa.CoreConfig`,
     buffer depths)."""
 
     def __init__(self, cfg: Config, *, core: isa.CoreConfig):
@@ -222,7 +222,7 @@ class Core(wiring.Component):
         return m
 
     def _counters(self, m, dsp, eng, hload, hstore):
-        """The counters of :data:`golden.core_isa.COUNTERS`, 32-bit saturating (the ``qpu_*``
+        """The counters of :data:`program.isa.COUNTERS`, 32-bit saturating (the ``qpu_*``
         ones are the QPU's own)."""
         h, q, mx, v = eng["H"], eng["Q"], eng["M"], eng["V"]
         inc = {"cycles": 1, "commands": dsp.executed,

@@ -1,6 +1,6 @@
 """The core's activation buffer: ``T`` banks with a diagonal skew, so that a *sub-channel* (one
 row, the ``T`` tokens of a tile at one channel) and a *token segment* (one token across ``T``
-consecutive rows) are each one access per cycle (docs/core.md §1, golden/core_isa.py).
+consecutive rows) are each one access per cycle (docs/core.md §1, program/isa.py).
 
 Element (row ``r``, lane ``t``) sits in bank ``(r + t) mod T`` at address ``r``. A sub-channel
 access at row ``r`` uses address ``r`` in every bank and rotates lanes by ``r``; a token-segment

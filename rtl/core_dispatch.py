@@ -1,5 +1,5 @@
 """The core's dispatcher: reads the command stream in order, checks each command's operands
-against the buffer depths, and issues it to its engine under the rules of golden/core_isa.py
+against the buffer depths, and issues it to its engine under the rules of program/isa.py
 (semaphores; H and V run alone; Q and M may run together). NOP, END, BARRIER, VPARAM, STEP and
 SKIP execute here.
 
@@ -14,8 +14,8 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden import core_isa as isa
 from golden.layouts import vpu_cmd_layout
+from program import isa
 
 from .core_layouts import BUF, OP, VOP, cmd_layout
 from .layouts import to_layout
@@ -54,7 +54,7 @@ class EnginePort(wiring.Signature):
 
 
 class Dispatcher(wiring.Component):
-    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`).
+    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`program.isa.CoreConfig`).
 
     Members: ``cmd`` In(stream of 128-bit commands); ``engines`` Out(:class:`EnginePort`) array,
     one per engine of :data:`ENGINES` in that order; ``param`` Out (the VPARAM register);

@@ -1,7 +1,7 @@
 """The core's host engine H: LOAD and STORE between the host streams and the buffers.
 
 A buffer row travels as ``host_words_per_row`` 32-bit words, least significant first
-(:func:`golden.core_isa.row_to_words`). The engine talks to the buffers through one generic
+(:func:`program.isa.row_to_words`). The engine talks to the buffers through one generic
 port (``buf`` id, address, raw row bits); the core routes it to the buffer's own port.
 
 Latency and throughput: LOAD takes one cycle per host word (the row is written on the edge its
@@ -14,7 +14,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden import core_isa as isa
+from program import isa
 
 from .core_layouts import BUF, OP, cmd_layout
 from .params import check_config
@@ -29,7 +29,7 @@ def _bufs():
 def host_bus_signature(width: int, addr_bits: int = isa.ADDR_BITS) -> wiring.Signature:
     """The engine's generic buffer port (engine side): a write (``wen``, ``wbuf``, ``waddr``,
     ``wdata``) and a read (``ren``, ``rbuf``, ``raddr``; ``rdata`` valid the next cycle);
-    addresses of ``addr_bits`` (:func:`golden.core_isa.addr_bits`)."""
+    addresses of ``addr_bits`` (:func:`program.isa.addr_bits`)."""
     return wiring.Signature({
         "wen": Out(1), "wbuf": Out(range(_bufs())), "waddr": Out(addr_bits),
         "wdata": Out(width),
@@ -39,7 +39,7 @@ def host_bus_signature(width: int, addr_bits: int = isa.ADDR_BITS) -> wiring.Sig
 
 
 class HostEngine(wiring.Component):
-    """LOAD / STORE (golden/core_isa.py). Parameter: ``cfg``.
+    """LOAD / STORE (program/isa.py). Parameter: ``cfg``.
 
     Members: ``cmd`` In(stream of 128-bit commands, taken when idle); ``host_in`` In(stream of
     32-bit words); ``host_out`` Out(stream of 32-bit words); ``bus`` (:func:`host_bus_signature`);

@@ -1,10 +1,10 @@
-"""Amaranth views of the core's command words and buffer rows (from :mod:`golden.core_isa`)."""
+"""Amaranth views of the core's command words and buffer rows (from :mod:`program.isa`)."""
 
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden import core_isa as isa
 from golden.layouts import VPU_OPS
+from program import isa
 
 from .layouts import to_layout
 from .params import check_int, check_shape

@@ -1,4 +1,4 @@
-"""The core's matrix engine M: GEMM (golden/core_isa.py) on the MPU and the VPU's
+"""The core's matrix engine M: GEMM (program/isa.py) on the MPU and the VPU's
 accumulate-and-requantize.
 
 Two decoupled halves, so that the next GEMM's groups enter the MPU while the previous tile drains:
@@ -24,9 +24,9 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden import core_isa as isa
 from golden.config import bitlen
 from golden.layouts import vpu_cmd_layout, vpu_in_layout, vpu_out_layout
+from program import isa
 
 from .core_abuf import ABufPort
 from .core_layouts import VOP, MemRead, MemWrite, cmd_layout, row_layout
@@ -42,7 +42,7 @@ _WB = 16        # acc_requant rows in flight in the VPU
 
 
 class MatrixEngine(wiring.Component):
-    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`).
+    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`program.isa.CoreConfig`).
 
     Members: ``cmd`` (a GEMM is taken when the replay half is free and the job queue has
     room), ``busy``, ``done``/``signal``, ``fault`` (error code: ``address`` for a GMEM read or

@@ -1,4 +1,4 @@
-"""The core's quantize engine Q: QCFG and QUANT (golden/core_isa.py) around the QPU.
+"""The core's quantize engine Q: QCFG and QUANT (program/isa.py) around the QPU.
 
 QUANT reads the tile's sub-channels from ABUF (and ``x̂`` from XBUF in differential mode), feeds
 ``u = x - x̂`` (or ``x``) to the :class:`~rtl.qpu.QPU`, writes its groups to GMEM from ``gdst``
@@ -15,7 +15,7 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden import core_isa as isa
+from program import isa
 
 from .arith import saturate
 from .core_abuf import ABufPort
@@ -32,7 +32,7 @@ _FIFO = 4
 
 
 class QuantEngine(wiring.Component):
-    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`).
+    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`program.isa.CoreConfig`).
 
     Members: ``cmd`` (taken when idle), ``busy``, ``done``/``signal``, ``fault`` (an error code:
     ``address`` for a GMEM write past the end, ``qpu`` for a refused QPU configuration or a tile

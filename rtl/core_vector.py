@@ -1,4 +1,4 @@
-"""The core's vector engine V: VROW (golden/core_isa.py) on the VPU.
+"""The core's vector engine V: VROW (program/isa.py) on the VPU.
 
 An issue side walks the rows and beats of the command (token rows of ABUF tensors, or
 sub-channels), reads the operands (ABUF ``a`` and, for ``gated_residual``, ``c``; VBUF vectors
@@ -16,9 +16,9 @@ from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden import core_isa as isa
 from golden.config import bitlen
 from golden.layouts import vpu_cmd_layout, vpu_in_layout, vpu_out_layout
+from program import isa
 
 from .core_abuf import ABufPort
 from .core_layouts import VOP, MemRead, MemWrite, cmd_layout, row_layout
@@ -32,7 +32,7 @@ _FIFO = 4
 
 
 class VectorEngine(wiring.Component):
-    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`).
+    """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`program.isa.CoreConfig`).
 
     Members: ``cmd`` (taken when idle), ``busy``, ``done``/``signal``; ports ``ra``/``rc``
     (ABUF reads), ``awr`` (ABUF write), ``vb``/``vc`` (VBUF reads), ``mrd`` (MASK read),

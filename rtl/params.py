@@ -22,10 +22,10 @@ def check_config(cfg) -> Config:
 
 
 def check_core(core):
-    """Return ``core`` if it is a :class:`golden.core_isa.CoreConfig` (the buffer depths)."""
-    from golden.core_isa import CoreConfig
+    """Return ``core`` if it is a :class:`program.isa.CoreConfig` (the buffer depths)."""
+    from program.isa import CoreConfig
     if not isinstance(core, CoreConfig):
-        raise TypeError(f"core must be a golden.core_isa.CoreConfig, not {core!r}")
+        raise TypeError(f"core must be a program.isa.CoreConfig, not {core!r}")
     return core
 
 

@@ -5,8 +5,8 @@ from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-from golden import core_isa as isa
 from golden.config import Config
+from program import isa
 
 from .core import Core
 from .host_link import HostLink, LinkedTop
@@ -15,7 +15,7 @@ from .params import check_config
 __all__ = ["UartCore", "CORE_CMD_PORT", "CORE_HOST_PORT", "CORE_OUT_PORT"]
 
 # Host-link port numbers.
-CORE_CMD_PORT = 0     # input: 128-bit commands (golden.core_isa)
+CORE_CMD_PORT = 0     # input: 128-bit commands (program.isa)
 CORE_HOST_PORT = 1    # input: 32-bit host words for LOAD
 CORE_OUT_PORT = 0     # output: 32-bit host words from STORE
 
@@ -28,7 +28,7 @@ class UartCore(LinkedTop):
     The host must send each LOAD's words right after the LOAD command (the link delivers bytes in
     order and a stalled port stalls it; :meth:`sim.host_driver.HostDriver.run_core` does this).
 
-    Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`golden.core_isa.CoreConfig`),
+    Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`program.isa.CoreConfig`),
     ``cycles_per_bit`` (an integer >= 4, default 16), ``rx_depth`` (link receive FIFO, bytes;
     :class:`~rtl.host_link.HostLink` checks both).
 

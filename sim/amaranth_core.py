@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from amaranth.sim import Simulator
 
-from golden import core_isa as isa
+from program import isa
 
 from .amaranth_streams import stream_put, trailing_window
 from .timing import core_store_latency

@@ -1,7 +1,7 @@
 """What each command of a core program does, from the ISA executor: the input of the performance
 model (:mod:`sim.perf_model`).
 
-:func:`trace_work` runs programs on :class:`golden.core_exec.CoreExecutor` and records, for every
+:func:`trace_work` runs programs on :class:`program.executor.CoreExecutor` and records, for every
 command in the stream, its decoded form and the event counters it added (groups written or
 replayed, VPU rows and beats, buffer rows, host words). Group counts come from the golden
 schedule on the actual data, so a layer's work is exact, not estimated. Commands discarded by
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from golden.config import Config
-from golden.core_exec import CoreExecutor
-from golden.core_isa import COUNTERS, ENGINE, Cmd, CoreConfig
+from program.executor import CoreExecutor
+from program.isa import COUNTERS, ENGINE, Cmd, CoreConfig
 
 __all__ = ["Work", "trace_work"]
 
@@ -57,7 +57,7 @@ def trace_work(cfg: Config, core: CoreConfig, runs, outputs: list | None = None)
     """Execute ``runs`` (a list of ``(commands, host words)``, one executor state carried
     through) and return one list of :class:`Work` per run, one entry per command in the stream;
     each run's stored words are appended to ``outputs`` when given. Raises
-    :class:`golden.core_exec.CoreError` when a program is wrong."""
+    :class:`program.executor.CoreError` when a program is wrong."""
     ex = _Recorder(cfg, core)
     result = []
     for cmds, host in runs:

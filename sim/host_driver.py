@@ -36,10 +36,10 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from math import ceil
 
-from golden import core_isa as isa
 from golden.config import preset
 from golden.layouts import layout_width, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
 from golden.vpu_stream import cmd_word, in_words, out_beats
+from program import isa
 from rtl.host_link import HEADER_BYTES, MAX_PORTS, STATUS_BYTES, STATUS_PORT, SYNC, word_bytes
 from rtl.uart_core import CORE_CMD_PORT, CORE_HOST_PORT, CORE_OUT_PORT
 from rtl.uart_vpu import VPU_CMD_PORT, VPU_IN_PORT, VPU_OUT_PORT
@@ -200,7 +200,7 @@ class HostDriver:
 
     def run_core(self, cfg, cmds, host_words=()):
         """Run a core program on a :class:`rtl.uart_core.UartCore`: each command (a
-        :class:`golden.core_isa.Cmd` or its 128-bit word), each LOAD followed by the host words
+        :class:`program.isa.Cmd` or its 128-bit word), each LOAD followed by the host words
         it consumes (taken in order from ``host_words``); returns the words the STOREs send
         back."""
         return self._run(self._g_core(cfg, cmds, host_words))

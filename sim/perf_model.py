@@ -4,7 +4,7 @@ engines, driven by the exact work of every command (:mod:`sim.core_work`).
 Why a command-level model: every engine's duration is an affine function of work the golden
 model knows exactly (host words, groups written or replayed, VPU rows and beats), so the only
 things to model are those durations and the rules that overlap them, which are the instruction
-set's own (golden/core_isa.py):
+set's own (program/isa.py):
 
 * **dispatcher**: a command enters the head register, is checked for two cycles and issues on
   the third at the earliest (``dispatch`` = 4 cycles between back-to-back issues); SKIP'd
@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from golden.bitonic import network
 from golden.config import Config
-from golden.core_isa import BUFFERS, core_for, host_words_per_row, row_width
 from golden.layouts import VPU_OPS, group_layout, layout_width
+from program.isa import BUFFERS, core_for, host_words_per_row, row_width
 
 from .core_work import Work
 from .timing import array_tile_period
@@ -267,7 +267,7 @@ def simulate(t: Timing, works: list) -> RunCycles:
 
 
 def buffer_bytes(cfg: Config, works: list) -> dict:
-    """Bytes read and written per buffer by one run (row widths of golden/core_isa.py; GMEM at
+    """Bytes read and written per buffer by one run (row widths of program/isa.py; GMEM at
     its group record width), with the P-cache traffic separately."""
     rw = {b: row_width(cfg, b) for b in ("ABUF", "XBUF", "YBUF", "WMEM")}
     gw = layout_width(group_layout(cfg))
@@ -294,7 +294,7 @@ def buffer_bytes(cfg: Config, works: list) -> dict:
 
 def model_program(t: Timing, cfg: Config, runs) -> list:
     """The model on a whole program: ``runs`` is ``[(commands, host words)]`` from a reset core
-    (e.g. :meth:`golden.core_layer.LayerProgram.init` and ``.step``, or a compiled DiT block
+    (e.g. :meth:`program.layer.LayerProgram.init` and ``.step``, or a compiled DiT block
     with its SAR masks). Returns per run ``{"cycles", "busy": {engine: cycles}, "bytes":
     {buffer.read/write: bytes}}`` (P-cache traffic as ``PCACHE.*``)."""
 

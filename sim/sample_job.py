@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.dit import DiTSpec
+from models.dit import DiTSpec
 
 __all__ = ["SampleJob", "write_job", "read_job", "write_result", "read_result", "JOB_ENV"]
 
@@ -28,7 +28,7 @@ JOB_ENV = "DSTAR_SAMPLE_JOB"
 class SampleJob:
     """A sampling run on the RTL core: the model (``spec``, ``params``, ``masks`` or None) and
     ``steps``, ``labels`` with their start-noise ``seeds``, ``guidance``, ``stream`` (buffers that
-    stream every layer, :data:`golden.core_model.STREAMABLE`), ``result`` (the path the loop
+    stream every layer, :data:`program.model.STREAMABLE`), ``result`` (the path the loop
     writes; it appends one line per step done to ``result`` + ``.progress``)."""
 
     spec: DiTSpec

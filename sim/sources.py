@@ -22,7 +22,7 @@ from pathlib import Path
 from gen.paths import ROOT
 
 #: Top-level packages of the project (a name outside them is a third-party or stdlib import).
-PACKAGES = ("golden", "rtl", "gen", "sim", "fpga", "tb", "dstar")
+PACKAGES = ("golden", "models", "analysis", "program", "rtl", "gen", "sim", "fpga", "tb", "dstar")
 #: Where elaboration starts: the generator and its catalogue, which imports every unit's module.
 ELABORATION_ROOTS = ("gen.generate", "gen.units")
 

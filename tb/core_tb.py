@@ -1,5 +1,5 @@
 """Testbench of the core (``dstar_core``): the command, host-in and host-out streams and the
-status port. The DiT-block workload the core tests run is :mod:`golden.core_workloads`."""
+status port. The DiT-block workload the core tests run is :mod:`program.workloads`."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import cocotb
 from cocotb.triggers import Edge, Event, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
-from golden import core_isa as isa
-from golden.core_sampling import assert_equal
 from golden.layouts import unpack
+from program import isa
+from program.sampling import assert_equal
 from sim.timing import core_store_latency
 
 from .array_tb import config_from_env
 from .streams import CLOCK_NS, StreamSink, StreamSource, reset, start_clock
 
-__all__ = ["CoreTB", "assert_equal"]   # assert_equal: golden.core_sampling's
+__all__ = ["CoreTB", "assert_equal"]   # assert_equal: program.sampling's
 
 
 class CoreTB:

@@ -8,10 +8,10 @@ ones)."""
 
 import cocotb
 
-from golden import core_isa as isa
-from golden.core_compiler import compile_block
-from golden.core_exec import CoreExecutor
-from golden.core_workloads import block_workload
+from program import isa
+from program.compiler import compile_block
+from program.executor import CoreExecutor
+from program.workloads import block_workload
 
 from .array_tb import env_int
 from .core_tb import CoreTB, assert_equal

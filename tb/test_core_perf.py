@@ -14,9 +14,9 @@ import time
 
 import cocotb
 
-from golden import core_isa as isa
-from golden.core_compiler import compile_block
-from golden.core_workloads import SPECS, block_workload
+from program import isa
+from program.compiler import compile_block
+from program.workloads import SPECS, block_workload
 
 from .array_tb import env_int
 from .core_tb import CoreTB, assert_equal

@@ -9,10 +9,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from golden import core_isa as isa
-from golden.core_exec import CoreExecutor
 from golden.layouts import VPU_OPS
 from golden.vpu import layernorm_eps_int
+from program import isa
+from program.executor import CoreExecutor
 
 from .core_tb import CoreTB
 from .midstream import OutputWatch, quiet, reset_midstream, take

@@ -2,17 +2,17 @@
 against the integer golden bit for bit.
 
 The job (:mod:`sim.sample_job`, named by ``DSTAR_SAMPLE_JOB``) gives the model, its SAR masks and
-the run. The program is :func:`golden.core_model.compile_model` (one batch row, or two for
+the run. The program is :func:`program.model.compile_model` (one batch row, or two for
 classifier-free guidance). Per sample the core's state is zeroed and its phase brought back to a
 cache step (its only stored words are a snapshot of the counters: the init and the start
 programs are checked to store nothing else); per step the host (this loop, in float) computes
 every row's inputs
-(:meth:`golden.dit_int_model.IntDiT.host_inputs`; the host side is
-:class:`golden.core_sampling.CoreSampler`), sends them and the streamed layers, the core
+(:meth:`models.dit_int_model.IntDiT.host_inputs`; the host side is
+:class:`program.sampling.CoreSampler`), sends them and the streamed layers, the core
 runs every layer, the host reads ``h0``, every block's output, ``f``, ``eps``, the streamed state
 and the counters. Each of those is compared with the integer golden's step: the first difference
 stops the run naming the sample (by its seed), step, row, tensor and index. The ``eps`` read from
-the core drives the DDIM update (:func:`golden.dit.ddim_update`). The result file holds the
+the core drives the DDIM update (:func:`models.dit.ddim_update`). The result file holds the
 images and, per step, the core's cycles (first command offered to ``done``) and its counters'
 increments.
 """
@@ -22,9 +22,9 @@ import os
 import cocotb
 import numpy as np
 
-from golden.core_model import compile_model
-from golden.core_sampling import CoreSampler
-from golden.dit_int_model import IntDiT
+from models.dit_int_model import IntDiT
+from program.model import compile_model
+from program.sampling import CoreSampler
 from sim.sample_job import JOB_ENV, read_job, write_result
 
 from .core_tb import CoreTB

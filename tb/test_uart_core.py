@@ -10,9 +10,9 @@ Environment: ``DSTAR_CONFIG``, ``DSTAR_CYCLES_PER_BIT`` (must match the build), 
 import cocotb
 import numpy as np
 
-from golden import core_isa as isa
-from golden.core_layer import LayerProgram
 from golden.differential import DiffLinear
+from program import isa
+from program.layer import LayerProgram
 from rtl.uart_vpu import SIM_CYCLES_PER_BIT
 from sim.host_driver import HostDriver
 

@@ -122,7 +122,7 @@ def test_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
 def _any_dit_files(d):
     """A two-layer "model" as a user brings it: a trace (3 steps, 4 tokens) and weights in the
     (out, in) layout, plus broken variants of the weights."""
-    from golden.trace import write_trace
+    from analysis.trace import write_trace
 
     rng = np.random.default_rng(3)
     x = rng.normal(0, 1, (3, 4, 4)).cumsum(axis=0)          # slowly changing inputs
@@ -223,10 +223,10 @@ def _operating_point(path, bases, thr=(2, 11, 47)):
 def test_operating_point_sets_each_layers_thresholds_and_base(tmp_path):
     """The layers quantize with the operating point's thresholds and their own base; the arrays
     keep the preset's configuration."""
+    from analysis.profile import load_operating_point
     from dstar.bench_inputs import LinearSpec
     from dstar.bench_layers import layer_configs
     from golden.config import preset
-    from golden.profile import load_operating_point
 
     cfg = preset("tiny")
     w = np.zeros((4, 4))

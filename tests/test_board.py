@@ -9,7 +9,7 @@ import pytest
 import dstar.cli
 from fpga.board import BOARDS, ULX3STop
 from golden.config import preset
-from golden.core_isa import core_for
+from program.isa import core_for
 
 
 def test_ulx3s_top_prepares_with_uart_pins_and_clock():

@@ -1,9 +1,9 @@
-"""golden/checkpoint.py: reference-layout (facebookresearch/DiT) checkpoints.
+"""models/checkpoint.py: reference-layout (facebookresearch/DiT) checkpoints.
 
-The reference side is written out here independently of golden.dit: a NumPy forward pass that
+The reference side is written out here independently of models.dit: a NumPy forward pass that
 reads the reference names and (out, in) weights directly, its Conv2d patch embedding as loops over
 the image and its ``unpatchify`` as the einsum ``hwpqc->chpwq``. A checkpoint loaded into
-golden.dit.DiT must give the same eps as that forward pass, and an export of the bundled digits
+models.dit.DiT must give the same eps as that forward pass, and an export of the bundled digits
 DiT must load back to the same model.
 """
 
@@ -17,9 +17,9 @@ import sys
 import numpy as np
 import pytest
 
-from golden import checkpoint as ckpt
-from golden.digits import TRAINED_PATH, load_trained
-from golden.dit import DiT, DiTSpec, _pos_embed
+from models import checkpoint as ckpt
+from models.digits import TRAINED_PATH, load_trained
+from models.dit import DiT, DiTSpec, _pos_embed
 
 # A tiny reference-layout DiT with every size distinct where a mix-up would hide: 3 channels,
 # patch 2, a 3x3 token grid (6x6 image), hidden 8, 2 heads, MLP 12 (ratio 1.5), 4 classes + null,

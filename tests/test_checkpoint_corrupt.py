@@ -1,4 +1,4 @@
-"""Damaged checkpoints given to ``dstar sample --weights`` (golden/checkpoint.py): every truncated
+"""Damaged checkpoints given to ``dstar sample --weights`` (models/checkpoint.py): every truncated
 or structurally corrupted copy of a real checkpoint, in each supported format, is one line
 naming the file and what is wrong, exit status 2, nothing written. A corrupt ``.safetensors``
 used to end in a traceback from Rust (``SafetensorError: ... header too large``) and an
@@ -6,7 +6,7 @@ used to end in a traceback from Rust (``SafetensorError: ... header too large``)
 ``.npz`` cut short, in a ``BadZipFile`` or ``EOFError`` traceback.
 
 The checkpoint is the tiny random-weight DiT exported by the project's own writer
-(:func:`golden.checkpoint.export_checkpoint`). A bit flip may leave a valid file with other
+(:func:`models.checkpoint.export_checkpoint`). A bit flip may leave a valid file with other
 numbers (the zip's CRC covers every ``.npz`` member's bytes, not its directory's slack; a
 ``.safetensors`` file has no checksum): such a file is accepted (or refused by a later check
 of the numbers, such as a weight too large for the configuration). To keep the test fast the
@@ -18,8 +18,8 @@ import pytest
 
 import dstar.cli
 import dstar.sample
-from golden.checkpoint import export_checkpoint
-from golden.dit import DIT_MODELS, init_params
+from models.checkpoint import export_checkpoint
+from models.dit import DIT_MODELS, init_params
 
 SPEC = DIT_MODELS["tiny"]
 

@@ -36,7 +36,7 @@ def trace_file(tmp_path_factory):
 
 
 def test_trace_fmdq_sar_outputs(tmp_path, capsys, trace_file):
-    from golden.trace import load_trace
+    from analysis.trace import load_trace
 
     tr = load_trace(trace_file)
     assert tr["blocks.0.attn.qkv.x"].shape == (3, 16, 16)
@@ -184,11 +184,11 @@ def test_a_failing_output_leaves_no_output_and_no_folder(tmp_path, capsys, trace
 ])
 def test_dit_int_checks_every_run_before_the_first(tmp_path, capsys, monkeypatch, argv, frag):
     """dit-int's per-preset base check used to run inside the work, after the float run."""
-    import golden.dit_int_compare
+    import models.dit_int_compare
 
     def never(*a, **k):
         raise AssertionError("a run started on bad input")
-    monkeypatch.setattr(golden.dit_int_compare, "compare_int", never)
+    monkeypatch.setattr(models.dit_int_compare, "compare_int", never)
     (tmp_path / "file").write_text("x")
     rc, out, err = run_dstar(capsys, "dit-int", "--model", "tiny", "--steps", "1",
                          *[a.format(d=tmp_path) for a in argv])
@@ -200,13 +200,13 @@ def test_dit_int_checks_every_run_before_the_first(tmp_path, capsys, monkeypatch
 @pytest.mark.parametrize("command", ["trace", "dit", "dit-int"])
 def test_a_layer_too_wide_is_refused_before_sampling(tmp_path, capsys, monkeypatch, command):
     """max_reduction used to be checked after the float run (trace) or inside the work."""
-    import golden.dit
-    import golden.dit_int_compare
+    import models.dit
+    import models.dit_int_compare
 
     def never(*a, **k):
         raise AssertionError("sampling started on bad input")
-    for mod, name in ((golden.dit, "record_trace"), (golden.dit, "compare"),
-                      (golden.dit_int_compare, "compare_int")):
+    for mod, name in ((models.dit, "record_trace"), (models.dit, "compare"),
+                      (models.dit_int_compare, "compare_int")):
         monkeypatch.setattr(mod, name, never)
     out = ["-o", tmp_path / "t.npz"] if command == "trace" else ["--json", tmp_path / "o.json"]
     rc, text, err = run_dstar(capsys, command, "--model", "tiny", "--set", "max_reduction=8", *out)

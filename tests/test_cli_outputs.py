@@ -132,6 +132,7 @@ def test_the_table_covers_every_subcommand():
 @pytest.fixture
 def no_work(monkeypatch):
     """Every command's work fails the test at once: bad output paths are refused before it."""
+    import analysis.profile
     import dstar.bench_layers
     import dstar.report_packing
     import dstar.report_summary
@@ -139,17 +140,16 @@ def no_work(monkeypatch):
     import fpga.board
     import fpga.synth
     import gen.generate
-    import golden.dit
-    import golden.dit_int_compare
-    import golden.profile
+    import models.dit
+    import models.dit_int_compare
 
     def never(*a, **k):
         raise AssertionError("the command started its work on bad input")
-    for mod, name in ((gen.generate, "to_rtlil"), (golden.dit, "record_trace"),
-                      (golden.dit, "compare"), (golden.dit_int_compare, "compare_int"),
+    for mod, name in ((gen.generate, "to_rtlil"), (models.dit, "record_trace"),
+                      (models.dit, "compare"), (models.dit_int_compare, "compare_int"),
                       (fpga.synth, "synthesize"), (dstar.report_summary, "report_files"),
                       (fpga.board, "build"), (dstar.bench_layers, "bench"),
-                      (golden.profile, "run_profile"), (dstar.sample, "run_samples"),
+                      (analysis.profile, "run_profile"), (dstar.sample, "run_samples"),
                       (dstar.report_packing, "load_inputs"), (dstar.report_packing, "synthesize")):
         monkeypatch.setattr(mod, name, never)
 

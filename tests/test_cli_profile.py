@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+import analysis.profile
 import dstar.cli
-import golden.profile
 
 REP = {"runs": [{"sar": False, "name": "fmdq only",
                  "summary": {"avg_bits": {"mean": 4.5}, "psnr_db": {"mean": 40.0}}}],
@@ -19,16 +19,16 @@ def only_profile(monkeypatch):
 
 
 def _stub(monkeypatch, runner, files, names, rep):
-    """``golden.profile.<runner>`` returns ``rep``; ``<files>`` gives stub text for each of
+    """``analysis.profile.<runner>`` returns ``rep``; ``<files>`` gives stub text for each of
     ``<names>``; returns the list the runner appends its sweep argument to."""
     calls = []
 
     def run(cfg, sweep, weights=None, log=print):
         calls.append(sweep)
         return rep
-    monkeypatch.setattr(golden.profile, runner, run)
-    monkeypatch.setattr(golden.profile, files, lambda r, d: {
-        p: f"{p.name}\n" for p in getattr(golden.profile, names)(d)})
+    monkeypatch.setattr(analysis.profile, runner, run)
+    monkeypatch.setattr(analysis.profile, files, lambda r, d: {
+        p: f"{p.name}\n" for p in getattr(analysis.profile, names)(d)})
     return calls
 
 
@@ -56,12 +56,12 @@ def test_missing_out_dir_is_created(tmp_path, capsys, fake_run):
 def test_report_files_appear_together(tmp_path, capsys, monkeypatch, fake_run):
     """profile.json, .md and .png used to be written one after the other."""
     def files(rep, d):
-        js, md, png = golden.profile.report_names(d)
+        js, md, png = analysis.profile.report_names(d)
 
         def fail(f):
             raise OSError(28, "No space left on device")
         return {js: "{}", md: "# x", png: fail}
-    monkeypatch.setattr(golden.profile, "report_files", files)
+    monkeypatch.setattr(analysis.profile, "report_files", files)
     rc, text, err = run_dstar(capsys, "--quick", "--out-dir", tmp_path / "new")
     assert rc == 1 and text == ""
     assert err == (f"dstar: error: cannot write {tmp_path / 'new' / 'profile.png'}: No space "
@@ -95,15 +95,15 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys, fake_run, argv,
 
 
 def test_real_report_files_render():
-    """The files the command writes come from golden.profile.report_files: JSON, Markdown and a
+    """The files the command writes come from analysis.profile.report_files: JSON, Markdown and a
     PNG writer (exercised on the stored report)."""
     import io
     from pathlib import Path
 
     rep = json.loads((Path(__file__).resolve().parent.parent / "reports" / "profile.json")
                      .read_text())
-    files = golden.profile.report_files(rep, "d")
-    js, md, png = golden.profile.report_names("d")
+    files = analysis.profile.report_files(rep, "d")
+    js, md, png = analysis.profile.report_names("d")
     assert json.loads(files[js]) == rep and files[md].startswith("# FMDQ and SAR")
     buf = io.BytesIO()
     files[png](buf)

@@ -38,9 +38,9 @@ def test_core_perf_record():
     """The perf bench on ``tiny`` (Verilator): its record is consistent (figures are for
     reports/core.md, not asserted here)."""
     from dstar.bench_core import MATRIX_SECTIONS, baseline_side_by_side, measure
-    from golden.core_compiler import compile_block
-    from golden.core_isa import core_for
-    from golden.core_workloads import block_workload
+    from program.compiler import compile_block
+    from program.isa import core_for
+    from program.workloads import block_workload
 
     cfg = preset("tiny")
     perf = measure(cfg, steps=2, optimize=False)

@@ -89,7 +89,7 @@ def test_core_programs_icarus():
     (Verilator: tests/test_perf_model.py)."""
     from dstar.core_programs import counter_reads, run_programs
     from dstar.perf_workloads import plain_program, shapes
-    from golden.core_isa import core_for
+    from program.isa import core_for
 
     prog = plain_program(CFG, shapes(CFG, "validation", steps=1)[0]).program
     out = run_programs(CFG, core_for(CFG), [prog], "icarus", tag="fast")

@@ -12,7 +12,7 @@ import pytest
 
 from dstar.sample import run_samples
 from golden.config import preset
-from golden.dit import DIT_MODELS, init_params
+from models.dit import DIT_MODELS, init_params
 
 
 @pytest.mark.cocotb

@@ -287,7 +287,7 @@ def test_core_buffer_depths_are_parameters():
     """``--set abuf_rows=...`` like any parameter: a depth the configuration sets replaces the
     core preset's, the others stay the preset's; unset depths leave the hash alone."""
     from golden.config import CORE_BUFFER_ROWS
-    from golden.core_isa import CORE_PRESETS, CoreConfig, core_for
+    from program.isa import CORE_PRESETS, CoreConfig, core_for
 
     assert core_for(preset("fpga")) == CORE_PRESETS["fpga"]
     assert core_for(Config()) == CoreConfig()

@@ -12,8 +12,11 @@ import pytest
 
 from golden import vpu as gv
 from golden.config import preset
-from golden.core_exec import CoreExecutor
-from golden.core_isa import (
+from golden.differential import DiffLinear
+from golden.fmdq import requant_params
+from golden.layouts import VPU_OPS
+from program.executor import CoreExecutor
+from program.isa import (
     BUFFERS,
     COUNTERS,
     CYCLE_COUNTERS,
@@ -24,9 +27,6 @@ from golden.core_isa import (
     row_to_words,
     words_to_row,
 )
-from golden.differential import DiffLinear
-from golden.fmdq import requant_params
-from golden.layouts import VPU_OPS
 from rtl.core import Core
 from sim.amaranth_core import run_core
 
@@ -265,7 +265,7 @@ def test_differential_layer_over_steps(cfg, dut):
 def _errors_case(cfg, kind):
     p = Prog(cfg)
     if kind == "opcode":
-        bad = len(__import__("golden.core_isa", fromlist=["OPCODES"]).OPCODES)
+        bad = len(__import__("program.isa", fromlist=["OPCODES"]).OPCODES)
         p.cmds.append(bad)                       # a raw word with an unknown opcode
     elif kind == "address":
         p.cmds.append(Cmd("LOAD", dict(buf=BUFFERS.index("ABUF"), addr=2040, count=16)))

@@ -11,10 +11,10 @@ import numpy as np
 from amaranth.hdl import Fragment, Signal
 from amaranth.sim import Simulator
 
-from golden import core_isa as isa
 from golden.config import preset
-from golden.core_exec import COUNTER_MAX, CoreExecutor
 from golden.layouts import VPU_OPS
+from program import isa
+from program.executor import COUNTER_MAX, CoreExecutor
 from rtl.core import Core
 from sim.amaranth_streams import stream_get, stream_put
 from sim.timing import core_store_latency

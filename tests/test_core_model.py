@@ -1,4 +1,4 @@
-"""The whole-model compiler (golden.core_model) on the ISA executor: every stored tensor equal to
+"""The whole-model compiler (program.model) on the ISA executor: every stored tensor equal to
 the integer model at every step (resident, streamed, two batch rows, no reuse), a new trajectory
 after an odd number of steps, the transfers of reuse steps, the memory-map errors, the wide
 address fields, and a corrupted word named by the comparison the cocotb loop uses."""
@@ -6,13 +6,13 @@ address fields, and a corrupted word named by the comparison the cocotb loop use
 import numpy as np
 import pytest
 
-from golden import core_isa as isa
 from golden.config import ConfigError, preset
-from golden.core_exec import CoreExecutor
-from golden.core_model import compile_model, resident_depths
-from golden.core_sampling import CoreSampler, assert_equal
-from golden.dit import DIT_MODELS, calibrate_masks, init_params, start_noise
-from golden.dit_int_model import IntDiT
+from models.dit import DIT_MODELS, calibrate_masks, init_params, start_noise
+from models.dit_int_model import IntDiT
+from program import isa
+from program.executor import CoreExecutor
+from program.model import compile_model, resident_depths
+from program.sampling import CoreSampler, assert_equal
 
 SPEC = DIT_MODELS["tiny"]
 
@@ -25,7 +25,7 @@ def params():
 @pytest.fixture(scope="module")
 def digits():
     """The trained digits DiT at ``fpga`` (the integer model) and its resident depths."""
-    from golden.digits import load_trained
+    from models.digits import load_trained
 
     spec, p = load_trained()
     model = IntDiT(spec, p, preset("fpga"))
@@ -187,7 +187,7 @@ def test_eps_drops_the_padding(digits):
     big = preset("fpga", **depths)
     with pytest.raises(ValueError, match=r"LOAD.addr = \d+ does not fit its 14 bits"):
         compile_model(model, isa.core_for(big))          # the model's cfg has 14-bit fields
-    from golden.digits import load_trained
+    from models.digits import load_trained
 
     spec, p = load_trained()
     model = IntDiT(spec, p, big)

@@ -1,16 +1,21 @@
-"""The core's compiler (golden/core_compiler.py) and ISA-level executor (golden/core_exec.py):
+"""The core's compiler (program/compiler.py) and ISA-level executor (program/executor.py):
 the compiled program run on the executor equals IntDiTBlock bit for bit at every step (SAR with
 cache and reuse steps, every block kept, interval 1, presets tiny and fpga), the command words and
 assembly round-trip, programs that do not fit are refused, core errors carry their codes, and the
-event counters follow the rules of golden/core_exec.py."""
+event counters follow the rules of program/executor.py."""
 
 import numpy as np
 import pytest
 
 from golden.config import preset
-from golden.core_compiler import FREE, FULL, compile_block, make_cmd
-from golden.core_exec import CoreError, CoreExecutor
-from golden.core_isa import (
+from golden.dit_int import LAYERS, IntDiTBlock
+from golden.fmdq import quantize_subchannels, to_fixed
+from golden.layouts import VPU_OPS
+from golden.schedule import schedule_tile
+from models.dit import DiTSpec, init_params
+from program.compiler import FREE, FULL, compile_block, make_cmd
+from program.executor import CoreError, CoreExecutor
+from program.isa import (
     BUFFERS,
     COUNTERS,
     CoreConfig,
@@ -22,11 +27,6 @@ from golden.core_isa import (
     parse_cmd,
     row_to_words,
 )
-from golden.dit import DiTSpec, init_params
-from golden.dit_int import LAYERS, IntDiTBlock
-from golden.fmdq import quantize_subchannels, to_fixed
-from golden.layouts import VPU_OPS
-from golden.schedule import schedule_tile
 
 SPEC = DiTSpec(image_size=8, patch=2, hidden=16, heads=2, depth=1)   # N 16, D 16, d 8, M 32
 STEPS = 5
@@ -397,11 +397,11 @@ def test_store_counters():
 
 
 def test_encoding_doc_is_current():
-    """docs/core_isa.md is the encoding golden/core_isa.py generates (regenerate with
-    ``python -m golden.core_isa fpga > docs/core_isa.md``)."""
+    """docs/core_isa.md is the encoding program/isa.py generates (regenerate with
+    ``python -m program.isa fpga > docs/core_isa.md``)."""
     from pathlib import Path
 
-    from golden.core_isa import encoding_markdown
+    from program.isa import encoding_markdown
     doc = Path(__file__).resolve().parent.parent / "docs" / "core_isa.md"
     assert doc.read_text() == encoding_markdown(preset("fpga")), \
-        "docs/core_isa.md is stale: python -m golden.core_isa fpga > docs/core_isa.md"
+        "docs/core_isa.md is stale: python -m program.isa fpga > docs/core_isa.md"

@@ -1,4 +1,4 @@
-"""The reference DiT (golden/dit.py): shapes, the float DDIM sampler, tracing, and the quantized
+"""The reference DiT (models/dit.py): shapes, the float DDIM sampler, tracing, and the quantized
 mode (differential FMDQ layers, SAR attention, the QK/V split of the fused qkv)."""
 
 import json
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from golden.config import preset
-from golden.dit import (
+from golden.fmdq_stats import LayerStats
+from models.dit import (
     DiT,
     DiTSpec,
     QuantizedDiT,
@@ -22,7 +23,6 @@ from golden.dit import (
     linear_layer_names,
     record_trace,
 )
-from golden.fmdq_stats import LayerStats
 
 # 16 tokens of 16 features: fast on the tiny preset (T = 4).
 SPEC = DiTSpec(image_size=8, patch=2, channels=2, hidden=16, depth=1, heads=2, mlp_ratio=2.0,

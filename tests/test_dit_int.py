@@ -1,4 +1,4 @@
-"""The integer DiT-block golden (golden/dit_int.py, golden/dit_int_compare.py) and ``dstar
+"""The integer DiT-block golden (golden/dit_int.py, models/dit_int_compare.py) and ``dstar
 dit-int``: pure integer within the stated widths, the closed-loop invariants of every differential
 layer, SAR cache/reuse behaviour, the attention requantization against exact arithmetic, the
 P-cache bytes, repeatability, input checks, and the distance to the float DiT."""
@@ -12,12 +12,12 @@ import pytest
 
 import dstar.cli
 from golden.config import preset
-from golden.dit import DIT_MODELS, DiT, init_params
 from golden.dit_int import LAYERS, IntDiTBlock, kv_e_max, pack_pcache, unpack_pcache
-from golden.dit_int_compare import compare_int
 from golden.fmdq import to_fixed
 from golden.sar import PRECISION_CODE_BITS, quantize_p
 from golden.vpu import recon_matrix
+from models.dit import DIT_MODELS, DiT, init_params
+from models.dit_int_compare import compare_int
 
 SPEC = DIT_MODELS["tiny"]   # 16 tokens of 16 features, 2 heads of 8, one block
 STEPS = 5

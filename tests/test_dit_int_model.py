@@ -1,4 +1,4 @@
-"""The integer golden of the whole DiT (golden/dit_int_model.py) and ``dstar sample``."""
+"""The integer golden of the whole DiT (models/dit_int_model.py) and ``dstar sample``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 
 import dstar.cli
 from golden.config import preset
-from golden.digits import psnr
-from golden.dit import DIT_MODELS, DiT, ddim_sample, init_params
 from golden.dit_int import IntDiTBlock
-from golden.dit_int_model import IntDiT, ddim_sample_float, ddim_sample_int, guided_eps
 from golden.fmdq import to_fixed
+from models.digits import psnr
+from models.dit import DIT_MODELS, DiT, ddim_sample, init_params
+from models.dit_int_model import IntDiT, ddim_sample_float, ddim_sample_int, guided_eps
 
 SPEC = DIT_MODELS["tiny"]
 CFG = preset("tiny")

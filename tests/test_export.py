@@ -305,8 +305,8 @@ def test_cli_refuses_to_overwrite_the_verilog_with_an_artefact(tmp_path, capsys)
 def test_core_header_matches_the_instruction_set(tmp_path, unit):
     """The core's header carries its instruction set (opcodes, every command field, buffers,
     rows, host words per row, error codes, counters), each value checked by the compiler
-    against golden.core_isa."""
-    from golden import core_isa as isa
+    against program.isa."""
+    from program import isa
 
     cfg = preset("tiny")
     (tmp_path / "dstar.h").write_text(c_header(unit, cfg))

@@ -106,7 +106,7 @@ def test_manifest_layouts_are_the_signatures_and_golden_agrees():
         assert set(got) == set(ports), unit
         for name, fields in ports.items():
             assert got[name] == layout_doc(fields), (unit, name)
-    from golden import core_isa as isa
+    from program import isa
     for unit, cmd in (("core", "cmd"), ("uart_core", "link_in0")):
         got = stream_layouts(unit, cfg)
         assert got[cmd] == {op: layout_doc(isa.header_layout() + isa.cmd_layout(cfg, op))

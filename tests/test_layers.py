@@ -1,9 +1,10 @@
 """The layering of docs/architecture.md §1, checked on every import the source holds.
 
-``golden`` ← ``rtl`` ← ``gen`` ← {``fpga``, ``sim``} ← ``tb``, with the application ``dstar`` on
-top: a package imports only the packages below it (``fpga`` and ``sim`` never each other), and
-nothing but the tests imports ``dstar``. Imports inside functions count like any other, and no
-package's modules import each other in a cycle.
+``golden`` (the numerics) ← ``models`` ← {``analysis``, ``program``} and ``program`` ← ``rtl`` ←
+``gen`` ← {``fpga``, ``sim``} ← ``tb``, with the application ``dstar`` on top: a package imports
+only the packages below it (``fpga`` and ``sim`` never each other, the RTL only the core's
+program package besides the numerics), and nothing but the tests imports ``dstar``. Imports
+inside functions count like any other, and no package's modules import each other in a cycle.
 """
 
 from __future__ import annotations
@@ -13,24 +14,31 @@ from pathlib import Path
 
 import pytest
 
-from sim.sources import PACKAGES, ROOT, imported_modules
+from sim.sources import PACKAGES, ROOT, imported_modules, module_file
 
 #: What each package may import besides itself.
 ALLOWED = {
     "golden": set(),
-    "rtl": {"golden"},
-    "gen": {"golden", "rtl"},
-    "fpga": {"golden", "rtl", "gen"},
-    "sim": {"golden", "rtl", "gen"},
-    "tb": {"golden", "rtl", "gen", "fpga", "sim"},
-    "dstar": {"golden", "rtl", "gen", "fpga", "sim", "tb"},
+    "models": {"golden"},
+    "analysis": {"golden", "models"},
+    "program": {"golden", "models"},
+    "rtl": {"golden", "program"},
+    "gen": {"golden", "program", "rtl"},
+    "fpga": {"golden", "models", "program", "rtl", "gen"},
+    "sim": {"golden", "models", "program", "rtl", "gen"},
+    "tb": {"golden", "models", "program", "rtl", "gen", "fpga", "sim"},
+    "dstar": {"golden", "models", "analysis", "program", "rtl", "gen", "fpga", "sim", "tb"},
 }
 
 
 def modules(root: Path = ROOT) -> list[str]:
-    """Every module of the project's packages under ``root``."""
-    return sorted(f"{pk}.{f.stem}" if f.stem != "__init__" else pk
-                  for pk in PACKAGES for f in (root / pk).glob("*.py"))
+    """Every module of the project's packages (and their subpackages) under ``root``."""
+    out = []
+    for pk in PACKAGES:
+        for f in (root / pk).rglob("*.py"):
+            parts = f.relative_to(root).with_suffix("").parts
+            out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return sorted(out)
 
 
 def forbidden_arrows(root: Path = ROOT) -> list[str]:
@@ -51,9 +59,7 @@ def dynamic_arrows(root: Path = ROOT) -> list[str]:
     bad = []
     for mod in modules(root):
         pk = mod.split(".")[0]
-        path = root.joinpath(*mod.split(".")).with_suffix(".py")
-        if not path.is_file():
-            path = root / pk / "__init__.py"
+        path = module_file(mod, root)
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and getattr(node.func, "attr",
                                                            getattr(node.func, "id", "")) in
@@ -147,3 +153,30 @@ def test_the_checker_finds_a_cycle(tmp_path):
     root = _tree(tmp_path, {"golden/a.py": "from .b import x\n",
                             "golden/b.py": "def f():\n    from .a import y\n"})
     assert cycles(root) == [["golden.a", "golden.b", "golden.a"]]
+
+
+@pytest.mark.parametrize("src, target", [
+    ("golden/a.py", "models.dit"),          # the numerics import no model
+    ("golden/a.py", "program.isa"),         # ... nor the core's ISA or compiler
+    ("models/a.py", "program.model"),       # a model knows no core
+    ("models/a.py", "analysis.profile"),
+    ("analysis/a.py", "program.compiler"),
+    ("program/a.py", "analysis.trace"),
+    ("program/a.py", "rtl.core"),           # the compiler does not reach into the RTL
+    ("rtl/a.py", "models.dit"),             # the RTL takes the ISA, not the models
+])
+def test_the_checker_finds_a_planted_upward_import_in_each_package(tmp_path, src, target):
+    mod, name = target.rsplit(".", 1)
+    root = _tree(tmp_path, {src: f"def f():\n    from {mod} import {name}\n",
+                            f"{mod.replace('.', '/')}/{name}.py": ""})
+    a = src[:-3].replace("/", ".")
+    assert forbidden_arrows(root) == [f"{a} -> {mod}", f"{a} -> {target}"]
+
+
+def test_golden_holds_the_numerics_alone():
+    """The numerics reference stays small enough to read in an hour: under 6,000 lines, none of
+    them the core's software, the models or the analyses."""
+    lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "golden").glob("*.py"))
+    assert lines < 6000, lines
+    names = {p.stem for p in (ROOT / "golden").glob("*.py")}
+    assert not names & {"core_isa", "core_compiler", "dit", "checkpoint", "profile", "trace"}

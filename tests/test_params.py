@@ -8,8 +8,8 @@ import pytest
 from amaranth.hdl import unsigned
 
 from golden.config import preset
-from golden.core_isa import core_for
 from golden.vpu import vpu_tables
+from program.isa import core_for
 from rtl.array import ArrayUnit, SystolicArray
 from rtl.chunker import ChunkAssembler, descriptor_layout
 from rtl.core import Core
@@ -113,9 +113,9 @@ REFUSED = [
     (lambda: Packer(CFG, chunk_layout=_chunk(), slot_shape=0), ValueError,
      "slot_shape must be a shape of width >= 1"),
     (lambda: Core(CFG, core={"abuf_rows": 4}), TypeError,
-     "core must be a golden.core_isa.CoreConfig"),
-    (lambda: UartCore(CFG, core=None), TypeError, "core must be a golden.core_isa.CoreConfig"),
-    (lambda: Dispatcher(CFG, core=3), TypeError, "core must be a golden.core_isa.CoreConfig"),
+     "core must be a program.isa.CoreConfig"),
+    (lambda: UartCore(CFG, core=None), TypeError, "core must be a program.isa.CoreConfig"),
+    (lambda: Dispatcher(CFG, core=3), TypeError, "core must be a program.isa.CoreConfig"),
     (lambda: QuantEngine(None, core=CORE), TypeError, "cfg must be a golden.config.Config"),
     (lambda: MatrixEngine(CFG, core="tiny"), TypeError, "core must be"),
     (lambda: VectorEngine(CFG, core=None), TypeError, "core must be"),

@@ -6,7 +6,7 @@ import pytest
 
 from dstar.perf_workloads import isolated, layer_steps, shapes
 from golden.config import preset
-from golden.core_isa import BUFFERS, core_for
+from program.isa import BUFFERS, core_for
 from sim.core_work import Work, trace_work
 from sim.perf_model import Timing, buffer_bytes, simulate
 
@@ -73,7 +73,7 @@ def test_work_trace_counts_every_command_and_the_skips():
 
 
 def test_isolated_program_keeps_skip_ranges():
-    from golden.core_isa import Cmd
+    from program.isa import Cmd
     cmds = [Cmd("SKIP", dict(count=2)), Cmd("NOP", {}), Cmd("NOP", {}), Cmd("END", {})]
     iso = isolated(cmds)
     assert iso[1].op == "SKIP" and iso[1].args["count"] == 4

@@ -1,7 +1,8 @@
 """The report generators import and render Markdown tables from a small fake result (no tools
 run; the figures themselves come from ``dstar measure arrays`` / ``dstar.report_qpu``)."""
 
-from dstar import report_arrays, report_qpu
+from dstar import report_arrays
+from dstar import report_qpu
 
 
 def test_markdown_writers_render_tables():

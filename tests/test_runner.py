@@ -204,7 +204,7 @@ def test_real_run_missing_a_test_fails(monkeypatch):
 def test_cache_key_covers_the_golden_modules_elaboration_reads():
     files = {str(f.relative_to(ROOT)) for f in elaboration_sources()}
     for f in ("golden/vpu.py", "golden/schedule.py", "golden/fmdq.py", "golden/sar.py",
-              "golden/config.py", "golden/layouts.py", "golden/bitonic.py", "golden/core_isa.py",
+              "golden/config.py", "golden/layouts.py", "golden/bitonic.py", "program/isa.py",
               "rtl/core.py", "gen/generate.py"):
         assert (ROOT / f).is_file(), f
         assert f in files, f

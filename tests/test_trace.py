@@ -1,4 +1,4 @@
-"""Trace format (golden/trace.py): round trip, one-line errors for every bad input, and the FMDQ
+"""Trace format (analysis/trace.py): round trip, one-line errors for every bad input, and the FMDQ
 and SAR analyses on synthetic traces with known answers."""
 
 import json
@@ -8,8 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from golden.config import preset
-from golden.trace import (
+from analysis.trace import (
     analyze_fmdq,
     analyze_sar,
     load_trace,
@@ -18,6 +17,7 @@ from golden.trace import (
     validate_trace,
     write_trace,
 )
+from golden.config import preset
 
 
 def _probs(S=2, H=1, N=8, seed=0):

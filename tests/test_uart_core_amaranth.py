@@ -6,9 +6,9 @@ link port, bit-exact against the ISA executor, and the status reply's user bits 
 import numpy as np
 from amaranth.sim import Simulator
 
-from golden import core_isa as isa
 from golden.config import preset
-from golden.core_exec import CoreExecutor
+from program import isa
+from program.executor import CoreExecutor
 from rtl.uart_core import UartCore
 from sim.amaranth_uart import AmaranthUartTransport
 from sim.host_driver import HostDriver

@@ -14,6 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _ref import ref_rnd
+from analysis.vpu_accuracy import (
+    METRICS,
+    bounds,
+    check,
+    hard_bounds,
+    layernorm_cases,
+    measure,
+    softmax_cases,
+)
 from golden import vpu
 from golden.config import ConfigError, preset
 from golden.differential import DiffLinear, quantize_weights
@@ -41,15 +50,6 @@ from golden.vpu import (
     softmax_ref,
     vpu_tables,
     xhat_update,
-)
-from golden.vpu_accuracy import (
-    METRICS,
-    bounds,
-    check,
-    hard_bounds,
-    layernorm_cases,
-    measure,
-    softmax_cases,
 )
 
 SET = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,14 +1,14 @@
-"""Train the reference DiT (:mod:`golden.dit`) on the 16×16 digits (:mod:`golden.digits`) in JAX.
+"""Train the reference DiT (:mod:`models.dit`) on the 16×16 digits (:mod:`models.digits`) in JAX.
 
-Run as ``python -m golden.train_dit --out golden/data/digits_dit.npz`` (needs the ``train`` extra:
+Run as ``python -m models.train_dit --out models/data/digits_dit.npz`` (needs the ``train`` extra:
 ``pip install -e '.[train]'``). The rest of the project never imports JAX; this module imports it
 only inside :func:`main`, after pinning XLA to one thread.
 
 What it trains: a class-conditional eps-prediction DiT with exactly the architecture and the
-parameter dict of :func:`golden.dit.init_params` (same names and shapes, ``W`` is (in, out)); the
-JAX forward :func:`forward` is :meth:`golden.dit.DiT.forward` written batched (layernorm eps 1e-6,
+parameter dict of :func:`models.dit.init_params` (same names and shapes, ``W`` is (in, out)); the
+JAX forward :func:`forward` is :meth:`models.dit.DiT.forward` written batched (layernorm eps 1e-6,
 tanh-GELU, adaLN-Zero split order shift/scale/gate ×2, fixed ``_pos_embed``, timestep embedding
-[cos, sin]). Training: the linear beta schedule of ``golden.dit`` (``TRAIN_STEPS``, ``BETA_START``,
+[cos, sin]). Training: the linear beta schedule of ``models.dit`` (``TRAIN_STEPS``, ``BETA_START``,
 ``BETA_END``), uniform timesteps, MSE on eps, class dropout to the null class (label = classes)
 with probability 0.1, Adam written out here (no optax) with linear warm-up and cosine decay,
 global-norm gradient clipping at 1, and an exponential moving average (EMA) of the weights, which
@@ -18,7 +18,7 @@ and one XLA thread make the run deterministic on a given machine and JAX version
 
 The .npz holds ``param/<name>`` float32 arrays, ``spec`` and ``meta`` (JSON strings) and a few
 reference samples (``ref/seeds``, ``ref/labels``, ``ref/images``, ``ref/steps``) drawn by
-:func:`ddim_sample_jax`, the same DDIM as :func:`golden.dit.ddim_sample` in float32, so the NumPy
+:func:`ddim_sample_jax`, the same DDIM as :func:`models.dit.ddim_sample` in float32, so the NumPy
 model can be checked against the trained one (``tests/test_digits.py``).
 """
 
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .digits import DIGITS_SPEC
-from .dit import BETA_END, BETA_START, TRAIN_STEPS, DiTSpec, _pos_embed, ddim_timesteps
+from models.digits import DIGITS_SPEC
+from models.dit import BETA_END, BETA_START, TRAIN_STEPS, DiTSpec, _pos_embed, ddim_timesteps
 
 __all__ = ["init_train_params", "forward", "ddim_sample_jax", "train", "main"]
 
@@ -46,7 +46,7 @@ REF_STEPS = 20
 
 def init_train_params(spec: DiTSpec, seed: int) -> dict:
     """DiT-style initial weights (float32) with the names and shapes of
-    :func:`golden.dit.init_params`."""
+    :func:`models.dit.init_params`."""
     rng = np.random.default_rng(seed)
     D, M, F = spec.hidden, spec.mlp_hidden, spec.freq_dim
     p = {}
@@ -66,7 +66,7 @@ def init_train_params(spec: DiTSpec, seed: int) -> dict:
     p["pos_embed"] = _pos_embed(spec.grid, D)
     lin("t_embed.fc1", F, D)
     lin("t_embed.fc2", D, D)
-    # Unit-variance class rows (as golden.dit.init_params): with DiT's 0.02 the class signal is
+    # Unit-variance class rows (as models.dit.init_params): with DiT's 0.02 the class signal is
     # too weak to be learnt in a CPU-sized budget (1400 steps gave chance-level class accuracy).
     p["y_embed"] = rng.normal(0.0, 1.0, (spec.classes + 1, D))
     for i in range(spec.depth):
@@ -90,7 +90,7 @@ def _jnp():
 
 
 def forward(P: dict, spec: DiTSpec, x, t, labels):
-    """Batched :meth:`golden.dit.DiT.forward`: ``x`` (B, C, H, W), ``t`` and ``labels`` (B,)
+    """Batched :meth:`models.dit.DiT.forward`: ``x`` (B, C, H, W), ``t`` and ``labels`` (B,)
     → eps (B, C, H, W)."""
     import jax
     jnp = _jnp()
@@ -141,7 +141,7 @@ def _abar():
 
 
 def ddim_sample_jax(P, spec: DiTSpec, seeds, labels, steps: int):
-    """:func:`golden.dit.ddim_sample` (eta 0, x0 clipped to [-1, 1]) in float32 JAX for a batch;
+    """:func:`models.dit.ddim_sample` (eta 0, x0 clipped to [-1, 1]) in float32 JAX for a batch;
     the start noise of each seed comes from NumPy exactly as there."""
     import jax
     jnp = _jnp()
@@ -168,7 +168,7 @@ def train(spec: DiTSpec = DIGITS_SPEC, steps: int = 3000, batch: int = 128, lr: 
     """Train and return ``(ema_params, meta)`` (NumPy float32 dict, JSON-able dict)."""
     import jax
     jnp = _jnp()
-    from .digits import load_dataset
+    from models.digits import load_dataset
 
     images, labels_all = load_dataset()
     images = images.astype(np.float32)
@@ -236,9 +236,9 @@ def save(path: Path, spec: DiTSpec, params: dict, meta: dict, ref: dict):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m golden.train_dit",
+    ap = argparse.ArgumentParser(prog="python -m models.train_dit",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, default=Path("golden/data/digits_dit.npz"))
+    ap.add_argument("--out", type=Path, default=Path("models/data/digits_dit.npz"))
     ap.add_argument("--steps", type=int, default=3000, help="optimizer steps (default 3000)")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -260,7 +260,7 @@ def main(argv=None) -> int:
                          log=lambda s: print(s, flush=True))
     labels = [s % spec.classes for s in REF_SEEDS]
     imgs = ddim_sample_jax(params, spec, REF_SEEDS, labels, REF_STEPS)
-    from .digits import class_accuracy
+    from models.digits import class_accuracy
     meta["ref_class_accuracy"] = class_accuracy(imgs, labels)
     save(a.out, spec, params, meta, dict(seeds=np.array(REF_SEEDS), labels=np.array(labels),
                                          images=imgs.astype(np.float32), steps=REF_STEPS))

@@ -1,5 +1,5 @@
 """The DSTAR core's compiler: one :class:`golden.dit_int.IntDiTBlock` → a core program
-(:mod:`golden.core_isa` commands) whose sequential execution (:mod:`golden.core_exec`) equals the
+(:mod:`program.isa` commands) whose sequential execution (:mod:`program.executor`) equals the
 block bit for bit at every step.
 
 Program structure
@@ -45,8 +45,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import Config
-from .core_isa import (
+from golden.config import Config
+from golden.dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
+from golden.fmdq import requantize
+from golden.layouts import VPU_OPS
+from program.isa import (
     ADDR_BITS,
     BUFFERS,
     Cmd,
@@ -61,9 +64,6 @@ from .core_isa import (
     tensor_rows,
     words_to_row,
 )
-from .dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
-from .fmdq import requantize
-from .layouts import VPU_OPS
 
 __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
            "emit_layer", "emit_vrow", "emit_block_body", "weight_words", "rbuf_words",
@@ -76,7 +76,7 @@ BUF_ORDER = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "GMEM")
 
 
 def make_cmd(cfg: Config, op: str, wait: int = 0, signal: int = 0, **fields) -> Cmd:
-    """A :class:`~golden.core_isa.Cmd` with every field of ``op`` present (0 unless given), so
+    """A :class:`~program.isa.Cmd` with every field of ``op`` present (0 unless given), so
     that it equals its own decoded word."""
     lay = cmd_layout(cfg, op)
     names = [f[0] for f in lay]

@@ -1,8 +1,8 @@
-"""The DSTAR core's compiler for a whole DiT: :class:`golden.dit_int_model.IntDiT` → a core program
+"""The DSTAR core's compiler for a whole DiT: :class:`models.dit_int_model.IntDiT` → a core program
 whose sequential execution equals the integer model bit for bit at every step.
 
-A block is lowered exactly as :mod:`golden.core_compiler` lowers one (the same command sequence
-over this program's memory map, :func:`golden.core_compiler.emit_block_body`); around the blocks
+A block is lowered exactly as :mod:`program.compiler` lowers one (the same command sequence
+over this program's memory map, :func:`program.compiler.emit_block_body`); around the blocks
 come the patch embedding, the position embedding and the final layer.
 
 Program structure
@@ -58,7 +58,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .core_compiler import (
+from golden.dit_int import LAYERS, MOD_NAMES
+from golden.schedule import Counters, schedule_matrix
+from models.dit_int_model import IntDiT, ModelStep
+from program.compiler import (
     BUF_ORDER,
     Emitter,
     Region,
@@ -73,7 +76,7 @@ from .core_compiler import (
     regions_end,
     weight_words,
 )
-from .core_isa import (
+from program.isa import (
     ADDR_BITS,
     BUFFERS,
     COUNTERS,
@@ -88,9 +91,6 @@ from .core_isa import (
     words_to_row,
     ysum_rows,
 )
-from .dit_int import LAYERS, MOD_NAMES
-from .dit_int_model import IntDiT, ModelStep
-from .schedule import Counters, schedule_matrix
 
 __all__ = ["compile_model", "ModelProgram", "STREAMABLE", "layer_names",
            "zero_state_commands", "resident_depths", "quant_counters"]
@@ -106,7 +106,7 @@ _SCRATCH = {"ln1": 1, "a": 1, "qk.y": 2, "v.y": 1, "S": None, "P": None, "o": 1,
 def quant_counters(model: IntDiT, steps: list) -> dict:
     """The QPU counters (``qpu_<name>``, :data:`golden.layouts.COUNTER_NAMES`) a core adds while
     it runs one model step of every batch row (``steps``: each row's
-    :class:`~golden.dit_int_model.ModelStep`), recomputed from the integer golden: every QUANT
+    :class:`~models.dit_int_model.ModelStep`), recomputed from the integer golden: every QUANT
     of the step, in the same tiles.
 
     - each differential layer that ran (the golden's counters; the patch embedding's input is
@@ -230,7 +230,7 @@ class ModelProgram:
 
     def host_words(self, inputs: list, states: list, cache: bool) -> list:
         """The host words of one step: per batch row its
-        :class:`golden.dit_int_model.HostInputs` and the host's copy of its streamed state
+        :class:`models.dit_int_model.HostInputs` and the host's copy of its streamed state
         (:meth:`initial_state`, then :meth:`next_state`), in the order of the step's LOADs."""
         if len(inputs) != self.rows or len(states) != self.rows:
             raise ValueError(f"the program runs {self.rows} batch row(s): give that many inputs "
@@ -377,7 +377,7 @@ def resident_depths(model: IntDiT, *, rows: int = 1) -> dict:
     """The buffer depths (``abuf_rows`` ...: rows) at which ``model`` with ``rows`` batch rows
     runs with nothing streamed (for ``--set``); raises ValueError when even the deepest core
     cannot hold it."""
-    from .config import CORE_ADDR_BITS, CORE_WIDE_ADDR_BITS, CORE_WIDE_ROWS
+    from golden.config import CORE_ADDR_BITS, CORE_WIDE_ADDR_BITS, CORE_WIDE_ROWS
 
     deepest = CoreConfig(**{f: 1 << (CORE_WIDE_ADDR_BITS if f in CORE_WIDE_ROWS
                                      else CORE_ADDR_BITS)
@@ -578,7 +578,7 @@ def _layer_regions(prog: ModelProgram, r: int, name: str, k: str | None = None) 
 
 
 def _block_view(prog: ModelProgram, r: int, i: int):
-    """Block ``i`` of batch row ``r`` as :func:`golden.core_compiler.emit_block_body` sees it:
+    """Block ``i`` of batch row ``r`` as :func:`program.compiler.emit_block_body` sees it:
     its :class:`~golden.dit_int.IntDiTBlock` and its region names mapped onto the model's map."""
     R = prog.regions
     view = {"x": R[f"h.{i}"], "out": R[f"h.{i + 1}"],

@@ -1,10 +1,10 @@
 """One differential linear layer as a core program: the unit of work the host-link tests and the
-layer benchmarks run (the whole DiT block is :mod:`golden.core_compiler`).
+layer benchmarks run (the whole DiT block is :mod:`program.compiler`).
 
 :class:`LayerProgram` wraps a :class:`golden.differential.DiffLinear` of ``cin → cout`` over
 ``N`` tokens (multiples of ``T``): :meth:`init` loads the weights and requantization rows and
 zeroes the state; :meth:`step` quantizes a new input differentially through the double-buffered
-group slots (the compiler's own layer schedule, :func:`golden.core_compiler.emit_layer`) and
+group slots (the compiler's own layer schedule, :func:`program.compiler.emit_layer`) and
 stores ``y``, ``x̂`` and ``Y``; :meth:`parse` turns the stored words back into arrays;
 :meth:`expected` steps the golden layer.
 
@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import Config
-from .core_compiler import (
+from golden.config import Config
+from golden.differential import DiffLinear
+from program.compiler import (
     Emitter,
     Region,
     check_bias,
@@ -26,7 +27,7 @@ from .core_compiler import (
     rbuf_words,
     weight_words,
 )
-from .core_isa import (
+from program.isa import (
     BUFFERS,
     CoreConfig,
     buffer_depth,
@@ -38,7 +39,6 @@ from .core_isa import (
     tensor_rows,
     words_to_row,
 )
-from .differential import DiffLinear
 
 __all__ = ["LayerProgram"]
 

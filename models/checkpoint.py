@@ -1,5 +1,5 @@
 """DiT checkpoints in the parameter layout of the reference implementation (facebookresearch/DiT,
-``models.py``): load them as ``(DiTSpec, params)`` for :class:`golden.dit.DiT` and the quantized
+``models.py``): load them as ``(DiTSpec, params)`` for :class:`models.dit.DiT` and the quantized
 models, and export this project's weights to that layout.
 
 The two layouts hold the same function; they differ in names, in the orientation of the linear
@@ -31,11 +31,11 @@ scale in the final layer) and raster token order.
 
 Patches. The reference embeds patches with a ``Conv2d`` of stride ``p``: token ``gy·g + gx``
 gets ``sum w[d, c, ky, kx] · img[c, gy·p + ky, gx·p + kx]``. This project's
-:meth:`~golden.dit.DiT.patchify` flattens a patch with the channel fastest, feature
+:meth:`~models.dit.DiT.patchify` flattens a patch with the channel fastest, feature
 ``(ky·p + kx)·C + c``, so ``x_embed.W[(ky·p + kx)·C + c, d] = w[d, c, ky, kx]``, i.e.
 ``W = w.transpose(2, 3, 1, 0).reshape(p·p·C, D)``. The reference's ``unpatchify`` reshapes a
 token's outputs as (p, p, Co) (einsum ``nhwpqc->nchpwq``), also the channel fastest, the same order
-as this project's :meth:`~golden.dit.DiT.unpatchify`: output row ``(ky·p + kx)·Co + c`` is pixel
+as this project's :meth:`~models.dit.DiT.unpatchify`: output row ``(ky·p + kx)·Co + c`` is pixel
 (ky, kx) of channel ``c``.
 
 ``learn_sigma``. A checkpoint trained with ``learn_sigma=True`` has ``Co = 2C`` output channels,
@@ -44,7 +44,7 @@ with ``c < C`` (every other block of ``C`` rows, not the first half of the rows)
 project's rows ``(ky·p + kx)·C + c``.
 
 ``pos_embed`` is used exactly as stored, never regenerated. The reference stores a fixed 2-D
-sin-cos table, but not this project's :func:`golden.dit._pos_embed`: ``get_2d_sincos_pos_embed``
+sin-cos table, but not this project's :func:`models.dit._pos_embed`: ``get_2d_sincos_pos_embed``
 builds its grid with ``np.meshgrid(grid_w, grid_h)``, so its first ``D / 2`` features encode the
 column and the last ``D / 2`` the row, the other way round from ``_pos_embed`` (the halves
 swapped; each half is the same sin-then-cos code). Since the model only adds the table, the
@@ -66,7 +66,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .dit import DiTSpec
+from models.dit import DiTSpec
 
 __all__ = ["STATE_DICT_KEYS", "STRIPPED_PREFIXES", "reference_shapes", "from_reference",
            "to_reference", "load_checkpoint", "export_checkpoint"]
@@ -122,7 +122,7 @@ def reference_shapes(spec: DiTSpec, learn_sigma: bool = False) -> dict:
 
 
 def _project_shapes(spec: DiTSpec) -> dict:
-    """``{project name: shape}`` of :func:`golden.dit.init_params` for ``spec``."""
+    """``{project name: shape}`` of :func:`models.dit.init_params` for ``spec``."""
     D, p = spec.hidden, spec.patch
     s = {"x_embed.W": (spec.patch_dim, D), "x_embed.b": (D,), "pos_embed": (spec.tokens, D),
          "y_embed": (spec.classes + 1, D)}
@@ -228,7 +228,7 @@ def from_reference(state_dict: Mapping, heads: int, source: str = "state dict"):
             ck.fail(f"state dict key {k!r} is not a string")
     if any(k.startswith("param/") for k in sd) or "x_embed.W" in sd:
         ck.fail("this is this project's own parameter layout (param/<name>, x_embed.W, ...), "
-                "not the reference DiT's; read it with golden.digits.load_trained")
+                "not the reference DiT's; read it with models.digits.load_trained")
 
     D, C, p, p2 = ck.get("x_embedder.proj.weight", 4, "(hidden, channels, patch, patch)")
     if p2 != p:
@@ -293,7 +293,7 @@ def from_reference(state_dict: Mapping, heads: int, source: str = "state dict"):
 def to_reference(spec: DiTSpec, params: Mapping, dtype=np.float32) -> dict:
     """This project's ``params`` for ``spec`` as a reference-layout state dict of ``dtype``
     arrays (eps only: ``final_layer.linear`` has ``C`` output channels). Checks that ``params``
-    has exactly the names and shapes of :func:`golden.dit.init_params`."""
+    has exactly the names and shapes of :func:`models.dit.init_params`."""
     ck = _Checker(params, "params")
     ck.check_all(_project_shapes(spec), "DiT")
     D, C, p = spec.hidden, spec.channels, spec.patch

@@ -2,7 +2,7 @@
 
 Why: a random-weight DiT says little about quantization quality. The digits (1,797 images of 8×8
 pixels, values 0..16, ten classes, bundled with scikit-learn) are small enough to train a DiT on one
-CPU core (:mod:`golden.train_dit`) and come with labels, so sample quality can be measured without
+CPU core (:mod:`models.train_dit`) and come with labels, so sample quality can be measured without
 a download:
 
 - :func:`load_dataset`: images upsampled **bilinearly** to 16×16 (half-pixel centres, edges
@@ -14,8 +14,8 @@ a download:
   assigns to the label they were generated for.
 - :func:`psnr`: PSNR of a quantized sample against the float sample from the same seed, peak to
   peak 2 (samples lie in [-1, 1]).
-- :func:`load_trained`: the weights written by ``python -m golden.train_dit`` (float64 dicts for
-  :class:`golden.dit.DiT` / :class:`golden.dit.QuantizedDiT`).
+- :func:`load_trained`: the weights written by ``python -m models.train_dit`` (float64 dicts for
+  :class:`models.dit.DiT` / :class:`models.dit.QuantizedDiT`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .dit import DiTSpec
+from models.dit import DiTSpec
 
 __all__ = ["IMAGE_SIZE", "DIGITS_SPEC", "TRAINED_PATH", "REGENERATE", "upsample_matrix",
            "load_dataset", "classifier", "classifier_holdout_accuracy", "classify",
@@ -39,7 +39,7 @@ IMAGE_SIZE = 16
 DIGITS_SPEC = DiTSpec(image_size=IMAGE_SIZE, patch=2, channels=1, hidden=128, depth=4, heads=4,
                       mlp_ratio=2.0, classes=10, freq_dim=64)
 TRAINED_PATH = Path(__file__).resolve().parent / "data" / "digits_dit.npz"
-REGENERATE = "python -m golden.train_dit --out golden/data/digits_dit.npz"
+REGENERATE = "python -m models.train_dit --out models/data/digits_dit.npz"
 _SPLIT_SEED = 0
 _TRAIN_SHARE = 0.8
 

@@ -5,10 +5,10 @@ Used by the cocotb testbenches (``tb/core_tb.py``) and the performance model's v
 
 from __future__ import annotations
 
-from .config import Config
-from .dit import DIT_MODELS, DiTSpec
-from .dit_int import IntDiTBlock
-from .dit_int_compare import compare_int
+from golden.config import Config
+from golden.dit_int import IntDiTBlock
+from models.dit import DIT_MODELS, DiTSpec
+from models.dit_int_compare import compare_int
 
 __all__ = ["SPECS", "block_workload"]
 

@@ -26,11 +26,11 @@ import zipfile
 
 import numpy as np
 
-from .config import Config
-from .fmdq import dequant, quantize_tile_matrix, to_fixed
-from .fmdq_stats import LayerStats
-from .sar import expand_mask, is_cache_step, p_to_int, profile_mask, quantize_p
-from .schedule import schedule_matrix
+from golden.config import Config
+from golden.fmdq import dequant, quantize_tile_matrix, to_fixed
+from golden.fmdq_stats import LayerStats
+from golden.sar import expand_mask, is_cache_step, p_to_int, profile_mask, quantize_p
+from golden.schedule import schedule_matrix
 
 __all__ = ["KINDS", "split_name", "validate_trace", "load_trace", "save_trace", "write_trace",
            "linear_layers", "attention_layers", "profile_base_log2", "check_fmdq", "analyze_fmdq",

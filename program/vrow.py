@@ -1,9 +1,9 @@
-"""The VROW command of the ISA-level executor (:mod:`golden.core_exec`, whose module docstring
+"""The VROW command of the ISA-level executor (:mod:`program.executor`, whose module docstring
 states the semantics and counter rules): the token-row and sub-channel walks of
-:mod:`golden.core_isa` over ABUF, VBUF, MASK and WMEM, each VPU command computed by the golden VPU
+:mod:`program.isa` over ABUF, VBUF, MASK and WMEM, each VPU command computed by the golden VPU
 functions (:mod:`golden.vpu`).
 
-:class:`VrowEngine` is a mixin of :class:`golden.core_exec.CoreExecutor`: it uses the executor's
+:class:`VrowEngine` is a mixin of :class:`program.executor.CoreExecutor`: it uses the executor's
 buffers (``abuf``, ``vbuf``, ``wmem``, ``mask``, ``sreg``, ``vparam``), its configuration
 (``cfg``, ``T``, ``tables``) and its helpers ``_rows`` (address check), ``_fail`` (raise a
 CoreError) and ``_add`` (counter).
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import vpu
-from .core_isa import VROW_OPS
-from .layouts import VPU_OPS
+from golden import vpu
+from golden.layouts import VPU_OPS
+from program.isa import VROW_OPS
 
 __all__ = ["VrowEngine"]
 
@@ -24,7 +24,7 @@ _ABUF_RESULT = ("softmax", "layernorm", "modulate", "gelu", "gated_residual")
 
 
 class VrowEngine:
-    """VROW execution for :class:`golden.core_exec.CoreExecutor` (module docstring)."""
+    """VROW execution for :class:`program.executor.CoreExecutor` (module docstring)."""
 
     def _op_vrow(self, a, out):
         """VROW: check the operation and walk, then run its VPU commands."""

@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .config import Config
-from .differential import DiffLinear, quantize_weights
-from .fmdq import to_fixed
-from .fmdq_stats import LayerStats
-from .sar import SARAttention, is_cache_step, profile_mask
+from golden.config import Config
+from golden.differential import DiffLinear, quantize_weights
+from golden.fmdq import to_fixed
+from golden.fmdq_stats import LayerStats
+from golden.sar import SARAttention, is_cache_step, profile_mask
 
 __all__ = ["DiTSpec", "DIT_MODELS", "init_params", "DiT", "TracingDiT", "QuantizedDiT",
            "ddim_timesteps", "ddim_loop", "ddim_update", "start_noise", "ddim_sample",
@@ -309,7 +309,7 @@ class DiT:
 
 class TracingDiT(DiT):
     """Float DiT that records, per step, every accelerator linear layer's input and every
-    attention's probabilities and ``V`` (the trace format of :mod:`golden.trace`)."""
+    attention's probabilities and ``V`` (the trace format of :mod:`analysis.trace`)."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
@@ -495,7 +495,7 @@ def compare(spec: DiTSpec | None = None, cfg: Config | None = None, steps: int =
     """Sample the float and the quantized DiT from the same seed.
 
     The weights are ``params`` when given (e.g. the trained digits DiT of
-    :func:`golden.digits.load_trained`), otherwise ``init_params(spec, weight_seed)``.
+    :func:`models.digits.load_trained`), otherwise ``init_params(spec, weight_seed)``.
 
     SAR masks come from a float calibration run with ``calib_seed`` (default ``seed + 1``).
     Returns ``(x_float, x_quant, stats)``; ``stats`` is a plain JSON-serialisable dict with

@@ -1,7 +1,7 @@
 """The integer golden of a whole DiT: every layer the core runs, in integers, bit for bit.
 
 :class:`IntDiT` extends the integer DiT block (:class:`golden.dit_int.IntDiTBlock`) to the whole
-model of :class:`golden.dit.DiT`. Per denoising step the **host** (float, small, one token of
+model of :class:`models.dit.DiT`. Per denoising step the **host** (float, small, one token of
 work each) computes, from the timestep ``t`` and the label:
 
 - the conditioning vector ``c = t_mlp(timestep_embedding(t)) + y_embed[label]``;
@@ -32,7 +32,7 @@ Choices (docs/architecture.md §8, "The whole DiT in integers"):
 * Classifier-free guidance runs the conditional and the unconditional row as two models with the
   same weights, each with its own differential state (:func:`ddim_sample_int`): their inputs
   differ (the label), so their states must not mix.
-* The DDIM update is the float one of :func:`golden.dit.ddim_loop` (``x0`` clipped to
+* The DDIM update is the float one of :func:`models.dit.ddim_loop` (``x0`` clipped to
   ``[-1, 1]``), on the host.
 """
 
@@ -42,12 +42,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import vpu
-from .config import PRECISIONS, Config
-from .differential import DiffLinear, quantize_weights
-from .dit import DiT, DiTSpec, _silu, ddim_loop, start_noise
-from .dit_int import MOD_NAMES, BlockStep, IntDiTBlock
-from .fmdq import to_fixed
+from golden import vpu
+from golden.config import PRECISIONS, Config
+from golden.differential import DiffLinear, quantize_weights
+from golden.dit_int import MOD_NAMES, BlockStep, IntDiTBlock
+from golden.fmdq import to_fixed
+from models.dit import DiT, DiTSpec, _silu, ddim_loop, start_noise
 
 __all__ = ["IntDiT", "HostInputs", "ModelStep", "ddim_sample_float", "ddim_sample_int",
            "guided_eps", "average_bits"]
@@ -131,9 +131,9 @@ class IntDiT:
 
     Parameters
     ----------
-    spec, params : the model (:class:`golden.dit.DiTSpec` and the :func:`golden.dit.init_params`
-        names, e.g. from :func:`golden.digits.load_trained` or
-        :func:`golden.checkpoint.load_checkpoint`).
+    spec, params : the model (:class:`models.dit.DiTSpec` and the :func:`models.dit.init_params`
+        names, e.g. from :func:`models.digits.load_trained` or
+        :func:`models.checkpoint.load_checkpoint`).
     cfg : the configuration (the core's).
     masks : ``{"blocks.<i>.attn": (heads, nb, nb) bool}`` SAR masks, or None (every block kept).
     interval, base_log2, eps : as :class:`golden.dit_int.IntDiTBlock` (``base_log2`` also for the
@@ -238,7 +238,7 @@ def guided_eps(eps_cond, eps_uncond, scale: float):
 
 
 def ddim_sample_float(model: DiT, steps: int, seed: int, label: int, guidance: float = 1.0):
-    """:func:`golden.dit.ddim_loop` from the noise of ``seed`` with the float DiT, with
+    """:func:`models.dit.ddim_loop` from the noise of ``seed`` with the float DiT, with
     classifier-free guidance when ``guidance !=
     1`` (the unconditional row takes the null class ``spec.classes``)."""
     null = model.spec.classes
@@ -251,7 +251,7 @@ def ddim_sample_float(model: DiT, steps: int, seed: int, label: int, guidance: f
 
 def ddim_sample_int(models, steps: int, seed: int, label: int, guidance: float = 1.0,
                     on_step=None):
-    """:func:`golden.dit.ddim_loop` from the noise of ``seed`` with the integer model: per step
+    """:func:`models.dit.ddim_loop` from the noise of ``seed`` with the integer model: per step
     the host's inputs, the core's step of every row, the host's float update.
 
     ``models``: one :class:`IntDiT` (``guidance == 1``: the conditional row only) or a pair

@@ -1,4 +1,4 @@
-"""ISA-level executor of the DSTAR core (:mod:`golden.core_isa`): NumPy buffers, one command at a
+"""ISA-level executor of the DSTAR core (:mod:`program.isa`): NumPy buffers, one command at a
 time, every value computed by the golden functions the units were verified against.
 
 The executor runs commands *sequentially in program order*: it is the reference the RTL core
@@ -14,9 +14,9 @@ State (ISA level, attributes of :class:`CoreExecutor`)
 :class:`golden.schedule.Group`, one group per row (reset: an all-zero group, ``first = last = 0``).
 ``sreg`` [16], ``vparam``, ``phase``, ``sem`` [4], the QPU configuration ``qpu_base`` /
 ``qpu_thr`` (reset: the configuration's ``base_log2`` and ``thr``, as the QPU's registers),
-``counters`` (dict in :data:`golden.core_isa.COUNTERS` order). ABUF is not skewed here.
+``counters`` (dict in :data:`program.isa.COUNTERS` order). ABUF is not skewed here.
 
-Semantics beyond the table of :mod:`golden.core_isa`
+Semantics beyond the table of :mod:`program.isa`
 -----------------------------------------------------
 * Issue: ``commands`` += 1; every semaphore of ``wait`` must be non-zero (else ``semaphore``) and
   is decremented; the command runs; every semaphore of ``signal`` is incremented (one already at
@@ -34,7 +34,7 @@ Semantics beyond the table of :mod:`golden.core_isa`
   product is :func:`golden.schedule.execute` of the replayed groups (it clears the accumulators at
   a ``first`` group; the replay starts from zero anyway); only valid lanes read WMEM (address
   checked on those); ``sh - s`` outside ``[0, sh_max]`` on any lane is ``shift``.
-* VROW: ``vop`` must name one of :data:`golden.core_isa.VROW_OPS` (``operand``); ``R == 0`` or
+* VROW: ``vop`` must name one of :data:`program.isa.VROW_OPS` (``operand``); ``R == 0`` or
   ``n == 0`` is ``operand``; the token walk needs ``n <= max_reduction``, the sub-channel walk
   (``cols = 1``) only ``kv_amax``/``kv_quant`` with ``n·T <= max_reduction`` (``operand``). A
   token-walk beat touches all ``T`` rows of its segment (address-checked); elements past ``n`` are
@@ -83,9 +83,11 @@ from collections import deque
 
 import numpy as np
 
-from . import vpu
-from .config import Config, ConfigError
-from .core_isa import (
+from golden import vpu
+from golden.config import Config, ConfigError
+from golden.fmdq import dequant, quantize_subchannels
+from golden.schedule import Group, execute, schedule_tile
+from program.isa import (
     BUFFERS,
     COUNTERS,
     ERRORS,
@@ -104,9 +106,7 @@ from .core_isa import (
     row_to_words,
     words_to_row,
 )
-from .core_vrow import VrowEngine
-from .fmdq import dequant, quantize_subchannels
-from .schedule import Group, execute, schedule_tile
+from program.vrow import VrowEngine
 
 __all__ = ["CoreError", "CoreExecutor", "COUNTER_MAX"]
 
@@ -118,7 +118,7 @@ _ROW_COUNTERS = {"ABUF": ("abuf_reads", "abuf_writes"), "XBUF": ("xbuf_reads", "
 
 
 class CoreError(Exception):
-    """A sticky core error: ``code`` (a name of :data:`golden.core_isa.ERRORS`), ``index`` (the
+    """A sticky core error: ``code`` (a name of :data:`program.isa.ERRORS`), ``index`` (the
     failing command's index in the list given to :meth:`CoreExecutor.run`) and a message."""
 
     def __init__(self, code: str, index: int, message: str):
@@ -138,7 +138,7 @@ def zero_group(cfg: Config) -> Group:
 
 class CoreExecutor(VrowEngine):
     """Sequential ISA-level model of one core (module docstring): :meth:`run` executes commands.
-    VROW runs in :class:`golden.core_vrow.VrowEngine`."""
+    VROW runs in :class:`program.vrow.VrowEngine`."""
 
     def __init__(self, cfg: Config, core: CoreConfig):
         check_core(cfg)
@@ -172,7 +172,7 @@ class CoreExecutor(VrowEngine):
         self._index = 0
 
     def counter_values(self) -> list:
-        """The counters in :data:`golden.core_isa.COUNTERS` (CNT row) order."""
+        """The counters in :data:`program.isa.COUNTERS` (CNT row) order."""
         return [self.counters[k] for k in COUNTERS]
 
     def gmem_records(self, start: int, count: int) -> list:
@@ -191,7 +191,7 @@ class CoreExecutor(VrowEngine):
 
     # ------------------------------------------------------------------ running
     def run(self, cmds, host_in=()) -> list:
-        """Execute ``cmds`` (:class:`~golden.core_isa.Cmd` objects or 128-bit words) in order,
+        """Execute ``cmds`` (:class:`~program.isa.Cmd` objects or 128-bit words) in order,
         reading LOAD rows from ``host_in`` (32-bit words). Returns the words STOREd by this call
         (also appended to :attr:`host_out`). Raises :class:`CoreError` on a core error (sticky:
         later calls raise it again until :meth:`reset`); ValueError when the host stream runs

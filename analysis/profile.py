@@ -1,7 +1,7 @@
 """Profile FMDQ and SAR on the trained digits DiT (``dstar profile``).
 
 For every point of a sweep (FMDQ alone, then SAR over thresholds × cache intervals) and every seed,
-the float DiT and the quantized DiT (:class:`golden.dit.QuantizedDiT`) sample from the same start
+the float DiT and the quantized DiT (:class:`models.dit.QuantizedDiT`) sample from the same start
 noise and label (``label = seed % classes``), and the run records:
 
 - FMDQ: element-weighted average activation bits and the precision mix (share of sub-channels at
@@ -9,7 +9,7 @@ noise and label (``label = seed % classes``), and the run records:
 - SAR: kept fraction of the score matrix, attention work removed (MACs not done / dense MACs over
   all steps) and the P-cache footprint;
 - quality: PSNR of the quantized sample against the float one (peak to peak 2), whether
-  :func:`golden.digits.classify` assigns each sample to its label (float and quantized) and
+  :func:`models.digits.classify` assigns each sample to its label (float and quantized) and
   whether the quantized sample gets the float sample's class.
 
 Each quantity is reported as its mean over seeds with a two-sided 95 % confidence interval from
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import Config
-from .dit import DiT, QuantizedDiT, TracingDiT, attention_layer_names, ddim_sample
-from .fmdq_stats import PRECISION_BINS, LayerStats
-from .sar import profile_mask
+from golden.config import Config
+from golden.fmdq_stats import PRECISION_BINS, LayerStats
+from golden.sar import profile_mask
+from models.dit import DiT, QuantizedDiT, TracingDiT, attention_layer_names, ddim_sample
 
 __all__ = ["LAYER_TYPES", "layer_type", "mean_ci", "Sweep", "run_profile", "markdown", "plot",
            "write_markdown", "write_plot", "report_names", "report_files", "LayerBaseDiT",
@@ -92,9 +92,9 @@ def calibrate(spec, params, cfg: Config, steps: int, seeds, thr: float) -> dict:
 
 
 class LayerBaseDiT(QuantizedDiT):
-    """:class:`~golden.dit.QuantizedDiT` with a static base per layer.
+    """:class:`~models.dit.QuantizedDiT` with a static base per layer.
 
-    ``bases`` maps names of :func:`golden.dit.linear_layer_names` to ``B``; the split qkv layers
+    ``bases`` maps names of :func:`models.dit.linear_layer_names` to ``B``; the split qkv layers
     (``<name>[qk]``, ``<name>[v]``) take their fused layer's base; a layer not in ``bases`` (or
     ``bases=None``) takes ``cfg.base_log2``. The hardware sets ``B`` per layer through the QPU's
     configuration word (``qpu_config_layout``), so this is a configuration the chip can run.
@@ -125,7 +125,7 @@ def _type_stats(stats: dict) -> dict:
 
 
 def _one_run(spec, params, cfg, masks, steps, seed, sar, x_float, bases=None):
-    from .digits import classify, psnr
+    from models.digits import classify, psnr
 
     label = seed % spec.classes
     qm = LayerBaseDiT(spec, cfg, masks, params=params, sar=sar, schedule=False, bases=bases)
@@ -181,7 +181,7 @@ def _summarise(per_seed: list) -> dict:
 
 def run_profile(cfg: Config, sweep: Sweep = Sweep(), weights=None, log=print) -> dict:
     """Run the sweep on the trained digits DiT; returns the JSON-serialisable report."""
-    from .digits import classifier_holdout_accuracy, classify, load_trained, training_metadata
+    from models.digits import classifier_holdout_accuracy, classify, load_trained, training_metadata
 
     t_start = time.time()
     spec, params = load_trained(weights)
@@ -401,7 +401,7 @@ class ThresholdSweep:
 
     def check(self, cfg: Config) -> None:
         """Refuse, before any work, a sweep that cannot run (one-line :class:`ValueError`)."""
-        from .config import ConfigError
+        from golden.config import ConfigError
 
         def ints(name):
             v = getattr(self, name)
@@ -438,11 +438,11 @@ class ThresholdSweep:
 
 
 def profile_bases(spec, params, cfg: Config, steps: int, seeds, e_pos_budget: float = 0.01) -> dict:
-    """Per-layer static base by the ``--profile-base`` rule (:func:`golden.trace.
+    """Per-layer static base by the ``--profile-base`` rule (:func:`analysis.trace.
     profile_base_log2`) on the float inputs of every linear layer over ``seeds`` (their tokens
     side by side: every tile belongs to one seed, so the rule counts each seed's sub-channels)."""
-    from .dit import linear_layer_names
-    from .trace import profile_base_log2
+    from analysis.trace import profile_base_log2
+    from models.dit import linear_layer_names
 
     xs = {n: [] for n in linear_layer_names(spec)}
     for s in seeds:
@@ -464,7 +464,7 @@ def point_bases(point: dict, profiled: dict, cfg: Config) -> dict:
 def _check_buildable(spec, params, cfg: Config, points) -> None:
     """Every layer at every base of the sweep has legal requantization shifts (else the layer
     would be refused mid-sweep): one-line :class:`ValueError` naming the point."""
-    from .differential import DiffLinear, quantize_weights
+    from golden.differential import DiffLinear, quantize_weights
 
     seen = {}
     for pt in points:
@@ -556,7 +556,7 @@ def select_point(points: list, min_psnr_db: float = 40.0, min_agreement: float =
 def _init_worker(weights):
     from threadpoolctl import threadpool_limits
 
-    from .digits import load_trained
+    from models.digits import load_trained
 
     threadpool_limits(1)
     _WORKER["model"] = load_trained(weights)
@@ -630,7 +630,7 @@ def run_sweep(cfg: Config, sweep: ThresholdSweep = ThresholdSweep(), weights=Non
     ``operating_point`` (``thr`` and ``base_log2`` per layer, for the bench to read) or None and
     a ``message`` saying why.
     """
-    from .digits import load_trained, training_metadata
+    from models.digits import load_trained, training_metadata
 
     t_start = time.time()
     sweep.check(cfg)
@@ -809,7 +809,7 @@ def sweep_markdown(rep: dict) -> str:
             d = lt[t]
             lines.append(f"| {t} | {d['avg_bits']:.2f} | " + " | ".join(
                 f"{d[f'share_b{b}']:.3f}" for b in PRECISION_BINS) + " |")
-        lines += ["", "Read it with `golden.profile.load_operating_point()`; run it with "
+        lines += ["", "Read it with `analysis.profile.load_operating_point()`; run it with "
                   "`preset(..., thr=op['thr'])` and `LayerBaseDiT(..., bases=op['base_log2'])`."]
     lines += ["", f"Run time: {rep['seconds']:.0f} s.", ""]
     return "\n".join(lines)

@@ -13,7 +13,7 @@ clipped to the output range (saturation is part of the format, not an error). Th
   block is the diagonal, saturation. GELU is measured exhaustively over all ``2**act_width``
   inputs (``act_width <= 20``).
 * :func:`bounds` — the documented bounds of :func:`measure`'s metrics; ``check`` lists the
-  violations. ``python -m golden.vpu_accuracy [preset]`` prints the table.
+  violations. ``python -m analysis.vpu_accuracy [preset]`` prints the table.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import sys
 
 import numpy as np
 
-from .config import Config, preset
-from .fmdq import requant_params
-from .sar import expand_mask
-from .vpu import (
+from golden.config import Config, preset
+from golden.fmdq import requant_params
+from golden.sar import expand_mask
+from golden.vpu import (
     acc_requant,
     acc_requant_ref,
     diff_delta,

@@ -1,4 +1,4 @@
-"""The host's side of sampling a whole DiT on the core (:mod:`golden.core_model`): one loop for
+"""The host's side of sampling a whole DiT on the core (:mod:`program.model`): one loop for
 the cocotb testbench (:mod:`tb.test_sample`) and for the ISA executor's tests.
 
 :class:`CoreSampler` holds the program, one integer golden model per batch row (each with its own
@@ -11,7 +11,7 @@ first difference raises AssertionError naming it), keeps the streamed state and 
 update with the ``eps`` the core returned, so the image is the core's. The start program ends
 with a snapshot of the core's counters (:meth:`CoreSampler.started` takes it); every step's
 counters are the increments since the snapshot before, and their QPU counters must equal the
-golden's count of every QUANT of the step (:meth:`golden.core_model.ModelProgram.
+golden's count of every QUANT of the step (:meth:`program.model.ModelProgram.
 expected_counters`).
 """
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core_isa import COUNTERS, store_counters
-from .core_model import ModelProgram, zero_state_commands
-from .dit import ddim_timesteps, ddim_update, start_noise
-from .dit_int_model import average_bits, guided_eps
+from models.dit import ddim_timesteps, ddim_update, start_noise
+from models.dit_int_model import average_bits, guided_eps
+from program.isa import COUNTERS, store_counters
+from program.model import ModelProgram, zero_state_commands
 
 __all__ = ["CoreSampler", "assert_equal"]
 
@@ -51,8 +51,8 @@ class CoreSampler:
 
     Parameters
     ----------
-    prog : the compiled model (:func:`golden.core_model.compile_model`, ``rows`` batch rows).
-    models : one :class:`golden.dit_int_model.IntDiT` per batch row (same weights as ``prog``'s).
+    prog : the compiled model (:func:`program.model.compile_model`, ``rows`` batch rows).
+    models : one :class:`models.dit_int_model.IntDiT` per batch row (same weights as ``prog``'s).
     steps : DDIM steps; guidance : the scale (two rows: conditional, then unconditional).
     """
 
@@ -104,7 +104,7 @@ class CoreSampler:
         """The core's stored ``words`` of the step: every row compared with its golden step
         (AssertionError at the first difference), the state kept, the DDIM update taken.
         The step's QPU counter increments are compared with the golden's count too
-        (:meth:`golden.core_model.ModelProgram.expected_counters`).
+        (:meth:`program.model.ModelProgram.expected_counters`).
         Returns the step's record: ``step``, ``t``, ``cache_step``, ``counters`` (the core's
         increments over the step), ``values_checked`` (tensor elements and counters compared),
         ``average_bits`` (from the core's QPU counters: every QUANT), ``layer_average_bits``

@@ -2,7 +2,7 @@
 run at the same seed (numerics §2.7: "the float reference DiT only measures how far the integer
 one strays").
 
-:class:`IntBlockDiT` is :class:`golden.dit.DiT` whose :meth:`~golden.dit.DiT.block` runs an
+:class:`IntBlockDiT` is :class:`models.dit.DiT` whose :meth:`~models.dit.DiT.block` runs an
 :class:`golden.dit_int.IntDiTBlock`: the block input and the six adaLN vectors (computed on the host
 in float, as numerics §2.7 says) are converted to the act format by :func:`golden.fmdq.to_fixed`
 (round half away from zero, saturate), the block runs in integers, and its output returns to float
@@ -22,11 +22,19 @@ import math
 
 import numpy as np
 
-from .config import Config
-from .dit import DiT, DiTSpec, _silu, calibrate_masks, ddim_sample, ddim_timesteps, init_params
-from .dit_int import IntDiTBlock
-from .fmdq import from_fixed, to_fixed
-from .sar import is_cache_step
+from golden.config import Config
+from golden.dit_int import IntDiTBlock
+from golden.fmdq import from_fixed, to_fixed
+from golden.sar import is_cache_step
+from models.dit import (
+    DiT,
+    DiTSpec,
+    _silu,
+    calibrate_masks,
+    ddim_sample,
+    ddim_timesteps,
+    init_params,
+)
 
 __all__ = ["IntBlockDiT", "RecordingDiT", "compare_int", "error_stats"]
 
@@ -68,7 +76,7 @@ class IntBlockDiT(RecordingDiT):
 
     Parameters
     ----------
-    spec, params : as :class:`golden.dit.DiT` (``params`` default: ``init_params(spec, 0)``).
+    spec, params : as :class:`models.dit.DiT` (``params`` default: ``init_params(spec, 0)``).
     cfg : the configuration.
     masks : ``{"blocks.<i>.attn": (heads, nb, nb) bool}`` or None (every block kept).
     interval : SAR cache-step interval (default ``cfg.sar_interval``).
@@ -119,7 +127,7 @@ def compare_int(spec: DiTSpec | None = None, cfg: Config | None = None, steps: i
     """Sample the float DiT and :class:`IntBlockDiT` from one seed (deterministic).
 
     SAR masks come from a float calibration run with ``calib_seed`` (default ``seed + 1``), as
-    :func:`golden.dit.compare`; ``sar=False`` keeps every block and makes every step a cache step.
+    :func:`models.dit.compare`; ``sar=False`` keeps every block and makes every step a cache step.
     Returns ``(x_float, x_int, stats, model)``: the two samples, a JSON-serialisable dict and the
     :class:`IntBlockDiT` (its per-step integer records). ``stats["per_step"][s]`` holds
     ``eps`` and ``sample`` (error of the model output and of the sample after the step),
