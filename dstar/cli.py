@@ -32,29 +32,28 @@ import importlib
 import os
 import sys
 
+from dstar.options import Parser
 from gen.errors import UserError, WorkError
-
-from .options import Parser
 
 __all__ = ["main", "UserError", "WorkError"]
 
 # Subcommand modules, in the order ``dstar --help`` lists them.
 COMMAND_MODULES = (
-    "dstar.cmd_generate",
-    "dstar.cmd_trace",
-    "dstar.cmd_fmdq",
-    "dstar.cmd_sar",
-    "dstar.cmd_dit",
-    "dstar.cmd_dit_int",
-    "dstar.cmd_synth",
-    "dstar.cmd_report",
-    "dstar.cmd_build",
-    "dstar.cmd_bench",
-    "dstar.cmd_profile",
-    "dstar.cmd_sample",
-    "dstar.cmd_sweep",
-    "dstar.cmd_measure",
-    "dstar.cmd_toolchain",
+    "dstar.commands.generate",
+    "dstar.commands.trace",
+    "dstar.commands.fmdq",
+    "dstar.commands.sar",
+    "dstar.commands.dit",
+    "dstar.commands.dit_int",
+    "dstar.commands.synth",
+    "dstar.commands.report",
+    "dstar.commands.build",
+    "dstar.commands.bench",
+    "dstar.commands.profile",
+    "dstar.commands.sample",
+    "dstar.commands.sweep",
+    "dstar.commands.measure",
+    "dstar.commands.toolchain",
 )
 
 

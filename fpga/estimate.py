@@ -24,7 +24,7 @@ coefficient × feature, the coefficients fitted once on real synthesis. The mode
   measurements, errors; ``fpga/estimate_calibration.json``) and the pricing of parts;
 - :mod:`fpga.estimate_fit`: the fitted and held-out runs and the fit itself;
 - the synthesis that measures the runs is the application's: ``dstar measure estimate``
-  (:mod:`dstar.estimate_calibration`).
+  (:mod:`dstar.benches.estimate_calibration`).
 
 Calibration
 -----------

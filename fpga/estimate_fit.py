@@ -9,7 +9,7 @@ synthesized alone: ``int8pe``, ``sorter``, ``vpu_lane``). :func:`fit` fits, per 
 error (:func:`scipy.optimize.nnls`); :func:`errors` gives each record's error under given
 coefficients; :func:`calibration` assembles both into the layout of
 :data:`fpga.estimate_coef.CALIBRATION`. The synthesis that measures the records is the
-application's (``dstar measure estimate``, :mod:`dstar.estimate_calibration`).
+application's (``dstar measure estimate``, :mod:`dstar.benches.estimate_calibration`).
 """
 
 from __future__ import annotations

@@ -19,11 +19,12 @@ set's own (program/isa.py):
   free and the drain queue (2 jobs) has room.
 
 Durations (:class:`Timing`) are affine in the work, with constants from the RTL's structure and
-a few cycles of offset measured once on isolated commands (:func:`dstar.perf_validate.calibrate`).
+a few cycles of offset measured once on isolated commands
+(:func:`dstar.benches.perf_validate.calibrate`).
 :func:`simulate` returns a run's cycles and busy cycles per engine, :func:`buffer_bytes` the
 bytes it moves per buffer (P-cache traffic included), :func:`model_program` both for a whole
 program. Validation against the RTL core's own counters is in
-:mod:`dstar.perf_validate` (``reports/perf_model.md``).
+:mod:`dstar.benches.perf_validate` (``reports/perf_model.md``).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class Timing:
         of rtl/core_host.py, host words per row; the arrays' tile period of
         :func:`sim.timing.array_tile_period` for a GEMM alone and between tiles; drains of ``T``
         beats; the sorter's depth, one register per network stage, for a QUANT), with
-        ``overrides`` for the measured values (:func:`dstar.perf_validate.calibrate`)."""
+        ``overrides`` for the measured values (:func:`dstar.benches.perf_validate.calibrate`)."""
         words = {b: host_words_per_row(cfg, b) for b in BUFFERS}
         D = array_tile_period(cfg)
         base = dict(tile=cfg.tile, words=words, tile_period=D, gemm_fixed=D,

@@ -23,7 +23,7 @@ QUICK = ["bench", "--preset", "tiny", "--weights", "random", "--model", "tiny", 
 
 @pytest.fixture(autouse=True)
 def only_bench(monkeypatch):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_bench",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.commands.bench",))
 
 
 def run_dstar(capsys, *argv):
@@ -99,12 +99,12 @@ def test_quick_bench_icarus(tmp_path, capsys):
     (["bench", "--liberty", "{d}/none.lib"], "none.lib: file not found"),
 ])
 def test_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
-    import dstar.bench_layers
+    import dstar.benches.layers
 
     def never(*a, **k):
         raise AssertionError("the bench ran on bad input")
-    monkeypatch.setattr(dstar.bench_layers, "trace_inputs", never)
-    monkeypatch.setattr(dstar.bench_layers, "run_array", never)
+    monkeypatch.setattr(dstar.benches.layers, "trace_inputs", never)
+    monkeypatch.setattr(dstar.benches.layers, "run_array", never)
     (tmp_path / "file").write_text("keep")
     _any_dit_files(tmp_path)
     kept = sorted(p.name for p in tmp_path.iterdir())
@@ -157,17 +157,17 @@ def test_any_dit_from_a_trace_and_weights_every_step(tmp_path, capsys):
 # ------------------------------------------------- outputs, with the simulation patched out
 @pytest.fixture
 def fake_bench(monkeypatch):
-    """``dstar.bench_layers.bench`` replaced by a stub report (no DiT run, no simulator)."""
-    import dstar.bench_layers
+    """``dstar.benches.layers.bench`` replaced by a stub report (no DiT run, no simulator)."""
+    import dstar.benches.layers
 
     calls = []
 
     def bench(cfg, **kw):
         calls.append(kw)
         return {"rows": [], "totals": {}, "preset": cfg.name}
-    monkeypatch.setattr(dstar.bench_layers, "bench", bench)
-    monkeypatch.setattr(dstar.bench_layers, "text", lambda rep: "the table")
-    monkeypatch.setattr(dstar.bench_layers, "markdown", lambda rep: "# bench\n")
+    monkeypatch.setattr(dstar.benches.layers, "bench", bench)
+    monkeypatch.setattr(dstar.benches.layers, "text", lambda rep: "the table")
+    monkeypatch.setattr(dstar.benches.layers, "markdown", lambda rep: "# bench\n")
     return calls
 
 
@@ -186,13 +186,13 @@ def test_missing_out_folder_is_created(tmp_path, capsys, fake_bench):
 def test_outputs_appear_together(tmp_path, capsys, fake_bench, monkeypatch):
     """bench.json and bench.md used to be written one after the other: a failure writing the
     second left the first. Now neither appears, nor the folder made for them."""
-    import dstar.bench_layers
+    import dstar.benches.layers
 
     def md_that_fails(rep):
         def write(f):
             raise OSError(28, "No space left on device")
         return write
-    monkeypatch.setattr(dstar.bench_layers, "markdown", md_that_fails)
+    monkeypatch.setattr(dstar.benches.layers, "markdown", md_that_fails)
     rc, text, err = run_dstar(capsys, *QUICK, "--out", tmp_path / "new")
     assert rc == 1
     assert err.splitlines()[-1] == (f"dstar: error: cannot write {tmp_path / 'new' / 'bench.md'}"
@@ -201,11 +201,11 @@ def test_outputs_appear_together(tmp_path, capsys, fake_bench, monkeypatch):
 
 
 def test_simulation_mismatch_is_one_line_status_1(tmp_path, capsys, monkeypatch):
-    import dstar.bench_layers
+    import dstar.benches.layers
 
     def mismatch(cfg, **kw):
         raise AssertionError("mpu: drain beat 3 of block 0 differs from golden; log: /x/run.log")
-    monkeypatch.setattr(dstar.bench_layers, "bench", mismatch)
+    monkeypatch.setattr(dstar.benches.layers, "bench", mismatch)
     rc, out, err = run_dstar(capsys, *QUICK, "--out", tmp_path)
     assert rc == 1 and out == ""
     assert err == ("dstar: error: mpu: drain beat 3 of block 0 differs from golden; log: "
@@ -224,8 +224,8 @@ def test_operating_point_sets_each_layers_thresholds_and_base(tmp_path):
     """The layers quantize with the operating point's thresholds and their own base; the arrays
     keep the preset's configuration."""
     from analysis.profile import load_operating_point
-    from dstar.bench_inputs import LinearSpec
-    from dstar.bench_layers import layer_configs
+    from dstar.benches.inputs import LinearSpec
+    from dstar.benches.layers import layer_configs
     from golden.config import preset
 
     cfg = preset("tiny")
@@ -269,7 +269,7 @@ def test_bad_operating_point_is_one_line(tmp_path, capsys):
 def test_fabric_only_ratio_counts_dsp_blocks_at_the_luts_they_replace():
     """With the ``-nodsp`` resources of both arrays, the totals give the LUT ratio and the
     throughput per LUT with every multiplier in fabric, beside the ratio with DSP blocks."""
-    from dstar.bench_layers import BenchLayer, summarize
+    from dstar.benches.layers import BenchLayer, summarize
     from golden.config import preset
 
     cfg = preset("tiny")
@@ -295,8 +295,8 @@ def test_array_areas_take_each_array_at_its_best():
     area ratio is the speed-up over the area ratio."""
     from pathlib import Path
 
-    from dstar.bench_layers import _row
-    from dstar.bench_resources import array_areas
+    from dstar.benches.layers import _row
+    from dstar.benches.resources import array_areas
     from fpga.synth import synthesize
 
     lib = Path(__file__).parent / "data" / "tiny_cells.lib"

@@ -10,8 +10,8 @@ import pytest
 import dstar.cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-ANALYSIS_MODULES = ("dstar.cmd_trace", "dstar.cmd_fmdq", "dstar.cmd_sar", "dstar.cmd_dit",
-                    "dstar.cmd_dit_int")
+ANALYSIS_MODULES = ("dstar.commands.trace", "dstar.commands.fmdq", "dstar.commands.sar",
+                    "dstar.commands.dit", "dstar.commands.dit_int")
 
 
 @pytest.fixture(autouse=True)

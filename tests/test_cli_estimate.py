@@ -1,6 +1,7 @@
 """``dstar estimate core`` (fpga/estimate_core.py): the core's estimate composed from the MPU's,
 the QPU's and the VPU's parts, structurally counted buffers and the measured control line; and
-``dstar measure estimate`` (dstar/estimate_calibration.py) where it needs no synthesis: the refit
+``dstar measure estimate`` (dstar/benches/estimate_calibration.py) where it needs no synthesis:
+the refit
 of the stored measurements, the runs still missing (none), its refusals. No synthesis here."""
 
 import json
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import dstar.benches.estimate_calibration as calibration
 import dstar.cli
-import dstar.estimate_calibration as calibration
 from fpga import estimate_coef
 from fpga.estimate import CALIBRATION, CALIBRATION_RUNS, VALIDATION_RUNS, estimate
 from fpga.estimate_core import COMPUTE_PARTS, CORE_MEASURED, ENGINE_PARTS, control, measured_error
@@ -21,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def only_synth(monkeypatch):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_synth", "dstar.cmd_measure"))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES",
+                        ("dstar.commands.synth", "dstar.commands.measure"))
 
 
 def test_cli_estimate_core(tmp_path, capsys):

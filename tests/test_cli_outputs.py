@@ -9,7 +9,7 @@ import pytest
 
 import dstar.cli
 from dstar.cli import UserError, WorkError
-from dstar.cmd_measure import MEASUREMENTS
+from dstar.commands.measure import MEASUREMENTS
 from gen.outputs import check_output_dir, check_outputs, write_together
 from gen.paths import ROOT
 
@@ -133,10 +133,10 @@ def test_the_table_covers_every_subcommand():
 def no_work(monkeypatch):
     """Every command's work fails the test at once: bad output paths are refused before it."""
     import analysis.profile
-    import dstar.bench_layers
-    import dstar.report_packing
-    import dstar.report_summary
-    import dstar.sample
+    import dstar.benches.layers
+    import dstar.benches.sample
+    import dstar.reports.packing
+    import dstar.reports.summary
     import fpga.board
     import fpga.synth
     import gen.generate
@@ -147,10 +147,11 @@ def no_work(monkeypatch):
         raise AssertionError("the command started its work on bad input")
     for mod, name in ((gen.generate, "to_rtlil"), (models.dit, "record_trace"),
                       (models.dit, "compare"), (models.dit_int_compare, "compare_int"),
-                      (fpga.synth, "synthesize"), (dstar.report_summary, "report_files"),
-                      (fpga.board, "build"), (dstar.bench_layers, "bench"),
-                      (analysis.profile, "run_profile"), (dstar.sample, "run_samples"),
-                      (dstar.report_packing, "load_inputs"), (dstar.report_packing, "synthesize")):
+                      (fpga.synth, "synthesize"), (dstar.reports.summary, "report_files"),
+                      (fpga.board, "build"), (dstar.benches.layers, "bench"),
+                      (analysis.profile, "run_profile"), (dstar.benches.sample, "run_samples"),
+                      (dstar.reports.packing, "load_inputs"),
+                      (dstar.reports.packing, "synthesize")):
         monkeypatch.setattr(mod, name, never)
 
 

@@ -15,7 +15,7 @@ REP = {"runs": [{"sar": False, "name": "fmdq only",
 
 @pytest.fixture(autouse=True)
 def only_profile(monkeypatch):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_profile",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.commands.profile",))
 
 
 def _stub(monkeypatch, runner, files, names, rep):

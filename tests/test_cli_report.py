@@ -7,7 +7,7 @@ import os
 import pytest
 
 import dstar.cli
-from dstar.report_summary import collect_units, verification
+from dstar.reports.summary import collect_units, verification
 
 
 def test_report_writes_markdown_and_unit_files(tmp_path, capsys):
@@ -26,6 +26,24 @@ def test_report_writes_markdown_and_unit_files(tmp_path, capsys):
     d = json.loads(files[0].read_text())
     assert {"unit", "preset", "target", "resources", "verification", "source"} <= set(d)
     assert "wrote" in capsys.readouterr().out
+
+
+def test_the_bench_is_counted_as_a_design(tmp_path, capsys):
+    """REPORT.md sets DSTAR's MPU and the QPU it needs (same configuration) against the INT8
+    array per µm², from the two committed measurements, beside the MPU-alone figure."""
+    from gen.paths import ROOT
+
+    bench = json.loads((ROOT / "reports" / "bench.json").read_text())
+    rows = json.loads((ROOT / "reports" / "qpu_packing.json").read_text())["rows"]
+    qpu = [r["asic"]["area"] for r in rows.values() if r["config_hash"] == bench["config_hash"]]
+    a, areas = bench["totals"]["all"], bench["areas"]
+    ratio = (areas["mpu"]["area"] + qpu[0]) / areas["baseline"]["area"]
+    out = tmp_path / "REPORT.md"
+    assert dstar.cli.main(["report", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert f"per µm² is **{a['cycles_ratio'] / ratio:.2f}×** the INT8 array's" in text
+    assert a["cycles_ratio"] / ratio < a["tput_per_area_ratio"]       # the MPU alone flatters
+    capsys.readouterr()
 
 
 def test_verification_rows_are_well_formed():
@@ -57,7 +75,7 @@ def test_report_bad_output_is_one_line(tmp_path, capsys, where, frag):
 def test_report_files_appear_together(tmp_path, capsys, monkeypatch):
     """When one of REPORT.md's files cannot be written, none of them is: no REPORT.md, no
     reports/units/*.json, no folder."""
-    import dstar.report_summary as rs
+    import dstar.reports.summary as rs
 
     real = rs.report_files
 

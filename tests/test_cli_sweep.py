@@ -11,7 +11,7 @@ import pytest
 
 import dstar.cli
 import fpga.synth
-from dstar.sweep_report import crossover, pareto_front
+from dstar.sweeps.report import crossover, pareto_front
 from golden.config import Config, preset
 
 DATA = Path(__file__).parent / "data"
@@ -20,7 +20,7 @@ ROOT = Path(__file__).parent.parent
 
 @pytest.fixture(autouse=True)
 def only_sweep(monkeypatch, tmp_path_factory):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_sweep",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.commands.sweep",))
     monkeypatch.setattr(fpga.synth, "BUILD_ROOT", tmp_path_factory.getbasetemp() / "fpga")
 
 
@@ -118,7 +118,8 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
 def test_act_hop_lever():
     """``act_hop`` is swept with every ``weight_hop`` for both arrays; the configuration names,
     the PE kinds synthesized, the arrays' PE sums and the tile period follow it."""
-    from dstar.design_sweep import (
+    from dstar.sweeps.area import _sig, pe_sum
+    from dstar.sweeps.design import (
         _measured_variants,
         baseline_variants,
         config_for,
@@ -126,8 +127,7 @@ def test_act_hop_lever():
         plan_jobs,
         variants,
     )
-    from dstar.sweep_area import _sig, pe_sum
-    from dstar.sweep_throughput import tile_period
+    from dstar.sweeps.throughput import tile_period
 
     d = variants([4], [1], ["select"], ["booth"], ["derived"], ["1", "rows"], ["1", "cols"])
     b = baseline_variants([1], ["1", "rows"], ["1", "cols"])

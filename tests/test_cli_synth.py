@@ -16,7 +16,7 @@ from golden.config import preset
 
 @pytest.fixture(autouse=True)
 def only_synth(monkeypatch, tmp_path_factory):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_synth",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.commands.synth",))
     # Synthesis writes to a private build root, never to the shared build/fpga.
     monkeypatch.setattr(fpga.synth, "BUILD_ROOT", tmp_path_factory.getbasetemp() / "fpga")
 

@@ -37,7 +37,7 @@ def test_core_tiny_long(simulator):
 def test_core_perf_record():
     """The perf bench on ``tiny`` (Verilator): its record is consistent (figures are for
     reports/core.md, not asserted here)."""
-    from dstar.bench_core import MATRIX_SECTIONS, baseline_side_by_side, measure
+    from dstar.benches.core import MATRIX_SECTIONS, baseline_side_by_side, measure
     from program.compiler import compile_block
     from program.isa import core_for
     from program.workloads import block_workload

@@ -29,9 +29,9 @@ HERE = "tests/test_cocotb_measure_benches.py"
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_baseline_block(simulator):
-    """``dstar.bench_core.measure_baseline`` (``tb.test_baseline_block``) on a one-tile-per-head
+    """``dstar.benches.core.measure_baseline`` (``tb.test_baseline_block``) on a one-tile-per-head
     block (every matrix section, one or two tiles each): every drain beat checked."""
-    from dstar.bench_core import MATRIX_SECTIONS, measure_baseline
+    from dstar.benches.core import MATRIX_SECTIONS, measure_baseline
 
     T = CFG.tile
     perf = dict(spec=dict(tokens=T, hidden=T, heads=1, head_dim=T, mlp=T), mask_kept=1)
@@ -57,10 +57,10 @@ def test_mpu_speed(simulator, tmp_path):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_vpu_cycles(simulator):
-    """``dstar.bench_vpu.measure`` (``tb.test_vpu_cycles``) as ``dstar measure vpu`` runs it
+    """``dstar.benches.vpu.measure`` (``tb.test_vpu_cycles``) as ``dstar measure vpu`` runs it
     (every operation, three row lengths, three rows each: about a second on tiny), every output
     checked against golden."""
-    from dstar.bench_vpu import lengths, measure
+    from dstar.benches.vpu import lengths, measure
     from golden.layouts import VPU_OPS
 
     r = measure(CFG, simulator)
@@ -72,9 +72,9 @@ def test_vpu_cycles(simulator):
 
 @pytest.mark.cocotb
 def test_core_perf_icarus():
-    """``dstar.bench_core.measure`` (``tb.test_core_perf``) on Icarus, one cache step: every
+    """``dstar.benches.core.measure`` (``tb.test_core_perf``) on Icarus, one cache step: every
     section's outputs checked against the golden block (Verilator: tests/test_cocotb_core.py)."""
-    from dstar.bench_core import measure
+    from dstar.benches.core import measure
 
     perf = measure(CFG, steps=1, optimize=False, simulator="icarus", model_speed=False)
     assert [s["cache"] for s in perf["steps"]] == [True] and perf["sim"]["model"] is None
@@ -84,11 +84,12 @@ def test_core_perf_icarus():
 
 @pytest.mark.cocotb
 def test_core_programs_icarus():
-    """``dstar.core_programs.run_programs`` (``tb.test_core_programs``) on Icarus: one layer's
+    """``dstar.benches.core_programs.run_programs`` (``tb.test_core_programs``) on Icarus: one
+    layer's
     init and one counter-read step, every stored word checked against the ISA executor
     (Verilator: tests/test_perf_model.py)."""
-    from dstar.core_programs import counter_reads, run_programs
-    from dstar.perf_workloads import plain_program, shapes
+    from dstar.benches.core_programs import counter_reads, run_programs
+    from dstar.benches.perf_workloads import plain_program, shapes
     from program.isa import core_for
 
     prog = plain_program(CFG, shapes(CFG, "validation", steps=1)[0]).program
@@ -101,12 +102,12 @@ def test_core_programs_icarus():
 
 @pytest.mark.cocotb
 def test_qpu_rate_verilator():
-    """``dstar.bench_qpu.run_rate`` (``tb.test_qpu_rate``) on Verilator, two difference tiles:
+    """``dstar.benches.qpu.run_rate`` (``tb.test_qpu_rate``) on Verilator, two difference tiles:
     both output streams compared with golden beat for beat (Icarus, and a changed beat failing:
     tests/test_cocotb_qpu.py)."""
     import numpy as np
 
-    from dstar.bench_qpu import rate_job, run_rate
+    from dstar.benches.qpu import rate_job, run_rate
     from golden.vectors import qpu_workload_from_tiles
 
     rng = np.random.default_rng(3)

@@ -1,4 +1,5 @@
-"""The whole DiT sampled on the generated core (tb.test_sample through dstar.sample): the tiny
+"""The whole DiT sampled on the generated core (tb.test_sample through dstar.benches.sample): the
+tiny
 model for 2 steps on both simulators (``make test``); in ``make regress`` the tiny model with
 every layer streamed and two batch rows on both, and the trained digits DiT at ``fpga`` with
 buffers deep enough for the whole model, 10 steps, labels 0-9, on Verilator.
@@ -10,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from dstar.sample import run_samples
+from dstar.benches.sample import run_samples
 from golden.config import preset
 from models.dit import DIT_MODELS, init_params
 

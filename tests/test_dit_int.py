@@ -343,7 +343,7 @@ def test_bad_step_inputs(cfg, x, mod, match):
 # ------------------------------------------------------------------------------ command line
 @pytest.fixture
 def only_analysis(monkeypatch):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.cmd_dit_int",))
+    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.commands.dit_int",))
 
 
 def _dstar(capsys, *argv):

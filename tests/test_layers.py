@@ -180,3 +180,55 @@ def test_golden_holds_the_numerics_alone():
     assert lines < 6000, lines
     names = {p.stem for p in (ROOT / "golden").glob("*.py")}
     assert not names & {"core_isa", "core_compiler", "dit", "checkpoint", "profile", "trace"}
+
+
+#: Inside the application: the shared pieces (``dstar.cli``, ``dstar.options``) ← ``benches`` ←
+#: ``reports`` ← ``sweeps`` ← ``commands`` (the command line reaches its modules by name).
+DSTAR_ALLOWED = {
+    "benches": {"top"},
+    "reports": {"top", "benches"},
+    "sweeps": {"top", "benches", "reports"},
+    "commands": {"top", "benches", "reports", "sweeps"},
+}
+
+
+def _dstar_room(mod: str) -> str:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 2 or parts[-1] in DSTAR_ALLOWED else "top"
+
+
+def forbidden_dstar_arrows(root: Path = ROOT) -> list[str]:
+    """``"a -> b"`` for every import between the application's rooms that DSTAR_ALLOWED does not
+    grant (the shared pieces import no room)."""
+    bad = []
+    for mod in modules(root):
+        if not mod.startswith("dstar.") or mod == "dstar.cli":
+            continue
+        room = _dstar_room(mod)
+        for dep in sorted(imported_modules(mod, root)):
+            if dep.startswith("dstar.") and dep != "dstar":
+                to = _dstar_room(dep)
+                if to != room and to not in DSTAR_ALLOWED.get(room, set()):
+                    bad.append(f"{mod} -> {dep}")
+    return bad
+
+
+def test_the_application_rooms_import_one_way():
+    assert {p.name for p in (ROOT / "dstar").iterdir() if (p / "__init__.py").is_file()} == \
+        set(DSTAR_ALLOWED)
+    assert forbidden_dstar_arrows() == []
+
+
+@pytest.mark.parametrize("src, target", [
+    ("dstar/benches/a.py", "dstar.reports.b"),
+    ("dstar/reports/a.py", "dstar.commands.b"),
+    ("dstar/sweeps/a.py", "dstar.commands.b"),
+    ("dstar/options.py", "dstar.benches.b"),
+])
+def test_the_checker_finds_an_upward_import_inside_the_application(tmp_path, src, target):
+    files = {src: f"from {target} import x\n", target.replace(".", "/") + ".py": ""}
+    for room in DSTAR_ALLOWED:
+        files[f"dstar/{room}/__init__.py"] = ""
+    root = _tree(tmp_path, files)
+    a = src[:-3].replace("/", ".")
+    assert f"{a} -> {target}" in forbidden_dstar_arrows(root)

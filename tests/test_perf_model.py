@@ -4,7 +4,7 @@ calibration and validation against the RTL core's own counters (tiny preset on V
 
 import pytest
 
-from dstar.perf_workloads import isolated, layer_steps, shapes
+from dstar.benches.perf_workloads import isolated, layer_steps, shapes
 from golden.config import preset
 from program.isa import BUFFERS, core_for
 from sim.core_work import Work, trace_work
@@ -84,7 +84,7 @@ def test_isolated_program_keeps_skip_ranges():
 def test_model_matches_the_rtl_core_tiny():
     """Calibrate on the tiny core (Verilator) and validate on three other layer shapes over two
     steps: every compute section and every whole step within 3 % of the RTL's ``cycles``."""
-    from dstar.perf_validate import run
+    from dstar.benches.perf_validate import run
     rec = run(CFG, "verilator", n_validation=3, steps=2, block_steps=0, optimize=False)
     assert rec["shapes"] == 3
     s = rec["summary"]
@@ -99,7 +99,7 @@ def test_model_matches_the_rtl_core_tiny():
 @pytest.mark.parametrize("name", ["tiny", "fpga"])
 def test_model_matches_the_rtl_core_full(name):
     """The report's set: 10 validation shapes over 3 steps and the DiT block over 4 steps."""
-    from dstar.perf_validate import run
+    from dstar.benches.perf_validate import run
     rec = run(preset(name), "verilator")
     assert rec["shapes"] >= 10
     assert rec["summary"]["step"]["max"] < 0.03, rec["summary"]
@@ -111,8 +111,8 @@ def test_program_runner_on_icarus():
     """The program-runner testbench (tb/test_core_programs.py) on Icarus: a layer's isolated
     and plain runs, every stored word checked against the executor; the counters agree with
     Verilator's (the RTL is cycle-exact on both)."""
-    from dstar.core_programs import run_programs
-    from dstar.perf_workloads import isolated_program, plain_program
+    from dstar.benches.core_programs import run_programs
+    from dstar.benches.perf_workloads import isolated_program, plain_program
     s = shapes(CFG, "validation", steps=2)[0]
     progs = [isolated_program(CFG, s), plain_program(CFG, s).program]
     core = core_for(CFG)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import dstar.cli
-from dstar.dit_shapes import MODELS, Attention, DiTModel, Linear
-from dstar.project import Chip, Workload, main, paper_timing, pcache_bytes, project_model
+from dstar.reports.dit_shapes import MODELS, Attention, DiTModel, Linear
+from dstar.reports.project import Chip, Workload, main, paper_timing, pcache_bytes, project_model
 from golden.config import preset
 from sim.perf_model import Timing
 
@@ -18,7 +18,7 @@ CFG = preset("paper")
 
 
 def calibrated(offset_fpga=0):
-    """Timing dicts as dstar.perf_validate writes them: structural values plus offsets."""
+    """Timing dicts as dstar.benches.perf_validate writes them: structural values plus offsets."""
     out = {}
     for name in ("tiny", "fpga"):
         s = Timing.structural(preset(name))

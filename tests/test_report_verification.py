@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-import dstar.report_summary as rs
+import dstar.reports.summary as rs
 from sim import runner
 
 TOOLS = {"amaranth": "0.5.10", "yosys": "0.70", "cocotb": "2.1.0", "verilator": "5.048",

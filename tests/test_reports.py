@@ -1,8 +1,8 @@
 """The report generators import and render Markdown tables from a small fake result (no tools
-run; the figures themselves come from ``dstar measure arrays`` / ``dstar.report_qpu``)."""
+run; the figures themselves come from ``dstar measure arrays`` / ``dstar.reports.qpu``)."""
 
-from dstar import report_arrays
-from dstar import report_qpu
+from dstar.reports import arrays as report_arrays
+from dstar.reports import qpu as report_qpu
 
 
 def test_markdown_writers_render_tables():
@@ -48,7 +48,7 @@ def test_markdown_writers_render_tables():
 
 
 def test_vpu_report_renders_every_section():
-    from dstar import report_vpu
+    from dstar.reports import vpu as report_vpu
 
     cyc = dict(vpu_lanes=4, max_reduction=8, rows=3, lengths=[4, 8], ops=["gelu"],
                sim_cycles_per_second=1000,
@@ -72,7 +72,7 @@ def test_vpu_report_renders_every_section():
 def test_packing_report_renders_and_refuses_bad_paths(tmp_path):
     import pytest
 
-    from dstar import report_packing
+    from dstar.reports import packing as report_packing
     from gen.errors import UserError
 
     row = dict(open_groups=0, pack_windows=1, groups=1000, lanes_valid=3600, lane_util=0.9,

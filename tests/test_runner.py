@@ -211,11 +211,12 @@ def test_cache_key_covers_the_golden_modules_elaboration_reads():
 
 
 def test_cache_key_leaves_out_the_command_line_testbenches_and_flows():
-    """The command line (``dstar/cli.py``, ``dstar/cmd_*.py``) is not elaboration: a help string
+    """The command line (``dstar/cli.py``, ``dstar/commands/*.py``) is not elaboration: a help
+    string
     must not rebuild every model; nor are the testbenches or the FPGA flow. The files checked
     must exist, so that a move cannot leave this test checking nothing."""
     files = set(elaboration_sources())
-    cli = [ROOT / "dstar" / "cli.py", *sorted((ROOT / "dstar").glob("cmd_*.py"))]
+    cli = [ROOT / "dstar" / "cli.py", *sorted((ROOT / "dstar" / "commands").glob("*.py"))]
     tbs = sorted((ROOT / "tb").glob("*.py"))
     flows = sorted((ROOT / "fpga").glob("*.py"))
     assert cli[0].is_file() and len(cli) >= 5, cli

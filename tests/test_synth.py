@@ -244,7 +244,7 @@ def test_asic_parts_sum_to_total(tmp_path):
     assert r["resources"]["area"] == pytest.approx(r["resources"]["yosys_area"])
     assert r["resources"]["ram_bits"] > 0 and r["resources"]["macros"] == {"$mem_v2": 1}
     assert [m["name"] for m in r["memories"]["list"] if not m["rom"]] == ["weights"]
-    from dstar.report_asic import parts_of
+    from dstar.reports.asic import parts_of
     parts = parts_of(r)
     assert parts["PEs"]["modules"] == 4
     assert sum(p["area"] for p in parts.values()) == pytest.approx(r["resources"]["area"])

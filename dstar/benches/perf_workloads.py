@@ -1,0 +1,153 @@
+"""Layer workloads for the performance model's calibration and validation: differential layers
+of given shapes (random INT8 weights, a drifting input, as a denoising loop produces) as core
+programs (:class:`program.layer.LayerProgram`), in two forms:
+
+* **isolated**: a ``STORE CNT`` after every command of a step; H and V run alone, so the busy
+  counters between two reads belong to that one command (calibration);
+* **plain**: the step as the compiler emits it, with counter reads only where it waits for idle
+  anyway (load, compute, store sections; validation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dstar.benches.core_programs import CNT, END, Program
+from golden.config import Config
+from golden.differential import DiffLinear
+from program.compiler import compile_block
+from program.isa import Cmd, core_for
+from program.layer import LayerProgram
+from program.workloads import block_workload
+
+__all__ = ["LayerShape", "layer_program", "layer_steps", "isolated", "plain_program",
+           "isolated_program", "sectioned", "Sectioned", "block_runs", "block_programs",
+           "shapes", "SHAPES"]
+
+
+@dataclass
+class Sectioned:
+    """A program whose runs carry counter reads at section boundaries: ``sections`` names the
+    spans between consecutive reads of every step run."""
+
+    program: Program
+    sections: tuple
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """``tokens`` × ``cin`` → ``cout`` (multiples of T); ``drift`` is the input's change per
+    step (act units), which sets how many groups a differential step sends; ``steps`` steps."""
+
+    tokens: int
+    cin: int
+    cout: int
+    drift: int = 60
+    steps: int = 3
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"N{self.tokens}_{self.cin}x{self.cout}_d{self.drift}_s{self.seed}"
+
+
+#: Layer shapes per preset, in units of T (tokens, cin, cout, drift): square and skewed layers,
+#: one tile and many, small and large changes between steps.
+SHAPES = {
+    "calibration": [(2, 2, 8, 60), (4, 8, 2, 200), (2, 16, 4, 20), (8, 4, 6, 60)],
+    "validation": [(4, 4, 4, 60), (2, 8, 8, 100), (6, 2, 4, 40), (4, 16, 2, 60),
+                   (2, 4, 12, 300), (8, 8, 2, 10), (4, 6, 6, 150), (2, 12, 6, 60),
+                   (6, 6, 2, 0), (4, 2, 16, 80)],
+}
+
+
+def shapes(cfg: Config, kind: str, steps: int = 3) -> list:
+    """The ``kind`` (``calibration`` or ``validation``) shapes in channels for ``cfg``, clipped
+    to its ``max_reduction``."""
+    T = cfg.tile
+    out = []
+    for i, (n, ci, co, d) in enumerate(SHAPES[kind]):
+        ci = min(ci * T, cfg.max_reduction // T * T)
+        out.append(LayerShape(n * T, ci, co * T, d, steps, seed=i))
+    return out
+
+
+def layer_program(cfg: Config, shape: LayerShape) -> LayerProgram:
+    rng = np.random.default_rng(shape.seed)
+    layer = DiffLinear(rng.integers(-127, 128, (shape.cin, shape.cout)),
+                       rng.uniform(0.002, 0.02, shape.cout), cfg,
+                       bias=rng.uniform(-1, 1, shape.cout), name=shape.name)
+    return LayerProgram(layer, shape.tokens, core_for(cfg))
+
+
+def layer_steps(cfg: Config, shape: LayerShape) -> tuple:
+    """``(init run, [step runs])`` of the layer; the input starts random and drifts."""
+    prog = layer_program(cfg, shape)
+    rng = np.random.default_rng(shape.seed + 1000)
+    lim = 1 << (cfg.act_width - 2)
+    x = rng.integers(-lim, lim, (shape.tokens, shape.cin))
+    steps = []
+    for _ in range(shape.steps):
+        steps.append(prog.step(x))
+        x = np.clip(x + rng.integers(-shape.drift, shape.drift + 1, x.shape), -lim, lim)
+    return prog.init(), steps
+
+
+def isolated(cmds: list) -> list:
+    """A counter read after every command (the reads bracket each command). A SKIP's count is
+    doubled so that it still covers its commands (and their reads); the read after the last
+    skipped command stays, so a skipping step has one read per executed command too."""
+    out = [CNT]
+    for c in cmds[:-1]:
+        if c.op == "SKIP":
+            c = Cmd(c.op, {**c.args, "count": 2 * c.args["count"]}, c.wait, c.signal)
+        out += [c, CNT]
+    return out + [END]
+
+
+def isolated_program(cfg: Config, shape: LayerShape) -> Program:
+    init, steps = layer_steps(cfg, shape)
+    return Program("iso_" + shape.name, [init] + [(isolated(c), h) for c, h in steps])
+
+
+def sectioned(cmds: list) -> list:
+    """A layer step with a counter read at the start, after the input LOAD, after the compute
+    (QCFG .. BARRIER) and at the end: the reads fall where the step waits for idle anyway."""
+    i = next(k for k, c in enumerate(cmds) if c.op == "BARRIER")
+    return [CNT, cmds[0], CNT] + cmds[1:i + 1] + [CNT] + cmds[i + 1:-1] + [CNT, END]
+
+
+def plain_program(cfg: Config, shape: LayerShape) -> Sectioned:
+    """Init, then every step :func:`sectioned`."""
+    init, steps = layer_steps(cfg, shape)
+    return Sectioned(Program("plain_" + shape.name, [init] + [(sectioned(c), h)
+                                                            for c, h in steps]),
+                     ("load", "compute", "store"))
+
+
+def block_runs(cfg: Config, steps: int = 4) -> tuple:
+    """The preset's test DiT block (:func:`program.workloads.block_workload`) compiled for
+    the core: ``(init run, step commands, [step host words], sections)``."""
+    make_block, inputs = block_workload(cfg, steps)
+    prog = compile_block(make_block(), core_for(cfg))
+    init = prog.init_commands()
+    if init[-1].op != "END":
+        init = init + [END]
+    hosts = [prog.step_host_words(x, mod) for x, mod in inputs]
+    return (init, prog.init_host_words()), prog.step_commands(), hosts, prog.sections
+
+
+def block_programs(cfg: Config, steps: int = 4) -> tuple:
+    """``(isolated, sectioned)`` programs of the DiT block over ``steps`` steps (cache and reuse
+    steps alternate at the preset's SAR interval): the isolated one calibrates the V engine,
+    the sectioned one (a counter read at every section boundary) validates the whole core."""
+    init, cmds, hosts, sections = block_runs(cfg, steps)
+    body = []
+    for _name, a, b in sections:
+        body += [CNT] + [c for c in cmds[a:b] if c.op != "END"]
+    body += [CNT, END]
+    iso = Program("iso_block", [init] + [(isolated(cmds), h) for h in hosts])
+    plain = Program("plain_block", [init] + [(body, h) for h in hosts])
+    return iso, Sectioned(plain, tuple(n for n, _a, _b in sections))

