@@ -128,7 +128,7 @@ def markdown(rep: dict) -> str:
           f"sizes {', '.join(map(str, rep['sizes']))}. Areas in µm² without the weight memory "
           "(a macro); single PEs synthesized for every variant, arrays by part at "
           f"{', '.join(f'{n}×{n}' for n in rep['measure_sizes'])} for a subset, the rest from "
-          "the array model (`fpga/design_sweep.py`). DSTAR *core* = MPU + QPU (the QPU's parts "
+          "the array model (`dstar/sweeps/design.py`). DSTAR *core* = MPU + QPU (the QPU's parts "
           f"from the measured `tiny` QPU ({rep.get('qpu', {}).get('source', 'measured')}), "
           "scaled per part by the estimate model); INT8 core = "
           "its array (the buffers, VPU and control are the same in both and left out).", "",
@@ -152,7 +152,7 @@ def markdown(rep: dict) -> str:
           "ignores the tile period (speed-up = the bench's, scaled by dense beats / groups). "
           "`pe_stages`, `weight_hop` and `act_hop` change only the tile period per cycle "
           "(Fmax, which "
-          "`pe_stages` buys, is not modelled). `fpga/sweep_throughput.py`.", ""]
+          "`pe_stages` buys, is not modelled). `dstar/sweeps/throughput.py`.", ""]
     c = rep["crossover"]
     if c["size"] is not None:
         md += [f"**Crossover size: {c['size']}×{c['size']}** — from there on the best DSTAR "
