@@ -39,5 +39,16 @@ def test_uart_vpu_random_rows(simulator, seed):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_uart_core_layer(simulator):
-    """A differential layer over two steps through the simulated UART into the generated core."""
-    run_cocotb("uart_core", preset("tiny"), simulator, "tb.test_uart_core", seed=1)
+    """A differential layer through the simulated UART into the generated core: two steps on
+    Verilator (the state carried over the link), one on Icarus, about ten times slower per cycle
+    (two in make regress)."""
+    run_cocotb("uart_core", preset("tiny"), simulator, "tb.test_uart_core", seed=1,
+               extra_env={"DSTAR_STEPS": "2" if simulator == "verilator" else "1"})
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+def test_uart_core_layer_two_steps_on_icarus():
+    """The second step of the layer on Icarus too (``make regress``)."""
+    run_cocotb("uart_core", preset("tiny"), "icarus", "tb.test_uart_core", seed=1,
+               extra_env={"DSTAR_STEPS": "2"}, tag="long")
