@@ -409,6 +409,7 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
     (test_dir / VERDICT).unlink(missing_ok=True)   # no verdict of an earlier run outlives it
     identity = run_identity(unit, cfg.hash(), simulator, test_module)
     xml = test_dir / "results.xml"
+    xml.unlink(missing_ok=True)     # nor its results: a run that writes none has none
     env = {**config_env(cfg), **(extra_env or {}), "PYTHONPATH": str(ROOT)}
     runner = get_runner(simulator)
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we check the results ourselves

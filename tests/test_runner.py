@@ -182,6 +182,21 @@ def test_a_run_that_does_not_finish_leaves_no_verdict(tmp_path, monkeypatch):
     assert not (tmp_path / "pe-tiny-x" / "runs" / "icarus-test_pe-3" / runner.VERDICT).exists()
 
 
+def test_a_run_that_writes_no_results_does_not_pass_on_an_earlier_runs(tmp_path, monkeypatch):
+    """A passing run's results.xml is still there when the next run of the same test writes
+    none (a simulator that exits 0 without running cocotb): that run fails."""
+    _fake_run(tmp_path, monkeypatch, {"a": None, "b": None})
+    import cocotb_tools.runner
+
+    class Silent:
+        def test(self, **_):
+            pass
+    monkeypatch.setattr(cocotb_tools.runner, "get_runner", lambda sim: Silent())
+    with pytest.raises(AssertionError, match="no results from tb.test_pe on icarus"):
+        run_cocotb("pe", preset("tiny"), "icarus", "tb.test_pe", seed=3)
+    assert _verdict(tmp_path)["pass"] is False
+
+
 @pytest.mark.cocotb
 def test_real_run_missing_a_test_fails(monkeypatch):
     """A real Icarus run that passes its one test still fails when another was expected, and
