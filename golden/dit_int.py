@@ -73,9 +73,9 @@ import numpy as np
 from golden import vpu
 from golden.config import Config
 from golden.differential import DiffLinear, quantize_weights
-from golden.fmdq import Quantized, quantize_tile_matrix, requant_params, requantize
+from golden.fmdq import Quantized, requant_params, requantize
 from golden.sar import PRECISION_CODE_BITS, PCacheRecord, expand_mask, is_cache_step, quantize_p
-from golden.schedule import reference_product
+from golden.schedule import Counters, reference_product, schedule_matrix
 
 __all__ = ["IntDiTBlock", "BlockStep", "LayerStep", "AttnStep", "LAYERS", "MOD_NAMES",
            "pack_pcache", "unpack_pcache", "kv_e_max"]
@@ -135,7 +135,10 @@ class AttnStep:
 
     Every step: ``pcache`` per head the :class:`golden.sar.PCacheRecord` used (written on a cache
     step, read on a reuse step) and ``pcache_bytes`` its packed bytes per head
-    (:func:`pack_pcache`); ``v_w`` (H, N, d) INT8, ``v_e`` (H,); ``o_acc`` (H, N, d)
+    (:func:`pack_pcache`); ``counters`` the QPU counters of the step's attention quantization as
+    the core runs it (cache step: ``Q`` per head and query tile, and ``P`` per head and query
+    tile over all ``N`` key columns, a dropped block's columns zero sub-channels; reuse step:
+    none); ``v_w`` (H, N, d) INT8, ``v_e`` (H,); ``o_acc`` (H, N, d)
     ``P_cache · v_w`` (at most ``bitlen(N·127·127) + 1`` bits); ``o`` (H, N, d) act;
     ``o_tokens`` (N, H·d) act, the heads side by side (input of ``proj``).
     """
@@ -155,6 +158,7 @@ class AttnStep:
     s_acc: np.ndarray | None = None
     s: np.ndarray | None = None
     p: np.ndarray | None = None
+    counters: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -423,7 +427,7 @@ class IntDiTBlock:
         cfg, s = self.cfg, self.spec
         N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
         W = cfg.act_width
-        extra = {}
+        extra, ctr = {}, Counters()
         if cache:
             q, k = self._heads(yqk[:, :D]), self._heads(yqk[:, D:])
             k_w, k_e = vpu.kv_int8(k, cfg)
@@ -432,7 +436,10 @@ class IntDiTBlock:
             q_qz = []
             sat["q.fmdq"] = sat["s"] = 0
             for h in range(H):
-                qz, nt = quantize_tile_matrix(q[h], cfg, self.B)
+                qz, tiles = schedule_matrix(q[h], cfg, self.B)
+                nt = len(tiles)
+                for ts in tiles:
+                    ctr.merge(ts.counters)
                 q_qz.append(qz)
                 sat["q.fmdq"] += int(np.count_nonzero(qz.saturated))
                 acc = np.concatenate(reference_product(qz, nt, k_w[h].T, cfg), axis=0)[:N]
@@ -444,6 +451,12 @@ class IntDiTBlock:
                 sat["s"] += ns
             P, sat["softmax"] = vpu.softmax(S, self.mask_el, cfg, self.tables)
             self.pcache = [quantize_p(P[h], self.mask[h], cfg) for h in range(H)]
+            # The core quantizes each query tile's whole row of P (r0 = 0): quantize_p keeps the
+            # kept blocks' sub-channels; the counters count them all, as the QPU sees them (a
+            # row longer than max_reduction is one no core runs: no counters for it).
+            for h in range(H if N <= cfg.max_reduction else 0):
+                for ts in schedule_matrix(np.where(self.mask_el[h], P[h], 0), cfg, r0=0)[1]:
+                    ctr.merge(ts.counters)
             sat["p_quant"] = int(sum(np.count_nonzero(r.values != np.where(self.mask_el[h],
                                                                            P[h], 0))
                                      for h, r in enumerate(self.pcache)))
@@ -459,7 +472,7 @@ class IntDiTBlock:
         return AttnStep(cache_step=cache, pcache=list(recs),
                         pcache_bytes=[pack_pcache(r, self.mask[h], cfg)
                                       for h, r in enumerate(recs)],
-                        v_w=v_w, v_e=v_e, o_acc=o_acc, o=o,
+                        v_w=v_w, v_e=v_e, o_acc=o_acc, o=o, counters=dict(ctr.values),
                         o_tokens=o.transpose(1, 0, 2).reshape(N, H * d), **extra)
 
     def step(self, x, mod) -> BlockStep:

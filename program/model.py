@@ -59,7 +59,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from golden.dit_int import LAYERS, MOD_NAMES
-from golden.schedule import Counters, schedule_matrix
+from golden.schedule import Counters
 from models.dit_int_model import IntDiT, ModelStep
 from program.compiler import (
     BUF_ORDER,
@@ -110,11 +110,12 @@ def quant_counters(model: IntDiT, steps: list) -> dict:
     of the step, in the same tiles.
 
     - each differential layer that ran (the golden's counters; the patch embedding's input is
-      padded to a multiple of T with zero channels, each a zero sub-channel per token tile);
-    - on a cache step, per block and head, ``Q`` per query tile (the block's ``B``) and ``P``
-      per query tile over all ``N`` key columns (dropped blocks zero, ``r0 = 0``).
+      padded to a multiple of T with zero channels, each a zero sub-channel per token tile: the
+      one thing this lowering adds);
+    - every block's attention (:attr:`golden.dit_int.AttnStep.counters`: on a cache step ``Q``
+      and ``P`` per query tile).
     """
-    cfg, T = model.cfg, model.cfg.tile
+    T = model.cfg.tile
     total = Counters()
     pad = _pad_to(model.x_embed.W.shape[0], T) - model.x_embed.W.shape[0]
     tiles = -(-model.spec.tokens // T)
@@ -124,14 +125,9 @@ def quant_counters(model: IntDiT, steps: list) -> dict:
                 total.add(name, v)
         total.add("subchannels", pad * tiles)
         total.add("subchannels_zero", pad * tiles)
-        for blk, bs in zip(model.blocks, ms.blocks):
-            if bs.attn.q is None:
-                continue
-            for h in range(model.spec.heads):
-                p = np.where(blk.mask_el[h], bs.attn.p[h], 0)
-                for x, kw in ((bs.attn.q[h], dict(base_log2=blk.B)), (p, dict(r0=0))):
-                    for ts in schedule_matrix(x, cfg, **kw)[1]:
-                        total.merge(ts.counters)
+        for bs in ms.blocks:
+            for name, v in bs.attn.counters.items():
+                total.add(name, v)
     return {f"qpu_{k}": v for k, v in total.values.items()}
 
 

@@ -311,9 +311,14 @@ def _whole_system(bench: dict, packing: dict | None) -> list:
             f"against the INT8 array's {int8:,.0f} µm² ({ratio:.2f}×), so DSTAR's throughput "
             f"per µm² is **{a['cycles_ratio'] / ratio:.2f}×** the INT8 array's, and "
             f"**{with_loads / ratio:.2f}×** with the weight loads ({loads:,} cycles on each "
-            f"array) counted (the MPU alone: {with_loads / a['area_ratio']:.2f}×). Left out on "
-            f"both sides: the buffers, the VPU, the control, and the INT8 design's activation "
-            f"quantizer."]
+            f"array) counted (the MPU alone: {with_loads / a['area_ratio']:.2f}×). Left out: "
+            f"the weight memories (macros; the MPU's has {bench['config']['lanes']} read ports, "
+            f"one per lane, against the INT8 array's 1), the other buffers, the VPU and the "
+            f"control on both sides, and the INT8 "
+            f"design's activation quantizer. This is the bench's configuration (its `--set` "
+            f"levers and operating point), not the preset a user gets by default, and its "
+            f"operating point was chosen on the float-simulated quantized DiT, not on the "
+            f"integer model: the whole-core comparison of issue 27 replaces it."]
 
 
 def _sample_section(rec) -> list:
