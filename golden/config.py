@@ -33,6 +33,9 @@ ALIGNMENTS = ("product-shift", "horner")
 # (docs/architecture.md 2, 3).
 DIGIT_PRODUCTS = ("multiply", "select")
 DIGIT_CODES = ("slice", "booth")
+#: The core's matrix datapath (docs/architecture.md 16): DSTAR's QPU and slice MPU on
+#: differential FMDQ layers, or the INT8 array with an INT8 activation quantizer on dense layers.
+DATAPATHS = ("dstar", "int8")
 # Parameters added after configuration hashes were first published: they enter
 # Config.hash() only when they differ from their default.
 MAX_OPEN_GROUPS = 4
@@ -48,7 +51,7 @@ CORE_ADDR_BITS = 14
 CORE_WIDE_ROWS = ("wmem_rows", "xbuf_rows", "ybuf_rows", "gmem_rows")
 CORE_WIDE_ADDR_BITS = 20
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
-                   "pack_windows") + CORE_BUFFER_ROWS
+                   "pack_windows", "datapath") + CORE_BUFFER_ROWS
 
 
 class ConfigError(ValueError):
@@ -137,6 +140,13 @@ class Config:
         right: registered after every ``act_hop``-th column (``cols``: broadcast along the row);
         the column operands are then skewed by ``j // act_hop``. With both hops at the array's
         size nothing is skewed at all. In ``1..cols``.
+    datapath:
+        The core's matrix datapath: ``"dstar"`` (default; the QPU quantizes each sub-channel of
+        ``Δx`` with FMDQ and the MPU of slice PEs replays its group stream; every linear layer is
+        differential) or ``"int8"`` (the INT8 baseline's array with an INT8 activation quantizer
+        in place of the QPU and the MPU: every linear layer is dense, ``y = W·q(x)`` each step,
+        ``q`` one power-of-two exponent per token tile, numerics §2.8). ``"int8"`` needs
+        ``mult_width >= act_width``.
     closed_loop:
         Differential layers keep ``x̂`` (closed loop, numerics §2.5) instead of the previous
         ``x``.
@@ -181,6 +191,7 @@ class Config:
     digits: str = "slice"
     weight_hop: int = 1
     act_hop: int = 1
+    datapath: str = "dstar"
     closed_loop: bool = True
     p_base_log2: int = 7
     sar_interval: int = 2
@@ -264,6 +275,7 @@ class Config:
         need(self.digits in DIGIT_CODES, "digits", self.digits, f"one of {DIGIT_CODES}")
         pos_int("weight_hop", 1, self.rows)
         pos_int("act_hop", 1, self.cols)
+        need(self.datapath in DATAPATHS, "datapath", self.datapath, f"one of {DATAPATHS}")
         need(isinstance(self.closed_loop, bool), "closed_loop", self.closed_loop, "a bool")
         # P is 0..2**p_base_log2 - 1 <= 127 so the quantizer keeps e = 0 (numerics §2.6).
         pos_int("p_base_log2", 0, 7)
@@ -272,6 +284,9 @@ class Config:
              self.sar_thr, "a number in [0, 1)")
         pos_int("vpu_lanes")
         pos_int("mult_width", 2, 32)
+        if self.datapath == "int8":     # numerics §2.8: a shift below 0 is taken as 0, exactly
+            need(self.mult_width >= self.act_width, "mult_width", self.mult_width,
+                 f">= act_width ({self.act_width}) with datapath 'int8'")
         pos_int("sh_max", 1, 127)
         pos_int("cores")
         for buf in CORE_BUFFER_ROWS:

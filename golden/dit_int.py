@@ -107,6 +107,10 @@ class LayerStep:
     acc   (N, cout)  this step's MPU result ``Σ q·2**e·W``, acc_bits
     Y     (N, cout)  running sum after the step, acc_bits
     y     (N, cout)  requantized output, act_width bits
+
+    The INT8 core's dense layers (:class:`golden.dit_int8.Int8DiTBlock`) have no state: ``xhat``,
+    ``Y``, ``dx`` and ``qz`` are None, ``tiles`` holds the :class:`golden.dense_int8.Int8Tile` of
+    each token tile, and ``y`` of a skipped ``qk`` is the last cache step's output.
     """
 
     name: str
@@ -121,6 +125,7 @@ class LayerStep:
     y_saturated: int = 0
     counters: dict = field(default_factory=dict)
     flags: dict = field(default_factory=dict)
+    tiles: list | None = None
 
 
 @dataclass
@@ -354,17 +359,26 @@ class IntDiTBlock:
         for k in LAYERS:
             Wf, bf, name = parts[k]
             Wq, s_w = quantize_weights(Wf, cfg.weight_width)
-            self.layers[k] = DiffLinear(Wq, s_w, cfg, bias=bf, base_log2=self.B, name=name)
-        # Attention requantization (module docstring); runtime exponents fold in as shifts.
+            self.layers[k] = self._make_layer(Wq, s_w, bf, name)
+        self._attention_scales(d)
+        self.t = 0
+        self.pcache = None
+
+    def _make_layer(self, Wq, s_w, bias, name):
+        """One linear layer of the block: a closed-loop differential FMDQ layer."""
+        return DiffLinear(Wq, s_w, self.cfg, bias=bias, base_log2=self.B, name=name)
+
+    def _attention_scales(self, d: int):
+        """The attention requantizations (module docstring); runtime exponents fold in as
+        shifts, which must stay in ``[0, sh_max]`` for the largest K/V exponent."""
+        cfg = self.cfg
         self.s_m, self.s_sh = requant_params(2.0 ** -self.B / math.sqrt(d), cfg.mult_width)
         self.o_m, self.o_sh = requant_params(2.0 ** -cfg.p_base_log2, cfg.mult_width)
         emax = kv_e_max(cfg)
         for what, sh in (("S (2**-B / sqrt(d))", self.s_sh), ("O (2**-p_base_log2)", self.o_sh)):
             if sh - emax < 0 or sh > cfg.sh_max:
-                raise ValueError(f"block {index}: requantization of {what} needs shifts "
+                raise ValueError(f"block {self.index}: requantization of {what} needs shifts "
                                  f"{sh - emax}..{sh}, outside [0, {cfg.sh_max}]")
-        self.t = 0
-        self.pcache = None
 
     @classmethod
     def from_model(cls, model, index: int, cfg: Config, mask=None, **kw) -> "IntDiTBlock":

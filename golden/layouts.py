@@ -20,8 +20,8 @@ from golden.config import Config
 
 __all__ = ["COUNTER_NAMES", "group_layout", "drain_layout", "recon_layout", "weight_load_layout",
            "subchannel_layout", "qpu_config_layout", "counters_layout",
-           "baseline_group_layout", "VPU_OPS", "vpu_cmd_layout", "vpu_in_layout",
-           "vpu_out_layout", "layout_width", "pack", "unpack"]
+           "baseline_group_layout", "int8_group_layout", "gmem_layout", "VPU_OPS",
+           "vpu_cmd_layout", "vpu_in_layout", "vpu_out_layout", "layout_width", "pack", "unpack"]
 
 
 def _f(name, width, dims=(), signed=False):
@@ -53,6 +53,26 @@ def baseline_group_layout(cfg: Config) -> list:
         _f("first", 1),
         _f("last", 1),
     ]
+
+
+def int8_group_layout(cfg: Config) -> list:
+    """One GMEM row of the INT8 core (numerics §2.8): a baseline beat (per row one INT8
+    activation, the channel) with ``valid`` (0 only on the one group of an all-zero tile) and the
+    tile's exponent ``exp`` (the same on every group of the tile)."""
+    return [
+        _f("act", cfg.weight_width, (cfg.rows,), signed=True),
+        _f("channel", cfg.chan_width),
+        _f("valid", 1),
+        _f("exp", cfg.exp_width),
+        _f("first", 1),
+        _f("last", 1),
+    ]
+
+
+def gmem_layout(cfg: Config) -> list:
+    """The core's GMEM row: a lane group (:func:`group_layout`) with the DSTAR datapath, an
+    :func:`int8_group_layout` row with the INT8 one."""
+    return int8_group_layout(cfg) if cfg.datapath == "int8" else group_layout(cfg)
 
 
 def drain_layout(cfg: Config, baseline: bool = False) -> list:

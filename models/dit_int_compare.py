@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from golden.config import Config
-from golden.dit_int import IntDiTBlock
+from golden.dit_int8 import make_block
 from golden.fmdq import from_fixed, to_fixed
 from golden.sar import is_cache_step
 from models.dit import (
@@ -72,7 +72,8 @@ class RecordingDiT(DiT):
 
 
 class IntBlockDiT(RecordingDiT):
-    """The DiT with :class:`~golden.dit_int.IntDiTBlock` blocks.
+    """The DiT with the integer blocks of ``cfg``'s datapath (:func:`golden.dit_int8.make_block`:
+    :class:`~golden.dit_int.IntDiTBlock`, or :class:`~golden.dit_int8.Int8DiTBlock`).
 
     Parameters
     ----------
@@ -92,9 +93,9 @@ class IntBlockDiT(RecordingDiT):
         super().__init__(spec, params=params)
         masks = masks or {}
         self.cfg = cfg
-        self.int_blocks = [IntDiTBlock(self.params, i, self.spec, cfg,
-                                       masks.get(f"blocks.{i}.attn"), interval=interval,
-                                       base_log2=base_log2)
+        self.int_blocks = [make_block(self.params, i, self.spec, cfg,
+                                      masks.get(f"blocks.{i}.attn"), interval=interval,
+                                      base_log2=base_log2)
                            for i in range(self.spec.depth)]
         self.int_steps = [[] for _ in self.int_blocks]
         self.local = [[] for _ in self.int_blocks]

@@ -24,6 +24,10 @@ unpatchifies it and takes the DDIM step (:func:`ddim_sample_int`).
 
 Choices (docs/architecture.md §8, "The whole DiT in integers"):
 
+* With ``cfg.datapath == "int8"`` (the INT8 core, numerics §2.8) every layer, these two
+  included, is a dense :class:`golden.dense_int8.DenseInt8Linear` and the blocks are
+  :class:`golden.dit_int8.Int8DiTBlock`; there is no ``x̂``/``Y`` state (:attr:`ModelStep.state`
+  is empty).
 * The two new layers are differential like every other linear layer (closed loop by default),
   with their own ``x̂``/``Y`` state, the model's static base ``B`` and INT8 weights quantized per
   output channel from the float weights (:func:`golden.differential.quantize_weights`).
@@ -44,8 +48,10 @@ import numpy as np
 
 from golden import vpu
 from golden.config import PRECISIONS, Config
+from golden.dense_int8 import DenseInt8Linear
 from golden.differential import DiffLinear, quantize_weights
-from golden.dit_int import MOD_NAMES, BlockStep, IntDiTBlock
+from golden.dit_int import MOD_NAMES, BlockStep
+from golden.dit_int8 import make_block
 from golden.fmdq import to_fixed
 from models.dit import DiT, DiTSpec, _silu, ddim_loop, start_noise
 
@@ -123,6 +129,8 @@ def average_bits(counters, prefix: str = "") -> float:
 def _layer(params, name, cfg, B):
     W, b = np.asarray(params[f"{name}.W"], np.float64), np.asarray(params[f"{name}.b"], np.float64)
     Wq, s_w = quantize_weights(W, cfg.weight_width)
+    if cfg.datapath == "int8":
+        return DenseInt8Linear(Wq, s_w, cfg, bias=b, name=name)
     return DiffLinear(Wq, s_w, cfg, bias=b, base_log2=B, name=name)
 
 
@@ -150,8 +158,8 @@ class IntDiT:
         masks = masks or {}
         self.spec, self.cfg = spec, cfg
         self.host = DiT(spec, params=params)
-        self.blocks = [IntDiTBlock(params, i, spec, cfg, masks.get(f"blocks.{i}.attn"),
-                                   interval=interval, base_log2=base_log2, eps=eps)
+        self.blocks = [make_block(params, i, spec, cfg, masks.get(f"blocks.{i}.attn"),
+                                  interval=interval, base_log2=base_log2, eps=eps)
                        for i in range(spec.depth)]
         self.B = self.blocks[0].B if self.blocks else (
             cfg.base_log2 if base_log2 is None else base_log2)
@@ -202,7 +210,7 @@ class IntDiT:
         cfg, T = self.cfg, self.tables
         sat = {}
         e = self.x_embed.step(inputs.patches)
-        sat["x_embed"] = int(np.count_nonzero(e.qz.saturated))
+        sat["x_embed"] = _clipped(e)
         h, sat["pos"] = vpu.gated_residual(self.pos, self.one, e.y, cfg)
         h0, steps = h, []
         for blk, mod in zip(self.blocks, inputs.mods):
@@ -212,13 +220,14 @@ class IntDiT:
         ln, sat["ln"] = vpu.layernorm(h, cfg, tables=T, eps_q=self.eps_q)
         f, sat["mod"] = vpu.modulate(ln, inputs.final_mod[0], inputs.final_mod[1], cfg)
         out = self.final.step(f)
-        sat["final"] = int(np.count_nonzero(out.qz.saturated))
+        sat["final"] = _clipped(out)
         res = ModelStep(step=self.t, inputs=inputs, embed=e.y, h0=h0, blocks=steps, ln=ln, f=f,
                         eps=out.y, saturation=sat,
                         counters={"x_embed": dict(e.counters.values),
                                   "final.linear": dict(out.counters.values)},
-                        state={"x_embed": (self.x_embed.state.copy(), e.Y),
-                               "final.linear": (self.final.state.copy(), out.Y)})
+                        state={} if cfg.datapath == "int8" else
+                        {"x_embed": (self.x_embed.state.copy(), e.Y),
+                         "final.linear": (self.final.state.copy(), out.Y)})
         self.t += 1
         return res
 
@@ -229,6 +238,12 @@ class IntDiT:
     def eps_to_image(self, eps):
         """A model output ``eps`` (N, patch_dim, act format) as a float (C, H, W) image."""
         return self.host.unpatchify(np.asarray(eps) / float(1 << self.cfg.act_frac))
+
+
+def _clipped(r) -> int:
+    """Sub-channels the quantizer clipped in a layer's step (the INT8 quantizer clips none)."""
+    qz = getattr(r, "qz", None)
+    return 0 if qz is None else int(np.count_nonzero(qz.saturated))
 
 
 def guided_eps(eps_cond, eps_uncond, scale: float):

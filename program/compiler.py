@@ -29,11 +29,16 @@ signals it when a QUANT ``τ+2`` exists, and that QUANT waits on it. So the QUAN
 while the GEMMs of τ run, every wait is met in program order and both counts are 0 at the end
 of the layer. A BARRIER ends each layer (its output is read next by a VROW or a QUANT).
 
-Group-stream bound (GMEM reservation): a tile of ``nch`` sub-channels emits at most
-``4·nch`` groups (at most ``b/2 <= 4`` slice columns per sub-channel and every group holds at least
-one valid lane), or exactly 1 when every sub-channel is zero; ``4·nch`` is reached (e.g. two 8-bit
-sub-channels per chunk with exponents of different parity). Each slot and each P-cache region
-reserves ``4·nch`` rows.
+Group-stream bound (GMEM reservation, :func:`group_rows`): a tile of ``nch`` sub-channels emits
+at most ``4·nch`` groups (at most ``b/2 <= 4`` slice columns per sub-channel and every group holds
+at least one valid lane), or exactly 1 when every sub-channel is zero; ``4·nch`` is reached (e.g.
+two 8-bit sub-channels per chunk with exponents of different parity). Each slot and each P-cache
+region reserves ``4·nch`` rows.
+
+**The INT8 core** (``cfg.datapath == "int8"``, numerics §2.8) runs the same programs with dense
+layers: no QCFG, QUANT without ``diff``, GEMM without ``accum``, no ``x̂``/``Y`` regions (they
+have 0 rows: nothing is zeroed, loaded or stored), and at most ``nch`` groups per tile (one per
+sub-channel), so the slots and P-cache regions reserve ``nch`` rows.
 
 The ``qk`` outputs are stored every step; on a reuse step ABUF still holds those of the last cache
 step, which equal ``requant(Y_qk)`` of the unchanged state (:meth:`CoreProgram.expected`).
@@ -66,6 +71,7 @@ from program.isa import (
 )
 
 __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
+           "group_rows", "dense",
            "emit_layer", "emit_vrow", "emit_block_body", "weight_words", "rbuf_words",
            "attention_words", "memory_table", "regions_end", "check_block", "check_bias"]
 
@@ -73,6 +79,18 @@ FULL, FREE = 1 << 0, 1 << 1          # semaphore masks: group slot full / free
 SREG_K, SREG_V = 0, 1                # shift registers of K and V (one head at a time)
 MAX_COUNT = (1 << ADDR_BITS) - 1     # largest count field
 BUF_ORDER = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "GMEM")
+
+
+def dense(cfg: Config) -> bool:
+    """Whether ``cfg``'s core runs dense layers (the INT8 datapath) rather than differential
+    ones."""
+    return cfg.datapath == "int8"
+
+
+def group_rows(cfg: Config, nch: int) -> int:
+    """GMEM rows reserved for the group stream of a tile of ``nch`` sub-channels (module
+    docstring): ``4·nch`` (DSTAR), ``nch`` (INT8)."""
+    return nch if dense(cfg) else 4 * nch
 
 
 def make_cmd(cfg: Config, op: str, wait: int = 0, signal: int = 0, **fields) -> Cmd:
@@ -183,12 +201,16 @@ class CoreProgram:
         """The golden values of :meth:`parse_step_output`'s keys for one
         :class:`~golden.dit_int.BlockStep`: ``out`` (N, D), ``o`` (H, N, d) and per layer
         ``<layer>.y``, ``<layer>.xhat``, ``<layer>.Y``. For ``qk`` on a reuse step ``y`` is
-        ``requant(Y)`` of the unchanged state (what ABUF still holds)."""
+        ``requant(Y)`` of the unchanged state (what ABUF still holds). The INT8 core has no
+        ``xhat`` and ``Y`` keys."""
         cfg = self.cfg
         res = {"out": step.out, "o": step.attn.o}
         for k in LAYERS:
             ls = step.layers[k]
             y = ls.y
+            if dense(cfg):        # no state; a skipped qk's y is the last cache step's
+                res[f"{k}.y"] = y
+                continue
             if y is None:
                 lay = self.blk.layers[k]
                 y, _ = requantize(ls.Y, lay.m, lay.sh, lay.bias_int, cfg.act_width, cfg.sh_max)
@@ -296,10 +318,11 @@ def _plan(prog: CoreProgram):
               "proj.y": D, "h1": D, "ln2": D, "m": D, "fc1.y": M, "gelu": M, "fc2.y": D, "out": D}
     for name, C in widths.items():
         take("ABUF", name, N if C is None else nt * C)     # S, P: T queries × N keys
+    state = 0 if dense(cfg) else 1       # the INT8 core keeps no x̂ and no Y
     for k in LAYERS:
-        take("XBUF", f"{k}.xhat", nt * blk.layers[k].W.shape[0])
+        take("XBUF", f"{k}.xhat", state * nt * blk.layers[k].W.shape[0])
     for k in LAYERS:
-        take("YBUF", f"{k}.Y", N * blk.layers[k].W.shape[1] // T)
+        take("YBUF", f"{k}.Y", state * N * blk.layers[k].W.shape[1] // T)
     for k in LAYERS:
         cin, cout = blk.layers[k].W.shape
         take("WMEM", f"{k}.W", cin * cout // T)
@@ -312,10 +335,10 @@ def _plan(prog: CoreProgram):
     for name in MOD_NAMES:
         take("VBUF", name, D // T)
     take("MASK", "mask", H * nt)         # row h·nt + query tile
-    slot = 4 * max(blk.layers[k].W.shape[0] for k in LAYERS)
+    slot = group_rows(cfg, max(blk.layers[k].W.shape[0] for k in LAYERS))
     take("GMEM", "slot0", slot)
     take("GMEM", "slot1", slot)
-    take("GMEM", "pcache", H * nt * 4 * N)   # region (h·nt + qa)·4N
+    take("GMEM", "pcache", H * nt * group_rows(cfg, N))   # region (h·nt + qa)·group_rows(N)
 
 
 # ================================================================================ lowering
@@ -368,8 +391,9 @@ def _layer(prog, e: Emitter, k: str, src: str):
 
 
 def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str):
-    """One differential layer (module docstring): ``lay`` (a
-    :class:`golden.differential.DiffLinear`) over ``N`` tokens read from ``R[src]``; ``R`` maps
+    """One linear layer (module docstring): ``lay`` (a :class:`golden.differential.DiffLinear`, or
+    on the INT8 core a dense :class:`golden.dense_int8.DenseInt8Linear`) over ``N`` tokens read
+    from ``R[src]``; ``R`` maps
     ``<k>.xhat``, ``<k>.Y``, ``<k>.W``, ``<k>.r``, ``<k>.y``, ``slot0`` and ``slot1`` to their
     regions."""
     T = cfg.tile
@@ -378,11 +402,13 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str):
     slots = (R["slot0"].base, R["slot1"].base)
     xa, xh, Yb = R[src].base, R[f"{k}.xhat"].base, R[f"{k}.Y"].base
     wb, rb, ya = R[f"{k}.W"].base, R[f"{k}.r"].base, R[f"{k}.y"].base
-    e("QCFG", base_log2=lay.B, thr=list(cfg.thr))
+    diff = 0 if dense(cfg) else 1
+    if diff:
+        e("QCFG", base_log2=lay.B, thr=list(cfg.thr))
 
     def quant(t):
         e("QUANT", wait=FREE if t >= 2 else 0, signal=FULL, src=xa + t * cin,
-          xsrc=xh + t * cin, nch=cin, gdst=slots[t % 2], diff=1)
+          xsrc=(xh + t * cin) * diff, nch=cin, gdst=slots[t % 2], diff=diff)
 
     quant(0)
     for t in range(nt):
@@ -391,8 +417,8 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str):
         for j in range(nb):
             e("GEMM", wait=FULL if j == 0 else 0,
               signal=FREE if j == nb - 1 and t + 2 < nt else 0, gsrc=slots[t % 2],
-              wbase=wb + j * cin, ysrc=Yb + (t * nb + j) * T, rrow=rb + j,
-              dst=ya + t * cout + j * T, accum=1)
+              wbase=wb + j * cin, ysrc=(Yb + (t * nb + j) * T) * diff, rrow=rb + j,
+              dst=ya + t * cout + j * T, accum=diff)
     e("BARRIER")
 
 
@@ -443,7 +469,8 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
         emit_vrow(e, "kv_amax", **walk)
         emit_vrow(e, "kv_quant", dst=kt, **walk)
         for qa in range(nt):
-            e("QCFG", base_log2=blk.B, thr=list(cfg.thr))
+            if not dense(cfg):
+                e("QCFG", base_log2=blk.B, thr=list(cfg.thr))
             e("QUANT", signal=FULL, src=qk + qa * 2 * D + h * d, nch=d, gdst=R["slot0"].base)
             first = True
             for kb in range(nt):
@@ -455,15 +482,17 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
             e("BARRIER")
             emit_vrow(e, "softmax", R=T, n=N, a=R["S"].base, C=N, vb=R["mask"].base + h * nt + qa,
                   dst=R["P"].base)
-            e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
+            if not dense(cfg):
+                e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
             e("QUANT", src=R["P"].base, nch=N, gdst=_pcache(prog, h, qa), pcache=1)
     e("BARRIER")
 
 
 def _pcache(prog: CoreProgram, h: int, qa: int) -> int:
-    """GMEM base of the P-cache region of head ``h``, query tile ``qa`` (4·N rows each)."""
+    """GMEM base of the P-cache region of head ``h``, query tile ``qa`` (``group_rows(N)`` rows
+    each)."""
     N = prog.blk.spec.tokens
-    return prog.regions["pcache"].base + (h * (N // prog.cfg.tile) + qa) * 4 * N
+    return prog.regions["pcache"].base + (h * (N // prog.cfg.tile) + qa) * group_rows(prog.cfg, N)
 
 
 def _attention_every(prog: CoreProgram, e: Emitter):
@@ -577,7 +606,8 @@ def _lower(prog: CoreProgram):
     e.section("store")
     prog.stores = [("out", "out"), ("o", "o")]
     for k in LAYERS:
-        prog.stores += [(f"{k}.y", f"{k}.y"), (f"{k}.xhat", f"{k}.xhat"), (f"{k}.Y", f"{k}.Y")]
+        prog.stores += [(f"{k}.y", f"{k}.y")] + ([] if dense(cfg) else
+                                                 [(f"{k}.xhat", f"{k}.xhat"), (f"{k}.Y", f"{k}.Y")])
     for _key, rname in prog.stores:
         e.transfer("STORE", R[rname].buf, R[rname])
     e("STEP", interval=blk.interval)

@@ -34,6 +34,12 @@ Semantics beyond the table of :mod:`program.isa`
   product is :func:`golden.schedule.execute` of the replayed groups (it clears the accumulators at
   a ``first`` group; the replay starts from zero anyway); only valid lanes read WMEM (address
   checked on those); ``sh - s`` outside ``[0, sh_max]`` on any lane is ``shift``.
+* The INT8 core (``cfg.datapath == "int8"``, numerics §2.8): GMEM rows are
+  :class:`golden.dense_int8.Int8Group`; QCFG does nothing; QUANT is the INT8 quantizer
+  (:func:`golden.dense_int8.quantize_tile`), ``diff`` is ``operand``, and it reads the tile twice
+  (``abuf_reads`` +2·nch); GEMM's product is :func:`golden.dense_int8.execute` and its shift
+  ``max(0, sh - s - e)`` with the tile's exponent ``e`` (the last group's), never ``shift`` below
+  0; ``lanes_valid`` +1 per valid group.
 * VROW: ``vop`` must name one of :data:`program.isa.VROW_OPS` (``operand``); ``R == 0`` or
   ``n == 0`` is ``operand``; the token walk needs ``n <= max_reduction``, the sub-channel walk
   (``cols = 1``) only ``kv_amax``/``kv_quant`` with ``n·T <= max_reduction`` (``operand``). A
@@ -83,7 +89,7 @@ from collections import deque
 
 import numpy as np
 
-from golden import vpu
+from golden import dense_int8, vpu
 from golden.config import Config, ConfigError
 from golden.fmdq import dequant, quantize_subchannels
 from golden.schedule import Group, execute, schedule_tile
@@ -158,7 +164,9 @@ class CoreExecutor(VrowEngine):
         self.wmem = np.zeros((core.wmem_rows, cfg.cols), np.int64)
         self.rbuf = {k: np.zeros((core.rbuf_rows, T), np.int64) for k in ("m", "sh", "bias")}
         self.mask = [0] * core.mask_rows
-        self.gmem = [zero_group(cfg)] * core.gmem_rows
+        self.int8 = cfg.datapath == "int8"
+        self.gmem = [dense_int8.zero_group(cfg) if self.int8 else zero_group(cfg)] * \
+            core.gmem_rows
         self.sreg = [0] * SREGS
         self.vparam = 0
         self.phase = 0
@@ -362,7 +370,10 @@ class CoreExecutor(VrowEngine):
 
     # ------------------------------------------------------------------ QPU
     def _op_qcfg(self, a, out):
-        """QCFG: set the QPU's base and thresholds (illegal values: ``qpu``)."""
+        """QCFG: set the QPU's base and thresholds (illegal values: ``qpu``); nothing on the INT8
+        core."""
+        if self.int8:
+            return
         base, thr = a["base_log2"], tuple(int(t) for t in a["thr"])
         if base > self.cfg.B_max or not thr[0] < thr[1] < thr[2] < 127:
             self._fail("qpu", f"QCFG base_log2={base} thr={thr} refused (B_max "
@@ -388,7 +399,11 @@ class CoreExecutor(VrowEngine):
         if nch > cfg.max_reduction:
             self._fail("qpu", f"QUANT tile of {nch} sub-channels exceeds max_reduction "
                               f"{cfg.max_reduction}")
+        if self.int8 and a["diff"]:
+            self._fail("operand", "QUANT diff on the INT8 core (its layers are dense)")
         self._rows("ABUF", src, nch, "QUANT src")
+        if self.int8:
+            return self._quant_int8(a)
         if a["diff"]:
             self._rows("XBUF", xsrc, nch, "QUANT xsrc")
         self._rows("GMEM", gdst, 1, "QUANT gdst")
@@ -422,6 +437,21 @@ class CoreExecutor(VrowEngine):
         for k, v in ts.counters.values.items():
             self._add("qpu_" + k, v)
 
+    def _quant_int8(self, a):
+        """QUANT on the INT8 core: the INT8 quantizer (numerics §2.8)."""
+        src, nch, gdst = a["src"], a["nch"], a["gdst"]
+        self._rows("GMEM", gdst, 1, "QUANT gdst")
+        tile = dense_int8.quantize_tile(self.abuf[src:src + nch], self.cfg)
+        n = len(tile.groups)
+        self._rows("GMEM", gdst, n, f"QUANT group stream ({n} groups)")
+        self.gmem[gdst:gdst + n] = tile.groups
+        self._add("abuf_reads", 2 * nch)
+        self._add("gmem_writes", n)
+        if a["pcache"]:
+            self._add("pcache_groups_written", n)
+        for k, v in tile.counters.values.items():
+            self._add("qpu_" + k, v)
+
     # ------------------------------------------------------------------ MPU
     def _op_gemm(self, a, out):
         """GEMM: replay a group stream against WMEM, requantize into ABUF (and YBUF)."""
@@ -437,7 +467,10 @@ class CoreExecutor(VrowEngine):
             if self.gmem[i].last:
                 break
             i += 1
-        chans = [int(c) for g in groups for c, v in zip(g.channel, g.valid) if v]
+        if self.int8:
+            chans = [int(g.channel) for g in groups if g.valid]
+        else:
+            chans = [int(c) for g in groups for c, v in zip(g.channel, g.valid) if v]
         maxch = max(chans, default=-1)
         self._rows("WMEM", wbase, maxch + 1, "GEMM weight rows")
         if a["accum"]:
@@ -447,12 +480,17 @@ class CoreExecutor(VrowEngine):
         s = self.sreg[a["sreg"]] if a["use_sreg"] else 0
         m, sh, bias = (self.rbuf[k][rrow] for k in ("m", "sh", "bias"))
         shift = sh - s
+        if self.int8:                    # the tile's exponent; below 0 is taken as 0
+            shift = np.maximum(shift - groups[-1].exp, 0)
         if shift.min() < 0 or shift.max() > cfg.sh_max:
             self._fail("shift", f"requantization shift sh - s = {shift.min()}..{shift.max()} "
                                 f"outside [0, {cfg.sh_max}] (RBUF row {rrow}, s = {s})")
         W = self.wmem[wbase:wbase + maxch + 1] if maxch >= 0 else \
             np.zeros((1, cfg.cols), np.int64)
-        acc = execute(groups, W, cfg)[0][-1]
+        if self.int8:
+            acc = dense_int8.execute(groups, W, cfg)
+        else:
+            acc = execute(groups, W, cfg)[0][-1]
         Y = self.ybuf[ysrc:ysrc + T] if a["accum"] else np.zeros((T, cfg.cols), np.int64)
         try:
             r = vpu.acc_requant(Y, acc, m, shift, bias, cfg)

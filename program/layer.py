@@ -56,6 +56,9 @@ class LayerProgram:
                 raise ValueError(f"{what} = {v} is not a multiple of the tile size T = {T}")
         if not cfg.closed_loop:
             raise ValueError("the core implements closed-loop differential layers only")
+        if cfg.datapath != "dstar":
+            raise ValueError(f"LayerProgram runs a differential layer on the DSTAR datapath; "
+                             f"cfg.datapath is {cfg.datapath!r}")
         check_bias(cfg, layer, repr(layer.name))
         self.layer, self.cfg, self.core, self.N = layer, cfg, core, tokens
         self.nt, self.nb = tokens // T, cout // T

@@ -68,9 +68,11 @@ from program.compiler import (
     attention_words,
     check_bias,
     check_block,
+    dense,
     emit_block_body,
     emit_layer,
     emit_vrow,
+    group_rows,
     memory_table,
     rbuf_words,
     regions_end,
@@ -414,7 +416,9 @@ def _object_rows(prog: ModelProgram, buf: str, name: str) -> int:
     """Rows of layer ``name``'s weights (WMEM), ``x̂`` (XBUF) or ``Y`` (YBUF)."""
     cin, cout = prog.layers[name].W.shape
     N, T = prog.model.spec.tokens, prog.cfg.tile
-    return {"WMEM": cin * cout // T, "XBUF": N // T * cin, "YBUF": N * cout // T}[buf]
+    state = 0 if dense(prog.cfg) else 1      # the INT8 core keeps no x̂ and no Y
+    return {"WMEM": cin * cout // T, "XBUF": state * N // T * cin,
+            "YBUF": state * N * cout // T}[buf]
 
 
 def _state(r: int, name: str, suffix: str) -> str:
@@ -462,10 +466,10 @@ def _plan(prog: ModelProgram, force: set):
         if v.base + v.rows > 1 << ADDR_BITS:     # VROW kv_quant's dst field is narrow
             raise ValueError(f"K^T and V of one head need {v.base + v.rows} WMEM rows; VROW "
                              f"reaches {1 << ADDR_BITS}")
-    slot = 4 * max(lay.W.shape[0] for lay in prog.layers.values())
+    slot = group_rows(cfg, max(lay.W.shape[0] for lay in prog.layers.values()))
     take("GMEM", "slot0", slot)
     take("GMEM", "slot1", slot)
-    pc = H * nt * 4 * N
+    pc = H * nt * group_rows(cfg, N)
     if prog.interval == 1 and depth:     # no reuse step: the P-cache lives inside one block
         shared = take("GMEM", "pcache", pc)
         for r in range(prog.rows):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from golden.config import Config
 from golden.dit_int import IntDiTBlock
+from golden.dit_int8 import make_block as block_of
 from models.dit import DIT_MODELS, DiTSpec
 from models.dit_int_compare import compare_int
 
@@ -21,9 +22,10 @@ SPECS = {
 
 
 def block_workload(cfg: Config, steps: int, seed: int = 3, drop: bool = True):
-    """``(make_block, inputs)``: a function building a fresh :class:`IntDiTBlock` of the preset's
-    test DiT, and per step the ``(x, mod)`` the block sees when the integer DiT samples from
-    ``seed`` (realistic activations). ``drop`` removes a few off-diagonal SAR blocks per head
+    """``(make_block, inputs)``: a function building a fresh integer block of the preset's
+    test DiT (:class:`IntDiTBlock`, or the INT8 core's :class:`golden.dit_int8.Int8DiTBlock`),
+    and per step the ``(x, mod)`` the block sees when the integer DiT samples from ``seed``
+    (realistic activations). ``drop`` removes a few off-diagonal SAR blocks per head
     (the diagonal stays) so that masked attention is exercised."""
     spec = SPECS.get(cfg.name, DIT_MODELS["tiny"])
     im = compare_int(spec, cfg, steps=steps, seed=seed)[3]
@@ -39,7 +41,7 @@ def block_workload(cfg: Config, steps: int, seed: int = 3, drop: bool = True):
                     mask[h, a, b] = False
     params = im.params
 
-    def make_block():
-        return IntDiTBlock(params, 0, spec, cfg, mask)
+    def make_block() -> IntDiTBlock:
+        return block_of(params, 0, spec, cfg, mask)
 
     return make_block, inputs

@@ -18,13 +18,14 @@ class Baseline(ArrayUnit):
     tile's last beat, ``acc[i, j] = Σ_c a[i, c] · W[c, j]``. Same outer interface, weight buffer,
     drain and timing as :class:`~rtl.mpu.MPU` (one beat per cycle; ``L = (rows - 1) // weight_hop
     + (cols - 1) // act_hop + pe_stages + 4`` from a tile's last beat to its first drain beat;
-    ``rows`` drain beats).
+    ``rows`` drain beats). ``weight_depth`` (keyword-only): rows of the weight buffer, as the
+    MPU's (the INT8 core's WMEM).
     """
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, *, weight_depth: int | None = None):
         super().__init__(check_config(cfg), in_fields=baseline_group_layout(cfg),
             pe_factory=Int8PE, row_shape=int8_row_layout(cfg), col_shape=int8_col_layout(cfg),
-            read_ports=1, baseline=True)
+            read_ports=1, baseline=True, weight_depth=weight_depth)
 
     def read_addresses(self, beat):
         return [beat.channel]

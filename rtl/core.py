@@ -10,6 +10,10 @@ is a plain multiplexer on the requests of whichever engine uses it. Buffers are
 ``amaranth.lib.memory`` memories: ABUF (:class:`~rtl.core_abuf.SkewedBuffer`), XBUF, YBUF, RBUF,
 VBUF, MASK, GMEM (group streams and the P cache), and WMEM inside the MPU; SREG is 16 registers.
 
+With ``cfg.datapath == "int8"`` this is the INT8 core (numerics §2.8, docs/architecture.md §16):
+Q is :class:`~rtl.core_quant_int8.Int8QuantEngine` (the INT8 activation quantizer) and M drives
+the INT8 :class:`~rtl.baseline.Baseline` array; everything else is the same.
+
 Ports: ``cmd`` (128-bit commands), ``host_in`` / ``host_out`` (32-bit words), ``status``
 (``done``, ``busy``, ``error`` code of :data:`program.isa.ERRORS`, ``error_index``,
 ``phase``). The performance counters (:data:`program.isa.COUNTERS`) are read with
@@ -32,8 +36,9 @@ from .core_host import HostEngine
 from .core_layouts import BUF, row_layout
 from .core_matrix import MatrixEngine
 from .core_quant import QuantEngine
+from .core_quant_int8 import Int8QuantEngine
 from .core_vector import VectorEngine
-from .layouts import group_layout, to_layout
+from .layouts import gmem_layout, to_layout
 from .params import check_config, check_core
 from .vpu import VPU
 
@@ -85,7 +90,8 @@ class Core(wiring.Component):
         m = Module()
         m.submodules.dispatch = dsp = Dispatcher(cfg, core=core)
         m.submodules.host = h = HostEngine(cfg)
-        m.submodules.quant = q = QuantEngine(cfg, core=core)
+        quant = Int8QuantEngine if cfg.datapath == "int8" else QuantEngine
+        m.submodules.quant = q = quant(cfg, core=core)
         m.submodules.matrix = mx = MatrixEngine(cfg, core=core)
         m.submodules.vector = v = VectorEngine(cfg, core=core)
         m.submodules.vpu = vpu = VPU(cfg)
@@ -184,7 +190,7 @@ class Core(wiring.Component):
                [host("VBUF", True)])
         memory("mask", core.mask_rows, row_layout(cfg, "MASK"), [[v.mrd]],
                [host("MASK", True)])
-        memory("gmem", core.gmem_rows, group_layout(cfg), [[mx.grd]], [q.gwr])
+        memory("gmem", core.gmem_rows, gmem_layout(cfg), [[mx.grd]], [q.gwr])
 
         # WMEM (inside the MPU): H and V write rows.
         hw_w = host("WMEM", True)

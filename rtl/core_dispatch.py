@@ -113,7 +113,8 @@ class Dispatcher(wiring.Component):
             with m.Case(OP["QUANT"]):
                 q = cmd_layout(cfg, "QUANT")(hd)
                 m.d.comb += [
-                    opnd_bad.eq((q.nch == 0) | (q.nch > cfg.max_reduction)),
+                    opnd_bad.eq((q.nch == 0) | (q.nch > cfg.max_reduction) |
+                                (q.diff if cfg.datapath == "int8" else 0)),   # dense layers
                     addr_bad.eq(over(q.src + q.nch, "ABUF") |
                                 (q.diff & over(q.xsrc + q.nch, "XBUF")) |
                                 over(q.gdst + 1, "GMEM")),

@@ -18,9 +18,15 @@ Two decoupled halves, so that the next GEMM's groups enter the MPU while the pre
 Throughput: one group per cycle into the MPU; one drain beat per cycle (the VPU's element-wise
 rate for one-beat rows). Errors: a GMEM read past the end, a weight row past WMEM, a negative
 shift.
+
+The INT8 core (``cfg.datapath == "int8"``, numerics §2.8) has the INT8 :class:`~rtl.baseline.
+Baseline` array in place of the MPU and GMEM rows of :func:`golden.layouts.int8_group_layout`:
+each group is one beat (its channel plus ``wbase``); the tile's exponent of the group marked
+``last`` waits in a 2-entry queue beside the drain job and is subtracted from the shift, which
+is then taken as 0 when below 0 (no ``shift`` error).
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -28,9 +34,10 @@ from golden.config import bitlen
 from golden.layouts import vpu_cmd_layout, vpu_in_layout, vpu_out_layout
 from program import isa
 
+from .baseline import Baseline
 from .core_abuf import ABufPort
 from .core_layouts import VOP, MemRead, MemWrite, cmd_layout, row_layout
-from .layouts import group_layout, to_layout
+from .layouts import gmem_layout, to_layout
 from .mpu import MPU
 from .params import check_config, check_core
 from .stream_queue import StreamQueue
@@ -56,13 +63,14 @@ class MatrixEngine(wiring.Component):
     def __init__(self, cfg, *, core):
         self._cfg, self._core = check_config(cfg), check_core(core)
         T = cfg.tile
-        self._mpu = MPU(cfg, weight_depth=core.wmem_rows)
+        self._int8 = cfg.datapath == "int8"
+        self._mpu = (Baseline if self._int8 else MPU)(cfg, weight_depth=core.wmem_rows)
         shb = bitlen(cfg.sh_max)
         super().__init__({
             "cmd": In(stream.Signature(isa.CMD_BITS)),
             "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
             "fault": Out(range(len(isa.ERRORS))),
-            "grd": Out(MemRead(core.gmem_rows, group_layout(cfg))),
+            "grd": Out(MemRead(core.gmem_rows, gmem_layout(cfg))),
             "yrd": Out(MemRead(core.ybuf_rows, row_layout(cfg, "YBUF"))),
             "ywr": Out(MemWrite(core.ybuf_rows, row_layout(cfg, "YBUF"))),
             "rrd": Out(MemRead(core.rbuf_rows, row_layout(cfg, "RBUF"))),
@@ -121,23 +129,34 @@ class MatrixEngine(wiring.Component):
         g = self.grd.data
         widened = gfifo.i.p
         bad_w = Signal()
-        m.d.comb += [widened.digits.eq(g.digits), widened.signed.eq(g.signed),
-                     widened.valid.eq(g.valid), widened.exp.eq(g.exp),
-                     widened.first.eq(g.first), widened.last.eq(g.last)]
-        bad_lane = []
-        for lane in range(L):
-            ch = Signal(A + 1, name=f"wrow{lane}")
-            m.d.comb += [ch.eq(wbase + g.channel[lane]),
-                         widened.channel[lane].eq(ch)]
-            bad_lane.append(g.valid[lane] & (ch >= core.wmem_rows))
         push = inflight & ~seen_last
+        if self._int8:
+            ch = Signal(A + 1, name="wrow")
+            m.d.comb += [ch.eq(wbase + g.channel), widened.channel.eq(ch),
+                         widened.act.eq(g.act), widened.first.eq(g.first),
+                         widened.last.eq(g.last)]
+            bad_lane = [g.valid & (ch >= core.wmem_rows)]
+            nvalid = g.valid
+            # The tile's exponent, for the drain job of this GEMM.
+            m.submodules.exps = exps = StreamQueue(unsigned(cfg.exp_width), depth=2)
+            m.d.comb += [exps.i.valid.eq(push & g.last), exps.i.p.eq(g.exp)]
+        else:
+            m.d.comb += [widened.digits.eq(g.digits), widened.signed.eq(g.signed),
+                         widened.valid.eq(g.valid), widened.exp.eq(g.exp),
+                         widened.first.eq(g.first), widened.last.eq(g.last)]
+            bad_lane = []
+            for lane in range(L):
+                ch = Signal(A + 1, name=f"wrow{lane}")
+                m.d.comb += [ch.eq(wbase + g.channel[lane]),
+                             widened.channel[lane].eq(ch)]
+                bad_lane.append(g.valid[lane] & (ch >= core.wmem_rows))
+            nvalid = Signal(range(L + 1))
+            m.d.comb += nvalid.eq(sum(g.valid[lane] for lane in range(L)))
         m.d.comb += [bad_w.eq(push & Cat(*bad_lane).any()), gfifo.i.valid.eq(push)]
         with m.If(push & g.last):
             m.d.sync += [seen_last.eq(1), replaying.eq(0)]
         wiring.connect(m, gfifo.o, mpu.groups)
-        m.d.comb += [self.group.eq(push), self.pcache_group.eq(push & pc)]
-        nvalid = Signal(range(L + 1))
-        m.d.comb += [nvalid.eq(sum(g.valid[lane] for lane in range(L))),
+        m.d.comb += [self.group.eq(push), self.pcache_group.eq(push & pc),
                      self.lanes.eq(Mux(push, nvalid, 0))]
 
         # ------------------------------------------------------------------ drain half
@@ -175,6 +194,11 @@ class MatrixEngine(wiring.Component):
                      self.rrd.en.eq(dtake), self.rrd.addr.eq(job.rrow),
                      self.ybuf_read.eq(dtake & job.accum),
                      jobs.o.ready.eq(dtake & dr.p.last)]
+        b_exp = Signal(unsigned(cfg.exp_width))     # the tile's exponent (INT8 core)
+        if self._int8:
+            m.d.comb += exps.o.ready.eq(dtake & dr.p.last)
+            with m.If(dtake):
+                m.d.sync += b_exp.eq(exps.o.p)
         with m.If(dtake):
             m.d.sync += [b_valid.eq(1), b_acc.eq(dr.p.acc), b_i.eq(dr.p.row), b_job.eq(job)]
         with m.Elif(b_push):
@@ -192,10 +216,14 @@ class MatrixEngine(wiring.Component):
             lane = self.vpu_in.p
             m.d.comb += [lane.a[t].eq(Mux(b_job.accum, y[t], 0)), lane.b[t].eq(b_acc[t]),
                          lane.c[t].eq(r.bias[t]), lane.m[t].eq(r.m[t])]
-            sh = Signal(signed(len(r.sh[t]) + 1), name=f"sh{t}")
-            m.d.comb += [sh.eq(r.sh[t] - Mux(b_job.use_sreg, s, 0)), lane.sh[t].eq(sh)]
-            negs.append(sh < 0)
-        m.d.comb += neg.eq(b_push & Cat(*negs).any())
+            sh = Signal(signed(len(r.sh[t]) + 2), name=f"sh{t}")
+            m.d.comb += sh.eq(r.sh[t] - Mux(b_job.use_sreg, s, 0) - b_exp)
+            if self._int8:        # below 0 is taken as 0 (numerics §2.8)
+                m.d.comb += lane.sh[t].eq(Mux(sh < 0, 0, sh))
+            else:
+                m.d.comb += lane.sh[t].eq(sh)
+                negs.append(sh < 0)
+        m.d.comb += neg.eq(b_push & Cat(*negs).any() if negs else 0)
         wb_in = wb.i.p
         m.d.comb += [wb_in.dst.eq(b_job.dst), wb_in.yaddr.eq(b_job.ysrc + b_i),
                      wb_in.token.eq(b_i), wb_in.accum.eq(b_job.accum),

@@ -11,7 +11,7 @@ from amaranth.lib import data
 from golden import layouts as gl
 
 __all__ = ["to_layout", "group_layout", "drain_layout", "weight_load_layout",
-           "baseline_group_layout"]
+           "baseline_group_layout", "gmem_layout"]
 
 
 def _shape(width, dims, is_signed):
@@ -31,6 +31,11 @@ def group_layout(cfg):
 
 def baseline_group_layout(cfg):
     return to_layout(gl.baseline_group_layout(cfg))
+
+
+def gmem_layout(cfg):
+    """The core's GMEM row for ``cfg``'s datapath (:func:`golden.layouts.gmem_layout`)."""
+    return to_layout(gl.gmem_layout(cfg))
 
 
 def drain_layout(cfg, baseline=False):

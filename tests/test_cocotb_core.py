@@ -17,6 +17,24 @@ def test_core_tiny(simulator):
                extra_env={"DSTAR_STEPS": steps})
 
 
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_int8_core_tiny(simulator):
+    """The INT8 core (``datapath = "int8"``, numerics §2.8): the same block and testbench against
+    ``Int8DiTBlock``; Verilator a cache and a reuse step, Icarus the cache step."""
+    steps = "2" if simulator == "verilator" else "1"
+    run_cocotb("core", preset("tiny", datapath="int8"), simulator, "tb.test_core", seed=4,
+               extra_env={"DSTAR_STEPS": steps}, testcase="dit_block_over_steps", tag="int8")
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_int8_core_fpga(simulator):
+    run_cocotb("core", preset("fpga", datapath="int8"), simulator, "tb.test_core", seed=5,
+               extra_env={"DSTAR_STEPS": "4"}, tag="int8-fpga")
+
+
 @pytest.mark.slow
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])

@@ -49,6 +49,8 @@ def _sample(host, ex, seed, label):
     ((), 1, {}),                                     # YBUF streams what does not fit
     (("WMEM", "XBUF", "YBUF"), 2, {"sar_interval": 1}),
     ((), 2, {"gmem_rows": 2048, "ybuf_rows": 2048}),    # two rows, everything resident
+    ((), 1, {"datapath": "int8"}),                   # the INT8 core: dense, no state
+    (("WMEM",), 2, {"datapath": "int8", "sar_interval": 1}),
 ])
 def test_the_program_equals_the_integer_model(params, stream, rows, overrides):
     cfg = preset("tiny", **overrides)
