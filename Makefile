@@ -53,6 +53,7 @@ reports:  ## regenerate every figure REPORT.md states: synthesis, place-and-rout
 	$(BIN)/dstar sweep --reuse --jobs $(JOBS)
 	$(BIN)/dstar measure perf
 	$(BIN)/dstar measure projection
+	$(BIN)/dstar measure compare --reuse --jobs $(JOBS)
 	$(BIN)/dstar dit-int --model small --steps 8 --seed 0 --preset tiny --preset fpga --sar both --json reports/dit_int.json --md reports/dit_int.md
 	$(BIN)/dstar sample --backend verilator --preset fpga --fit-buffers --steps 10 --jobs $(JOBS) --out reports
 	$(MAKE) board

@@ -228,8 +228,8 @@ def _asic_lines(top, liberty, *, booth, parts, memories, delay_target) -> list:
 
 
 def _memories(dump: str) -> list:
-    """``[{name, width, size, bits, rom}]`` of the ``$mem_v2`` cells in an RTLIL ``dump``
-    (``rom``: no write port)."""
+    """``[{module, name, width, size, bits, rom, read_ports, write_ports}]`` of the ``$mem_v2``
+    cells in an RTLIL ``dump`` (``rom``: no write port)."""
     out = []
     mod = None
     for block in re.split(r"^(?=\s*(?:module|cell) )", dump, flags=re.M):
@@ -245,7 +245,8 @@ def _memories(dump: str) -> list:
         memid = re.search(r'parameter \\MEMID "([^"]*)"', block)
         w, n = par("WIDTH"), par("SIZE")
         out.append(dict(module=mod, name=(memid.group(1).lstrip("\\") if memid else "?"),
-                        width=w, size=n, bits=w * n, rom=par("WR_PORTS") == 0))
+                        width=w, size=n, bits=w * n, rom=par("WR_PORTS") == 0,
+                        read_ports=par("RD_PORTS"), write_ports=par("WR_PORTS")))
     return out
 
 

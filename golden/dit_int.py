@@ -32,8 +32,8 @@ Choices where the numerics contract is silent (docs/architecture.md, "Integer Di
   weights, :func:`golden.differential.quantize_weights`), the biases (rounded to act LSBs) and the
   two attention scales below; all become ``(m, sh)`` by :func:`golden.fmdq.requant_params` when
   the block is built.
-* **One static base ``B`` per block** (default ``cfg.base_log2``) for every differential layer
-  and for ``Q`` in ``Q·Kᵀ``.
+* **A static base ``B`` per layer** (default ``cfg.base_log2`` for all; or per float layer,
+  :data:`BASE_KEYS`), ``Q`` in ``Q·Kᵀ`` at the qkv layer's.
 * **Q·Kᵀ**: ``Q`` of each head (N tokens × d channels) goes through the FMDQ quantizer, not
   differentially (numerics §2.4), with base ``B``; a sub-channel is T queries × one channel. ``K``
   per head becomes INT8 by :func:`golden.vpu.kv_int8` (``K ≈ k_w·2**k_e``). The product
@@ -77,11 +77,15 @@ from golden.fmdq import Quantized, requant_params, requantize
 from golden.sar import PRECISION_CODE_BITS, PCacheRecord, expand_mask, is_cache_step, quantize_p
 from golden.schedule import Counters, reference_product, schedule_matrix
 
-__all__ = ["IntDiTBlock", "BlockStep", "LayerStep", "AttnStep", "LAYERS", "MOD_NAMES",
+__all__ = ["IntDiTBlock", "BlockStep", "LayerStep", "AttnStep", "LAYERS", "MOD_NAMES", "BASE_KEYS",
            "pack_pcache", "unpack_pcache", "kv_e_max"]
 
 # The block's differential layers in execution order, and the adaLN vectors in DiT.block order.
 LAYERS = ("qk", "v", "proj", "fc1", "fc2")
+#: Each layer's name in a per-layer base (``base_log2`` as a dict): the float layer it comes
+#: from (``qk`` and ``v`` are the fused qkv's two parts and share its base; ``Q`` too).
+BASE_KEYS = {"qk": "attn.qkv", "v": "attn.qkv", "proj": "attn.proj", "fc1": "mlp.fc1",
+             "fc2": "mlp.fc2"}
 MOD_NAMES = ("shift1", "scale1", "gate1", "shift2", "scale2", "gate2")
 
 
@@ -287,7 +291,9 @@ class IntDiTBlock:
     cfg : the :class:`~golden.config.Config`.
     mask : (heads, nb, nb) bool SAR block mask (diagonal kept); None keeps every block.
     interval : SAR cache-step interval (default ``cfg.sar_interval``; 1 = every step a cache step).
-    base_log2 : static base ``B`` of every layer and of ``Q`` (default ``cfg.base_log2``).
+    base_log2 : static base ``B`` of every layer and of ``Q`` (default ``cfg.base_log2``), or a
+        dict ``{name: B}`` over the names of :data:`BASE_KEYS` (``attn.qkv`` for ``qk``, ``v``
+        and ``Q``; a name left out takes ``cfg.base_log2``).
     eps : LayerNorm eps (float, converted once).
 
     State (inspectable, changed only by :meth:`step` and :meth:`reset`): :attr:`layers`
@@ -317,9 +323,18 @@ class IntDiTBlock:
         if not isinstance(self.interval, int) or isinstance(self.interval, bool) \
                 or self.interval < 1:
             raise ValueError(f"interval must be an integer >= 1, not {self.interval!r}")
-        self.B = cfg.base_log2 if base_log2 is None else base_log2
-        if not isinstance(self.B, int) or isinstance(self.B, bool) or not 0 <= self.B <= cfg.B_max:
-            raise ValueError(f"base_log2 must be an integer in [0, {cfg.B_max}], not {self.B!r}")
+        if isinstance(base_log2, dict):
+            bad = sorted(set(base_log2) - set(BASE_KEYS.values()))
+            if bad:
+                raise ValueError(f"base_log2 names {bad} are not layers of a block; names are "
+                                 f"{sorted(set(BASE_KEYS.values()))}")
+            self.bases = {k: base_log2.get(BASE_KEYS[k], cfg.base_log2) for k in LAYERS}
+        else:
+            self.bases = dict.fromkeys(LAYERS, cfg.base_log2 if base_log2 is None else base_log2)
+        for B in self.bases.values():
+            if not isinstance(B, int) or isinstance(B, bool) or not 0 <= B <= cfg.B_max:
+                raise ValueError(f"base_log2 must be an integer in [0, {cfg.B_max}], not {B!r}")
+        self.B = self.bases["qk"]
         nb = _nb(N, cfg.tile)
         if mask is None:
             mask = np.ones((H, nb, nb), bool)
@@ -359,14 +374,14 @@ class IntDiTBlock:
         for k in LAYERS:
             Wf, bf, name = parts[k]
             Wq, s_w = quantize_weights(Wf, cfg.weight_width)
-            self.layers[k] = self._make_layer(Wq, s_w, bf, name)
+            self.layers[k] = self._make_layer(k, Wq, s_w, bf, name)
         self._attention_scales(d)
         self.t = 0
         self.pcache = None
 
-    def _make_layer(self, Wq, s_w, bias, name):
-        """One linear layer of the block: a closed-loop differential FMDQ layer."""
-        return DiffLinear(Wq, s_w, self.cfg, bias=bias, base_log2=self.B, name=name)
+    def _make_layer(self, k, Wq, s_w, bias, name):
+        """Layer ``k`` of the block: a closed-loop differential FMDQ layer at its base."""
+        return DiffLinear(Wq, s_w, self.cfg, bias=bias, base_log2=self.bases[k], name=name)
 
     def _attention_scales(self, d: int):
         """The attention requantizations (module docstring); runtime exponents fold in as

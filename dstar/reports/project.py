@@ -20,8 +20,12 @@ How it scales
   HBM traffic (a roofline per layer). The P cache (numerics §2.6 record) stays in the 512 KB
   scratchpad when every layer's cache fits next to one layer's activations; otherwise it lives
   in HBM and costs its write on cache steps and its read on reuse steps.
-* **The baseline**: the same chip with the dense INT8 array of the same size (one beat per input
-  channel, tile period ``L + rows``), no SAR, no differential quantization.
+* **The baseline**: the same chip with the INT8 core (``datapath = "int8"``, numerics §2.8,
+  docs/architecture.md §16): the INT8 array of the same size (one beat per input channel, tile
+  period ``L + rows``), dense layers (no differential quantization), the INT8 quantizer's two
+  passes per QUANT (``2·nch + 4`` cycles), and the same SAR schedule as DSTAR (kept blocks,
+  cache and reuse steps; P quantized to 8 bits). Modelled as DSTAR's workload at 8 bits with a
+  full lane fill (one group per sub-channel) on :func:`int8_timing`.
 
 PE utilization
 --------------
@@ -42,7 +46,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from dstar.options import Parser
@@ -53,10 +57,10 @@ from gen.progress import say
 from golden.config import Config, ConfigError, preset
 from program.compiler import FREE, FULL
 from sim.core_work import Work
-from sim.perf_model import Timing, simulate
+from sim.perf_model import INT8_QUANT_FIXED, Timing, simulate
 
-__all__ = ["Chip", "Workload", "paper_timing", "project_model", "attention_parts", "pe_utilization",
-           "main"]
+__all__ = ["Chip", "Workload", "paper_timing", "int8_timing", "int8_workload", "project_model",
+           "attention_parts", "pe_utilization", "main"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,19 @@ def paper_timing(calibrated: dict, cfg: Config | None = None) -> tuple:
     return Timing.structural(cfg, **keep, **over), notes
 
 
+def int8_timing(t: Timing) -> Timing:
+    """The INT8 core's timing on the same core: ``t`` with the INT8 quantizer's QUANT (two
+    passes, :data:`sim.perf_model.INT8_QUANT_FIXED`); its array has the same tile flow and
+    drain."""
+    return t.with_(quant_passes=2, quant_fixed=INT8_QUANT_FIXED)
+
+
+def int8_workload(wl: "Workload") -> "Workload":
+    """What the INT8 core sees of workload ``wl``: 8 bits on every sub-channel at a full lane
+    fill (one group per sub-channel), P at 8 bits, the same SAR kept fraction and interval."""
+    return replace(wl, name=f"{wl.name} (INT8 core)", bits=8.0, p_bits=8.0, fill=1.0)
+
+
 # ----------------------------------------------------------------------------- one core
 def _groups(nch: int, bits: float, cfg: Config, fill: float) -> int:
     cols = nch * bits / 2
@@ -156,8 +173,8 @@ def _share(n: int, cores: int) -> int:
 
 def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: float,
                   cores: int) -> int:
-    """Cycles of one core for its share of linear layer ``x`` (``bits`` None: the dense INT8
-    baseline, one beat per input channel)."""
+    """Cycles of one core for its share of linear layer ``x`` (``bits`` None: the INT8 array,
+    one beat per input channel)."""
     T = cfg.tile
     nt, nb = math.ceil(x.tokens / T), math.ceil(x.cout / T)
     parts = math.ceil(x.cin / cfg.max_reduction)
@@ -182,7 +199,7 @@ def _vrow(t: Timing, cfg: Config, op: str, rows: int, n: int, walk: str = "tok")
 def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, cache: bool,
                     cores: int) -> dict:
     """Cycles of one core for its share of attention ``a`` on a cache (or dense) or reuse step
-    (``wl`` None: the dense INT8 baseline, every step a full attention), by part: ``kv`` (K and
+    (``wl`` None: every block kept and every step a full attention, dense), by part: ``kv`` (K and
     V made INT8 weights on the V engine), ``qk`` (the QKᵀ GEMM streams), ``softmax``,
     ``p_quant`` (P into the P cache) and ``pv`` (the P·V GEMM stream). The parts run one after
     the other, as the compiler's program orders them."""
@@ -241,14 +258,16 @@ def _is_ffn(x: Linear) -> bool:
 
 
 def pe_utilization(model: DiTModel, chip: Chip, cfg: Config, wl: Workload | None,
-                   ffn_cycles: float, attention_cycles: float) -> dict:
+                   ffn_cycles: float, attention_cycles: float, dense: bool = False) -> dict:
     """PE utilization of a cache step (module docstring) from the cycles one core spent on the
     FFN layers and on attention: ``{"ffn", "attention"}``, each ``{products, capacity,
-    utilization}``; ``wl`` None: the dense INT8 baseline."""
+    utilization}``; ``dense``: the INT8 array (MACs over its PEs; ``wl`` None: every block
+    kept)."""
     T = cfg.tile
-    per_cycle = cfg.rows * cfg.cols * chip.cores * (1 if wl is None else cfg.lanes)
-    digits = 1.0 if wl is None else wl.bits / 2
-    p_digits = 1.0 if wl is None else wl.p_bits / 2
+    dense = dense or wl is None
+    per_cycle = cfg.rows * cfg.cols * chip.cores * (1 if dense else cfg.lanes)
+    digits = 1.0 if dense else wl.bits / 2
+    p_digits = 1.0 if dense else wl.p_bits / 2
     f_prod = sum(x.count * x.tokens * x.cin * x.cout * digits
                  for x in model.linears if _is_ffn(x))
     a_prod = 0.0
@@ -280,24 +299,26 @@ def pcache_bytes(cfg: Config, a: Attention, wl: Workload) -> int:
 
 def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, cfg: Config,
                   wl: Workload) -> dict:
-    """Latency of ``model`` per step and per image on DSTAR and on the dense INT8 baseline."""
+    """Latency of ``model`` per step and per image on DSTAR (``t_dstar``, workload ``wl``) and on
+    the INT8 core (``t_base``, :func:`int8_workload` of ``wl``)."""
     bw = chip.hbm_bytes_per_s
     act_bytes = (cfg.act_width + 7) // 8
 
     def layer_time(cycles, nbytes):
         return max(cycles / chip.freq_hz, nbytes / bw)
 
-    pc_total = sum(pcache_bytes(cfg, a, wl) * a.count for a in model.attentions)
     act_peak = max(x.tokens * max(x.cin, x.cout) * act_bytes for x in model.linears)
-    pc_on_chip = pc_total + min(act_peak, chip.scratchpad_bytes // 2) <= chip.scratchpad_bytes
+    pc_side = {side: sum(pcache_bytes(cfg, a, w) * a.count for a in model.attentions)
+               for side, w in (("dstar", wl), ("int8", int8_workload(wl)))}
+    pc_on_chip = {side: pc + min(act_peak, chip.scratchpad_bytes // 2) <= chip.scratchpad_bytes
+                  for side, pc in pc_side.items()}
+    pc_total = pc_side["dstar"]
     res = {}
     for side in ("dstar", "int8"):
         t = t_dstar if side == "dstar" else t_base
+        swl = wl if side == "dstar" else int8_workload(wl)
         out = {}
         for cache in (True, False):
-            if side == "int8" and not cache:
-                out["reuse"] = out["cache"]
-                continue
             lin = att = 0.0
             mem = 0.0
             ffn_cyc = 0
@@ -306,7 +327,7 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                 if x.cache_only and not cache:
                     continue
                 bits = wl.bits if side == "dstar" else None
-                cyc = linear_cycles(t, cfg, x, bits, wl.fill, chip.cores)
+                cyc = linear_cycles(t, cfg, x, bits, swl.fill, chip.cores)
                 ffn_cyc += x.count * cyc if _is_ffn(x) else 0
                 wbytes = x.cin * x.cout
                 abytes = x.tokens * (x.cin + x.cout) * act_bytes
@@ -314,12 +335,11 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                 lin += x.count * layer_time(cyc, wbytes + abytes)
                 mem += x.count * (wbytes + abytes) / bw
             for a in model.attentions:
-                part = attention_parts(t, cfg, a, wl if side == "dstar" else None, cache,
-                                       chip.cores)
+                part = attention_parts(t, cfg, a, swl, cache, chip.cores)
                 cyc = sum(part.values())
                 for k, v in part.items():
                     parts[k] += a.count * v
-                pc = 0 if (side == "int8" or pc_on_chip) else pcache_bytes(cfg, a, wl)
+                pc = 0 if pc_on_chip[side] else pcache_bytes(cfg, a, swl)
                 att += a.count * layer_time(cyc, pc)
                 mem += a.count * pc / bw
             vec = vector_cycles(t, cfg, model, chip.cores) / chip.freq_hz
@@ -328,16 +348,17 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                                                       total_s=lin + att + vec)
             if cache:
                 out["pe_utilization"] = pe_utilization(
-                    model, chip, cfg, wl if side == "dstar" else None, ffn_cyc,
-                    sum(parts.values()))
+                    model, chip, cfg, swl, ffn_cyc, sum(parts.values()), dense=side == "int8")
                 out["attention_parts_cycles"] = parts
-        n_cache = math.ceil(model.steps / wl.interval) if side == "dstar" else model.steps
+        n_cache = math.ceil(model.steps / wl.interval)
         per_image = (n_cache * out["cache"]["total_s"]
                      + (model.steps - n_cache) * out["reuse"]["total_s"])
         res[side] = dict(out, per_image_s=per_image)
-    pc_traffic = 0.0 if pc_on_chip else pc_total / bw
+    pc_traffic = 0.0 if pc_on_chip["dstar"] else pc_total / bw
     res.update(model=model.name, steps=model.steps, dense_gmacs_per_step=model.macs() / 1e9,
-               pcache_bytes=pc_total, pcache_location="scratchpad" if pc_on_chip else "HBM",
+               pcache_bytes=pc_total,
+               pcache_location="scratchpad" if pc_on_chip["dstar"] else "HBM",
+               int8_pcache_bytes=pc_side["int8"],
                pcache_traffic_s_per_step=pc_traffic,
                speedup=res["int8"]["per_image_s"] / res["dstar"]["per_image_s"])
     return res
@@ -412,8 +433,8 @@ def run(perf_model: Path, profile: Path, bench: Path) -> dict:
     calibrated = load_calibration(perf_model)
     cfg = preset("paper")
     t, notes = paper_timing(calibrated, cfg)
-    # The baseline array has the same tile flow and drain; its GEMM is one beat per channel.
-    t_base = t
+    # The INT8 array has the same tile flow and drain; its GEMM is one beat per channel.
+    t_base = int8_timing(t)
     chip = Chip()
     rows = []
     wls, wl_notes = _workloads(profile, bench)
@@ -439,7 +460,8 @@ def markdown(rec: dict) -> str:
              f"{c['cores']} cores of the `paper` core (64×64, lanes 4), {c['freq_hz'] / 1e9:g} "
              f"GHz, {c['scratchpad_bytes'] // 1024} KB scratchpad, HBM "
              f"{c['hbm_bytes_per_s'] / 1e12:g} TB/s. The baseline is the same chip with the "
-             "dense INT8 array (no SAR, no differential quantization). Latency per image over "
+             "INT8 core (`datapath = \"int8\"`: the INT8 array, dense layers, the two-pass "
+             "INT8 quantizer, the same SAR schedule and masks as DSTAR). Latency per image over "
              "each model's usual sampling steps; a layer takes the longer of its compute and "
              "its HBM traffic. See the module docstring of `sim/project.py` for what is and is "
              "not modelled.", "",
@@ -504,7 +526,7 @@ def plot(rec: dict, path):
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xticks([k + w * (len(wls) - 1) / 2 for k in range(len(names))])
     ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("speed-up over dense INT8 (same chip)")
+    ax.set_ylabel("speed-up over the INT8 core (same chip)")
     ax.set_title("Projected DSTAR latency per image (RTL-calibrated core model)")
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -278,7 +278,9 @@ def _bench_section(bench: dict) -> list:
                      f"{fm.get('baseline', {}).get('fmax_mhz')} MHz; throughput per second at each "
                      f"one's own clock **{f(a['tput_per_second_ratio'])}×**.")
     extra += _whole_system(bench, _load("qpu_packing"))
-    return ["## DSTAR MPU against the INT8 array on DiT layers", "",
+    return ["## Component view: the MPU alone against the INT8 array on DiT layers", "",
+            "Parts against parts, not the design's figure (that is the whole-core comparison "
+            "above).", "",
             f"`{bench.get('command') or 'dstar bench'}` (details: `reports/bench.md`): preset "
             f"`{bench['preset']}` (config `{bench['config_hash']}`), weights `{wl['weights']}`, "
             f"steps {', '.join(map(str, wl['steps_run']))} of {wl['steps']}, "
@@ -318,7 +320,46 @@ def _whole_system(bench: dict, packing: dict | None) -> list:
             f"design's activation quantizer. This is the bench's configuration (its `--set` "
             f"levers and operating point), not the preset a user gets by default, and its "
             f"operating point was chosen on the float-simulated quantized DiT, not on the "
-            f"integer model: the whole-core comparison of issue 27 replaces it."]
+            f"integer model; the whole-core comparison above counts everything."]
+
+
+def _compare_section(rec) -> list:
+    """REPORT.md's headline: ``reports/compare.json`` (``dstar measure compare``), the whole DSTAR
+    core against the whole INT8 core."""
+    if not rec:
+        return ["## The whole DSTAR core against the whole INT8 core", "",
+                "Not measured yet (`dstar measure compare`). The figures below set parts against "
+                "parts; none of them is the design's.", ""]
+    f, p = rec["fpga"], rec["paper"]
+    d, i = f["cores"]["dstar"], f["cores"]["int8"]
+    q = lambda c: c["quality"]["psnr_db"]     # noqa: E731
+    rows = [["`fpga` (RTL)", f"{f['dstar_cycles_per_image']:,.0f} / "
+             f"{f['int8_cycles_per_image']:,.0f}", f"{f['dstar_um2']:,.0f} / {f['int8_um2']:,.0f}",
+             f"**{f['per_um2']:.2f}**", f"{f['per_um2_with_sram']:.2f}", f"{f['per_lut']:.2f}",
+             f"{100 * f['qpu_share']:.1f} %"],
+            [f"`paper` (model, {p['model']})", f"{p['dstar_cycles_per_image']:,.0f} / "
+             f"{p['int8_cycles_per_image']:,.0f}", f"{p['dstar_um2']:,.0f} / {p['int8_um2']:,.0f}",
+             f"**{p['per_um2']:.2f}**", f"{p['per_um2_with_sram']:.2f}", "–",
+             f"{100 * p['qpu_share']:.1f} %"]]
+    return ["## The whole DSTAR core against the whole INT8 core", "",
+            f"`{rec.get('command', 'dstar measure compare')}` (details: `reports/compare.md`): "
+            "the same generator's core with DSTAR's QPU and MPU or with the INT8 array and an "
+            "INT8 quantizer (`datapath = \"int8\"`), everything else the same. `fpga`: the "
+            f"trained digits DiT sampled end to end on both RTL cores ({f['steps']} DDIM steps, "
+            f"{len(f['labels'])} labels, bit-exact at every step); `paper`: a part-area model "
+            "checked on a held-out size, cycles from the projection's model. Ratios are DSTAR "
+            "over INT8, images per second per area.", "",
+            f"**{rec['verdict']}**", "",
+            _table(["preset", "cycles per image DSTAR / INT8", "cells µm² DSTAR / INT8",
+                    "per µm²", "per µm² with SRAM", "per ECP5 LUT", "QPU / (QPU + MPU)"], rows),
+            "",
+            f"Quality at `fpga` (PSNR against float, 95 % interval over samples; classifier "
+            f"agreement with float): DSTAR {q(d)['mean']} [{q(d)['lo']}, {q(d)['hi']}] dB, "
+            f"{d['quality']['classifier_with_float']}/{d['quality']['samples']}; INT8 "
+            f"{q(i)['mean']} [{q(i)['lo']}, {q(i)['hi']}] dB, "
+            f"{i['quality']['classifier_with_float']}/{i['quality']['samples']}. Average "
+            f"activation bits (the cores' counters): DSTAR {d['average_bits']}, INT8 "
+            f"{i['average_bits']}.", ""]
 
 
 def _sample_section(rec) -> list:
@@ -419,6 +460,7 @@ def report_files(out: Path) -> tuple:
           "`make reports` runs every one of them (hours; `make bench`, `make profile` and "
           "`make board` run a part). One JSON per unit, preset and target is in "
           "`reports/units/`.", ""]
+    md += _compare_section(_load("compare"))
     md += ["## Resources and Fmax (ECP5-85F, Yosys + nextpnr)", "",
            _table(["unit", "preset", "target", "LUT4", "carry", "LUT RAM", "FF", "DSP", "BRAM",
                    "Fmax MHz", "flow", "from"],

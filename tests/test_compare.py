@@ -1,0 +1,103 @@
+"""The whole-core comparison's arithmetic (dstar/reports/compare.py, compare_area.py): modules go
+to the right parts, the part-area model reproduces a quadratic exactly and reports its held-out
+error, RAMs count per read port, the ratios are throughput per area, the INT8 core's buffers are
+what the model needs, and bad input is refused before any work."""
+
+import pytest
+
+import dstar.cli
+from dstar.reports.compare import fpga_config, ratios, verdict
+from dstar.reports.compare_area import (
+    CHECK_SIZE,
+    FIT_SIZES,
+    MPU_PARTS,
+    QPU_PARTS,
+    SRAM_UM2_PER_BIT,
+    core_area,
+    fit_parts,
+    part_of,
+)
+
+
+def test_modules_map_to_parts():
+    top = "dstar_core"
+    cases = {"dstar_core.matrix.mpu.array.pe_3_1": "array PEs",
+             "dstar_core.matrix.mpu.array": "array skew and drain",
+             "dstar_core.matrix.mpu": "array front end",
+             "dstar_core.matrix.wb": "M engine",
+             "dstar_core.quant.qpu.sorter.stage3": "QPU sorter",
+             "dstar_core.quant.qpu.packer": "QPU packer",
+             "dstar_core.quant.qpu": "QPU front (max, bins, slices, chunks)",
+             "dstar_core.quant.kvshift": "Q engine",
+             "dstar_core.vpu.lane3": "VPU", "dstar_core.vector": "V engine",
+             "dstar_core.dispatch": "dispatcher", "dstar_core": "top (buffer ports, counters, "
+                                                               "SREG)"}
+    for mod, part in cases.items():
+        assert part_of(mod, top) == part, mod
+    assert set(MPU_PARTS) | set(QPU_PARTS) <= {p for p in cases.values()}
+
+
+def test_core_area_counts_parts_rams_and_the_qpu_share():
+    res = dict(top="t", config_hash="h", seconds=1.0,
+               resources=dict(area=170.0, ff=7),
+               modules={"t": dict(area=10.0), "t.matrix.mpu.array.pe_0_0": dict(area=60.0),
+                        "t.matrix.mpu": dict(area=20.0), "t.quant.qpu.sorter": dict(area=80.0)},
+               memories=dict(list=[
+                   dict(module="t", name="w", width=8, size=100, bits=800, rom=False,
+                        read_ports=4, write_ports=1),
+                   dict(module="t", name="lut", width=8, size=16, bits=128, rom=True,
+                        read_ports=1, write_ports=0)]))
+    a = core_area(res)
+    assert a["parts"]["array PEs"] == 60.0 and a["parts"]["QPU sorter"] == 80.0
+    assert a["qpu_share"] == pytest.approx(80 / (80 + 60 + 20))
+    assert a["ram_bits"] == 800 and [m["name"] for m in a["memories"]] == ["w"]
+    assert a["sram_um2"] == pytest.approx(800 * 4 * SRAM_UM2_PER_BIT, abs=0.1)
+
+
+def test_part_model_is_exact_on_a_quadratic_and_reports_its_check():
+    def area(T):
+        return {"a": 3 + 2 * T + 0.5 * T * T, "b": 100 + 7 * T}
+    fit = fit_parts({T: area(T) for T in (*FIT_SIZES, CHECK_SIZE)})
+    assert fit["check"]["error"] == pytest.approx(0, abs=1e-9)
+    assert fit["predicted"]["total"] == pytest.approx(sum(area(64).values()), abs=0.2)
+    off = {T: area(T) for T in (*FIT_SIZES, CHECK_SIZE)}
+    off[CHECK_SIZE] = {k: v * 1.1 for k, v in off[CHECK_SIZE].items()}
+    assert fit_parts(off)["check"]["error"] == pytest.approx(1 / 1.1 - 1, abs=1e-4)
+
+
+def test_ratios_are_throughput_per_area():
+    d = dict(cycles=100, um2=300, sram_um2=700, lut4=30)
+    i = dict(cycles=200, um2=200, sram_um2=300, lut4=10)
+    r = ratios(d, i)
+    assert r["speedup"] == 2.0
+    assert r["per_um2"] == pytest.approx(2 * 200 / 300, abs=1e-4)
+    assert r["per_um2_with_sram"] == pytest.approx(2 * 500 / 1000)
+    assert r["per_lut"] == pytest.approx(2 * 10 / 30, abs=1e-4)
+    text = verdict({"fpga": dict(r, per_um2=0.5, per_um2_with_sram=0.4),
+                    "paper": dict(r, per_um2=1.25, per_um2_with_sram=1.1)})
+    assert "`fpga`: the INT8 core wins per µm² of cells by 2.00×" in text
+    assert "`paper`: the DSTAR core wins per µm² of cells by 1.25×" in text
+
+
+def test_each_core_holds_the_whole_model_and_the_int8_core_no_state():
+    from models.digits import load_trained
+
+    spec, params = load_trained()
+    d, i = fpga_config("dstar", spec, params), fpga_config("int8", spec, params)
+    assert (i.xbuf_rows, i.ybuf_rows) == (1, 1) and d.xbuf_rows > 1 and d.ybuf_rows > 1
+    for f in ("abuf_rows", "wmem_rows", "rbuf_rows", "vbuf_rows", "mask_rows"):
+        assert getattr(d, f) == getattr(i, f), f
+    assert d.gmem_rows == 4 * i.gmem_rows    # 4·nch group rows per tile against nch
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--steps", "1"], "--steps must be >= 2"),
+    (["--labels", "12"], "--labels must be digits"),
+    (["--liberty", "/nonexistent.lib"], "liberty file not found"),
+    (["--perf-model", "/nonexistent.json"], "dstar measure perf"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, msg):
+    rc = dstar.cli.main(["measure", "compare", *argv, "--out-dir", str(tmp_path / "o")])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and err.count("\n") == 1 and msg in err
+    assert not (tmp_path / "o").exists()
