@@ -86,6 +86,11 @@ STEP       -       the step phase := phase + 1, or 0 when that reaches ``interva
 SKIP       -       on a reuse step (phase != 0) the next ``count`` commands are discarded.
 =========  ======  ============================================================================
 
+On the INT8 core (``cfg.datapath == "int8"``, numerics §2.8) QCFG does nothing, QUANT runs the
+INT8 quantizer (one exponent per tile, one group per non-zero sub-channel; ``diff`` is
+``operand``) and GEMM replays those groups through the INT8 array, its shift ``max(0, sh - s -
+e)`` with the tile's exponent ``e``.
+
 Errors (sticky code on the status port; the core stops issuing and then consumes and discards
 every further command; reset clears it): :data:`ERRORS`. ``opcode``: an unknown opcode;
 ``address``: a row outside its buffer (checked before the command starts; a GMEM replay or group

@@ -77,6 +77,8 @@ def test_ratios_are_throughput_per_area():
                     "paper": dict(r, per_um2=1.25, per_um2_with_sram=1.1)})
     assert "`fpga`: the INT8 core wins per µm² of cells by 2.00×" in text
     assert "`paper`: the DSTAR core wins per µm² of cells by 1.25×" in text
+    assert "`paper`: not measured" in verdict({"fpga": dict(r, per_um2=0.5,
+                                                            per_um2_with_sram=0.4)})
 
 
 def test_each_core_holds_the_whole_model_and_the_int8_core_no_state():
@@ -92,6 +94,7 @@ def test_each_core_holds_the_whole_model_and_the_int8_core_no_state():
 
 @pytest.mark.parametrize("argv, msg", [
     (["--steps", "1"], "--steps must be >= 2"),
+    (["--presets", "paper"], "--presets must include fpga"),
     (["--labels", "12"], "--labels must be digits"),
     (["--liberty", "/nonexistent.lib"], "liberty file not found"),
     (["--perf-model", "/nonexistent.json"], "dstar measure perf"),
@@ -101,3 +104,18 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv,
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1 and msg in err
     assert not (tmp_path / "o").exists()
+
+
+def test_report_md_opens_with_the_whole_core_comparison():
+    from dstar.reports.summary import _compare_section
+
+    q = dict(psnr_db=dict(mean=42.0, lo=41.0, hi=43.0), classifier_with_float=10, samples=10)
+    core = dict(quality=q, average_bits=4.5)
+    f = dict(dstar_cycles_per_image=100, int8_cycles_per_image=150, dstar_um2=3, int8_um2=2,
+             per_um2=1.0, per_um2_with_sram=0.9, per_lut=1.1, qpu_share=0.25, steps=20,
+             labels=list(range(10)), cores=dict(dstar=core, int8=dict(core, average_bits=8)))
+    rec = dict(fpga=f, verdict="`fpga`: the DSTAR core wins per µm² of cells by 1.00×")
+    text = "\n".join(_compare_section(rec))
+    assert "**`fpga`: the DSTAR core wins" in text and "not measured in this run" in text
+    assert "| `fpga` (RTL) | 100 / 150 | 3 / 2 | **1.00** | 0.90 | 1.10 | 25.0 % |" in text
+    assert "Not measured yet" in "\n".join(_compare_section(None))

@@ -330,13 +330,14 @@ def _compare_section(rec) -> list:
         return ["## The whole DSTAR core against the whole INT8 core", "",
                 "Not measured yet (`dstar measure compare`). The figures below set parts against "
                 "parts; none of them is the design's.", ""]
-    f, p = rec["fpga"], rec["paper"]
+    f, p = rec["fpga"], rec.get("paper")
     d, i = f["cores"]["dstar"], f["cores"]["int8"]
     q = lambda c: c["quality"]["psnr_db"]     # noqa: E731
     rows = [["`fpga` (RTL)", f"{f['dstar_cycles_per_image']:,.0f} / "
              f"{f['int8_cycles_per_image']:,.0f}", f"{f['dstar_um2']:,.0f} / {f['int8_um2']:,.0f}",
              f"**{f['per_um2']:.2f}**", f"{f['per_um2_with_sram']:.2f}", f"{f['per_lut']:.2f}",
              f"{100 * f['qpu_share']:.1f} %"],
+            ["`paper` (model)", "not measured in this run", "", "", "", "", ""] if p is None else
             [f"`paper` (model, {p['model']})", f"{p['dstar_cycles_per_image']:,.0f} / "
              f"{p['int8_cycles_per_image']:,.0f}", f"{p['dstar_um2']:,.0f} / {p['int8_um2']:,.0f}",
              f"**{p['per_um2']:.2f}**", f"{p['per_um2_with_sram']:.2f}", "–",
@@ -358,8 +359,8 @@ def _compare_section(rec) -> list:
             f"{d['quality']['classifier_with_float']}/{d['quality']['samples']}; INT8 "
             f"{q(i)['mean']} [{q(i)['lo']}, {q(i)['hi']}] dB, "
             f"{i['quality']['classifier_with_float']}/{i['quality']['samples']}. Average "
-            f"activation bits (the cores' counters): DSTAR {d['average_bits']}, INT8 "
-            f"{i['average_bits']}.", ""]
+            f"activation bits (the cores' counters): DSTAR {d['average_bits']:.2f}, INT8 "
+            f"{i['average_bits']:.2f}.", ""]
 
 
 def _sample_section(rec) -> list:
@@ -418,7 +419,8 @@ def _model_sections(profile, perf, proj) -> list:
                 for r in proj["rows"]]
         md += ["## Paper-scale projection", "", "`dstar measure projection` (details: "
                "`reports/projection.md`): 32 `paper` cores at 1 GHz, HBM 1.5 TB/s, against the "
-               "same chip with the dense INT8 array.", "",
+               "same chip with INT8 cores (the INT8 array, dense layers, the same SAR schedule).",
+               "",
                _table(["workload", "model", "steps", "DSTAR s/image", "INT8 s/image",
                        "speed-up", "P cache", "lives in"], rows), ""]
     return md
