@@ -453,56 +453,73 @@ class IntDiTBlock:
         return y.reshape(s.tokens, s.heads, s.head_dim).transpose(1, 0, 2)
 
     def _attention(self, cache: bool, yqk, yv, sat) -> AttnStep:
-        cfg, s = self.cfg, self.spec
+        """The attention of one step (module docstring); the datapath's parts are
+        :meth:`_scores`, :meth:`_cache_p`, :meth:`_requant_o` and :meth:`_packed`."""
+        s = self.spec
         N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
-        W = cfg.act_width
         extra, ctr = {}, Counters()
         if cache:
             q, k = self._heads(yqk[:, :D]), self._heads(yqk[:, D:])
-            k_w, k_e = vpu.kv_int8(k, cfg)
+            k_w, k_e = vpu.kv_int8(k, self.cfg)
             s_acc = np.zeros((H, N, N), np.int64)
             S = np.zeros((H, N, N), np.int64)
             q_qz = []
-            sat["q.fmdq"] = sat["s"] = 0
+            sat["s"] = 0
             for h in range(H):
-                qz, tiles = schedule_matrix(q[h], cfg, self.B)
-                nt = len(tiles)
-                for ts in tiles:
-                    ctr.merge(ts.counters)
-                q_qz.append(qz)
-                sat["q.fmdq"] += int(np.count_nonzero(qz.saturated))
-                acc = np.concatenate(reference_product(qz, nt, k_w[h].T, cfg), axis=0)[:N]
-                kept = self.mask_el[h]
-                s_acc[h][kept] = acc[kept]
-                vals, ns = requantize(acc[kept], self.s_m, self.s_sh - int(k_e[h]), 0, W,
-                                      cfg.sh_max)
-                S[h][kept] = vals
-                sat["s"] += ns
-            P, sat["softmax"] = vpu.softmax(S, self.mask_el, cfg, self.tables)
-            self.pcache = [quantize_p(P[h], self.mask[h], cfg) for h in range(H)]
-            # The core quantizes each query tile's whole row of P (r0 = 0): quantize_p keeps the
-            # kept blocks' sub-channels; the counters count them all, as the QPU sees them (a
-            # row longer than max_reduction is one no core runs: no counters for it).
-            for h in range(H if N <= cfg.max_reduction else 0):
-                for ts in schedule_matrix(np.where(self.mask_el[h], P[h], 0), cfg, r0=0)[1]:
-                    ctr.merge(ts.counters)
-            sat["p_quant"] = int(sum(np.count_nonzero(r.values != np.where(self.mask_el[h],
-                                                                           P[h], 0))
-                                     for h, r in enumerate(self.pcache)))
+                q_qz.append(self._scores(h, q[h], k_w[h], int(k_e[h]), s_acc[h], S[h], sat, ctr))
+            P, sat["softmax"] = vpu.softmax(S, self.mask_el, self.cfg, self.tables)
+            self._cache_p(P, sat, ctr)
             extra = dict(q=q, q_qz=q_qz, k_w=k_w, k_e=k_e, s_acc=s_acc, s=S, p=P)
         recs = self.pcache
-        v_w, v_e = vpu.kv_int8(self._heads(yv), cfg)
+        v_w, v_e = vpu.kv_int8(self._heads(yv), self.cfg)
         o_acc = np.stack([recs[h].values @ v_w[h] for h in range(H)])
         o = np.zeros_like(o_acc)
         sat["o"] = 0
         for h in range(H):
-            o[h], ns = requantize(o_acc[h], self.o_m, self.o_sh - int(v_e[h]), 0, W, cfg.sh_max)
+            o[h], ns = self._requant_o(o_acc[h], self.o_sh - int(v_e[h]))
             sat["o"] += ns
         return AttnStep(cache_step=cache, pcache=list(recs),
-                        pcache_bytes=[pack_pcache(r, self.mask[h], cfg)
-                                      for h, r in enumerate(recs)],
+                        pcache_bytes=[self._packed(h, r) for h, r in enumerate(recs)],
                         v_w=v_w, v_e=v_e, o_acc=o_acc, o=o, counters=dict(ctr.values),
                         o_tokens=o.transpose(1, 0, 2).reshape(N, H * d), **extra)
+
+    def _scores(self, h, q, k_w, k_e, s_acc, S, sat, ctr):
+        """Head ``h``'s ``Q·Kᵀ`` into ``s_acc`` and ``S`` (kept entries; views, written in
+        place): ``Q`` through the FMDQ quantizer at base ``B``. Returns its sub-channels."""
+        cfg, N = self.cfg, self.spec.tokens
+        qz, tiles = schedule_matrix(q, cfg, self.B)
+        for ts in tiles:
+            ctr.merge(ts.counters)
+        sat["q.fmdq"] = sat.get("q.fmdq", 0) + int(np.count_nonzero(qz.saturated))
+        acc = np.concatenate(reference_product(qz, len(tiles), k_w.T, cfg), axis=0)[:N]
+        kept = self.mask_el[h]
+        s_acc[kept] = acc[kept]
+        S[kept], ns = requantize(acc[kept], self.s_m, self.s_sh - k_e, 0, cfg.act_width,
+                                 cfg.sh_max)
+        sat["s"] += ns
+        return qz
+
+    def _cache_p(self, P, sat, ctr):
+        """The P cache of a cache step (:func:`golden.sar.quantize_p` per head) and the QPU's
+        counters for it."""
+        cfg, H, N = self.cfg, self.spec.heads, self.spec.tokens
+        self.pcache = [quantize_p(P[h], self.mask[h], cfg) for h in range(H)]
+        # The core quantizes each query tile's whole row of P (r0 = 0): quantize_p keeps the
+        # kept blocks' sub-channels; the counters count them all, as the QPU sees them (a
+        # row longer than max_reduction is one no core runs: no counters for it).
+        for h in range(H if N <= cfg.max_reduction else 0):
+            for ts in schedule_matrix(np.where(self.mask_el[h], P[h], 0), cfg, r0=0)[1]:
+                ctr.merge(ts.counters)
+        sat["p_quant"] = int(sum(np.count_nonzero(r.values != np.where(self.mask_el[h], P[h], 0))
+                                 for h, r in enumerate(self.pcache)))
+
+    def _requant_o(self, acc, sh):
+        """``o`` of one head from ``P·V`` at shift ``sh`` (``sh_O - v_e``)."""
+        return requantize(acc, self.o_m, sh, 0, self.cfg.act_width, self.cfg.sh_max)
+
+    def _packed(self, h, rec) -> bytes:
+        """Head ``h``'s P-cache bytes (:func:`pack_pcache`)."""
+        return pack_pcache(rec, self.mask[h], self.cfg)
 
     def step(self, x, mod) -> BlockStep:
         """One denoising step: tokens ``x`` (N, D) and adaLN vectors ``mod`` (6, D), both int in

@@ -24,12 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from golden import vpu
 from golden.config import Config
 from golden.dense_int8 import DenseInt8Linear, quantize_matrix, requant_int8
-from golden.dit_int import AttnStep, IntDiTBlock, LayerStep
+from golden.dit_int import IntDiTBlock, LayerStep
 from golden.fmdq import requant_params
-from golden.schedule import Counters
 
 __all__ = ["Int8DiTBlock", "Int8PCache", "make_block"]
 
@@ -105,53 +103,39 @@ class Int8DiTBlock(IntDiTBlock):
         return LayerStep(name=self.layers[k].name, updated=False, xhat=None, Y=None, y=y,
                          flags=dict(self.layers[k].flags))
 
-    def _attention(self, cache: bool, yqk, yv, sat) -> AttnStep:
-        cfg, s = self.cfg, self.spec
-        N, D, H, d, T = s.tokens, s.hidden, s.heads, s.head_dim, cfg.tile
-        extra, ctr = {}, Counters()
-        if cache:
-            q, k = self._heads(yqk[:, :D]), self._heads(yqk[:, D:])
-            k_w, k_e = vpu.kv_int8(k, cfg)
-            s_acc = np.zeros((H, N, N), np.int64)
-            S = np.zeros((H, N, N), np.int64)
-            q_tiles = []
-            sat["s"] = 0
-            for h in range(H):
-                tiles = quantize_matrix(q[h], cfg)
-                q_tiles.append(tiles)
-                for qa, tile in enumerate(tiles):
-                    ctr.merge(tile.counters)
-                    acc = tile.q.T @ k_w[h].T                     # (T, N)
-                    rows = slice(qa * T, (qa + 1) * T)
-                    kept = self.mask_el[h][rows]
-                    vals, ns = requant_int8(acc[kept], self.s_m, self.s_sh - int(k_e[h]),
-                                            tile.e, 0, cfg)
-                    s_acc[h][rows][kept] = acc[kept]
-                    S[h][rows][kept] = vals
-                    sat["s"] += ns
-            P, sat["softmax"] = vpu.softmax(S, self.mask_el, cfg, self.tables)
-            self.pcache = []
-            for h in range(H):
-                Pm = np.where(self.mask_el[h], P[h], 0)
-                tiles = quantize_matrix(Pm, cfg)
-                for tile in tiles:
-                    ctr.merge(tile.counters)
-                self.pcache.append(Int8PCache(values=Pm, groups=sum(len(t.groups)
-                                                                    for t in tiles)))
-            sat["p_quant"] = 0
-            extra = dict(q=q, q_qz=q_tiles, k_w=k_w, k_e=k_e, s_acc=s_acc, s=S, p=P)
-        recs = self.pcache
-        v_w, v_e = vpu.kv_int8(self._heads(yv), cfg)
-        o_acc = np.stack([recs[h].values @ v_w[h] for h in range(H)])
-        o = np.zeros_like(o_acc)
-        sat["o"] = 0
-        for h in range(H):
-            o[h], ns = requant_int8(o_acc[h], self.o_m, self.o_sh - int(v_e[h]), 0, 0, cfg)
-            sat["o"] += ns
-        return AttnStep(cache_step=cache, pcache=list(recs),
-                        pcache_bytes=[r.packed(T) for r in recs],
-                        v_w=v_w, v_e=v_e, o_acc=o_acc, o=o, counters=dict(ctr.values),
-                        o_tokens=o.transpose(1, 0, 2).reshape(N, H * d), **extra)
+    def _scores(self, h, q, k_w, k_e, s_acc, S, sat, ctr):
+        """Head ``h``'s ``Q·Kᵀ``: ``Q`` through the INT8 quantizer per query tile, its exponent
+        in the shift. Returns the tiles."""
+        T = self.cfg.tile
+        tiles = quantize_matrix(q, self.cfg)
+        for qa, tile in enumerate(tiles):
+            ctr.merge(tile.counters)
+            acc = tile.q.T @ k_w.T                                # (T, N)
+            rows = slice(qa * T, (qa + 1) * T)
+            kept = self.mask_el[h][rows]
+            s_acc[rows][kept] = acc[kept]
+            S[rows][kept], ns = requant_int8(acc[kept], self.s_m, self.s_sh - k_e, tile.e, 0,
+                                             self.cfg)
+            sat["s"] += ns
+        return tiles
+
+    def _cache_p(self, P, sat, ctr):
+        """``P`` of each query tile over every key through the INT8 quantizer (``e = 0``, exact);
+        its groups are the cache."""
+        self.pcache = []
+        for h in range(self.spec.heads):
+            Pm = np.where(self.mask_el[h], P[h], 0)
+            tiles = quantize_matrix(Pm, self.cfg)
+            for tile in tiles:
+                ctr.merge(tile.counters)
+            self.pcache.append(Int8PCache(values=Pm, groups=sum(len(t.groups) for t in tiles)))
+        sat["p_quant"] = 0
+
+    def _requant_o(self, acc, sh):
+        return requant_int8(acc, self.o_m, sh, 0, 0, self.cfg)
+
+    def _packed(self, h, rec) -> bytes:
+        return rec.packed(self.cfg.tile)
 
 
 def make_block(params: dict, index: int, spec, cfg: Config, mask=None, **kw) -> IntDiTBlock:

@@ -20,15 +20,37 @@ from program import isa
 from .arith import saturate
 from .core_abuf import ABufPort
 from .core_layouts import OP, MemRead, MemWrite, cmd_layout, row_layout
-from .layouts import group_layout
+from .layouts import gmem_layout
 from .params import check_config, check_core
 from .qpu import QPU, counters_layout
 from .qpu_front import front_in_layout
 from .stream_queue import StreamQueue
 
-__all__ = ["QuantEngine"]
+__all__ = ["QuantEngine", "quant_engine_members"]
 
 _FIFO = 4
+
+
+def quant_engine_members(cfg, core) -> dict:
+    """The members a Q engine has (this one and the INT8 core's,
+    :class:`rtl.core_quant_int8.Int8QuantEngine`), so that the core wires either; GMEM rows in
+    ``cfg``'s datapath layout."""
+    T = cfg.tile
+    xrow = row_layout(cfg, "XBUF")
+    return {
+        "cmd": In(stream.Signature(isa.CMD_BITS)),
+        "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
+        "fault": Out(range(len(isa.ERRORS))),
+        "abuf": Out(ABufPort(T, cfg.act_width, core.abuf_rows, False)),
+        "xrd": Out(MemRead(core.xbuf_rows, xrow)),
+        "xupd": Out(MemRead(core.xbuf_rows, xrow)),
+        "xwr": Out(MemWrite(core.xbuf_rows, xrow)),
+        "gwr": Out(MemWrite(core.gmem_rows, gmem_layout(cfg))),
+        "counters": Out(counters_layout()),
+        "groups": Out(1), "pcache_group": Out(1),
+        "abuf_read": Out(1), "xbuf_read": Out(1), "xbuf_write": Out(1),
+        "xsat": Out(range(T + 1)),
+    }
 
 
 class QuantEngine(wiring.Component):
@@ -43,23 +65,7 @@ class QuantEngine(wiring.Component):
 
     def __init__(self, cfg, *, core):
         self._cfg, self._core = check_config(cfg), check_core(core)
-        T = cfg.tile
-        xrow = row_layout(cfg, "XBUF")
-        glay = group_layout(cfg)
-        super().__init__({
-            "cmd": In(stream.Signature(isa.CMD_BITS)),
-            "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
-            "fault": Out(range(len(isa.ERRORS))),
-            "abuf": Out(ABufPort(T, cfg.act_width, core.abuf_rows, False)),
-            "xrd": Out(MemRead(core.xbuf_rows, xrow)),
-            "xupd": Out(MemRead(core.xbuf_rows, xrow)),
-            "xwr": Out(MemWrite(core.xbuf_rows, xrow)),
-            "gwr": Out(MemWrite(core.gmem_rows, glay)),
-            "counters": Out(counters_layout()),
-            "groups": Out(1), "pcache_group": Out(1),
-            "abuf_read": Out(1), "xbuf_read": Out(1), "xbuf_write": Out(1),
-            "xsat": Out(range(T + 1)),
-        })
+        super().__init__(quant_engine_members(cfg, core))
 
     def elaborate(self, platform):
         cfg, core = self._cfg, self._core

@@ -17,18 +17,14 @@ group, ``padded_lanes`` 1 for the group of an all-zero tile; 32-bit, saturating.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import wiring
 
-from golden.layouts import int8_group_layout
 from program import isa
 
 from .arith import shift_round, tree_max
-from .core_abuf import ABufPort
-from .core_layouts import OP, MemRead, MemWrite, cmd_layout, row_layout
-from .layouts import to_layout
+from .core_layouts import OP, cmd_layout
+from .core_quant import quant_engine_members
 from .params import check_config, check_core
-from .qpu import counters_layout
 from .vpu_scalar import KVShift
 
 __all__ = ["Int8QuantEngine"]
@@ -52,22 +48,7 @@ class Int8QuantEngine(wiring.Component):
         if cfg.datapath != "int8":
             raise ValueError(f"Int8QuantEngine needs cfg.datapath 'int8', not "
                              f"{cfg.datapath!r}")
-        T = cfg.tile
-        xrow = row_layout(cfg, "XBUF")
-        super().__init__({
-            "cmd": In(stream.Signature(isa.CMD_BITS)),
-            "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
-            "fault": Out(range(len(isa.ERRORS))),
-            "abuf": Out(ABufPort(T, cfg.act_width, core.abuf_rows, False)),
-            "xrd": Out(MemRead(core.xbuf_rows, xrow)),
-            "xupd": Out(MemRead(core.xbuf_rows, xrow)),
-            "xwr": Out(MemWrite(core.xbuf_rows, xrow)),
-            "gwr": Out(MemWrite(core.gmem_rows, to_layout(int8_group_layout(cfg)))),
-            "counters": Out(counters_layout()),
-            "groups": Out(1), "pcache_group": Out(1),
-            "abuf_read": Out(1), "xbuf_read": Out(1), "xbuf_write": Out(1),
-            "xsat": Out(range(T + 1)),
-        })
+        super().__init__(quant_engine_members(cfg, core))
 
     def elaborate(self, platform):
         cfg, core = self._cfg, self._core
@@ -132,7 +113,7 @@ class Int8QuantEngine(wiring.Component):
             q.append(shift_round(m, self.abuf.data[t], e, cfg.weight_width, f"q{t}"))
         nz = Signal()
         m.d.comb += nz.eq(Cat(*(v != 0 for v in q)).any())
-        glay = to_layout(int8_group_layout(cfg))
+        glay = self.gwr.data.shape()          # golden.layouts.int8_group_layout
         pend = Signal(glay)                   # the group waiting for its successor
         pend_v = Signal()
         wrote = Signal()                      # a group of this tile was written

@@ -323,8 +323,10 @@ def markdown(rec: dict) -> str:
                         for e in ("Q", "M", "V")]
                      for dp in DATAPATHS for s in f["cores"][dp]["model_check"]["steps"]]), ""]
     md += _paper_markdown(rec.get("paper"))
-    md += ["Left out of both: the host, the chip's NoC and HBM controllers, clock and reset "
-           "trees, placement and routing (cell area only), power.", "",
+    md += ["Left out of both: the init program (every weight loaded once into WMEM, the "
+           "same words on both cores; cycles per image count the sampling steps), the host, "
+           "the chip's NoC and HBM controllers, clock and reset trees, placement and routing "
+           "(cell area only), power. The memories are counted only in the SRAM estimate.", "",
            "![area by part](compare.png)", ""]
     return "\n".join(md)
 
