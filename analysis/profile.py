@@ -40,7 +40,7 @@ from models.dit import DiT, QuantizedDiT, TracingDiT, attention_layer_names, ddi
 
 __all__ = ["LAYER_TYPES", "layer_type", "mean_ci", "Sweep", "run_profile", "markdown", "plot",
            "write_markdown", "write_plot", "report_names", "report_files", "LayerBaseDiT",
-           "ThresholdSweep", "profile_bases", "meets_rule", "screens", "select_point", "run_sweep",
+           "ThresholdSweep", "meets_rule", "screens", "select_point", "run_sweep",
            "load_operating_point", "sweep_markdown", "sweep_plot", "sweep_report_names",
            "sweep_report_files", "pareto_front", "clopper_pearson", "qmax"]
 
@@ -58,6 +58,8 @@ def layer_type(name: str) -> str:
     for t in ("qkv", "proj", "fc1", "fc2"):
         if f".{t}" in name:
             return t
+    if name.rsplit(".", 1)[-1] in ("qk", "v"):   # the integer model's halves of qkv
+        return "qkv"
     raise ValueError(f"unknown layer {name!r}")
 
 
@@ -339,8 +341,10 @@ def report_files(rep: dict, out_dir) -> dict:
 # point (the preset's thresholds and base), is sampled on a few seeds (the screen: mean PSNR
 # and agreement at the targets); the screened points are confirmed in order of bits at the full
 # seed count against the rule (PSNR interval's lower bound), and the first confirmed one is the
-# operating point. Runs are deterministic and cached, so a confirmation at the sweep's step
-# count only adds the seeds the sweep did not run.
+# operating point. Every run is the integer model the core runs (IntDiT, SAR on, the masks and
+# profiled bases of one float calibration run: analysis.calibration, as dstar sample). Runs are
+# deterministic and cached, so a confirmation at the sweep's step count only adds the seeds the
+# sweep did not run.
 
 SWEEP_NAMES = ("profile_sweep.json", "profile_sweep.md", "profile_sweep.png")
 RULE_TEXT = ("the lower bound of the 95% t interval of PSNR against float >= {psnr:g} dB and the "
@@ -369,8 +373,9 @@ class ThresholdSweep:
     """What ``dstar profile --sweep`` sweeps and how it confirms (see the section comment).
 
     ``thr2 × thr4 × thr6`` must each give a legal ``Config.thr`` (strictly increasing, below 127);
-    ``base_offsets`` are added to the per-layer base profiled on float runs of ``calib_seeds`` at
-    ``confirm_steps`` (:func:`profile_bases`) and clipped to ``[0, B_max]``. The sweep samples
+    ``base_offsets`` are added to the per-layer base profiled on the float calibration run of
+    ``calib_seed`` at ``confirm_steps`` (:func:`analysis.calibration.calibrate`, which also gives
+    the SAR masks) and clipped to ``[0, B_max]``. The sweep samples
     ``seeds`` seeds at ``steps`` DDIM steps; at most ``max_confirm`` candidates are confirmed with
     ``confirm_seeds`` seeds at ``confirm_steps``; ``workers`` processes sample in parallel.
     """
@@ -383,7 +388,7 @@ class ThresholdSweep:
     steps: int = 20
     confirm_seeds: int = 5
     confirm_steps: int = 20
-    calib_seeds: tuple = (1000, 1001, 1002, 1003)
+    calib_seed: int = 1000
     min_psnr_db: float = 40.0
     min_agreement: float = 0.99
     max_confirm: int = 6
@@ -393,7 +398,7 @@ class ThresholdSweep:
     def quick(cls, **kw):
         """A seconds-long sweep for tests: four grid points plus today's, 1 step, 1 seed."""
         return cls(**{**dict(thr2=(1, 3), thr4=(7,), thr6=(31,), base_offsets=(-1, 0), seeds=1,
-                             steps=1, confirm_seeds=2, confirm_steps=2, calib_seeds=(1000,),
+                             steps=1, confirm_seeds=2, confirm_steps=2,
                              max_confirm=2, workers=1), **kw})
 
     def thresholds(self) -> list:
@@ -416,6 +421,11 @@ class ThresholdSweep:
                 cfg.replace(thr=t)
             except ConfigError as exc:
                 raise ValueError(f"threshold point thr={list(t)} of the grid: {exc}") from None
+        for o in self.base_offsets:
+            try:
+                cfg.replace(base_offset=o)
+            except ConfigError as exc:
+                raise ValueError(f"base_offsets: {exc}") from None
         for name, lo in (("seeds", 1), ("steps", 1), ("confirm_seeds", 2), ("confirm_steps", 1),
                          ("max_confirm", 1), ("workers", 1)):
             v = getattr(self, name)
@@ -432,52 +442,42 @@ class ThresholdSweep:
         pts = [dict(name=f"thr {t[0]},{t[1]},{t[2]} base {o:+d}", thr=list(t), base="profiled",
                     base_offset=o)
                for t in self.thresholds() for o in self.base_offsets]
-        pts.append(dict(name=f"today: thr {','.join(map(str, cfg.thr))} base {cfg.base_log2}",
-                        thr=list(cfg.thr), base="preset", base_offset=None, today=True))
+        thr = ",".join(map(str, cfg.thr))
+        if cfg.base_offset is None:
+            pts.append(dict(name=f"today: thr {thr} base {cfg.base_log2}", thr=list(cfg.thr),
+                            base="preset", base_offset=None, today=True))
+        else:
+            pts.append(dict(name=f"today: thr {thr} base {cfg.base_offset:+d}", thr=list(cfg.thr),
+                            base="profiled", base_offset=cfg.base_offset, today=True))
         return pts
-
-
-def profile_bases(spec, params, cfg: Config, steps: int, seeds, e_pos_budget: float = 0.01) -> dict:
-    """Per-layer static base by the ``--profile-base`` rule (:func:`analysis.trace.
-    profile_base_log2`) on the float inputs of every linear layer over ``seeds`` (their tokens
-    side by side: every tile belongs to one seed, so the rule counts each seed's sub-channels)."""
-    from analysis.trace import profile_base_log2
-    from models.dit import linear_layer_names
-
-    xs = {n: [] for n in linear_layer_names(spec)}
-    for s in seeds:
-        m = TracingDiT(spec, params=params)
-        ddim_sample(m, steps, int(s), int(s) % spec.classes)
-        for n in xs:
-            xs[n].append(np.stack(m.records[f"{n}.x"]))
-    return {n: int(profile_base_log2(np.concatenate(v, axis=1), cfg, e_pos_budget))
-            for n, v in xs.items()}
 
 
 def point_bases(point: dict, profiled: dict, cfg: Config) -> dict:
     """``{layer: B}`` of a sweep point."""
+    from analysis.calibration import layer_bases
+
     if point["base"] == "preset":
         return {n: cfg.base_log2 for n in profiled}
-    return {n: min(max(B + point["base_offset"], 0), cfg.B_max) for n, B in profiled.items()}
+    return layer_bases(profiled, point["base_offset"], cfg)
 
 
 def _check_buildable(spec, params, cfg: Config, points) -> None:
-    """Every layer at every base of the sweep has legal requantization shifts (else the layer
-    would be refused mid-sweep): one-line :class:`ValueError` naming the point."""
-    from golden.differential import DiffLinear, quantize_weights
+    """Every point builds the integer model (every layer's requantization shifts and the
+    attention's in range; else the point would be refused mid-sweep): one-line
+    :class:`ValueError` naming the point."""
+    from models.dit_int_model import IntDiT
 
     seen = {}
     for pt in points:
-        for n, B in pt["base_log2"].items():
-            if (n, B) not in seen:
-                Wq, s_w = quantize_weights(params[f"{n}.W"], cfg.weight_width)
-                try:
-                    DiffLinear(Wq, s_w, cfg, base_log2=B, name=n, schedule=False)
-                    seen[n, B] = None
-                except ValueError as exc:
-                    seen[n, B] = str(exc)
-            if seen[n, B]:
-                raise ValueError(f"sweep point {pt['name']!r}: base {B}: {seen[n, B]}")
+        key = tuple(sorted(pt["base_log2"].items()))
+        if key not in seen:
+            try:
+                IntDiT(spec, params, cfg, base_log2=dict(pt["base_log2"]), schedule=False)
+                seen[key] = None
+            except ValueError as exc:
+                seen[key] = str(exc)
+        if seen[key]:
+            raise ValueError(f"sweep point {pt['name']!r}: {seen[key]}")
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> dict:
@@ -553,6 +553,48 @@ def select_point(points: list, min_psnr_db: float = 40.0, min_agreement: float =
     return None
 
 
+def _int_run(spec, params, cfg, masks, steps, seed, x_float, bases):
+    """One sample of the integer model the core runs (:class:`models.dit_int_model.IntDiT`,
+    SAR on with ``masks``, per-layer ``bases``; without the group schedule: the same integers)
+    against the float sample ``x_float``: quality and the QPU's precision counters of every
+    quantization the model makes (:meth:`~models.dit_int_model.ModelStep.quant_counters`: the
+    linear layers, attention's Q and P; the core's own count adds the zero channels that pad the
+    patch embedding's input, which lowers its mean a little)."""
+    from models.digits import classify, psnr
+    from models.dit_int_model import IntDiT, average_bits, ddim_sample_int
+
+    label = seed % spec.classes
+    m = IntDiT(spec, params, cfg, masks, base_log2=bases, schedule=False)
+    types = {t: [] for t in LAYER_TYPES}
+    total = {}
+
+    def on_step(i, t, done):
+        for k, v in done[0].quant_counters().items():
+            total[f"qpu_{k}"] = total.get(f"qpu_{k}", 0) + v
+        for name, c in done[0].layer_counters().items():
+            types[layer_type(name)].append(c)
+    xq, _ = ddim_sample_int(m, steps, seed, label, on_step=on_step)
+    sub = total["qpu_subchannels"]
+    p = psnr(xq, x_float)
+
+    def type_stats(cs):
+        n = sum(c["subchannels"] for c in cs)
+        d = dict(avg_bits=average_bits(cs))
+        for bb in PRECISION_BINS:
+            key = "subchannels_zero" if bb == 0 else f"subchannels_b{bb}"
+            d[f"share_b{bb}"] = sum(c[key] for c in cs) / n if n else 0.0
+        return d
+    return dict(
+        seed=seed, label=label, psnr_db=None if math.isinf(p) else p,
+        quant_correct=float(classify(xq)[0] == label),
+        agrees_with_float=float(classify(xq)[0] == classify(x_float)[0]),
+        avg_bits=average_bits([total], "qpu_"),
+        mix={f"b{bb}": total["qpu_subchannels_zero" if bb == 0 else f"qpu_subchannels_b{bb}"]
+             / sub if sub else 0.0 for bb in PRECISION_BINS},
+        share_saturated=total["qpu_saturated"] / sub if sub else 0.0,
+        layer_types={t: type_stats(cs) for t, cs in types.items()})
+
+
 def _init_worker(weights):
     from threadpoolctl import threadpool_limits
 
@@ -565,17 +607,17 @@ def _init_worker(weights):
 _WORKER = {}
 
 
-def _worker_run(cfg, steps, seed, x_float, bases):
+def _worker_run(cfg, masks, steps, seed, x_float, bases):
     spec, params = _WORKER["model"]
-    return _one_run(spec, params, cfg, None, steps, seed, False, x_float, bases)
+    return _int_run(spec, params, cfg, masks, steps, seed, x_float, bases)
 
 
 class _Sampler:
     """Quantized runs, in this process or over a process pool, cached by (point, steps, seed)
     (a run is deterministic: a confirmation reuses the sweep's runs at the same steps)."""
 
-    def __init__(self, spec, params, weights, workers):
-        self.spec, self.params = spec, params
+    def __init__(self, spec, params, weights, workers, masks):
+        self.spec, self.params, self.masks = spec, params, masks
         self.pool = None
         if workers > 1:
             from concurrent.futures import ProcessPoolExecutor
@@ -599,10 +641,9 @@ class _Sampler:
             if key in self.cache:
                 continue
             pcfg = cfg.replace(thr=tuple(point["thr"]))
-            args = (pcfg, steps, s, self.float_sample(steps, s), point["base_log2"])
+            args = (pcfg, self.masks, steps, s, self.float_sample(steps, s), point["base_log2"])
             if self.pool is None:
-                self.cache[key] = _one_run(self.spec, self.params, args[0], None, steps, s, False,
-                                           args[3], args[4])
+                self.cache[key] = _int_run(self.spec, self.params, *args)
             else:
                 self.cache[key] = self.pool.submit(_worker_run, *args)
         return keys
@@ -630,12 +671,15 @@ def run_sweep(cfg: Config, sweep: ThresholdSweep = ThresholdSweep(), weights=Non
     ``operating_point`` (``thr`` and ``base_log2`` per layer, for the bench to read) or None and
     a ``message`` saying why.
     """
+    from analysis.calibration import calibrate
     from models.digits import load_trained, training_metadata
 
     t_start = time.time()
     sweep.check(cfg)
     spec, params = load_trained(weights)
-    profiled = profile_bases(spec, params, cfg, sweep.confirm_steps, sweep.calib_seeds)
+    cal = calibrate(spec, params, cfg.replace(base_offset=0), sweep.confirm_steps,
+                    sweep.calib_seed)
+    profiled = cal.profiled
     points = sweep.points(cfg)
     for pt in points:
         pt["base_log2"] = point_bases(pt, profiled, cfg)
@@ -643,7 +687,7 @@ def run_sweep(cfg: Config, sweep: ThresholdSweep = ThresholdSweep(), weights=Non
     rule = dict(min_psnr_db=sweep.min_psnr_db, min_agreement=sweep.min_agreement)
     seeds = list(range(sweep.seeds))
     cseeds = list(range(sweep.confirm_seeds))
-    sampler = _Sampler(spec, params, weights, sweep.workers)
+    sampler = _Sampler(spec, params, weights, sweep.workers, cal.masks)
     try:
         keys = [sampler.submit(cfg, pt, sweep.steps, seeds) for pt in points]
         for i, (pt, ks) in enumerate(zip(points, keys)):
@@ -708,7 +752,7 @@ def run_sweep(cfg: Config, sweep: ThresholdSweep = ThresholdSweep(), weights=Non
         grid=dict(thr2=list(sweep.thr2), thr4=list(sweep.thr4), thr6=list(sweep.thr6),
                   base_offsets=list(sweep.base_offsets)),
         steps=sweep.steps, seeds=seeds, confirm_steps=sweep.confirm_steps, confirm_seeds=cseeds,
-        calib_seeds=list(sweep.calib_seeds), max_confirm=sweep.max_confirm,
+        calib_seed=sweep.calib_seed, max_confirm=sweep.max_confirm,
         profiled_base_log2=profiled, ci_method=CI_METHOD,
         rule=dict(rule, text=rule_text, screen=screen_text, why=RULE_WHY),
         points=points, reference=dict(name=today["name"], thr=list(today["thr"]),
@@ -719,8 +763,10 @@ def run_sweep(cfg: Config, sweep: ThresholdSweep = ThresholdSweep(), weights=Non
 
 def load_operating_point(path=None) -> dict:
     """The chosen operating point of a sweep report (default ``reports/profile_sweep.json``):
-    ``{"thr": (thr2, thr4, thr6), "base_log2": {layer: B}, ...}``; ``preset(..., thr=op["thr"])``
-    and :class:`LayerBaseDiT` ``(..., bases=op["base_log2"])`` run it."""
+    ``{"thr": (thr2, thr4, thr6), "base_offset": o, "base_log2": {layer: B}, ...}``;
+    ``preset(..., thr=op["thr"], base_offset=op["base_offset"])`` runs it (the bases calibrated
+    again by :func:`analysis.calibration.calibrate`), or ``IntDiT(..., base_log2=op["base_log2"])``
+    with these bases."""
     from pathlib import Path
 
     path = Path(path) if path is not None else \
@@ -755,11 +801,18 @@ def sweep_markdown(rep: dict) -> str:
         f"{rep['steps']} DDIM steps, seeds {rep['seeds']} (label = seed mod "
         f"{rep['model']['classes']}). Confirmation: {rep['confirm_steps']} steps, seeds "
         f"{rep['confirm_seeds']}, at most {rep['max_confirm']} candidates in order of bits.", "",
+        "Every sample runs the integer model the core runs (`IntDiT`, bit-exact with the RTL "
+        "core), SAR on with the calibration run's masks and the configuration's "
+        f"interval ({rep['config']['sar_interval']}), against the float model from the same "
+        "seed. Bits: the mean FMDQ precision over every sub-channel the model quantizes (the "
+        "linear layers, attention's Q and P; a zero sub-channel counts 0 bits); the core's "
+        "counters also count the zero channels that pad the patch embedding's input.", "",
         f"Rule: {r['text']}; {r['screen']}. {r['why']}", "",
         f"Confidence intervals: {rep['ci_method']}; agreement also as k/n with the exact "
         "(Clopper-Pearson) binomial interval.", "",
-        "Profiled base (`--profile-base` rule on float runs of seeds "
-        f"{rep['calib_seeds']}, {rep['confirm_steps']} steps): " + ", ".join(
+        "Profiled base (`--profile-base` rule on the float calibration run of seed "
+        f"{rep['calib_seed']}, {rep['confirm_steps']} steps, which also gives the SAR masks): "
+        + ", ".join(
             f"{n} {b}" for n, b in rep["profiled_base_log2"].items()) + ".", "",
         f"**{rep['message']}.**", "",
         f"## Sweep ({rep['steps']} steps, {len(rep['seeds'])} seeds)", "",
@@ -810,7 +863,8 @@ def sweep_markdown(rep: dict) -> str:
             lines.append(f"| {t} | {d['avg_bits']:.2f} | " + " | ".join(
                 f"{d[f'share_b{b}']:.3f}" for b in PRECISION_BINS) + " |")
         lines += ["", "Read it with `analysis.profile.load_operating_point()`; run it with "
-                  "`preset(..., thr=op['thr'])` and `LayerBaseDiT(..., bases=op['base_log2'])`."]
+                  "`preset(..., thr=op['thr'], base_offset=op['base_offset'])` (or the model's "
+                  "`IntDiT(..., base_log2=op['base_log2'])`)."]
     lines += ["", f"Run time: {rep['seconds']:.0f} s.", ""]
     return "\n".join(lines)
 

@@ -12,7 +12,7 @@ import importlib.util
 from contextlib import contextmanager
 
 from gen.errors import UserError
-from golden.config import PRESETS, Config, ConfigError, preset
+from golden.config import PRESETS, VARIANTS, Config, ConfigError, preset
 
 __all__ = ["Parser", "add_config_options", "parse_overrides", "config_from_args", "checking",
            "check_unit", "check_liberty", "EXTRAS", "installed", "missing_extra", "require_extra",
@@ -30,6 +30,10 @@ class Parser(argparse.ArgumentParser):
 def add_config_options(p, default_preset: str | None = "tiny"):
     p.add_argument("--preset", default=default_preset, choices=sorted(PRESETS),
                    help=f"configuration preset (default: {default_preset or 'per command'})")
+    p.add_argument("--variant", default=None, choices=sorted(VARIANTS),
+                   help="an earlier default of the preset, kept for comparisons (initial: the "
+                        "multiplying slice PE, forwarded operands, no open groups, thresholds "
+                        "1,7,31 and one static base)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                    help="override one configuration parameter (repeatable), e.g. --set sort_n=16")
 
@@ -59,7 +63,7 @@ def parse_overrides(items) -> dict:
 
 
 def config_from_args(args) -> Config:
-    return preset(args.preset, **parse_overrides(args.overrides))
+    return preset(args.preset, getattr(args, "variant", None), **parse_overrides(args.overrides))
 
 
 # ------------------------------------------------------------------------ checks before work

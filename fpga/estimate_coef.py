@@ -22,8 +22,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["CALIBRATION", "CALIBRATION_FILE", "TARGETS", "load_calibration",
+__all__ = ["MEASURED_VARIANT", "CALIBRATION", "CALIBRATION_FILE", "TARGETS", "load_calibration",
            "calibration_text", "write_calibration", "uses", "value", "ecp5_resources"]
+
+#: The measured cores and every record of the calibration are of the presets' ``initial``
+#: variant (:data:`golden.config.VARIANTS`): the default before issue 27, when they were measured.
+MEASURED_VARIANT = "initial"
 
 #: The stored calibration (package data next to this module).
 CALIBRATION_FILE = Path(__file__).resolve().with_name("estimate_calibration.json")

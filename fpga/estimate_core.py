@@ -37,7 +37,7 @@ from golden.config import Config, preset
 from golden.layouts import group_layout, layout_width
 from program import isa
 
-from .estimate_coef import CALIBRATION, ecp5_resources
+from .estimate_coef import CALIBRATION, MEASURED_VARIANT, ecp5_resources
 from .estimate_parts import Part, array_front, array_pes, dsp_blocks, memory, unit_parts
 
 __all__ = ["core_parts", "datapath_bits", "control", "measured_error", "model_note",
@@ -79,7 +79,7 @@ def control(cfg: Config) -> dict:
     """LUTs, flip-flops and LUT RAM of the core's control for ``cfg``: the line through
     :data:`CORE_MEASURED` in :func:`datapath_bits` (clipped at zero)."""
     (na, a), (nb, b) = CORE_MEASURED.items()
-    wa, wb = datapath_bits(preset(na)), datapath_bits(preset(nb))
+    wa, wb = (datapath_bits(preset(n, MEASURED_VARIANT)) for n in (na, nb))
     w = datapath_bits(cfg)
     out = {}
     for k in ("lut", "ff", "lutram"):
@@ -126,7 +126,7 @@ def measured_error() -> dict:
     of :data:`CORE_MEASURED`."""
     out = {}
     for name, m in CORE_MEASURED.items():
-        e, t = ecp5_resources(core_parts(preset(name))), m["total"]
+        e, t = ecp5_resources(core_parts(preset(name, MEASURED_VARIANT))), m["total"]
         out[name] = {k: e[f] / t[f] - 1 for k, f in (("lut", "lut_total"), ("ff", "ff"),
                                                       ("dsp", "dsp"), ("bram", "bram"))}
     return out

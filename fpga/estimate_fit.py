@@ -19,7 +19,7 @@ import numpy as np
 from golden.config import Config, preset
 from golden.vpu import vpu_tables
 
-from .estimate_coef import CALIBRATION, TARGETS, uses
+from .estimate_coef import CALIBRATION, MEASURED_VARIANT, TARGETS, uses
 from .estimate_parts import int8_pe, sorter, unit_parts, vpu_lane
 
 __all__ = ["CALIBRATION_RUNS", "VALIDATION_RUNS", "COMPONENTS", "component_parts", "features",
@@ -133,7 +133,8 @@ def component_parts(kind: str, cfg: Config) -> list:
 def features(rec: dict) -> dict:
     """Total features of a record's unit or component (every instance of every part)."""
     v = {}
-    for p in component_parts(rec["kind"], preset(rec["preset"], **rec["overrides"])):
+    cfg = preset(rec["preset"], rec.get("variant", MEASURED_VARIANT), **rec["overrides"])
+    for p in component_parts(rec["kind"], cfg):
         for f, a in p.vector().items():
             v[f] = v.get(f, 0) + p.count * a
     return v

@@ -19,7 +19,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-__all__ = ["Config", "ConfigError", "PRESETS", "preset", "bitlen", "CORE_BUFFER_ROWS",
+__all__ = ["Config", "ConfigError", "PRESETS", "VARIANTS", "CHOSEN", "preset", "bitlen",
+           "CORE_BUFFER_ROWS",
            "CORE_WIDE_ROWS", "CORE_WIDE_ADDR_BITS",
            "CORE_ADDR_BITS"]
 
@@ -51,7 +52,7 @@ CORE_ADDR_BITS = 14
 CORE_WIDE_ROWS = ("wmem_rows", "xbuf_rows", "ybuf_rows", "gmem_rows")
 CORE_WIDE_ADDR_BITS = 20
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
-                   "pack_windows", "datapath") + CORE_BUFFER_ROWS
+                   "pack_windows", "datapath", "base_offset") + CORE_BUFFER_ROWS
 
 
 class ConfigError(ValueError):
@@ -153,6 +154,13 @@ class Config:
     p_base_log2:
         Static base of attention probabilities: ``P`` in units of ``2**-p_base_log2``
         (numerics §2.6).
+    base_offset:
+        The per-layer static bases of a model (the operating point's, numerics §2.4): ``None``
+        runs every layer at ``base_log2``; an integer profiles each linear layer's base on the
+        float calibration run that also profiles the SAR masks (:mod:`analysis.calibration`:
+        the ``--profile-base`` rule, :func:`analysis.trace.profile_base_log2`) and adds this
+        offset, clipped to ``[0, B_max]``. A host-side choice: each layer's QPU configuration
+        word carries its base.
     sar_interval, sar_thr:
         SAR cache-step interval and block-keep threshold.
     vpu_lanes:
@@ -194,6 +202,7 @@ class Config:
     datapath: str = "dstar"
     closed_loop: bool = True
     p_base_log2: int = 7
+    base_offset: int | None = None
     sar_interval: int = 2
     sar_thr: float = 1e-3
     vpu_lanes: int = 4
@@ -279,6 +288,10 @@ class Config:
         need(isinstance(self.closed_loop, bool), "closed_loop", self.closed_loop, "a bool")
         # P is 0..2**p_base_log2 - 1 <= 127 so the quantizer keeps e = 0 (numerics §2.6).
         pos_int("p_base_log2", 0, 7)
+        bo = self.base_offset
+        need(bo is None or (isinstance(bo, int) and not isinstance(bo, bool)
+                            and -self.act_frac <= bo <= self.act_frac), "base_offset", bo,
+             f"None or an integer in [-{self.act_frac}, {self.act_frac}]")
         pos_int("sar_interval", 1)
         need(isinstance(self.sar_thr, (int, float)) and 0 <= self.sar_thr < 1, "sar_thr",
              self.sar_thr, "a number in [0, 1)")
@@ -443,21 +456,51 @@ class Config:
         return {f.name: f for f in dataclasses.fields(cls)}
 
 
+#: The operating point ``dstar profile --sweep`` chose on the integer model of the trained digits
+#: DiT (``reports/profile_sweep.md``): 3.49 bits at 42.1 dB [40.4, 43.8] against float.
+THR_CHOSEN = (2, 7, 31)
+BASE_OFFSET_CHOSEN = -2
+
+#: The datapath and quantization point every preset uses (numerics §4, issue 27): the choices
+#: the measurements made (``reports/pe_levers.md``, ``reports/qpu_packing.md``,
+#: ``reports/profile_sweep.md``).
+CHOSEN = dict(digit_product="select", digits="booth", open_groups=4, thr=THR_CHOSEN,
+              base_offset=BASE_OFFSET_CHOSEN)
+
 # numerics §4.
 PRESETS = {
-    "tiny": dict(rows=4, cols=4, lanes=4, sort_n=8, max_reduction=64, vpu_lanes=4),
-    "fpga": dict(rows=8, cols=8, lanes=4, sort_n=32, max_reduction=256, vpu_lanes=8),
+    "tiny": dict(rows=4, cols=4, lanes=4, sort_n=8, max_reduction=64, vpu_lanes=4,
+                 weight_hop=4, act_hop=4, **CHOSEN),
+    "fpga": dict(rows=8, cols=8, lanes=4, sort_n=32, max_reduction=256, vpu_lanes=8,
+                 weight_hop=8, act_hop=8, **CHOSEN),
     "paper": dict(rows=64, cols=64, lanes=4, sort_n=64, max_reduction=4608, vpu_lanes=64,
-                  cores=32),
+                  cores=32, weight_hop=8, act_hop=8, **CHOSEN),
+}
+
+#: Earlier defaults kept by name for the lever tables (``preset(name, variant=...)``, the CLI's
+#: ``--variant``). ``initial``: the datapath and quantization point of every preset before
+#: issue 27 (multiplying slice PEs, operands forwarded at every PE, no open groups, one base).
+VARIANTS = {
+    "initial": dict(digit_product="multiply", digits="slice", weight_hop=1, act_hop=1,
+                    open_groups=0, thr=(1, 7, 31), base_offset=None),
 }
 
 
-def preset(name: str, **overrides) -> Config:
-    """The named preset, with optional parameter overrides."""
+def preset(name: str, variant: str | None = None, **overrides) -> Config:
+    """The named preset (optionally one of its :data:`VARIANTS`), with parameter overrides.
+
+    A preset's operand hops are capped at the array's size when ``rows``/``cols`` are
+    overridden and the hops are not (``preset("fpga", rows=4)`` broadcasts over its 4 rows)."""
     if name not in PRESETS:
         raise ConfigError(f"preset must be one of {sorted(PRESETS)}, not {name!r}")
+    if variant is not None and variant not in VARIANTS:
+        raise ConfigError(f"variant must be one of {sorted(VARIANTS)}, not {variant!r}")
     unknown = set(overrides) - set(Config.fields())
     if unknown:
         raise ConfigError(f"unknown parameter {sorted(unknown)[0]!r}; parameters are "
                           f"{sorted(k for k in Config.fields() if k != 'name')}")
-    return Config(**{**PRESETS[name], **overrides, "name": name})
+    merged = {**PRESETS[name], **(VARIANTS[variant] if variant else {}), **overrides}
+    for hop, dim in (("weight_hop", "rows"), ("act_hop", "cols")):
+        if hop not in overrides and isinstance(merged.get(dim), int):
+            merged[hop] = max(1, min(merged.get(hop, 1), merged[dim]))
+    return Config(**{**merged, "name": name})

@@ -15,7 +15,8 @@ The product goes through the full schedule and executor of :mod:`golden.schedule
 statistic (groups, lane fill, counters) is the one the hardware would see. With
 ``schedule=False`` (and no ``overflow_detect``) the layer skips building the group schedule:
 the same integer numerics (the product comes from :func:`golden.schedule.reference_product` in
-both cases), about ten times faster, without the schedule's statistics (``tiles`` is None).
+both cases), about ten times faster, without the schedule's statistics (``tiles`` is None;
+the counters are only those of :func:`golden.schedule.precision_counters`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ from golden.fmdq import (
     requantize,
     to_fixed,
 )
-from golden.schedule import Counters, execute, reference_product, schedule_matrix
+from golden.schedule import (
+    Counters,
+    execute,
+    precision_counters,
+    reference_product,
+    schedule_matrix,
+)
 
 __all__ = ["quantize_weights", "DiffLinear", "StepResult"]
 
@@ -146,7 +153,7 @@ class DiffLinear:
         T = cfg.tile
         recon = dequant(qz).reshape(nt, cin, T).transpose(0, 2, 1).reshape(nt * T, cin)[:N]
         acc = np.zeros((nt * T, self.W.shape[1]), np.int64)
-        ctr = Counters()
+        ctr = Counters() if tiles is not None else precision_counters(qz)
         cols = cfg.cols
         for ts in tiles or ():
             ctr.merge(ts.counters)

@@ -32,7 +32,8 @@ from golden.fmdq import Quantized, quantize_tile_matrix
 from golden.layouts import COUNTER_NAMES, group_layout, pack
 
 __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters",
-           "TileSchedule", "schedule_tile", "schedule_matrix", "Accumulator", "execute",
+           "TileSchedule", "schedule_tile", "schedule_matrix", "precision_counters", "Accumulator",
+           "execute",
            "slice_pe_execute", "int8_pe_execute", "reference_product", "exp_steps", "shift_counts",
            "PACKINGS", "packing_groups", "pack_tile"]
 
@@ -335,6 +336,21 @@ def schedule_matrix(dx, cfg: Config, base_log2: int | None = None, r0: int | Non
         ts.counters.add("saturated", np.count_nonzero(qz.saturated[sl]))
         out.append(ts)
     return qz, out
+
+
+def precision_counters(qz) -> Counters:
+    """The counters :func:`schedule_matrix` gives that depend only on the quantized sub-channels
+    (``subchannels``, ``subchannels_b<b>``, ``subchannels_zero``, ``saturated``), from ``qz``
+    alone: what the fast path of a layer built without the schedule still counts (the others,
+    such as ``groups`` or ``dropped_columns``, stay 0)."""
+    ctr = Counters()
+    b = np.asarray(qz.b)
+    ctr.add("subchannels", b.size)
+    for bb in (2, 4, 6, 8):
+        ctr.add(f"subchannels_b{bb}", np.count_nonzero(b == bb))
+    ctr.add("subchannels_zero", np.count_nonzero(b == 0))
+    ctr.add("saturated", np.count_nonzero(qz.saturated))
+    return ctr
 
 
 def _wrap(x, width):

@@ -35,7 +35,7 @@ from golden.sar import SARAttention, is_cache_step, profile_mask
 
 __all__ = ["DiTSpec", "DIT_MODELS", "init_params", "DiT", "TracingDiT", "QuantizedDiT",
            "ddim_timesteps", "ddim_loop", "ddim_update", "start_noise", "ddim_sample",
-           "record_trace", "calibrate_masks", "compare",
+           "record_trace", "calibrate_masks", "masks_from_trace", "compare",
            "linear_layer_names", "attention_layer_names"]
 
 TRAIN_STEPS = 1000
@@ -471,6 +471,11 @@ def calibrate_masks(spec: DiTSpec | None, cfg: Config, steps: int, seed: int,
     """SAR masks profiled on a float run (numerics §2.6): ``{attention name: mask}``."""
     m = TracingDiT(spec, weight_seed, params)
     ddim_sample(m, steps, seed)
+    return masks_from_trace(m, cfg, thr)
+
+
+def masks_from_trace(m: "TracingDiT", cfg: Config, thr: float | None = None) -> dict:
+    """The SAR masks of a traced float run (at ``thr``, default ``cfg.sar_thr``)."""
     thr = cfg.sar_thr if thr is None else thr
     return {name: profile_mask(m.records[f"{name}.attn"], cfg.tile, thr)
             for name in attention_layer_names(m.spec)}

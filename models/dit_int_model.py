@@ -53,6 +53,7 @@ from golden.differential import DiffLinear, quantize_weights
 from golden.dit_int import BASE_KEYS, MOD_NAMES, BlockStep
 from golden.dit_int8 import make_block
 from golden.fmdq import to_fixed
+from golden.schedule import Counters
 from models.dit import DiT, DiTSpec, _silu, ddim_loop, start_noise
 
 __all__ = ["IntDiT", "HostInputs", "ModelStep", "ddim_sample_float", "ddim_sample_int",
@@ -115,6 +116,16 @@ class ModelStep:
         sub-channel counts 0 bits)."""
         return average_bits(self.layer_counters().values())
 
+    def quant_counters(self) -> dict:
+        """The QPU counters of every quantization of the step, summed: each differential layer
+        that ran and every block's attention (``Q`` and ``P`` per query tile on a cache step).
+        :func:`program.model.quant_counters` adds what a lowering adds (padded channels)."""
+        total = Counters()
+        for c in [*self.layer_counters().values(), *(b.attn.counters for b in self.blocks)]:
+            for name, v in c.items():
+                total.add(name, v)
+        return dict(total.values)
+
 
 def average_bits(counters, prefix: str = "") -> float:
     """Mean FMDQ precision of QPU counter sets (``<prefix>subchannels`` and
@@ -126,12 +137,12 @@ def average_bits(counters, prefix: str = "") -> float:
     return bits / n if n else 0.0
 
 
-def _layer(params, name, cfg, B):
+def _layer(params, name, cfg, B, schedule=True):
     W, b = np.asarray(params[f"{name}.W"], np.float64), np.asarray(params[f"{name}.b"], np.float64)
     Wq, s_w = quantize_weights(W, cfg.weight_width)
     if cfg.datapath == "int8":
         return DenseInt8Linear(Wq, s_w, cfg, bias=b, name=name)
-    return DiffLinear(Wq, s_w, cfg, bias=b, base_log2=B, name=name)
+    return DiffLinear(Wq, s_w, cfg, bias=b, base_log2=B, name=name, schedule=schedule)
 
 
 class IntDiT:
@@ -145,6 +156,8 @@ class IntDiT:
     cfg : the configuration (the core's).
     masks : ``{"blocks.<i>.attn": (heads, nb, nb) bool}`` SAR masks, or None (every block kept).
     interval, eps : as :class:`golden.dit_int.IntDiTBlock`.
+    schedule : as :class:`golden.dit_int.IntDiTBlock` (``False``: the same integers, faster,
+        with only the precision counters).
     base_log2 : one static base for every layer (default ``cfg.base_log2``), or a dict over the
         model's float layer names (``x_embed``, ``blocks.<i>.attn.qkv``, ``blocks.<i>.attn.proj``,
         ``blocks.<i>.mlp.fc1``, ``blocks.<i>.mlp.fc2``, ``final.linear``: an operating point's
@@ -155,7 +168,8 @@ class IntDiT:
     """
 
     def __init__(self, spec: DiTSpec, params: dict, cfg: Config, masks=None, *,
-                 interval: int | None = None, base_log2: int | None = None, eps: float = 1e-6):
+                 interval: int | None = None, base_log2: int | None = None, eps: float = 1e-6,
+                 schedule: bool = True):
         if not isinstance(cfg, Config):
             raise ValueError(f"cfg must be a golden.config.Config, not {type(cfg).__name__}")
         masks = masks or {}
@@ -179,10 +193,11 @@ class IntDiT:
                 raise ValueError(f"base_log2 of {n} must be an integer in [0, {cfg.B_max}], "
                                  f"not {B!r}")
         self.blocks = [make_block(params, i, spec, cfg, masks.get(f"blocks.{i}.attn"),
-                                  interval=interval, base_log2=per_block[i], eps=eps)
+                                  interval=interval, base_log2=per_block[i], eps=eps,
+                                  schedule=schedule)
                        for i in range(spec.depth)]
-        self.x_embed = _layer(params, "x_embed", cfg, outer["x_embed"])
-        self.final = _layer(params, "final.linear", cfg, outer["final.linear"])
+        self.x_embed = _layer(params, "x_embed", cfg, outer["x_embed"], schedule)
+        self.final = _layer(params, "final.linear", cfg, outer["final.linear"], schedule)
         pos = np.asarray(params["pos_embed"], np.float64)
         if pos.shape != (spec.tokens, spec.hidden):
             raise ValueError(f"pos_embed must have shape {(spec.tokens, spec.hidden)}, not "

@@ -122,14 +122,10 @@ def quant_counters(model: IntDiT, steps: list) -> dict:
     pad = _pad_to(model.x_embed.W.shape[0], T) - model.x_embed.W.shape[0]
     tiles = -(-model.spec.tokens // T)
     for ms in steps:
-        for c in ms.layer_counters().values():
-            for name, v in c.items():
-                total.add(name, v)
+        for name, v in ms.quant_counters().items():
+            total.add(name, v)
         total.add("subchannels", pad * tiles)
         total.add("subchannels_zero", pad * tiles)
-        for bs in ms.blocks:
-            for name, v in bs.attn.counters.items():
-                total.add(name, v)
     return {f"qpu_{k}": v for k, v in total.values.items()}
 
 

@@ -142,6 +142,10 @@ class ArrayUnit(wiring.Component):
     #: Input fields used only as weight-buffer addresses (not registered into stage 1).
     address_fields = ("channel",)
 
+    def unused_fields(self) -> tuple:
+        """Input fields :meth:`operands` never reads (not registered into stage 1 either)."""
+        return ()
+
     def __init__(self, cfg: Config, *, in_fields, pe_factory, row_shape, col_shape,
                  read_ports: int, baseline: bool = False, weight_depth: int | None = None):
         self._cfg = check_config(cfg)
@@ -233,8 +237,9 @@ class ArrayUnit(wiring.Component):
             m.d.sync += busy.eq(0)
 
         # Stage 1: the beat is registered while the buffer is read.
-        # The address fields were consumed by the read ports; the rest travels on.
-        kept = [f for f in self._in_fields if f[0] not in self.address_fields]
+        # The address fields were consumed by the read ports; the rest that is used travels on.
+        skip = self.address_fields + self.unused_fields()
+        kept = [f for f in self._in_fields if f[0] not in skip]
         s1 = Signal(to_layout(kept), name="s1_beat")
         s1_valid = Signal()
         m.d.sync += [getattr(s1, f[0]).eq(getattr(self.groups.p, f[0])) for f in kept]

@@ -99,8 +99,12 @@ class ChunkAssembler(wiring.Component):
         cfg = self._cfg
         n, T, X = cfg.sort_n, cfg.rows, cfg.exp_width
         m = Module()
-        # Buffered entries do not store `pos`: a descriptor's slot in the chunk is its index.
-        entry_shape = data.StructLayout({"key": X + 1, "channel": cfg.chan_width, "signed": 1})
+        # Buffered entries do not store `pos`: a descriptor's slot in the chunk is its index; nor
+        # `signed` with Booth digits (every one is signed).
+        entry_fields = {"key": X + 1, "channel": cfg.chan_width}
+        if cfg.digits == "slice":
+            entry_fields["signed"] = 1
+        entry_shape = data.StructLayout(entry_fields)
         col_shape = data.ArrayLayout(cfg.digit_width, T)
 
         def emit_entry(i, value, digits):
@@ -141,9 +145,10 @@ class ChunkAssembler(wiring.Component):
                     m.d.comb += [
                         e_val.key.eq(Cat((p.e + 2 * k)[:X], Const(1, 1))),
                         e_val.channel.eq(channel),
-                        e_val.signed.eq(1 if cfg.digits == "booth" else top == k),
                         d_val.eq(p.digits[k]),
                     ]
+                    if cfg.digits == "slice":
+                        m.d.comb += e_val.signed.eq(top == k)
             desc.append((present, e_val, d_val))
 
         # Combined view: the buffer followed by the new descriptors (sort_n + 4 positions).

@@ -53,6 +53,9 @@ class MPU(ArrayUnit):
     def read_addresses(self, beat):
         return [beat.channel[lane] for lane in range(self._cfg.lanes)]
 
+    def unused_fields(self):
+        return ("signed",) if self._cfg.digits == "booth" else ()   # a Booth digit is signed
+
     def operands(self, m, s1, s1_valid, rdata, rows, cols):
         cfg = self._cfg
         for i in range(cfg.rows):

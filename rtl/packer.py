@@ -27,7 +27,7 @@ after a tile's last chunk each slot still open takes one more cycle. The output 
 that holds under back-pressure (a store proceeds under back-pressure, the window after it waits).
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -266,7 +266,9 @@ class Packer(wiring.Component):
                         m.d.comb += [count.eq(slot_count[s]),
                                      *[cols[j].eq(slot_lanes[s][j]) for j in range(L - 1)]]
                         m.d.sync += slot_valid[s].eq(0)
-                emit(Array(slot_exp)[flush_sel], [count > j for j in range(L)], cols, flush_last)
+                # An open slot holds fewer than L lanes: the last lane is never live.
+                live = [count > j for j in range(L - 1)] + [C(0, 1)]
+                emit(Array(slot_exp)[flush_sel], live, cols, flush_last)
                 with m.If(flush_last):
                     m.d.sync += flushing.eq(0)
         # A new chunk loads as soon as the previous one's last group is out (same cycle).

@@ -1,11 +1,11 @@
 """The files between ``dstar sample``'s RTL backends and the cocotb sampling loop
-(:mod:`tb.test_sample`): the *job* (the model, its SAR masks and the run's options) and the
-*result* (the images, and per step the core's cycles and counters).
+(:mod:`tb.test_sample`): the *job* (the model, its SAR masks and per-layer bases, the run's
+options) and the *result* (the images, and per step the core's cycles and counters).
 
-Both are ``.npz`` files: the job holds ``spec`` and ``options`` (JSON text), ``param/<name>`` and
-``mask/<name>`` arrays; the result holds ``images`` (n, C, H, W) and ``record`` (JSON text: per
-sample and step the cycles, the counters, the cache flag), or only ``error`` (the first
-mismatch against the integer golden, one line).
+Both are ``.npz`` files: the job holds ``spec`` and ``options`` (JSON text, the per-layer bases
+included), ``param/<name>`` and ``mask/<name>`` arrays; the result holds ``images`` (n, C, H, W)
+and ``record`` (JSON text: per sample and step the cycles, the counters, the cache flag), or only
+``error`` (the first mismatch against the integer golden, one line).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ JOB_ENV = "DSTAR_SAMPLE_JOB"
 
 @dataclass
 class SampleJob:
-    """A sampling run on the RTL core: the model (``spec``, ``params``, ``masks`` or None) and
+    """A sampling run on the RTL core: the model (``spec``, ``params``, ``masks`` or None,
+    ``bases``: ``{layer: B}`` or None, :class:`analysis.calibration.Calibration`) and
     ``steps``, ``labels`` with their start-noise ``seeds``, ``guidance``, ``stream`` (buffers that
     stream every layer, :data:`program.model.STREAMABLE`), ``result`` (the path the loop
     writes; it appends one line per step done to ``result`` + ``.progress``)."""
@@ -40,6 +41,7 @@ class SampleJob:
     guidance: float
     stream: tuple
     result: Path
+    bases: dict | None = None
 
     @property
     def progress(self) -> Path:
@@ -52,7 +54,7 @@ def write_job(path: Path, job: SampleJob):
     opts = dict(steps=job.steps, labels=[int(v) for v in job.labels],
                 seeds=[int(v) for v in job.seeds], guidance=job.guidance,
                 stream=list(job.stream), result=str(job.result),
-                masks=job.masks is not None)
+                masks=job.masks is not None, bases=job.bases)
     arrays = {f"param/{k}": np.asarray(v) for k, v in job.params.items()}
     arrays.update({f"mask/{k}": np.asarray(v) for k, v in (job.masks or {}).items()})
     np.savez(path, spec=json.dumps(job.spec.to_dict()), options=json.dumps(opts), **arrays)
@@ -68,7 +70,7 @@ def read_job(path) -> SampleJob:
     return SampleJob(spec=spec, params=params, masks=masks if o["masks"] else None,
                      steps=o["steps"], labels=o["labels"], seeds=o["seeds"],
                      guidance=o["guidance"], stream=tuple(o["stream"]),
-                     result=Path(o["result"]))
+                     result=Path(o["result"]), bases=o.get("bases"))
 
 
 def write_result(path: Path, images=None, record=None, error: str | None = None):

@@ -49,7 +49,7 @@ async def _sample(dut, tb, job):
     rows = 1 if job.guidance == 1.0 else 2
 
     def model():
-        return IntDiT(spec, job.params, cfg, job.masks)
+        return IntDiT(spec, job.params, cfg, job.masks, base_log2=job.bases)
     prog = compile_model(model(), tb.core, rows=rows, stream=job.stream)
     host = CoreSampler(prog, [model() for _ in range(rows)], job.steps, job.guidance)
     stored = await tb.run(prog.init, prog.init_words)

@@ -224,10 +224,10 @@ def test_top_without_pll_runs_on_the_board_clock():
     (["--clock-mhz", "500"], "outside the ECP5 PLL's output range (10 to 400 MHz)"),
     (["--clock-mhz", "48"], "cannot be made exactly by the ECP5 PLL"),
     (["--clock-mhz", "10", "--baud", "3000000"], "too fast for the 10 MHz clock"),
-    (["--preset", "fpga"], "the fpga core needs 305 MULT18X18D DSP blocks with "
-                           "digit_product=multiply and the ulx3s's device has 156: use --set "
-                           "digit_product=select"),
-    (["--preset", "fpga", "--clock-mhz", "50"], "needs 305 MULT18X18D"),
+    (["--preset", "fpga", "--variant", "initial"],
+     "the fpga core needs 305 MULT18X18D DSP blocks with digit_product=multiply and the ulx3s's "
+     "device has 156: use --set digit_product=select"),
+    (["--preset", "fpga", "--variant", "initial", "--clock-mhz", "50"], "needs 305 MULT18X18D"),
 ])
 def test_build_bad_clock_or_too_many_dsps_is_refused_before_any_work(tmp_path, capsys,
                                                                      monkeypatch, argv, frag):
@@ -245,11 +245,12 @@ def test_build_bad_clock_or_too_many_dsps_is_refused_before_any_work(tmp_path, c
 def test_dsp_refusal_passes_the_select_datapath_and_the_tiny_core():
     from fpga.board import check_build, dsp_blocks
 
-    assert dsp_blocks(preset("fpga")) == 305
-    assert dsp_blocks(preset("tiny")) == 96
-    sel = preset("fpga", digit_product="select", digits="booth")
+    assert dsp_blocks(preset("fpga", variant="initial")) == 305
+    assert dsp_blocks(preset("tiny", variant="initial")) == 96
+    sel = preset("fpga", variant="initial", digit_product="select", digits="booth")
     assert dsp_blocks(sel) < 156
     assert check_build("ulx3s", sel, 115200, 50) == 434
+    assert dsp_blocks(preset("fpga")) < 156      # the default selects: no DSP in the PE array
 
 
 def test_build_with_the_pll_records_the_core_clock(tmp_path, capsys, fake_flow, monkeypatch):

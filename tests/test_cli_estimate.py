@@ -14,6 +14,7 @@ import dstar.benches.estimate_calibration as calibration
 import dstar.cli
 from fpga import estimate_coef
 from fpga.estimate import CALIBRATION, CALIBRATION_RUNS, VALIDATION_RUNS, estimate
+from fpga.estimate_coef import MEASURED_VARIANT
 from fpga.estimate_core import COMPUTE_PARTS, CORE_MEASURED, ENGINE_PARTS, control, measured_error
 from golden.config import preset
 
@@ -57,7 +58,7 @@ def test_core_is_composed_of_the_units_parts():
 
 def test_control_line_passes_through_the_measured_cores():
     for name, m in CORE_MEASURED.items():
-        c = control(preset(name))
+        c = control(preset(name, MEASURED_VARIANT))
         assert c == pytest.approx({k: float(v) for k, v in m["control"].items()})
 
 
@@ -67,7 +68,7 @@ def test_measured_constants_are_those_of_the_report():
     rep = json.loads((ROOT / "reports" / "core_area.json").read_text())
     for name, m in CORE_MEASURED.items():
         r = rep["presets"][name]
-        assert r["config_hash"] == m["config_hash"] == preset(name).hash()
+        assert r["config_hash"] == m["config_hash"] == preset(name, MEASURED_VARIANT).hash()
         ctl = {k: sum(v.get(f, 0) for p, v in r["parts"].items() if p not in COMPUTE_PARTS)
                for k, f in (("lut", "lut_total"), ("ff", "ff"))}
         ctl["lutram"] = sum(r["parts"][p]["lutram"] for p in ENGINE_PARTS)

@@ -82,8 +82,8 @@ def test_estimate_paper_is_cheap(capsys):
 
 def test_synth_ecp5_json_and_reuse(tmp_path, capsys):
     # The --json folder does not exist: it is created.
-    rc, out, err = run_dstar(capsys, "synth", "pe", "--target", "ecp5", "--json",
-                         tmp_path / "new" / "s.json")
+    rc, out, err = run_dstar(capsys, "synth", "pe", "--target", "ecp5", "--variant", "initial",
+                             "--json", tmp_path / "new" / "s.json")
     assert rc == 0
     assert "LUT total" in out and "MULT18X18D" in out and "flip-flops" in out
     lines = err.splitlines()
@@ -93,7 +93,8 @@ def test_synth_ecp5_json_and_reuse(tmp_path, capsys):
     assert res["resources"]["dsp"] == 4 and res["config"]["lanes"] == 4
     assert f"{res['resources']['lut_total']:,}" in out
 
-    rc, out, err = run_dstar(capsys, "synth", "pe", "--target", "ecp5", "--reuse")
+    rc, out, err = run_dstar(capsys, "synth", "pe", "--target", "ecp5", "--variant", "initial",
+                             "--reuse")
     assert rc == 0 and "[reused]" in out and "reused the result" in err
 
 

@@ -13,13 +13,15 @@ from golden.config import PRESETS, Config, ConfigError, preset
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def acc_width_from_design(max_reduction, act_width, act_frac, B_max=None):
+def acc_width_from_design(max_reduction, act_width, act_frac, B_max=None, booth=False):
     """numerics §2.1, recomputed from its definition with Python integers:
     ``acc_width = bitlen(max_reduction · 127 · 2**(act_width + 1 - r0_min)) + 1`` with
-    ``r0_min = act_frac - B_max`` and ``B_max = act_frac`` unless lowered."""
+    ``r0_min = act_frac - B_max`` and ``B_max = act_frac`` unless lowered; Booth digits add
+    ``⌈127 · 2**(act_width + 1 - r0_min) / 16⌉`` to the bound (one straddling sub-channel)."""
     B_max = act_frac if B_max is None else B_max
     r0_min = act_frac - B_max
-    bound = max_reduction * 127 * 2 ** (act_width + 1 - r0_min)
+    unit = 127 * 2 ** (act_width + 1 - r0_min)
+    bound = max_reduction * unit + (-(-unit // 16) if booth else 0)
     # bitlen by repeated halving (independent of int.bit_length).
     n, bits = bound, 0
     while n:
@@ -36,8 +38,13 @@ def test_presets_build(name):
     assert cfg.tile == cfg.rows == cfg.cols
     assert cfg.acc_width is None  # derived
     assert cfg.acc_bits == cfg.safe_acc_width == acc_width_from_design(
-        cfg.max_reduction, cfg.act_width, cfg.act_frac)
-    assert cfg.thresholds == {2: 1, 4: 7, 6: 31, 8: 127}
+        cfg.max_reduction, cfg.act_width, cfg.act_frac, booth=True)
+    assert cfg.digits == "booth" and cfg.digit_product == "select" and cfg.open_groups == 4
+    assert cfg.thresholds == {2: 2, 4: 7, 6: 31, 8: 127} and cfg.base_offset == -2
+    initial = preset(name, variant="initial")
+    assert initial.thresholds == {2: 1, 4: 7, 6: 31, 8: 127} and initial.base_offset is None
+    assert initial.acc_bits == acc_width_from_design(cfg.max_reduction, cfg.act_width,
+                                                     cfg.act_frac)
     assert cfg.r0 == cfg.act_frac - cfg.base_log2
     assert cfg.r0_min == 0 and cfg.B_max == cfg.act_frac
     assert cfg.xhat_width == cfg.act_width + 1
@@ -62,14 +69,17 @@ def test_acc_width_known_values():
     assert preset("paper").acc_bits == 38
 
 
+@pytest.mark.parametrize("digits", ["slice", "booth"])
 @pytest.mark.parametrize("max_reduction", [1, 2, 3, 7, 64, 65, 100, 1000, 4608])
 @pytest.mark.parametrize("act_width,act_frac,bmax", [(16, 8, None), (16, 8, 4), (12, 6, None),
                                                       (20, 10, 10), (8, 4, 0)])
-def test_acc_width_formula(max_reduction, act_width, act_frac, bmax):
+def test_acc_width_formula(max_reduction, act_width, act_frac, bmax, digits):
     cfg = preset("tiny", max_reduction=max_reduction, act_width=act_width, act_frac=act_frac,
-                 base_log2=min(6, act_frac if bmax is None else bmax), base_log2_max=bmax)
+                 base_log2=min(6, act_frac if bmax is None else bmax), base_log2_max=bmax,
+                 digits=digits)
     assert cfg.r0_min == act_frac - (act_frac if bmax is None else bmax)
-    assert cfg.acc_bits == acc_width_from_design(max_reduction, act_width, act_frac, bmax)
+    assert cfg.acc_bits == acc_width_from_design(max_reduction, act_width, act_frac, bmax,
+                                                 booth=digits == "booth")
 
 
 def test_explicit_acc_width():
@@ -190,7 +200,7 @@ def test_unknown_override():
     (dict(weight_hop=0), "weight_hop"), (dict(weight_hop=5), "weight_hop"),
     (dict(act_hop=0), "act_hop"), (dict(act_hop=5), "act_hop"),
     (dict(open_groups=-1), "open_groups"), (dict(open_groups=5), "open_groups"),
-    (dict(pack_windows=3), "pack_windows"), (dict(pack_windows=2), "pack_windows"),
+    (dict(pack_windows=3), "pack_windows"), (dict(pack_windows=2, open_groups=0), "pack_windows"),
     (dict(pack_windows=True, open_groups=2), "pack_windows"),
 ])
 def test_other_refusals_name_the_parameter(kw, param):
@@ -261,16 +271,18 @@ def test_parameters_added_later_enter_the_hash_only_when_changed():
     parameters at another value give another hash."""
     from golden.config import HASH_IF_CHANGED
 
-    base = preset("tiny")
-    explicit = preset("tiny", **{k: base.fields()[k].default for k in HASH_IF_CHANGED})
+    def tiny(**kw):
+        return preset("tiny", variant="initial", **kw)
+    base = tiny()
+    explicit = tiny(**{k: base.fields()[k].default for k in HASH_IF_CHANGED})
     assert explicit.hash() == base.hash()
-    others = {preset("tiny", digit_product="select").hash(), preset("tiny", digits="booth").hash(),
-              preset("tiny", digit_product="select", digits="booth").hash(),
-              preset("tiny", weight_hop=4).hash(), preset("tiny", act_hop=4).hash(),
-              preset("tiny", open_groups=2).hash(),
-              preset("tiny", open_groups=2, pack_windows=2).hash()}
-    assert len(others) == 7 and base.hash() not in others
-    assert preset("tiny").hash() == "b9ae36267cee72c7"   # the hash the stored reports name
+    others = {tiny(digit_product="select").hash(), tiny(digits="booth").hash(),
+              tiny(digit_product="select", digits="booth").hash(),
+              tiny(weight_hop=4).hash(), tiny(act_hop=4).hash(), tiny(open_groups=2).hash(),
+              tiny(open_groups=2, pack_windows=2).hash(), tiny(base_offset=-2).hash()}
+    assert len(others) == 8 and base.hash() not in others
+    # the initial variant keeps the hash the stored reports of the earlier default name
+    assert base.hash() == "b9ae36267cee72c7" and preset("tiny").hash() not in others
 
 
 @pytest.mark.parametrize("text, value", [("true", True), ("False", False), ("TRUE", True),

@@ -239,12 +239,13 @@ def test_layer_base_dit_is_quantized_dit_at_a_uniform_base(trained):
 
 @pytest.fixture(scope="module")
 def quick_sweep():
-    """The quick sweep with a PSNR target the 2-step confirmation can meet (at the paper's 40 dB
-    no point of a 1-step sweep passes)."""
+    """The quick sweep with a PSNR target one 2-step confirmation meets and another misses (at
+    the paper's 40 dB no point of a 1-step sweep passes: with one or two DDIM steps the x0
+    prediction amplifies the integer model's error in eps)."""
     from analysis.profile import ThresholdSweep, run_sweep
 
     logs = []
-    rep = run_sweep(preset("fpga"), ThresholdSweep.quick(min_psnr_db=2.0), log=logs.append)
+    rep = run_sweep(preset("fpga"), ThresholdSweep.quick(min_psnr_db=0.0), log=logs.append)
     return rep, logs
 
 
@@ -262,7 +263,8 @@ def test_sweep_table_has_every_point(quick_sweep):
         s = p["summary"]
         assert abs(sum(s["mix"].values()) - 1) < 1e-9
         assert 0 < s["avg_bits"]["mean"] <= 8 and s["agreement_count"][1] == len(rep["seeds"])
-    assert rep["points"][-1]["base"] == "preset" and rep["points"][-1]["thr"] == [1, 7, 31]
+    today = rep["points"][-1]
+    assert today["base"] == "profiled" and today["base_offset"] == -2 and today["thr"] == [2, 7, 31]
     json.dumps(rep)
 
 

@@ -95,8 +95,11 @@ def run_dstar(capsys, *argv):
 
 
 def test_dstar_sample_writes_the_grid_and_the_record(tmp_path, capsys):
+    # The preset's per-layer bases (profiled, -2) are the trained DiT's 20-step operating point;
+    # on this random 2-step model they cost quality (about 19 dB), so it runs at one base.
     rc, out, err = run_dstar(capsys, "sample", "--model", "tiny", "--steps", "2", "--labels",
-                             "0", "3", "--cfg", "1.5", "--preset", "tiny", "--out", tmp_path)
+                             "0", "3", "--cfg", "1.5", "--preset", "tiny", "--set",
+                             "base_offset=None", "--out", tmp_path)
     assert rc == 0, err
     rec = json.loads((tmp_path / "sample.json").read_text())
     assert (tmp_path / "sample.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -168,3 +171,41 @@ def test_an_rtl_mismatch_is_one_line_and_writes_nothing(tmp_path, capsys, monkey
     last = err.strip().splitlines()[-1]
     assert "the verilator core differs from the integer golden: sample 0 (label 1) step 1 " \
            "row 0: eps: first difference at index (3, 2)" in last, err
+
+
+def test_without_the_schedule_the_same_integers_and_precision_counters(params):
+    """``schedule=False`` (the sweep's fast path) gives the same model output and the same
+    precision counters as the full group schedule, step by step (SAR on, cache and reuse)."""
+    from analysis.calibration import calibrate
+
+    spec = DIT_MODELS["tiny"]
+    cfg = preset("tiny")
+    cal = calibrate(spec, params, cfg, 3, 1000)
+    runs = []
+    for schedule in (True, False):
+        m = IntDiT(spec, params, cfg, cal.masks, base_log2=cal.bases, schedule=schedule)
+        runs.append(ddim_sample_int(m, 3, 1, 2))
+    (xa, ra), (xb, rb) = runs
+    assert np.array_equal(xa, xb)
+    keys = ("subchannels", "subchannels_b2", "subchannels_b4", "subchannels_b6",
+            "subchannels_b8", "subchannels_zero", "saturated")
+    for a, b in zip(ra, rb):
+        ca, cb = a[0].quant_counters(), b[0].quant_counters()
+        assert ca["subchannels"] > 0 and {k: ca[k] for k in keys} == {k: cb[k] for k in keys}
+        assert cb["groups"] == 0 < ca["groups"]       # the fast path builds no group stream
+
+
+def test_calibration_bases_are_the_profiled_ones_plus_the_offset(params):
+    from analysis.calibration import calibrate
+    from models.dit import calibrate_masks, linear_layer_names
+
+    spec = DIT_MODELS["tiny"]
+    cfg = preset("tiny", base_offset=-1)
+    cal = calibrate(spec, params, cfg, 3, 1000)
+    assert set(cal.bases) == set(linear_layer_names(spec))
+    assert cal.bases == {n: min(max(B - 1, 0), cfg.B_max) for n, B in cal.profiled.items()}
+    masks = calibrate_masks(spec, cfg, 3, 1000, params=params)
+    assert all(np.array_equal(masks[k], cal.masks[k]) for k in masks)
+    one = calibrate(spec, params, cfg.replace(base_offset=None), 3, 1000)
+    assert one.bases is None and set(one.masks) == set(masks)
+    assert calibrate(spec, params, cfg.replace(base_offset=None), 3, 1000, sar=False).masks is None

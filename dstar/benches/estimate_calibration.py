@@ -28,7 +28,7 @@ import time
 from amaranth.back import rtlil
 
 from dstar.options import Parser
-from fpga.estimate_coef import CALIBRATION, TARGETS, write_calibration
+from fpga.estimate_coef import CALIBRATION, MEASURED_VARIANT, TARGETS, write_calibration
 from fpga.estimate_fit import (
     CALIBRATION_RUNS,
     COMPONENTS,
@@ -98,7 +98,7 @@ def measure(runs) -> list:
     a target whose synthesis failed has no measurement."""
     out = []
     for label, kind, pname, ov in runs:
-        cfg = preset(pname, **ov)
+        cfg = preset(pname, MEASURED_VARIANT, **ov)
         rec = dict(label=label, kind=kind, preset=pname, overrides=ov, measured={}, seconds={})
         done = {}
         for tname, (target, nodsp, key) in TARGETS.items():

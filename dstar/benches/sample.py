@@ -19,9 +19,9 @@ an RTL backend the core's own counters) and ``average_bits``, the FMDQ precision
 sub-channels; ``layer_average_bits`` is the golden's precision over the conditional row's
 differential layers alone. Per sample ``k`` the seed is ``seed + k`` (start noise) and the label
 ``labels[k]``. With a guidance scale ``!= 1`` every backend runs a conditional and an
-unconditional row (the null class), each integer row with its own differential state. SAR masks
-are profiled once on a float run (:func:`models.dit.calibrate_masks`, seed ``seed + 1000``)
-unless ``sar`` is off.
+unconditional row (the null class), each integer row with its own differential state. The SAR
+masks (unless ``sar`` is off) and, with ``cfg.base_offset`` set, the per-layer static bases are
+profiled once on a float run (:func:`analysis.calibration.calibrate`, seed ``seed + 1000``).
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ import time
 
 import numpy as np
 
+from analysis.calibration import CALIBRATION_SEED_OFFSET, calibrate
 from gen.progress import progress, say
 from golden.config import Config
 from models.digits import IMAGE_SIZE, classify, psnr
-from models.dit import DiT, DiTSpec, calibrate_masks
+from models.dit import DiT, DiTSpec
 from models.dit_int_model import IntDiT, average_bits, ddim_sample_float, ddim_sample_int
 from program.model import quant_counters
 
@@ -42,7 +43,6 @@ __all__ = ["BACKENDS", "RTL_BACKENDS", "run_samples", "is_digits_model", "grid_p
 
 BACKENDS = ("float", "golden-int", "verilator", "icarus")
 RTL_BACKENDS = ("verilator", "icarus")
-MASK_SEED_OFFSET = 1000
 
 
 def is_digits_model(spec: DiTSpec) -> bool:
@@ -66,7 +66,7 @@ def check_model(spec: DiTSpec, params: dict, cfg: Config, backend: str = "golden
         compile_model(model, core_for(cfg), rows=1 if guidance == 1.0 else 2, stream=stream)
 
 
-def _rtl_samples(spec, params, cfg, masks, *, simulator, steps, labels, guidance, seed,
+def _rtl_samples(spec, params, cfg, cal, *, simulator, steps, labels, guidance, seed,
                  stream, waves, jobs, optimize) -> dict:
     """Every sample on the RTL core: the labels split into ``jobs`` cocotb runs side by side
     (each with its own core and init), the core built once (Verilator at ``-O2`` when
@@ -89,7 +89,8 @@ def _rtl_samples(spec, params, cfg, masks, *, simulator, steps, labels, guidance
         tmp = Path(tmp)
         specs = []
         for j, idx in enumerate(shards):
-            job = SampleJob(spec=spec, params=params, masks=masks, steps=steps,
+            job = SampleJob(spec=spec, params=params, masks=cal.masks, bases=cal.bases,
+                            steps=steps,
                             labels=[labels[k] for k in idx], seeds=[seed + k for k in idx],
                             guidance=guidance, stream=tuple(stream),
                             result=tmp / f"result{j}.npz")
@@ -140,15 +141,16 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
     t0 = time.perf_counter()
-    masks = (calibrate_masks(spec, cfg, steps, seed + MASK_SEED_OFFSET, params=params)
-             if sar and backend != "float" else None)
+    cal = calibrate(spec, params, cfg, steps, seed + CALIBRATION_SEED_OFFSET, sar=sar) \
+        if backend != "float" else None
+    masks = cal.masks if cal is not None else None
     # The fraction of (head, query block, key block) attention blocks the masks keep: what a
     # cache step computes (a reuse step replays the P-cache of the last one).
     kept = round(float(np.mean([m.mean() for m in masks.values()])), 4) if masks else 1.0
     fm = DiT(spec, params=params)
     rtl = None
     if backend in RTL_BACKENDS:
-        rtl = _rtl_samples(spec, params, cfg, masks, simulator=backend, steps=steps,
+        rtl = _rtl_samples(spec, params, cfg, cal, simulator=backend, steps=steps,
                            labels=labels, guidance=guidance, seed=seed, stream=stream,
                            waves=waves, jobs=jobs, optimize=optimize)
     images, floats, samples = [], [], []
@@ -162,7 +164,8 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
             x = rtl["images"][k]
             per_step = [_rtl_step(st, kept) for st in rtl["record"]["samples"][k]["per_step"]]
         else:
-            rows = [IntDiT(spec, params, cfg, masks) for _ in range(1 if guidance == 1.0 else 2)]
+            rows = [IntDiT(spec, params, cfg, masks, base_log2=cal.bases)
+                    for _ in range(1 if guidance == 1.0 else 2)]
 
             def on_step(i, t, done):
                 counters = quant_counters(rows[0], done)
@@ -186,6 +189,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
                   config_hash=cfg.hash(), steps=steps, guidance=guidance, seed=seed, sar=sar,
                   kept_fraction=None if masks is None else
                   {k: round(float(m.mean()), 4) for k, m in masks.items()},
+                  base_log2=None if cal is None else cal.bases,
                   samples=samples, seconds=round(time.perf_counter() - t0, 1))
     if rtl is not None:
         r = rtl["record"]

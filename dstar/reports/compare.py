@@ -34,6 +34,7 @@ import numpy as np
 
 from dstar.options import Parser, check_liberty
 from dstar.reports.compare_area import (
+    ASIC_OPTIONS,
     CHECK_SIZE,
     FIT_SIZES,
     MPU_PARTS,
@@ -96,7 +97,7 @@ def _quality(rec: dict) -> dict:
                 classifier_with_label=agree.get("with_label"), samples=len(ps))
 
 
-def _model_check(cfg, spec, params, masks, steps: int, label: int, seed: int,
+def _model_check(cfg, spec, params, cal, steps: int, label: int, seed: int,
                  rtl_steps: list, perf_model: Path) -> dict:
     """The cycle model (``reports/perf_model.json``'s ``fpga`` calibration; the INT8 core's
     quantizer by :func:`dstar.reports.project.int8_timing`) on the first two steps of the
@@ -112,8 +113,9 @@ def _model_check(cfg, spec, params, masks, steps: int, label: int, seed: int,
     t = Timing(**load_calibration(perf_model)["fpga"])
     if cfg.datapath == "int8":
         t = int8_timing(t)
-    prog = compile_model(IntDiT(spec, params, cfg, masks), core_for(cfg))
-    host = CoreSampler(prog, [IntDiT(spec, params, cfg, masks)], steps)
+    prog = compile_model(IntDiT(spec, params, cfg, cal.masks, base_log2=cal.bases),
+                         core_for(cfg))
+    host = CoreSampler(prog, [IntDiT(spec, params, cfg, cal.masks, base_log2=cal.bases)], steps)
     ex = CoreExecutor(cfg, core_for(cfg))
     runs = [(prog.init, prog.init_words)]
     ex.run(*runs[0])
@@ -136,10 +138,10 @@ def _model_check(cfg, spec, params, masks, steps: int, label: int, seed: int,
 
 
 def measure_fpga(args, liberty: str, steps: list) -> dict:
+    from analysis.calibration import CALIBRATION_SEED_OFFSET, calibrate
     from dstar.benches.sample import run_samples
     from fpga.synth import synthesize
     from models.digits import load_trained
-    from models.dit import calibrate_masks
 
     spec, params = load_trained()
     out, recs = {}, {}
@@ -154,14 +156,14 @@ def measure_fpga(args, liberty: str, steps: list) -> dict:
     for dp in DATAPATHS:
         cfg, rec = fpga_config(dp, spec, params), recs[dp]
         with Step(steps, f"Nangate45 synthesis of the {dp} fpga core by part"):
-            area = core_area(synthesize("core", cfg, "asic", liberty=liberty, parts=True,
+            area = core_area(synthesize("core", cfg, "asic", liberty=liberty, **ASIC_OPTIONS,
                                         reuse=args.reuse))
         with Step(steps, f"ECP5 synthesis of the {dp} fpga core without DSP blocks"):
             ecp5 = synthesize("core", cfg, "ecp5", nodsp=True, abc9=False,
                               reuse=args.reuse)["resources"]
-        masks = calibrate_masks(spec, cfg, args.steps, args.seed + 1000, params=params)
+        cal = calibrate(spec, params, cfg, args.steps, args.seed + CALIBRATION_SEED_OFFSET)
         with Step(steps, f"cycle model against the RTL on the {dp} core"):
-            check = _model_check(cfg, spec, params, masks, args.steps, args.labels[0],
+            check = _model_check(cfg, spec, params, cal, args.steps, args.labels[0],
                                  args.seed, rec["samples"][0]["per_step"], args.perf_model)
         bits = [st["average_bits"] for s in rec["samples"] for st in s["per_step"]]
         out[dp] = dict(config=cfg.to_dict(), config_hash=cfg.hash(),
@@ -202,7 +204,7 @@ def measure_paper(args, liberty: str, steps: list) -> dict:
         for T in sorted({*FIT_SIZES, CHECK_SIZE}):
             with Step(steps, f"Nangate45 synthesis of the {dp} core at T = {T} (paper family)"):
                 a = core_area(synthesize("core", family_config(T, dp), "asic", liberty=liberty,
-                                         parts=True, reuse=args.reuse))
+                                         **ASIC_OPTIONS, reuse=args.reuse))
             areas[T], runs[T] = a["parts"], dict(cells_um2=a["cells_um2"], ff=a["ff"],
                                                  sram_um2=a["sram_um2"], seconds=a["seconds"])
             srams[T] = {"SRAM": a["sram_um2"]}

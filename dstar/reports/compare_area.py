@@ -13,6 +13,10 @@ Part-area model: each part's area is fitted as ``a + b·T + c·T²`` in the tile
 cores of :data:`FIT_SIZES` and checked, summed over the parts, on :data:`CHECK_SIZE`, a size it
 was not fitted on; every core of the family is the ``paper`` preset with ``rows = cols =
 vpu_lanes = T`` (sort_n 64, max_reduction 4608, the paper core's buffer depths).
+
+Both cores are synthesized with :data:`ASIC_OPTIONS`: Yosys's Booth multiplier mapping
+(``synth -booth``), the INT8 array's best in the component bench, applied to both cores (the
+VPU's and the requantizers' multipliers are the same in each).
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from golden.config import Config, preset
 
 __all__ = ["PARTS", "part_of", "core_area", "sram_um2", "family_config", "fit_parts",
            "SRAM_UM2_PER_BIT", "SRAM_SOURCE", "FIT_SIZES", "CHECK_SIZE", "MPU_PARTS",
-           "QPU_PARTS"]
+           "QPU_PARTS", "ASIC_OPTIONS"]
+
+#: The ``asic`` synthesis options of every whole-core run (module docstring).
+ASIC_OPTIONS = dict(parts=True, booth=True)
 
 #: Parts of the core by module path under the top (first match wins, so longer prefixes first).
 PARTS = (
@@ -102,7 +109,9 @@ def core_area(res: dict) -> dict:
 
 
 def family_config(T: int, datapath: str) -> Config:
-    """The core of size ``T`` of the part-area model's family (module docstring)."""
+    """The core of size ``T`` of the part-area model's family (module docstring): the ``paper``
+    preset at ``rows = cols = vpu_lanes = T`` (its operand hops capped at ``T``: broadcast
+    below 8)."""
     return preset("paper", rows=T, cols=T, vpu_lanes=T, datapath=datapath)
 
 
