@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from golden.config import Config
+from golden.config import VARIANTS, Config
 from golden.fmdq_stats import PRECISION_BINS, LayerStats
 from golden.sar import profile_mask
 from models.dit import DiT, QuantizedDiT, TracingDiT, attention_layer_names, ddim_sample
@@ -438,7 +438,9 @@ class ThresholdSweep:
             raise ValueError(f"min_psnr_db must be a finite number, not {self.min_psnr_db!r}")
 
     def points(self, cfg: Config) -> list:
-        """The sweep points: the grid, then today's (the preset's thresholds and base)."""
+        """The sweep points: the grid, then today's (the preset's thresholds and base) and,
+        when it differs, the preset's ``initial`` variant's (a reference the report confirms
+        too)."""
         pts = [dict(name=f"thr {t[0]},{t[1]},{t[2]} base {o:+d}", thr=list(t), base="profiled",
                     base_offset=o)
                for t in self.thresholds() for o in self.base_offsets]
@@ -449,6 +451,11 @@ class ThresholdSweep:
         else:
             pts.append(dict(name=f"today: thr {thr} base {cfg.base_offset:+d}", thr=list(cfg.thr),
                             base="profiled", base_offset=cfg.base_offset, today=True))
+        init = VARIANTS["initial"]
+        if (tuple(init["thr"]), init["base_offset"]) != (cfg.thr, cfg.base_offset):
+            pts.append(dict(name=f"initial: thr {','.join(map(str, init['thr']))} base "
+                                 f"{cfg.base_log2}", thr=list(init["thr"]), base="preset",
+                            base_offset=None, initial=True))
         return pts
 
 
@@ -703,6 +710,9 @@ def run_sweep(cfg: Config, sweep: ThresholdSweep = ThresholdSweep(), weights=Non
                 f"({time.time() - t_start:.0f} s)")
         today = next(p for p in points if p.get("today"))
         ref_keys = sampler.submit(cfg, today, sweep.confirm_steps, cseeds)
+        initial = next((p for p in points if p.get("initial")), None)
+        init_keys = (sampler.submit(cfg, initial, sweep.confirm_steps, cseeds)
+                     if initial is not None else None)
         candidates = sorted((p for p in points if p["screen"]), key=_by_bits)
         chosen = None
         for c in candidates[:sweep.max_confirm]:
@@ -717,6 +727,10 @@ def run_sweep(cfg: Config, sweep: ThresholdSweep = ThresholdSweep(), weights=Non
                 chosen = c
                 break
         reference = _sweep_summary(sampler.collect(ref_keys))
+        initial_ref = (None if initial is None else
+                       dict(name=initial["name"], thr=list(initial["thr"]),
+                            base_log2=dict(initial["base_log2"]),
+                            summary=_sweep_summary(sampler.collect(init_keys))))
     finally:
         sampler.close()
     assert chosen is select_point(points, **rule)
@@ -757,6 +771,7 @@ def run_sweep(cfg: Config, sweep: ThresholdSweep = ThresholdSweep(), weights=Non
         rule=dict(rule, text=rule_text, screen=screen_text, why=RULE_WHY),
         points=points, reference=dict(name=today["name"], thr=list(today["thr"]),
                                       base_log2=dict(today["base_log2"]), summary=reference),
+        initial=initial_ref,
         chosen=None if chosen is None else chosen["name"], operating_point=op, message=message,
         seconds=round(time.time() - t_start, 1))
 
@@ -839,8 +854,10 @@ def sweep_markdown(rep: dict) -> str:
     rows = [(p["name"], p["confirm"]["summary"], p["confirm"]["passes"])
             for p in sorted((p for p in rep["points"] if p["confirm"] is not None),
                             key=_by_bits)]
-    ref = rep["reference"]["summary"]
-    rows.append((rep["reference"]["name"], ref, meets_rule(ref, r["min_psnr_db"],
+    for key in ("reference", "initial"):
+        if rep.get(key) is not None:
+            ref = rep[key]["summary"]
+            rows.append((rep[key]["name"], ref, meets_rule(ref, r["min_psnr_db"],
                                                            r["min_agreement"])))
     for name, s, ok in rows:
         lines.append(f"| {name} | {_fmt(s['avg_bits'])} | {_mix_fmt(s['mix'])} "

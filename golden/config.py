@@ -457,7 +457,7 @@ class Config:
 
 
 #: The operating point ``dstar profile --sweep`` chose on the integer model of the trained digits
-#: DiT (``reports/profile_sweep.md``): 3.49 bits at 42.1 dB [40.4, 43.8] against float.
+#: DiT (``reports/profile_sweep.md``): 3.50 bits at 42.1 dB [40.4, 43.8] against float.
 THR_CHOSEN = (2, 7, 31)
 BASE_OFFSET_CHOSEN = -2
 

@@ -254,7 +254,8 @@ def test_sweep_table_has_every_point(quick_sweep):
 
     rep, logs = quick_sweep
     g = rep["grid"]
-    n = len(g["thr2"]) * len(g["thr4"]) * len(g["thr6"]) * len(g["base_offsets"]) + 1
+    # the grid, today's point and the initial variant's
+    n = len(g["thr2"]) * len(g["thr4"]) * len(g["thr6"]) * len(g["base_offsets"]) + 2
     assert len(rep["points"]) == n and len({p["name"] for p in rep["points"]}) == n
     assert sum(1 for ln in logs if ln.startswith("[")) == n       # one progress line per point
     md = sweep_markdown(rep)
@@ -263,8 +264,10 @@ def test_sweep_table_has_every_point(quick_sweep):
         s = p["summary"]
         assert abs(sum(s["mix"].values()) - 1) < 1e-9
         assert 0 < s["avg_bits"]["mean"] <= 8 and s["agreement_count"][1] == len(rep["seeds"])
-    today = rep["points"][-1]
+    today, initial = rep["points"][-2:]
     assert today["base"] == "profiled" and today["base_offset"] == -2 and today["thr"] == [2, 7, 31]
+    assert initial["base"] == "preset" and initial["thr"] == [1, 7, 31]
+    assert f"| {rep['initial']['name']} |" in md.split("## Confirmation")[1]
     json.dumps(rep)
 
 
