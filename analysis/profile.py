@@ -18,9 +18,12 @@ classification outcomes that is the t interval of a proportion, wide for few see
 shares and accuracies are clipped to [0, 1].
 
 SAR masks are calibrated (:func:`golden.sar.profile_mask`) on float runs of separate calibration
-seeds, never on the evaluated seeds. The quantized DiT runs with ``schedule=False``: the same
-integer numerics without building the QPU group schedule (the slowest part, which only feeds
-hardware counters such as lane fill that this profile does not report);
+seeds, never on the evaluated seeds; with ``cfg.base_offset`` set (every preset) the layers run
+at the per-layer bases profiled on the first calibration seed's float run
+(:func:`analysis.calibration.calibrate`), as the core does. The quantized DiT runs with
+``schedule=False``: the same integer numerics without building the QPU group schedule (the
+slowest part, which only feeds hardware counters such as lane fill that this profile does not
+report);
 ``tests/test_differential.py`` and ``tests/test_digits.py`` check the outputs agree bit for bit.
 """
 
@@ -197,6 +200,9 @@ def run_profile(cfg: Config, sweep: Sweep = Sweep(), weights=None, log=print) ->
                for thr in sweep.sar_thr for iv in sweep.sar_interval]
     masks_by_thr = {thr: calibrate(spec, params, cfg, sweep.steps, sweep.calib_seeds, thr)
                     for thr in sweep.sar_thr}
+    # The configuration's per-layer bases (cfg.base_offset), from the first calibration seed.
+    from analysis.calibration import calibrate as calibrate_run
+    bases = calibrate_run(spec, params, cfg, sweep.steps, sweep.calib_seeds[0], sar=False).bases
     total = len(points) * len(seeds)
     k = 0
     runs = []
@@ -209,7 +215,7 @@ def run_profile(cfg: Config, sweep: Sweep = Sweep(), weights=None, log=print) ->
         for s in seeds:
             k += 1
             t0 = time.time()
-            r = _one_run(spec, params, pcfg, masks, sweep.steps, s, pt["sar"], floats[s])
+            r = _one_run(spec, params, pcfg, masks, sweep.steps, s, pt["sar"], floats[s], bases)
             per_seed.append(r)
             log(f"[{k}/{total}] {pt['name']} seed {s}: PSNR {r['psnr_db']:.1f} dB, "
                 f"{r['avg_bits']:.2f} bits, work removed {r['attention_work_removed']:.2f}, "
@@ -218,7 +224,7 @@ def run_profile(cfg: Config, sweep: Sweep = Sweep(), weights=None, log=print) ->
     return dict(
         model=spec.to_dict(), training=training_metadata(weights), config=cfg.to_dict(),
         steps=sweep.steps, seeds=seeds, labels=[s % spec.classes for s in seeds],
-        calib_seeds=list(sweep.calib_seeds), ci_method=CI_METHOD,
+        calib_seeds=list(sweep.calib_seeds), base_log2=bases, ci_method=CI_METHOD,
         classifier=dict(kind="sklearn SVC(C=10, gamma='scale') on 16x16 digits",
                         holdout_accuracy=classifier_holdout_accuracy()),
         float=dict(class_accuracy=mean_ci(float_correct, bounds=(0.0, 1.0)),
