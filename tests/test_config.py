@@ -314,3 +314,23 @@ def test_core_buffer_depths_are_parameters():
 def test_core_buffer_depth_refused(value):
     with pytest.raises(ConfigError, match=r"^vbuf_rows must be an integer in \[1, 16384\]"):
         preset("tiny", vbuf_rows=value)
+
+
+def test_preset_hops_follow_an_overridden_array_size_and_variants_are_named():
+    """The presets broadcast operands over up to 8 PEs: a smaller array caps the hops, an
+    explicit hop is taken as given (and refused beyond the array), an unknown variant is
+    refused naming the allowed ones."""
+    assert (preset("fpga").weight_hop, preset("fpga").act_hop) == (8, 8)
+    small = preset("fpga", rows=2, cols=2)
+    assert (small.weight_hop, small.act_hop) == (2, 2)
+    assert preset("paper", rows=16, cols=16).weight_hop == 8
+    assert preset("fpga", rows=2, cols=2, weight_hop=1).weight_hop == 1
+    with pytest.raises(ConfigError, match="weight_hop must be an integer in \\[1, 2\\]"):
+        preset("fpga", rows=2, cols=2, weight_hop=8)
+    with pytest.raises(ConfigError, match="variant must be one of \\['initial'\\]"):
+        preset("fpga", variant="old")
+    init = preset("fpga", variant="initial")
+    assert (init.digit_product, init.digits, init.weight_hop, init.open_groups) == \
+        ("multiply", "slice", 1, 0)
+    with pytest.raises(ConfigError, match="base_offset must be None or an integer in"):
+        preset("fpga", base_offset=9)
