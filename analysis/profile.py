@@ -61,8 +61,6 @@ def layer_type(name: str) -> str:
     for t in ("qkv", "proj", "fc1", "fc2"):
         if f".{t}" in name:
             return t
-    if name.rsplit(".", 1)[-1] in ("qk", "v"):   # the integer model's halves of qkv
-        return "qkv"
     raise ValueError(f"unknown layer {name!r}")
 
 
@@ -578,34 +576,31 @@ def _int_run(spec, params, cfg, masks, steps, seed, x_float, bases):
 
     label = seed % spec.classes
     m = IntDiT(spec, params, cfg, masks, base_log2=bases, schedule=False)
+    total = []
     types = {t: [] for t in LAYER_TYPES}
-    total = {}
 
     def on_step(i, t, done):
-        for k, v in done[0].quant_counters().items():
-            total[f"qpu_{k}"] = total.get(f"qpu_{k}", 0) + v
+        total.append(done[0].quant_counters())
         for name, c in done[0].layer_counters().items():
             types[layer_type(name)].append(c)
     xq, _ = ddim_sample_int(m, steps, seed, label, on_step=on_step)
-    sub = total["qpu_subchannels"]
     p = psnr(xq, x_float)
 
-    def type_stats(cs):
+    def shares(cs) -> dict:
         n = sum(c["subchannels"] for c in cs)
-        d = dict(avg_bits=average_bits(cs))
-        for bb in PRECISION_BINS:
-            key = "subchannels_zero" if bb == 0 else f"subchannels_b{bb}"
-            d[f"share_b{bb}"] = sum(c[key] for c in cs) / n if n else 0.0
-        return d
+        return {bb: sum(c["subchannels_zero" if bb == 0 else f"subchannels_b{bb}"]
+                        for c in cs) / n if n else 0.0 for bb in PRECISION_BINS}
+    sub = sum(c["subchannels"] for c in total)
     return dict(
         seed=seed, label=label, psnr_db=None if math.isinf(p) else p,
         quant_correct=float(classify(xq)[0] == label),
         agrees_with_float=float(classify(xq)[0] == classify(x_float)[0]),
-        avg_bits=average_bits([total], "qpu_"),
-        mix={f"b{bb}": total["qpu_subchannels_zero" if bb == 0 else f"qpu_subchannels_b{bb}"]
-             / sub if sub else 0.0 for bb in PRECISION_BINS},
-        share_saturated=total["qpu_saturated"] / sub if sub else 0.0,
-        layer_types={t: type_stats(cs) for t, cs in types.items()})
+        avg_bits=average_bits(total),
+        mix={f"b{bb}": v for bb, v in shares(total).items()},
+        share_saturated=sum(c["saturated"] for c in total) / sub if sub else 0.0,
+        layer_types={t: dict(avg_bits=average_bits(cs),
+                             **{f"share_b{bb}": v for bb, v in shares(cs).items()})
+                     for t, cs in types.items()})
 
 
 def _init_worker(weights):

@@ -63,7 +63,7 @@ def parse_overrides(items) -> dict:
 
 
 def config_from_args(args) -> Config:
-    return preset(args.preset, getattr(args, "variant", None), **parse_overrides(args.overrides))
+    return preset(args.preset, args.variant, **parse_overrides(args.overrides))
 
 
 # ------------------------------------------------------------------------ checks before work

@@ -29,7 +29,6 @@ from golden.config import Config
 from golden.fmdq import (
     Quantized,
     dequant,
-    quantize_tile_matrix,
     requant_params,
     requantize,
     to_fixed,
@@ -37,9 +36,8 @@ from golden.fmdq import (
 from golden.schedule import (
     Counters,
     execute,
-    precision_counters,
+    quantize_counted,
     reference_product,
-    schedule_matrix,
 )
 
 __all__ = ["quantize_weights", "DiffLinear", "StepResult"]
@@ -145,18 +143,11 @@ class DiffLinear:
             self.recon_sum = np.zeros_like(x)
             self.Y = np.zeros((N, self.W.shape[1]), np.int64)
         dx = x - self.state
-        if self.schedule:
-            qz, tiles = schedule_matrix(dx, cfg, self.B)
-            nt = len(tiles)
-        else:
-            (qz, nt), tiles = quantize_tile_matrix(dx, cfg, self.B), None
+        qz, tiles, nt, ctr = quantize_counted(dx, cfg, self.B, schedule=self.schedule)
         T = cfg.tile
         recon = dequant(qz).reshape(nt, cin, T).transpose(0, 2, 1).reshape(nt * T, cin)[:N]
         acc = np.zeros((nt * T, self.W.shape[1]), np.int64)
-        ctr = Counters() if tiles is not None else precision_counters(qz)
         cols = cfg.cols
-        for ts in tiles or ():
-            ctr.merge(ts.counters)
         if not cfg.overflow_detect:
             # The executor equals Σ q·2**e·W exactly (property-tested in tests/test_schedule.py),
             # so the fast path takes the product from the numerics for every column at once.

@@ -73,9 +73,9 @@ import numpy as np
 from golden import vpu
 from golden.config import Config
 from golden.differential import DiffLinear, quantize_weights
-from golden.fmdq import Quantized, quantize_tile_matrix, requant_params, requantize
+from golden.fmdq import Quantized, requant_params, requantize
 from golden.sar import PRECISION_CODE_BITS, PCacheRecord, expand_mask, is_cache_step, quantize_p
-from golden.schedule import Counters, precision_counters, reference_product, schedule_matrix
+from golden.schedule import Counters, quantize_counted, reference_product
 
 __all__ = ["IntDiTBlock", "BlockStep", "LayerStep", "AttnStep", "LAYERS", "MOD_NAMES", "BASE_KEYS",
            "pack_pcache", "unpack_pcache", "kv_e_max"]
@@ -508,14 +508,9 @@ class IntDiTBlock:
         merged into ``ctr``: through the group schedule, or without it when the block was built
         with ``schedule=False`` (the same sub-channels; only the precision counters). Returns
         ``(qz, tiles)``."""
-        if not self.schedule:
-            qz, n = quantize_tile_matrix(a, self.cfg, base_log2, r0)
-            ctr.merge(precision_counters(qz))
-            return qz, n
-        qz, tiles = schedule_matrix(a, self.cfg, base_log2, r0)
-        for ts in tiles:
-            ctr.merge(ts.counters)
-        return qz, len(tiles)
+        qz, _, n, counted = quantize_counted(a, self.cfg, base_log2, r0, self.schedule)
+        ctr.merge(counted)
+        return qz, n
 
     def _cache_p(self, P, sat, ctr):
         """The P cache of a cache step (:func:`golden.sar.quantize_p` per head) and the QPU's

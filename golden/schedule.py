@@ -32,8 +32,8 @@ from golden.fmdq import Quantized, quantize_tile_matrix
 from golden.layouts import COUNTER_NAMES, group_layout, pack
 
 __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters",
-           "TileSchedule", "schedule_tile", "schedule_matrix", "precision_counters", "Accumulator",
-           "execute",
+           "TileSchedule", "schedule_tile", "schedule_matrix", "precision_counters",
+           "quantize_counted", "Accumulator", "execute",
            "slice_pe_execute", "int8_pe_execute", "reference_product", "exp_steps", "shift_counts",
            "PACKINGS", "packing_groups", "pack_tile"]
 
@@ -219,12 +219,8 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
         raise ValueError(f"a tile of {C} input channels exceeds max_reduction = "
                          f"{cfg.max_reduction}")
     L = cfg.lanes
-    ctr = Counters()
+    ctr = precision_counters(b)
     digits = value_digits(q, b, cfg.digits)  # (C, 4, T)
-    ctr.add("subchannels", C)
-    for bb in (2, 4, 6, 8):
-        ctr.add(f"subchannels_b{bb}", np.count_nonzero(b == bb))
-    ctr.add("subchannels_zero", np.count_nonzero(b == 0))
     # Descriptors in channel-then-k order.
     ch, kk = [], []
     for c in range(C):
@@ -338,19 +334,37 @@ def schedule_matrix(dx, cfg: Config, base_log2: int | None = None, r0: int | Non
     return qz, out
 
 
-def precision_counters(qz) -> Counters:
-    """The counters :func:`schedule_matrix` gives that depend only on the quantized sub-channels
-    (``subchannels``, ``subchannels_b<b>``, ``subchannels_zero``, ``saturated``), from ``qz``
-    alone: what the fast path of a layer built without the schedule still counts (the others,
-    such as ``groups`` or ``dropped_columns``, stay 0)."""
+def precision_counters(b, saturated=None) -> Counters:
+    """The counters that depend only on the sub-channels' precisions ``b`` (``subchannels``,
+    ``subchannels_b<b>``, ``subchannels_zero``) and, given the clip flags, ``saturated``: the
+    part of :func:`schedule_tile`'s counters (and :func:`schedule_matrix`'s ``saturated``) that
+    a layer built without the schedule still counts (``groups``, ``dropped_columns`` and the
+    rest stay 0)."""
+    b = np.asarray(b)
     ctr = Counters()
-    b = np.asarray(qz.b)
     ctr.add("subchannels", b.size)
     for bb in (2, 4, 6, 8):
         ctr.add(f"subchannels_b{bb}", np.count_nonzero(b == bb))
     ctr.add("subchannels_zero", np.count_nonzero(b == 0))
-    ctr.add("saturated", np.count_nonzero(qz.saturated))
+    if saturated is not None:
+        ctr.add("saturated", np.count_nonzero(saturated))
     return ctr
+
+
+def quantize_counted(dx, cfg: Config, base_log2: int | None = None, r0: int | None = None,
+                     schedule: bool = True):
+    """:func:`schedule_matrix` with the tiles' counters summed: ``(qz, tiles, ntiles,
+    counters)``. ``schedule=False`` quantizes the same sub-channels without building the group
+    stream (``tiles`` None; only :func:`precision_counters`), for runs that need the integers
+    and the precision mix but not the stream."""
+    if not schedule:
+        qz, nt = quantize_tile_matrix(dx, cfg, base_log2, r0)
+        return qz, None, nt, precision_counters(qz.b, qz.saturated)
+    qz, tiles = schedule_matrix(dx, cfg, base_log2, r0)
+    ctr = Counters()
+    for ts in tiles:
+        ctr.merge(ts.counters)
+    return qz, tiles, len(tiles), ctr
 
 
 def _wrap(x, width):

@@ -103,11 +103,11 @@ class ModelStep:
 
     def layer_counters(self) -> dict:
         """QPU counters of every differential layer that ran this step: ``{name: {counter:
-        value}}`` (the patch embedding, each block's layers, the final layer)."""
+        value}}`` by the layers' own names (``x_embed``, ``blocks.<i>.attn.qkv[qk]``, ...,
+        ``final.linear``)."""
         out = {"x_embed": self.counters["x_embed"]}
-        for i, b in enumerate(self.blocks):
-            out.update({f"blocks.{i}.{k}": ls.counters for k, ls in b.layers.items()
-                        if ls.updated})
+        for b in self.blocks:
+            out.update({ls.name: ls.counters for ls in b.layers.values() if ls.updated})
         out["final.linear"] = self.counters["final.linear"]
         return out
 

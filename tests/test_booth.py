@@ -2,14 +2,12 @@
 code, its zero columns and partial sums, and that the executed schedule equals the slice schedule
 and the reference product exactly."""
 
-from functools import partial
-
 import numpy as np
 import pytest
+from _initial import preset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from golden.config import preset as _preset
 from golden.layouts import group_layout, unpack
 from golden.schedule import (
     Accumulator,
@@ -22,11 +20,6 @@ from golden.schedule import (
     value_digits,
 )
 from golden.vectors import random_differences, random_weights
-
-# The tests here check by hand the datapath they name: the presets' initial variant (slice
-# digits, forwarded operands, no open groups, thresholds 1,7,31, one base); the default's own
-# datapath is checked end to end by the core's and the sampling tests.
-preset = partial(_preset, variant="initial")
 
 SET = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DX_LO, DX_HI = -(2 ** 17), 2 ** 17 - 1

@@ -1,21 +1,14 @@
 """Differential linear layers with error feedback (numerics §2.5)."""
 
-from functools import partial
-
 import numpy as np
 import pytest
+from _initial import preset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _ref import ref_rnd
-from golden.config import preset as _preset
 from golden.differential import DiffLinear, quantize_weights
 from golden.fmdq import requant_params
-
-# The tests here check by hand the datapath they name: the presets' initial variant (slice
-# digits, forwarded operands, no open groups, thresholds 1,7,31, one base); the default's own
-# datapath is checked end to end by the core's and the sampling tests.
-preset = partial(_preset, variant="initial")
 
 ACT_LO, ACT_HI = -(2 ** 15), 2 ** 15 - 1   # act_width = 16
 

@@ -84,7 +84,7 @@ def test_average_bits_counts_every_layer(params):
     r = m.step(m.host_inputs(np.zeros((SPEC.channels, SPEC.image_size, SPEC.image_size)),
                              999, 0))
     names = set(r.layer_counters())
-    assert {"x_embed", "final.linear", "blocks.0.qk", "blocks.0.fc2"} <= names
+    assert {"x_embed", "final.linear", "blocks.0.attn.qkv[qk]", "blocks.0.mlp.fc2"} <= names
     assert 0 <= r.average_bits() <= 8
 
 

@@ -86,9 +86,9 @@ tiny MPU without DSPs (one to several minutes each cold).
 """
 
 import time
-from functools import partial
 
 import pytest
+from _initial import preset
 
 from fpga import estimate_coef, estimate_parts
 from fpga.estimate import (
@@ -104,15 +104,9 @@ from fpga.estimate import (
 )
 from fpga.synth import synthesize
 from gen.paths import ROOT
-from golden.config import preset as _preset
 from golden.layouts import COUNTER_NAMES
 from rtl.chunker import SLOTS
 from rtl.qpu import QPU
-
-# The tests here check by hand the datapath they name: the presets' initial variant (slice
-# digits, forwarded operands, no open groups, thresholds 1,7,31, one base); the default's own
-# datapath is checked end to end by the core's and the sampling tests.
-preset = partial(_preset, variant="initial")
 
 ARRAYS = ("pe", "mpu", "baseline")
 

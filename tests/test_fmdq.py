@@ -1,16 +1,15 @@
 """FMDQ numerics (numerics §2.1 requantization, 2.2 quantizer) against plain-Python references."""
 
 from fractions import Fraction
-from functools import partial
 from math import floor
 
 import numpy as np
 import pytest
+from _initial import preset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _ref import ref_quantize, ref_rnd
-from golden.config import preset as _preset
 from golden.fmdq import (
     dequant,
     fpot,
@@ -21,11 +20,6 @@ from golden.fmdq import (
     rnd,
     rnd_int,
 )
-
-# The tests here check by hand the datapath they name: the presets' initial variant (slice
-# digits, forwarded operands, no open groups, thresholds 1,7,31, one base); the default's own
-# datapath is checked end to end by the core's and the sampling tests.
-preset = partial(_preset, variant="initial")
 
 SET = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

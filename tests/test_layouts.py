@@ -1,14 +1,13 @@
 """Record layouts (numerics §2.1): widths from the configuration, pack/unpack round trips."""
 
-from functools import partial
 from math import prod
 
 import numpy as np
 import pytest
+from _initial import preset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golden.config import preset as _preset
 from golden.layouts import (
     baseline_group_layout,
     drain_layout,
@@ -20,11 +19,6 @@ from golden.layouts import (
     weight_load_layout,
 )
 from golden.schedule import schedule_matrix
-
-# The tests here check by hand the datapath they name: the presets' initial variant (slice
-# digits, forwarded operands, no open groups, thresholds 1,7,31, one base); the default's own
-# datapath is checked end to end by the core's and the sampling tests.
-preset = partial(_preset, variant="initial")
 
 LAYOUTS = [group_layout, baseline_group_layout, drain_layout, weight_load_layout, recon_layout]
 CONFIGS = [preset("tiny"), preset("fpga"), preset("tiny", lanes=2, max_reduction=5),

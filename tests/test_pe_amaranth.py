@@ -8,22 +8,15 @@ garbage, the shadow chain under ``drain_shift``, one ``captured`` pulse per tile
 saturating accumulators whose sticky flag must fire (and stay clear on tiles that fit).
 """
 
-from functools import partial
-
 import numpy as np
 import pytest
+from _initial import preset
 from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
-from golden.config import preset as _preset
 from rtl.pe import Int8PE, SlicePE
 from sim.pe_vectors import SECTIONS, check_run, input_ports, output_ports, pe_case
 from sim.timing import pe_latency
-
-# The tests here check by hand the datapath they name: the presets' initial variant (slice
-# digits, forwarded operands, no open groups, thresholds 1,7,31, one base); the default's own
-# datapath is checked end to end by the core's and the sampling tests.
-preset = partial(_preset, variant="initial")
 
 SLICE_CONFIGS = {
     "tiny": dict(),

@@ -1,15 +1,13 @@
 """The FMDQ schedule (numerics §2.3, 2.4): slices, chunks, sorted groups, markers, counters, and the
 integer executor of the group stream, against independent references."""
 
-from functools import partial
-
 import numpy as np
 import pytest
+from _initial import preset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _ref import ref_digits, ref_quantize
-from golden.config import preset as _preset
 from golden.fmdq import quantize_subchannels
 from golden.schedule import (
     COUNTER_MAX,
@@ -26,11 +24,6 @@ from golden.schedule import (
     slice_pe_execute,
 )
 from golden.vectors import random_differences, random_weights
-
-# The tests here check by hand the datapath they name: the presets' initial variant (slice
-# digits, forwarded operands, no open groups, thresholds 1,7,31, one base); the default's own
-# datapath is checked end to end by the core's and the sampling tests.
-preset = partial(_preset, variant="initial")
 
 SET = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DX_LO, DX_HI = -(2 ** 17), 2 ** 17 - 1   # act_width + 2 = 18 bits

@@ -1,18 +1,12 @@
 """Smoke tests of the synthesis and place-and-route flow (``fpga.synth``, ``fpga.pnr``) on the
 tiny preset's PE. The area figures themselves come from ``dstar measure arrays``."""
 
-from functools import partial
 from pathlib import Path
 
 import pytest
+from _initial import preset
 
 from fpga.synth import SynthError, resources, synth_script, synthesize, synthesize_rtlil
-from golden.config import preset as _preset
-
-# The tests here check by hand the datapath they name: the presets' initial variant (slice
-# digits, forwarded operands, no open groups, thresholds 1,7,31, one base); the default's own
-# datapath is checked end to end by the core's and the sampling tests.
-preset = partial(_preset, variant="initial")
 
 CFG = preset("tiny")
 
