@@ -94,7 +94,7 @@ def test_each_core_holds_the_whole_model_and_the_int8_core_no_state():
 
 @pytest.mark.parametrize("argv, msg", [
     (["--steps", "1"], "--steps must be >= 2"),
-    (["--presets", "paper"], "--presets must include fpga"),
+    (["--presets", "paper"], "has none; run with --presets fpga paper"),
     (["--labels", "12"], "--labels must be digits"),
     (["--liberty", "/nonexistent.lib"], "liberty file not found"),
     (["--perf-model", "/nonexistent.json"], "dstar measure perf"),
@@ -104,6 +104,30 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv,
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1 and msg in err
     assert not (tmp_path / "o").exists()
+
+
+def test_paper_alone_keeps_only_an_fpga_object_of_todays_configurations(tmp_path, capsys):
+    import json
+
+    from models.digits import load_trained
+
+    spec, params = load_trained()
+    cores = {dp: dict(config_hash=fpga_config(dp, spec, params).hash())
+             for dp in ("dstar", "int8")}
+    out = tmp_path / "o"
+    out.mkdir()
+    cores["int8"]["config_hash"] = "0" * 16
+    (out / "compare.json").write_text(json.dumps(dict(fpga=dict(cores=cores), generated="x")))
+    before = (out / "compare.json").read_text()
+    rc = dstar.cli.main(["measure", "compare", "--presets", "paper", "--out-dir", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "the int8 fpga core of" in err and "0000000000000000" in err
+    assert (out / "compare.json").read_text() == before and len(list(out.iterdir())) == 1
+    from dstar.reports.compare import kept_fpga
+
+    cores["int8"]["config_hash"] = fpga_config("int8", spec, params).hash()
+    (out / "compare.json").write_text(json.dumps(dict(fpga=dict(cores=cores), generated="x")))
+    assert kept_fpga(out / "compare.json")["measured"] == "x"
 
 
 def test_report_md_opens_with_the_whole_core_comparison():

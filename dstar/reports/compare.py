@@ -185,6 +185,28 @@ def measure_fpga(args, liberty: str, steps: list) -> dict:
                 seed=args.seed, simulator=args.simulator, cores=out)
 
 
+def kept_fpga(path: Path) -> dict:
+    """The ``fpga`` object of an earlier report, for a run that measures only ``paper``: refused
+    (:class:`UserError`) unless both cores were measured at the configurations the defaults
+    build today (their hashes). The object records when it was measured (``measured``)."""
+    from models.digits import load_trained
+
+    try:
+        old = json.loads(path.read_text())
+        f = old["fpga"]
+        hashes = {dp: f["cores"][dp]["config_hash"] for dp in DATAPATHS}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"--presets without fpga keeps the fpga object of {path}, which has "
+                        "none; run with --presets fpga paper") from None
+    spec, params = load_trained()
+    for dp in DATAPATHS:
+        now = fpga_config(dp, spec, params).hash()
+        if hashes[dp] != now:
+            raise UserError(f"the {dp} fpga core of {path} was measured at configuration "
+                            f"{hashes[dp]}, today's is {now}; run with --presets fpga paper")
+    return dict(f, measured=f.get("measured", old.get("generated")))
+
+
 # ----------------------------------------------------------------------------- paper
 def measure_paper(args, liberty: str, steps: list) -> dict:
     from dstar.reports.dit_shapes import MODELS
@@ -265,6 +287,9 @@ def markdown(rec: dict) -> str:
           "the QPU, dense layers.", "",
           f"**{verdict(rec)}**", "",
           "## `fpga`: measured on the RTL", "",
+          *([f"Measured {f['measured']} and kept by this run (`--presets paper`: the same "
+             "configurations; the RTL is the user's to keep unchanged).", ""]
+            if "measured" in f else []),
           f"The trained digits DiT, {f['steps']} DDIM steps, labels {f['labels']} with seeds "
           f"{f['seed']} + k, sampled end to end on each generated core in {f['simulator']} "
           "(every step checked bit for bit against the integer golden); each core's buffers "
@@ -389,8 +414,10 @@ def main(argv=None, prog=None) -> int:
 
     ap = Parser(prog=prog or "dstar measure compare", description=__doc__.split("\n")[0])
     ap.add_argument("--presets", nargs="+", choices=PRESETS, default=list(PRESETS),
-                    help="what to measure: fpga (the RTL cores; always), paper (the part-area "
-                         "model and the projection); default both")
+                    help="what to measure: fpga (the RTL cores), paper (the part-area model "
+                         "and the projection); default both. Without fpga, the fpga object "
+                         "of OUT_DIR/compare.json is kept if it was measured on today's "
+                         "configurations")
     ap.add_argument("--steps", type=int, default=20, help="DDIM steps (default 20)")
     ap.add_argument("--labels", type=int, nargs="+", default=list(range(10)),
                     help="one sample per label, seed + k (default 0 .. 9)")
@@ -409,8 +436,6 @@ def main(argv=None, prog=None) -> int:
     args = ap.parse_args(argv)
     if args.steps < 2 or not args.labels or args.jobs < 1:
         raise UserError("--steps must be >= 2, --labels non-empty and --jobs >= 1")
-    if "fpga" not in args.presets:
-        raise UserError("--presets must include fpga: the report is built around the RTL cores")
     if any(not 0 <= v <= 9 for v in args.labels):
         raise UserError("--labels must be digits 0 .. 9")
     liberty = args.liberty or NANGATE
@@ -420,12 +445,12 @@ def main(argv=None, prog=None) -> int:
     if not args.perf_model.is_file():
         raise UserError(f"{args.perf_model} not found; run `dstar measure perf` first")
     out = check_output_dir(args.out_dir)
+    kept = None if "fpga" in args.presets else kept_fpga(out / "compare.json")
     steps: list = []
     t0 = time.perf_counter()
     rec = dict(liberty=info, sram=dict(um2_per_bit=round(SRAM_UM2_PER_BIT, 4),
                                        source=SRAM_SOURCE))
-    if "fpga" in args.presets:
-        rec["fpga"] = measure_fpga(args, str(liberty), steps)
+    rec["fpga"] = kept or measure_fpga(args, str(liberty), steps)
     if "paper" in args.presets:
         rec["paper"] = measure_paper(args, str(liberty), steps)
     rec.update(verdict=verdict(rec), steps=steps, seconds=round(time.perf_counter() - t0, 1),
