@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 
 __all__ = ["Config", "ConfigError", "PRESETS", "VARIANTS", "CHOSEN", "preset", "bitlen",
-           "CORE_BUFFER_ROWS",
+           "CORE_BUFFER_ROWS", "PACKERS", "PACK_BINS",
            "CORE_WIDE_ROWS", "CORE_WIDE_ADDR_BITS",
            "CORE_ADDR_BITS"]
 
@@ -34,6 +34,11 @@ ALIGNMENTS = ("product-shift", "horner")
 # (docs/architecture.md 2, 3).
 DIGIT_PRODUCTS = ("multiply", "select")
 DIGIT_CODES = ("slice", "booth")
+#: How the QPU forms lane groups (numerics §2.3): ``sort`` (chunks sorted by exponent, then
+#: packed) or ``bins`` (one open group per exponent bin, no sort).
+PACKERS = ("sort", "bins")
+#: Bin counts of ``packer = "bins"``: a sub-channel's four columns fall in four different bins.
+PACK_BINS = (4, 8, 16)
 #: The core's matrix datapath (docs/architecture.md 16): DSTAR's QPU and slice MPU on
 #: differential FMDQ layers, or the INT8 array with an INT8 activation quantizer on dense layers.
 DATAPATHS = ("dstar", "int8")
@@ -52,7 +57,8 @@ CORE_ADDR_BITS = 14
 CORE_WIDE_ROWS = ("wmem_rows", "xbuf_rows", "ybuf_rows", "gmem_rows")
 CORE_WIDE_ADDR_BITS = 20
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
-                   "pack_windows", "datapath", "base_offset") + CORE_BUFFER_ROWS
+                   "pack_windows", "datapath", "base_offset", "packer",
+                   "pack_bins") + CORE_BUFFER_ROWS
 
 
 class ConfigError(ValueError):
@@ -111,6 +117,16 @@ class Config:
         forms the window after a stored one and emits it in the same cycle when its group goes
         out (about 3,700 more ECP5 LUTs at ``fpga``, for about 12 % more QPU rate on the
         reference DiT). The group stream is the same either way. ``2`` needs ``open_groups >= 1``.
+    packer:
+        How the QPU forms lane groups: ``"sort"`` (default; chunks of ``sort_n`` descriptors
+        sorted by exponent by a bitonic network, then packed, with ``open_groups`` partial groups
+        held across chunks) or ``"bins"`` (no chunks, no sort: each descriptor joins the open
+        group of its exponent's bin, ``pack_bins`` of them, direct-mapped; a full group leaves at
+        once, a bin wanted by another exponent is emitted partial). Same dot products, different
+        groups (:func:`golden.schedule.bin_tile`). ``"bins"`` needs ``open_groups = 0``,
+        ``pack_windows = 1``, ``lanes >= 2`` and ``alignment = "product-shift"``.
+    pack_bins:
+        Exponent bins of ``packer = "bins"``: 4 (default), 8 or 16.
     alignment:
         ``"product-shift"`` (default) or ``"horner"`` (needs ``sort_n >= 4 * max_reduction``).
     acc_width:
@@ -191,6 +207,8 @@ class Config:
     drop_zero_columns: bool = True
     open_groups: int = 0
     pack_windows: int = 1
+    packer: str = "sort"
+    pack_bins: int = 4
     alignment: str = "product-shift"
     acc_width: int | None = None
     overflow_detect: bool = False
@@ -263,6 +281,16 @@ class Config:
         if self.pack_windows == 2:
             need(self.open_groups >= 1, "pack_windows", self.pack_windows,
                  "1 unless open_groups >= 1 (a second window only follows a stored one)")
+        need(self.packer in PACKERS, "packer", self.packer, f"one of {PACKERS}")
+        need(self.pack_bins in PACK_BINS and not isinstance(self.pack_bins, bool), "pack_bins",
+             self.pack_bins, f"one of {PACK_BINS}")
+        if self.packer == "bins":
+            need(self.open_groups == 0 and self.pack_windows == 1, "packer", self.packer,
+                 "'sort' unless open_groups = 0 and pack_windows = 1 (the bins hold every "
+                 "partial group)")
+            need(self.lanes >= 2 and self.alignment == "product-shift", "packer", self.packer,
+                 "'sort' unless lanes >= 2 and alignment = 'product-shift' (the bins' groups "
+                 "are not in exponent order)")
         need(self.alignment in ALIGNMENTS, "alignment", self.alignment, f"one of {ALIGNMENTS}")
         if self.alignment == "horner":
             need(self.sort_n >= 4 * self.max_reduction, "alignment", self.alignment,

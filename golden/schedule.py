@@ -18,6 +18,13 @@ Pipeline for one token tile (T rows × C input channels of quantized integers ``
    spans two exponents or tiles, nor two chunks unless ``cfg.open_groups`` lets a partial group
    wait for the next run of its exponent (:func:`pack_tile`); a tile with no kept column emits
    one all-invalid group.
+
+With ``cfg.packer == "bins"`` steps 3-5 are instead the exponent bins of :func:`bin_tile`: no
+chunks and no sort; each descriptor, in channel-then-k order, joins the one bin its exponent
+maps to (:func:`bin_index`), a bin holding another exponent is emitted first, and a full bin is
+emitted at once; the bins still open at the tile's end are emitted in bin order. The groups
+differ from the sorted stream's only in which equal-exponent columns share a group and in their
+order, so every dot product is the same.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Grou
            "TileSchedule", "schedule_tile", "schedule_matrix", "precision_counters",
            "quantize_counted", "Accumulator", "execute",
            "slice_pe_execute", "int8_pe_execute", "reference_product", "exp_steps", "shift_counts",
-           "PACKINGS", "packing_groups", "pack_tile"]
+           "PACKINGS", "packing_groups", "pack_tile", "bin_index", "bin_tile"]
 
 COUNTER_MAX = (1 << 32) - 1
 
@@ -209,6 +216,41 @@ def pack_tile(chunk_runs, cfg):
     return out
 
 
+def bin_index(exp, bins: int):
+    """The bin of exponent ``exp`` among ``bins`` (a power of two >= 4): ``(exp >> 1) + (exp & 1)
+    · bins / 2`` modulo ``bins``. A sub-channel's columns have exponents ``e, e + 2, e + 4,
+    e + 6``, so they always fall in four different bins; with 8 bins the exponents 0..7 have
+    one bin each."""
+    return ((exp >> 1) + (exp & 1) * (bins // 2)) % bins
+
+
+def bin_tile(exps, cfg: Config):
+    """The exponent bins (``cfg.packer == "bins"``, :class:`rtl.binner.Binner`) over one tile's
+    descriptors in channel-then-k order (``exps``: their exponents): the lane groups as
+    ``[(exp, descriptor indices)]`` in stream order.
+
+    Each descriptor goes to bin :func:`bin_index` of its exponent among ``cfg.pack_bins``. A bin
+    that holds another exponent is emitted first (partial) and starts again with the
+    descriptor; a bin that reaches ``lanes`` descriptors is emitted at once. After the tile's
+    last descriptor the bins still open are emitted in bin order."""
+    K, L = cfg.pack_bins, cfg.lanes
+    bins = [None] * K                  # (exp, descriptor indices) or None
+    out = []
+    for i, x in enumerate(exps):
+        s = bin_index(int(x), K)
+        if bins[s] is not None and bins[s][0] != x:
+            out.append(bins[s])
+            bins[s] = None
+        if bins[s] is None:
+            bins[s] = (int(x), [])
+        bins[s][1].append(i)
+        if len(bins[s][1]) == L:
+            out.append(bins[s])
+            bins[s] = None
+    out.extend(v for v in bins if v is not None)
+    return out
+
+
 def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
     """Group stream of one tile. ``q``: (C, T) quantized integers; ``b``, ``e``: (C,)."""
     q = np.asarray(q, dtype=np.int64)
@@ -253,7 +295,8 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
                                           idx.reshape(nchunks, n), ex.reshape(nchunks, n))
         runs_of = [_chunk_runs(keys[c], idx_s[c], ex_s[c], cfg) for c in range(nchunks)]
         chunk_runs = [[(e, len(members)) for e, members in runs] for runs in runs_of]
-        for gexp, members in pack_tile(runs_of, cfg):
+        packed = bin_tile(exp, cfg) if cfg.packer == "bins" else pack_tile(runs_of, cfg)
+        for gexp, members in packed:
             members = np.asarray(members, dtype=np.int64)
             m = len(members)
             g = Group(exp=gexp,

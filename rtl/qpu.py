@@ -20,6 +20,7 @@ from golden.config import Config
 from golden.layouts import group_layout, recon_layout
 from golden.schedule import COUNTER_MAX, COUNTER_NAMES
 
+from .binner import Binner
 from .chunker import SLOTS, ChunkAssembler, chunk_side_layout, column_layout, descriptor_layout
 from .layouts import to_layout
 from .packer import Packer
@@ -68,7 +69,7 @@ class QPU(wiring.Component):
 
     def __init__(self, cfg: Config):
         check_config(cfg)
-        if cfg.sort_n < 4:
+        if cfg.packer == "sort" and cfg.sort_n < 4:
             raise ValueError(f"sort_n must be >= 4 for the QPU (one sub-channel brings up to 4 "
                              f"slice columns and a chunk must hold the overflow), not {cfg.sort_n}")
         self._cfg = cfg
@@ -92,10 +93,33 @@ class QPU(wiring.Component):
         lg = self._cfg.sort_n.bit_length() - 1
         return lg * (lg + 1) // 2
 
+    def _sort_and_pack(self, m):
+        """``packer == "sort"``: chunk assembly, the bitonic sort and the packer, with the column
+        store between the assembler and the packer. Returns the assembler (the front end's
+        sink)."""
+        cfg = self._cfg
+        m.submodules.sorter = sorter = BitonicSorter(
+            cfg.sort_n, key_width=cfg.exp_width + 1, payload_shape=descriptor_layout(cfg),
+            side_shape=chunk_side_layout(cfg))
+        chunk = sorter.chunk_layout
+        m.submodules.chunker = chunker = ChunkAssembler(cfg, chunk_layout=chunk)
+        m.submodules.packer = packer = Packer(cfg, chunk_layout=chunk, slot_shape=range(SLOTS))
+        wiring.connect(m, chunker.o, sorter.i)
+        wiring.connect(m, sorter.o, packer.i)
+        wiring.connect(m, packer.o, wiring.flipped(self.groups))
+        m.d.comb += chunker.slot_free.eq(packer.done)
+
+        # Column store: one slot per chunk between the assembler and the packer.
+        slots = Array(Signal(data.ArrayLayout(column_layout(cfg), cfg.sort_n), name=f"slot{s}")
+                      for s in range(SLOTS))
+        with m.If(chunker.o.valid & chunker.o.ready):
+            m.d.sync += slots[chunker.o.p.side.slot].eq(chunker.o_columns)
+        m.d.comb += packer.columns.eq(slots[packer.current_slot])
+        return chunker
+
     def elaborate(self, platform):
         cfg = self._cfg
         m = Module()
-        n = cfg.sort_n
 
         # Configuration registers with the elaboration-time defaults.
         base = Signal(range(cfg.act_frac + 1), init=cfg.base_log2)
@@ -114,32 +138,21 @@ class QPU(wiring.Component):
         m.d.comb += [front.config.base_log2.eq(base), front.config.thr.eq(thr)]
         wiring.connect(m, wiring.flipped(self.subch), front.i)
 
-        key_width = cfg.exp_width + 1
-        m.submodules.sorter = sorter = BitonicSorter(
-            n, key_width=key_width, payload_shape=descriptor_layout(cfg),
-            side_shape=chunk_side_layout(cfg))
-        chunk = sorter.chunk_layout
-        m.submodules.chunker = chunker = ChunkAssembler(cfg, chunk_layout=chunk)
-        m.submodules.packer = packer = Packer(cfg, chunk_layout=chunk, slot_shape=range(SLOTS))
-        wiring.connect(m, chunker.o, sorter.i)
-        wiring.connect(m, sorter.o, packer.i)
-        wiring.connect(m, packer.o, wiring.flipped(self.groups))
-        m.d.comb += [chunker.slot_free.eq(packer.done), self.overflow.eq(chunker.overflow)]
-
-        # Column store: one slot per chunk between the assembler and the packer.
-        slots = Array(Signal(data.ArrayLayout(column_layout(cfg), n), name=f"slot{s}")
-                      for s in range(SLOTS))
-        with m.If(chunker.o.valid & chunker.o.ready):
-            m.d.sync += slots[chunker.o.p.side.slot].eq(chunker.o_columns)
-        m.d.comb += packer.columns.eq(slots[packer.current_slot])
+        if cfg.packer == "bins":
+            # Exponent bins: the sub-channels straight into the open groups (no sort).
+            m.submodules.packer = sink = Binner(cfg)
+            wiring.connect(m, sink.o, wiring.flipped(self.groups))
+        else:
+            sink = self._sort_and_pack(m)
+        m.d.comb += self.overflow.eq(sink.overflow)
 
         # Reconstruction queue and the hand-off of a quantized sub-channel to both consumers.
         m.submodules.recon_fifo = recon_q = StreamQueue(to_layout(recon_layout(cfg)),
                                                               depth=RECON_DEPTH)
         m.d.comb += [
-            chunker.i.payload.eq(front.o.payload),
-            chunker.i.valid.eq(front.o.valid & recon_q.i.ready),
-            front.o.ready.eq(chunker.i.ready & recon_q.i.ready),
+            sink.i.payload.eq(front.o.payload),
+            sink.i.valid.eq(front.o.valid & recon_q.i.ready),
+            front.o.ready.eq(sink.i.ready & recon_q.i.ready),
             recon_q.i.valid.eq(front.o.valid & front.o.ready),
             recon_q.i.payload.eq(front.o.p.recon),
         ]

@@ -96,12 +96,14 @@ class Timing:
         """The constants that follow from the RTL's structure for ``cfg`` (the host engine's law
         of rtl/core_host.py, host words per row; the arrays' tile period of
         :func:`sim.timing.array_tile_period` for a GEMM alone and between tiles; drains of ``T``
-        beats; the sorter's depth, one register per network stage, for a QUANT), with
+        beats; the sorter's depth, one register per network stage, for a QUANT, or with
+        exponent bins their flush, one cycle per bin and one for the tile's end), with
         ``overrides`` for the measured values (:func:`dstar.benches.perf_validate.calibrate`)."""
         words = {b: host_words_per_row(cfg, b) for b in BUFFERS}
         D = array_tile_period(cfg)
         base = dict(tile=cfg.tile, words=words, tile_period=D, gemm_fixed=D,
-                    quant_fixed=len(network(cfg.sort_n)), drain_period=cfg.tile)
+                    quant_fixed=(cfg.pack_bins + 1 if cfg.packer == "bins"
+                                 else len(network(cfg.sort_n))), drain_period=cfg.tile)
         if cfg.datapath == "int8":       # rtl/core_quant_int8.py: 2·nch + 4 cycles
             base.update(quant_passes=2, quant_fixed=INT8_QUANT_FIXED)
         base.update(overrides)

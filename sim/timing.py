@@ -47,7 +47,12 @@ def array_first_beats(cfg, groups_per_tile) -> list:
 def qpu_latency(cfg) -> int:
     """Cycles from the transfer of a tile's last sub-channel to the first group of its last chunk
     (the QPU's docstring, output always ready): the front end (3), the chunker closing the
-    chunk (1), the sorter (one register per network stage) and the packer (1)."""
+    chunk (1), the sorter (one register per network stage) and the packer (1). With
+    ``packer = "bins"`` (:class:`rtl.binner.Binner`), to the tile's last group in the output
+    register: the front end (3), up to four cycles for the sub-channel's groups, one per open
+    bin and the tile's end."""
+    if cfg.packer == "bins":
+        return 3 + 4 + cfg.pack_bins + 1
     return 3 + 1 + len(network(cfg.sort_n)) + 1
 
 

@@ -26,6 +26,10 @@ BOOTH = [pytest.param("verilator", "2", marks=pytest.mark.slow), ("icarus", "2")
 OPEN = [("icarus", 1), ("icarus", 2),
         pytest.param("verilator", 1, marks=pytest.mark.slow),
         pytest.param("verilator", 2, marks=pytest.mark.slow)]
+#: Exponent bins (issue 28): the QPU with eight bins, Booth digits, into the MPU and alone.
+BINS = [("qpu", "icarus"), ("qpu_mpu", "icarus"),
+        pytest.param("qpu", "verilator", marks=pytest.mark.slow),
+        pytest.param("qpu_mpu", "verilator", marks=pytest.mark.slow)]
 
 
 @pytest.mark.cocotb
@@ -48,6 +52,15 @@ def test_chain_booth(simulator, tiles):
 def test_qpu_open_groups(simulator, windows):
     run_cocotb("qpu", preset("tiny", open_groups=4, pack_windows=windows), simulator, "tb.test_qpu",
                seed=4, extra_env={"DSTAR_TILES": "6"}, tag=f"open-w{windows}")
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("unit, simulator", BINS)
+def test_qpu_bins(unit, simulator):
+    cfg = preset("tiny", packer="bins", open_groups=0, pack_bins=8, digits="booth",
+                 digit_product="select")
+    run_cocotb(unit, cfg, simulator, UNITS[unit], seed=6, extra_env={"DSTAR_TILES": "6"},
+               tag="bins")
 
 
 @pytest.mark.slow

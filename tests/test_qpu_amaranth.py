@@ -110,6 +110,11 @@ def test_front_end_matches_fmdq(preset_name, B, thr, drop, code):
                 list(digits[s, k] & ((1 << cfg.digit_width) - 1))
 
 
+#: The two packings with the sorting packer's four open groups (the default before issue 28).
+SORT = dict(packer="sort", open_groups=4)
+BINS = dict(packer="bins", open_groups=0)
+
+#: Configurations of the tiny QPU; a configuration without ``packer`` sorts (:data:`SORT`).
 QPU_CONFIGS = {
     "tiny": (dict(), 6, (1, 7, 31)),
     "finest-base": (dict(), 8, (1, 7, 31)),
@@ -132,6 +137,12 @@ QPU_CONFIGS = {
     "open4-sort16-w2": (dict(open_groups=4, sort_n=16, pack_windows=2), 7, (1, 7, 31)),
     "open1-lanes2-w2": (dict(open_groups=1, lanes=2, sort_n=4, pack_windows=2), 6, (1, 7, 31)),
     "booth-open3-w2": (dict(digits="booth", open_groups=3, pack_windows=2), 6, (1, 7, 31)),
+    "bins": (dict(packer="bins", open_groups=0), 6, (1, 7, 31)),
+    "bins-booth-clip": (dict(packer="bins", open_groups=0, digits="booth"), 5, (2, 9, 40)),
+    "bins8-lanes2": (dict(packer="bins", open_groups=0, pack_bins=8, lanes=2), 6, (1, 7, 31)),
+    "bins16-no-drop": (dict(packer="bins", open_groups=0, pack_bins=16,
+                            drop_zero_columns=False), 8, (1, 7, 31)),
+    "bins-lanes8-emax5": (dict(packer="bins", open_groups=0, lanes=8, e_max=5), 8, (1, 7, 31)),
 }
 
 
@@ -141,7 +152,7 @@ QPU_CONFIGS = {
                                   for n in sorted(QPU_CONFIGS)])
 def test_qpu_matches_golden_schedule(name):
     overrides, B, thr = QPU_CONFIGS[name]
-    cfg = preset("tiny", **overrides)
+    cfg = preset("tiny", **(overrides if "packer" in overrides else {**SORT, **overrides}))
     wl = qpu_workload(cfg, np.random.default_rng(len(name)), tiles=6, kinds=KINDS,
                       base_log2=B, thr=thr)
     run = run_qpu(QPU(cfg), wl, base_log2=B, thr=thr, gap=0.2, stall=0.3, seed=3)
@@ -151,9 +162,9 @@ def test_qpu_matches_golden_schedule(name):
     assert run.config_error == 0
 
 
-@pytest.mark.parametrize("code", ["slice", "booth"])
-def test_qpu_fpga_preset(code):
-    cfg = preset("fpga", digits=code)
+@pytest.mark.parametrize("code, packing", [("slice", SORT), ("booth", SORT), ("booth", BINS)])
+def test_qpu_fpga_preset(code, packing):
+    cfg = preset("fpga", digits=code, **packing)
     wl = qpu_workload(cfg, np.random.default_rng(5), tiles=3, kinds=KINDS)
     run = run_qpu(QPU(cfg), wl, stall=0.2, seed=1)
     assert (run.groups, run.recon, run.counters) == (wl.groups, wl.recon, wl.counters)
@@ -172,7 +183,7 @@ def test_illegal_configuration_is_refused_and_flagged(B, thr):
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_qpu_refuses_tiny_sort_width():
     with pytest.raises(ValueError, match="sort_n must be >= 4 for the QPU"):
-        QPU(preset("tiny", sort_n=2, lanes=2))
+        QPU(preset("tiny", sort_n=2, lanes=2, **SORT))
     gc.collect()      # the refused QPU warns UnusedElaboratable now, under this test's filter
 
 

@@ -40,7 +40,8 @@ def test_markdown_writers_render_tables():
                                           subchannels_per_cycle=0.931, mpu_wait_cycles=1509,
                                           groups=7974)}
     qpu = report_qpu.markdown(dict(common, presets={"fpga": p}, rate=rate))
-    assert "| fpga | 4 | 2 | steady state | 0.841 | 0.931 | 1,509 | 7,974 |" in qpu
+    assert ("| fpga | sort, open 4, windows 2 | steady state | 0.841 | 0.931 | 1,509 | 7,974 |"
+            in qpu)
     assert "| QPU | no DSP | 120 | 100 | 10 | 50 |" in qpu
     assert "| bitonic sorter | 80 (67 %) | 40 (80 %) | 0 | 90 | 40 | 600 (67 %) |" in qpu
     assert "Largest in transistors: bitonic sorter (67%)" in qpu
@@ -81,10 +82,11 @@ def test_packing_report_renders_and_refuses_bad_paths(tmp_path):
                asic=dict(area=1234.5, combinational_area=1000.0, sequential_area=234.5, ff=50))
     md = report_packing.markdown(dict(generated="today", yosys="0", steps=20, operating_point="op",
                                       library=dict(name="lib", sha256="0" * 64),
-                                      rows={"0/1": row, "4/2": dict(row, open_groups=4,
-                                                                    pack_windows=2, asic=None)}))
-    assert "| 0 | 1 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | 1,234.5 | 1,000.0 | 234.5 |" in md
-    assert "| 4 | 2 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | – | – | – |" in md
+                                      rows={"sort, open 0, windows 1": row,
+                                            "bins 4": dict(row, packer="bins", asic=None)}))
+    assert ("| sort, open 0, windows 1 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | 1,234.5 | "
+            "1,000.0 | 234.5 |") in md
+    assert "| bins 4 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | – | – | – |" in md
     for args, what in (([f"--liberty={tmp_path / 'no.lib'}"], "liberty file not found"),
                        ([f"--operating-point={tmp_path / 'no.json'}"], "operating point file")):
         with pytest.raises(UserError, match=what):

@@ -7,8 +7,9 @@ measures: sub-channels accepted per cycle, groups emitted per cycle, and the cyc
 consuming one group per cycle would wait for the QPU (bubbles in the group stream between its
 first and last group). ``--open-groups K ...`` measures each preset with each number of open
 partial groups in the packer (``cfg.open_groups``) on the same tiles, side by side, and each
-``K > 0`` with each ``--pack-windows`` setting (``cfg.pack_windows``). Writes
-``reports/qpu_rate.json`` and ``reports/qpu_rate.md``.
+``K > 0`` with each ``--pack-windows`` setting (``cfg.pack_windows``), and the exponent bins
+(``cfg.packer = "bins"``) with each ``--pack-bins`` count. Writes ``reports/qpu_rate.json`` and
+``reports/qpu_rate.md``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dstar.options import Parser
 from gen.errors import UserError
 from gen.outputs import check_output_dir, write_together
 from gen.progress import say
-from golden.config import MAX_OPEN_GROUPS, PRESETS, preset
+from golden.config import MAX_OPEN_GROUPS, PACK_BINS, PRESETS, preset
 from golden.vectors import qpu_workload_from_tiles
 from models.difference_tiles import dit_difference_tiles
 from sim.runner import ROOT, run_cocotb
@@ -79,6 +80,9 @@ def main(argv=None, prog=None):
                     help="open partial groups of the packer to measure (default: 0 4)")
     ap.add_argument("--pack-windows", type=int, nargs="+", default=[1, 2], metavar="W",
                     help="packer windows per cycle to measure with open groups (default: 1 2)")
+    ap.add_argument("--pack-bins", type=int, nargs="*", default=[4, 8], metavar="N",
+                    help="exponent-bin counts of packer = bins to measure (default: 4 8; none: "
+                         "the sorting packer only)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports",
                     help="report directory (default: reports/)")
     args = ap.parse_args(argv)
@@ -89,32 +93,39 @@ def main(argv=None, prog=None):
     bad = [w for w in args.pack_windows if w not in (1, 2)]
     if bad:
         raise UserError(f"--pack-windows must be 1 or 2, not {bad[0]}")
+    bad = [n for n in args.pack_bins if n not in PACK_BINS]
+    if bad:
+        raise UserError(f"--pack-bins must be one of {PACK_BINS}, not {bad[0]}")
     if args.steps < 2:
         raise UserError(f"--steps must be at least 2 (step 0 and a steady-state step), "
                         f"not {args.steps}")
-    variants = [(k, w) for k in args.open_groups for w in (args.pack_windows if k else [1])]
+    variants = [(f"sort, open {k}, windows {w}",
+                 dict(packer="sort", open_groups=k, pack_windows=w))
+                for k in args.open_groups for w in (args.pack_windows if k else [1])]
+    variants += [(f"bins {n}", dict(packer="bins", open_groups=0, pack_windows=1, pack_bins=n))
+                 for n in args.pack_bins]
     results = {}
     for name in args.presets:
         tiles = dit_difference_tiles(preset(name), steps=args.steps)
-        for k, w in variants:
-            cfg = preset(name, open_groups=k, pack_windows=w)
+        for label, over in variants:
+            cfg = preset(name, **over)
             for phase, sel in (("first step", lambda t: t == 0),
                                ("steady state", lambda t: t > 0)):
                 chosen = [dx for _, step, _, dx in tiles if sel(step)]
                 t0 = time.time()
-                say(f"[qpu rate] {name} open {k} windows {w} {phase}: {len(chosen)} tiles ...")
+                say(f"[qpu rate] {name} {label} {phase}: {len(chosen)} tiles ...")
                 r = measure(cfg, chosen)
                 r["tiles"] = len(chosen)
-                results[f"{name}/{k}/{w}/{phase}"] = dict(preset=name, open_groups=k,
-                                                          pack_windows=w, phase=phase,
-                                                          config_hash=cfg.hash(), **r)
+                results[f"{name}/{label}/{phase}"] = dict(preset=name, packing=label, **over,
+                                                          phase=phase, config_hash=cfg.hash(),
+                                                          **r)
                 say(f"[qpu rate]   {r['groups_per_cycle']:.3f} groups/cycle, "
                     f"{r['mpu_wait_cycles']} MPU wait cycles ({time.time() - t0:.0f} s)")
-    rows = ["| preset | open groups | windows | phase | tiles | sub-channels | groups | "
+    rows = ["| preset | packing | phase | tiles | sub-channels | groups | "
             "sub-ch/cycle | groups/cycle | groups/sub-ch | MPU wait cycles | lane fill |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results.values():
-        rows.append(f"| {r['preset']} | {r['open_groups']} | {r['pack_windows']} | {r['phase']} | "
+        rows.append(f"| {r['preset']} | {r['packing']} | {r['phase']} | "
                     f"{r['tiles']} | "
                     f"{r['subchannels']} | "
                     f"{r['groups']} | {r['subchannels_per_cycle']:.3f} | "
@@ -123,10 +134,12 @@ def main(argv=None, prog=None):
     text = ("# QPU rate on the reference DiT's differences\n\n"
             "Generated by `dstar measure qpu-rate` (Verilator, no input gaps, output always "
             "ready). *MPU wait cycles*: cycles between the first and the last group in which no "
-            "group was available to an MPU that takes one per cycle. *Open groups*: partial "
-            "lane groups the packer holds open across the chunks of a tile "
-            "(`open_groups`); *windows*: windows it packs per cycle (`pack_windows`: 2 also "
-            "emits the window after a stored one).\n\n" + "\n".join(rows) + "\n")
+            "group was available to an MPU that takes one per cycle. *Packing*: `sort` sorts "
+            "chunks of `sort_n` and packs them, holding *open* partial lane groups across the "
+            "chunks of a tile (`open_groups`) and packing *windows* per cycle (`pack_windows`: "
+            "2 also emits the window after a stored one); `bins N` keeps one open group per "
+            "exponent bin, N bins, no sort (`packer = \"bins\"`, `pack_bins`).\n\n"
+            + "\n".join(rows) + "\n")
     write_together({args.out / "qpu_rate.json": json.dumps(results, indent=2) + "\n",
                     args.out / "qpu_rate.md": text})
     print(text)

@@ -269,12 +269,13 @@ def markdown(data: dict) -> str:
     rate = data.get("rate")
     if rate:
         md += ["## Rate (from `reports/qpu_rate.json`, measured by `dstar measure qpu-rate`)", "",
-               md_table(["preset", "open groups", "windows", "phase", "groups/cycle",
+               md_table(["preset", "packing", "phase", "groups/cycle",
                        "sub-ch/cycle", "MPU wait cycles", "groups"],
-                      [[r["preset"], str(r.get("open_groups", 0)), str(r.get("pack_windows", 1)),
+                      [[r["preset"], r.get("packing") or
+                        f"sort, open {r.get('open_groups', 0)}, windows {r.get('pack_windows', 1)}",
                         r["phase"],
                         f"{r['groups_per_cycle']:.3f}", f"{r['subchannels_per_cycle']:.3f}",
-                        _n(r["mpu_wait_cycles"]), _n(r["groups"])] for r in rate.values()], 4),
+                        _n(r["mpu_wait_cycles"]), _n(r["groups"])] for r in rate.values()], 3),
                ""]
     if data.get("plot"):
         md += [f"![QPU area by submodule]({data['plot']})", ""]
