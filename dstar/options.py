@@ -33,7 +33,8 @@ def add_config_options(p, default_preset: str | None = "tiny"):
     p.add_argument("--variant", default=None, choices=sorted(VARIANTS),
                    help="an earlier default of the preset, kept for comparisons (initial: the "
                         "multiplying slice PE, forwarded operands, no open groups, thresholds "
-                        "1,7,31 and one static base)")
+                        "1,7,31 and one static base; sort: the bitonic sorting packer with four "
+                        "open groups in place of the exponent bins)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                    help="override one configuration parameter (repeatable), e.g. --set sort_n=16")
 

@@ -124,11 +124,12 @@ class Config:
         group of its exponent's bin, ``pack_bins`` of them, direct-mapped; a full group leaves at
         once, a bin wanted by another exponent is emitted partial). Same dot products, different
         groups (:func:`golden.schedule.bin_tile`). ``"bins"`` needs ``open_groups = 0``,
-        ``pack_windows = 1``, ``lanes >= 2`` and ``alignment = "product-shift"``.
+        ``pack_windows = 1`` and ``lanes >= 2``; ``alignment = "horner"`` needs ``"sort"``.
     pack_bins:
         Exponent bins of ``packer = "bins"``: 4 (default), 8 or 16.
     alignment:
-        ``"product-shift"`` (default) or ``"horner"`` (needs ``sort_n >= 4 * max_reduction``).
+        ``"product-shift"`` (default) or ``"horner"`` (needs ``packer = "sort"`` and
+        ``sort_n >= 4 * max_reduction``).
     acc_width:
         Accumulator width; ``None`` derives the width that cannot overflow. A narrower width needs
         ``overflow_detect``.
@@ -288,15 +289,15 @@ class Config:
             need(self.open_groups == 0 and self.pack_windows == 1, "packer", self.packer,
                  "'sort' unless open_groups = 0 and pack_windows = 1 (the bins hold every "
                  "partial group)")
-            need(self.lanes >= 2 and self.alignment == "product-shift", "packer", self.packer,
-                 "'sort' unless lanes >= 2 and alignment = 'product-shift' (the bins' groups "
-                 "are not in exponent order)")
+            need(self.lanes >= 2, "packer", self.packer, "'sort' unless lanes >= 2")
         need(self.alignment in ALIGNMENTS, "alignment", self.alignment, f"one of {ALIGNMENTS}")
         if self.alignment == "horner":
-            need(self.sort_n >= 4 * self.max_reduction, "alignment", self.alignment,
-                 f"'product-shift' unless one chunk holds a whole tile "
+            need(self.packer == "sort" and self.sort_n >= 4 * self.max_reduction, "alignment",
+                 self.alignment,
+                 f"'product-shift' unless packer = 'sort' and one chunk holds a whole tile "
                  f"(sort_n >= 4 * max_reduction = {4 * self.max_reduction}, "
-                 f"sort_n is {self.sort_n})")
+                 f"sort_n is {self.sort_n}, packer is {self.packer!r}: the groups must come "
+                 f"in descending exponent order)")
         need(isinstance(self.overflow_detect, bool), "overflow_detect", self.overflow_detect,
              "a bool")
         safe = self.safe_acc_width
@@ -489,28 +490,32 @@ class Config:
 THR_CHOSEN = (2, 7, 31)
 BASE_OFFSET_CHOSEN = -2
 
-#: The datapath and quantization point every preset uses (numerics §4, issue 27): the choices
-#: the measurements made (``reports/pe_levers.md``, ``reports/qpu_packing.md``,
-#: ``reports/profile_sweep.md``).
-CHOSEN = dict(digit_product="select", digits="booth", open_groups=4, thr=THR_CHOSEN,
+#: The datapath and quantization point every preset uses (numerics §4, issues 27 and 28): the
+#: choices the measurements made (``reports/pe_levers.md``, ``reports/qpu_packing.md``,
+#: ``reports/profile_sweep.md``). Each preset adds its number of exponent bins.
+CHOSEN = dict(digit_product="select", digits="booth", packer="bins", thr=THR_CHOSEN,
               base_offset=BASE_OFFSET_CHOSEN)
 
 # numerics §4.
 PRESETS = {
     "tiny": dict(rows=4, cols=4, lanes=4, sort_n=8, max_reduction=64, vpu_lanes=4,
-                 weight_hop=4, act_hop=4, **CHOSEN),
+                 weight_hop=4, act_hop=4, pack_bins=4, **CHOSEN),
     "fpga": dict(rows=8, cols=8, lanes=4, sort_n=32, max_reduction=256, vpu_lanes=8,
-                 weight_hop=8, act_hop=8, **CHOSEN),
+                 weight_hop=8, act_hop=8, pack_bins=4, **CHOSEN),
     "paper": dict(rows=64, cols=64, lanes=4, sort_n=64, max_reduction=4608, vpu_lanes=64,
-                  cores=32, weight_hop=8, act_hop=8, **CHOSEN),
+                  cores=32, weight_hop=8, act_hop=8, pack_bins=8, **CHOSEN),
 }
 
 #: Earlier defaults kept by name for the lever tables (``preset(name, variant=...)``, the CLI's
 #: ``--variant``). ``initial``: the datapath and quantization point of every preset before
 #: issue 27 (multiplying slice PEs, operands forwarded at every PE, no open groups, one base).
+#: ``sort``: the default of issue 27, before the exponent bins of issue 28 (the sorting packer
+#: with four open groups).
 VARIANTS = {
     "initial": dict(digit_product="multiply", digits="slice", weight_hop=1, act_hop=1,
-                    open_groups=0, thr=(1, 7, 31), base_offset=None),
+                    packer="sort", pack_bins=4, open_groups=0, thr=(1, 7, 31),
+                    base_offset=None),
+    "sort": dict(packer="sort", pack_bins=4, open_groups=4),
 }
 
 

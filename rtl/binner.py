@@ -77,6 +77,7 @@ class Binner(wiring.Component):
         cnt = [Signal(range(L), name=f"bin{s}_count") for s in range(K)]
         ent = [Signal(data.ArrayLayout(col_shape, L - 1), name=f"bin{s}_cols") for s in range(K)]
         tags, cnts, ents = Array(tag), Array(cnt), Array(ent)
+        opens = Array(occ[s] for s in range(K))
 
         channel = Signal(range(cfg.max_reduction + 1))
         done = Signal(4)          # columns of the held sub-channel already binned
@@ -108,11 +109,11 @@ class Binner(wiring.Component):
             e = Signal(name=f"col{k}_event")
             m.d.comb += [
                 a.eq(self.i.valid & ~flushing & p.kept[k] & ~done[k]),
-                h.eq(occ.bit_select(i, 1) & (tags[i] == x)),
+                h.eq(opens[i] & (tags[i] == x)),
                 f.eq(h & (cnts[i] == L - 1)),
                 # The column sends a group: its bin is full with it, or open with another
                 # exponent.
-                e.eq(a & occ.bit_select(i, 1) & (~h | f)),
+                e.eq(a & opens[i] & (~h | f)),
             ]
             exp.append(x), idx.append(i), col.append(c), act.append(a), hit.append(h)
             full.append(f), ev.append(e)

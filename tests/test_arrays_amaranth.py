@@ -23,8 +23,8 @@ CONFIGS = {
     "lanes2": dict(lanes=2),
     "nodrop": dict(drop_zero_columns=False),
     "thr-clip": dict(thr=(3, 15, 63)),
-    "horner": dict(alignment="horner", max_reduction=2),
-    "horner-stages2": dict(alignment="horner", max_reduction=2, pe_stages=2),
+    "horner": dict(packer="sort", alignment="horner", max_reduction=2),
+    "horner-stages2": dict(packer="sort", alignment="horner", max_reduction=2, pe_stages=2),
     "overflow": dict(acc_width=14, overflow_detect=True),
     "rect-weights": dict(weight_width=6),
     # Issue 15's levers: the products as selects (no multiplier), Booth digits.
@@ -35,7 +35,7 @@ CONFIGS = {
     "booth-multiply": dict(digits="booth"),
     "booth-overflow-stages0": dict(digits="booth", digit_product="select", acc_width=14,
                                    overflow_detect=True, pe_stages=0),
-    "booth-horner": dict(digits="booth", digit_product="select", alignment="horner",
+    "booth-horner": dict(digits="booth", digit_product="select", packer="sort", alignment="horner",
                          max_reduction=2),
 }
 

@@ -45,7 +45,7 @@ def test_bins_by_hand():
     (dict(packer="heap"), "packer"), (dict(packer="bins", pack_bins=6), "pack_bins"),
     (dict(packer="bins", open_groups=2), "open_groups = 0"),
     (dict(packer="bins", lanes=1), "lanes >= 2"),
-    (dict(packer="bins", alignment="horner", max_reduction=2), "product-shift"),
+    (dict(packer="bins", alignment="horner", max_reduction=2), "unless packer = 'sort'"),
 ])
 def test_bins_refuse_what_they_cannot_do(bad, msg):
     with pytest.raises(ConfigError, match=msg):

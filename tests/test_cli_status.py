@@ -44,8 +44,8 @@ def test_a_library_refusal_is_still_bad_input(tmp_path, capsys, monkeypatch):
     import gen.generate
 
     monkeypatch.setattr(gen.generate, "run_yosys", _never("Yosys"))
-    rc, out, err = run_dstar(capsys, "generate", "qpu", "--preset", "tiny", "--set", "sort_n=2",
-                             "--set", "lanes=2", "-o", tmp_path / "q" / "q.v")
+    rc, out, err = run_dstar(capsys, "generate", "qpu", "--preset", "tiny", "--variant", "sort",
+                             "--set", "sort_n=2", "--set", "lanes=2", "-o", tmp_path / "q" / "q.v")
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("dstar: error: sort_n must be >= 4 for the QPU")
     assert list(tmp_path.iterdir()) == []

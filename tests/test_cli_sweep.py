@@ -11,8 +11,9 @@ import pytest
 
 import dstar.cli
 import fpga.synth
+from dstar.sweeps.design import bench_packing
 from dstar.sweeps.report import crossover, pareto_front
-from golden.config import Config, preset
+from golden.config import preset
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
@@ -75,8 +76,7 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
     # synthesize the QPU): the figures are made up, only their plumbing is checked.
     # It names the bench's QPU (preset and packer of reports/bench.json), as the sweep asks.
     bench_cfg = json.loads((ROOT / "reports" / "bench.json").read_text())
-    packer = {k: bench_cfg["config"][k] for k in ("open_groups", "pack_windows")
-              if bench_cfg["config"].get(k) not in (None, Config.fields()[k].default)}
+    packer = bench_packing(bench_cfg["config"])
     qpu_key = f"qpu-{bench_cfg['preset']}"
     asic = tmp_path / "asic_area.json"
     asic.write_text(json.dumps(dict(

@@ -50,7 +50,8 @@ def test_chain_booth(simulator, tiles):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator, windows", OPEN)
 def test_qpu_open_groups(simulator, windows):
-    run_cocotb("qpu", preset("tiny", open_groups=4, pack_windows=windows), simulator, "tb.test_qpu",
+    run_cocotb("qpu", preset("tiny", packer="sort", open_groups=4, pack_windows=windows),
+               simulator, "tb.test_qpu",
                seed=4, extra_env={"DSTAR_TILES": "6"}, tag=f"open-w{windows}")
 
 
@@ -83,7 +84,8 @@ def test_qpu_regression_long(unit, preset_name, simulator, seed):
                                        dict(open_groups=1, digits="booth", lanes=2),
                                        dict(open_groups=4, sort_n=16, pack_windows=2)])
 def test_qpu_configurations(simulator, overrides):
-    run_cocotb("qpu", preset("tiny", **overrides), simulator, "tb.test_qpu", seed=5, tag="cfg")
+    run_cocotb("qpu", preset("tiny", variant="sort", **overrides), simulator, "tb.test_qpu",
+               seed=5, tag="cfg")
 
 
 @pytest.mark.cocotb

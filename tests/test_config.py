@@ -39,7 +39,11 @@ def test_presets_build(name):
     assert cfg.acc_width is None  # derived
     assert cfg.acc_bits == cfg.safe_acc_width == acc_width_from_design(
         cfg.max_reduction, cfg.act_width, cfg.act_frac, booth=True)
-    assert cfg.digits == "booth" and cfg.digit_product == "select" and cfg.open_groups == 4
+    assert cfg.digits == "booth" and cfg.digit_product == "select" and cfg.open_groups == 0
+    assert cfg.packer == "bins" and cfg.pack_bins == (8 if name == "paper" else 4)
+    sort = preset(name, variant="sort")       # issue 27's default: the sorting packer
+    assert (sort.packer, sort.open_groups) == ("sort", 4)
+    assert sort.replace(packer="bins", open_groups=0, pack_bins=cfg.pack_bins) == cfg
     assert cfg.thresholds == {2: 2, 4: 7, 6: 31, 8: 127} and cfg.base_offset == -2
     initial = preset(name, variant="initial")
     assert initial.thresholds == {2: 1, 4: 7, 6: 31, 8: 127} and initial.base_offset is None
@@ -171,8 +175,11 @@ def test_horner_needs_whole_tile_in_one_chunk():
     refused("alignment", "horner", r"sort_n >= 4 \* max_reduction = 256", alignment="horner")
     refused("alignment", "horner", r"sort_n >= 4 \* max_reduction = 12", alignment="horner",
             max_reduction=3, sort_n=8)
-    assert preset("tiny", alignment="horner", max_reduction=2, sort_n=8).alignment == "horner"
-    assert preset("tiny", alignment="horner", max_reduction=16, sort_n=64).alignment == "horner"
+    for red, n in ((2, 8), (16, 64)):
+        cfg = preset("tiny", packer="sort", alignment="horner", max_reduction=red, sort_n=n)
+        assert cfg.alignment == "horner"
+    refused("alignment", "horner", "packer is 'bins'", alignment="horner", max_reduction=2,
+            sort_n=8)
 
 
 def test_unknown_alignment():
@@ -327,7 +334,7 @@ def test_preset_hops_follow_an_overridden_array_size_and_variants_are_named():
     assert preset("fpga", rows=2, cols=2, weight_hop=1).weight_hop == 1
     with pytest.raises(ConfigError, match="weight_hop must be an integer in \\[1, 2\\]"):
         preset("fpga", rows=2, cols=2, weight_hop=8)
-    with pytest.raises(ConfigError, match="variant must be one of \\['initial'\\]"):
+    with pytest.raises(ConfigError, match="variant must be one of \\['initial', 'sort'\\]"):
         preset("fpga", variant="old")
     init = preset("fpga", variant="initial")
     assert (init.digit_product, init.digits, init.weight_hop, init.open_groups) == \

@@ -190,7 +190,8 @@ def test_header_compiles_and_matches_golden_layouts(tmp_path, unit):
 
 
 def test_header_of_an_overridden_configuration(tmp_path):
-    cfg = preset("tiny", sort_n=16, acc_width=40, alignment="horner", max_reduction=4)
+    cfg = preset("tiny", packer="sort", sort_n=16, acc_width=40, alignment="horner",
+                 max_reduction=4)
     header = c_header("qpu", cfg)
     d = _defines(header)
     assert instance_name("qpu", cfg) == f"qpu_tiny_{cfg.hash()[:8]}"

@@ -13,7 +13,7 @@ VARIANTS = {
     "fpga": ("fpga", {}),
     "stages0": ("tiny", dict(pe_stages=0)),
     "stages2": ("tiny", dict(pe_stages=2)),
-    "horner": ("tiny", dict(alignment="horner", max_reduction=2, pe_stages=2)),
+    "horner": ("tiny", dict(packer="sort", alignment="horner", max_reduction=2, pe_stages=2)),
     "overflow": ("tiny", dict(acc_width=14, overflow_detect=True)),
     "nodrop-lanes2": ("tiny", dict(drop_zero_columns=False, lanes=2, sort_n=16)),
 }

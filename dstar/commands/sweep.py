@@ -136,6 +136,7 @@ def run_sweep_command(args) -> int:
     from dstar.sweeps.design import (
         BASE_PRESET,
         baseline_variants,
+        bench_packing,
         config_for,
         hop_value,
         run_sweep,
@@ -154,7 +155,7 @@ def run_sweep_command(args) -> int:
     )
     from fpga.farm import JobError
     from fpga.synth import SynthError, yosys_version
-    from golden.config import Config, ConfigError, preset
+    from golden.config import ConfigError, preset
 
     t0 = time.perf_counter()
 
@@ -174,8 +175,7 @@ def run_sweep_command(args) -> int:
     # The QPU is the bench's: its preset and packer (the open groups are part of the measured
     # throughput, and they cost a small QPU relatively more than a large one), by part, from
     # `asic_area.json` when it holds that very configuration, else synthesized here.
-    packer = {k: bench["config"][k] for k in ("open_groups", "pack_windows")
-              if bench["config"].get(k) not in (None, Config.fields()[k].default)}
+    packer = bench_packing(bench["config"])
     qpu_preset = bench["preset"]
     want = preset(qpu_preset, **packer).hash()
     qpu = None

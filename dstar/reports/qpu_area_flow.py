@@ -60,9 +60,9 @@ MODULE_NAMES = {
     "front": "front: max, bins, quantize/slice",
     "chunker": "chunk assembler",
     "sorter": "bitonic sorter",
-    "packer": "packer",
+    "packer": "packer (exponent bins, or the sorted chunks' packer)",
     "recon_fifo": "reconstruction FIFO",
-    "top": "top: digit store, counters, config",
+    "top": "top: counters, config (and the sorted chunks' column store)",
 }
 
 

@@ -228,6 +228,17 @@ def synth_job(unit: str, overrides: dict, booth: bool, parts: bool, liberty: str
     return out
 
 
+#: The configuration fields that decide how the QPU packs its groups (the bench's are the sweep's).
+PACKING_FIELDS = ("packer", "pack_bins", "open_groups", "pack_windows")
+
+
+def bench_packing(bench_config: dict) -> dict:
+    """The packing fields of a bench report's configuration (a field it does not name, from a
+    report older than the field, is the field's default: what that bench ran)."""
+    fields = Config.fields()
+    return {k: bench_config.get(k, fields[k].default) for k in PACKING_FIELDS}
+
+
 def qpu_synth_job(liberty: str, reuse: bool, packer: dict | None = None,
                   name: str = "tiny") -> dict:
     """The QPU of preset ``name`` by part (RAMs as macros), as ``dstar.reports.asic`` runs it,
