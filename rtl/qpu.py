@@ -4,7 +4,9 @@ Five stages: (1) max |u| of a sub-channel, (2) precision/exponent bins, (3) quan
 reconstruct (:class:`~rtl.qpu_front.QuantizeSlice`); chunk assembly
 (:class:`~rtl.chunker.ChunkAssembler`); (4) the bitonic sort of each chunk by (valid, exponent)
 (:class:`~rtl.sorter.BitonicSorter`, the golden network); (5) packing into lane groups with their
-digit columns (:class:`~rtl.packer.Packer`). The columns (digits, channel, signed flag) wait in
+digit columns (:class:`~rtl.packer.Packer`). With ``cfg.packer == "bins"`` (the presets') the
+exponent bins of :class:`~rtl.binner.Binner` take the place of chunk assembly, sort and packing.
+With the sort, the columns (digits, channel, signed flag) wait in
 a store of ``SLOTS`` chunk slots while their keys and positions are sorted. The reconstruction
 ``dequant(q)`` of every sub-channel leaves in order on a second stream (through a 4-beat
 :class:`~rtl.stream_queue.StreamQueue`), and the statistics counters of numerics §2.3 count exactly
@@ -62,9 +64,12 @@ class QPU(wiring.Component):
 
     Latency and throughput
     ----------------------
-    One sub-channel per cycle in; one group per cycle out. Stages 1-3 take 3 cycles; a chunk
-    enters the sorter when it is complete (or its tile ends), spends ``S = log2(sort_n) ·
-    (log2(sort_n) + 1) / 2`` cycles in it, and its first group is out one cycle later.
+    One sub-channel per cycle in; one group per cycle out. Stages 1-3 take 3 cycles. With
+    ``packer == "sort"`` a chunk enters the sorter when it is complete (or its tile ends), spends
+    ``S = log2(sort_n) · (log2(sort_n) + 1) / 2`` cycles in it, and its first group is out one
+    cycle later. With ``packer == "bins"`` the sub-channels go straight into the exponent bins
+    (:class:`~rtl.binner.Binner`: a sub-channel that sends ``g > 1`` groups takes ``g``
+    cycles; a tile's end waits a cycle per open bin and one more).
     """
 
     def __init__(self, cfg: Config):
