@@ -56,3 +56,14 @@ def ref_digits(q: int, b: int):
             d -= 4
         out.append(d)
     return out
+
+
+def tile_columns(groups):
+    """A tile's group stream checked for its markers (``first`` on the first group only, ``last``
+    on the last only); returns its valid lanes' ``(channel, k)``, sorted: which columns it
+    carries."""
+    n = len(groups)
+    assert [g.first for g in groups] == [True] + [False] * (n - 1)
+    assert [g.last for g in groups] == [False] * (n - 1) + [True]
+    return sorted((int(g.channel[j]), int(g.k[j])) for g in groups
+                  for j in range(int(g.valid.sum())))
