@@ -42,7 +42,7 @@ __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Grou
            "TileSchedule", "schedule_tile", "schedule_matrix", "precision_counters",
            "quantize_counted", "Accumulator", "execute",
            "slice_pe_execute", "int8_pe_execute", "reference_product", "exp_steps", "shift_counts",
-           "PACKINGS", "packing_groups", "pack_tile", "bin_index", "bin_tile"]
+           "PACKINGS", "packing_groups", "pack_tile", "bin_index", "bin_tile", "bin_cycles"]
 
 COUNTER_MAX = (1 << 32) - 1
 
@@ -161,6 +161,8 @@ class TileSchedule:
     #: Per chunk, its runs of equal exponent in the sorted order: ``[(exp, valid descriptors)]``
     #: (what :func:`packing_groups` repacks).
     chunk_runs: list = field(default_factory=list)
+    #: With exponent bins, the cycles the bins take the tile (:func:`bin_cycles`); else None.
+    packer_cycles: int | None = None
 
 
 def _chunk_runs(keys, idx, exp_sorted, cfg):
@@ -224,7 +226,7 @@ def bin_index(exp, bins: int):
     return ((exp >> 1) + (exp & 1) * (bins // 2)) % bins
 
 
-def bin_tile(exps, cfg: Config):
+def bin_tile(exps, cfg: Config, triggers: list | None = None):
     """The exponent bins (``cfg.packer == "bins"``, :class:`rtl.binner.Binner`) over one tile's
     descriptors in channel-then-k order (``exps``: their exponents): the lane groups as
     ``[(exp, descriptor indices)]`` in stream order.
@@ -232,23 +234,49 @@ def bin_tile(exps, cfg: Config):
     Each descriptor goes to bin :func:`bin_index` of its exponent among ``cfg.pack_bins``. A bin
     that holds another exponent is emitted first (partial) and starts again with the
     descriptor; a bin that reaches ``lanes`` descriptors is emitted at once. After the tile's
-    last descriptor the bins still open are emitted in bin order."""
+    last descriptor the bins still open are emitted in bin order. ``triggers``, when given, gets
+    per group the index of the descriptor whose arrival emitted it (``None``: the tile's end)."""
     K, L = cfg.pack_bins, cfg.lanes
     bins = [None] * K                  # (exp, descriptor indices) or None
-    out = []
+    out, why = [], []
     for i, x in enumerate(exps):
         s = bin_index(int(x), K)
         if bins[s] is not None and bins[s][0] != x:
             out.append(bins[s])
+            why.append(i)
             bins[s] = None
         if bins[s] is None:
             bins[s] = (int(x), [])
         bins[s][1].append(i)
         if len(bins[s][1]) == L:
             out.append(bins[s])
+            why.append(i)
             bins[s] = None
-    out.extend(v for v in bins if v is not None)
+    rest = [v for v in bins if v is not None]
+    out.extend(rest)
+    if triggers is not None:
+        triggers.extend(why + [None] * len(rest))
     return out
+
+
+def bin_cycles(channels, triggers, C: int) -> int:
+    """Cycles the exponent bins (:class:`rtl.binner.Binner`) take one tile of ``C``
+    sub-channels, output always ready, from taking its first sub-channel to being ready for the
+    next tile's: a sub-channel takes a cycle per group its columns send and one more for its
+    columns after the last such one (one cycle when it sends none); then a cycle per bin still
+    open at the tile's end and one for the end. ``channels``: each descriptor's sub-channel, in
+    channel-then-k order; ``triggers``: :func:`bin_tile`'s."""
+    channels = np.asarray(channels, dtype=np.int64)
+    sends = np.zeros(C, np.int64)
+    tail = np.ones(C, np.int64)        # a cycle for the columns after the last group sent
+    last = {int(c): i for i, c in enumerate(channels)}   # each sub-channel's last column
+    for t in triggers:
+        if t is not None:
+            c = int(channels[t])
+            sends[c] += 1
+            if last[c] == t:
+                tail[c] = 0
+    return int((sends + tail).sum()) + sum(t is None for t in triggers) + 1
 
 
 def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
@@ -295,7 +323,8 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
                                           idx.reshape(nchunks, n), ex.reshape(nchunks, n))
         runs_of = [_chunk_runs(keys[c], idx_s[c], ex_s[c], cfg) for c in range(nchunks)]
         chunk_runs = [[(e, len(members)) for e, members in runs] for runs in runs_of]
-        packed = bin_tile(exp, cfg) if cfg.packer == "bins" else pack_tile(runs_of, cfg)
+        trig = []
+        packed = bin_tile(exp, cfg, trig) if cfg.packer == "bins" else pack_tile(runs_of, cfg)
         for gexp, members in packed:
             members = np.asarray(members, dtype=np.int64)
             m = len(members)
@@ -322,7 +351,11 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
     sc = shift_counts(groups)
     ctr.add("shifts", sum(1 for v in sc if v))
     ctr.add("shift_amount", sum(abs(v) for v in sc))
-    return TileSchedule(groups=groups, counters=ctr, chunks=nchunks, chunk_runs=chunk_runs)
+    cycles = None
+    if cfg.packer == "bins":
+        cycles = bin_cycles(ch, trig if nchunks else [], C)
+    return TileSchedule(groups=groups, counters=ctr, chunks=nchunks, chunk_runs=chunk_runs,
+                        packer_cycles=cycles)
 
 
 #: Packings :func:`packing_groups` counts: ``chunk`` (the schedule's: a group never spans two

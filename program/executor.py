@@ -178,6 +178,8 @@ class CoreExecutor(VrowEngine):
         self.host_out = []
         self._skip = 0
         self._index = 0
+        #: The last QUANT's cycles in the exponent bins (``TileSchedule.packer_cycles``).
+        self.packer_cycles = None
 
     def counter_values(self) -> list:
         """The counters in :data:`program.isa.COUNTERS` (CNT row) order."""
@@ -417,6 +419,7 @@ class CoreExecutor(VrowEngine):
             qc = self._qpu_cfg()
             qz = quantize_subchannels(u, qc, r0=cfg.act_frac - self.qpu_base)
             ts = schedule_tile(qz.q, qz.b, qz.e, qc)
+            self.packer_cycles = ts.packer_cycles
             ts.counters.add("saturated", np.count_nonzero(qz.saturated))
             if a["diff"]:
                 xnew, xsat = vpu.xhat_update(xh, dequant(qz), cfg)

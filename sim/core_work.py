@@ -23,7 +23,9 @@ __all__ = ["Work", "trace_work"]
 class Work:
     """One command of the stream: ``op``, its fields, semaphore masks, ``engine`` (``H``, ``Q``,
     ``M``, ``V`` or ``-`` for the dispatcher's own), ``skipped`` and the counter deltas ``ev``
-    (event counters only; 0 entries left out)."""
+    (event counters only; 0 entries left out), and for a QUANT through the exponent bins
+    ``packer_cycles``, the cycles the bins take its tile
+    (:func:`golden.schedule.bin_cycles`)."""
 
     op: str
     args: dict
@@ -31,6 +33,7 @@ class Work:
     signal: int = 0
     skipped: bool = False
     ev: dict = field(default_factory=dict)
+    packer_cycles: int | None = None
 
     @property
     def engine(self) -> str:
@@ -47,10 +50,12 @@ class _Recorder(CoreExecutor):
 
     def _issue(self, cmd: Cmd, out: list):
         before = dict(self.counters)
+        self.packer_cycles = None
         super()._issue(cmd, out)
         ev = {k: self.counters[k] - before[k] for k in COUNTERS if self.counters[k] != before[k]}
         ev.pop("commands", None)
-        self.log[self._index] = Work(cmd.op, dict(cmd.args), cmd.wait, cmd.signal, False, ev)
+        self.log[self._index] = Work(cmd.op, dict(cmd.args), cmd.wait, cmd.signal, False, ev,
+                                     self.packer_cycles if cmd.op == "QUANT" else None)
 
 
 def trace_work(cfg: Config, core: CoreConfig, runs, outputs: list | None = None) -> list:

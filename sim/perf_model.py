@@ -41,9 +41,12 @@ from .core_work import Work
 from .timing import array_tile_period
 
 __all__ = ["Timing", "RunCycles", "simulate", "buffer_bytes", "model_program", "ENGINES",
-           "INT8_QUANT_FIXED"]
+           "INT8_QUANT_FIXED", "BINS_FIXED"]
 
 ENGINES = ("H", "Q", "M", "V")
+#: The exponent bins' QUANT cycles beyond :func:`golden.schedule.bin_cycles`: the QPU's front
+#: end (3) and the binner's output register (1).
+BINS_FIXED = 4
 #: The INT8 quantizer's cycles beyond its two passes (rtl/core_quant_int8.py).
 INT8_QUANT_FIXED = 4
 
@@ -55,7 +58,8 @@ class Timing:
     Host engine: LOAD ``words + load_fixed`` (``zero``: ``rows + load_fixed``); STORE
     ``rows·(words_per_row + store_row_extra) + store_fixed``.
     Q: QUANT ``max(groups, quant_passes·nch) + quant_fixed`` (``quant_passes`` reads of the
-    tile: 1 for the QPU, 2 for the INT8 core's quantizer); QCFG ``qcfg`` cycles.
+    tile: 1 for the QPU, 2 for the INT8 core's quantizer), with exponent bins ``bin_cycles +
+    quant_fixed`` (:meth:`quant_work`); QCFG ``qcfg`` cycles.
     M: a GEMM of ``G`` groups alone is busy ``G + gemm_fixed`` cycles; its last group leaves
     the replay half ``replay_fixed`` cycles after ``G`` groups, and its drain ends
     ``gemm_fixed - replay_fixed`` cycles after that; the replay half takes the next GEMM
@@ -97,12 +101,12 @@ class Timing:
         of rtl/core_host.py, host words per row; the arrays' tile period of
         :func:`sim.timing.array_tile_period` for a GEMM alone and between tiles; drains of ``T``
         beats; the sorter's depth, one register per network stage, for a QUANT, or with
-        exponent bins their flush, one cycle per bin and one for the tile's end), with
+        exponent bins :data:`BINS_FIXED` beside the bins' own cycles of the work), with
         ``overrides`` for the measured values (:func:`dstar.benches.perf_validate.calibrate`)."""
         words = {b: host_words_per_row(cfg, b) for b in BUFFERS}
         D = array_tile_period(cfg)
         base = dict(tile=cfg.tile, words=words, tile_period=D, gemm_fixed=D,
-                    quant_fixed=(cfg.pack_bins + 1 if cfg.packer == "bins"
+                    quant_fixed=(BINS_FIXED if cfg.packer == "bins"
                                  else len(network(cfg.sort_n))), drain_period=cfg.tile)
         if cfg.datapath == "int8":       # rtl/core_quant_int8.py: 2·nch + 4 cycles
             base.update(quant_passes=2, quant_fixed=INT8_QUANT_FIXED)
@@ -126,10 +130,18 @@ class Timing:
             return (count if a.get("zero") else count * self.words[buf]) + self.load_fixed
         return count * (self.words[buf] + self.store_row_extra) + self.store_fixed
 
+    def quant_work(self, w: Work) -> int:
+        """A QUANT's cycles that follow its data: with exponent bins the bins' cycles for the
+        tile (:func:`golden.schedule.bin_cycles`), else the longer of its groups and its
+        ``quant_passes`` reads of the tile."""
+        if w.packer_cycles is not None:
+            return w.packer_cycles
+        return max(w.n("gmem_writes"), self.quant_passes * w.args["nch"])
+
     def quant(self, w: Work) -> int:
         if w.op == "QCFG":
             return self.qcfg
-        return max(w.n("gmem_writes"), self.quant_passes * w.args["nch"]) + self.quant_fixed
+        return self.quant_work(w) + self.quant_fixed
 
     @staticmethod
     def vrow_key(w: Work) -> str:

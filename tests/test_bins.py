@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from _ref import tile_columns
 from golden.config import PACK_BINS, ConfigError
-from golden.schedule import bin_index, bin_tile, execute, reference_product, schedule_matrix
+from golden.schedule import (
+    bin_cycles,
+    bin_index,
+    bin_tile,
+    execute,
+    reference_product,
+    schedule_matrix,
+)
 
 SET = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -40,6 +47,21 @@ def test_bins_by_hand():
     eight = dataclasses.replace(cfg, pack_bins=8)
     assert [bin_index(x, 8) for x in (0, 2, 1, 8)] == [0, 1, 4, 4]
     assert bin_tile(exps, eight) == [(0, [0, 2]), (1, [3]), (2, [1, 6]), (0, [5]), (8, [4])]
+
+
+def test_bin_cycles_by_hand():
+    """The stream of test_bins_by_hand sends its groups on descriptors 2, 5 and 6, then two at
+    the tile's end. Sub-channels {0, 1, 2}, {3}, {4, 5, 6} of a tile of 5 (4 without columns):
+    the first sends on its last column (1 cycle), the second sends nothing (1), the third on
+    its second and last columns (2), the two without columns 1 each; then 2 bins, the end 1."""
+    cfg = preset("tiny", packer="bins", lanes=2)
+    trig = []
+    bin_tile([0, 2, 0, 1, 8, 0, 2], cfg, trig)
+    assert trig == [2, 5, 6, None, None]
+    assert bin_cycles([0, 0, 0, 1, 2, 2, 2], trig, 5) == 1 + 1 + 2 + 1 + 1 + 2 + 1
+    # Sending on a column that is not its sub-channel's last costs a cycle more.
+    assert bin_cycles([0, 0, 1, 1, 2, 2, 3], trig, 4) == 1 + 2 + 1 + 1 + 2 + 1
+    assert bin_cycles([], [], 3) == 3 + 1
 
 
 @pytest.mark.parametrize("bad, msg", [

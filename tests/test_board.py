@@ -52,6 +52,8 @@ def _build(capsys, *argv):
     (["--set", "vpu_lanes=8"], "the core needs rows == cols == vpu_lanes"),
     (["-o", "{d}/file"], "is a file, not a directory"),
     (["-o", "{d}/file/sub"], "is a file, not a directory"),
+    (["--timeout", "0"], "--timeout must be a positive number of minutes, not 0"),
+    (["--timeout", "-5"], "--timeout must be a positive number of minutes"),
 ])
 def test_build_bad_input_is_refused_before_any_work(tmp_path, capsys, monkeypatch, argv, frag):
     """``--baud 0`` used to exit 2 only after creating the output folder (and a baud rate the
@@ -82,7 +84,7 @@ def fake_flow(monkeypatch, tmp_path):
     import fpga.pnr
     import fpga.synth
 
-    state = SimpleNamespace(timing=True, pack_fails=False)
+    state = SimpleNamespace(timing=True, pack_fails=False, pnr_timeout=None, pnr_hangs=False)
 
     class Platform:
         default_clk_frequency = 25e6
@@ -98,6 +100,10 @@ def fake_flow(monkeypatch, tmp_path):
 
     def pnr(netlist, *, workdir, **kw):
         workdir.mkdir(parents=True)
+        state.pnr_timeout = kw.get("timeout")
+        if state.pnr_hangs:
+            raise fpga.pnr.PnrError(f"nextpnr-ecp5 timed out after {kw['timeout']} s; log: "
+                                    f"{workdir / 'nextpnr.log'}")
         (workdir / "board.config").write_text("cfg")
         return dict(fmax_mhz=30.0 if state.timing else 20.0, timing_pass=state.timing,
                     utilisation={}, log=str(workdir / "nextpnr.log"), tools={})
@@ -140,6 +146,18 @@ def test_build_failure_is_one_line_and_leaves_no_output(tmp_path, capsys, fake_f
     assert err.splitlines()[-1] == "dstar: error: ecppack failed: ecppack: bad config"
     assert not any(f.exists() for f in files)
     assert sorted(p.name for p in out.iterdir()) == ["pnr", "synth"]   # the tools' work folders
+
+
+def test_build_timeout_stops_a_tool_with_one_line_and_no_output(tmp_path, capsys, fake_flow):
+    """``--timeout`` reaches the tools in seconds; a router stopped there fails the build."""
+    fake_flow.pnr_hangs = True
+    out, files = _outputs(tmp_path)
+    rc, text, err = _build(capsys, "--timeout", "1.5", "-o", out)
+    assert fake_flow.pnr_timeout == 90
+    assert rc == 1
+    assert err.splitlines()[-1].startswith(
+        "dstar: error: place and route failed: nextpnr-ecp5 timed out after 90")
+    assert not any(f.exists() for f in files)
 
 
 def test_build_missing_timing_is_status_1_with_the_outputs(tmp_path, capsys, fake_flow):

@@ -8,6 +8,7 @@ import pytest
 
 import dstar.cli
 from dstar.reports.summary import collect_units, verification
+from golden.config import preset
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,10 @@ def test_the_bench_is_counted_as_a_design(report):
     ratio = (areas["mpu"]["area"] + qpu[0]) / areas["baseline"]["area"]
     assert f"per µm² is **{a['cycles_ratio'] / ratio:.2f}×** the INT8 array's" in text
     assert a["cycles_ratio"] / ratio < a["tput_per_area_ratio"]       # the MPU alone flatters
+    default = bench["config_hash"] == preset(bench["preset"]).hash()
+    assert ("This is the configuration a user gets by default" in text) is default
+    assert ("not the `%s` preset a user gets by default today" % bench["preset"] in text) \
+        is not default
 
 
 def test_verification_rows_are_well_formed():
@@ -106,3 +111,15 @@ def test_report_files_appear_together(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_core_by_part_says_when_it_is_not_todays_default(report):
+    """A core-area report measured before a default switch is labelled, not passed off as the
+    configuration a user gets."""
+    from gen.paths import ROOT
+
+    area = json.loads((ROOT / "reports" / "core_area.json").read_text())
+    text = report[0].read_text()
+    for name, r in area["presets"].items():
+        label = f"`{name}` (config `{r['config_hash']}`, not today's default"
+        assert (label in text) is (r["config_hash"] != preset(name).hash()), name

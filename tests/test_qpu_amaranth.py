@@ -27,6 +27,7 @@ from rtl.sorter import BitonicSorter
 from sim.amaranth_array import ArrayRun
 from sim.amaranth_qpu import run_qpu
 from sim.amaranth_streams import stream_get, stream_put
+from sim.perf_model import BINS_FIXED
 from sim.timing import array_latency, qpu_latency
 
 KINDS = ("mixed", "zero", "max", "outlier", "sweep")
@@ -245,3 +246,20 @@ def test_counters_saturate_at_32_bits():
     expected = {k: min(COUNTER_MAX, start[k] + v) for k, v in n.items()}
     assert run.counters == expected
     assert sum(v == COUNTER_MAX for v in expected.values()) == len(COUNTER_NAMES) - 1
+
+
+@pytest.mark.parametrize("name", sorted(n for n in QPU_CONFIGS if n.startswith("bins")))
+def test_bins_take_the_cycles_the_model_counts(name):
+    """With no input gaps and the outputs always ready, a tile's last group leaves the QPU
+    :func:`golden.schedule.bin_cycles` + :data:`sim.perf_model.BINS_FIXED` cycles after its
+    first sub-channel entered (what the core's cycle model charges a QUANT): on tiles of every
+    kind, one per run."""
+    overrides, B, thr = QPU_CONFIGS[name]
+    cfg = preset("tiny", **overrides)
+    for seed in range(4):
+        wl = qpu_workload(cfg, np.random.default_rng(seed), tiles=1,
+                          kinds=KINDS[seed % len(KINDS):], base_log2=B, thr=thr)
+        run = run_qpu(QPU(cfg), wl, base_log2=B, thr=thr)
+        assert run.groups == wl.groups
+        ts = wl.tiles[0][1]
+        assert run.group_cycles[-1] - run.in_cycles[0] == ts.packer_cycles + BINS_FIXED

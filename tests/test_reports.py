@@ -38,7 +38,8 @@ def test_markdown_writers_render_tables():
     rate = {"fpga/4/2/steady state": dict(preset="fpga", open_groups=4, pack_windows=2,
                                           phase="steady state", groups_per_cycle=0.841,
                                           subchannels_per_cycle=0.931, mpu_wait_cycles=1509,
-                                          groups=7974)}
+                                          groups=7974),
+            "command": "dstar measure qpu-rate"}        # as the bench writes it
     qpu = report_qpu.markdown(dict(common, presets={"fpga": p}, rate=rate))
     assert ("| fpga | sort, open 4, windows 2 | steady state | 0.841 | 0.931 | 1,509 | 7,974 |"
             in qpu)

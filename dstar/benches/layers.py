@@ -608,7 +608,7 @@ def _fmax_md(fmax, total) -> str:
 
 #: Parameters of the arrays' and the packer's datapath that the bench's text names when set.
 LEVERS = ("digit_product", "digits", "weight_hop", "act_hop", "pe_stages", "acc_width",
-          "overflow_detect", "open_groups")
+          "overflow_detect", "open_groups", "packer", "pack_bins")
 
 
 def _levers_md(config: dict) -> str:
@@ -617,6 +617,14 @@ def _levers_md(config: dict) -> str:
     set_ = [f"`{k}={config[k]}`" for k in LEVERS
             if k in config and config[k] != fields[k].default]
     return ", ".join(set_) if set_ else "every lever at its default"
+
+
+def packer_words(config: dict) -> str:
+    """How a configuration's QPU packs its groups (``config`` as a dict): the exponent bins or
+    the sorting packer."""
+    if config.get("packer") == "bins":
+        return f"exponent bins, `pack_bins = {config.get('pack_bins')}`"
+    return f"sorting packer, `open_groups = {config.get('open_groups', 0)}`"
 
 
 def markdown(rep: dict) -> str:
@@ -647,12 +655,11 @@ def markdown(rep: dict) -> str:
     md += ["", _area_md(rep.get("areas"), rep["totals"]["all"])]
     md += ["", _fmax_md(rep.get("fmax"), rep["totals"]["all"])]
     lp = rep["totals"]["all"].get("lane_util_packed") or {}
-    k = rep["config"].get("open_groups", 0)
     if lp.get("snake") is not None:
         md += ["", f"Lane utilization under other packings (group counts of the golden schedule "
                    f"on the same tiles, not simulated; `golden.schedule.packing_groups`), "
                    f"against {_pct(rep['totals']['all'].get('lane_util'))} as built "
-                   f"(`open_groups = {k}`): "
+                   f"({packer_words(rep['config'])}): "
                    f"{_pct(lp.get('chunk'))} with a group never spanning two chunks "
                    f"(`open_groups = 0`), "
                    f"{_pct(lp['snake'])} with every other chunk read in reverse and the partial "

@@ -126,7 +126,7 @@ def calibrate(cfg: Config, m: dict) -> Timing:
         else:
             cnt_tail.append(d["busy_H"])
         if cmd.op == "QUANT":
-            q_off.append(d["busy_Q"] - max(cmd.n("gmem_writes"), cmd.args["nch"]))
+            q_off.append(d["busy_Q"] - base.quant_work(cmd))
         elif cmd.op == "GEMM":
             g_off.append(d["busy_M"] - cmd.n("groups_replayed"))
         elif cmd.op == "VROW":

@@ -2,8 +2,9 @@
 
 Bad input (an unknown board, a configuration the core refuses or whose DSP blocks the device
 does not have, a clock the board's PLL cannot make, a baud rate the clock cannot make, an output
-folder that is a file) is one line and exit status 2 before anything is elaborated or
-written. A failing step or missed timing is one line (naming the tool's log) and
+folder that is a file, a ``--timeout`` that is not positive) is one line and exit status 2
+before anything is elaborated or written. A failing step, a tool stopped at ``--timeout`` or
+missed timing is one line (naming the tool's log) and
 exit status 1; with missed timing the bitstream and ``build.json`` are written anyway (they
 record it), together, as on success."""
 
@@ -34,6 +35,10 @@ def register(sub):
                    help="the core's clock in MHz (default: the board's clock, 25 MHz on the "
                         "ulx3s); another value is made by the FPGA's PLL, and the UART's "
                         "cycles per bit follow it")
+    p.add_argument("--timeout", type=float, default=None, metavar="MINUTES",
+                   help="stop a tool (Yosys, nextpnr) that runs longer than this and fail with "
+                        "one line (default: no limit; nextpnr's router can run for hours on a "
+                        "device it cannot route)")
     p.add_argument("-o", "--out", type=Path, default=None,
                    help="output directory, created if missing (default "
                         "build/board/<board>-<preset>)")
@@ -50,10 +55,14 @@ def run_build(args):
     require_extra("fpga", "dstar build")  # the board's definition, nextpnr, ecppack
     with checking():
         check_build(args.board, cfg, args.baud, args.clock_mhz)
+        if args.timeout is not None and not args.timeout > 0:
+            raise ValueError(f"--timeout must be a positive number of minutes, not "
+                             f"{args.timeout:g}")
     check_output_dir(out)
     check_outputs(*output_files(args.board, cfg, out))
     try:
-        r = build(args.board, cfg, out, baud=args.baud, clock_mhz=args.clock_mhz)
+        r = build(args.board, cfg, out, baud=args.baud, clock_mhz=args.clock_mhz,
+                  timeout=None if args.timeout is None else args.timeout * 60)
     except BuildError as e:
         raise WorkError(str(e)) from None
     res = r["resources"]

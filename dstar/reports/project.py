@@ -386,6 +386,7 @@ def _workloads(profile: Path, bench: Path) -> tuple:
 
 def _our_workload(prof: dict, b: dict, wls: list, notes: list) -> tuple:
     """:func:`_workloads` from the two reports' contents."""
+    from dstar.benches.layers import packer_words
     runs = prof["runs"]
     sar = [r for r in runs if r.get("sar") and r.get("sar_interval") == 2]
     if not sar:
@@ -406,8 +407,7 @@ def _our_workload(prof: dict, b: dict, wls: list, notes: list) -> tuple:
     notes.append(f"ours: trained digits DiT, profile point `{pick['name']}` (the most attention "
                  f"work removed at PSNR >= 35 dB: {bits:.2f} bits, {kept:.2f} of blocks kept; P "
                  f"bits taken equal to the activations'), lane fill {fill:.3f} from `dstar bench` "
-                 f"on the steps after the first (packer with "
-                 f"`open_groups = {b['config'].get('open_groups', 0)}`)")
+                 f"on the steps after the first ({packer_words(b['config'])})")
     return wls, notes
 
 

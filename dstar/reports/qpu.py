@@ -275,7 +275,8 @@ def markdown(data: dict) -> str:
                         f"sort, open {r.get('open_groups', 0)}, windows {r.get('pack_windows', 1)}",
                         r["phase"],
                         f"{r['groups_per_cycle']:.3f}", f"{r['subchannels_per_cycle']:.3f}",
-                        _n(r["mpu_wait_cycles"]), _n(r["groups"])] for r in rate.values()], 3),
+                        _n(r["mpu_wait_cycles"]), _n(r["groups"])]
+                       for k, r in rate.items() if k != "command"], 3),
                ""]
     if data.get("plot"):
         md += [f"![QPU area by submodule]({data['plot']})", ""]

@@ -28,6 +28,7 @@ from pathlib import Path
 from gen.outputs import png_writer, write_together
 from gen.paths import REPORTS, SIM_BUILD
 from gen.tables import md_table
+from golden.config import preset as config_preset
 
 SIM = SIM_BUILD
 
@@ -317,10 +318,18 @@ def _whole_system(bench: dict, packing: dict | None) -> list:
             f"the weight memories (macros; the MPU's has {bench['config']['lanes']} read ports, "
             f"one per lane, against the INT8 array's 1), the other buffers, the VPU and the "
             f"control on both sides, and the INT8 "
-            f"design's activation quantizer. This is the bench's configuration (its `--set` "
-            f"levers and operating point), not the preset a user gets by default, and its "
-            f"operating point was chosen on the float-simulated quantized DiT, not on the "
-            f"integer model; the whole-core comparison above counts everything."]
+            f"design's activation quantizer. {_bench_config_words(bench)} The whole-core "
+            f"comparison above counts everything."]
+
+
+def _bench_config_words(bench: dict) -> str:
+    """Whether the bench measured the configuration a user gets by default (its preset's hash)."""
+    name = bench["preset"]
+    if bench["config_hash"] == config_preset(name).hash():
+        return (f"This is the configuration a user gets by default (the `{name}` preset as it "
+                f"is today).")
+    return (f"This is the bench's configuration (its `--set` levers), not the `{name}` preset a "
+            f"user gets by default today.")
 
 
 def _compare_section(rec) -> list:
@@ -476,10 +485,13 @@ def report_files(out: Path) -> tuple:
     if area:
         md += ["## The core by part", "", "`dstar measure core-area` (details: "
                "`reports/core_area.md`).", ""]
-        for preset, r in area["presets"].items():
+        for name, r in area["presets"].items():
             tot = max(1, r["total"].get("lut4", 1))
             rows = sorted(r["parts"].items(), key=lambda kv: -kv[1].get("lut4", 0))
-            md += [f"`{preset}`:", "",
+            when = ("" if r.get("config_hash") == config_preset(name).hash() else
+                    f" (config `{r.get('config_hash')}`, not today's default: measured before a "
+                    f"default switch)")
+            md += [f"`{name}`{when}:", "",
                    _table(["part", "LUT4", "share", "FF", "DSP", "BRAM"],
                           [[p, v.get("lut4"), f"{100 * v.get('lut4', 0) / tot:.1f} %",
                             v.get("ff"), v.get("dsp"), v.get("bram")] for p, v in rows]), ""]
