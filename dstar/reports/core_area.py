@@ -22,7 +22,7 @@ from gen.outputs import check_output_dir, save_png, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import Step, say
 from gen.tables import md_table
-from golden.config import PRESETS, preset
+from golden.config import PRESETS, VARIANTS, preset
 
 OUT = ROOT / "reports"
 
@@ -74,11 +74,11 @@ def breakdown(stats: dict, top: str) -> dict:
     return parts
 
 
-def synthesize_core(name: str, steps: list) -> dict:
+def synthesize_core(name: str, steps: list, variant: str | None = None) -> dict:
     from gen.generate import to_rtlil
     from gen.units import top_name
 
-    cfg = preset(name)
+    cfg = preset(name, variant)
     top = top_name("core")
     wd = BUILD_ROOT / f"core-{cfg.name}-{cfg.hash()}" / "ecp5-modules"
     shutil.rmtree(wd, ignore_errors=True)
@@ -94,7 +94,7 @@ def synthesize_core(name: str, steps: list) -> dict:
     parts = {p: resources("ecp5", cells) for p, cells in breakdown(stats, top).items()}
     total = json.loads((wd / "stat.json").read_text())
     cells = {k: v for k, v in total["design"]["num_cells_by_type"].items() if k != "$scopeinfo"}
-    return dict(preset=name, config_hash=cfg.hash(), parts=parts,
+    return dict(preset=name, variant=variant, config_hash=cfg.hash(), parts=parts,
                 total=resources("ecp5", cells), seconds=round(secs, 1),
                 tools={"yosys": yosys_version()}, workdir=str(wd))
 
@@ -108,7 +108,8 @@ def render(res: dict) -> str:
     for name, r in res["presets"].items():
         rows = sorted(r["parts"].items(), key=lambda kv: -kv[1].get("lut4", 0))
         tot = r["total"]
-        md += [f"## `{name}` preset", "",
+        var = f", variant `{r['variant']}`" if r.get("variant") else ""
+        md += [f"## `{name}` preset{var} (config `{r['config_hash']}`)", "",
                md_table(["part", "LUT4", "share", "FF", "carry", "DSP", "BRAM", "LUT RAM"],
                       [[p, v.get("lut4", 0),
                         f"{100 * v.get('lut4', 0) / max(1, tot.get('lut4', 1)):.1f} %",
@@ -152,11 +153,14 @@ def main(argv=None, prog=None) -> int:
     ap = Parser(prog=prog or "dstar measure core-area", description=__doc__.split("\n")[0])
     ap.add_argument("--presets", nargs="+", default=["tiny", "fpga"], choices=sorted(PRESETS),
                     help="presets to synthesize (default: tiny fpga)")
+    ap.add_argument("--variant", choices=sorted(VARIANTS), default=None,
+                    help="a variant of the presets (golden.config.VARIANTS) instead of their "
+                         "default configuration")
     args = ap.parse_args(argv)
     check_output_dir(OUT)
     steps, res = [], {"presets": {}}
     for name in args.presets:
-        res["presets"][name] = synthesize_core(name, steps)
+        res["presets"][name] = synthesize_core(name, steps, args.variant)
     res["steps"] = steps
     res["generated"] = time.strftime("%Y-%m-%d")
     write_together({OUT / "core_area.json": json.dumps(relative_paths(res), indent=2) + "\n",
