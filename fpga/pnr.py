@@ -63,8 +63,13 @@ def parse_fmax_log(log: str) -> dict:
 
 
 def _critical_path(report: dict, clock: str) -> dict | None:
-    paths = [p for p in report.get("critical_paths", [])
-             if clock in p.get("from", "") and clock in p.get("to", "")]
+    """The summary of ``clock``'s own critical path; in a design with one clock whose name
+    nextpnr changed (a board's clock becomes a global net, ``$glbnet$clk``), that clock's."""
+    crit = report.get("critical_paths", [])
+    paths = [p for p in crit if clock in p.get("from", "") and clock in p.get("to", "")]
+    if not paths:
+        own = [p for p in crit if p.get("from") == p.get("to") and "<async>" not in p["from"]]
+        paths = own if len(own) == 1 else []
     if not paths:
         return None
     path = paths[0]["path"]

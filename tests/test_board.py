@@ -298,3 +298,23 @@ def test_build_with_the_pll_records_the_core_clock(tmp_path, capsys, fake_flow, 
     assert rec["clock_mhz"] == 50.0 and rec["pll"] is True and rec["cycles_per_bit"] == 434
     assert rec["fmax_mhz"] == 51.5 and rec["constraint_mhz"] == 50.0
     assert "Fmax 51.5 MHz at 50 MHz (met)" in text
+
+
+def test_a_boards_renamed_clock_keeps_its_critical_path():
+    """On the board nextpnr renames the one clock (``clk25`` becomes the global net
+    ``$glbnet$clk``): the build's record still gets that clock's critical path, not the
+    asynchronous ones beside it."""
+    from fpga.pnr import _critical_path
+
+    def path(a, b, delay):
+        return {"from": a, "to": b, "path": [
+            {"type": "clk-to-q", "delay": 0.5, "from": {"cell": "src"}, "to": {"cell": "x"}},
+            {"type": "routing", "delay": delay, "net": "n", "from": {"cell": "x"},
+             "to": {"cell": "dst"}}]}
+    clk = "posedge $glbnet$clk"
+    report = {"critical_paths": [path(clk, clk, 20.0), path("<async>", "<async>", 1.0),
+                                 path(clk, "<async>", 3.0)]}
+    assert _critical_path(report, "clk25")["delay_ns"] == 20.5
+    assert _critical_path(report, "clk")["delay_ns"] == 20.5
+    report["critical_paths"].append(path("posedge other", "posedge other", 9.0))
+    assert _critical_path(report, "clk25") is None           # two clocks: not guessed
