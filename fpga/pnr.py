@@ -62,14 +62,18 @@ def parse_fmax_log(log: str) -> dict:
     return out
 
 
+def _clock_key(fmax: dict, clock: str) -> str | None:
+    """The name nextpnr gives ``clock`` among the clocks of ``fmax``: itself out of context,
+    with a suffix behind I/O buffers, or a design's one clock renamed (a board's clock becomes
+    the global net ``$glbnet$clk``); ``None`` when it cannot tell."""
+    return next((k for k in fmax if k == clock), None) or next(
+        (k for k in fmax if k.startswith(clock)), None) or (
+        next(iter(fmax)) if len(fmax) == 1 else None)
+
+
 def _critical_path(report: dict, clock: str) -> dict | None:
-    """The summary of ``clock``'s own critical path; in a design with one clock whose name
-    nextpnr changed (a board's clock becomes a global net, ``$glbnet$clk``), that clock's."""
-    crit = report.get("critical_paths", [])
-    paths = [p for p in crit if clock in p.get("from", "") and clock in p.get("to", "")]
-    if not paths:
-        own = [p for p in crit if p.get("from") == p.get("to") and "<async>" not in p["from"]]
-        paths = own if len(own) == 1 else []
+    paths = [p for p in report.get("critical_paths", [])
+             if clock in p.get("from", "") and clock in p.get("to", "")]
     if not paths:
         return None
     path = paths[0]["path"]
@@ -154,17 +158,14 @@ def place_and_route(netlist: str | os.PathLike, *, workdir: str | os.PathLike,
             for k, v in report.get("fmax", {}).items()}
     if not fmax:
         fmax = parse_fmax_log(log)
-    # Out of context the clock keeps its port name; with I/O buffers it gets a suffix.
-    key = next((k for k in fmax if k == clock), None) or next(
-        (k for k in fmax if k.startswith(clock)), None) or (
-        next(iter(fmax)) if len(fmax) == 1 else None)     # a board's one clock, renamed
+    key = _clock_key(fmax, clock)
     util = {k: {"used": int(v["used"]), "available": int(v["available"])}
             for k, v in sorted(report.get("utilization", {}).items())}
     result = dict(
         fmax_mhz=round(fmax[key]["achieved"], 2) if key else None,
         constraint_mhz=float(freq_mhz),
         timing_pass=fmax[key]["pass"] if key else None,
-        fmax=fmax, utilisation=util, critical_path=_critical_path(report, clock),
+        fmax=fmax, utilisation=util, critical_path=_critical_path(report, key or clock),
         device=device, package=package, seed=seed, out_of_context=out_of_context,
         args=args, seconds=round(seconds, 2),
         tools={"nextpnr-ecp5": nextpnr_version()}, workdir=str(workdir), log=str(log_path))
@@ -179,6 +180,7 @@ def _cached(workdir: Path, netlist: Path, args: list, clock: str) -> dict | None
         filecmp.cmp(netlist, workdir / "design.json", shallow=False) and r.get("args") == args
         and r.get("tools", {}).get("nextpnr-ecp5") == nextpnr_version()))
     if res is not None and (workdir / "report.json").exists():
+        key = _clock_key(res.get("fmax", {}), clock) or clock
         res["critical_path"] = _critical_path(json.loads((workdir / "report.json").read_text()),
-                                              clock)
+                                              key)
     return res

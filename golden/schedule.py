@@ -42,7 +42,8 @@ __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Grou
            "TileSchedule", "schedule_tile", "schedule_matrix", "precision_counters",
            "quantize_counted", "Accumulator", "execute",
            "slice_pe_execute", "int8_pe_execute", "reference_product", "exp_steps", "shift_counts",
-           "PACKINGS", "packing_groups", "pack_tile", "bin_index", "bin_tile", "bin_cycles"]
+           "PACKINGS", "packing_groups", "pack_tile", "bin_index", "bin_tile", "bin_events",
+           "bin_cycles"]
 
 COUNTER_MAX = (1 << 32) - 1
 
@@ -226,16 +227,16 @@ def bin_index(exp, bins: int):
     return ((exp >> 1) + (exp & 1) * (bins // 2)) % bins
 
 
-def bin_tile(exps, cfg: Config, triggers: list | None = None):
+def bin_events(exps, cfg: Config) -> tuple:
     """The exponent bins (``cfg.packer == "bins"``, :class:`rtl.binner.Binner`) over one tile's
-    descriptors in channel-then-k order (``exps``: their exponents): the lane groups as
-    ``[(exp, descriptor indices)]`` in stream order.
+    descriptors in channel-then-k order (``exps``: their exponents): ``(groups, triggers)``,
+    the lane groups as ``[(exp, descriptor indices)]`` in stream order and, per group, the
+    index of the descriptor whose arrival sent it (``None``: sent at the tile's end).
 
     Each descriptor goes to bin :func:`bin_index` of its exponent among ``cfg.pack_bins``. A bin
     that holds another exponent is emitted first (partial) and starts again with the
     descriptor; a bin that reaches ``lanes`` descriptors is emitted at once. After the tile's
-    last descriptor the bins still open are emitted in bin order. ``triggers``, when given, gets
-    per group the index of the descriptor whose arrival emitted it (``None``: the tile's end)."""
+    last descriptor the bins still open are emitted in bin order."""
     K, L = cfg.pack_bins, cfg.lanes
     bins = [None] * K                  # (exp, descriptor indices) or None
     out, why = [], []
@@ -253,10 +254,12 @@ def bin_tile(exps, cfg: Config, triggers: list | None = None):
             why.append(i)
             bins[s] = None
     rest = [v for v in bins if v is not None]
-    out.extend(rest)
-    if triggers is not None:
-        triggers.extend(why + [None] * len(rest))
-    return out
+    return out + rest, why + [None] * len(rest)
+
+
+def bin_tile(exps, cfg: Config) -> list:
+    """The groups of :func:`bin_events`."""
+    return bin_events(exps, cfg)[0]
 
 
 def bin_cycles(channels, triggers, C: int) -> int:
@@ -265,7 +268,7 @@ def bin_cycles(channels, triggers, C: int) -> int:
     next tile's: a sub-channel takes a cycle per group its columns send and one more for its
     columns after the last such one (one cycle when it sends none); then a cycle per bin still
     open at the tile's end and one for the end. ``channels``: each descriptor's sub-channel, in
-    channel-then-k order; ``triggers``: :func:`bin_tile`'s."""
+    channel-then-k order; ``triggers``: :func:`bin_events`'."""
     channels = np.asarray(channels, dtype=np.int64)
     sends = np.zeros(C, np.int64)
     tail = np.ones(C, np.int64)        # a cycle for the columns after the last group sent
@@ -323,8 +326,10 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
                                           idx.reshape(nchunks, n), ex.reshape(nchunks, n))
         runs_of = [_chunk_runs(keys[c], idx_s[c], ex_s[c], cfg) for c in range(nchunks)]
         chunk_runs = [[(e, len(members)) for e, members in runs] for runs in runs_of]
-        trig = []
-        packed = bin_tile(exp, cfg, trig) if cfg.packer == "bins" else pack_tile(runs_of, cfg)
+        if cfg.packer == "bins":
+            packed, trig = bin_events(exp, cfg)
+        else:
+            packed = pack_tile(runs_of, cfg)
         for gexp, members in packed:
             members = np.asarray(members, dtype=np.int64)
             m = len(members)
@@ -352,7 +357,7 @@ def schedule_tile(q, b, e, cfg: Config) -> TileSchedule:
     ctr.add("shifts", sum(1 for v in sc if v))
     ctr.add("shift_amount", sum(abs(v) for v in sc))
     cycles = None
-    if cfg.packer == "bins":
+    if cfg.packer == "bins":        # no kept column: every sub-channel a cycle, then the end
         cycles = bin_cycles(ch, trig if nchunks else [], C)
     return TileSchedule(groups=groups, counters=ctr, chunks=nchunks, chunk_runs=chunk_runs,
                         packer_cycles=cycles)

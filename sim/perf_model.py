@@ -38,15 +38,12 @@ from golden.layouts import VPU_OPS, gmem_layout, layout_width
 from program.isa import BUFFERS, core_for, host_words_per_row, row_width
 
 from .core_work import Work
-from .timing import array_tile_period
+from .timing import BINS_FIXED, array_tile_period
 
 __all__ = ["Timing", "RunCycles", "simulate", "buffer_bytes", "model_program", "ENGINES",
-           "INT8_QUANT_FIXED", "BINS_FIXED"]
+           "INT8_QUANT_FIXED"]
 
 ENGINES = ("H", "Q", "M", "V")
-#: The exponent bins' QUANT cycles beyond :func:`golden.schedule.bin_cycles`: the QPU's front
-#: end (3) and the binner's output register (1).
-BINS_FIXED = 4
 #: The INT8 quantizer's cycles beyond its two passes (rtl/core_quant_int8.py).
 INT8_QUANT_FIXED = 4
 
@@ -101,7 +98,7 @@ class Timing:
         of rtl/core_host.py, host words per row; the arrays' tile period of
         :func:`sim.timing.array_tile_period` for a GEMM alone and between tiles; drains of ``T``
         beats; the sorter's depth, one register per network stage, for a QUANT, or with
-        exponent bins :data:`BINS_FIXED` beside the bins' own cycles of the work), with
+        exponent bins :data:`sim.timing.BINS_FIXED` beside the bins' own cycles of the work), with
         ``overrides`` for the measured values (:func:`dstar.benches.perf_validate.calibrate`)."""
         words = {b: host_words_per_row(cfg, b) for b in BUFFERS}
         D = array_tile_period(cfg)

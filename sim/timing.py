@@ -11,7 +11,13 @@ from __future__ import annotations
 from golden.bitonic import network
 
 __all__ = ["pe_latency", "array_latency", "array_tile_period", "array_first_beats",
-           "qpu_latency", "vpu_latency", "core_store_latency"]
+           "qpu_latency", "vpu_latency", "core_store_latency", "QPU_FRONT", "BINS_FIXED"]
+
+#: Register stages of the QPU's front end (max, precision, quantize: rtl/qpu_front.py).
+QPU_FRONT = 3
+#: Cycles of a QUANT through the exponent bins beyond :func:`golden.schedule.bin_cycles`, from
+#: its first sub-channel in to its last group out: the front end and the bins' output register.
+BINS_FIXED = QPU_FRONT + 1
 
 
 def pe_latency(cfg) -> int:
@@ -52,8 +58,8 @@ def qpu_latency(cfg) -> int:
     register: the front end (3), up to four cycles for the sub-channel's groups, one per open
     bin and the tile's end."""
     if cfg.packer == "bins":
-        return 3 + 4 + cfg.pack_bins + 1
-    return 3 + 1 + len(network(cfg.sort_n)) + 1
+        return QPU_FRONT + 4 + cfg.pack_bins + 1
+    return QPU_FRONT + 1 + len(network(cfg.sort_n)) + 1
 
 
 def vpu_latency(cfg) -> int:

@@ -15,6 +15,7 @@ from _ref import tile_columns
 from golden.config import PACK_BINS, ConfigError
 from golden.schedule import (
     bin_cycles,
+    bin_events,
     bin_index,
     bin_tile,
     execute,
@@ -55,8 +56,8 @@ def test_bin_cycles_by_hand():
     the first sends on its last column (1 cycle), the second sends nothing (1), the third on
     its second and last columns (2), the two without columns 1 each; then 2 bins, the end 1."""
     cfg = preset("tiny", packer="bins", lanes=2)
-    trig = []
-    bin_tile([0, 2, 0, 1, 8, 0, 2], cfg, trig)
+    groups, trig = bin_events([0, 2, 0, 1, 8, 0, 2], cfg)
+    assert groups == bin_tile([0, 2, 0, 1, 8, 0, 2], cfg)
     assert trig == [2, 5, 6, None, None]
     assert bin_cycles([0, 0, 0, 1, 2, 2, 2], trig, 5) == 1 + 1 + 2 + 1 + 1 + 2 + 1
     # Sending on a column that is not its sub-channel's last costs a cycle more.

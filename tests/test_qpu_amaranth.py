@@ -27,8 +27,7 @@ from rtl.sorter import BitonicSorter
 from sim.amaranth_array import ArrayRun
 from sim.amaranth_qpu import run_qpu
 from sim.amaranth_streams import stream_get, stream_put
-from sim.perf_model import BINS_FIXED
-from sim.timing import array_latency, qpu_latency
+from sim.timing import BINS_FIXED, array_latency, qpu_latency
 
 KINDS = ("mixed", "zero", "max", "outlier", "sweep")
 
@@ -251,7 +250,7 @@ def test_counters_saturate_at_32_bits():
 @pytest.mark.parametrize("name", sorted(n for n in QPU_CONFIGS if n.startswith("bins")))
 def test_bins_take_the_cycles_the_model_counts(name):
     """With no input gaps and the outputs always ready, a tile's last group leaves the QPU
-    :func:`golden.schedule.bin_cycles` + :data:`sim.perf_model.BINS_FIXED` cycles after its
+    :func:`golden.schedule.bin_cycles` + :data:`sim.timing.BINS_FIXED` cycles after its
     first sub-channel entered (what the core's cycle model charges a QUANT): on tiles of every
     kind, one per run."""
     overrides, B, thr = QPU_CONFIGS[name]
