@@ -38,11 +38,11 @@ regress:  ## the long tier: every preset on both simulators, many seeds, random 
 
 reports:  ## regenerate every figure REPORT.md states: synthesis, place-and-route, simulation speed, QPU rate, profile, bench, sample (hours)
 	$(BIN)/dstar measure arrays
-	$(BIN)/dstar measure qpu-area
 	$(BIN)/dstar measure qpu-rate
+	$(BIN)/dstar measure qpu-area
 	$(BIN)/dstar measure vpu
 	$(BIN)/dstar measure core
-	$(BIN)/dstar measure core-area --variant initial  # fpga/estimate_core.py is calibrated on these cores
+	$(BIN)/dstar measure core-area
 	$(BIN)/dstar measure asic
 	$(BIN)/dstar measure pe-levers --mpu --reuse
 	$(BIN)/dstar measure packing --reuse
@@ -54,6 +54,7 @@ reports:  ## regenerate every figure REPORT.md states: synthesis, place-and-rout
 	$(BIN)/dstar measure perf
 	$(BIN)/dstar measure projection
 	$(BIN)/dstar measure compare --reuse --jobs $(JOBS)
+	$(BIN)/dstar measure pe-area --reuse
 	$(BIN)/dstar dit-int --model small --steps 8 --seed 0 --preset tiny --preset fpga --sar both --json reports/dit_int.json --md reports/dit_int.md
 	$(BIN)/dstar sample --backend verilator --preset fpga --fit-buffers --steps 10 --jobs $(JOBS) --out reports
 	$(MAKE) board

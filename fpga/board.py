@@ -187,7 +187,7 @@ def check_clock(board: str, clock_mhz) -> float:
 
 def dsp_blocks(cfg: Config) -> int:
     """MULT18X18D blocks the core of ``cfg`` needs: the measured count of
-    :data:`fpga.estimate_core.CORE_MEASURED` for a measured configuration (305 for ``fpga``),
+    :data:`fpga.estimate_core.CORE_MEASURED` for a measured configuration (49 for ``fpga``),
     else the analytic estimate's; with ``digit_product="select"`` the PE array's
     ``rows · cols · lanes`` digit products (one block each with ``multiply``) are taken off."""
 

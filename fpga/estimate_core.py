@@ -21,11 +21,11 @@ the dispatcher. :func:`core_parts` returns its parts for :func:`fpga.estimate.es
   coefficients were fitted to. Its generic transistors count only its flip-flops (no generic
   synthesis of the core is measured), so the core's transistor figure is a lower bound.
 
-Against the two measured cores the estimate is within 5 % on LUTs and 2 % on flip-flops (see
-:func:`measured_error`); those are the points the control line goes through, so the error is that
-of the composed parts, not a held-out check. Block RAM is exact on ``fpga``; on ``tiny`` Yosys puts
-RBUF (64 × 152 bits) in five DP16KD where the cost rule of ``memory`` picks LUT RAM (44 against
-49 blocks).
+Against the two measured cores (the presets' defaults) the estimate is within 5 % on LUTs and
+2 % on flip-flops and within two DSP blocks (see :func:`measured_error`); those are the points the
+control line goes through, so the error is that of the composed parts, not a held-out check.
+Block RAM is exact on ``fpga``; on ``tiny`` Yosys puts RBUF in five DP16KD where the cost rule of
+``memory`` picks LUT RAM (45 against 50 blocks).
 
 This module prices parts with :mod:`fpga.estimate_coef` and takes the units' parts from
 :mod:`fpga.estimate_parts`; :mod:`fpga.estimate` imports it, never the other way round.
@@ -37,25 +37,25 @@ from golden.config import Config, preset
 from golden.layouts import group_layout, layout_width
 from program import isa
 
-from .estimate_coef import CALIBRATION, MEASURED_VARIANT, ecp5_resources
+from .estimate_coef import CALIBRATION, ecp5_resources
 from .estimate_parts import Part, array_front, array_pes, dsp_blocks, memory, unit_parts
 
 __all__ = ["core_parts", "datapath_bits", "control", "measured_error", "model_note",
            "CORE_MEASURED"]
 
-#: The measured cores (``reports/core_area.json``, Yosys 0.70, 2026-11-30): ``control`` sums its
-#: parts other than the PE array, MPU front end, QPU (front, sorter, packer) and VPU (LUT total
-#: = LUT4 + 2 × CCU2C, flip-flops; LUT RAM of the M, Q and V engines, whose FIFOs it holds);
-#: ``total`` is the flattened netlist. ``tests/test_cli_estimate.py`` checks them against the
-#: report file.
+#: The measured cores (``reports/core_area.json``, Yosys 0.70, 2026-12-03), the presets' default
+#: configurations: ``control`` sums its parts other than the PE array, MPU front end, QPU (front,
+#: sorter, packer or exponent bins) and VPU (LUT total = LUT4 + 2 × CCU2C, flip-flops; LUT RAM of
+#: the M, Q and V engines, whose FIFOs it holds); ``total`` is the flattened netlist.
+#: ``tests/test_cli_estimate.py`` checks them against the report file.
 CORE_MEASURED = {
-    "tiny": {"config_hash": "b9ae36267cee72c7",
-             "control": {"lut": 10303, "ff": 4323, "lutram": 163},
-             "total": {"lut_total": 33885, "ff": 13859, "dsp": 96, "bram": 49, "lutram": 209}},
-    "fpga": {"config_hash": "b0ec573f4a47dec3",
-             "control": {"lut": 15274, "ff": 6451, "lutram": 302},
-             "total": {"lut_total": 85316, "ff": 40036, "dsp": 305, "bram": 166,
-                       "lutram": 424}},
+    "tiny": {"config_hash": "8412f18527375f8e",
+             "control": {"lut": 9801, "ff": 4374, "lutram": 167},
+             "total": {"lut_total": 32370, "ff": 12076, "dsp": 32, "bram": 50, "lutram": 212}},
+    "fpga": {"config_hash": "fea16e8b4d8cd04e",
+             "control": {"lut": 14871, "ff": 6550, "lutram": 310},
+             "total": {"lut_total": 67462, "ff": 23496, "dsp": 49, "bram": 169,
+                       "lutram": 431}},
 }
 
 #: Parts of ``reports/core_area.json`` that :data:`CORE_MEASURED`'s ``control`` leaves out (the
@@ -79,7 +79,7 @@ def control(cfg: Config) -> dict:
     """LUTs, flip-flops and LUT RAM of the core's control for ``cfg``: the line through
     :data:`CORE_MEASURED` in :func:`datapath_bits` (clipped at zero)."""
     (na, a), (nb, b) = CORE_MEASURED.items()
-    wa, wb = (datapath_bits(preset(n, MEASURED_VARIANT)) for n in (na, nb))
+    wa, wb = (datapath_bits(preset(n)) for n in (na, nb))
     w = datapath_bits(cfg)
     out = {}
     for k in ("lut", "ff", "lutram"):
@@ -126,7 +126,7 @@ def measured_error() -> dict:
     of :data:`CORE_MEASURED`."""
     out = {}
     for name, m in CORE_MEASURED.items():
-        e, t = ecp5_resources(core_parts(preset(name, MEASURED_VARIANT))), m["total"]
+        e, t = ecp5_resources(core_parts(preset(name))), m["total"]
         out[name] = {k: e[f] / t[f] - 1 for k, f in (("lut", "lut_total"), ("ff", "ff"),
                                                       ("dsp", "dsp"), ("bram", "bram"))}
     return out

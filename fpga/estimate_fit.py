@@ -30,6 +30,7 @@ COMPONENTS = ("int8pe", "sorter", "vpu_lane")
 
 _SEL = {"digit_product": "select"}
 _SB = {"digit_product": "select", "digits": "booth"}
+_BINS = {"packer": "bins"}
 
 #: (label, unit or component, preset, overrides): the configurations the coefficients are fitted
 #: to. Each synthesizes in well under two minutes for every target on two busy cores.
@@ -83,6 +84,14 @@ CALIBRATION_RUNS = (
     ("pe select+booth stages=0", "pe", "tiny", {**_SB, "pe_stages": 0}),
     ("mpu 2x2 select", "mpu", "tiny", {**_SEL, "rows": 2, "cols": 2}),
     ("mpu select+booth tiny", "mpu", "tiny", _SB),
+    # The presets' array: select+Booth PEs with both operands broadcast (hops = rows = cols).
+    ("mpu select+booth xbcast tiny", "mpu", "tiny", {**_SB, "weight_hop": 4, "act_hop": 4}),
+    # The exponent bins (issue 28, the presets' packer) with slice and Booth digits.
+    ("qpu bins tiny", "qpu", "tiny", _BINS),
+    ("qpu bins 8", "qpu", "tiny", {**_BINS, "pack_bins": 8}),
+    ("qpu bins 16 lanes=2", "qpu", "tiny", {**_BINS, "pack_bins": 16, "lanes": 2}),
+    ("qpu bins booth lanes=8", "qpu", "tiny", {**_BINS, "digits": "booth", "lanes": 8}),
+    ("qpu bins booth T=2", "qpu", "tiny", {**_BINS, "digits": "booth", "rows": 2, "cols": 2}),
 )
 
 #: Held-out configurations: synthesized and compared by ``dstar measure estimate --calibrate``
@@ -116,6 +125,10 @@ VALIDATION_RUNS = (
     ("baseline weight_hop=4", "baseline", "tiny", {"weight_hop": 4}),
     # The fpga MPU with the select datapath and Booth digits (0 DSP; 64 PEs).
     ("mpu fpga select+booth", "mpu", "fpga", _SB),
+    # The presets' MPU and QPUs (select+Booth PEs, operands broadcast; exponent bins).
+    ("mpu fpga select+booth xbcast", "mpu", "fpga", {**_SB, "weight_hop": 8, "act_hop": 8}),
+    ("qpu bins booth tiny", "qpu", "tiny", {**_BINS, "digits": "booth"}),
+    ("qpu bins booth fpga", "qpu", "fpga", {**_BINS, "digits": "booth"}),
 )
 
 

@@ -40,7 +40,8 @@ logic features
     QPU, weighed to first order in LUT4s (a 2:1 multiplexer bit 1, an n:1 one n/2, an adder or
     comparator bit 1) so that one coefficient scales a part: ``so`` = compare-exchanges of
     :func:`golden.bitonic.network` × (key + 2 × entry bits), ``qf`` the front's per-value
-    datapath, ``qm`` the multiplexers of chunk assembler, packer and digit store. VPU: ``vl.mul``
+    datapath, ``qm`` the multiplexers of chunk assembler, packer and digit store, ``qb`` the
+    exponent bins' logic (:func:`binner`). VPU: ``vl.mul``
     = the lane's ``x × y`` bits from :func:`rtl.vpu_lane.lane_widths`, ``vl.lin`` the rest of
     the lane, ``vo`` its operand selection and GELU tables, ``vpu.mul`` the row scalars'
     multiplier bits. ``*.1``: a constant per part. Generic gates only: ``ff`` (every flip-flop),
@@ -61,15 +62,21 @@ from math import ceil
 
 from golden.bitonic import compare_exchanges
 from golden.config import Config, ConfigError
-from golden.layouts import counters_layout, layout_width, vpu_operand_widths, vpu_param_width
+from golden.layouts import (
+    counters_layout,
+    group_layout,
+    layout_width,
+    vpu_operand_widths,
+    vpu_param_width,
+)
 from golden.vpu import vpu_tables
-from rtl.chunker import SLOTS
+from rtl.chunker import SLOTS, column_layout
 from rtl.qpu import RECON_DEPTH
 from rtl.vpu_lane import VPULane, lane_widths
 
 __all__ = ["Part", "ubits", "dsp_blocks", "memory", "slice_pe", "int8_pe", "array_pes",
-           "array_front", "front_registers", "qpu_parts", "sorter", "vpu_lane", "vpu_parts",
-           "unit_parts", "UNIT_PARTS", "RECON_FIFO_DEPTH"]
+           "array_front", "front_registers", "qpu_parts", "binner", "sorter", "vpu_lane",
+           "vpu_parts", "unit_parts", "UNIT_PARTS", "RECON_FIFO_DEPTH"]
 
 #: The units :func:`unit_parts` models (the core is :mod:`fpga.estimate_core`'s).
 UNIT_PARTS = ("pe", "mpu", "baseline", "qpu", "qpu_mpu", "vpu")
@@ -273,7 +280,8 @@ def front_registers(cfg: Config, baseline: bool = False) -> int:
 
 # ------------------------------------------------------------------------------------ the QPU
 def qpu_parts(cfg: Config) -> list:
-    """:class:`rtl.qpu.QPU`: front (stages 1-3), chunk assembler, sorter, packer, top.
+    """:class:`rtl.qpu.QPU`: front (stages 1-3), chunk assembler, sorter, packer, top; with
+    ``packer == "bins"`` front, exponent bins (:func:`binner`) and top.
 
     The logic features weigh each element by its LUT4 cost to first order (a 2:1 multiplexer
     bit 1, an n:1 multiplexer bit n/2, an adder or comparator bit 1), so that one fitted
@@ -297,28 +305,56 @@ def qpu_parts(cfg: Config) -> list:
     # buffer's next value.
     chunker = Part("QPU chunk assembler", 1, {"reg.qpu": ch_regs,
                                               "qm": 4 * (n + 4) * (ebits + 2 * T)})
-    kw, pw = XW + 1, chw + 1 + ubits(n)
+    kw, pw = XW + 1, ubits(n)                  # the sort key and its payload, the position
     group = T * L * 2 + L * chw + 2 * L + XW + 2
     pk_regs = n * (kw + pw) + 4 + 1 + (n + 1).bit_length() + 1 + group
     # Per lane an n:1 choice of a descriptor and of its digit column.
     packer = Part("QPU packer", 1, {"reg.qpu": pk_regs, "qm": L * n * (kw + pw + 2 * T) // 2})
     fifo = memory(RECON_FIFO_DEPTH - 1, T * rw)  # its read register: the FIFO's output
-    top_regs = (SLOTS * n * 2 * T + _COUNTER_BITS + r0b + 21 + XW + 2
+    top_regs = (_COUNTER_BITS + r0b + 21 + XW + 2
                 + fifo.pop("ff") + 2 * RECON_FIFO_DEPTH.bit_length() + 2)
-    # The digit store's SLOTS:1 read; counters, configuration and FIFO are constant-size.
+    if cfg.packer == "bins":
+        # Counters, configuration and FIFO are constant-size; no digit store.
+        top = Part("QPU counters, FIFO", 1, {"reg.qpu": top_regs, "qpu.1": 1},
+                   mem_bits=(RECON_FIFO_DEPTH - 1) * T * rw, **fifo)
+        return [front, binner(cfg), top]
+    # The column store (SLOTS chunks of n columns) and its SLOTS:1 read; counters,
+    # configuration and FIFO are constant-size.
+    col = column_layout(cfg).size
     top = Part("QPU digit store, counters, FIFO", 1, {
-        "reg.qpu": top_regs, "qm": 2 * n * 2 * T, "qpu.1": 1},
+        "reg.qpu": top_regs + SLOTS * n * col, "qm": 2 * n * col, "qpu.1": 1},
         mem_bits=(RECON_FIFO_DEPTH - 1) * T * rw, **fifo)
     return [front, chunker, sorter(cfg), packer, top]
 
 
+def binner(cfg: Config) -> Part:
+    """:class:`rtl.binner.Binner`: ``pack_bins`` open groups (flag, exponent, column count and
+    ``lanes - 1`` columns each), the held sub-channel's progress, the pending group and the
+    output register. Its logic ``qb``, weighed like the other QPU features: per slice column
+    of a sub-channel its bin's exponent, count and open flag read (``pack_bins``:1) and compared;
+    the group sent, a bin's columns read (``pack_bins``:1) and each lane zeroed when unused;
+    per bin the column written (one of the sub-channel's four) and its exponent."""
+    K, L, X = cfg.pack_bins, cfg.lanes, cfg.exp_width
+    col = column_layout(cfg).size
+    group = layout_width(group_layout(cfg))
+    cb = ubits(L - 1)
+    regs = (K * (1 + X + cb + (L - 1) * col) + cfg.max_reduction.bit_length() + 4 + 3
+            + 2 * (group + 1) + 1)
+    per_column = (X + cb + 1) * K // 2 + X + cb
+    send = ((L - 1) * col + X + cb) * K // 2 + L * col + 2 * col
+    per_bin = 2 * (col + X) + L
+    return Part("QPU exponent bins", 1, {"reg.qpu": regs,
+                                          "qb": 4 * per_column + send + K * per_bin})
+
+
 def sorter(cfg: Config) -> Part:
     """:class:`rtl.sorter.BitonicSorter` as the QPU builds it: ``sort_n`` descriptors, key
-    (valid, exponent), payload (channel, signed, position), one register per network stage.
+    (valid, exponent), payload (the position in the column store,
+    :func:`rtl.chunker.descriptor_layout`), one register per network stage.
     Each compare-exchange of :func:`golden.bitonic.network` is a key comparison and two 2:1
     multiplexers of a whole entry."""
     n = cfg.sort_n
-    kw, pw = cfg.exp_width + 1, cfg.chan_width + 1 + ubits(n)
+    kw, pw = cfg.exp_width + 1, ubits(n)
     lg = n.bit_length() - 1
     stages = lg * (lg + 1) // 2
     cx = compare_exchanges(n)
@@ -414,7 +450,7 @@ def unit_parts(unit: str, cfg: Config) -> list:
     if unit in ("mpu", "baseline"):
         return array_pes(cfg, unit == "baseline") + [array_front(cfg, unit == "baseline")]
     if unit in ("qpu", "qpu_mpu"):
-        if cfg.sort_n < 4:  # the RTL's own check (rtl.qpu.QPU)
+        if cfg.packer == "sort" and cfg.sort_n < 4:  # the RTL's own check (rtl.qpu.QPU)
             raise ValueError(f"sort_n must be >= 4 for the QPU (one sub-channel brings up to 4 "
                              f"slice columns and a chunk must hold the overflow), not "
                              f"{cfg.sort_n}")

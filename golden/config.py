@@ -19,8 +19,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-__all__ = ["Config", "ConfigError", "PRESETS", "VARIANTS", "CHOSEN", "preset", "bitlen",
-           "CORE_BUFFER_ROWS", "PACKERS", "PACK_BINS",
+__all__ = ["Config", "ConfigError", "PRESETS", "VARIANTS", "CHOSEN", "INT8_CHOSEN", "preset",
+           "bitlen", "CORE_BUFFER_ROWS", "PACKERS", "PACK_BINS",
            "CORE_WIDE_ROWS", "CORE_WIDE_ADDR_BITS",
            "CORE_ADDR_BITS"]
 
@@ -506,6 +506,12 @@ PRESETS = {
                   cores=32, weight_hop=8, act_hop=8, pack_bins=8, **CHOSEN),
 }
 
+#: The INT8 core's own choice (``datapath = "int8"``, issue 28, ``reports/pe_area.md``): its PE
+#: without a pipeline stage is 5-7 % smaller and its critical path (1.99 ns at ``paper`` on
+#: Nangate45) still shorter than the DSTAR PE's (2.52 ns), so a baseline at DSTAR's clock takes
+#: it. :func:`preset` applies it to an INT8 configuration unless ``pe_stages`` is given.
+INT8_CHOSEN = dict(pe_stages=0)
+
 #: Earlier defaults kept by name for the lever tables (``preset(name, variant=...)``, the CLI's
 #: ``--variant``). ``initial``: the datapath and quantization point of every preset before
 #: issue 27 (multiplying slice PEs, operands forwarded at every PE, no open groups, one base).
@@ -523,7 +529,9 @@ def preset(name: str, variant: str | None = None, **overrides) -> Config:
     """The named preset (optionally one of its :data:`VARIANTS`), with parameter overrides.
 
     A preset's operand hops are capped at the array's size when ``rows``/``cols`` are
-    overridden and the hops are not (``preset("fpga", rows=4)`` broadcasts over its 4 rows)."""
+    overridden and the hops are not (``preset("fpga", rows=4)`` broadcasts over its 4 rows).
+    An INT8 configuration (``datapath="int8"``) takes :data:`INT8_CHOSEN` where the overrides
+    do not set it."""
     if name not in PRESETS:
         raise ConfigError(f"preset must be one of {sorted(PRESETS)}, not {name!r}")
     if variant is not None and variant not in VARIANTS:
@@ -533,6 +541,8 @@ def preset(name: str, variant: str | None = None, **overrides) -> Config:
         raise ConfigError(f"unknown parameter {sorted(unknown)[0]!r}; parameters are "
                           f"{sorted(k for k in Config.fields() if k != 'name')}")
     merged = {**PRESETS[name], **(VARIANTS[variant] if variant else {}), **overrides}
+    if merged.get("datapath") == "int8":
+        merged = {**merged, **{k: v for k, v in INT8_CHOSEN.items() if k not in overrides}}
     for hop, dim in (("weight_hop", "rows"), ("act_hop", "cols")):
         if hop not in overrides and isinstance(merged.get(dim), int):
             merged[hop] = max(1, min(merged.get(hop, 1), merged[dim]))

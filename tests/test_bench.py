@@ -296,13 +296,16 @@ def test_array_areas_take_each_array_at_its_best():
     from pathlib import Path
 
     from dstar.benches.layers import _row
-    from dstar.benches.resources import array_areas
+    from dstar.benches.resources import array_areas, unit_config
     from fpga.synth import synthesize
 
     lib = Path(__file__).parent / "data" / "tiny_cells.lib"
     cfg = preset("tiny", rows=2, cols=2)
     a = array_areas(cfg, lib)
-    runs = [synthesize("baseline", cfg, "asic", liberty=lib, booth=b, reuse=True)
+    base = unit_config("baseline", cfg)          # the INT8 core's own choices
+    assert base.pe_stages == preset("tiny", datapath="int8").pe_stages != cfg.pe_stages
+    assert a["baseline"]["config_hash"] == base.hash() and a["mpu"]["config_hash"] == cfg.hash()
+    runs = [synthesize("baseline", base, "asic", liberty=lib, booth=b, reuse=True)
             for b in (False, True)]
     assert all(r.get("reused") for r in runs)
     assert a["baseline"]["area"] == min(r["resources"]["area"] for r in runs)

@@ -14,7 +14,6 @@ import dstar.benches.estimate_calibration as calibration
 import dstar.cli
 from fpga import estimate_coef
 from fpga.estimate import CALIBRATION, CALIBRATION_RUNS, VALIDATION_RUNS, estimate
-from fpga.estimate_coef import MEASURED_VARIANT
 from fpga.estimate_core import COMPUTE_PARTS, CORE_MEASURED, ENGINE_PARTS, control, measured_error
 from golden.config import preset
 
@@ -58,7 +57,7 @@ def test_core_is_composed_of_the_units_parts():
 
 def test_control_line_passes_through_the_measured_cores():
     for name, m in CORE_MEASURED.items():
-        c = control(preset(name, MEASURED_VARIANT))
+        c = control(preset(name))
         assert c == pytest.approx({k: float(v) for k, v in m["control"].items()})
 
 
@@ -68,7 +67,7 @@ def test_measured_constants_are_those_of_the_report():
     rep = json.loads((ROOT / "reports" / "core_area.json").read_text())
     for name, m in CORE_MEASURED.items():
         r = rep["presets"][name]
-        assert r["config_hash"] == m["config_hash"] == preset(name, MEASURED_VARIANT).hash()
+        assert r["config_hash"] == m["config_hash"] == preset(name).hash()
         ctl = {k: sum(v.get(f, 0) for p, v in r["parts"].items() if p not in COMPUTE_PARTS)
                for k, f in (("lut", "lut_total"), ("ff", "ff"))}
         ctl["lutram"] = sum(r["parts"][p]["lutram"] for p in ENGINE_PARTS)
@@ -78,10 +77,12 @@ def test_measured_constants_are_those_of_the_report():
 
 def test_core_estimate_against_the_measured_cores():
     """The composed estimate is within the unit tolerance of the measured cores (in-sample for
-    the control line: the check is on the composed parts and the structural RAM counts)."""
+    the control line: the check is on the composed parts and the structural RAM counts); the
+    DSP blocks (the VPU's, the PEs have none) within two blocks."""
     for name, e in measured_error().items():
         assert abs(e["lut"]) <= 0.05 and abs(e["ff"]) <= 0.02, (name, e)
-        assert abs(e["dsp"]) <= 0.03, (name, e)
+        dsp = CORE_MEASURED[name]["total"]["dsp"]
+        assert abs(e["dsp"]) * dsp <= 2 + 1e-9, (name, e)
     assert measured_error()["fpga"]["bram"] == 0
 
 
@@ -110,11 +111,14 @@ def test_measure_estimate_refit_reproduces_the_stored_calibration(tmp_path, monk
     assert head in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and line != head]
     assert len(rows) == len(CALIBRATION_RUNS) + len(VALIDATION_RUNS)
-    assert "| pe tiny | fitted | 424 | -5.3 % | 707 | -1.8 % | 128 | -0.0 % | 11,342 | +0.4 % |" \
-        in out
-    assert "| qpu T=6 | fitted | – | – | – | – | – | – | 192,714 | -0.1 % |" in out
-    assert "| mpu fpga | held out | 27,657 | -1.9 % |" in out
-    assert "ff: reg.arr 0.99993, reg.qpu 0.99078, reg.vpu 0.97671" in out
+    # Every row shows the stored measurement and error; a failed synthesis is a dash.
+    for label, kind in (("pe tiny", "fitted"), ("qpu T=6", "fitted"), ("mpu fpga", "held out")):
+        m = CALIBRATION["measured"][label]
+        e = (CALIBRATION["error"] if kind == "fitted" else CALIBRATION["validation"])[label]
+        cells = [f"{m[t]:,} | {100 * e[t]:+.1f} %" if t in m else "– | –"
+                 for t in ("lut", "lut_nodsp", "ff", "transistors")]
+        assert f"| {label} | {kind} | {' | '.join(cells)} |" in out, label
+    assert "ff: " + ", ".join(f"{f} {c}" for f, c in CALIBRATION["coef"]["ff"].items()) in out
 
 
 def test_measure_estimate_missing_measures_only_what_is_missing(monkeypatch, capsys):
@@ -125,7 +129,7 @@ def test_measure_estimate_missing_measures_only_what_is_missing(monkeypatch, cap
     rc = dstar.cli.main(["measure", "estimate", "--calibrate", "--missing"])
     out, err = capsys.readouterr()
     assert rc == 0 and "measuring the 0 runs with no stored measurement" in err
-    assert "| mpu tiny | fitted | 6,822 |" in out
+    assert f"| mpu tiny | fitted | {CALIBRATION['measured']['mpu tiny']['lut']:,} |" in out
     monkeypatch.setattr(calibration, "yosys_version", lambda: "0.1")
     rc = dstar.cli.main(["measure", "estimate", "--calibrate", "--missing"])
     out, err = capsys.readouterr()

@@ -151,3 +151,18 @@ def test_a_malformed_profile_or_bench_is_one_line_and_exit_2(tmp_path, capsys, w
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1, err
     assert str(files[which]) in err and not (tmp_path / "out").exists()
+
+
+def test_a_core_makes_k_and_v_only_for_the_heads_of_its_query_tiles():
+    """Head-major split: 8 query tiles per core of a head's 16 (DiT-XL/2 512 on 32 cores) touch
+    one head; runs that do not divide the heads' tiles may straddle two; never more heads than
+    there are."""
+    from dstar.reports.project import heads_per_core
+
+    assert heads_per_core(8, 16, 16) == 1
+    assert heads_per_core(16, 16, 16) == 1
+    assert heads_per_core(32, 16, 16) == 2
+    assert heads_per_core(6, 16, 16) == 2          # 6 does not divide 16: may straddle
+    assert heads_per_core(40, 16, 16) == 4         # 2.5 heads, straddling
+    assert heads_per_core(64, 4, 8) == 8           # capped at the heads there are
+    assert heads_per_core(1, 1, 1) == 1

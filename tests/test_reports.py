@@ -38,8 +38,7 @@ def test_markdown_writers_render_tables():
     rate = {"fpga/4/2/steady state": dict(preset="fpga", open_groups=4, pack_windows=2,
                                           phase="steady state", groups_per_cycle=0.841,
                                           subchannels_per_cycle=0.931, mpu_wait_cycles=1509,
-                                          groups=7974),
-            "command": "dstar measure qpu-rate"}        # as the bench writes it
+                                          groups=7974)}   # qpu_rate.json's rows
     qpu = report_qpu.markdown(dict(common, presets={"fpga": p}, rate=rate))
     assert ("| fpga | sort, open 4, windows 2 | steady state | 0.841 | 0.931 | 1,509 | 7,974 |"
             in qpu)
@@ -93,3 +92,23 @@ def test_packing_report_renders_and_refuses_bad_paths(tmp_path):
         with pytest.raises(UserError, match=what):
             report_packing.main([*args, f"--out={tmp_path / 'out'}"])
     assert not (tmp_path / "out").exists()
+
+
+def test_the_qpu_rate_file_is_read_by_its_rows(tmp_path):
+    """qpu_rate.json holds ``{"rows": ...}`` beside the command line; a file of the earlier
+    layout (rows at the top level) is refused with one line, not read as rows."""
+    import json
+
+    import pytest
+
+    from gen.errors import UserError
+
+    row = dict(preset="fpga", phase="steady state", groups_per_cycle=0.5)
+    path = tmp_path / "qpu_rate.json"
+    path.write_text(json.dumps({"rows": {"fpga/bins 4/steady state": row},
+                                "command": "dstar measure qpu-rate"}))
+    assert report_qpu.rate_rows(path) == {"fpga/bins 4/steady state": row}
+    path.write_text(json.dumps({"fpga/bins 4/steady state": row,
+                                "command": "dstar measure qpu-rate"}))
+    with pytest.raises(UserError, match="holds no rows .* run `dstar measure qpu-rate` again"):
+        report_qpu.rate_rows(path)

@@ -427,7 +427,7 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
     thresholds and per-layer bases to quantize with (:func:`layer_configs`). ``liberty``: a
     standard-cell library for the arrays' cell areas (with ``synth``; none: no areas).
     ``fmax``: place and route both arrays for their Fmax (with ``synth``)."""
-    from dstar.benches.resources import array_areas, array_fmax, array_resources
+    from dstar.benches.resources import array_areas, array_fmax, array_resources, unit_config
 
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
@@ -454,7 +454,7 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
     sims = {}
     for unit in ("mpu", "baseline"):
         say(f"simulate {unit} ({simulator}, preset {cfg.name})")
-        sims[unit] = run_array(unit, cfg, layers, simulator)
+        sims[unit] = run_array(unit, unit_config(unit, cfg), layers, simulator)
         say(f"simulate {unit}: {sims[unit]['cycles']} cycles, "
             f"{sims[unit]['drain_beats_checked']} drain beats checked, "
             f"{sims[unit]['run_s']:.1f} s")

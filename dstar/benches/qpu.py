@@ -8,8 +8,8 @@ consuming one group per cycle would wait for the QPU (bubbles in the group strea
 first and last group). ``--open-groups K ...`` measures each preset with each number of open
 partial groups in the packer (``cfg.open_groups``) on the same tiles, side by side, and each
 ``K > 0`` with each ``--pack-windows`` setting (``cfg.pack_windows``), and the exponent bins
-(``cfg.packer = "bins"``) with each ``--pack-bins`` count. Writes ``reports/qpu_rate.json`` and
-``reports/qpu_rate.md``.
+(``cfg.packer = "bins"``) with each ``--pack-bins`` count. Writes ``reports/qpu_rate.json``
+(``{"rows": {key: row}, "command"}``) and ``reports/qpu_rate.md``.
 """
 
 from __future__ import annotations
@@ -140,7 +140,8 @@ def main(argv=None, prog=None):
             "2 also emits the window after a stored one); `bins N` keeps one open group per "
             "exponent bin, N bins, no sort (`packer = \"bins\"`, `pack_bins`).\n\n"
             + "\n".join(rows) + "\n")
-    write_together({args.out / "qpu_rate.json": json.dumps(results, indent=2) + "\n",
+    write_together({args.out / "qpu_rate.json":
+                    json.dumps({"rows": results}, indent=2) + "\n",
                     args.out / "qpu_rate.md": text})
     print(text)
     return 0

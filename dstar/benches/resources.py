@@ -1,6 +1,7 @@
 """ECP5 resources of the two arrays for ``dstar bench``: the MPU and the INT8 baseline of one
-configuration, from the same flow as ``dstar synth`` / ``dstar measure sizes`` (``synth_ecp5``,
-DSP blocks allowed, one fresh Yosys process per unit).
+configuration (the baseline with the INT8 core's own choices, :func:`unit_config`), from the
+same flow as ``dstar synth`` / ``dstar measure sizes`` (``synth_ecp5``, DSP blocks allowed, one
+fresh Yosys process per unit).
 
 Where each figure comes from, in order of preference:
 
@@ -30,18 +31,26 @@ own Fmax. Do not run both at once: a run empties its work folder first.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from fpga.liberty import NANGATE
 from gen.paths import ROOT
-from golden.config import Config
+from golden.config import INT8_CHOSEN, Config
 
-__all__ = ["UNITS", "SWEEP", "NANGATE", "from_sweep", "array_resources", "array_areas",
-           "array_fmax"]
+__all__ = ["UNITS", "SWEEP", "NANGATE", "unit_config", "from_sweep", "array_resources",
+           "array_areas", "array_fmax"]
 
 SWEEP = ROOT / "reports" / "sweep.json"
 UNITS = ("mpu", "baseline")
 #: The standard-cell library the reports use when it is there (the project ships none).
+
+
+def unit_config(unit: str, cfg: Config) -> Config:
+    """The configuration ``unit`` is built at for the bench of ``cfg``: the MPU at ``cfg``, the
+    INT8 array with the INT8 core's own choices (:data:`golden.config.INT8_CHOSEN`, no PE
+    stage), as the whole-core comparison's INT8 core has them."""
+    return replace(cfg, **INT8_CHOSEN) if unit == "baseline" else cfg
 
 
 def from_sweep(unit: str, cfg: Config, path: Path = SWEEP) -> dict | None:
@@ -66,8 +75,9 @@ def array_resources(cfg: Config, synth: bool = True, progress=None) -> dict:
     ``"reports/sweep.json"``, ``"fpga.synth (stored run reused)"`` or ``"fpga.synth (Yosys
     ran)"``. Raises :class:`fpga.synth.SynthError` when Yosys fails.
     """
-    out = {}
+    out, top = {}, cfg
     for unit in UNITS:
+        cfg = unit_config(unit, top)
         entry = from_sweep(unit, cfg)
         if entry is None and synth:
             from fpga.synth import synthesize
@@ -97,8 +107,9 @@ def array_areas(cfg: Config, liberty, progress=None) -> dict:
     ``library: {name, file, sha256}``. Raises :class:`fpga.synth.SynthError` when Yosys fails."""
     from fpga.synth import synthesize
 
-    out = {}
+    out, top = {}, cfg
     for unit, booths in (("mpu", (False,)), ("baseline", (False, True))):
+        cfg = unit_config(unit, top)
         runs = []
         for booth in booths:
             if progress:
@@ -124,8 +135,9 @@ def array_fmax(cfg: Config, freq_mhz: float = 100.0, seed: int = 1, progress=Non
     from fpga.pnr import place_and_route
     from fpga.synth import BUILD_ROOT, synthesize
 
-    out = {}
+    out, top = {}, cfg
     for unit in UNITS:
+        cfg = unit_config(unit, top)
         r = synthesize(unit, cfg, "ecp5", reuse=True)
         if progress:
             progress(f"fmax: place and route {unit} ({cfg.name}, {cfg.hash()}) on ECP5-85F")

@@ -23,8 +23,8 @@ __all__ = ["MEASUREMENTS", "NEEDS", "register"]
 MEASUREMENTS = {
     "arrays": ("dstar.reports.arrays",
                "reports/arrays.*: MPU and INT8 array area, Fmax and simulation speed"),
-    "qpu-area": ("dstar.reports.qpu", "reports/qpu_area.*: the QPU's area by part"),
     "qpu-rate": ("dstar.benches.qpu", "reports/qpu_rate.*: QPU groups per cycle and MPU waits"),
+    "qpu-area": ("dstar.reports.qpu", "reports/qpu_area.*: the QPU's area by part (and the rate)"),
     "vpu": ("dstar.reports.vpu", "reports/vpu.*: VPU cycles, accuracy, resources and Fmax"),
     "core": ("dstar.reports.core", "reports/core.*: the core's cycles on a DiT block"),
     "core-area": ("dstar.reports.core_area", "reports/core_area.*: the core's ECP5 area by part"),
@@ -38,6 +38,8 @@ MEASUREMENTS = {
     "projection": ("dstar.reports.project", "reports/projection.*: the paper-scale projection"),
     "compare": ("dstar.reports.compare",
                 "reports/compare.*: the whole DSTAR core against the whole INT8 core"),
+    "pe-area": ("dstar.reports.pe_area",
+                "reports/pe_area.*: the DSTAR and INT8 PEs in standard cells, lever by lever"),
     "estimate": ("dstar.benches.estimate_calibration",
                  "fpga/estimate_calibration.json: the estimate model's fit (--calibrate|--refit)"),
 }

@@ -112,7 +112,7 @@ def _model_check(cfg, spec, params, cal, steps: int, label: int, seed: int,
 
     t = Timing(**load_calibration(perf_model)["fpga"])
     if cfg.datapath == "int8":
-        t = int8_timing(t)
+        t = int8_timing(t, preset("fpga"), cfg)
     prog = compile_model(IntDiT(spec, params, cfg, cal.masks, base_log2=cal.bases),
                          core_for(cfg))
     host = CoreSampler(prog, [IntDiT(spec, params, cfg, cal.masks, base_log2=cal.bases)], steps)
@@ -241,7 +241,8 @@ def measure_paper(args, liberty: str, steps: list) -> dict:
     t, _notes = paper_timing(load_calibration(args.perf_model), cfg)
     wls, wl_notes = _workloads(args.profile, args.bench)
     wl = wls[-1]
-    r = project_model(MODELS[PAPER_MODEL], Chip(), t, int8_timing(t), cfg, wl)
+    r = project_model(MODELS[PAPER_MODEL], Chip(), t,
+                      int8_timing(t, cfg, preset("paper", datapath="int8")), cfg, wl)
     freq = Chip().freq_hz
     cyc = {dp: r[dp]["per_image_s"] * freq for dp in DATAPATHS}
     side = {dp: dict(cycles=cyc[dp], um2=models[dp]["fit"]["predicted"]["total"],

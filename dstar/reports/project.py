@@ -15,7 +15,9 @@ How it scales
   sub-channels at ``bits`` average bits sends ``cin · bits/2`` slice columns, packed ``lanes``
   to a group at lane fill ``fill`` (both measured by ``dstar profile`` on the trained DiT, or
   the paper's values). Reductions longer than ``max_reduction`` are split and accumulated.
-* **The chip**: 32 cores share each layer (token tiles first, then column blocks); every layer's
+* **The chip**: 32 cores share each layer (token tiles first, then column blocks; attention
+  by (sequence, head, query tile), head-major, so that a core makes K and V weights only for
+  the heads its query tiles belong to: :func:`heads_per_core`); every layer's
   INT8 weights stream from HBM once per step; a layer takes the longer of its compute and its
   HBM traffic (a roofline per layer). The P cache (numerics §2.6 record) stays in the 512 KB
   scratchpad when every layer's cache fits next to one layer's activations; otherwise it lives
@@ -58,9 +60,10 @@ from golden.config import Config, ConfigError, preset
 from program.compiler import FREE, FULL
 from sim.core_work import Work
 from sim.perf_model import INT8_QUANT_FIXED, Timing, simulate
+from sim.timing import array_tile_period
 
-__all__ = ["Chip", "Workload", "paper_timing", "int8_timing", "int8_workload", "project_model",
-           "attention_parts", "pe_utilization", "main"]
+__all__ = ["Chip", "Workload", "paper_timing", "int8_timing", "int8_workload", "heads_per_core",
+           "project_model", "attention_parts", "pe_utilization", "main"]
 
 
 @dataclass(frozen=True)
@@ -123,11 +126,16 @@ def paper_timing(calibrated: dict, cfg: Config | None = None) -> tuple:
     return Timing.structural(cfg, **keep, **over), notes
 
 
-def int8_timing(t: Timing) -> Timing:
-    """The INT8 core's timing on the same core: ``t`` with the INT8 quantizer's QUANT (two
-    passes, :data:`sim.perf_model.INT8_QUANT_FIXED`); its array has the same tile flow and
+def int8_timing(t: Timing, dstar_cfg: Config, int8_cfg: Config) -> Timing:
+    """The INT8 core's timing on the same core: ``t`` (calibrated on the DSTAR core of
+    ``dstar_cfg``) with the INT8 quantizer's QUANT (two passes,
+    :data:`sim.perf_model.INT8_QUANT_FIXED`) and the INT8 array's tile period and GEMM latency
+    moved by the difference of :func:`sim.timing.array_tile_period` between ``int8_cfg`` and
+    ``dstar_cfg`` (its PE stages, :data:`golden.config.INT8_CHOSEN`); the same tile flow and
     drain."""
-    return t.with_(quant_passes=2, quant_fixed=INT8_QUANT_FIXED)
+    d = array_tile_period(int8_cfg) - array_tile_period(dstar_cfg)
+    return t.with_(quant_passes=2, quant_fixed=INT8_QUANT_FIXED,
+                   tile_period=t.tile_period + d, gemm_fixed=t.gemm_fixed + d)
 
 
 def int8_workload(wl: "Workload") -> "Workload":
@@ -188,6 +196,18 @@ def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: f
     return _run(t, _stream(tiles))
 
 
+def heads_per_core(units: int, nq: int, heads: int) -> int:
+    """The (sequence, head) pairs whose K and V one core makes INT8 weights for: the chip splits
+    the ``heads × nq`` (sequence, head, query tile) units head-major, ``units`` consecutive
+    units per core, so a core's query tiles share heads (two cores on one head each make its
+    K and V). A run of ``units`` spans ``ceil(units / nq)`` heads when it starts at a head's
+    first query tile (``nq`` and ``units`` divide one another), one more when it may straddle
+    a head boundary; at most ``heads``."""
+    span = -(-units // nq)
+    aligned = nq % units == 0 or units % nq == 0
+    return min(heads, span if aligned else span + 1)
+
+
 def _vrow(t: Timing, cfg: Config, op: str, rows: int, n: int, walk: str = "tok") -> int:
     """A VROW of ``rows`` rows of ``n`` elements: token walk (``ceil(n/T)`` beats a row) or
     sub-channel walk (``n`` beats a row), the ISA's counting (program/executor.py)."""
@@ -207,7 +227,7 @@ def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, c
     nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
     kept = nk if wl is None else max(1, round(nk * wl.kept))
     units = _share(a.seqs * a.heads * nq, cores)          # (sequence, head, query tile) per core
-    heads = min(a.seqs * a.heads, units)
+    heads = heads_per_core(units, nq, a.seqs * a.heads)
     bits = None if wl is None else wl.bits
     fill = 1.0 if wl is None else wl.fill
     d_blocks = math.ceil(a.head_dim / T)
@@ -434,7 +454,7 @@ def run(perf_model: Path, profile: Path, bench: Path) -> dict:
     cfg = preset("paper")
     t, notes = paper_timing(calibrated, cfg)
     # The INT8 array has the same tile flow and drain; its GEMM is one beat per channel.
-    t_base = int8_timing(t)
+    t_base = int8_timing(t, cfg, preset("paper", datapath="int8"))
     chip = Chip()
     rows = []
     wls, wl_notes = _workloads(profile, bench)

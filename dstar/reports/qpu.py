@@ -44,7 +44,7 @@ from dstar.reports.qpu_area_flow import (
 )
 from dstar.reports.qpu_area_plot import plot, plottable
 from fpga.synth import BUILD_ROOT, yosys_version
-from gen.errors import WorkError
+from gen.errors import UserError, WorkError
 from gen.outputs import check_output_dir, read_json, write_together
 from gen.paths import ROOT, relative_paths
 from gen.progress import say
@@ -276,7 +276,7 @@ def markdown(data: dict) -> str:
                         r["phase"],
                         f"{r['groups_per_cycle']:.3f}", f"{r['subchannels_per_cycle']:.3f}",
                         _n(r["mpu_wait_cycles"]), _n(r["groups"])]
-                       for k, r in rate.items() if k != "command"], 3),
+                       for r in rate.values()], 3),
                ""]
     if data.get("plot"):
         md += [f"![QPU area by submodule]({data['plot']})", ""]
@@ -290,6 +290,16 @@ def markdown(data: dict) -> str:
                f"Total {data.get('total_seconds', 0):.0f} s. Work directories: "
                f"`{os.path.relpath(BUILD_ROOT, ROOT)}/qpu-*/`.", ""]
     return "\n".join(md)
+
+
+def rate_rows(path: Path) -> dict:
+    """The rows of ``dstar measure qpu-rate``'s JSON (``{"rows": {key: row}}``); a file of
+    another layout is a :class:`~gen.errors.UserError`."""
+    rows = read_json(path, "the QPU rate").get("rows")
+    if not isinstance(rows, dict):
+        raise UserError(f"{path} holds no rows (an earlier layout): run `dstar measure "
+                        f"qpu-rate` again")
+    return rows
 
 
 def _comparison(data) -> list:
@@ -355,6 +365,8 @@ def main(argv=None, prog=None) -> int:
 
     import amaranth
 
+    if (args.out / "qpu_rate.json").exists():
+        rate_rows(args.out / "qpu_rate.json")   # bad input before any synthesis
     steps = []
     t0 = time.perf_counter()
     data = dict(date=time.strftime("%Y-%m-%d %H:%M %Z"),
@@ -371,7 +383,7 @@ def main(argv=None, prog=None) -> int:
         data["total_seconds"] = round(time.perf_counter() - t0, 1)
         rate = args.out / "qpu_rate.json"
         if rate.exists():
-            data["rate"] = json.loads(rate.read_text())
+            data["rate"] = rate_rows(rate)
         data["plot"] = ppath.name if plottable(data) else None
         write_together({jpath: json.dumps(relative_paths(data), indent=2, default=str) + "\n",
                         mpath: markdown(data),

@@ -13,6 +13,8 @@ QPU_PARTS = {"front": "QPU front: max, bins, quantize/slice",
              "chunker": "QPU chunk assembler", "sorter": "QPU bitonic sorter",
              "packer": "QPU packer"}
 _QPU_REST = "QPU digit store, counters, FIFO"
+#: The same with the exponent bins (``packer == "bins"``).
+_QPU_BINS, _QPU_BINS_REST = "QPU exponent bins", "QPU counters, FIFO"
 
 
 def _sig(unit, ov, booth, parts):
@@ -150,10 +152,14 @@ def qpu_area(qpu: dict, v: dict, n: int) -> float:
     def by_name(cfg):
         return {p["name"]: p["transistors"] for p in estimate("qpu", cfg)["parts"]}
 
-    base = by_name(preset(qpu.get("preset", "tiny")))
-    tgt = by_name(config_for(v, n))
+    base_cfg = preset(qpu.get("preset", "tiny"))
+    base, tgt = by_name(base_cfg), by_name(config_for(v, n))
+    bins = base_cfg.packer == "bins"     # the packer module is then the exponent bins
     total = 0.0
     for part, area in qpu["parts"].items():
-        name = QPU_PARTS.get(part, _QPU_REST)
+        if bins:
+            name = {"front": QPU_PARTS["front"], "packer": _QPU_BINS}.get(part, _QPU_BINS_REST)
+        else:
+            name = QPU_PARTS.get(part, _QPU_REST)
         total += area * tgt[name] / base[name]
     return round(total, 1)
