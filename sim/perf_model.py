@@ -64,8 +64,10 @@ class Timing:
     ``queue_release`` cycles before its drain ends. Consecutive tiles' last groups are at least
     ``tile_period`` apart; drains are at least ``drain_period`` apart. ``idle_latency``: cycles
     from the last engine going idle to the issue of a command that needs all idle.
-    V: VROW ``vrow_fixed[k] + rows·vrow_row[k] + beats·vrow_beat[k]``, ``k`` = operation and
-    walk (:meth:`vrow_key`).
+    V: VROW ``vrow_fixed[k] + rows·c(nb)``, ``nb = beats / rows`` (the beats of one row),
+    ``k`` = operation and walk (:meth:`vrow_key`), ``c`` the cycles per row, piecewise linear
+    through the measured points ``vrow_curve[k]`` (``[[nb, cycles], ...]``), extended beyond
+    the last with the slope of the last two (below the first: the first).
     ``signal_latency``: cycles from a command's last busy cycle to its semaphore signal being
     usable by a waiting command.
     """
@@ -89,8 +91,7 @@ class Timing:
     drain_period: int = 1
     signal_latency: int = 0
     vrow_fixed: dict = field(default_factory=dict)
-    vrow_row: dict = field(default_factory=dict)
-    vrow_beat: dict = field(default_factory=dict)
+    vrow_curve: dict = field(default_factory=dict)
 
     @classmethod
     def structural(cls, cfg: Config, **overrides) -> "Timing":
@@ -150,8 +151,24 @@ class Timing:
 
     def vrow(self, w: Work) -> int:
         op = self.vrow_key(w)
-        return int(round(self.vrow_fixed.get(op, 0) + w.n("vpu_rows") * self.vrow_row.get(op, 0)
-                         + w.n("vpu_beats") * self.vrow_beat.get(op, 1)))
+        rows, beats = w.n("vpu_rows"), w.n("vpu_beats")
+        if rows == 0:
+            return int(round(self.vrow_fixed.get(op, 0)))
+        return int(round(self.vrow_fixed.get(op, 0)
+                         + rows * _per_row(self.vrow_curve.get(op, ()), beats / rows)))
+
+
+def _per_row(curve, nb: float) -> float:
+    """Cycles per row of ``nb`` beats on the piecewise-linear ``curve`` ``[[nb, cycles], ...]``
+    (sorted by ``nb``; no curve: one cycle a beat)."""
+    if not curve:
+        return nb
+    if len(curve) == 1 or nb <= curve[0][0]:
+        return curve[0][1]
+    for (x0, y0), (x1, y1) in zip(curve, curve[1:]):
+        if nb <= x1:
+            break
+    return y0 + (y1 - y0) * (nb - x0) / (x1 - x0)
 
 
 @dataclass

@@ -25,7 +25,8 @@ def calibrated(offset_fpga=0):
         extra = offset_fpga if name == "fpga" else 0
         out[name] = s.with_(quant_fixed=s.quant_fixed + 5, gemm_fixed=s.gemm_fixed + 11 + extra,
                             tile_period=s.tile_period + 3, replay_busy=1,
-                            vrow_beat={"layernorm/tok": 7.0, "softmax/tok": 9.0}).to_dict()
+                            vrow_curve={"layernorm/tok": [[1, 24.0], [4, 30.0]],
+                                        "softmax/tok": [[1, 28.0], [4, 35.0]]}).to_dict()
     return out
 
 
@@ -107,6 +108,11 @@ def test_cli_writes_json_markdown_and_plot(tmp_path):
     assert {r["model"] for r in rec["rows"]} == set(MODELS)
     assert (tmp_path / "projection.png").stat().st_size > 0
     assert "P cache" in (tmp_path / "projection.md").read_text()
+    for r in rec["rows"]:              # the A100 bound, and DSTAR's ratio to it
+        assert r["gpu"]["per_image_s"] == pytest.approx(r["gpu"]["s_per_step"] * r["steps"])
+        assert r["a100_over_dstar"] == pytest.approx(r["gpu"]["per_image_s"]
+                                                     / r["dstar"]["per_image_s"])
+    assert "A100 bound" in (tmp_path / "projection.md").read_text()
 
 
 def test_pe_utilization_counts_useful_products_within_capacity(timing):

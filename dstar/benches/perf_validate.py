@@ -9,11 +9,14 @@ default):
   (:func:`dstar.benches.perf_workloads.isolated`): the busy cycles of each command alone give the
   duration offsets (medians of ``busy − work``); the same shapes run plainly fit the overlap
   constants of the matrix engine (coordinate descent over small integer ranges, least total
-  error); the DiT block's isolated run gives the V engine's rates (least squares per operation
-  and walk);
+  error); every VROW operation and walk alone at four shapes
+  (:func:`dstar.benches.perf_workloads.vrow_program`) gives the V engine's fixed, per-row and
+  per-beat cycles (least squares per operation and walk);
 * **validation**: 10 other layer shapes run plainly (3 steps each: the first quantizes the whole
   input, later ones its change), and the DiT block over a cache and a reuse step. Per step and
-  section the model's cycles and busy cycles are compared with the RTL's counters.
+  section the model's cycles and busy cycles are compared with the RTL's counters. The
+  block's VROWs come at shapes the V engine was not fitted on, so its attention sections are
+  out of sample too.
 
 Every stored word of every run is checked against the ISA executor in the testbench.
 """
@@ -29,7 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from dstar.benches.core_programs import counter_reads, run_programs
-from dstar.benches.perf_workloads import block_programs, isolated_program, plain_program, shapes
+from dstar.benches.perf_workloads import (
+    block_programs,
+    isolated_program,
+    plain_program,
+    shapes,
+    vrow_program,
+)
 from dstar.options import Parser
 from gen.outputs import check_output_dir, save_png, write_together
 from gen.progress import say
@@ -54,7 +63,8 @@ def measure(cfg: Config, simulator: str = "verilator", n_validation: int | None 
     """Run the calibration and validation programs on the RTL. Returns ``{"programs": {name:
     (kind, label, Program, sections)}, "works": {name: [[Work]]}, "reads": {name: [[counter
     dicts] per run]}, "sim_s"}``; kinds: ``iso`` / ``cal`` (calibration layers, isolated and
-    plain), ``val`` (validation layers), ``iso_block`` / ``block`` (the DiT block)."""
+    plain), ``iso_vrow`` (the V engine's calibration), ``val`` (validation layers), ``block``
+    (the DiT block)."""
     core = core_for(cfg)
     progs = {}
     for s in shapes(cfg, "calibration", steps):
@@ -65,9 +75,10 @@ def measure(cfg: Config, simulator: str = "verilator", n_validation: int | None 
     for s in shapes(cfg, "validation", steps)[:n_validation]:
         p = plain_program(cfg, s)
         progs[p.program.name] = ("val", s, p.program, p.sections)
+    p = vrow_program(cfg)
+    progs[p.name] = ("iso_vrow", "vrow", p, None)
     if block_steps:
-        iso, plain = block_programs(cfg, block_steps)
-        progs[iso.name] = ("iso_block", "block", iso, None)
+        _iso, plain = block_programs(cfg, block_steps)
         progs[plain.program.name] = ("block", "block", plain.program, plain.sections)
     works = {n: trace_work(cfg, core, p.runs) for n, (_k, _s, p, _x) in progs.items()}
     t0 = time.perf_counter()
@@ -85,7 +96,7 @@ def _delta(a: dict, b: dict) -> dict:
     return {k: b[k] - a[k] for k in ("cycles",) + BUSY}
 
 
-def _isolated(m: dict, kinds=("iso", "iso_block")):
+def _isolated(m: dict, kinds=("iso", "iso_vrow")):
     """``(command Work, counter delta)`` of every command of the isolated runs."""
     for name, (kind, _s, prog, _x) in m["programs"].items():
         if kind not in kinds:
@@ -98,21 +109,26 @@ def _isolated(m: dict, kinds=("iso", "iso_block")):
                 yield cmd, _delta(reads[k], reads[k + 1])
 
 
-def _fit_vrow(samples: dict) -> tuple:
-    """Per VROW operation, ``busy = fixed + rows·per_row + beats·per_beat`` by least squares
-    over the isolated commands (with fewer distinct shapes than unknowns the row term is dropped,
-    then the fixed term: an operation seen at one shape gets cycles per beat only)."""
-    fixed, per_row, per_beat = {}, {}, {}
+def _fit_vrow(samples: dict) -> dict:
+    """Per VROW operation and walk, the law of :meth:`sim.perf_model.Timing.vrow`, ``busy =
+    fixed + rows·c(nb)``: least squares over the isolated commands with one unknown per command
+    (``fixed``) and one per row length (``c(nb)``), which two row counts at one row length tell
+    apart (:data:`dstar.benches.perf_workloads.VROW_SHAPES`; otherwise ``fixed`` is 0).
+    Returns the :class:`Timing` dicts ``vrow_fixed`` and ``vrow_curve``."""
+    fixed, curve = {}, {}
     for op, pts in samples.items():
-        A = np.array([[1.0, r, b] for r, b, _ in pts])
+        pts = [(r, b / r, d) for r, b, d in pts if r]
+        nbs = sorted({nb for _, nb, _ in pts})
+        A = np.array([[1.0] + [r if nb == x else 0.0 for x in nbs] for r, nb, _ in pts])
         y = np.array([d for _, _, d in pts], float)
-        for cols in ([0, 1, 2], [0, 2], [2]):
-            if np.linalg.matrix_rank(A[:, cols]) == len(cols):
-                break
-        coef = np.zeros(3)
-        coef[cols] = np.linalg.lstsq(A[:, cols], y, rcond=None)[0]
-        fixed[op], per_row[op], per_beat[op] = (round(float(c), 3) for c in coef)
-    return fixed, per_row, per_beat
+        if np.linalg.matrix_rank(A) < A.shape[1]:
+            A = A[:, 1:]
+            coef = np.concatenate([[0.0], np.linalg.lstsq(A, y, rcond=None)[0]])
+        else:
+            coef = np.linalg.lstsq(A, y, rcond=None)[0]
+        fixed[op] = round(float(coef[0]), 3)
+        curve[op] = [[round(nb, 3), round(float(c), 3)] for nb, c in zip(nbs, coef[1:])]
+    return dict(vrow_fixed=fixed, vrow_curve=curve)
 
 
 def calibrate(cfg: Config, m: dict) -> Timing:
@@ -138,10 +154,8 @@ def calibrate(cfg: Config, m: dict) -> Timing:
     if tail != base.host(cnt):
         raise AssertionError(f"the host engine's STORE law is off: a counter read took {tail} "
                              f"cycles, the model says {base.host(cnt)}")
-    fixed, per_row, per_beat = _fit_vrow(vrow)
     t = base.with_(quant_fixed=round(statistics.median(q_off)),
-                   gemm_fixed=round(statistics.median(g_off)),
-                   vrow_fixed=fixed, vrow_row=per_row, vrow_beat=per_beat)
+                   gemm_fixed=round(statistics.median(g_off)), **_fit_vrow(vrow))
     cal = [n for n, (k, _s, _p, _x) in m["programs"].items() if k == "cal"]
     D = t.tile_period
     grid = dict(replay_fixed=range(0, 4), replay_busy=range(-1, 4), signal_latency=range(0, 3),
@@ -260,8 +274,9 @@ def markdown(records: list) -> str:
              "(`sim/perf_model.py`) is a command-level simulation of the dispatcher and the four "
              "engines driven by each command's exact work from the ISA executor. Calibration: "
              "4 layer shapes with a counter read after every command (duration offsets) and "
-             "the same shapes run plainly (the matrix engine's overlap constants); the DiT "
-             "block's isolated run gives the V engine's rates. Validation: 10 other layer shapes "
+             "the same shapes run plainly (the matrix engine's overlap constants); every VROW "
+             "operation alone at four shapes gives the V engine's fixed, per-row and per-beat "
+             "cycles. Validation: 10 other layer shapes "
              "over 3 steps (the first quantizes the whole input, later ones its change) and the "
              "DiT block over a cache and a reuse step, each cut into sections at points where "
              "the program waits for idle anyway. Every stored word of every run is checked "
@@ -273,10 +288,12 @@ def markdown(records: list) -> str:
         lines += [f"## `{rec['preset']}`: {rec['shapes']} validation layer shapes "
                   f"({rec['simulator']}, {rec['sim_seconds']} s of simulation)", ""]
         lines += _summary_table(s, ("load", "compute", "store", "step"))
-        lines += ["", "DiT block (V-engine rates from the same block's isolated run, so only "
-                  "the overlap and dispatch rules are out of sample here):", ""]
-        lines += _summary_table(rec["block_summary"], ("matrix", "attn.cache", "attn.pv",
-                                                       "step"))
+        lines += ["", "DiT block, every section (out of sample: neither its layers nor its "
+                  "VROW shapes were fitted on; `matrix` gathers the sections with matrix work):",
+                  ""]
+        bs = rec["block_summary"]
+        lines += _summary_table(bs, [k for k in bs if k not in ("matrix", "step")]
+                                + ["matrix", "step"])
         if rec.get("block_bytes"):
             keys = sorted({k for b in rec["block_bytes"] for k in b})
             lines += ["", "Bytes moved per DiT-block step (model, from the executor's event "
@@ -289,8 +306,15 @@ def markdown(records: list) -> str:
         lines += ["", "Calibrated constants: " + ", ".join(
             f"`{k}` = {t[k]}" for k in ("quant_fixed", "gemm_fixed", "replay_fixed",
                                         "replay_busy", "queue_release", "idle_latency",
-                                        "signal_latency", "tile_period")) + "; V cycles per beat: "
-                  + ", ".join(f"`{k}` {v:g}" for k, v in sorted(t["vrow_beat"].items())), "",
+                                        "signal_latency", "tile_period")) + ".", "",
+                  "V engine, cycles of a VROW of `rows` rows of `nb` beats = fixed + rows · "
+                  "c(nb), c piecewise linear through the measured cycles per row (the slope of "
+                  "the last two beyond them):", "",
+                  "| operation / walk | fixed | cycles per row at nb = ... |", "|---|---:|---|"]
+        for k in sorted(t["vrow_curve"]):
+            lines.append(f"| `{k}` | {t['vrow_fixed'][k]:g} | " + ", ".join(
+                f"{nb:g}: {c:g}" for nb, c in t["vrow_curve"][k]) + " |")
+        lines += ["",
                   "| layer (N, cin → cout, drift) | step | RTL cycles | model | error "
                   "| RTL busy Q / M | model busy Q / M |", "|---|---:|---:|---:|---:|---|---|"]
         for r in rec["rows"]:

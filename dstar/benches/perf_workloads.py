@@ -6,6 +6,11 @@ programs (:class:`program.layer.LayerProgram`), in two forms:
   counters between two reads belong to that one command (calibration);
 * **plain**: the step as the compiler emits it, with counter reads only where it waits for idle
   anyway (load, compute, store sections; validation).
+
+:func:`vrow_program` is the V engine's calibration: every VROW operation and walk alone at
+several row counts and row lengths (:data:`VROW_SHAPES`), so that a command's fixed cycles, its
+cycles per row and per beat are told apart (the DiT block, where each operation comes at one
+shape, is then validated out of sample).
 """
 
 from __future__ import annotations
@@ -17,14 +22,15 @@ import numpy as np
 from dstar.benches.core_programs import CNT, END, Program
 from golden.config import Config
 from golden.differential import DiffLinear
+from golden.layouts import VPU_OPS
 from program.compiler import compile_block
-from program.isa import Cmd, core_for
+from program.isa import BUFFERS, VROW_OPS, Cmd, core_for, row_to_words
 from program.layer import LayerProgram
 from program.workloads import block_workload
 
 __all__ = ["LayerShape", "layer_program", "layer_steps", "isolated", "plain_program",
            "isolated_program", "sectioned", "Sectioned", "block_runs", "block_programs",
-           "shapes", "SHAPES"]
+           "shapes", "SHAPES", "vrow_program", "VROW_SHAPES"]
 
 
 @dataclass
@@ -151,3 +157,57 @@ def block_programs(cfg: Config, steps: int = 4) -> tuple:
     iso = Program("iso_block", [init] + [(isolated(cmds), h) for h in hosts])
     plain = Program("plain_block", [init] + [(body, h) for h in hosts])
     return iso, Sectioned(plain, tuple(n for n, _a, _b in sections))
+
+
+#: V-engine calibration shapes in units of T, ``(rows / T, n / T)``: rows of 1 to 16 beats (a
+#: paper-scale softmax has 16 and more) and one to three tiles of rows, so that fixed, per-row
+#: and per-beat cycles are told apart (row lengths clipped to ``max_reduction``).
+VROW_SHAPES = ((1, 1), (3, 1), (4, 2), (2, 4), (1, 10), (1, 16))
+
+
+def vrow_program(cfg: Config, seed: int = 0) -> Program:
+    """Every VROW operation (token walk, and the sub-channel walk of ``kv_amax``/``kv_quant``)
+    alone at each of :data:`VROW_SHAPES`, a counter read after every command (:func:`isolated`),
+    on random activations, VBUF vectors and softmax masks; the token-walk results are STOREd at
+    the end so the run is checked against the executor. Two runs: the init (LOADs, VPARAM) and
+    the isolated VROWs."""
+    T = cfg.tile
+    rng = np.random.default_rng(seed)
+    lim = 1 << (cfg.act_width - 3)
+    kmax = max(1, cfg.max_reduction // T)
+    shapes = sorted({(r * T, min(k, kmax) * T) for r, k in VROW_SHAPES})
+    src_rows = max(r // T * n for r, n in shapes)
+    dst = src_rows
+    vb_rows = min(kmax, max(k for _r, k in VROW_SHAPES))     # VBUF vectors of the longest row
+    mask_rows = 3
+    buf = {b: BUFFERS.index(b) for b in BUFFERS}
+
+    def cmd(op, **f):
+        return Cmd(op, f)
+
+    words = []
+    for _ in range(src_rows):
+        words += row_to_words(cfg, "ABUF", {"v": rng.integers(-lim, lim, T)})
+    for _ in range(vb_rows):
+        words += row_to_words(cfg, "VBUF", {"v": rng.integers(-lim // 4, lim // 4, T)})
+    for _ in range(mask_rows):
+        bits = int(rng.integers(0, 1 << kmax)) | 1
+        words += row_to_words(cfg, "MASK", {"bits": bits})
+    init = [cmd("LOAD", buf=buf["ABUF"], zero=0, addr=0, count=src_rows),
+            cmd("LOAD", buf=buf["VBUF"], zero=0, addr=0, count=vb_rows),
+            cmd("LOAD", buf=buf["MASK"], zero=0, addr=0, count=mask_rows),
+            cmd("VPARAM", value=1 << 12), END]
+    body = []
+    for op in VROW_OPS:
+        vop = VPU_OPS.index(op)
+        for R, n in shapes:
+            body.append(cmd("VROW", vop=vop, cols=0, R=R, n=n, a=0, C=n, c=0, vb=0,
+                            dst=0 if op == "kv_quant" else dst, sreg=0))
+        if op in ("kv_amax", "kv_quant"):
+            for R, n in shapes:                     # sub-channel walk: R // T tiles of n / T
+                tiles, nch = R // T, n // T
+                body.append(cmd("VROW", vop=vop, cols=1, R=tiles, n=nch, a=0, C=nch, c=0,
+                                vb=0, dst=0, sreg=1))
+    out_rows = max(r // T * n for r, n in shapes)
+    body.append(cmd("STORE", buf=buf["ABUF"], addr=dst, count=out_rows))
+    return Program("iso_vrow", [(init, words), (isolated(body + [END]), [])])

@@ -424,14 +424,19 @@ def _model_sections(profile, perf, proj) -> list:
     if proj:
         rows = [[r["workload"]["name"], r["model"], r["steps"], f"{r['dstar']['per_image_s']:.3f}",
                  f"{r['int8']['per_image_s']:.3f}", f"{r['speedup']:.2f}×",
+                 *((f"{r['gpu']['per_image_s']:.3f}", f"{r['a100_over_dstar']:.2f}×")
+                   if "gpu" in r else ("–", "–")),
                  f"{r['pcache_bytes'] / 2**20:.1f} MiB", r["pcache_location"]]
                 for r in proj["rows"]]
         md += ["## Paper-scale projection", "", "`dstar measure projection` (details: "
                "`reports/projection.md`): 32 `paper` cores at 1 GHz, HBM 1.5 TB/s, against the "
-               "same chip with INT8 cores (the INT8 array, dense layers, the same SAR schedule).",
+               "same chip with INT8 cores (the INT8 array, dense layers, the same SAR schedule) "
+               "and against an A100 roofline bound (dense FP16 at peak or minimum traffic, in "
+               "the GPU's favour: the chip's lead over a real A100 is at least the ratio shown).",
                "",
                _table(["workload", "model", "steps", "DSTAR s/image", "INT8 s/image",
-                       "speed-up", "P cache", "lives in"], rows), ""]
+                       "speed-up", "A100 bound s/image", "A100 bound / DSTAR", "P cache",
+                       "lives in"], rows), ""]
     return md
 
 
