@@ -502,9 +502,12 @@ def _attention_every(prog: CoreProgram, e: Emitter):
     N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
     vw = R["V"].base
     for h in range(H):
-        walk = dict(R=N, n=d, a=R["v.y"].base + h * d, C=D, sreg=SREG_V)
-        emit_vrow(e, "kv_amax", **walk)
-        emit_vrow(e, "kv_quant", dst=vw, **walk)
+        # The head's max |v| over sub-channels (one VPU row per token tile, as for K: a
+        # token-row walk pays each row's fixed cycles N times); its INT8 rows by token rows,
+        # the layout the P·V GEMM reads (WMEM row = key, T columns of the head).
+        a = R["v.y"].base + h * d
+        emit_vrow(e, "kv_amax", cols=1, R=N // T, n=d, a=a, C=D, sreg=SREG_V)
+        emit_vrow(e, "kv_quant", R=N, n=d, a=a, C=D, dst=vw, sreg=SREG_V)
         for qa in range(N // T):
             for cb in range(d // T):
                 e("GEMM", gsrc=_pcache(prog, h, qa), wbase=vw + cb * N, rrow=R["O.r"].base,

@@ -240,12 +240,13 @@ def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, c
     fill = 1.0 if wl is None else wl.fill
     d_blocks = math.ceil(a.head_dim / T)
     parts = dict.fromkeys(("kv", "qk", "softmax", "p_quant", "pv"), 0)
-    # K (cache steps, sub-channel walk over the key tiles) and V (every step, token walk) become
-    # INT8 weights per head: kv_amax, then kv_quant into WMEM.
+    # K (cache steps) and V (every step) become INT8 weights per head: kv_amax over the key
+    # tiles' sub-channels, then kv_quant into WMEM (K by sub-channels, V by token rows), as the
+    # compiler emits them.
     if cache or wl is None:
         parts["kv"] += heads * (_vrow(t, cfg, "kv_amax", nk, a.head_dim, "sub")
                                 + _vrow(t, cfg, "kv_quant", nk, a.head_dim, "sub"))
-    parts["kv"] += heads * (_vrow(t, cfg, "kv_amax", a.keys, a.head_dim)
+    parts["kv"] += heads * (_vrow(t, cfg, "kv_amax", nk, a.head_dim, "sub")
                             + _vrow(t, cfg, "kv_quant", a.keys, a.head_dim))
     nch_p = kept * T
     g_p = nch_p if wl is None else _groups(nch_p, wl.p_bits, cfg, wl.fill)
