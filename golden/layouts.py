@@ -126,7 +126,7 @@ def counters_layout() -> list:
 
 # VPU operation codes (numerics §2.7), in command order; `golden.vpu_stream` documents the operands.
 VPU_OPS = ("softmax", "layernorm", "modulate", "gelu", "gated_residual", "acc_requant",
-           "diff_delta", "xhat_update", "kv_amax", "kv_quant")
+           "diff_delta", "xhat_update", "kv_amax", "kv_quant", "softmax_mx")
 
 
 def vpu_param_width(cfg: Config) -> int:
@@ -138,7 +138,8 @@ def vpu_param_width(cfg: Config) -> int:
 def vpu_cmd_layout(cfg: Config) -> list:
     """One VPU command: the operation (index into :data:`VPU_OPS`), the row length ``n`` in
     elements (1 .. max_reduction) and the operation's parameter (LayerNorm ``eps_q``, the
-    ``kv_quant`` shift ``e``; 0 otherwise)."""
+    ``kv_quant`` shift ``e``, ``softmax_mx``'s row max in ``act_width``-bit two's complement; 0
+    otherwise)."""
     return [
         _f("op", 4),
         _f("n", cfg.max_reduction.bit_length()),

@@ -585,9 +585,14 @@ def rnd_neg(v: int, r: int) -> int:
 
 
 # ============================================================================ softmax
-def softmax(s, mask, cfg: Config, tables: VPUTables | None = None, probe=None):
+def softmax(s, mask, cfg: Config, tables: VPUTables | None = None, probe=None, mx=None):
     """Row softmax of act-format logits under an element mask; returns ``(P, n_saturated)`` with
     ``P`` unsigned in units of ``2**-p_base_log2``, ``0 .. 2**p_base_log2 - 1``.
+
+    ``mx`` (``softmax_mx``): the row max, given (broadcastable to ``s``'s rows, ``(..., 1)``)
+    instead of found, so that a producer that sees the logits first (the core's matrix drain)
+    spares the VPU its max pass; it must bound every kept entry (:class:`ValueError`
+    otherwise: the VPU flags it), and the exact max gives exactly the ``mx = None`` result.
 
     ``s``: (..., n) logits in the activation format, ``1/sqrt(d)`` already folded into their
     requantization scale (numerics §2.6). ``mask``: bool, broadcastable to ``s`` (None keeps all).
@@ -633,7 +638,12 @@ def softmax(s, mask, cfg: Config, tables: VPUTables | None = None, probe=None):
     mask = np.ones(s.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool),
                                                                         s.shape)
     lo = -(1 << (W - 1))
-    mx = np.where(mask, s, lo).max(axis=-1, keepdims=True)
+    if mx is None:
+        mx = np.where(mask, s, lo).max(axis=-1, keepdims=True)
+    else:
+        mx = np.broadcast_to(_check("softmax row max", mx, W), s.shape[:-1] + (1,))
+        if (mask & (s > mx)).any():
+            raise ValueError("softmax_mx: a kept logit exceeds the given row max")
     nd = np.where(mask, mx - s, 0)
     t = nd * T.log2e_q
     a = rnd(t, F + L - Z)

@@ -7,6 +7,7 @@ Operands per operation (lane fields of :func:`golden.layouts.vpu_in_layout`)
 operation       operands                                    result ``y``       ``param``
 ==============  ==========================================  =================  =========
 softmax         a = logit s, mask                           P (0..2**pb - 1)   0
+softmax_mx      a = logit s, mask                           P (0..2**pb - 1)   row max (W bits)
 layernorm       a = x                                       y                  eps_q
 modulate        a = x, b = shift, c = scale                 y                  0
 gelu            a = x                                       y                  0
@@ -35,7 +36,7 @@ from golden import vpu as gv
 from golden.config import Config
 from golden.layouts import VPU_OPS, pack, unpack, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
 
-__all__ = ["VPURow", "make_row", "cmd_word", "in_words", "out_beats", "check_output",
+__all__ = ["VPURow", "make_row", "row_max", "max_param", "cmd_word", "in_words", "out_beats", "check_output",
            "random_rows", "EDGE_KINDS"]
 
 _FIELDS = ("a", "b", "c", "m", "sh", "mask")
@@ -56,6 +57,18 @@ class VPURow:
     note: str = field(default="", compare=False)
 
 
+def row_max(cfg: Config, param: int) -> int:
+    """``softmax_mx``'s row max from its ``param`` (``act_width``-bit two's complement)."""
+    W = cfg.act_width
+    v = int(param) & ((1 << W) - 1)
+    return v - (1 << W) if v >> (W - 1) else v
+
+
+def max_param(cfg: Config, mx: int) -> int:
+    """``softmax_mx``'s ``param`` for the row max ``mx`` (inverse of :func:`row_max`)."""
+    return int(mx) & ((1 << cfg.act_width) - 1)
+
+
 def make_row(cfg: Config, op: str, param: int = 0, carry_amax: int = 0, note: str = "",
              **operands) -> VPURow:
     """Build a command and its golden result. ``carry_amax``: the running max |v| a continuing
@@ -73,6 +86,9 @@ def make_row(cfg: Config, op: str, param: int = 0, carry_amax: int = 0, note: st
     Y, nY = None, None
     if op == "softmax":
         y, ns = gv.softmax(a[None], ops["mask"].astype(bool)[None], cfg)
+    elif op == "softmax_mx":
+        y, ns = gv.softmax(a[None], ops["mask"].astype(bool)[None], cfg,
+                           mx=np.array([[row_max(cfg, param)]]))
     elif op == "layernorm":
         y, ns = gv.layernorm(a[None], cfg, eps_q=param)
     elif op == "modulate":
@@ -180,19 +196,25 @@ def random_rows(cfg: Config, op: str, rng: np.random.Generator, count: int,
     rows, amax = [], 0
     for i in range(count):
         kind = kinds[i % len(kinds)]
-        row_op = op in ("softmax", "layernorm", "kv_amax")
+        row_op = op in ("softmax", "softmax_mx", "layernorm", "kv_amax")
         hi_n = cfg.max_reduction if row_op else 4 * cfg.vpu_lanes
         n = int(rng.integers(1, hi_n + 1)) if i % 3 else int(rng.choice([1, hi_n,
                                                                           cfg.vpu_lanes]))
         x = _vals(rng, n, W, kind if kind != "masked" else "random", F)
         p = dict(a=x)
         param = 0
-        if op == "softmax":
+        if op in ("softmax", "softmax_mx"):
             if kind == "masked":
                 mask = np.zeros(n, np.int64) if i % 2 else (rng.random(n) < 0.3).astype(np.int64)
             else:
                 mask = (rng.random(n) < 0.8).astype(np.int64)
             p["mask"] = mask
+            if op == "softmax_mx":      # the kept max, or (every third row) a larger bound
+                hi = (1 << (W - 1)) - 1
+                mx = int(x[mask > 0].max()) if mask.any() else int(rng.integers(-hi, hi))
+                if i % 3 == 2:
+                    mx = int(rng.integers(mx, min(hi, mx + (1 << F)) + 1))
+                param = max_param(cfg, mx)
         elif op == "layernorm":
             eps = 0.0 if kind == "equal" and i % 2 else 1e-6
             param = gv.layernorm_eps_int(n, eps, cfg)

@@ -22,9 +22,14 @@ Passes and cycles per row (``nb = ceil(n / vpu_lanes)``, no stalls; measured fig
   state, also for one-beat rows (the next command starts on the edge the row's last beat is
   taken; one more waits in a register); 9 cycles from an input beat to its output beat.
 * ``softmax``: load ``nb`` (row max), drain, exponentials and their sum (written back to the
-  buffer) ``nb``, drain, the reciprocal (5), output ``nb``: ``3·nb + 19`` in steady state.
+  buffer) ``nb``, drain, the reciprocal (5), output ``nb``: ``max(3·nb + 21, 2·nb + 26)``
+  cycles from one row's last output beat to the next's for ``nb >= 2`` (28 at ``nb = 1``).
+* ``softmax_mx`` (the row max given in ``param``, found by whoever produced the logits): the
+  exponentials and their sum straight from the input beats into the buffer ``nb``, drain, the
+  reciprocal, output ``nb``: ``2·nb + 17`` for ``nb >= 2`` (19 at ``nb = 1``). A kept logit
+  above the given max sets ``error``.
 * ``layernorm``: load ``nb`` (``Σx``; ``x²`` through the lanes for ``Σx²``), drain, the
-  reciprocal square root (10), output ``nb``: ``2·nb + 21``.
+  reciprocal square root (10), output ``nb``: ``2·nb + 22`` for ``nb >= 2``.
 * ``kv_amax``: load ``nb`` (the running max |v|; ``param`` bit 0 continues the previous command's
   max, so a head longer than ``max_reduction`` takes several commands), the drain and the shift
   (6 cycles), then one output beat with the shift ``e`` in lane 0.
@@ -75,6 +80,7 @@ class _MicroOp(enum.IntEnum):
     KV_SHIFT = 12         # the K/V shift, one beat
     SOFTMAX_LOAD = 13     # softmax load: row buffer and max (no lane work)
     KV_LOAD = 14          # K/V load: max |v| (no lane work)
+    SOFTMAX_EXP_IN = 15   # softmax_mx: exponentials from the input beat, written to the buffer
 
 
 #: The micro-operation of each element-wise operation's input beats.
@@ -321,6 +327,8 @@ class _Elaboration:
                     m.d.comb += beat_uop.eq(uop)
             with m.Case(VPUOp.SOFTMAX):
                 m.d.comb += beat_uop.eq(_MicroOp.SOFTMAX_LOAD)
+            with m.Case(VPUOp.SOFTMAX_MX):
+                m.d.comb += beat_uop.eq(_MicroOp.SOFTMAX_EXP_IN)
             with m.Case(VPUOp.LAYERNORM):
                 m.d.comb += beat_uop.eq(_MicroOp.LAYERNORM_LOAD)
             with m.Case(VPUOp.KV_AMAX):
@@ -369,6 +377,9 @@ class _Elaboration:
             m.d.sync += [smax.eq(Mux(red_max > smax, red_max, smax)),
                          amax.eq(Mux(red_amax > amax, red_amax, amax)),
                          self.s1.eq(self.s1 + red_s1)]
+        above = Cat(*(lanes_on[k] & beat.mask[k] & (xs[k] > self.smax) for k in range(L))).any()
+        with m.If(self.used & (uop == _MicroOp.SOFTMAX_EXP_IN) & above):
+            m.d.sync += self.vpu.error.eq(1)
         if (1 << len(beat.sh[0])) - 1 > cfg.sh_max:
             bad_sh = Cat(*(lanes_on[k] & (beat.sh[k] > cfg.sh_max) for k in range(L))).any()
             with m.If(self.used & (uop == _MicroOp.ACC_REQUANT) & bad_sh):
@@ -380,7 +391,8 @@ class _Elaboration:
         (EXP, OUT) into the read stage."""
         m, L = self.m, self.cfg.vpu_lanes
         state, op, cnt, wait = self.state, self.op, self.cnt, self.wait
-        scalar_wait = Mux(op == VPUOp.SOFTMAX, SoftmaxRecip.LATENCY,
+        softmax = (op == VPUOp.SOFTMAX) | (op == VPUOp.SOFTMAX_MX)
+        scalar_wait = Mux(softmax, SoftmaxRecip.LATENCY,
                           Mux(op == VPUOp.LAYERNORM, LayerNormRsqrt.LATENCY, KVShift.LATENCY))
         with m.Switch(state):
             with m.Case(_State.DRAIN):
@@ -405,7 +417,7 @@ class _Elaboration:
             m.d.sync += [self.rd_valid.eq(issue), self.rd_last.eq(self.last_beat),
                          self.rd_addr.eq(cnt), self.rd_len.eq(self.lane_ok),
                          self.rd_uop.eq(Mux(state == _State.EXP, _MicroOp.SOFTMAX_EXP,
-                                            Mux(op == VPUOp.SOFTMAX, _MicroOp.SOFTMAX_OUT,
+                                            Mux(softmax, _MicroOp.SOFTMAX_OUT,
                                                 _MicroOp.LAYERNORM_OUT)))]
         with m.If(issue):
             m.d.sync += [cnt.eq(cnt + 1), self.rem.eq(self.rem - L)]
@@ -432,10 +444,11 @@ class _Elaboration:
         with m.If(self.adv):
             m.d.sync += [
                 a.valid.eq(lane_op),
-                a.dest.eq(Mux(uop == _MicroOp.SOFTMAX_EXP, _Dest.SUM,
+                a.dest.eq(Mux((uop == _MicroOp.SOFTMAX_EXP) | (uop == _MicroOp.SOFTMAX_EXP_IN),
+                              _Dest.SUM,
                               Mux(uop == _MicroOp.LAYERNORM_LOAD, _Dest.SQ, _Dest.OUT))),
                 a.last.eq(Mux(self.rd_valid, self.rd_last, self.in_last)),
-                a.addr.eq(self.rd_addr),
+                a.addr.eq(Mux(self.rd_valid, self.rd_addr, self.in_addr)),
             ]
         row = dict(smax=self.smax, y1=self.y1_row, smshift=self.smshift_row, ny1=self.ny1_row,
                    s1y1=self.s1y1_row, lnshift=self.lnshift_row, zero=self.zero_row,
@@ -526,8 +539,10 @@ class _Elaboration:
                              self.total.eq(0), self.s1.eq(0), self.s2.eq(0)]
                 with m.If((c.op != VPUOp.KV_AMAX) | ~c.param[0]):
                     m.d.sync += self.amax.eq(0)
+                with m.If(c.op == VPUOp.SOFTMAX_MX):
+                    m.d.sync += self.smax.eq(c.param[:W].as_signed())
                 with m.If((c.op == VPUOp.SOFTMAX) | (c.op == VPUOp.LAYERNORM) |
-                          (c.op == VPUOp.KV_AMAX)):
+                          (c.op == VPUOp.KV_AMAX) | (c.op == VPUOp.SOFTMAX_MX)):
                     m.d.sync += state.eq(_State.LOAD)
                 with m.Else():
                     m.d.sync += state.eq(_State.ELEMENTWISE)
@@ -610,6 +625,10 @@ def _lane_operands(e: _Elaboration, k: int, lane: VPULane, uop, row: dict):
             m.d.comb += [x.eq(Mux(word.m, row["smax"] - v, 0)), y.eq(t.log2e_q),
                          rs.eq(F + t.log2e_frac - t.exp_lut_bits),
                          mode.eq(LaneMode.EXP), en.eq(word.m & rd_on)]
+        with m.Case(_MicroOp.SOFTMAX_EXP_IN):
+            m.d.comb += [x.eq(Mux(beat.mask[k], row["smax"] - x_w, 0)), y.eq(t.log2e_q),
+                         rs.eq(F + t.log2e_frac - t.exp_lut_bits),
+                         mode.eq(LaneMode.EXP), en.eq(beat.mask[k] & e.in_len[k])]
         with m.Case(_MicroOp.SOFTMAX_OUT):
             m.d.comb += [x.eq(word.v[:t.exp_frac + 1]), y.eq(row["y1"]),
                          rs.eq(row["smshift"]), mode.eq(LaneMode.SAT_P), en.eq(rd_on)]

@@ -338,6 +338,22 @@ def test_softmax_edge_rows():
     assert P.tolist() == [[127, 0, 0], [0, 0, 0]]
 
 
+@SET
+@given(row_and_mask(allow_empty=True), st.integers(0, 2000))
+def test_softmax_with_the_row_max_given(sm, extra):
+    """softmax_mx: the exact kept max gives the softmax bit for bit; a larger bound is a
+    defined result (probabilities in range, masked entries 0); a bound below a kept logit is
+    refused."""
+    s, m = sm
+    mx = int(np.where(m, s, LO).max())
+    assert softmax(s, m, CFG, mx=[mx])[0].tolist() == softmax(s, m, CFG)[0].tolist()
+    P = softmax(s, m, CFG, mx=[min(mx + extra, HI)])[0]
+    assert ((P >= 0) & (P <= 2 ** PB - 1)).all() and (P[~m] == 0).all()
+    if m.any() and mx > LO:
+        with pytest.raises(ValueError, match="exceeds the given row max"):
+            softmax(s, m, CFG, mx=[mx - 1])
+
+
 def test_softmax_sar_block_mask():
     rng = np.random.default_rng(4)
     H, N, Bs = 2, 14, CFG.tile

@@ -19,6 +19,7 @@ from golden.vpu_stream import (
     cmd_word,
     in_words,
     make_row,
+    max_param,
     out_beats,
     random_rows,
 )
@@ -122,6 +123,36 @@ def test_requant_shift_above_sh_max_sets_error():
     row.operands["sh"] = np.array([cfg.sh_max + 1, 0])
     run = run_vpu(VPU(cfg), [row])
     assert run.error == 1
+
+
+_ROW_LAW = {"softmax": lambda nb: max(3 * nb + 21, 2 * nb + 26),
+            "softmax_mx": lambda nb: 2 * nb + 17, "layernorm": lambda nb: 2 * nb + 22}
+
+
+@pytest.mark.parametrize("op", sorted(_ROW_LAW))
+def test_row_operations_take_their_docstring_cycles(op):
+    """Back-to-back rows of ``nb`` beats, output always ready: one row per the cycles of
+    rtl/vpu.py's docstring (from one row's last output beat to the next's)."""
+    cfg = CONFIGS["fpga"]
+    for nb in (3, 8, 16):
+        rows = bench_rows(cfg, op, nb * cfg.vpu_lanes, 4, seed=nb)
+        oc = run_vpu(VPU(cfg), rows).out_cycles
+        ends = [oc[(k + 1) * nb - 1] for k in range(len(rows))]
+        assert {b - a for a, b in zip(ends, ends[1:])} == {_ROW_LAW[op](nb)}, (op, nb)
+
+
+def test_softmax_mx_below_a_kept_logit_sets_error():
+    """softmax_mx's given max must bound every kept logit; a masked one may exceed it."""
+    cfg = CONFIGS["tiny"]
+    ok = make_row(cfg, "softmax_mx", param=max_param(cfg, 5), a=[5, 900, -3],
+                  mask=[1, 0, 1], note="masked logit above the max")
+    run = run_vpu(VPU(cfg), [ok])
+    check_output(cfg, ok, run.outputs[0])
+    assert run.error == 0
+    bad = make_row(cfg, "softmax_mx", param=max_param(cfg, 100), a=[5, 90, -3],
+                   mask=[1, 1, 1])
+    bad.param = max_param(cfg, 50)            # below the kept 90
+    assert run_vpu(VPU(cfg), [bad]).error == 1
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
