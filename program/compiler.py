@@ -14,8 +14,9 @@ SAR masks into MASK, LOAD ``zero`` the x̂ (XBUF) and ``Y`` (YBUF) state regions
     SKIP [qk layer]                                   cache steps only
     v layer
     SKIP [per head: kv_amax/kv_quant K → WMEM Kᵀ;      cache steps only
-          per query tile: QCFG B; QUANT Q; GEMM per kept key block → S; BARRIER;
-          VROW softmax S → P (MASK row); QCFG r0 = 0; QUANT P → P-cache region]
+          per query tile: QCFG B; QUANT Q; GEMM per kept key block → S (and each
+          query's max over the kept keys → RMAX); BARRIER;
+          VROW softmax_mx S → P (MASK row, RMAX); QCFG r0 = 0; QUANT P → P-cache region]
     per head: kv_amax/kv_quant V → WMEM; per query tile and column block: GEMM P-cache → o
     BARRIER; proj layer; VROW gated_residual → h1; layernorm → ln2; modulate → m
     fc1 layer; VROW gelu; fc2 layer; VROW gated_residual → out
@@ -476,12 +477,14 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
             for kb in range(nt):
                 if not blk.mask[h, qa, kb]:
                     continue
+                # The drain finds each query's max over the kept keys (RMAX) on the way.
                 e("GEMM", wait=FULL if first else 0, gsrc=R["slot0"].base, wbase=kt + kb * d,
-                  rrow=R["S.r"].base, dst=R["S"].base + kb * T, use_sreg=1, sreg=SREG_K)
+                  rrow=R["S.r"].base, dst=R["S"].base + kb * T, use_sreg=1, sreg=SREG_K,
+                  rmax=1 if first else 2)
                 first = False
             e("BARRIER")
-            emit_vrow(e, "softmax", R=T, n=N, a=R["S"].base, C=N, vb=R["mask"].base + h * nt + qa,
-                  dst=R["P"].base)
+            emit_vrow(e, "softmax_mx", R=T, n=N, a=R["S"].base, C=N,
+                      vb=R["mask"].base + h * nt + qa, dst=R["P"].base)
             if not dense(cfg):
                 e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
             e("QUANT", src=R["P"].base, nch=N, gdst=_pcache(prog, h, qa), pcache=1)

@@ -168,6 +168,7 @@ class CoreExecutor(VrowEngine):
         self.gmem = [dense_int8.zero_group(cfg) if self.int8 else zero_group(cfg)] * \
             core.gmem_rows
         self.sreg = [0] * SREGS
+        self.rmax = np.full(T, -(1 << (cfg.act_width - 1)), np.int64)    # RMAX (GEMM rmax)
         self.vparam = 0
         self.phase = 0
         self.sem = [0] * SEMAPHORES
@@ -195,7 +196,8 @@ class CoreExecutor(VrowEngine):
         return dict(abuf=self.abuf.copy(), xbuf=self.xbuf.copy(), ybuf=self.ybuf.copy(),
                     vbuf=self.vbuf.copy(), wmem=self.wmem.copy(),
                     rbuf={k: v.copy() for k, v in self.rbuf.items()}, mask=list(self.mask),
-                    gmem=list(self.gmem), sreg=list(self.sreg), vparam=self.vparam,
+                    gmem=list(self.gmem), sreg=list(self.sreg), rmax=self.rmax.copy(),
+                    vparam=self.vparam,
                     phase=self.phase, sem=list(self.sem), qpu=(self.qpu_base, self.qpu_thr),
                     counters=dict(self.counters), done=self.done, error=self.error)
 
@@ -501,6 +503,9 @@ class CoreExecutor(VrowEngine):
             self._fail("vpu", str(e))
         self.abuf[dst:dst + T] = r.y.T
         self._add("abuf_writes", T)
+        if a.get("rmax"):                # the row maxima of the drained y, for softmax_mx
+            beat = r.y.max(axis=1)
+            self.rmax = beat if a["rmax"] == 1 else np.maximum(self.rmax, beat)
         if a["accum"]:
             self.ybuf[ysrc:ysrc + T] = r.Y
             self._add("ybuf_reads", T)

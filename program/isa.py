@@ -65,7 +65,9 @@ GEMM       M       replays ``GMEM[gsrc ...]`` up to its ``last`` group through t
                    acc_requant(Y, acc_i, m, sh - s, bias)`` with ``(m, sh, bias) = RBUF[rrow]``
                    and ``s = SREG[sreg]`` if ``use_sreg`` else 0; ``y`` to the token segment of
                    ABUF rows ``dst .. dst+T-1`` lane ``i``; if ``accum``, ``YBUF[ysrc + i] := Y'``.
-                   ``pcache`` counts the replayed groups as P-cache reads.
+                   ``pcache`` counts the replayed groups as P-cache reads. ``rmax`` 1: the row
+                   maxima ``RMAX[i] := max_j y_ij``; 2: ``RMAX[i] := max(RMAX[i], max_j y_ij)``
+                   (a softmax_mx VROW takes them); 0: RMAX unchanged.
 VROW       V       VPU operation ``vop`` (:data:`golden.layouts.VPU_OPS`, not ``acc_requant``,
                    ``diff_delta``, ``xhat_update``) over rows, ``cols`` selects the walk:
                    *token rows* (``cols = 0``): for token ``r`` in ``0 .. R-1`` one VPU command of
@@ -80,7 +82,9 @@ VROW       V       VPU operation ``vop`` (:data:`golden.layouts.VPU_OPS`, not ``
                    ``WMEM[dst + j·n + k]`` (kv_quant).
                    ``kv_amax`` continues its running max over every command of the VROW and
                    writes the shift of the last to ``SREG[sreg]``; ``kv_quant`` takes its shift
-                   from ``SREG[sreg]``; other operations take ``param`` from the VPARAM register.
+                   from ``SREG[sreg]``; ``softmax_mx`` takes row ``r``'s max from
+                   ``RMAX[r % T]`` (the softmax mask like ``softmax``); other operations take
+                   ``param`` from the VPARAM register.
 VPARAM     V       the VROW parameter register := ``value`` (LayerNorm's ``eps_q``).
 STEP       -       the step phase := phase + 1, or 0 when that reaches ``interval``.
 SKIP       -       on a reuse step (phase != 0) the next ``count`` commands are discarded.
@@ -142,7 +146,8 @@ ENGINE = {"LOAD": "H", "STORE": "H", "QCFG": "Q", "QUANT": "Q", "GEMM": "M", "VR
           "VPARAM": "V"}
 BUFFERS = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "CNT")
 STORABLE = ("ABUF", "XBUF", "YBUF", "CNT")
-VROW_OPS = ("softmax", "layernorm", "modulate", "gelu", "gated_residual", "kv_amax", "kv_quant")
+VROW_OPS = ("softmax", "layernorm", "modulate", "gelu", "gated_residual", "kv_amax", "kv_quant",
+            "softmax_mx")
 
 #: Sticky error codes (0 = none).
 ERRORS = ("none", "opcode", "address", "operand", "vpu", "qpu", "shift", "semaphore")
@@ -349,7 +354,8 @@ def cmd_layout(cfg: Config, op: str) -> list:
                 _f("pcache", 1)]
     if op == "GEMM":
         return [_f("gsrc", W), _f("wbase", W), _f("ysrc", W), _f("rrow", A), _f("dst", A),
-                _f("accum", 1), _f("use_sreg", 1), _f("sreg", 4), _f("pcache", 1)]
+                _f("accum", 1), _f("use_sreg", 1), _f("sreg", 4), _f("pcache", 1),
+                _f("rmax", 2)]
     if op == "VROW":
         return [_f("vop", 4), _f("cols", 1), _f("R", A), _f("n", A), _f("a", A), _f("C", A),
                 _f("c", A), _f("vb", A), _f("dst", A), _f("sreg", 4)]

@@ -20,7 +20,7 @@ from program.isa import VROW_OPS
 __all__ = ["VrowEngine"]
 
 # Operations whose results go to ABUF (kv_quant writes WMEM, kv_amax a shift register).
-_ABUF_RESULT = ("softmax", "layernorm", "modulate", "gelu", "gated_residual")
+_ABUF_RESULT = ("softmax", "layernorm", "modulate", "gelu", "gated_residual", "softmax_mx")
 
 
 class VrowEngine:
@@ -57,6 +57,9 @@ class VrowEngine:
             if op == "softmax":
                 y, ns = vpu.softmax(x[None], mask[None], cfg, tb)
                 return y[0], ns
+            if op == "softmax_mx":
+                y, ns = vpu.softmax(x[None], mask[None], cfg, tb, mx=[[e]])
+                return y[0], ns
             if op == "layernorm":
                 y, ns = vpu.layernorm(x[None], cfg, tables=tb, eps_q=self.vparam)
                 return y[0], ns
@@ -83,7 +86,7 @@ class VrowEngine:
             self._rows("VBUF", a["vb"], nb, "VROW vb")
         if op == "modulate":
             self._rows("VBUF", a["c"], nb, "VROW c")
-        if op == "softmax":
+        if op in ("softmax", "softmax_mx"):
             self._rows("MASK", a["vb"], (R - 1) // T + 1, "VROW mask")
         if op in _ABUF_RESULT:
             self._rows("ABUF", a["dst"], span, "VROW dst")
@@ -101,14 +104,15 @@ class VrowEngine:
                 c = self.vbuf[a["c"]:a["c"] + nb].reshape(-1)[:n]
             elif op == "gated_residual":
                 c = self.abuf[a["c"] + off + k, lane][:n]
-            elif op == "softmax":
+            elif op in ("softmax", "softmax_mx"):
                 bits = self.mask[a["vb"] + r // T]
                 mask = ((bits >> (k // T)) & 1).astype(bool)[:n]
             self._count_row(op, nb)
             if op == "kv_amax":
                 amax = max(amax, int(np.abs(x).max()))
                 continue
-            y, ns = self._vpu(op, x, b, c, mask, self.sreg[a["sreg"]])
+            e = int(self.rmax[lane]) if op == "softmax_mx" else self.sreg[a["sreg"]]
+            y, ns = self._vpu(op, x, b, c, mask, e)
             self._add("vpu_saturated", ns)
             full = np.zeros(nb * T, np.int64)
             full[:n] = y

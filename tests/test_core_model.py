@@ -174,7 +174,7 @@ def test_wide_buffers_widen_only_their_fields():
     assert widths["gsrc"] == widths["wbase"] == widths["ysrc"] == 16
     assert widths["rrow"] == widths["dst"] == 14
     cmd = isa.Cmd("GEMM", dict(gsrc=39999, wbase=3, ysrc=5, rrow=1, dst=2, accum=1, use_sreg=0,
-                               sreg=0, pcache=0))
+                               sreg=0, pcache=0, rmax=2))
     assert isa.decode(cfg, isa.encode(cfg, cmd)).args == cmd.args
     assert preset("tiny", xbuf_rows=1 << 20).xbuf_rows == 1 << 20
     with pytest.raises(ConfigError, match="xbuf_rows"):
