@@ -36,8 +36,8 @@ from golden import vpu as gv
 from golden.config import Config
 from golden.layouts import VPU_OPS, pack, unpack, vpu_cmd_layout, vpu_in_layout, vpu_out_layout
 
-__all__ = ["VPURow", "make_row", "row_max", "max_param", "cmd_word", "in_words", "out_beats", "check_output",
-           "random_rows", "EDGE_KINDS"]
+__all__ = ["VPURow", "make_row", "row_max", "max_param", "cmd_word", "in_words", "out_beats",
+           "check_output", "random_rows", "EDGE_KINDS"]
 
 _FIELDS = ("a", "b", "c", "m", "sh", "mask")
 

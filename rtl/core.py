@@ -106,6 +106,7 @@ class Core(wiring.Component):
             m.d.comb += [link.busy.eq(unit.busy), link.done.eq(unit.done),
                          link.signal.eq(unit.signal)]
         m.d.comb += v.param.eq(dsp.param)
+        m.d.comb += v.rmax.eq(mx.rmax)          # RMAX: written by M (GEMM rmax), read by V
 
         # SREG: written by V (kv_amax), read by V and M.
         for i in range(isa.SREGS):

@@ -146,7 +146,8 @@ class Dispatcher(wiring.Component):
                                 ((is_op["modulate"] | is_op["gated_residual"]) &
                                  over(v.vb + nb, "VBUF")) |
                                 (is_op["modulate"] & over(v.c + nb, "VBUF")) |
-                                (is_op["softmax"] & over(v.vb + tiles + 1, "MASK"))),
+                                ((is_op["softmax"] | is_op["softmax_mx"]) &
+                                 over(v.vb + tiles + 1, "MASK"))),
                 ]
             with m.Case(*(OP[o] for o in ("NOP", "END", "BARRIER", "QCFG", "VPARAM", "STEP",
                                           "SKIP"))):

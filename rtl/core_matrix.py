@@ -13,7 +13,9 @@ Two decoupled halves, so that the next GEMM's groups enter the MPU while the pre
   ``sh - SREG[sreg]`` (when ``use_sreg``), and writes ``y`` to the ABUF token segment and ``Y``
   back to YBUF as the VPU's results come back in order (a 16-entry queue holds each row's
   write-back record meanwhile). The job is done (``done``, ``signal``) when its last token is
-  written.
+  written. A GEMM with ``rmax`` also keeps each token's max over its ``T`` results in RMAX
+  (``rmax`` out; 1: set, 2: the running max), through a registered max tree a few cycles after
+  the write (the engine stays busy meanwhile), for a softmax_mx VROW.
 
 Throughput: one group per cycle into the MPU; one drain beat per cycle (the VPU's element-wise
 rate for one-beat rows). Errors: a GMEM read past the end, a weight row past WMEM, a negative
@@ -34,6 +36,7 @@ from golden.config import bitlen
 from golden.layouts import vpu_cmd_layout, vpu_in_layout, vpu_out_layout
 from program import isa
 
+from .arith import tree_reduce
 from .baseline import Baseline
 from .core_abuf import ABufPort
 from .core_layouts import VOP, MemRead, MemWrite, cmd_layout, row_layout
@@ -83,6 +86,7 @@ class MatrixEngine(wiring.Component):
             "group": Out(1), "lanes": Out(range(cfg.lanes + 1)), "pcache_group": Out(1),
             "ybuf_read": Out(1), "ybuf_write": Out(1), "abuf_write": Out(1), "vpu_row": Out(1),
             "ysat": Out(range(T + 1)), "Ysat": Out(range(T + 1)),
+            "rmax": Out(data.ArrayLayout(signed(cfg.act_width), T)),
         })
 
     def elaborate(self, platform):
@@ -97,7 +101,7 @@ class MatrixEngine(wiring.Component):
         job_lay = data.StructLayout({
             "ysrc": range(core.ybuf_rows), "rrow": range(core.rbuf_rows),
             "dst": range(core.abuf_rows), "accum": 1, "use_sreg": 1, "sreg": 4,
-            "signal": isa.SEMAPHORES})
+            "signal": isa.SEMAPHORES, "rmax": 2})
 
         # ------------------------------------------------------------------ replay half
         m.submodules.jobs = jobs = StreamQueue(job_lay, depth=2)
@@ -112,7 +116,8 @@ class MatrixEngine(wiring.Component):
         m.d.comb += [job_in.ysrc.eq(gemm.ysrc), job_in.rrow.eq(gemm.rrow),
                      job_in.dst.eq(gemm.dst), job_in.accum.eq(gemm.accum),
                      job_in.use_sreg.eq(gemm.use_sreg), job_in.sreg.eq(gemm.sreg),
-                     job_in.signal.eq(gemm.signal), jobs.i.valid.eq(take)]
+                     job_in.signal.eq(gemm.signal), job_in.rmax.eq(gemm.rmax),
+                     jobs.i.valid.eq(take)]
         with m.If(take):
             m.d.sync += [replaying.eq(1), gptr.eq(gemm.gsrc), wbase.eq(gemm.wbase),
                          pc.eq(gemm.pcache), seen_last.eq(0)]
@@ -168,7 +173,7 @@ class MatrixEngine(wiring.Component):
         b_job = Signal(job_lay)
         wb_lay = data.StructLayout({"dst": range(core.abuf_rows), "yaddr": range(core.ybuf_rows),
                                     "token": range(T), "accum": 1, "last": 1,
-                                    "signal": isa.SEMAPHORES})
+                                    "signal": isa.SEMAPHORES, "rmax": 2})
         m.submodules.wb = wb = StreamQueue(wb_lay, depth=_WB)
         b_push = Signal()
         # The VPU streams are driven straight from stage B; cmd and in are separate streams, so
@@ -228,6 +233,7 @@ class MatrixEngine(wiring.Component):
         m.d.comb += [wb_in.dst.eq(b_job.dst), wb_in.yaddr.eq(b_job.ysrc + b_i),
                      wb_in.token.eq(b_i), wb_in.accum.eq(b_job.accum),
                      wb_in.last.eq(b_i == T - 1), wb_in.signal.eq(b_job.signal),
+                     wb_in.rmax.eq(b_job.rmax),
                      wb.i.valid.eq(b_push)]
 
         # Stage C: results back in order, each joined with its write-back record.
@@ -245,7 +251,31 @@ class MatrixEngine(wiring.Component):
                      self.Ysat.eq(Mux(back, sum(o.p.Ysat[t] for t in range(T)), 0))]
         m.d.comb += [self.done.eq(back & w.last), self.signal.eq(w.signal)]
 
-        m.d.comb += self.busy.eq(replaying | jobs.o.valid | b_valid | wb.o.valid | gfifo.o.valid)
+        # RMAX: each written token's max over its T results, through a registered max tree (its
+        # control delayed alongside), then set or folded into the token's register.
+        W = cfg.act_width
+        y_in = []
+        for t in range(T):              # registered first, off the VPU's output path
+            r_t = Signal(signed(W), name=f"rmax_in{t}")
+            m.d.sync += r_t.eq(o.p.y[t][:W].as_signed())
+            y_in.append(r_t)
+        top, stages = tree_reduce(m, y_in, "max", "rmax_tree", every=2)
+        ctl = [(back & (w.rmax != 0), w.rmax, w.token)]
+        for d in range(stages + 1):
+            v_, md, tk = (Signal(name=f"rmax_v{d}"), Signal(2, name=f"rmax_m{d}"),
+                          Signal(range(T), name=f"rmax_t{d}"))
+            m.d.sync += [v_.eq(ctl[-1][0]), md.eq(ctl[-1][1]), tk.eq(ctl[-1][2])]
+            ctl.append((v_, md, tk))
+        rv, rm, rt = ctl[-1]
+        for t in range(T):
+            reg = Signal(signed(W), init=-(1 << (W - 1)), name=f"rmax{t}")
+            with m.If(rv & (rt == t)):
+                m.d.sync += reg.eq(Mux((rm == 1) | (top > reg), top, reg))
+            m.d.comb += self.rmax[t].eq(reg)
+        pending = Cat(*(c[0] for c in ctl)).any()
+
+        m.d.comb += self.busy.eq(replaying | jobs.o.valid | b_valid | wb.o.valid | gfifo.o.valid |
+                                 pending)
         with m.If(neg):
             m.d.comb += self.fault.eq(isa.ERRORS.index("shift"))
         with m.If(bad_w | (replaying & ~seen_last & past_end & ~inflight)):

@@ -2,7 +2,8 @@
 
 An issue side walks the rows and beats of the command (token rows of ABUF tensors, or
 sub-channels), reads the operands (ABUF ``a`` and, for ``gated_residual``, ``c``; VBUF vectors
-for ``b`` and, for ``modulate``, ``c``; the MASK row for ``softmax``) and sends one VPU command
+for ``b`` and, for ``modulate``, ``c``; the MASK row for ``softmax`` and ``softmax_mx``, whose
+row maxima come from the matrix engine's RMAX, ``rmax``) and sends one VPU command
 per row and one input beat per cycle; an output side counts the VPU's results back in order and
 writes them (ABUF token segments, WMEM rows for ``kv_quant``, a shift register for ``kv_amax``).
 The command is done when the last result is written.
@@ -12,7 +13,7 @@ queue, a :class:`~rtl.stream_queue.StreamQueue`; the commands wait in another); 
 rate per operation (rtl/vpu.py) sets the rest.
 """
 
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Array, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -58,6 +59,7 @@ class VectorEngine(wiring.Component):
             "wwr": Out(MemWrite(core.wmem_rows, row_layout(cfg, "WMEM"))),
             "param": In(pw),
             "sreg": In(data.ArrayLayout(shb, isa.SREGS)),
+            "rmax": In(data.ArrayLayout(signed(cfg.act_width), T)),
             "sreg_we": Out(1), "sreg_idx": Out(4), "sreg_val": Out(shb),
             "vpu_cmd": Out(stream.Signature(to_layout(vpu_cmd_layout(cfg)))),
             "vpu_in": Out(stream.Signature(to_layout(vpu_in_layout(cfg)))),
@@ -142,6 +144,9 @@ class VectorEngine(wiring.Component):
             m.d.comb += vcmd.param.eq(r != 0)
         with m.If(is_op["kv_quant"]):
             m.d.comb += vcmd.param.eq(Array(self.sreg[i] for i in range(isa.SREGS))[sreg])
+        with m.If(is_op["softmax_mx"]):      # the row's max, act_width-bit two's complement
+            rm = Array(self.rmax[t] for t in range(T))[r[:k]]
+            m.d.comb += vcmd.param.eq(rm.as_unsigned())
         m.d.comb += [cfifo.i.valid.eq(issue & row_start), self.vpu_row.eq(issue & row_start)]
 
         # Operand reads (data the next cycle).

@@ -157,11 +157,13 @@ def test_row_operations(cfg, dut):
     assert np.array_equal(as_tensor(out[4], T, N), P), "softmax"
 
 
+@pytest.mark.parametrize("softmax", ["softmax", "softmax_mx"])
 @pytest.mark.parametrize("keep", [(1, 1, 1, 1), (1, 0, 1, 1)], ids=["dense", "sar"])
-def test_attention_head(cfg, dut, keep):
+def test_attention_head(cfg, dut, keep, softmax):
     """One head end to end: K and V to INT8 in WMEM (kv_amax + kv_quant, both walks), Q·Kᵀ on
-    the kept blocks with the runtime shift, softmax under the mask, P quantized into GMEM and
-    replayed against V: every stored word equals the ISA executor's."""
+    the kept blocks with the runtime shift, softmax under the mask (or softmax_mx with the row
+    maxima the Q·Kᵀ drains kept in RMAX), P quantized into GMEM and replayed against V: every
+    stored word equals the ISA executor's."""
     rng = np.random.default_rng(3)
     N, d = 8, 8
     nb = N // T
@@ -188,10 +190,11 @@ def test_attention_head(cfg, dut, keep):
         p.cmds.append(Cmd("QUANT", dict(src=qa * d, nch=d, gdst=0), signal=1))
         kept = [kb for kb in range(nb) if mask[qa, kb]]
         for i, kb in enumerate(kept):
+            rmax = (1 if i == 0 else 2) if softmax == "softmax_mx" else 0
             p.cmds.append(Cmd("GEMM", dict(gsrc=0, wbase=kb * d, rrow=0, use_sreg=1, sreg=0,
-                                           dst=300 + kb * T), wait=1 if i == 0 else 0))
+                                           dst=300 + kb * T, rmax=rmax), wait=1 if i == 0 else 0))
         p.cmds.append(Cmd("BARRIER", {}))
-        p.cmds.append(_vrow("softmax", T, N, a=300, C=N, dst=400, vb=qa))
+        p.cmds.append(_vrow(softmax, T, N, a=300, C=N, dst=400, vb=qa))
         p.cmds.append(Cmd("QCFG", dict(base_log2=cfg.act_frac, thr=thr)))
         p.cmds.append(Cmd("QUANT", dict(src=400, nch=N, gdst=512 + 64 * qa, pcache=1),
                           signal=1))

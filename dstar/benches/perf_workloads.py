@@ -162,7 +162,7 @@ def block_programs(cfg: Config, steps: int = 4) -> tuple:
 #: V-engine calibration shapes in units of T, ``(rows / T, n / T)``: rows of 1 to 16 beats (a
 #: paper-scale softmax has 16 and more) and one to three tiles of rows, so that fixed, per-row
 #: and per-beat cycles are told apart (row lengths clipped to ``max_reduction``).
-VROW_SHAPES = ((1, 1), (3, 1), (4, 2), (2, 4), (1, 10), (1, 16))
+VROW_SHAPES = ((1, 1), (3, 1), (4, 2), (2, 4), (2, 8), (1, 10), (1, 16))
 
 
 def vrow_program(cfg: Config, seed: int = 0) -> Program:
@@ -179,7 +179,8 @@ def vrow_program(cfg: Config, seed: int = 0) -> Program:
     src_rows = max(r // T * n for r, n in shapes)
     dst = src_rows
     vb_rows = min(kmax, max(k for _r, k in VROW_SHAPES))     # VBUF vectors of the longest row
-    mask_rows = 3
+    mask_rows = 6          # 3 random (bit 0 kept), 3 empty: softmax_mx's rows keep nothing, so
+                           # RMAX (untouched here) bounds them; its cycles do not depend on it
     buf = {b: BUFFERS.index(b) for b in BUFFERS}
 
     def cmd(op, **f):
@@ -190,8 +191,8 @@ def vrow_program(cfg: Config, seed: int = 0) -> Program:
         words += row_to_words(cfg, "ABUF", {"v": rng.integers(-lim, lim, T)})
     for _ in range(vb_rows):
         words += row_to_words(cfg, "VBUF", {"v": rng.integers(-lim // 4, lim // 4, T)})
-    for _ in range(mask_rows):
-        bits = int(rng.integers(0, 1 << kmax)) | 1
+    for i in range(mask_rows):
+        bits = int(rng.integers(0, 1 << kmax)) | 1 if i < 3 else 0
         words += row_to_words(cfg, "MASK", {"bits": bits})
     init = [cmd("LOAD", buf=buf["ABUF"], zero=0, addr=0, count=src_rows),
             cmd("LOAD", buf=buf["VBUF"], zero=0, addr=0, count=vb_rows),
@@ -201,7 +202,8 @@ def vrow_program(cfg: Config, seed: int = 0) -> Program:
     for op in VROW_OPS:
         vop = VPU_OPS.index(op)
         for R, n in shapes:
-            body.append(cmd("VROW", vop=vop, cols=0, R=R, n=n, a=0, C=n, c=0, vb=0,
+            body.append(cmd("VROW", vop=vop, cols=0, R=R, n=n, a=0, C=n, c=0,
+                            vb=3 if op == "softmax_mx" else 0,
                             dst=0 if op == "kv_quant" else dst, sreg=0))
         if op in ("kv_amax", "kv_quant"):
             for R, n in shapes:                     # sub-channel walk: R // T tiles of n / T

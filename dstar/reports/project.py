@@ -253,7 +253,7 @@ def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, c
     if cache or wl is None:
         g_q = a.head_dim if bits is None else _groups(a.head_dim, bits, cfg, fill)
         parts["qk"] = units * _run(t, _stream([(a.head_dim, g_q, kept)]))
-        parts["softmax"] = units * _vrow(t, cfg, "softmax", T, nch_p)
+        parts["softmax"] = units * _vrow(t, cfg, "softmax_mx", T, nch_p)
         if wl is not None:                                # quantize P into the P cache
             parts["p_quant"] = units * (t.quant(_quant(nch_p, g_p)) + t.dispatch)
     parts["pv"] = _run(t, _stream([(nch_p, g_p, d_blocks)] * units))
