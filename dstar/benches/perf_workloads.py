@@ -162,7 +162,7 @@ def block_programs(cfg: Config, steps: int = 4) -> tuple:
 #: V-engine calibration shapes in units of T, ``(rows / T, n / T)``: rows of 1 to 16 beats (a
 #: paper-scale softmax has 16 and more) and one to three tiles of rows, so that fixed, per-row
 #: and per-beat cycles are told apart (row lengths clipped to ``max_reduction``).
-VROW_SHAPES = ((1, 1), (3, 1), (4, 2), (2, 4), (1, 10), (1, 16))
+VROW_SHAPES = ((1, 1), (3, 1), (4, 2), (2, 4), (2, 8), (1, 10), (1, 16))
 
 
 def vrow_program(cfg: Config, seed: int = 0) -> Program:
