@@ -9,9 +9,9 @@ default):
   (:func:`dstar.benches.perf_workloads.isolated`): the busy cycles of each command alone give the
   duration offsets (medians of ``busy − work``); the same shapes run plainly fit the overlap
   constants of the matrix engine (coordinate descent over small integer ranges, least total
-  error); every VROW operation and walk alone at four shapes
-  (:func:`dstar.benches.perf_workloads.vrow_program`) gives the V engine's fixed, per-row and
-  per-beat cycles (least squares per operation and walk);
+  error); every VROW operation and walk alone at seven shapes
+  (:func:`dstar.benches.perf_workloads.vrow_program`) gives the V engine's fixed cycles per
+  command and its cycles per row at each row length (least squares per operation and walk);
 * **validation**: 10 other layer shapes run plainly (3 steps each: the first quantizes the whole
   input, later ones its change), and the DiT block over a cache and a reuse step. Per step and
   section the model's cycles and busy cycles are compared with the RTL's counters. The
@@ -275,8 +275,8 @@ def markdown(records: list) -> str:
              "engines driven by each command's exact work from the ISA executor. Calibration: "
              "4 layer shapes with a counter read after every command (duration offsets) and "
              "the same shapes run plainly (the matrix engine's overlap constants); every VROW "
-             "operation alone at four shapes gives the V engine's fixed, per-row and per-beat "
-             "cycles. Validation: 10 other layer shapes "
+             "operation alone at seven shapes gives the V engine's fixed cycles and its cycles per "
+             "row at each row length. Validation: 10 other layer shapes "
              "over 3 steps (the first quantizes the whole input, later ones its change) and the "
              "DiT block over a cache and a reuse step, each cut into sections at points where "
              "the program waits for idle anyway. Every stored word of every run is checked "
