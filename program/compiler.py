@@ -14,9 +14,10 @@ SAR masks into MASK, LOAD ``zero`` the x̂ (XBUF) and ``Y`` (YBUF) state regions
     SKIP [qk layer]                                   cache steps only
     v layer
     SKIP [per head: kv_amax/kv_quant K → WMEM Kᵀ;      cache steps only
-          per query tile: QCFG B; QUANT Q; GEMM per kept key block → S (and each
-          query's max over the kept keys → RMAX); BARRIER;
-          VROW softmax_mx S → P (MASK row, RMAX); QCFG r0 = 0; QUANT P → P-cache region]
+          per query tile: QCFG B; QUANT Q; (QCFG r0 = 0; QUANT the previous tile's P →
+          its P-cache region, beside the GEMMs;) GEMM per kept key block → S (and each
+          query's max over the kept keys → RMAX); BARRIER; VROW softmax_mx S → P (MASK row,
+          RMAX); after the last tile QCFG r0 = 0; QUANT its P]
     per head: kv_amax/kv_quant V → WMEM; per query tile and column block: GEMM P-cache → o
     BARRIER; proj layer; VROW gated_residual → h1; layernorm → ln2; modulate → m
     fc1 layer; VROW gelu; fc2 layer; VROW gated_residual → out
@@ -459,12 +460,20 @@ def attention_words(cfg: Config, blk: IntDiTBlock) -> tuple:
 
 
 def _attention_cache(prog: CoreProgram, e: Emitter):
-    """Cache-step part: per head Kᵀ into WMEM; per query tile S, softmax, P into the P cache."""
+    """Cache-step part: per head Kᵀ into WMEM; per query tile S, softmax, P into the P cache.
+    P of a query tile is quantized after the next tile's Q, so that the Q engine works on it
+    while the matrix engine computes the next tile's S (the last tile's P closes the head)."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     s, T = blk.spec, cfg.tile
     N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
     nt = N // T
     qk, kt = R["qk.y"].base, R["K^T"].base
+
+    def quant_p(h, qa):
+        if not dense(cfg):
+            e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
+        e("QUANT", src=R["P"].base, nch=N, gdst=_pcache(prog, h, qa), pcache=1)
+
     for h in range(H):
         walk = dict(cols=1, R=nt, n=d, a=qk + D + h * d, C=2 * D, sreg=SREG_K)
         emit_vrow(e, "kv_amax", **walk)
@@ -473,6 +482,8 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
             if not dense(cfg):
                 e("QCFG", base_log2=blk.B, thr=list(cfg.thr))
             e("QUANT", signal=FULL, src=qk + qa * 2 * D + h * d, nch=d, gdst=R["slot0"].base)
+            if qa:                       # the previous tile's P, beside this tile's S GEMMs
+                quant_p(h, qa - 1)
             first = True
             for kb in range(nt):
                 if not blk.mask[h, qa, kb]:
@@ -485,9 +496,7 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
             e("BARRIER")
             emit_vrow(e, "softmax_mx", R=T, n=N, a=R["S"].base, C=N,
                       vb=R["mask"].base + h * nt + qa, dst=R["P"].base)
-            if not dense(cfg):
-                e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
-            e("QUANT", src=R["P"].base, nch=N, gdst=_pcache(prog, h, qa), pcache=1)
+        quant_p(h, nt - 1)
     e("BARRIER")
 
 

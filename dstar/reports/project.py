@@ -229,8 +229,9 @@ def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, c
     """Cycles of one core for its share of attention ``a`` on a cache (or dense) or reuse step
     (``wl`` None: every block kept and every step a full attention, dense), by part: ``kv`` (K and
     V made INT8 weights on the V engine), ``qk`` (the QKᵀ GEMM streams), ``softmax``,
-    ``p_quant`` (P into the P cache) and ``pv`` (the P·V GEMM stream). The parts run one after
-    the other, as the compiler's program orders them."""
+    ``p_quant`` (P into the P cache: what the next tile's S GEMMs beside it do not hide) and
+    ``pv`` (the P·V GEMM stream). The parts run one after the other, as the compiler's program
+    orders them."""
     T = cfg.tile
     nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
     kept = nk if wl is None else max(1, round(nk * wl.kept))
@@ -252,10 +253,17 @@ def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, c
     g_p = nch_p if wl is None else _groups(nch_p, wl.p_bits, cfg, wl.fill)
     if cache or wl is None:
         g_q = a.head_dim if bits is None else _groups(a.head_dim, bits, cfg, fill)
-        parts["qk"] = units * _run(t, _stream([(a.head_dim, g_q, kept)]))
+        qk = _run(t, _stream([(a.head_dim, g_q, kept)]))
+        parts["qk"] = units * qk
         parts["softmax"] = units * _vrow(t, cfg, "softmax_mx", T, nch_p)
         if wl is not None:                                # quantize P into the P cache
-            parts["p_quant"] = units * (t.quant(_quant(nch_p, g_p)) + t.dispatch)
+            alone = t.quant(_quant(nch_p, g_p)) + t.dispatch
+            # The compiler quantizes a tile's P beside the next tile's S GEMMs (the last of each
+            # head alone): only what the GEMMs do not hide counts.
+            both = _run(t, [_quant(a.head_dim, g_q, signal=FULL), _quant(nch_p, g_p)]
+                        + [_gemm(g_q, wait=FULL if j == 0 else 0) for j in range(kept)])
+            beside = max(0, units - heads)
+            parts["p_quant"] = beside * max(0, both - qk) + (units - beside) * alone
     parts["pv"] = _run(t, _stream([(nch_p, g_p, d_blocks)] * units))
     return parts
 
