@@ -119,3 +119,29 @@ def test_program_runner_on_icarus():
     ica = run_programs(CFG, core, progs, "icarus", tag="icarus-check")
     ver = run_programs(CFG, core, progs, "verilator", tag="icarus-check")
     assert ica == ver
+
+
+def test_vrow_law_interpolates_between_measured_row_lengths():
+    """A VROW costs fixed + rows·c(nb), c piecewise linear through the measured points, the
+    first below them and the slope of the last two beyond them."""
+    t = Timing.structural(CFG, vrow_fixed={"softmax/tok": 5.0},
+                          vrow_curve={"softmax/tok": [[1, 28.0], [4, 34.0], [16, 70.0]]})
+
+    def cyc(rows, beats):
+        return t.vrow(Work("VROW", dict(vop_name="softmax/tok"),
+                           ev=dict(vpu_rows=rows, vpu_beats=beats)))
+
+    assert cyc(2, 2) == 5 + 2 * 28                   # a point
+    assert cyc(4, 40) == 5 + 4 * 52                  # nb 10: halfway between 4 and 16
+    assert cyc(1, 32) == 5 + 118                     # nb 32: 70 + 3 · 16 beyond the last
+
+
+def test_vrow_fit_recovers_a_law_from_isolated_commands():
+    """Two row counts at one row length tell the fixed cycles apart; every row length gets its
+    own cycles per row (dstar.benches.perf_validate._fit_vrow)."""
+    from dstar.benches.perf_validate import _fit_vrow
+    law = {1: 12.0, 4: 13.0, 10: 18.0}
+    pts = [(r, r * nb, 7 + r * law[nb]) for r, nb in ((4, 1), (12, 1), (8, 4), (4, 10))]
+    fit = _fit_vrow({"kv_amax/tok": pts})
+    assert fit["vrow_fixed"]["kv_amax/tok"] == pytest.approx(7)
+    assert fit["vrow_curve"]["kv_amax/tok"] == [[1.0, 12.0], [4.0, 13.0], [10.0, 18.0]]
