@@ -33,7 +33,7 @@ import numpy as np
 
 from dstar.benches.core_programs import counter_reads, run_programs
 from dstar.benches.perf_workloads import (
-    block_programs,
+    block_program,
     isolated_program,
     plain_program,
     shapes,
@@ -78,7 +78,7 @@ def measure(cfg: Config, simulator: str = "verilator", n_validation: int | None 
     p = vrow_program(cfg)
     progs[p.name] = ("iso_vrow", "vrow", p, None)
     if block_steps:
-        _iso, plain = block_programs(cfg, block_steps)
+        plain = block_program(cfg, block_steps)
         progs[plain.program.name] = ("block", "block", plain.program, plain.sections)
     works = {n: trace_work(cfg, core, p.runs) for n, (_k, _s, p, _x) in progs.items()}
     t0 = time.perf_counter()

@@ -8,9 +8,9 @@ programs (:class:`program.layer.LayerProgram`), in two forms:
   anyway (load, compute, store sections; validation).
 
 :func:`vrow_program` is the V engine's calibration: every VROW operation and walk alone at
-several row counts and row lengths (:data:`VROW_SHAPES`), so that a command's fixed cycles, its
-cycles per row and per beat are told apart (the DiT block, where each operation comes at one
-shape, is then validated out of sample).
+several row counts and row lengths (:data:`VROW_SHAPES`), so that a command's fixed cycles and
+its cycles per row at each row length are told apart (the DiT block is then validated out of
+sample).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from program.layer import LayerProgram
 from program.workloads import block_workload
 
 __all__ = ["LayerShape", "layer_program", "layer_steps", "isolated", "plain_program",
-           "isolated_program", "sectioned", "Sectioned", "block_runs", "block_programs",
+           "isolated_program", "sectioned", "Sectioned", "block_runs", "block_program",
            "shapes", "SHAPES", "vrow_program", "VROW_SHAPES"]
 
 
@@ -145,23 +145,23 @@ def block_runs(cfg: Config, steps: int = 4) -> tuple:
     return (init, prog.init_host_words()), prog.step_commands(), hosts, prog.sections
 
 
-def block_programs(cfg: Config, steps: int = 4) -> tuple:
-    """``(isolated, sectioned)`` programs of the DiT block over ``steps`` steps (cache and reuse
-    steps alternate at the preset's SAR interval): the isolated one calibrates the V engine,
-    the sectioned one (a counter read at every section boundary) validates the whole core."""
+def block_program(cfg: Config, steps: int = 4) -> Sectioned:
+    """The DiT block over ``steps`` steps (cache and reuse steps alternate at the preset's SAR
+    interval) with a counter read at every section boundary: the whole core's validation (its
+    layers and its VROWs are at shapes the model was not fitted on)."""
     init, cmds, hosts, sections = block_runs(cfg, steps)
     body = []
     for _name, a, b in sections:
         body += [CNT] + [c for c in cmds[a:b] if c.op != "END"]
     body += [CNT, END]
-    iso = Program("iso_block", [init] + [(isolated(cmds), h) for h in hosts])
     plain = Program("plain_block", [init] + [(body, h) for h in hosts])
-    return iso, Sectioned(plain, tuple(n for n, _a, _b in sections))
+    return Sectioned(plain, tuple(n for n, _a, _b in sections))
 
 
 #: V-engine calibration shapes in units of T, ``(rows / T, n / T)``: rows of 1 to 16 beats (a
-#: paper-scale softmax has 16 and more) and one to three tiles of rows, so that fixed, per-row
-#: and per-beat cycles are told apart (row lengths clipped to ``max_reduction``).
+#: paper-scale softmax has 16 and more; beyond, the model extends the last slope) and one to
+#: four tiles of rows, two row counts at one beat so that the fixed cycles are told apart from
+#: those per row (row lengths clipped to ``max_reduction``).
 VROW_SHAPES = ((1, 1), (3, 1), (4, 2), (2, 4), (2, 8), (1, 10), (1, 16))
 
 
