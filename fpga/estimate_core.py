@@ -5,13 +5,16 @@ the dispatcher. :func:`core_parts` returns its parts for :func:`fpga.estimate.es
 
 - the MPU's PE array and front end, the QPU's and the VPU's parts: the calibrated model's parts
   (:mod:`fpga.estimate_parts`), as for those units alone (the MPU's weight memory has the core's
-  ``wmem_rows`` rows instead of ``max_reduction``);
+  ``wmem_rows`` rows instead of ``max_reduction``; the VPU without ``acc_requant``, as the core
+  builds it);
 - the buffers ABUF (``T`` banks, two read ports), XBUF, YBUF, RBUF, VBUF, MASK and GMEM, depths
   from :func:`program.isa.core_for`: block and LUT RAM counted structurally as for the
   units' memories (:func:`fpga.estimate_parts.memory`), and in generic gates their bits as
   flip-flops with a read multiplexer per port;
-- the dispatcher's two address products: one MULT18X18D each (without DSP blocks their few
-  hundred LUTs are not added);
+- the dispatcher's two address products: one MULT18X18D each, and the matrix engine's
+  requantizer, ``T`` products of ``acc_bits`` by ``mult_width + 1`` bits (without DSP blocks
+  their LUTs are not added: the control line below holds the requantizer's adders and
+  registers);
 - *control*: the engines, the dispatcher, the buffers' shared ports, the counters and the
   rest of the top. No feature model exists for it: its LUTs, flip-flops and LUT RAM are the
   straight line, in the bits the core moves per buffer row (:func:`datapath_bits`), through
@@ -38,7 +41,15 @@ from golden.layouts import group_layout, layout_width
 from program import isa
 
 from .estimate_coef import CALIBRATION, ecp5_resources
-from .estimate_parts import Part, array_front, array_pes, dsp_blocks, memory, unit_parts
+from .estimate_parts import (
+    Part,
+    array_front,
+    array_pes,
+    dsp_blocks,
+    memory,
+    unit_parts,
+    vpu_parts,
+)
 
 __all__ = ["core_parts", "datapath_bits", "control", "measured_error", "model_note",
            "CORE_MEASURED"]
@@ -114,11 +125,13 @@ def core_parts(cfg: Config) -> list:
     mpu = [*array_pes(cfg, False), array_front(cfg, False, depth=core.wmem_rows)]
     c = control(cfg)
     ctl = Part("core control: engines, dispatcher, ports", 1, {},
-               dsp=2 * dsp_blocks(isa.ADDR_BITS + 1, isa.ADDR_BITS), lutram=round(c["lutram"]),
+               dsp=(2 * dsp_blocks(isa.ADDR_BITS + 1, isa.ADDR_BITS)       # the dispatcher
+                    + cfg.tile * dsp_blocks(cfg.acc_bits, cfg.mult_width + 1)),  # M's requant
+               lutram=round(c["lutram"]),
                fixed={"lut": c["lut"], "lut_nodsp": c["lut"], "ff": c["ff"],
                       "transistors": c["ff"] * CALIBRATION["coef"]["transistors"]["ff"]})
-    return (mpu + unit_parts("qpu", cfg) + unit_parts("vpu", cfg) + _buffer_parts(cfg, core)
-            + [ctl])
+    return (mpu + unit_parts("qpu", cfg) + vpu_parts(cfg, requant=False)
+            + _buffer_parts(cfg, core) + [ctl])
 
 
 def measured_error() -> dict:

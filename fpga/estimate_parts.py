@@ -363,7 +363,8 @@ def sorter(cfg: Config) -> Part:
 
 
 # ------------------------------------------------------------------------------------ the VPU
-def vpu_lane(cfg: Config, t, count: int = 1, operands: bool = True) -> Part:
+def vpu_lane(cfg: Config, t, count: int = 1, operands: bool = True,
+             requant: bool = True) -> Part:
     """One VPU lane: :class:`rtl.vpu_lane.VPULane` and (``operands``) its share of the VPU's
     input and operand registers, operand selection and GELU tables (``t``: the VPU's tables,
     :func:`golden.vpu.vpu_tables`).
@@ -372,11 +373,12 @@ def vpu_lane(cfg: Config, t, count: int = 1, operands: bool = True) -> Part:
     order in LUT4s (the sum, the rounding bias and its shift right by ``rs``, four saturations,
     the exponential's shift); ``vo`` the operand stage (``x``, ``y``, ``add`` chosen among
     about ten micro-operations, the GELU tables as logic, ``acc_requant``'s saturated sum);
-    ``g.rom`` the exponential's table, block RAM on ECP5 and logic in generic gates."""
-    w = lane_widths(cfg, t)
+    ``g.rom`` the exponential's table, block RAM on ECP5 and logic in generic gates. Without
+    ``requant`` (the core's VPU) the narrower widths and no ``side`` data."""
+    w = lane_widths(cfg, t, requant)
     A, E = cfg.acc_bits, t.exp_frac
     x, y, ad, rs, sm, r = w["x"], w["y"], w["add"], w["rs"], w["sum"], w["r"]
-    carry = 3 + 1 + A + 1                                  # mode, enable, side, flag
+    carry = 3 + 1 + ((A + 1) if requant else 0)           # mode, enable, side, flag
     regs = ((x + y) + ad + rs + carry + sm + rs + carry + (sm + 2) + rs + carry + sm + carry
             + r + 1 + (E + 2).bit_length() + (E + 1) + carry + r + 1 + A + 1)
     ke = (E + 2).bit_length()
@@ -389,7 +391,7 @@ def vpu_lane(cfg: Config, t, count: int = 1, operands: bool = True) -> Part:
                              + cfg.sh_max.bit_length() + 1) + (x + y + ad + rs + carry)
         rom = (len(t.gelu_base) * t.widths["gelu.base"][0]
                + len(t.gelu_delta) * t.widths["gelu.delta"][0])
-        feats["vo"] = 4 * (x + y + ad) + rom // 16 + 3 * A
+        feats["vo"] = 4 * (x + y + ad) + rom // 16 + (3 * A if requant else 0)
     # The exponential's table is read into a register: Yosys maps it to block RAM.
     mem = memory(len(t.exp_lut), t.exp_lut_frac + 1)
     mem.pop("ff")  # a ROM: no write port, and its read register is the lane's stage E
@@ -397,9 +399,10 @@ def vpu_lane(cfg: Config, t, count: int = 1, operands: bool = True) -> Part:
                 lutram=mem["lutram"])
 
 
-def vpu_parts(cfg: Config) -> list:
+def vpu_parts(cfg: Config, requant: bool = True) -> list:
     """:class:`rtl.vpu.VPU`: ``vpu_lanes`` lanes; the row scalars, row buffer and control
-    (``vpu.mul``: the scalar units' multiplier bits; ``vpu.1``: the rest, nearly constant)."""
+    (``vpu.mul``: the scalar units' multiplier bits; ``vpu.1``: the rest, nearly constant);
+    ``requant`` as the VPU's parameter."""
     t = vpu_tables(cfg)
     if t.rsqrt_frac < cfg.act_frac + t.ln_eps_frac // 2:  # the RTL's own check (rtl.vpu.VPU)
         raise ConfigError(f"VPU: act_frac ({cfg.act_frac}) + ln_eps_frac/2 "
@@ -407,7 +410,7 @@ def vpu_parts(cfg: Config) -> list:
                           f"({t.rsqrt_frac}): LayerNorm's output shift would be negative")
     L, W, n_max = cfg.vpu_lanes, cfg.act_width, cfg.max_reduction
     wd = {k: v[0] for k, v in t.widths.items()}
-    lw = lane_widths(cfg, t)
+    lw = lane_widths(cfg, t, requant)
     pw = vpu_param_width(cfg)
     Qr, Qs = t.recip_frac, t.rsqrt_frac
     nb = n_max.bit_length()
@@ -432,7 +435,7 @@ def vpu_parts(cfg: Config) -> list:
     fixed = Part("VPU row scalars, reductions, row buffer, control", 1, feats,
                  dsp=sum(dsp_blocks(a, b) for a, b in muls), mem_bits=depth * L * (bw + 1),
                  **mem)
-    return [vpu_lane(cfg, t, count=L), fixed]
+    return [vpu_lane(cfg, t, count=L, requant=requant), fixed]
 
 
 # ------------------------------------------------------------------------------- the units

@@ -78,6 +78,7 @@ __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE",
            "attention_words", "memory_table", "regions_end", "check_block", "check_bias"]
 
 FULL, FREE = 1 << 0, 1 << 1          # semaphore masks: group slot full / free
+S_READY, P_READY = 1 << 2, 1 << 3    # attention: a query tile's scores (and RMAX) / P written
 SREG_K, SREG_V = 0, 1                # shift registers of K and V (one head at a time)
 MAX_COUNT = (1 << ADDR_BITS) - 1     # largest count field
 BUF_ORDER = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "GMEM")
@@ -319,7 +320,8 @@ def _plan(prog: CoreProgram):
     widths = {"x": D, "ln1": D, "a": D, "qk.y": 2 * D, "v.y": D, "S": None, "P": None, "o": D,
               "proj.y": D, "h1": D, "ln2": D, "m": D, "fc1.y": M, "gelu": M, "fc2.y": D, "out": D}
     for name, C in widths.items():
-        take("ABUF", name, N if C is None else nt * C)     # S, P: T queries × N keys
+        # S, P: T queries × N keys, twice (query tile qa uses the half qa % 2)
+        take("ABUF", name, 2 * N if C is None else nt * C)
     state = 0 if dense(cfg) else 1       # the INT8 core keeps no x̂ and no Y
     for k in LAYERS:
         take("XBUF", f"{k}.xhat", state * nt * blk.layers[k].W.shape[0])
@@ -460,43 +462,52 @@ def attention_words(cfg: Config, blk: IntDiTBlock) -> tuple:
 
 
 def _attention_cache(prog: CoreProgram, e: Emitter):
-    """Cache-step part: per head Kᵀ into WMEM; per query tile S, softmax, P into the P cache.
-    P of a query tile is quantized after the next tile's Q, so that the Q engine works on it
-    while the matrix engine computes the next tile's S (the last tile's P closes the head)."""
+    """Cache-step part: per head Kᵀ into WMEM; per query tile S, softmax, P into the P cache,
+    software-pipelined on two halves of S and P: query tile qa's softmax (a VROW with
+    ``overlap``) runs while the Q engine quantizes tile qa+1's queries and the matrix engine
+    computes its S (finding each query's max on the way, RMAX); then P of tile qa is quantized.
+    Semaphores: ``S_READY`` (the last S GEMM of a tile, once RMAX holds its maxima) before the
+    softmax, ``P_READY`` (the softmax) before P's QUANT. The rest is ordered by the engines
+    themselves: a softmax issues only once the previous one is done, after P's QUANT of the
+    tile before (so tile qa+2's S GEMMs, issued after softmax qa+1, never overwrite the half
+    softmax qa reads, and softmax qa+2 never the half P's QUANT of qa reads, the Q engine taking
+    one command at a time)."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     s, T = blk.spec, cfg.tile
     N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
     nt = N // T
     qk, kt = R["qk.y"].base, R["K^T"].base
+    slots = (R["slot0"].base, R["slot1"].base)
 
-    def quant_p(h, qa):
+    def scores(h, qa):
         if not dense(cfg):
-            e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
-        e("QUANT", src=R["P"].base, nch=N, gdst=_pcache(prog, h, qa), pcache=1)
+            e("QCFG", base_log2=blk.B, thr=list(cfg.thr))
+        e("QUANT", signal=FULL, src=qk + qa * 2 * D + h * d, nch=d, gdst=slots[qa % 2])
+        kept = [kb for kb in range(nt) if blk.mask[h, qa, kb]]
+        for i, kb in enumerate(kept):
+            # The drain finds each query's max over the kept keys (RMAX) on the way.
+            e("GEMM", wait=FULL if i == 0 else 0, signal=S_READY if i == len(kept) - 1 else 0,
+              gsrc=slots[qa % 2], wbase=kt + kb * d, rrow=R["S.r"].base,
+              dst=R["S"].base + (qa % 2) * N + kb * T, use_sreg=1, sreg=SREG_K,
+              rmax=1 if i == 0 else 2)
+        if not kept:                      # nothing to wait for: signal the softmax anyway
+            e("NOP", signal=S_READY)
 
     for h in range(H):
         walk = dict(cols=1, R=nt, n=d, a=qk + D + h * d, C=2 * D, sreg=SREG_K)
         emit_vrow(e, "kv_amax", **walk)
         emit_vrow(e, "kv_quant", dst=kt, **walk)
+        scores(h, 0)
         for qa in range(nt):
+            emit_vrow(e, "softmax_mx", wait=S_READY, signal=P_READY, overlap=1, R=T, n=N,
+                      a=R["S"].base + (qa % 2) * N, C=N, vb=R["mask"].base + h * nt + qa,
+                      dst=R["P"].base + (qa % 2) * N)
+            if qa + 1 < nt:
+                scores(h, qa + 1)
             if not dense(cfg):
-                e("QCFG", base_log2=blk.B, thr=list(cfg.thr))
-            e("QUANT", signal=FULL, src=qk + qa * 2 * D + h * d, nch=d, gdst=R["slot0"].base)
-            if qa:                       # the previous tile's P, beside this tile's S GEMMs
-                quant_p(h, qa - 1)
-            first = True
-            for kb in range(nt):
-                if not blk.mask[h, qa, kb]:
-                    continue
-                # The drain finds each query's max over the kept keys (RMAX) on the way.
-                e("GEMM", wait=FULL if first else 0, gsrc=R["slot0"].base, wbase=kt + kb * d,
-                  rrow=R["S.r"].base, dst=R["S"].base + kb * T, use_sreg=1, sreg=SREG_K,
-                  rmax=1 if first else 2)
-                first = False
-            e("BARRIER")
-            emit_vrow(e, "softmax_mx", R=T, n=N, a=R["S"].base, C=N,
-                      vb=R["mask"].base + h * nt + qa, dst=R["P"].base)
-        quant_p(h, nt - 1)
+                e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
+            e("QUANT", wait=P_READY, src=R["P"].base + (qa % 2) * N, nch=N,
+              gdst=_pcache(prog, h, qa), pcache=1)
     e("BARRIER")
 
 

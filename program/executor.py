@@ -45,7 +45,9 @@ Semantics beyond the table of :mod:`program.isa`
   (``cols = 1``) only ``kv_amax``/``kv_quant`` with ``n·T <= max_reduction`` (``operand``). A
   token-walk beat touches all ``T`` rows of its segment (address-checked); elements past ``n`` are
   read as don't-care and written as 0. Commands run one after another (command ``r`` writes before
-  ``r + 1`` reads). A golden VPU function refusing its input is ``vpu``.
+  ``r + 1`` reads). A golden VPU function refusing its input is ``vpu``. ``overlap`` changes
+  nothing here (the executor runs every command alone; the program's semaphores make the core's
+  overlapped run equal to it) but is ``operand`` for ``gated_residual``.
 
 Counter rules (event counters; the cycle counters ``cycles``, ``busy_*``, ``stall_*`` stay 0)
 ---------------------------------------------------------------------------------------------

@@ -39,8 +39,11 @@ Every command is :data:`CMD_BITS` (128) bits: the header ``op`` (5 bits), ``wait
 (:func:`cmd_layout`). The dispatcher reads commands in order. A command issues when its engine
 is idle, every semaphore in ``wait`` is non-zero (they are decremented at issue), and:
 H and V commands wait until every engine is idle and block the dispatcher while they run; Q and M
-commands may run together (the compiler uses the semaphores for the group double buffer). An
-engine increments the semaphores of ``signal`` when the command's last write has landed.
+commands may run together (the compiler uses the semaphores for the group double buffer). A VROW
+with ``overlap`` waits only for H and V to be idle, and Q and M commands issue while it runs:
+the program orders it against them with semaphores. An engine increments the semaphores of
+``signal`` when the command's last write has landed (a GEMM with ``rmax``: when RMAX holds its
+maxima).
 
 =========  ======  ============================================================================
 opcode     engine  semantics
@@ -83,8 +86,10 @@ VROW       V       VPU operation ``vop`` (:data:`golden.layouts.VPU_OPS`, not ``
                    ``kv_amax`` continues its running max over every command of the VROW and
                    writes the shift of the last to ``SREG[sreg]``; ``kv_quant`` takes its shift
                    from ``SREG[sreg]``; ``softmax_mx`` takes row ``r``'s max from
-                   ``RMAX[r % T]`` (the softmax mask like ``softmax``); other operations take
-                   ``param`` from the VPARAM register.
+                   ``RMAX[r % T]`` as it was when the VROW issued (the softmax mask like
+                   ``softmax``); other operations take ``param`` from the VPARAM register.
+                   ``overlap``: runs beside Q and M (above); not for ``gated_residual``
+                   (``operand``), whose two ABUF operands take the port Q reads.
 VPARAM     V       the VROW parameter register := ``value`` (LayerNorm's ``eps_q``).
 STEP       -       the step phase := phase + 1, or 0 when that reaches ``interval``.
 SKIP       -       on a reuse step (phase != 0) the next ``count`` commands are discarded.
@@ -358,7 +363,7 @@ def cmd_layout(cfg: Config, op: str) -> list:
                 _f("rmax", 2)]
     if op == "VROW":
         return [_f("vop", 4), _f("cols", 1), _f("R", A), _f("n", A), _f("a", A), _f("C", A),
-                _f("c", A), _f("vb", A), _f("dst", A), _f("sreg", 4)]
+                _f("c", A), _f("vb", A), _f("dst", A), _f("sreg", 4), _f("overlap", 1)]
     if op == "VPARAM":
         return [_f("value", 64)]
     if op == "STEP":

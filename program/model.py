@@ -100,7 +100,8 @@ __all__ = ["compile_model", "ModelProgram", "STREAMABLE", "layer_names",
 #: Buffers whose per-layer objects may stay with the host and stream through the host port.
 STREAMABLE = ("WMEM", "XBUF", "YBUF")
 _SUFFIX = {"WMEM": "W", "XBUF": "xhat", "YBUF": "Y"}
-#: ABUF tensors of one block in compile_block's order, in units of D (None: N rows, "M": M).
+#: ABUF tensors of one block in compile_block's order, in units of D (None: 2·N rows, the
+#: double-buffered score and P tiles; "M": M).
 _SCRATCH = {"ln1": 1, "a": 1, "qk.y": 2, "v.y": 1, "S": None, "P": None, "o": 1, "proj.y": 1,
             "h1": 1, "ln2": 1, "m": 1, "fc1.y": "M", "gelu": "M", "fc2.y": 1}
 
@@ -521,7 +522,7 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
     for i in range(len(m.blocks)):
         b = {n: f"blocks.{i}.{n}" for n in _SCRATCH}
         for n, w in _SCRATCH.items():
-            rows[b[n]] = N if w is None else nt * (M if w == "M" else w * D)
+            rows[b[n]] = 2 * N if w is None else nt * (M if w == "M" else w * D)
         x, out = f"h.{i}", f"h.{i + 1}"
         ops += [([b["ln1"]], [x]), ([b["a"]], [b["ln1"]]), ([b["qk.y"]], [b["a"]]),
                 ([b["v.y"]], [b["a"]]), ([b["S"], b["P"]], [b["qk.y"]]), ([b["o"]], [b["v.y"]]),

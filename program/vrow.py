@@ -37,6 +37,9 @@ class VrowEngine:
         op, R, n = VPU_OPS[vop], a["R"], a["n"]
         if R == 0 or n == 0:
             self._fail("operand", f"VROW {op} with R = {R}, n = {n}")
+        if a.get("overlap") and op == "gated_residual":
+            self._fail("operand", "VROW gated_residual cannot overlap (its two ABUF operands "
+                                  "take the port QUANT reads)")
         if a["cols"]:
             if op not in ("kv_amax", "kv_quant"):
                 self._fail("operand", f"VROW {op} has no sub-channel walk (cols = 1)")

@@ -4,9 +4,11 @@ command stream of program/isa.py (docs/core.md).
 Structure: the :class:`~rtl.core_dispatch.Dispatcher` issues commands to four engines, host
 :class:`~rtl.core_host.HostEngine` (H), quantize :class:`~rtl.core_quant.QuantEngine` (Q, owns
 the QPU), matrix :class:`~rtl.core_matrix.MatrixEngine` (M, owns the MPU, whose weight buffer is
-WMEM) and vector :class:`~rtl.core_vector.VectorEngine` (V). The VPU is shared by M
-(accumulate-and-requantize) and V; H and V never run beside another engine, so every shared port
-is a plain multiplexer on the requests of whichever engine uses it. Buffers are
+WMEM and which requantizes its drain itself) and vector :class:`~rtl.core_vector.VectorEngine`
+(V, owns the VPU). H never runs beside another engine, nor does V, except a VROW with
+``overlap``, which reads ABUF only through the port Q does not use and yields ABUF's write port
+to M; every other shared port is a plain multiplexer on the requests of whichever engine uses
+it. Buffers are
 ``amaranth.lib.memory`` memories: ABUF (:class:`~rtl.core_abuf.SkewedBuffer`), XBUF, YBUF, RBUF,
 VBUF, MASK, GMEM (group streams and the P cache), and WMEM inside the MPU; SREG is 16 registers.
 
@@ -94,7 +96,7 @@ class Core(wiring.Component):
         m.submodules.quant = q = quant(cfg, core=core)
         m.submodules.matrix = mx = MatrixEngine(cfg, core=core)
         m.submodules.vector = v = VectorEngine(cfg, core=core)
-        m.submodules.vpu = vpu = VPU(cfg)
+        m.submodules.vpu = vpu = VPU(cfg, requant=False)   # M requantizes on its own lanes
         eng = {"H": h, "Q": q, "M": mx, "V": v}
 
         wiring.connect(m, wiring.flipped(self.cmd), dsp.cmd)
@@ -107,6 +109,8 @@ class Core(wiring.Component):
                          link.signal.eq(unit.signal)]
         m.d.comb += v.param.eq(dsp.param)
         m.d.comb += v.rmax.eq(mx.rmax)          # RMAX: written by M (GEMM rmax), read by V
+        m.d.comb += [dsp.v_overlap.eq(v.overlap),
+                     v.awr_busy.eq(mx.awr.en)]      # M's ABUF writes come first
 
         # SREG: written by V (kv_amax), read by V and M.
         for i in range(isa.SREGS):
@@ -115,20 +119,10 @@ class Core(wiring.Component):
                 m.d.sync += r.eq(v.sreg_val)
             m.d.comb += [v.sreg[i].eq(r), mx.sreg[i].eq(r)]
 
-        # The VPU: V's while V runs (then M is idle), otherwise M's.
-        vown = v.busy
-        for name in ("cmd", "i"):
-            src_v = v.vpu_cmd if name == "cmd" else v.vpu_in
-            src_m = mx.vpu_cmd if name == "cmd" else mx.vpu_in
-            dst = getattr(vpu, name)
-            m.d.comb += [dst.valid.eq(Mux(vown, src_v.valid, src_m.valid)),
-                         dst.payload.eq(Mux(vown, src_v.payload, src_m.payload)),
-                         src_v.ready.eq(vown & dst.ready), src_m.ready.eq(~vown & dst.ready)]
-        for dst in (v.vpu_out, mx.vpu_out):
-            m.d.comb += dst.payload.eq(vpu.o.payload)
-        m.d.comb += [v.vpu_out.valid.eq(vown & vpu.o.valid),
-                     mx.vpu_out.valid.eq(~vown & vpu.o.valid),
-                     vpu.o.ready.eq(Mux(vown, v.vpu_out.ready, mx.vpu_out.ready))]
+        # The VPU is V's (M requantizes its drain on its own).
+        wiring.connect(m, v.vpu_cmd, vpu.cmd)
+        wiring.connect(m, v.vpu_in, vpu.i)
+        wiring.connect(m, vpu.o, v.vpu_out)
 
         # H's generic bus, split per buffer.
         hb = h.bus
@@ -167,7 +161,8 @@ class Core(wiring.Component):
 
         rdata = {}       # H's read data per storable buffer
 
-        # ABUF: read port 0 = Q / V.a / H (sub-channel rows), 1 = V.c; write = M / V / H.
+        # ABUF: read port 0 = Q / V.a of gated_residual / H (sub-channel rows), 1 = V (every
+        # other operand); write = M (first) / V / H.
         m.submodules.abuf = ab = SkewedBuffer(T, width=cfg.act_width, depth=core.abuf_rows,
                                               read_ports=2)
         ashape = ab.r0.data.shape()
@@ -216,8 +211,7 @@ class Core(wiring.Component):
         fault = Signal.like(dsp.fault)
         who = Signal.like(dsp.fault_engine)
         with m.If(vpu.error):
-            m.d.comb += [fault.eq(isa.ERRORS.index("vpu")),
-                         who.eq(Mux(vown, ENGINES.index("V"), ENGINES.index("M")))]
+            m.d.comb += [fault.eq(isa.ERRORS.index("vpu")), who.eq(ENGINES.index("V"))]
         with m.If(q.fault != 0):
             m.d.comb += [fault.eq(q.fault), who.eq(ENGINES.index("Q"))]
         with m.If(mx.fault != 0):

@@ -1,7 +1,8 @@
 """The core's dispatcher: reads the command stream in order, checks each command's operands
 against the buffer depths, and issues it to its engine under the rules of program/isa.py
-(semaphores; H and V run alone; Q and M may run together). NOP, END, BARRIER, VPARAM, STEP and
-SKIP execute here.
+(semaphores; H and V run alone, except a VROW with ``overlap``, which waits only for H and V and
+lets Q and M commands issue while it runs; Q and M may run together). NOP, END, BARRIER, VPARAM,
+STEP and SKIP execute here (they wait while H or V runs).
 
 Timing: a command is taken into the head register, checked over the next two cycles (the
 check's result is registered, so its adders and multipliers are one pipeline stage), and issued
@@ -59,7 +60,8 @@ class Dispatcher(wiring.Component):
     Members: ``cmd`` In(stream of 128-bit commands); ``engines`` Out(:class:`EnginePort`) array,
     one per engine of :data:`ENGINES` in that order; ``param`` Out (the VPARAM register);
     ``fault`` In (an engine's error code, 0 = none) from engine ``fault_engine`` (an index into
-    :data:`ENGINES`); ``error`` Out (sticky code), ``error_index`` Out (the failing command's
+    :data:`ENGINES`); ``v_overlap`` In (the vector engine runs a VROW with ``overlap``);
+    ``error`` Out (sticky code), ``error_index`` Out (the failing command's
     index: the head's for a refused command, the last command issued to the faulting engine for
     its fault); ``done`` Out (END reached, cleared by the next command); ``executed`` Out (one
     cycle per command executed or issued); ``phase`` Out (the step phase)."""
@@ -72,6 +74,7 @@ class Dispatcher(wiring.Component):
             "param": Out(to_layout(vpu_cmd_layout(cfg)).members["param"]),
             "fault": In(range(len(isa.ERRORS))),
             "fault_engine": In(range(len(ENGINES))),
+            "v_overlap": In(1),
             "error": Out(range(len(isa.ERRORS))),
             "error_index": Out(32),
             "done": Out(1), "executed": Out(1), "phase": Out(8),
@@ -138,7 +141,8 @@ class Dispatcher(wiring.Component):
                 m.d.comb += wm_rows.eq(nb * v.R)
                 m.d.comb += [
                     opnd_bad.eq(~known | (v.R == 0) | (v.n == 0) |
-                                (elems > cfg.max_reduction) | (v.cols & to_abuf)),
+                                (elems > cfg.max_reduction) | (v.cols & to_abuf) |
+                                (v.overlap & is_op["gated_residual"])),
                     addr_bad.eq(over(v.a + span, "ABUF") |
                                 (is_op["gated_residual"] & over(v.c + span, "ABUF")) |
                                 (to_abuf & over(v.dst + span, "ABUF")) |
@@ -217,10 +221,19 @@ class Dispatcher(wiring.Component):
         ready_head = hv & checked & (err == 0) & (code == 0)
         issued = Signal()
         local = Signal()
+        # V runs alone unless its command overlaps; a VROW with overlap waits for H (V's own
+        # ready covers V).
+        v_alone = busy["V"] & ~self.v_overlap
+        vrow_ovl = cmd_layout(cfg, "VROW")(hd).overlap
         for e in ENGINES:
             ops = [OP[o] for o, eng in isa.ENGINE.items() if eng == e and o != "VPARAM"]
             mine = Cat(*(op == o for o in ops)).any()
-            excl = all_idle if e in ("H", "V") else ~(busy["H"] | busy["V"])
+            if e == "H":
+                excl = all_idle
+            elif e == "V":
+                excl = Mux(vrow_ovl, ~busy["H"], all_idle)
+            else:
+                excl = ~(busy["H"] | v_alone)
             link = self.engine(e)
             port = link.cmd
             m.d.comb += [port.valid.eq(ready_head & mine & sem_ok & excl),

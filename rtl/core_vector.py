@@ -1,12 +1,18 @@
 """The core's vector engine V: VROW (program/isa.py) on the VPU.
 
 An issue side walks the rows and beats of the command (token rows of ABUF tensors, or
-sub-channels), reads the operands (ABUF ``a`` and, for ``gated_residual``, ``c``; VBUF vectors
-for ``b`` and, for ``modulate``, ``c``; the MASK row for ``softmax`` and ``softmax_mx``, whose
-row maxima come from the matrix engine's RMAX, ``rmax``) and sends one VPU command
-per row and one input beat per cycle; an output side counts the VPU's results back in order and
-writes them (ABUF token segments, WMEM rows for ``kv_quant``, a shift register for ``kv_amax``).
-The command is done when the last result is written.
+sub-channels), reads the operands (ABUF ``a`` through port ``rc``, or for ``gated_residual``
+``a`` through ``ra`` and ``c`` through ``rc``; VBUF vectors for ``b`` and, for ``modulate``,
+``c``; the MASK row for ``softmax`` and ``softmax_mx``, whose row maxima are the matrix engine's
+RMAX, ``rmax``, copied when the command is taken) and sends one VPU command per row and one
+input beat per cycle; an output side counts the VPU's results back in order and writes them
+(ABUF token segments, WMEM rows for ``kv_quant``, a shift register for ``kv_amax``). The command
+is done when the last result is written.
+
+A VROW with ``overlap`` runs beside the quantize and matrix engines (the dispatcher's rule): it
+reads ABUF only through ``rc`` (Q reads through the port ``ra`` shares), and while ``awr_busy``
+(the matrix engine writes ABUF this cycle, which has priority) it takes no result bound for ABUF,
+holding the VPU's output.
 
 Throughput: one input beat per cycle (reads are issued against the room of the 4-beat input
 queue, a :class:`~rtl.stream_queue.StreamQueue`; the commands wait in another); the VPU's own
@@ -35,8 +41,9 @@ _FIFO = 4
 class VectorEngine(wiring.Component):
     """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`program.isa.CoreConfig`).
 
-    Members: ``cmd`` (taken when idle), ``busy``, ``done``/``signal``; ports ``ra``/``rc``
-    (ABUF reads), ``awr`` (ABUF write), ``vb``/``vc`` (VBUF reads), ``mrd`` (MASK read),
+    Members: ``cmd`` (taken when idle), ``busy``, ``done``/``signal``, ``overlap`` (the running
+    command's flag); ports ``ra``/``rc`` (ABUF reads), ``awr`` (ABUF write) and ``awr_busy`` (In:
+    the write port is taken this cycle), ``vb``/``vc`` (VBUF reads), ``mrd`` (MASK read),
     ``wwr`` (WMEM write); ``param`` (the VPARAM register, In), ``sreg`` (In) and ``sreg_we`` /
     ``sreg_idx`` / ``sreg_val`` (a kv_amax result); the VPU streams; event counts
     ``abuf_reads`` (0..2 per cycle), ``abuf_write``, ``wmem_write``, ``vpu_row``, ``vpu_beat``,
@@ -49,7 +56,8 @@ class VectorEngine(wiring.Component):
         pw = to_layout(vpu_cmd_layout(cfg)).members["param"]
         super().__init__({
             "cmd": In(stream.Signature(isa.CMD_BITS)),
-            "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
+            "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES), "overlap": Out(1),
+            "awr_busy": In(1),
             "ra": Out(ABufPort(T, cfg.act_width, core.abuf_rows, False)),
             "rc": Out(ABufPort(T, cfg.act_width, core.abuf_rows, False)),
             "awr": Out(ABufPort(T, cfg.act_width, core.abuf_rows, True)),
@@ -85,7 +93,10 @@ class VectorEngine(wiring.Component):
         sreg = Signal(4)
         nbeats = Signal(A)
         active = Signal()
-        m.d.comb += [self.busy.eq(active), self.signal.eq(sig), self.cmd.ready.eq(~active)]
+        ovl = Signal()
+        rmax_q = Signal.like(self.rmax)       # RMAX as it was when the command was taken
+        m.d.comb += [self.busy.eq(active), self.signal.eq(sig), self.cmd.ready.eq(~active),
+                     self.overlap.eq(active & ovl)]
         is_op = {name: vop == VOP(name) for name in isa.VROW_OPS}
 
         # Issue side state.
@@ -111,6 +122,7 @@ class VectorEngine(wiring.Component):
             nb = Mux(v.cols, v.n, (v.n + T - 1) >> k)
             m.d.sync += [vop.eq(v.vop), cols.eq(v.cols), R.eq(v.R), n.eq(v.n), C.eq(v.C),
                          sig.eq(v.signal), sreg.eq(v.sreg), nbeats.eq(nb), active.eq(1),
+                         ovl.eq(v.overlap), rmax_q.eq(self.rmax),
                          r.eq(0), kk.eq(0), abase.eq(v.a), cbase.eq(v.c), aoff.eq(0),
                          mrow.eq(v.vb), vbf.eq(v.vb), cf.eq(v.c), issuing.eq(1),
                          ro.eq(0), ko.eq(0), dbase.eq(v.dst), doff.eq(0),
@@ -145,17 +157,17 @@ class VectorEngine(wiring.Component):
         with m.If(is_op["kv_quant"]):
             m.d.comb += vcmd.param.eq(Array(self.sreg[i] for i in range(isa.SREGS))[sreg])
         with m.If(is_op["softmax_mx"]):      # the row's max, act_width-bit two's complement
-            rm = Array(self.rmax[t] for t in range(T))[r[:k]]
+            rm = Array(rmax_q[t] for t in range(T))[r[:k]]
             m.d.comb += vcmd.param.eq(rm.as_unsigned())
         m.d.comb += [cfifo.i.valid.eq(issue & row_start), self.vpu_row.eq(issue & row_start)]
 
         # Operand reads (data the next cycle).
         two_abuf = is_op["gated_residual"]
         m.d.comb += [
-            self.ra.en.eq(issue), self.ra.row.eq(abase + aoff), self.ra.token.eq(r[:k]),
-            self.ra.seg.eq(~cols),
-            self.rc.en.eq(issue & two_abuf), self.rc.row.eq(cbase + aoff),
-            self.rc.token.eq(r[:k]), self.rc.seg.eq(1),
+            self.ra.en.eq(issue & two_abuf), self.ra.row.eq(abase + aoff), self.ra.token.eq(r[:k]),
+            self.ra.seg.eq(1),
+            self.rc.en.eq(issue), self.rc.row.eq(Mux(two_abuf, cbase, abase) + aoff),
+            self.rc.token.eq(r[:k]), self.rc.seg.eq(two_abuf | ~cols),
             self.vb.en.eq(issue), self.vb.addr.eq(vbf + kk),
             self.vc.en.eq(issue), self.vc.addr.eq(cf + kk),
             self.mrd.en.eq(issue), self.mrd.addr.eq(mrow),
@@ -167,7 +179,11 @@ class VectorEngine(wiring.Component):
         beat = ififo.i.p
         bit = (self.mrd.data.bits >> kk_q)[0]
         for t in range(T):
-            m.d.comb += [beat.a[t].eq(self.ra.data[t]), beat.b[t].eq(self.vb.data.v[t]),
+            # (a signal of its own: the payload's sign extension then reads it, not the payload)
+            a_t = Signal(signed(cfg.act_width), name=f"a_sel{t}")
+            m.d.comb += a_t.eq(Mux(two_abuf, self.ra.data[t], self.rc.data[t]))
+            m.d.comb += [beat.a[t].eq(a_t),
+                         beat.b[t].eq(self.vb.data.v[t]),
                          beat.c[t].eq(Mux(two_abuf, self.rc.data[t], self.vc.data.v[t])),
                          beat.mask[t].eq(bit)]
         m.d.comb += [ififo.i.valid.eq(inflight), self.vpu_beat.eq(inflight)]
@@ -176,10 +192,10 @@ class VectorEngine(wiring.Component):
 
         # ---------------------------------------------------------------- output side
         o = self.vpu_out
-        m.d.comb += o.ready.eq(active)
-        back = o.valid & o.ready
         amax = is_op["kv_amax"]
         to_wmem = is_op["kv_quant"]
+        m.d.comb += o.ready.eq(active & ~(self.awr_busy & ~amax & ~to_wmem))
+        back = o.valid & o.ready
         obeats = Mux(amax, 1, nbeats)
         olast = ko == obeats - 1
         m.d.comb += [

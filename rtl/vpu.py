@@ -133,6 +133,10 @@ class VPU(wiring.Component):
     cfg : Config (vpu_lanes, act format, p_base_log2, max_reduction, acc_bits, mult_width, sh_max).
     tables : VPUTables, keyword-only, default :func:`golden.vpu.vpu_tables` of ``cfg`` (the RTL's
         ROMs hold exactly these).
+    requant : bool, keyword-only, default True. False: a VPU without ``acc_requant`` (the core's,
+        whose matrix engine requantizes on its own lanes): the command is refused like an
+        unknown one, the lanes are only as wide as the other operations need and carry no
+        ``Y``; the output's ``Y`` and ``Ysat`` are 0.
 
     Members
     -------
@@ -143,8 +147,9 @@ class VPU(wiring.Component):
     error : Out(1), sticky: a refused command. busy : Out(1): a row in progress or in flight.
     """
 
-    def __init__(self, cfg: Config, *, tables: VPUTables | None = None):
+    def __init__(self, cfg: Config, *, tables: VPUTables | None = None, requant: bool = True):
         check_config(cfg)
+        self._rq = bool(requant)
         t = vpu_tables(cfg) if tables is None else check_tables(tables)
         if t.rsqrt_frac < cfg.act_frac + t.ln_eps_frac // 2:
             raise ConfigError(f"VPU: act_frac ({cfg.act_frac}) + ln_eps_frac/2 "
@@ -162,6 +167,11 @@ class VPU(wiring.Component):
     @property
     def cfg(self):
         return self._cfg
+
+    @property
+    def requant(self) -> bool:
+        """Whether the VPU runs ``acc_requant``."""
+        return self._rq
 
     @property
     def depth(self) -> int:
@@ -202,12 +212,12 @@ class _Elaboration:
         cfg, t, m = self.cfg, self.t, self.m
         self.lanes = []
         for k in range(cfg.vpu_lanes):
-            lane = VPULane(cfg, tables=t)
+            lane = VPULane(cfg, tables=t, requant=self.vpu.requant)
             m.submodules[f"lane{k}"] = lane
             self.lanes.append(lane)
         m.submodules.recip = self.recip = SoftmaxRecip(cfg, tables=t)
         self.eps_width = len(self.vpu.cmd.p.param)
-        lw = lane_widths(cfg, t)
+        lw = lane_widths(cfg, t, self.vpu.requant)
         m.submodules.rsqrt = self.rsqrt = LayerNormRsqrt(
             cfg, tables=t, ny1_width=lw["ny1"], s1y1_width=lw["s1y1"], eps_width=self.eps_width)
         m.submodules.kvshift = self.kvshift = KVShift(cfg)
@@ -380,7 +390,7 @@ class _Elaboration:
         above = Cat(*(lanes_on[k] & beat.mask[k] & (xs[k] > self.smax) for k in range(L))).any()
         with m.If(self.used & (uop == _MicroOp.SOFTMAX_EXP_IN) & above):
             m.d.sync += self.vpu.error.eq(1)
-        if (1 << len(beat.sh[0])) - 1 > cfg.sh_max:
+        if self.vpu.requant and (1 << len(beat.sh[0])) - 1 > cfg.sh_max:
             bad_sh = Cat(*(lanes_on[k] & (beat.sh[k] > cfg.sh_max) for k in range(L))).any()
             with m.If(self.used & (uop == _MicroOp.ACC_REQUANT) & bad_sh):
                 m.d.sync += self.vpu.error.eq(1)
@@ -502,8 +512,9 @@ class _Elaboration:
         o = out.p
         m.d.comb += [out.valid.eq(f.valid & (f.dest == _Dest.OUT)), o.last.eq(f.last)]
         for k, lane in enumerate(self.lanes):
-            m.d.comb += [o.y[k].eq(lane.r), o.Y[k].eq(lane.side_o), o.sat[k].eq(lane.sat),
-                         o.Ysat[k].eq(lane.side_flag_o)]
+            m.d.comb += [o.y[k].eq(lane.r), o.sat[k].eq(lane.sat)]
+            if self.vpu.requant:
+                m.d.comb += [o.Y[k].eq(lane.side_o), o.Ysat[k].eq(lane.side_flag_o)]
 
     # ---------------------------------------------------------------- command intake
     def _command_intake(self):
@@ -528,6 +539,8 @@ class _Elaboration:
             m.d.sync += [pend.eq(cmd.payload), pend_valid.eq(1)]
         legal = ((c.op < len(VPU_OPS)) & (c.n >= 1) & (c.n <= n_max) &
                  ~((c.op == VPUOp.KV_QUANT) & (c.param > W)))
+        if not vpu.requant:
+            legal = legal & (c.op != VPUOp.ACC_REQUANT)
         beats = (c.n + (L - 1)) // L if L & (L - 1) else (c.n + (L - 1)) >> (L.bit_length() - 1)
         with m.If(start):
             with m.If(~legal):
@@ -579,7 +592,8 @@ def _lane_operands(e: _Elaboration, k: int, lane: VPULane, uop, row: dict):
     cfg, t, m = e.cfg, e.t, e.m
     W, F, A = cfg.act_width, cfg.act_frac, cfg.acc_bits
     G, Sg = t.gelu_frac, t.gelu_seg_log2
-    lw = lane_widths(cfg, t)
+    rq = e.vpu.requant
+    lw = lane_widths(cfg, t, rq)
     beat, word = e.in_beat, e.buf_rd.data[k]
     a, b, c = beat.a[k], beat.b[k], beat.c[k]
     x_w = a[:W].as_signed()
@@ -593,9 +607,9 @@ def _lane_operands(e: _Elaboration, k: int, lane: VPULane, uop, row: dict):
     flag = Signal(name=f"op{k}_flag")
     m.d.comb += [en.eq(e.in_len[k]), mode.eq(LaneMode.RAW)]
     gelu_base, gelu_delta, gelu_frac = _gelu_tables(m, t, k, x_w, W, F)
-    # acc_requant's Y = a + b, saturated to the accumulator width (the side output).
-    ysum = a[:A].as_signed() + b[:A].as_signed()
-    ys, ysat = saturate(m, ysum, -(1 << (A - 1)), (1 << (A - 1)) - 1, A, f"op{k}_Ysum")
+    if rq:   # acc_requant's Y = a + b, saturated to the accumulator width (the side output)
+        ysum = a[:A].as_signed() + b[:A].as_signed()
+        ys, ysat = saturate(m, ysum, -(1 << (A - 1)), (1 << (A - 1)) - 1, A, f"op{k}_Ysum")
     rd_on = e.rd_len[k]
     with m.Switch(uop):
         with m.Case(_MicroOp.MODULATE):
@@ -608,9 +622,11 @@ def _lane_operands(e: _Elaboration, k: int, lane: VPULane, uop, row: dict):
         with m.Case(_MicroOp.GATED_RESIDUAL):
             m.d.comb += [x.eq(b[:W].as_signed()), y.eq(c), add.eq(x_w << F), rs.eq(F),
                          mode.eq(LaneMode.SAT_W)]
-        with m.Case(_MicroOp.ACC_REQUANT):
-            m.d.comb += [x.eq(ys), y.eq(beat.m[k]), add.eq(c << beat.sh[k]),
-                         rs.eq(beat.sh[k]), mode.eq(LaneMode.SAT_W), side.eq(ys), flag.eq(ysat)]
+        if rq:
+            with m.Case(_MicroOp.ACC_REQUANT):
+                m.d.comb += [x.eq(ys), y.eq(beat.m[k]), add.eq(c << beat.sh[k]),
+                             rs.eq(beat.sh[k]), mode.eq(LaneMode.SAT_W), side.eq(ys),
+                             flag.eq(ysat)]
         with m.Case(_MicroOp.DIFF_DELTA):
             m.d.comb += [x.eq(b[:cfg.xhat_width].as_signed()), y.eq(-1), add.eq(x_w)]
         with m.Case(_MicroOp.XHAT_UPDATE):
@@ -640,5 +656,6 @@ def _lane_operands(e: _Elaboration, k: int, lane: VPULane, uop, row: dict):
             m.d.comb += [x.eq(row["e"]), y.eq(1), en.eq(k == 0)]
     with m.If(e.adv):
         m.d.sync += [lane.x.eq(x), lane.y.eq(y), lane.add.eq(add), lane.rs.eq(rs),
-                     lane.mode.eq(mode), lane.lane_en.eq(en), lane.side.eq(side),
-                     lane.side_flag.eq(flag)]
+                     lane.mode.eq(mode), lane.lane_en.eq(en)]
+        if rq:
+            m.d.sync += [lane.side.eq(side), lane.side_flag.eq(flag)]

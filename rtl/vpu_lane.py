@@ -48,25 +48,30 @@ class LaneMode(enum.IntEnum):
     EXP = 5
 
 
-def lane_widths(cfg: Config, t: VPUTables) -> dict:
+def lane_widths(cfg: Config, t: VPUTables, requant: bool = True) -> dict:
     """Operand and result widths of a lane for one configuration (all signed except ``rs``).
 
     ``x``: the widest of ``acc_requant``'s saturated sum (``acc_bits``), a reconstruction
     (``act_width + 3``) and an exponential (``E + 1`` unsigned); ``y``: the widest of LayerNorm's
     ``n·y1``, the requantization mantissa and the reciprocal; ``add``: the widest addend
     (``bias << sh_max``, LayerNorm's ``S1·y1``, GELU's table sum); ``rs``: the largest rounding
-    shift; ``r``: the widest rounded result (``x²``, an exponential's argument).
+    shift; ``r``: the widest rounded result (``x²``, an exponential's argument). Without
+    ``requant`` (a VPU that does not run ``acc_requant``) the widths the other operations need.
     """
     W, F = cfg.act_width, cfg.act_frac
     w = t.widths
     ny1 = w["layernorm.y1"][0] + cfg.max_reduction.bit_length()
     s1y1 = w["layernorm.S1"][0] + w["layernorm.y1"][0]
-    xw = max(cfg.acc_bits, cfg.recon_width, t.exp_frac + 2, W + 1, w["gelu.delta"][0])
-    yw = max(ny1 + 1, cfg.mult_width + 1, t.recip_frac + 1, t.log2e_q.bit_length() + 1, W + 1,
-             w["gelu.f"][0] + 1)
-    aw = max(W + cfg.sh_max, s1y1, w["gelu.sum"][0], W + F + 1, cfg.recon_width) + 1
-    rs_max = max(cfg.sh_max, F + t.log2e_frac - t.exp_lut_bits, (1 << w["softmax.shift"][0]) - 1,
-                 t.gelu_frac - t.gelu_seg_log2, (1 << w["layernorm.shift"][0]) - 1, W)
+    rq = requant
+    xw = max(cfg.acc_bits if rq else 0, cfg.recon_width, t.exp_frac + 2, W + 1,
+             w["gelu.delta"][0])
+    yw = max(ny1 + 1, cfg.mult_width + 1 if rq else 0, t.recip_frac + 1,
+             t.log2e_q.bit_length() + 1, W + 1, w["gelu.f"][0] + 1)
+    aw = max(W + cfg.sh_max if rq else 0, s1y1, w["gelu.sum"][0], W + F + 1,
+             cfg.recon_width) + 1
+    rs_max = max(cfg.sh_max if rq else 0, F + t.log2e_frac - t.exp_lut_bits,
+                 (1 << w["softmax.shift"][0]) - 1, t.gelu_frac - t.gelu_seg_log2,
+                 (1 << w["layernorm.shift"][0]) - 1, W)
     sw = max(xw + yw, aw) + 1
     rw = max(2 * W + 1, w["softmax.a"][0] + 1, cfg.dx_width, t.exp_frac + 2)
     return {"x": xw, "y": yw, "add": aw, "rs": rs_max.bit_length(), "sum": sw, "r": rw,
@@ -76,7 +81,9 @@ def lane_widths(cfg: Config, t: VPUTables) -> dict:
 class VPULane(wiring.Component):
     """One lane of the VPU datapath (see the module docstring).
 
-    Parameters: ``cfg`` and, keyword-only, ``tables`` (:class:`golden.vpu.VPUTables` of ``cfg``).
+    Parameters: ``cfg`` and, keyword-only, ``tables`` (:class:`golden.vpu.VPUTables` of ``cfg``)
+    and ``requant`` (default True: the ``acc_requant`` widths and the ``side`` data; False: a
+    lane of a VPU without ``acc_requant``, no ``side``/``side_flag`` ports).
 
     Members
     -------
@@ -89,9 +96,12 @@ class VPULane(wiring.Component):
 
     LATENCY = 6
 
-    def __init__(self, cfg: Config, *, tables: VPUTables):
+    def __init__(self, cfg: Config, *, tables: VPUTables, requant: bool = True):
         self._cfg, self._t = check_config(cfg), check_tables(tables)
-        w = self._w = lane_widths(cfg, tables)
+        self._rq = bool(requant)
+        w = self._w = lane_widths(cfg, tables, requant)
+        side = {"side": In(signed(cfg.acc_bits)), "side_flag": In(1),
+                "side_o": Out(signed(cfg.acc_bits)), "side_flag_o": Out(1)} if requant else {}
         super().__init__({
             "en": In(1),
             "x": In(signed(w["x"])),
@@ -100,12 +110,9 @@ class VPULane(wiring.Component):
             "rs": In(unsigned(w["rs"])),
             "mode": In(LaneMode),
             "lane_en": In(1),
-            "side": In(signed(cfg.acc_bits)),
-            "side_flag": In(1),
             "r": Out(signed(w["r"])),
             "sat": Out(1),
-            "side_o": Out(signed(cfg.acc_bits)),
-            "side_flag_o": Out(1),
+            **side,
         })
 
     def elaborate(self, platform):
@@ -124,10 +131,14 @@ class VPULane(wiring.Component):
                 regs[k] = reg
             return regs
 
-        def carry(prev):
-            return {k: (prev[k].shape(), prev[k]) for k in ("mode", "en", "side", "flag")}
+        kept = ("mode", "en", "side", "flag") if self._rq else ("mode", "en")
 
-        s0 = {"mode": self.mode, "en": self.lane_en, "side": self.side, "flag": self.side_flag}
+        def carry(prev):
+            return {k: (prev[k].shape(), prev[k]) for k in kept}
+
+        s0 = {"mode": self.mode, "en": self.lane_en}
+        if self._rq:
+            s0.update(side=self.side, flag=self.side_flag)
         # Stage B: the product.
         b = stage("b", prod=(signed(w["x"] + w["y"]), self.x * self.y),
                   add=(signed(w["add"]), self.add), rs=(unsigned(w["rs"]), self.rs),
@@ -166,9 +177,11 @@ class VPULane(wiring.Component):
         # Stage F: the exponential's shift, or the saturated value.
         ex = shift_round(m, e["lut"], e["k"], E + 2, "ex")
         is_exp = e["mode"] == LaneMode.EXP
+        side = ({"side": (e["side"].shape(), e["side"]), "flag": (1, e["flag"])} if self._rq
+                else {})
         f = stage("f", r=(signed(w["r"]), Mux(is_exp, Mux(e["en"], ex, 0), e["post"])),
-                  sat=(1, ~is_exp & e["sat"]), side=(e["side"].shape(), e["side"]),
-                  flag=(1, e["flag"]))
-        m.d.comb += [self.r.eq(f["r"]), self.sat.eq(f["sat"]), self.side_o.eq(f["side"]),
-                     self.side_flag_o.eq(f["flag"])]
+                  sat=(1, ~is_exp & e["sat"]), **side)
+        m.d.comb += [self.r.eq(f["r"]), self.sat.eq(f["sat"])]
+        if self._rq:
+            m.d.comb += [self.side_o.eq(f["side"]), self.side_flag_o.eq(f["flag"])]
         return m

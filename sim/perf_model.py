@@ -10,7 +10,9 @@ set's own (program/isa.py):
   the third at the earliest (``dispatch`` = 4 cycles between back-to-back issues); SKIP'd
   commands pass at one per cycle;
 * **H and V** (and BARRIER, END) issue once every engine is idle, and nothing issues while H
-  or V runs (the next command is taken and checked meanwhile);
+  or V runs (the next command is taken and checked meanwhile); a VROW with ``overlap`` issues
+  once H and V are idle, and only the dispatcher's own commands wait for it (the ABUF write
+  cycles it yields to M are not modelled);
   **Q and M** run together; a ``wait`` issues once every named semaphore has been signalled
   (signals land when the signalling command completes);
 * **M** is two halves: replay (one group per cycle, the MPU's tile flow forbids two tiles'
@@ -263,9 +265,14 @@ def simulate(t: Timing, works: list) -> RunCycles:
                 s = max(s, times[used[b]] + t.signal_latency)
                 used[b] += 1
         e = w.engine
+        ovl = w.op == "VROW" and w.args.get("overlap", 0)
         s = max(s, blocked)
-        if w.op in ("BARRIER", "END") or e in ("H", "V"):
+        if ovl:
+            s = max(s, free["H"] + t.idle_latency, free["V"] + t.idle_latency)
+        elif w.op in ("BARRIER", "END") or e in ("H", "V"):
             s = max(s, max(free.values()) + t.idle_latency)
+        elif e == "-":
+            s = max(s, free["V"] + t.idle_latency)
         elif e == "Q":
             s = max(s, free["Q"])
         elif e == "M":
@@ -295,7 +302,7 @@ def simulate(t: Timing, works: list) -> RunCycles:
         issue.append(s)
         complete.append(end)
         head = s + 1
-        if e in ("H", "V"):
+        if e in ("H", "V") and not ovl:
             blocked = end + t.idle_latency
     cycles = issue[-1] + 1 if issue and issue[-1] is not None else head
     return RunCycles(cycles, {e: _union(intervals[e]) for e in ENGINES}, issue, complete,

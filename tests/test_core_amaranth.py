@@ -111,9 +111,9 @@ def test_load_store_every_buffer(cfg, dut):
     assert np.array_equal(z[3], data["ABUF"][3])
 
 
-def _vrow(op, R, n, a, C, dst=0, c=0, vb=0, cols=0, sreg=0):
+def _vrow(op, R, n, a, C, dst=0, c=0, vb=0, cols=0, sreg=0, overlap=0, **sem):
     return Cmd("VROW", dict(vop=VPU_OPS.index(op), cols=cols, R=R, n=n, a=a, C=C, c=c, vb=vb,
-                            dst=dst, sreg=sreg))
+                            dst=dst, sreg=sreg, overlap=overlap), **sem)
 
 
 def test_row_operations(cfg, dut):
@@ -220,6 +220,95 @@ def test_attention_head(cfg, dut, keep, softmax):
     assert cnt["pcache_groups_read"] == (d // T) * cnt["pcache_groups_written"] > 0
 
 
+def _pipelined_head(cfg, overlap):
+    """One head of three query tiles in the software-pipelined order: query tile τ's softmax (a
+    VROW with ``overlap``) runs while Q quantizes tile τ+1 and M computes its Q·Kᵀ, on
+    double-buffered score and P tiles. Semaphores: 0 a Q tile quantized, 1 a tile's scores (and
+    RMAX) ready, 2 a P tile quantized, 3 a softmax done."""
+    rng = np.random.default_rng(11)
+    N, d = 3 * T, 8
+    nq = N // T
+    mask = np.array([[1, 0, 1], [1, 1, 0], [0, 1, 1]], bool)
+    B = cfg.base_log2
+    Q, K, V = (rng.integers(-6000, 6000, (N, d)) for _ in range(3))
+    s_m, s_sh = requant_params(2.0 ** -B / math.sqrt(d), cfg.mult_width)
+    o_m, o_sh = requant_params(2.0 ** -cfg.p_base_log2, cfg.mult_width)
+    th = cfg.thresholds
+    thr = [th[2], th[4], th[6]]
+    p = Prog(cfg)
+    p.tensor(0, Q)
+    p.tensor(100, K)
+    p.tensor(200, V)
+    p.load("RBUF", 0, [dict(m=[s_m] * T, sh=[s_sh] * T, bias=[0] * T),
+                       dict(m=[o_m] * T, sh=[o_sh] * T, bias=[0] * T)])
+    p.load("MASK", 0, [dict(bits=sum(int(b) << j for j, b in enumerate(row))) for row in mask])
+    p.cmds += [_vrow("kv_amax", nq, d, a=100, C=d, cols=1, sreg=0),
+               _vrow("kv_quant", nq, d, a=100, C=d, cols=1, dst=0, sreg=0),
+               _vrow("kv_amax", N, d, a=200, C=d, sreg=1),
+               _vrow("kv_quant", N, d, a=200, C=d, dst=64, sreg=1)]
+    S, P = (300, 320), (400, 420)
+
+    def scores(qa):
+        p.cmds.append(Cmd("QCFG", dict(base_log2=B, thr=thr)))
+        p.cmds.append(Cmd("QUANT", dict(src=qa * d, nch=d, gdst=32 * (qa % 2)), signal=1))
+        kept = [kb for kb in range(nq) if mask[qa, kb]]
+        for i, kb in enumerate(kept):
+            p.cmds.append(Cmd("GEMM", dict(gsrc=32 * (qa % 2), wbase=kb * d, rrow=0, use_sreg=1,
+                                           sreg=0, dst=S[qa % 2] + kb * T, rmax=1 if i == 0 else 2),
+                              wait=1 if i == 0 else 0, signal=2 if i == len(kept) - 1 else 0))
+
+    scores(0)
+    for qa in range(nq):
+        p.cmds.append(_vrow("softmax_mx", T, N, a=S[qa % 2], C=N, dst=P[qa % 2], vb=qa,
+                            overlap=overlap, wait=2, signal=8))
+        if qa + 1 < nq:
+            scores(qa + 1)
+        p.cmds.append(Cmd("QCFG", dict(base_log2=cfg.act_frac, thr=thr)))
+        p.cmds.append(Cmd("QUANT", dict(src=P[qa % 2], nch=N, gdst=512 + 64 * qa, pcache=1),
+                          wait=8, signal=4))
+        for cb in range(d // T):
+            p.cmds.append(Cmd("GEMM", dict(gsrc=512 + 64 * qa, wbase=64 + cb * N, rrow=1,
+                                           use_sreg=1, sreg=1, dst=500 + qa * d + cb * T,
+                                           pcache=1), wait=4 if cb == 0 else 0))
+    p.cmds.append(Cmd("BARRIER", {}))
+    p.store("ABUF", 500, nq * d)
+    p.store("CNT", 0, len(COUNTERS))
+    return p
+
+
+def test_attention_softmax_overlapped(cfg, dut):
+    """The pipelined head with its softmax VROWs overlapped equals the ISA executor word for
+    word (outputs and event counters), and the overlap is real: the same program with
+    ``overlap = 0`` (every softmax alone) takes more cycles, and the V engine's busy cycles
+    then add to the others' where with overlap they do not."""
+    runs = {}
+    for ovl in (1, 0):
+        p = _pipelined_head(cfg, ovl)
+        r, out = p.run(dut)
+        assert r.error == "none"
+        want = CoreExecutor(cfg, core_preset("tiny")).run(p.cmds, p.host)
+        n_o = len(out[0]) * host_words_per_row(cfg, "ABUF")
+        assert r.host_out[:n_o] == want[:n_o] and as_tensor(out[0], 3 * T, 8).any()
+        for i, name in enumerate(COUNTERS):
+            if name not in CYCLE_COUNTERS:
+                assert r.host_out[n_o + i] == want[n_o + i], name
+        runs[ovl] = dict(zip(COUNTERS, (r_["count"] for r_ in out[1])))
+    assert runs[1]["cycles"] < runs[0]["cycles"]
+    assert runs[1]["busy_V"] == pytest.approx(runs[0]["busy_V"], rel=0.2)
+
+
+def test_overlap_refused_for_two_abuf_operands(cfg, dut):
+    """gated_residual reads two ABUF operands (the port QUANT uses among them): overlap is an
+    operand error, before anything runs."""
+    p = Prog(cfg)
+    p.cmds.append(_vrow("gated_residual", T, T, a=0, C=T, c=16, dst=32, overlap=1))
+    p.cmds.append(Cmd("END", {}))
+    r = run_core(dut, [encode(cfg, c) for c in p.cmds], [], limit=2_000)
+    assert r.error == "operand" and r.error_index == 0
+    with pytest.raises(Exception, match="overlap"):
+        CoreExecutor(cfg, core_preset("tiny")).run(p.cmds, [])
+
+
 def test_differential_layer_over_steps(cfg, dut):
     """A differential layer (2 token tiles, 2 output blocks) over 3 steps with the group double
     buffer: every y, x̂ and Y equal to golden.differential.DiffLinear."""
@@ -282,6 +371,12 @@ def _errors_case(cfg, kind):
                    Cmd("QCFG", dict(base_log2=cfg.base_log2, thr=[1, 7, 31])),
                    Cmd("QUANT", dict(src=0, nch=1, gdst=0), signal=1),
                    Cmd("GEMM", dict(gsrc=0, rrow=5, dst=8, use_sreg=1, sreg=3), wait=1)]
+    elif kind == "shift_high":                   # sh above sh_max (the RBUF field holds it)
+        p.load("ABUF", 0, [dict(v=[300] * T)])
+        p.load("RBUF", 6, [dict(m=[1] * T, sh=[cfg.sh_max + 1] * T, bias=[0] * T)])
+        p.cmds += [Cmd("QCFG", dict(base_log2=cfg.base_log2, thr=[1, 7, 31])),
+                   Cmd("QUANT", dict(src=0, nch=1, gdst=0), signal=1),
+                   Cmd("GEMM", dict(gsrc=0, rrow=6, dst=8), wait=1)]
     elif kind == "semaphore":
         p.cmds.append(Cmd("GEMM", dict(gsrc=0, rrow=0, dst=0), wait=2))
     return p
@@ -289,7 +384,8 @@ def _errors_case(cfg, kind):
 
 @pytest.mark.parametrize("kind, code", [("opcode", "opcode"), ("address", "address"),
                                         ("operand", "operand"), ("replay", "address"),
-                                        ("shift", "shift"), ("semaphore", "semaphore")])
+                                        ("shift", "shift"), ("shift_high", "shift"),
+                                        ("semaphore", "semaphore")])
 def test_errors_stop_cleanly(cfg, dut, kind, code):
     """Each error sets its code and the core then drains every further command (the trailing
     STOREs produce nothing, END is consumed): the stream never hangs."""

@@ -128,7 +128,8 @@ def test_the_counters_are_checked_against_the_golden(params):
 
 def test_every_abuf_tensor_takes_its_own_size(params):
     """The memory map of the tiny model: each ABUF region is exactly as large as the golden
-    tensor it holds (tokens / T rows per channel; S and P one query tile: N key columns), and
+    tensor it holds (tokens / T rows per channel; S and P two query tiles, the halves of the
+    software-pipelined softmax: 2·N key columns), and
     the placement is the peak of the tensors live together, not more."""
     cfg = preset("tiny")
     model = IntDiT(SPEC, params, cfg)
@@ -143,8 +144,8 @@ def test_every_abuf_tensor_takes_its_own_size(params):
         shapes.update({f"blocks.{i}.{k}": getattr(b, k).shape
                        for k in ("ln1", "a", "h1", "ln2", "m", "gelu")})
         shapes.update({f"blocks.{i}.{k}.y": ls.y.shape for k, ls in b.layers.items()})
-        shapes.update({f"blocks.{i}.o": b.attn.o_tokens.shape, f"blocks.{i}.S": (T, N),
-                       f"blocks.{i}.P": (T, N)})
+        shapes.update({f"blocks.{i}.o": b.attn.o_tokens.shape, f"blocks.{i}.S": (2 * T, N),
+                       f"blocks.{i}.P": (2 * T, N)})
     shapes[f"h.{len(ms.blocks)}"] = ms.blocks[-1].out.shape
     abuf = {n: r for n, r in prog.regions.items() if r.buf == "ABUF"}
     assert set(abuf) == set(shapes)

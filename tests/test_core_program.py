@@ -13,7 +13,7 @@ from golden.fmdq import quantize_subchannels, to_fixed
 from golden.layouts import VPU_OPS
 from golden.schedule import schedule_tile
 from models.dit import DiTSpec, init_params
-from program.compiler import FREE, FULL, compile_block, make_cmd
+from program.compiler import FREE, FULL, P_READY, S_READY, compile_block, make_cmd
 from program.executor import CoreError, CoreExecutor
 from program.isa import (
     BUFFERS,
@@ -139,15 +139,25 @@ def test_program_shape(tiny_sar):
         a, b = prog.section(name)
         assert i == a and step[i].count == b - a - 1
     assert [c.op for c in step[-2:]] == ["STEP", "END"] and step[-2].interval == 2
-    # GEMMs of the differential layers wait and signal only the slot semaphores.
-    assert {c.wait | c.signal for c in step} <= {0, FULL, FREE, FULL | FREE}
+    # The differential layers wait and signal only the slot semaphores; the attention's cache
+    # part also the scores' and P's (its softmax VROWs overlap, and only they).
+    a, b = prog.section("attn.cache")
+    assert {c.wait | c.signal for c in step[:a] + step[b:]} <= {0, FULL, FREE, FULL | FREE}
+    masks = {c.wait | c.signal for c in step[a:b]}
+    assert {FULL, S_READY | P_READY, P_READY} <= masks <= {0, FULL, FULL | S_READY, S_READY,
+                                                           S_READY | P_READY, P_READY}
+    ovl = [c for c in step if c.op == "VROW" and c.overlap]
+    assert ovl and all(VPU_OPS[c.vop] == "softmax_mx" for c in ovl)
 
 
 # ------------------------------------------------------------------------- refusals
 def test_does_not_fit():
     cfg = preset("tiny")
     blk = IntDiTBlock(init_params(SPEC, 1), 0, SPEC, cfg)
-    with pytest.raises(ValueError, match=r"ABUF: it needs 1120 rows, the core has 1000"):
+    # ABUF: 14 tensors of (N/T)·D·(their width in units of D) rows (x, ln1, a, qk.y 2, v.y, o,
+    # proj.y, h1, ln2, m, fc1.y 2, gelu 2, fc2.y, out) and the double-buffered N-row score and
+    # P tiles: 17·64 + 2·2·16 = 1152
+    with pytest.raises(ValueError, match=r"ABUF: it needs 1152 rows, the core has 1000"):
         compile_block(blk, CoreConfig(abuf_rows=1000))
     with pytest.raises(ValueError, match=r"GMEM: it needs 768 rows, the core has 700"):
         compile_block(blk, core_preset("tiny", gmem_rows=700))

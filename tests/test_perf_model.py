@@ -49,6 +49,23 @@ def test_quant_and_gemm_overlap_under_semaphores():
     assert r.cycles < sum(r.busy.values()) + 5 * T.dispatch
 
 
+def test_an_overlapped_vrow_runs_beside_q_and_m_only():
+    """A VROW with ``overlap`` lets the QUANT and GEMM after it issue at once; the same VROW
+    without it makes them wait for its end; the dispatcher's own commands (NOP) wait for it
+    either way, and a VROW after it waits for the V engine."""
+    def run(ovl):
+        sm = Work("VROW", dict(vop_name="softmax_mx/tok", overlap=ovl),
+                  ev=dict(vpu_rows=16, vpu_beats=256))
+        return simulate(T, [sm, quant(30), gemm(30), Work("NOP", {}),
+                            Work("VROW", dict(vop_name="softmax_mx/tok", overlap=ovl),
+                                 ev=dict(vpu_rows=4, vpu_beats=16)), end()])
+    a, b = run(1), run(0)
+    assert a.issue[1] < a.complete[0] and a.issue[2] < a.complete[0]
+    assert b.issue[1] >= b.complete[0]
+    assert a.issue[3] >= a.complete[0] and a.issue[4] >= a.complete[0]
+    assert a.cycles < b.cycles
+
+
 def test_gemm_stream_respects_the_tile_period():
     r = simulate(T, [gemm(1) for _ in range(6)] + [end()])
     assert r.busy["M"] >= 5 * T.tile_period

@@ -125,6 +125,25 @@ def test_requant_shift_above_sh_max_sets_error():
     assert run.error == 1
 
 
+@pytest.mark.parametrize("name", ["tiny", "fpga"])
+def test_vpu_without_requant(name):
+    """The core's VPU (``requant=False``): every other operation bit-exact, in one stream, at its
+    narrower lane widths, and acc_requant refused like an unknown operation (error, nothing
+    consumed: the rows after it come out right)."""
+    cfg = CONFIGS[name]
+    rng = np.random.default_rng(21)
+    rows = [r for op in VPU_OPS if op not in ("acc_requant",)
+            for r in random_rows(cfg, op, rng, 2)]
+    dut = VPU(cfg, requant=False)
+    run = run_vpu(dut, rows, gap=0.1, stall=0.2, seed=4)
+    _check_all(cfg, rows, run)
+    bad = _cmd(cfg, VPU_OPS.index("acc_requant"), 2)
+    run = run_vpu(VPU(cfg, requant=False), rows[:3], raw_cmds=[bad])
+    for row, words in zip(rows[:3], run.outputs):
+        check_output(cfg, row, words)
+    assert run.error == 1
+
+
 _ROW_LAW = {"softmax": lambda nb: max(3 * nb + 21, 2 * nb + 26),
             "softmax_mx": lambda nb: 2 * nb + 17, "layernorm": lambda nb: 2 * nb + 22}
 

@@ -40,6 +40,7 @@ PARTS = (
     ("array PEs", r"matrix\.mpu\.array\.pe_"),
     ("array skew and drain", r"matrix\.mpu\.array$"),
     ("array front end", r"matrix\.mpu$"),
+    ("M requantizer", r"matrix\.requant(\.|$)"),
     ("M engine", r"matrix(\.|$)"),
     ("QPU sorter", r"quant\.qpu\.sorter"),
     ("QPU packer", r"quant\.qpu\.packer"),

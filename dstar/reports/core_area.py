@@ -31,6 +31,7 @@ PARTS = [
     ("PE array", "matrix.mpu.array"),
     ("MPU front end + WMEM", "matrix.mpu"),
     ("M engine (replay, drain)", "matrix"),
+    ("M requantizer", "matrix.requant"),
     ("QPU (max, bins, slice, chunker)", "quant.qpu"),
     ("QPU sorter", "quant.qpu.sorter"),
     ("QPU packer", "quant.qpu.packer"),

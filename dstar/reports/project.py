@@ -37,8 +37,9 @@ bits/2`` for a linear layer) over ``lanes · rows · cols · cores · cycles``; 
 the MACs over ``rows · cols · cores · cycles``. *FFN* is every ``fc1`` and ``fc2`` layer of a
 cache step (Flux's fused single-block layers are not counted as FFN); *attention* is QKᵀ over the
 kept key blocks at the activations' bits plus P·V at P's bits, over the attention cycles of a
-cache step (the K and V quantization and the softmax included, since the M engine waits for
-them). Compute cycles only: a layer bound by HBM traffic has a lower utilization than shown.
+cache step (the K and V quantization and whatever of the softmax the S GEMMs beside it do not
+hide included, since the M engine waits for them). Compute cycles only: a layer bound by HBM
+traffic has a lower utilization than shown.
 
 GPU reference
 -------------
@@ -65,7 +66,7 @@ from gen.errors import UserError
 from gen.outputs import check_output_dir, read_json, save_png, write_together
 from gen.progress import say
 from golden.config import Config, ConfigError, preset
-from program.compiler import FREE, FULL
+from program.compiler import FREE, FULL, P_READY, S_READY
 from sim.core_work import Work
 from sim.perf_model import INT8_QUANT_FIXED, Timing, simulate
 from sim.timing import array_tile_period
@@ -216,12 +217,44 @@ def heads_per_core(units: int, nq: int, heads: int) -> int:
     return min(heads, span if aligned else span + 1)
 
 
-def _vrow(t: Timing, cfg: Config, op: str, rows: int, n: int, walk: str = "tok") -> int:
-    """A VROW of ``rows`` rows of ``n`` elements: token walk (``ceil(n/T)`` beats a row) or
-    sub-channel walk (``n`` beats a row), the ISA's counting (program/executor.py)."""
+def _vrow_work(cfg: Config, op: str, rows: int, n: int, walk: str = "tok", **k) -> Work:
+    """The :class:`Work` of a VROW of ``rows`` rows of ``n`` elements: token walk (``ceil(n/T)``
+    beats a row) or sub-channel walk (``n`` beats a row), the ISA's counting
+    (program/executor.py); ``k``: ``wait``, ``signal``, ``overlap``."""
     beats = rows * (math.ceil(n / cfg.tile) if walk == "tok" else n)
-    w = Work("VROW", dict(vop_name=f"{op}/{walk}"), ev=dict(vpu_rows=rows, vpu_beats=beats))
-    return t.vrow(w) + t.dispatch
+    sem = {x: k.pop(x) for x in ("wait", "signal") if x in k}
+    return Work("VROW", dict(vop_name=f"{op}/{walk}", **k),
+                ev=dict(vpu_rows=rows, vpu_beats=beats), **sem)
+
+
+def _vrow(t: Timing, cfg: Config, op: str, rows: int, n: int, walk: str = "tok") -> int:
+    """Cycles of a VROW alone (:func:`_vrow_work`), its dispatch included."""
+    return t.vrow(_vrow_work(cfg, op, rows, n, walk)) + t.dispatch
+
+
+def _scores_run(t: Timing, cfg: Config, tiles: int, d: int, g_q: int, kept: int, nch_p: int,
+                g_p: int | None) -> tuple:
+    """One head's cache-step scores on one core, ``tiles`` query tiles in the compiler's
+    software-pipelined order (program/compiler.py ``_attention_cache``): tile q's softmax (a
+    VROW with ``overlap``) beside tile q+1's Q quantization and S GEMMs, then tile q's P
+    quantization (``g_p`` None: none). Returns ``(cycles, softmax, tail)``: the run, the V
+    engine's busy cycles in it, and the cycles after the last softmax (the last P)."""
+    def scores():
+        return ([_quant(d, g_q, signal=FULL)]
+                + [_gemm(g_q, wait=FULL if j == 0 else 0, signal=S_READY if j == kept - 1 else 0)
+                   for j in range(kept)])
+
+    works = scores()
+    for q in range(tiles):
+        works.append(_vrow_work(cfg, "softmax_mx", cfg.tile, nch_p, wait=S_READY,
+                                signal=P_READY, overlap=1))
+        if q + 1 < tiles:
+            works += scores()
+        if g_p is not None:
+            works.append(_quant(nch_p, g_p, wait=P_READY))
+    r = simulate(t, works + [Work("BARRIER", {})])
+    sm = [i for i, w in enumerate(works) if w.op == "VROW"]
+    return r.cycles, r.busy["V"], r.cycles - r.complete[sm[-1]]
 
 
 def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, cache: bool,
@@ -229,9 +262,11 @@ def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, c
     """Cycles of one core for its share of attention ``a`` on a cache (or dense) or reuse step
     (``wl`` None: every block kept and every step a full attention, dense), by part: ``kv`` (K and
     V made INT8 weights on the V engine), ``qk`` (the QKᵀ GEMM streams), ``softmax``,
-    ``p_quant`` (P into the P cache: what the next tile's S GEMMs beside it do not hide) and
-    ``pv`` (the P·V GEMM stream). The parts run one after the other, as the compiler's program
-    orders them."""
+    ``p_quant`` (P into the P cache) and ``pv`` (the P·V GEMM stream). The cache step's scores run
+    software-pipelined (:func:`_scores_run`): ``softmax`` is the V engine's busy cycles there,
+    ``p_quant`` what follows the last softmax of each head, ``qk`` the rest (the S GEMMs and Q
+    quantizations the softmaxes do not hide). The other parts run one after the other, as the
+    compiler's program orders them."""
     T = cfg.tile
     nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
     kept = nk if wl is None else max(1, round(nk * wl.kept))
@@ -253,17 +288,15 @@ def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, c
     g_p = nch_p if wl is None else _groups(nch_p, wl.p_bits, cfg, wl.fill)
     if cache or wl is None:
         g_q = a.head_dim if bits is None else _groups(a.head_dim, bits, cfg, fill)
-        qk = _run(t, _stream([(a.head_dim, g_q, kept)]))
-        parts["qk"] = units * qk
-        parts["softmax"] = units * _vrow(t, cfg, "softmax_mx", T, nch_p)
-        if wl is not None:                                # quantize P into the P cache
-            alone = t.quant(_quant(nch_p, g_p)) + t.dispatch
-            # The compiler quantizes a tile's P beside the next tile's S GEMMs (the last of each
-            # head alone): only what the GEMMs do not hide counts.
-            both = _run(t, [_quant(a.head_dim, g_q, signal=FULL), _quant(nch_p, g_p)]
-                        + [_gemm(g_q, wait=FULL if j == 0 else 0) for j in range(kept)])
-            beside = max(0, units - heads)
-            parts["p_quant"] = beside * max(0, both - qk) + (units - beside) * alone
+        # The core's query tiles, split as evenly as they go over its heads.
+        runs = [units // heads + (1 if i < units % heads else 0) for i in range(heads)]
+        for tiles in set(runs) - {0}:
+            n = runs.count(tiles)
+            cyc, sm, tail = _scores_run(t, cfg, tiles, a.head_dim, g_q, kept, nch_p,
+                                        None if wl is None else g_p)
+            parts["softmax"] += n * sm
+            parts["p_quant"] += n * tail
+            parts["qk"] += n * (cyc - sm - tail)
     parts["pv"] = _run(t, _stream([(nch_p, g_p, d_blocks)] * units))
     return parts
 

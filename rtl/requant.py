@@ -1,0 +1,140 @@
+"""The matrix engine's own requantizer: ``acc_requant`` (numerics §2.5, :func:`golden.vpu.
+acc_requant`) on ``T`` lanes, one drained token per cycle, so that the MPU's drain never needs
+the VPU and the vector engine may run beside the matrix engine.
+
+Per lane: ``Y' = sat(Y + acc, acc_bits)``, then ``y = sat(rnd(Y'·m + bias·2**sh, sh), act)``;
+the flags of both saturations ride along. Stages (one register each): the sum and its
+saturation; the product and ``bias << sh``; their sum; the rounding bias; the rounding shift;
+the saturation to the activation format. The arithmetic is the VPU lane's (``rtl.arith``, the
+golden model's formula), at the widths ``acc_requant`` needs and no wider.
+
+Latency :attr:`Requant.LATENCY` cycles from ``i`` to ``o``, one row per cycle, no back-pressure
+(the consumer takes every row: the matrix engine writes ABUF and YBUF with priority). A
+``side`` payload of any shape travels with each row. ``bad`` is high in the cycle a row whose
+shift on any lane is outside ``[0, sh_max]`` enters (``sh`` is signed here, so the caller passes
+``sh - SREG - e`` as is).
+"""
+
+from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from golden.config import Config, bitlen
+
+from .arith import round_bias, saturate
+from .params import check_config
+
+__all__ = ["Requant"]
+
+
+class Requant(wiring.Component):
+    """Parameters: ``cfg`` and, keyword-only, ``lanes`` (``T``), ``sh_width`` (bits of the
+    signed shift the caller computes) and ``side`` (the shape carried alongside each row).
+
+    Members
+    -------
+    i_valid, i_Y, i_acc, i_m, i_sh, i_bias, i_side : In. One row: per lane the running sum
+        ``Y`` and the new partial sum ``acc`` (``acc_bits`` signed), the mantissa ``m``
+        (``mult_width`` unsigned), the shift ``sh`` (signed) and ``bias`` (act format).
+    bad : Out(1). A shift outside ``[0, sh_max]`` on a row entering now.
+    o_valid, o_y, o_Y, o_sat, o_Ysat, o_side : Out. The row ``LATENCY`` cycles later: ``y``
+        (act format), ``Y'`` and the per-lane saturation flags.
+    """
+
+    LATENCY = 6
+
+    def __init__(self, cfg: Config, *, lanes: int, sh_width: int, side):
+        self._cfg = check_config(cfg)
+        self._T = lanes
+        A, W = cfg.acc_bits, cfg.act_width
+        T = lanes
+        self._side = side
+        super().__init__({
+            "i_valid": In(1),
+            "i_Y": In(data.ArrayLayout(signed(A), T)),
+            "i_acc": In(data.ArrayLayout(signed(A), T)),
+            "i_m": In(data.ArrayLayout(unsigned(cfg.mult_width), T)),
+            "i_sh": In(data.ArrayLayout(signed(sh_width), T)),
+            "i_bias": In(data.ArrayLayout(signed(W), T)),
+            "i_side": In(side),
+            "bad": Out(1),
+            "o_valid": Out(1),
+            "o_y": Out(data.ArrayLayout(signed(W), T)),
+            "o_Y": Out(data.ArrayLayout(signed(A), T)),
+            "o_sat": Out(T),
+            "o_Ysat": Out(T),
+            "o_side": Out(side),
+        })
+
+    def elaborate(self, platform):
+        cfg, T = self._cfg, self._T
+        A, W, M = cfg.acc_bits, cfg.act_width, cfg.mult_width
+        shb = bitlen(cfg.sh_max)
+        m = Module()
+
+        def reg(shape, value, name):
+            r = Signal(shape, name=name)
+            m.d.sync += r.eq(value)
+            return r
+
+        def carry(ctl, d):
+            return {k: reg(v.shape(), v, f"{k}_{d}") for k, v in ctl.items()}
+
+        ctl = {"valid": self.i_valid, "side": self.i_side}
+        bad = []
+        Ys, Yflag, prod, rs = [], [], [], []
+        for t in range(T):
+            s, f = saturate(m, self.i_Y[t] + self.i_acc[t], -(1 << (A - 1)), (1 << (A - 1)) - 1,
+                            A, f"ysum{t}")
+            Ys.append(reg(signed(A), s, f"Y1_{t}"))
+            Yflag.append(reg(1, f, f"Ysat1_{t}"))
+            sh = self.i_sh[t]
+            bad.append((sh < 0) | (sh > cfg.sh_max))
+            rs.append(reg(unsigned(shb), sh[:shb], f"rs1_{t}"))
+            m_ = reg(unsigned(M), self.i_m[t], f"m1_{t}")
+            b_ = reg(signed(W), self.i_bias[t], f"bias1_{t}")
+            prod.append((m_, b_))
+        m.d.comb += self.bad.eq(self.i_valid & (sum(b.as_unsigned() for b in bad) != 0)
+                                if bad else 0)
+        c1 = carry(ctl, 1)
+
+        # The product and the shifted bias.
+        pw, aw = A + M + 1, W + cfg.sh_max
+        sw = max(pw, aw) + 1
+        st2 = []
+        for t in range(T):
+            m_, b_ = prod[t]
+            st2.append((reg(signed(pw), Ys[t] * m_, f"prod2_{t}"),
+                        reg(signed(aw), b_ << rs[t], f"add2_{t}"),
+                        reg(unsigned(shb), rs[t], f"rs2_{t}"),
+                        reg(signed(A), Ys[t], f"Y2_{t}"), reg(1, Yflag[t], f"Ysat2_{t}")))
+        c2 = carry(c1, 2)
+        # Their sum.
+        st3 = []
+        for t in range(T):
+            p, a, r, y, f = st2[t]
+            st3.append((reg(signed(sw), p + a, f"sum3_{t}"), reg(unsigned(shb), r, f"rs3_{t}"),
+                        reg(signed(A), y, f"Y3_{t}"), reg(1, f, f"Ysat3_{t}")))
+        c3 = carry(c2, 3)
+        # The rounding bias, then the shift.
+        st4 = []
+        for t in range(T):
+            s, r, y, f = st3[t]
+            b = round_bias(m, s, r, f"rnd{t}")
+            st4.append((reg(b.shape(), b, f"biased4_{t}"), reg(unsigned(shb), r, f"rs4_{t}"),
+                        reg(signed(A), y, f"Y4_{t}"), reg(1, f, f"Ysat4_{t}")))
+        c4 = carry(c3, 4)
+        st5 = []
+        for t in range(T):
+            b, r, y, f = st4[t]
+            st5.append((reg(signed(sw), b >> r, f"r5_{t}"), reg(signed(A), y, f"Y5_{t}"),
+                        reg(1, f, f"Ysat5_{t}")))
+        c5 = carry(c4, 5)
+        # The saturation to the activation format.
+        for t in range(T):
+            r, y, f = st5[t]
+            v, flag = saturate(m, r, -(1 << (W - 1)), (1 << (W - 1)) - 1, W, f"ysat{t}")
+            m.d.sync += [self.o_y[t].eq(v), self.o_sat[t].eq(flag), self.o_Y[t].eq(y),
+                         self.o_Ysat[t].eq(f)]
+        m.d.sync += [self.o_valid.eq(c5["valid"]), self.o_side.eq(c5["side"])]
+        return m
