@@ -380,15 +380,19 @@ def vpu_lane(cfg: Config, t, count: int = 1, operands: bool = True,
     x, y, ad, rs, sm, r = w["x"], w["y"], w["add"], w["rs"], w["sum"], w["r"]
     carry = 3 + 1 + ((A + 1) if requant else 0)           # mode, enable, side, flag
     regs = ((x + y) + ad + rs + carry + sm + rs + carry + (sm + 2) + rs + carry + sm + carry
-            + r + 1 + (E + 2).bit_length() + (E + 1) + carry + r + 1 + A + 1)
+            + r + 1 + (E + 2).bit_length() + (E + 1) + carry + r + 1
+            + ((A + 1) if requant else 0))
     ke = (E + 2).bit_length()
     feats = {"reg.vpu": regs, "vl.mul": x * y,
              "vl.lin": 3 * sm + sm * rs // 2 + 8 * r + (E + 2) * ke // 2,
              "g.rom": len(t.exp_lut) * (t.exp_lut_frac + 1)}
     if operands:
         ow = vpu_operand_widths(cfg)
-        feats["reg.vpu"] += (ow["a"] + ow["b"] + ow["c"] + cfg.mult_width
-                             + cfg.sh_max.bit_length() + 1) + (x + y + ad + rs + carry)
+        if requant:
+            beat = ow["a"] + ow["b"] + ow["c"] + cfg.mult_width + cfg.sh_max.bit_length() + 1
+        else:          # the bits the other operations read: a as x̂, b as a reconstruction
+            beat = (cfg.act_width + 1) + cfg.recon_width + ow["c"] + 1
+        feats["reg.vpu"] += beat + (x + y + ad + rs + carry)
         rom = (len(t.gelu_base) * t.widths["gelu.base"][0]
                + len(t.gelu_delta) * t.widths["gelu.delta"][0])
         feats["vo"] = 4 * (x + y + ad) + rom // 16 + (3 * A if requant else 0)
