@@ -1,0 +1,125 @@
+"""The hazard check of program/hazards.py: the compiled DiT block (cache and reuse steps, tiny
+and fpga) and the whole model have no two commands that may overlap on the same rows; a program
+with one ordering taken away, or with the software pipeline's two halves made one, has them, and
+the check names the pair."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from golden.config import preset
+from golden.dit_int import IntDiTBlock
+from golden.layouts import VPU_OPS
+from models.dit import DiTSpec, init_params
+from program.compiler import S_READY, compile_block
+from program.hazards import accesses, check_program, hazards
+from program.isa import Cmd, core_preset
+
+SPEC = DiTSpec(image_size=8, patch=2, hidden=16, heads=2, depth=1)   # N 16, D 16, d 8
+
+
+def _runs(name, edit=None):
+    cfg = preset(name)
+    params = init_params(SPEC, 1)
+    T = cfg.tile
+    nb = SPEC.tokens // T
+    mask = np.ones((SPEC.heads, nb, nb), bool)
+    mask[0, 0, nb - 1] = mask[1, nb - 1, 0] = False
+    blk = IntDiTBlock(params, 0, SPEC, cfg, mask, interval=2)
+    core = core_preset(name)
+    prog = compile_block(blk, core)
+    step = prog.step_commands()
+    if edit is not None:
+        step = edit(prog, step)
+    rng = np.random.default_rng(1)
+    runs = [(prog.init_commands(), prog.init_host_words())]
+    for _ in range(2):                          # a cache step and a reuse step
+        x = rng.integers(-3000, 3000, (SPEC.tokens, SPEC.hidden))
+        m = rng.integers(-3000, 3000, (6, SPEC.hidden))
+        runs.append((step, prog.step_host_words(x, m)))
+    return cfg, core, prog, runs
+
+
+def _softmaxes(step):
+    return [i for i, c in enumerate(step) if c.op == "VROW" and c.overlap]
+
+
+@pytest.mark.parametrize("name", ["tiny", "fpga"])
+def test_compiled_block_has_no_hazard(name):
+    cfg, core, prog, runs = _runs(name)
+    assert check_program(cfg, core, runs) == 0
+    acc = accesses(cfg, core, runs)[1]
+    # The check saw the overlapped softmaxes and what they touch.
+    sm = [a for a in acc if a.cmd.op == "VROW" and a.cmd.overlap]
+    assert sm and all("ABUF" in a.reads and "ABUF" in a.writes and "RMAX" in a.reads
+                      for a in sm)
+
+
+def test_a_missing_wait_is_a_hazard():
+    """The second softmax without its wait for the scores: the GEMMs that write them may still
+    run, a read after write on ABUF between a GEMM and the VROW."""
+    def drop(prog, step):
+        i = _softmaxes(step)[1]
+        step = list(step)
+        step[i] = dataclasses.replace(step[i], wait=step[i].wait & ~S_READY)
+        return step
+    cfg, core, prog, runs = _runs("tiny", drop)
+    found = [h for r, h in hazards(cfg, core, runs) if r == 1]
+    i = _softmaxes(runs[1][0])[1]
+    assert any(h.second == i and h.kind == "RAW" and h.buffer == "ABUF"
+               and runs[1][0][h.first].op == "GEMM" for h in found), found
+    with pytest.raises(ValueError, match="data hazard"):
+        check_program(cfg, core, runs)
+
+
+def test_one_half_for_every_query_tile_is_a_hazard():
+    """The scores and P of every query tile in the same half: the next tile's S GEMMs overwrite
+    the scores the softmax still reads (WAR), and the softmax overwrites the P that QUANT reads."""
+    def one_half(prog, step):
+        N = SPEC.tokens
+        S, P = prog.regions["S"], prog.regions["P"]
+        out = []
+        for c in step:
+            a = dict(c.args)
+            if c.op == "GEMM" and S.base + N <= a["dst"] < S.base + 2 * N:
+                a["dst"] -= N
+            if c.op == "VROW" and VPU_OPS[a["vop"]] == "softmax_mx":
+                a["a"] = S.base + (a["a"] - S.base) % N
+                a["dst"] = P.base + (a["dst"] - P.base) % N
+            if c.op == "QUANT" and P.base <= a["src"] < P.base + 2 * N:
+                a["src"] = P.base + (a["src"] - P.base) % N
+            out.append(Cmd(c.op, a, c.wait, c.signal))
+        return out
+    cfg, core, prog, runs = _runs("tiny", one_half)
+    kinds = {(h.kind, h.buffer) for r, h in hazards(cfg, core, runs) if r == 1}
+    assert ("WAR", "ABUF") in kinds
+
+
+def test_without_overlap_nothing_is_checked_against_the_vrows():
+    """The same program with every softmax alone (overlap 0) is hazard-free whatever its
+    semaphores: a plain VROW waits for every engine and blocks the rest."""
+    def plain(prog, step):
+        return [dataclasses.replace(c, args={**c.args, "overlap": 0}, wait=c.wait & ~S_READY)
+                if c.op == "VROW" and c.overlap else c for c in step]
+    cfg, core, prog, runs = _runs("tiny", plain)
+    assert hazards(cfg, core, runs) == []
+
+
+def test_whole_model_step_has_no_hazard():
+    """The tiny DiT's step program (every block, the embedding and the final layer, the ABUF
+    tensors placed by lifetime) on a cache step: no hazard."""
+    from models.dit import DIT_MODELS, start_noise
+    from models.dit_int_model import IntDiT
+    from program import isa
+    from program.model import compile_model
+
+    spec = DIT_MODELS["tiny"]
+    cfg = preset("tiny")
+    model = IntDiT(spec, init_params(spec, 0), cfg)
+    prog = compile_model(model, isa.core_for(cfg))
+    inputs = model.host_inputs(start_noise(spec, 0)[0], 999, 1)
+    runs = [(prog.init, prog.init_words),
+            (prog.step, prog.host_words([inputs], prog.initial_state(), True))]
+    assert check_program(cfg, isa.core_for(cfg), runs) == 0
+    assert any(c.op == "VROW" and c.overlap for c in prog.step)
