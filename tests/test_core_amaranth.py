@@ -157,6 +157,30 @@ def test_row_operations(cfg, dut):
     assert np.array_equal(as_tensor(out[4], T, N), P), "softmax"
 
 
+def _head_program(cfg, rng, N, d, mask):
+    """The start of one head's program: Q, K, V (random, N × d) at ABUF 0, 100, 200, the S and
+    O requantization rows in RBUF 0 and 1, the mask rows, and K and V made INT8 weights in WMEM
+    (K by sub-channels at 0, V by token rows at 64). Returns ``(Prog, B, thresholds)``."""
+    B = cfg.base_log2
+    Q, K, V = (rng.integers(-6000, 6000, (N, d)) for _ in range(3))
+    s_m, s_sh = requant_params(2.0 ** -B / math.sqrt(d), cfg.mult_width)
+    o_m, o_sh = requant_params(2.0 ** -cfg.p_base_log2, cfg.mult_width)
+    th = cfg.thresholds
+    p = Prog(cfg)
+    p.tensor(0, Q)
+    p.tensor(100, K)
+    p.tensor(200, V)
+    p.load("RBUF", 0, [dict(m=[s_m] * T, sh=[s_sh] * T, bias=[0] * T),
+                       dict(m=[o_m] * T, sh=[o_sh] * T, bias=[0] * T)])
+    p.load("MASK", 0, [dict(bits=sum(int(b) << j for j, b in enumerate(row))) for row in mask])
+    nq = N // T
+    p.cmds += [_vrow("kv_amax", nq, d, a=100, C=d, cols=1, sreg=0),
+               _vrow("kv_quant", nq, d, a=100, C=d, cols=1, dst=0, sreg=0),
+               _vrow("kv_amax", N, d, a=200, C=d, sreg=1),
+               _vrow("kv_quant", N, d, a=200, C=d, dst=64, sreg=1)]
+    return p, B, [th[2], th[4], th[6]]
+
+
 @pytest.mark.parametrize("softmax", ["softmax", "softmax_mx"])
 @pytest.mark.parametrize("keep", [(1, 1, 1, 1), (1, 0, 1, 1)], ids=["dense", "sar"])
 def test_attention_head(cfg, dut, keep, softmax):
@@ -168,23 +192,7 @@ def test_attention_head(cfg, dut, keep, softmax):
     N, d = 8, 8
     nb = N // T
     mask = np.array(keep, bool).reshape(nb, nb)
-    B = cfg.base_log2
-    Q, K, V = (rng.integers(-6000, 6000, (N, d)) for _ in range(3))
-    s_m, s_sh = requant_params(2.0 ** -B / math.sqrt(d), cfg.mult_width)
-    o_m, o_sh = requant_params(2.0 ** -cfg.p_base_log2, cfg.mult_width)
-    th = cfg.thresholds
-    thr = [th[2], th[4], th[6]]
-    p = Prog(cfg)
-    p.tensor(0, Q)
-    p.tensor(100, K)
-    p.tensor(200, V)
-    p.load("RBUF", 0, [dict(m=[s_m] * T, sh=[s_sh] * T, bias=[0] * T),
-                       dict(m=[o_m] * T, sh=[o_sh] * T, bias=[0] * T)])
-    p.load("MASK", 0, [dict(bits=sum(int(b) << j for j, b in enumerate(row))) for row in mask])
-    p.cmds += [_vrow("kv_amax", nb, d, a=100, C=d, cols=1, sreg=0),
-               _vrow("kv_quant", nb, d, a=100, C=d, cols=1, dst=0, sreg=0),
-               _vrow("kv_amax", N, d, a=200, C=d, sreg=1),
-               _vrow("kv_quant", N, d, a=200, C=d, dst=64, sreg=1)]
+    p, B, thr = _head_program(cfg, rng, N, d, mask)
     for qa in range(nb):
         p.cmds.append(Cmd("QCFG", dict(base_log2=B, thr=thr)))
         p.cmds.append(Cmd("QUANT", dict(src=qa * d, nch=d, gdst=0), signal=1))
@@ -229,23 +237,7 @@ def _pipelined_head(cfg, overlap):
     N, d = 3 * T, 8
     nq = N // T
     mask = np.array([[1, 0, 1], [1, 1, 0], [0, 1, 1]], bool)
-    B = cfg.base_log2
-    Q, K, V = (rng.integers(-6000, 6000, (N, d)) for _ in range(3))
-    s_m, s_sh = requant_params(2.0 ** -B / math.sqrt(d), cfg.mult_width)
-    o_m, o_sh = requant_params(2.0 ** -cfg.p_base_log2, cfg.mult_width)
-    th = cfg.thresholds
-    thr = [th[2], th[4], th[6]]
-    p = Prog(cfg)
-    p.tensor(0, Q)
-    p.tensor(100, K)
-    p.tensor(200, V)
-    p.load("RBUF", 0, [dict(m=[s_m] * T, sh=[s_sh] * T, bias=[0] * T),
-                       dict(m=[o_m] * T, sh=[o_sh] * T, bias=[0] * T)])
-    p.load("MASK", 0, [dict(bits=sum(int(b) << j for j, b in enumerate(row))) for row in mask])
-    p.cmds += [_vrow("kv_amax", nq, d, a=100, C=d, cols=1, sreg=0),
-               _vrow("kv_quant", nq, d, a=100, C=d, cols=1, dst=0, sreg=0),
-               _vrow("kv_amax", N, d, a=200, C=d, sreg=1),
-               _vrow("kv_quant", N, d, a=200, C=d, dst=64, sreg=1)]
+    p, B, thr = _head_program(cfg, rng, N, d, mask)
     S, P = (300, 320), (400, 420)
 
     def scores(qa):
