@@ -123,3 +123,24 @@ def test_whole_model_step_has_no_hazard():
             (prog.step, prog.host_words([inputs], prog.initial_state(), True))]
     assert check_program(cfg, isa.core_for(cfg), runs) == 0
     assert any(c.op == "VROW" and c.overlap for c in prog.step)
+
+
+@pytest.mark.slow
+def test_trained_digits_model_on_fpga_has_no_hazard():
+    """The program `dstar sample` runs on the fpga core (the trained digits DiT, buffers deep
+    enough to hold it, 6,240 commands a step): no hazard on a cache step (about half a minute)."""
+    from models.digits import load_trained
+    from models.dit import start_noise
+    from models.dit_int_model import IntDiT
+    from program import isa
+    from program.model import compile_model, resident_depths
+
+    spec, p = load_trained()
+    cfg = preset("fpga", **resident_depths(IntDiT(spec, p, preset("fpga"))))
+    model = IntDiT(spec, p, cfg)
+    core = isa.core_for(cfg)
+    prog = compile_model(model, core)
+    inputs = model.host_inputs(start_noise(spec, 0)[0], 999, 1)
+    runs = [(prog.init, prog.init_words),
+            (prog.step, prog.host_words([inputs], prog.initial_state(), True))]
+    assert check_program(cfg, core, runs) == 0
