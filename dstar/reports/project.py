@@ -232,13 +232,15 @@ def _vrow(t: Timing, cfg: Config, op: str, rows: int, n: int, walk: str = "tok")
     return t.vrow(_vrow_work(cfg, op, rows, n, walk)) + t.dispatch
 
 
-def _scores_run(t: Timing, cfg: Config, tiles: int, d: int, g_q: int, kept: int, nch_p: int,
+def _scores_run(t: Timing, cfg: Config, tiles: int, d: int, g_q: int, kept: int, keys: int,
                 g_p: int | None) -> tuple:
     """One head's cache-step scores on one core, ``tiles`` query tiles in the compiler's
     software-pipelined order (program/compiler.py ``_attention_cache``): tile q's softmax (a
-    VROW with ``overlap``) beside tile q+1's Q quantization and S GEMMs, then tile q's P
-    quantization (``g_p`` None: none). Returns ``(cycles, softmax, tail)``: the run, the V
-    engine's busy cycles in it, and the cycles after the last softmax (the last P)."""
+    VROW with ``overlap``) beside tile q+1's Q quantization and S GEMMs on the ``kept`` key
+    blocks, then tile q's P quantization (``g_p`` None: none). As the compiler emits them, the
+    softmax rows and P's QUANT run over all ``keys`` (dropped blocks are zeros; they make no
+    groups). Returns ``(cycles, softmax, tail)``: the run, the V engine's busy cycles in it, and
+    the cycles after the last softmax (the last P)."""
     def scores():
         return ([_quant(d, g_q, signal=FULL)]
                 + [_gemm(g_q, wait=FULL if j == 0 else 0, signal=S_READY if j == kept - 1 else 0)
@@ -246,12 +248,12 @@ def _scores_run(t: Timing, cfg: Config, tiles: int, d: int, g_q: int, kept: int,
 
     works = scores()
     for q in range(tiles):
-        works.append(_vrow_work(cfg, "softmax_mx", cfg.tile, nch_p, wait=S_READY,
+        works.append(_vrow_work(cfg, "softmax_mx", cfg.tile, keys, wait=S_READY,
                                 signal=P_READY, overlap=1))
         if q + 1 < tiles:
             works += scores()
         if g_p is not None:
-            works.append(_quant(nch_p, g_p, wait=P_READY))
+            works.append(_quant(keys, g_p, wait=P_READY))
     r = simulate(t, works + [Work("BARRIER", {})])
     sm = [i for i, w in enumerate(works) if w.op == "VROW"]
     return r.cycles, r.busy["V"], r.cycles - r.complete[sm[-1]]
@@ -292,12 +294,13 @@ def attention_parts(t: Timing, cfg: Config, a: Attention, wl: Workload | None, c
         runs = [units // heads + (1 if i < units % heads else 0) for i in range(heads)]
         for tiles in set(runs) - {0}:
             n = runs.count(tiles)
-            cyc, sm, tail = _scores_run(t, cfg, tiles, a.head_dim, g_q, kept, nch_p,
+            cyc, sm, tail = _scores_run(t, cfg, tiles, a.head_dim, g_q, kept, nk * T,
                                         None if wl is None else g_p)
             parts["softmax"] += n * sm
             parts["p_quant"] += n * tail
             parts["qk"] += n * (cyc - sm - tail)
-    parts["pv"] = _run(t, _stream([(nch_p, g_p, d_blocks)] * units))
+    # P·V replays the P cache (no QUANT): one GEMM per query tile and column block of V.
+    parts["pv"] = _run(t, [_gemm(g_p) for _ in range(units * d_blocks)])
     return parts
 
 
