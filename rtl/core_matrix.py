@@ -10,9 +10,9 @@ Two decoupled halves, so that the next GEMM's groups enter the MPU while the pre
   semaphore mask) waits in a 2-entry queue.
 * **drain**: for each drain beat (token ``i``) reads ``YBUF[ysrc + i]`` (when ``accum``) and
   ``RBUF[rrow]`` and sends one ``acc_requant`` row of ``T`` elements through the engine's own
-  :class:`~rtl.requant.Requant` with ``sh - SREG[sreg]`` (when ``use_sreg``); the write-back
-  record (``dst``, the YBUF row, flags, semaphore mask) travels with the row, and ``y`` goes to
-  the ABUF token segment and ``Y`` back to YBUF ``Requant.LATENCY`` cycles later. The engine
+  :class:`~rtl.requant.Requant` with ``sh - SREG[sreg]`` (when ``use_sreg``); ``Y`` goes back to
+  YBUF a cycle later, and ``y`` to the ABUF token segment ``Requant.LATENCY`` cycles later,
+  its write-back record (``dst``, flags, semaphore mask) travelling with the row. The engine
   never uses the VPU, so the vector engine may run beside it. The job is done (``done``,
   ``signal``) when its last token is written and RMAX holds its maxima: a GEMM with ``rmax``
   keeps each token's max over its ``T`` results in RMAX (``rmax`` out; 1: set, 2: the running
@@ -169,11 +169,12 @@ class MatrixEngine(wiring.Component):
         b_acc = Signal.like(dr.p.acc)
         b_i = Signal(range(T))
         b_job = Signal(job_lay)
-        wb_lay = data.StructLayout({"dst": range(core.abuf_rows), "yaddr": range(core.ybuf_rows),
-                                    "token": range(T), "accum": 1, "last": 1,
+        wb_lay = data.StructLayout({"dst": range(core.abuf_rows), "token": range(T), "last": 1,
                                     "signal": isa.SEMAPHORES, "rmax": 2})
+        y_lay = data.StructLayout({"yaddr": range(core.ybuf_rows), "accum": 1})
         sh_w = bitlen(cfg.sh_max) + 2
-        m.submodules.requant = rq = Requant(cfg, lanes=T, sh_width=sh_w, side=wb_lay)
+        m.submodules.requant = rq = Requant(cfg, lanes=T, sh_width=sh_w, side=wb_lay,
+                                            ytag=y_lay)
 
         # Stage A: take a drain beat, read YBUF (when accum) and RBUF (data in stage B).
         m.d.comb += dr.ready.eq(jobs.o.valid)
@@ -206,22 +207,23 @@ class MatrixEngine(wiring.Component):
             else:
                 m.d.comb += rq.i_sh[t].eq(sh)
         side = rq.i_side
-        m.d.comb += [side.dst.eq(b_job.dst), side.yaddr.eq(b_job.ysrc + b_i),
-                     side.token.eq(b_i), side.accum.eq(b_job.accum),
-                     side.last.eq(b_i == T - 1), side.signal.eq(b_job.signal),
-                     side.rmax.eq(b_job.rmax)]
+        m.d.comb += [side.dst.eq(b_job.dst), side.token.eq(b_i), side.last.eq(b_i == T - 1),
+                     side.signal.eq(b_job.signal), side.rmax.eq(b_job.rmax),
+                     rq.i_ytag.yaddr.eq(b_job.ysrc + b_i), rq.i_ytag.accum.eq(b_job.accum)]
 
-        # Stage C: the requantizer's results, written to ABUF and YBUF.
+        # Stage C: the running sums back to YBUF a cycle after stage B; y to ABUF at the end.
+        yt = rq.o_ytag
+        yback = rq.y_valid
+        m.d.comb += [self.ywr.en.eq(yback & yt.accum), self.ywr.addr.eq(yt.yaddr),
+                     self.ybuf_write.eq(yback & yt.accum),
+                     self.Ysat.eq(Mux(yback, sum(rq.o_Ysat[t] for t in range(T)), 0))]
         w = rq.o_side
         back = rq.o_valid
         m.d.comb += [self.awr.en.eq(back), self.awr.row.eq(w.dst), self.awr.token.eq(w.token),
-                     self.awr.seg.eq(1), self.abuf_write.eq(back),
-                     self.ywr.en.eq(back & w.accum), self.ywr.addr.eq(w.yaddr),
-                     self.ybuf_write.eq(back & w.accum)]
+                     self.awr.seg.eq(1), self.abuf_write.eq(back)]
         for t in range(T):
             m.d.comb += [self.awr.data[t].eq(rq.o_y[t]), self.ywr.data.v[t].eq(rq.o_Y[t])]
-        m.d.comb += [self.ysat.eq(Mux(back, sum(rq.o_sat[t] for t in range(T)), 0)),
-                     self.Ysat.eq(Mux(back, sum(rq.o_Ysat[t] for t in range(T)), 0))]
+        m.d.comb += self.ysat.eq(Mux(back, sum(rq.o_sat[t] for t in range(T)), 0))
 
         # RMAX: each written token's max over its T results, through a registered max tree (its
         # control delayed alongside), then set or folded into the token's register.

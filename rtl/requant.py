@@ -8,11 +8,13 @@ saturation; the product and ``bias << sh``; their sum; the rounding bias; the ro
 the saturation to the activation format. The arithmetic is the VPU lane's (``rtl.arith``, the
 golden model's formula), at the widths ``acc_requant`` needs and no wider.
 
-Latency :attr:`Requant.LATENCY` cycles from ``i`` to ``o``, one row per cycle, no back-pressure
-(the consumer takes every row: the matrix engine writes ABUF and YBUF with priority). A
-``side`` payload of any shape travels with each row. ``bad`` is high in the cycle a row whose
-shift on any lane is outside ``[0, sh_max]`` enters (``sh`` is signed here, so the caller passes
-``sh - SREG - e`` as is).
+Latency :attr:`Requant.Y_LATENCY` (1) cycle from ``i`` to the running sums ``Y'`` (``y_valid``)
+and :attr:`Requant.LATENCY` (6) to the outputs ``y`` (``o_valid``), one row per cycle, no
+back-pressure (the consumer takes every row: the matrix engine writes ABUF and YBUF with
+priority). ``Y'`` leaves as soon as it is known, so it is not carried down the pipeline. A
+``side`` payload travels with each row to ``o``, a ``ytag`` payload to ``Y'``. ``bad`` is high
+in the cycle a row whose shift on any lane is outside ``[0, sh_max]`` enters (``sh`` is signed
+here, so the caller passes ``sh - SREG - e`` as is).
 """
 
 from amaranth.hdl import Module, Signal, signed, unsigned
@@ -29,21 +31,25 @@ __all__ = ["Requant"]
 
 class Requant(wiring.Component):
     """Parameters: ``cfg`` and, keyword-only, ``lanes`` (``T``), ``sh_width`` (bits of the
-    signed shift the caller computes) and ``side`` (the shape carried alongside each row).
+    signed shift the caller computes), ``side`` (the shape carried alongside each row to ``o``)
+    and ``ytag`` (the shape carried to ``Y'``).
 
     Members
     -------
-    i_valid, i_Y, i_acc, i_m, i_sh, i_bias, i_side : In. One row: per lane the running sum
-        ``Y`` and the new partial sum ``acc`` (``acc_bits`` signed), the mantissa ``m``
+    i_valid, i_Y, i_acc, i_m, i_sh, i_bias, i_side, i_ytag : In. One row: per lane the running
+        sum ``Y`` and the new partial sum ``acc`` (``acc_bits`` signed), the mantissa ``m``
         (``mult_width`` unsigned), the shift ``sh`` (signed) and ``bias`` (act format).
     bad : Out(1). A shift outside ``[0, sh_max]`` on a row entering now.
-    o_valid, o_y, o_Y, o_sat, o_Ysat, o_side : Out. The row ``LATENCY`` cycles later: ``y``
-        (act format), ``Y'`` and the per-lane saturation flags.
+    y_valid, o_Y, o_Ysat, o_ytag : Out. The row ``Y_LATENCY`` cycle later: ``Y'`` and its
+        per-lane saturation flags.
+    o_valid, o_y, o_sat, o_side : Out. The row ``LATENCY`` cycles later: ``y`` (act format) and
+        its per-lane saturation flags.
     """
 
+    Y_LATENCY = 1
     LATENCY = 6
 
-    def __init__(self, cfg: Config, *, lanes: int, sh_width: int, side):
+    def __init__(self, cfg: Config, *, lanes: int, sh_width: int, side, ytag=1):
         self._cfg = check_config(cfg)
         self._T = lanes
         A, W = cfg.acc_bits, cfg.act_width
@@ -57,12 +63,15 @@ class Requant(wiring.Component):
             "i_sh": In(data.ArrayLayout(signed(sh_width), T)),
             "i_bias": In(data.ArrayLayout(signed(W), T)),
             "i_side": In(side),
+            "i_ytag": In(ytag),
             "bad": Out(1),
+            "y_valid": Out(1),
+            "o_Y": Out(data.ArrayLayout(signed(A), T)),
+            "o_Ysat": Out(T),
+            "o_ytag": Out(ytag),
             "o_valid": Out(1),
             "o_y": Out(data.ArrayLayout(signed(W), T)),
-            "o_Y": Out(data.ArrayLayout(signed(A), T)),
             "o_sat": Out(T),
-            "o_Ysat": Out(T),
             "o_side": Out(side),
         })
 
@@ -82,12 +91,13 @@ class Requant(wiring.Component):
 
         ctl = {"valid": self.i_valid, "side": self.i_side}
         bad = []
-        Ys, Yflag, prod, rs = [], [], [], []
+        Ys, prod, rs = [], [], []
         for t in range(T):
             s, f = saturate(m, self.i_Y[t] + self.i_acc[t], -(1 << (A - 1)), (1 << (A - 1)) - 1,
                             A, f"ysum{t}")
             Ys.append(reg(signed(A), s, f"Y1_{t}"))
-            Yflag.append(reg(1, f, f"Ysat1_{t}"))
+            m.d.sync += self.o_Ysat[t].eq(f)
+            m.d.comb += self.o_Y[t].eq(Ys[t])
             sh = self.i_sh[t]
             bad.append((sh < 0) | (sh > cfg.sh_max))
             rs.append(reg(unsigned(shb), sh[:shb], f"rs1_{t}"))
@@ -97,6 +107,7 @@ class Requant(wiring.Component):
         m.d.comb += self.bad.eq(self.i_valid & (sum(b.as_unsigned() for b in bad) != 0)
                                 if bad else 0)
         c1 = carry(ctl, 1)
+        m.d.sync += [self.y_valid.eq(self.i_valid), self.o_ytag.eq(self.i_ytag)]
 
         # The product and the shifted bias.
         pw, aw = A + M + 1, W + cfg.sh_max
@@ -106,35 +117,29 @@ class Requant(wiring.Component):
             m_, b_ = prod[t]
             st2.append((reg(signed(pw), Ys[t] * m_, f"prod2_{t}"),
                         reg(signed(aw), b_ << rs[t], f"add2_{t}"),
-                        reg(unsigned(shb), rs[t], f"rs2_{t}"),
-                        reg(signed(A), Ys[t], f"Y2_{t}"), reg(1, Yflag[t], f"Ysat2_{t}")))
+                        reg(unsigned(shb), rs[t], f"rs2_{t}")))
         c2 = carry(c1, 2)
         # Their sum.
         st3 = []
         for t in range(T):
-            p, a, r, y, f = st2[t]
-            st3.append((reg(signed(sw), p + a, f"sum3_{t}"), reg(unsigned(shb), r, f"rs3_{t}"),
-                        reg(signed(A), y, f"Y3_{t}"), reg(1, f, f"Ysat3_{t}")))
+            p, a, r = st2[t]
+            st3.append((reg(signed(sw), p + a, f"sum3_{t}"), reg(unsigned(shb), r, f"rs3_{t}")))
         c3 = carry(c2, 3)
         # The rounding bias, then the shift.
         st4 = []
         for t in range(T):
-            s, r, y, f = st3[t]
+            s, r = st3[t]
             b = round_bias(m, s, r, f"rnd{t}")
-            st4.append((reg(b.shape(), b, f"biased4_{t}"), reg(unsigned(shb), r, f"rs4_{t}"),
-                        reg(signed(A), y, f"Y4_{t}"), reg(1, f, f"Ysat4_{t}")))
+            st4.append((reg(b.shape(), b, f"biased4_{t}"), reg(unsigned(shb), r, f"rs4_{t}")))
         c4 = carry(c3, 4)
         st5 = []
         for t in range(T):
-            b, r, y, f = st4[t]
-            st5.append((reg(signed(sw), b >> r, f"r5_{t}"), reg(signed(A), y, f"Y5_{t}"),
-                        reg(1, f, f"Ysat5_{t}")))
+            b, r = st4[t]
+            st5.append(reg(signed(sw), b >> r, f"r5_{t}"))
         c5 = carry(c4, 5)
         # The saturation to the activation format.
         for t in range(T):
-            r, y, f = st5[t]
-            v, flag = saturate(m, r, -(1 << (W - 1)), (1 << (W - 1)) - 1, W, f"ysat{t}")
-            m.d.sync += [self.o_y[t].eq(v), self.o_sat[t].eq(flag), self.o_Y[t].eq(y),
-                         self.o_Ysat[t].eq(f)]
+            v, flag = saturate(m, st5[t], -(1 << (W - 1)), (1 << (W - 1)) - 1, W, f"ysat{t}")
+            m.d.sync += [self.o_y[t].eq(v), self.o_sat[t].eq(flag)]
         m.d.sync += [self.o_valid.eq(c5["valid"]), self.o_side.eq(c5["side"])]
         return m

@@ -1,8 +1,8 @@
 """The matrix engine's requantizer (rtl/requant.py) in Amaranth's simulator: every row bit-exact
 against :func:`golden.vpu.acc_requant` (``Y``, ``y`` and both per-lane saturation flags) on
-random rows and on the extremes of every operand, in order, ``LATENCY`` cycles after it enters,
-with gaps between rows; the side payload travels with its row; ``bad`` marks exactly the rows
-with a shift outside ``[0, sh_max]``."""
+random rows and on the extremes of every operand, in order, ``Y`` ``Y_LATENCY`` and ``y``
+``LATENCY`` cycles after it enters, with gaps between rows; the side and ytag payloads travel
+with their row; ``bad`` marks exactly the rows with a shift outside ``[0, sh_max]``."""
 
 import numpy as np
 import pytest
@@ -52,8 +52,8 @@ def test_rows_bit_exact_in_order(name):
     bad_rows = {5, 17}                      # a shift out of range on one lane
     rows[5]["sh"][0] = cfg.sh_max + 1
     rows[17]["sh"][T - 1] = -1
-    dut = Requant(cfg, lanes=T, sh_width=SH_W, side=16)
-    got, bad_seen = [], []
+    dut = Requant(cfg, lanes=T, sh_width=SH_W, side=16, ytag=16)
+    got, ys, bad_seen = [], [], []
 
     async def bench(ctx):
         sent = 0
@@ -70,16 +70,18 @@ def test_rows_bit_exact_in_order(name):
                     ctx.set(dut.i_sh[t], int(r["sh"][t]))
                     ctx.set(dut.i_bias[t], int(r["bias"][t]))
                 ctx.set(dut.i_side, sent)
+                ctx.set(dut.i_ytag, sent)
                 if ctx.get(dut.bad):
                     bad_seen.append(sent)
                 sent += 1
             elif ctx.get(dut.bad):
                 bad_seen.append(None)
             if ctx.get(dut.o_valid):
-                got.append(dict(side=ctx.get(dut.o_side), cycle=cycle,
-                                y=[ctx.get(dut.o_y[t]) for t in range(T)],
-                                Y=[ctx.get(dut.o_Y[t]) for t in range(T)],
-                                sat=ctx.get(dut.o_sat), Ysat=ctx.get(dut.o_Ysat)))
+                got.append(dict(side=ctx.get(dut.o_side), sat=ctx.get(dut.o_sat),
+                                y=[ctx.get(dut.o_y[t]) for t in range(T)]))
+            if ctx.get(dut.y_valid):
+                ys.append(dict(tag=ctx.get(dut.o_ytag), Y=[ctx.get(dut.o_Y[t]) for t in range(T)],
+                               Ysat=ctx.get(dut.o_Ysat)))
             await ctx.tick()
             cycle += 1
             assert cycle < 40 * len(rows)
@@ -90,25 +92,27 @@ def test_rows_bit_exact_in_order(name):
     sim.run()
     assert set(bad_seen) == bad_rows
     assert [g["side"] for g in got] == list(range(len(rows)))
+    assert [g["tag"] for g in ys] == list(range(len(rows)))
     plain = 0
-    for i, (r, g) in enumerate(zip(rows, got)):
+    for i, (r, g, gy) in enumerate(zip(rows, got, ys)):
         if i in bad_rows:
             continue
         ref = acc_requant(r["Y"], r["acc"], r["m"], r["sh"], r["bias"], cfg)
         assert g["y"] == ref.y.tolist(), f"y, row {i}"
-        assert g["Y"] == ref.Y.tolist(), f"Y, row {i}"
+        assert gy["Y"] == ref.Y.tolist(), f"Y, row {i}"
         flags = lambda f: sum(int(b) << t for t, b in enumerate(f))   # noqa: E731
         assert g["sat"] == flags(ref.y_saturated.flags), f"y flags, row {i}"
-        assert g["Ysat"] == flags(ref.Y_saturated.flags), f"Y flags, row {i}"
+        assert gy["Ysat"] == flags(ref.Y_saturated.flags), f"Y flags, row {i}"
         plain += int(np.count_nonzero(~ref.y_saturated.flags & (ref.y != 0)))
     assert plain >= len(rows) * T // 4     # most lanes neither saturate nor vanish
 
 
 def test_latency_is_the_documented_one():
-    """A lone row leaves exactly ``LATENCY`` cycles after it enters."""
+    """A lone row's ``Y`` leaves exactly ``Y_LATENCY`` and its ``y`` ``LATENCY`` cycles after it
+    enters."""
     cfg = preset("tiny")
     dut = Requant(cfg, lanes=cfg.tile, sh_width=bitlen(cfg.sh_max) + 2, side=1)
-    seen = []
+    seen, seen_y = [], []
 
     async def bench(ctx):
         ctx.set(dut.i_valid, 1)
@@ -118,10 +122,12 @@ def test_latency_is_the_documented_one():
         for c in range(1, 12):
             if ctx.get(dut.o_valid):
                 seen.append(c)
+            if ctx.get(dut.y_valid):
+                seen_y.append(c)
             await ctx.tick()
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert seen == [Requant.LATENCY]
+    assert seen == [Requant.LATENCY] and seen_y == [Requant.Y_LATENCY]
