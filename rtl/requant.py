@@ -17,7 +17,7 @@ in the cycle a row whose shift on any lane is outside ``[0, sh_max]`` enters (``
 here, so the caller passes ``sh - SREG - e`` as is).
 """
 
-from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -104,8 +104,7 @@ class Requant(wiring.Component):
             m_ = reg(unsigned(M), self.i_m[t], f"m1_{t}")
             b_ = reg(signed(W), self.i_bias[t], f"bias1_{t}")
             prod.append((m_, b_))
-        m.d.comb += self.bad.eq(self.i_valid & (sum(b.as_unsigned() for b in bad) != 0)
-                                if bad else 0)
+        m.d.comb += self.bad.eq(self.i_valid & Cat(*bad).any())
         c1 = carry(ctl, 1)
         m.d.sync += [self.y_valid.eq(self.i_valid), self.o_ytag.eq(self.i_ytag)]
 
