@@ -277,11 +277,18 @@ def test_block_against_float_block_directly(cfg):
 @pytest.mark.parametrize("name", ["tiny", "fpga"])
 def test_small_model_close_to_float(name):
     """The ``small`` DiT (64 tokens, 2 blocks) over 8 steps, no SAR (reports/dit_int.md):
-    measured block-local PSNR 63.7-68.4 dB and eps PSNR 53.6-62.5 dB on both presets."""
+    measured (2026-12-03, the default operating point) block-local PSNR 63.3 dB and eps PSNR
+    51.3 dB (tiny), 63.3 and 54.9 dB (fpga). Values
+    clip only where the numerics clip by design: P at 1 (softmax), the quantizers' sub-channels
+    above the operating point's per-layer bases (``<layer>.fmdq``; the bases sit below the
+    calibration run's maxima) and P's quantization for the cache (``p_quant`` counts every
+    value it changes); never a requantization or an accumulator."""
     st = compare_int(DIT_MODELS["small"], preset(name), steps=8, seed=0, sar=False)[2]
     assert st["summary"]["block_local_psnr_db_min"] > 50
     assert st["summary"]["eps_psnr_db_min"] > 45
-    assert set(st["summary"]["saturation"]) <= {"softmax"}
+    sat = st["summary"]["saturation"]
+    assert sat.get("softmax", 0) > 0
+    assert all(k in ("softmax", "p_quant") or k.endswith(".fmdq") for k in sat), sat
 
 
 # ------------------------------------------------------------------------------ bad inputs

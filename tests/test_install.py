@@ -11,12 +11,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).parent.parent
-PACKAGES = ("golden", "rtl", "gen", "sim", "fpga", "tb", "dstar")
+# The top-level packages the wheel packs, read from pyproject.toml (a copied list went stale).
+PACKAGES = sorted({p.split(".")[0] for p in tomllib.loads(
+    (ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]})
 
 
 def _run(argv, cwd, env, timeout=1200):
