@@ -55,7 +55,7 @@ Errors: a command with an unknown operation, ``n`` outside ``1 .. max_reduction`
 import enum
 from math import ceil
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -267,7 +267,7 @@ class _Elaboration:
         self.wp = Signal(range(D), name="wp")       # the first word of the next softmax row
         self.ring_used = Signal(range(D + 1), name="ring_used")  # words taken, not yet read
         self.recs = Signal(range(R + 1), name="recs")   # records whose output pass has not begun
-        self.ready = Signal(R, name="ready")        # ... whose reciprocal is there
+        self.ready = [Signal(name=f"rec{r}_ready") for r in range(R)]   # its reciprocal is there
         self.rec_ptr = Signal(range(R), name="rec_ptr")     # the next record to fill
         self.tail_ptr = Signal(range(R), name="tail_ptr")   # the next row to finish its sum
         self.rec_n = [Signal(range(cfg.max_reduction + 1), name=f"rec{r}_n") for r in range(R)]
@@ -594,7 +594,7 @@ class _Elaboration:
             with m.If(b_last):
                 m.d.sync += [b_active.eq(0), b_base.eq(_ring(b_base + b_nb, D))]
         # The next row's pass may begin on the edge of the last read of the one before.
-        self.b_start = b_start = (~b_active | b_end) & self.ready.bit_select(b_ptr, 1)
+        self.b_start = b_start = (~b_active | b_end) & Array(self.ready)[b_ptr]
         with m.If(b_start):
             m.d.sync += [b_active.eq(1), b_cnt.eq(0), b_ptr.eq(_next(b_ptr, ROWS))]
             for r in range(ROWS):
@@ -687,9 +687,9 @@ class _Elaboration:
         m.d.sync += [self.recs.eq(self.recs + row_in - self.b_start),
                      self.ring_used.eq(self.ring_used + (self.take & self.sm_row) - self.b_issue)]
         with m.If(self.tail_done):
-            m.d.sync += self.ready.bit_select(self.tail_ptr, 1).eq(1)
+            m.d.sync += Array(self.ready)[self.tail_ptr].eq(1)
         with m.If(self.b_start):
-            m.d.sync += self.ready.bit_select(self.b_ptr, 1).eq(0)
+            m.d.sync += Array(self.ready)[self.b_ptr].eq(0)
         m.d.comb += vpu.busy.eq((state != _State.IDLE) | ~self.empty | pend_valid |
                                 ~idle_rows)
 
