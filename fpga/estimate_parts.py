@@ -72,7 +72,9 @@ from golden.layouts import (
 from golden.vpu import vpu_tables
 from rtl.chunker import SLOTS, column_layout
 from rtl.qpu import RECON_DEPTH
+from rtl.vpu import ROWS
 from rtl.vpu_lane import VPULane, lane_widths
+from rtl.vpu_scalar import SoftmaxRecip
 
 __all__ = ["Part", "ubits", "dsp_blocks", "memory", "slice_pe", "int8_pe", "array_pes",
            "array_front", "front_registers", "qpu_parts", "binner", "sorter", "vpu_lane",
@@ -403,10 +405,23 @@ def vpu_lane(cfg: Config, t, count: int = 1, operands: bool = True,
                 lutram=mem["lutram"])
 
 
+def softmax_out_lane(cfg: Config, t, count: int = 1) -> Part:
+    """One lane of :class:`rtl.vpu_pout.SoftmaxOut`: the product ``ex × y1`` (``vl.mul``), its
+    rounding bias, shift and saturation to ``P`` (``vl.lin``, first order in LUT4s, as the
+    lane's) and three stages of registers."""
+    ex, y1, sh = t.exp_frac + 1, t.widths["softmax.y1"][0], t.widths["softmax.shift"][0]
+    pw = ex + y1
+    regs = pw + (pw + 2) + cfg.p_base_log2 + 1
+    return Part("VPU softmax output lane", count,
+                {"reg.vpu": regs, "vl.mul": ex * y1, "vl.lin": 2 * pw + pw * sh // 2},
+                dsp=dsp_blocks(ex, y1))
+
+
 def vpu_parts(cfg: Config, requant: bool = True) -> list:
-    """:class:`rtl.vpu.VPU`: ``vpu_lanes`` lanes; the row scalars, row buffer and control
-    (``vpu.mul``: the scalar units' multiplier bits; ``vpu.1``: the rest, nearly constant);
-    ``requant`` as the VPU's parameter."""
+    """:class:`rtl.vpu.VPU`: ``vpu_lanes`` lanes and softmax output lanes; the row scalars, the
+    softmax row records, the row buffer (a ring of two rows) and control (``vpu.mul``: the
+    scalar units' multiplier bits; ``vpu.1``: the rest, nearly constant); ``requant`` as the
+    VPU's parameter."""
     t = vpu_tables(cfg)
     if t.rsqrt_frac < cfg.act_frac + t.ln_eps_frac // 2:  # the RTL's own check (rtl.vpu.VPU)
         raise ConfigError(f"VPU: act_frac ({cfg.act_frac}) + ln_eps_frac/2 "
@@ -422,24 +437,31 @@ def vpu_parts(cfg: Config, requant: bool = True) -> list:
             (wd["layernorm.S1"], wd["layernorm.S1"]), (Qs, Qs), (Qs + 2, Qs + 1),
             (Qs, Qs + 3), (nb, wd["layernorm.y1"]), (wd["layernorm.S1"], wd["layernorm.y1"])]
     depth = ceil(n_max / L)
+    ring = 2 * depth
     bw = max(W, t.exp_frac + 1)
     scalar_regs = (wd["softmax.sum"] + 6 + 3 * (Qr + 1) + 2 * Qr + Qr + 2 + 3 * 6
                    + wd["layernorm.nS2"] + wd["layernorm.S1sq"] + wd["layernorm.V"]
                    + 2 * wd["layernorm.Vp"] + 4 * (Qs + 2) + 4 * Qs + Qs + 1 + Qs + 3
                    + wd["layernorm.y1"] + 5 * 6 + 2 * nb + 4)
-    row_regs = (4 * W + wd["softmax.sum"] + wd["layernorm.S1"] + wd["layernorm.S2"]
+    row_regs = (5 * W + 2 * wd["softmax.sum"] + wd["layernorm.S1"] + wd["layernorm.S2"]
                 + 2 * (wd["softmax.sum"] + wd["layernorm.S2"]) + 2 * W + L.bit_length()
-                + wd["softmax.y1"] + 6 + lw["ny1"] + lw["s1y1"] + 6 + 1 + 5)
+                + lw["ny1"] + lw["s1y1"] + 6 + 1 + 5)
+    y1, sh = wd["softmax.y1"], wd["softmax.shift"]
+    # Softmax rows in flight: the records, the output pass's counters and its read stage.
+    rec_regs = (ROWS * (ubits(n_max + 1) + y1 + sh + 1) + 3 * ubits(ROWS)
+                + ubits(ring + 1) + 2 * ubits(ring) + (ubits(depth + 1) + 1) * 2
+                + ubits(n_max + 1) + 2 * (y1 + sh) + L + 2 + 1 + SoftmaxRecip.LATENCY + 1)
     ctl_regs = (3 + 4 + 2 * nb + pw + 2 * ubits(depth + 1) + 4 + 1
-                + (VPULane.LATENCY + 3) * (3 + ubits(depth)) + 3 * L + 6)
-    mem = memory(depth, L * (bw + 1), 1, ubits(depth))
-    feats = {"reg.vpu": scalar_regs + row_regs + ctl_regs + mem.pop("ff"),
+                + (VPULane.LATENCY + 3) * (3 + ubits(ring)) + 3 * L + 6)
+    mem = memory(ring, L * (bw + 1), 1, ubits(ring))
+    feats = {"reg.vpu": scalar_regs + row_regs + rec_regs + ctl_regs + mem.pop("ff"),
              "vpu.mul": sum(a * b for a, b in muls), "vpu.1": 1,
-             "g.rd": depth * L * (bw + 1)}
+             "g.rd": ring * L * (bw + 1)}
     fixed = Part("VPU row scalars, reductions, row buffer, control", 1, feats,
-                 dsp=sum(dsp_blocks(a, b) for a, b in muls), mem_bits=depth * L * (bw + 1),
+                 dsp=sum(dsp_blocks(a, b) for a, b in muls), mem_bits=ring * L * (bw + 1),
                  **mem)
-    return [vpu_lane(cfg, t, count=L, requant=requant), fixed]
+    return [vpu_lane(cfg, t, count=L, requant=requant), softmax_out_lane(cfg, t, count=L),
+            fixed]
 
 
 # ------------------------------------------------------------------------------- the units

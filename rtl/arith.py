@@ -82,6 +82,15 @@ def bit_length(m, v, name: str):
     return out
 
 
+def tree_stages(n: int, every: int) -> int:
+    """The registers :func:`tree_reduce` puts on the way from ``n`` values to their result."""
+    stages = depth = 0
+    while n > 1:
+        stages += bool(every and (depth + 1) % every == 0 and n > 2)
+        n, depth = (n + 1) // 2, depth + 1
+    return stages
+
+
 def tree_reduce(m, values, kind: str, name: str, every: int = 0):
     """Reduce ``values`` by a balanced tree of ``kind`` (``"max"`` or ``"sum"``); with
     ``every > 0`` a register follows every ``every`` levels (free-running: the caller delays its

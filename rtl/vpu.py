@@ -8,28 +8,40 @@ beats (one for ``kv_amax``). The operands of each operation (which of a beat's `
 
 Structure: an input register (I) or a row-buffer read (R) feeds an operand stage (A) that maps
 the operation onto the lanes' multiply-add-round-saturate datapath
-(:class:`rtl.vpu_lane.VPULane`, 6 stages); a row buffer (``amaranth.lib.memory``,
-``ceil(max_reduction / vpu_lanes)`` words, one write and one read port) holds a softmax or
-LayerNorm row between its passes; the row reductions (max, Σx, max |v|) are a registered tree per
-beat and an accumulator; per-row scalars come from :mod:`rtl.vpu_scalar`. Every pipeline register
-advances together unless the output holds a beat that is not taken.
+(:class:`rtl.vpu_lane.VPULane`, 6 stages); a row buffer (``amaranth.lib.memory``, a ring of
+``2·ceil(max_reduction / vpu_lanes)`` words, one write and one read port) holds softmax and
+LayerNorm rows between their passes; the row reductions (max, Σx, max |v|) are a registered tree
+per beat and an accumulator; per-row scalars come from :mod:`rtl.vpu_scalar`; softmax's output
+pass runs on its own datapath (:class:`rtl.vpu_pout.SoftmaxOut`, 3 stages), whose beats go out
+before the lanes'. Every lane register advances together unless the lanes' last stage holds an
+output beat that is not taken (or the output unit's goes first).
 
-Passes and cycles per row (``nb = ceil(n / vpu_lanes)``, no stalls; measured figures in
-``reports/vpu.md``)
+Softmax rows are pipelined: up to ``ROWS = 4`` rows in flight, each with a record (its length,
+then its reciprocal) and its words in the ring. A row's exponentials and their sum run on the
+lanes; its last sum closes it (the *tail*: the reciprocal, 6 cycles, on a free-running chain);
+its output pass then reads its words into the output unit while the lanes already compute the
+next rows' exponentials. A softmax row's beat waits for a free word (one the output pass has
+read), a ``softmax_mx`` command for a free record; every other command waits until no softmax
+row is in flight (the output pass owns the buffer's read port until then).
+
+Passes and cycles per row (``nb = ceil(n / vpu_lanes)``, no stalls, commands queued ahead as the
+core's vector engine queues them; ``s``: the registers in the per-beat trees, 0 at 4 lanes, 1 at
+8, 2 at 64; measured figures in ``reports/vpu.md``)
 -----------------------------------------------------------------------------------------------
 * element-wise (``modulate``, ``gelu``, ``gated_residual``, ``acc_requant``, ``diff_delta``,
   ``xhat_update``, ``kv_quant``): one beat per cycle in and out, ``nb`` cycles per row in steady
   state, also for one-beat rows (the next command starts on the edge the row's last beat is
   taken; one more waits in a register); 9 cycles from an input beat to its output beat.
-* ``softmax``: load ``nb`` (row max), drain, exponentials and their sum (written back to the
-  buffer) ``nb``, drain, the reciprocal (5), output ``nb``: ``max(3·nb + 21, 2·nb + 26)``
-  cycles from one row's last output beat to the next's for ``nb >= 2`` (28 at ``nb = 1``).
 * ``softmax_mx`` (the row max given in ``param``, found by whoever produced the logits): the
-  exponentials and their sum straight from the input beats into the buffer ``nb``, drain, the
-  reciprocal, output ``nb``: ``2·nb + 17`` for ``nb >= 2`` (19 at ``nb = 1``). A kept logit
-  above the given max sets ``error``.
+  exponentials and their sum straight from the input beats into the ring (``nb``), the next row
+  right behind; ``k = min(4, floor(2·depth / nb))`` rows in flight (``depth =
+  ceil(max_reduction / vpu_lanes)``, the words of the longest row), so ``k`` consecutive rows
+  take ``max(k·nb, nb + 17 + s)`` cycles: one row per ``nb`` cycles from ``nb = 6`` at 8 lanes.
+  A kept logit above the given max sets ``error``.
+* ``softmax``: load ``nb`` (row max), drain, exponentials and their sum (written back to the
+  ring) ``nb``, the tail, output ``nb``, one row at a time: ``3·nb + 20 + 2·s``.
 * ``layernorm``: load ``nb`` (``Σx``; ``x²`` through the lanes for ``Σx²``), drain, the
-  reciprocal square root (10), output ``nb``: ``2·nb + 22`` for ``nb >= 2``.
+  reciprocal square root (10), output ``nb``: ``2·nb + 21 + s``.
 * ``kv_amax``: load ``nb`` (the running max |v|; ``param`` bit 0 continues the previous command's
   max, so a head longer than ``max_reduction`` takes several commands), the drain and the shift
   (6 cycles), then one output beat with the shift ``e`` in lane 0.
@@ -43,7 +55,7 @@ Errors: a command with an unknown operation, ``n`` outside ``1 .. max_reduction`
 import enum
 from math import ceil
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -56,9 +68,13 @@ from .arith import rom, saturate, tree_reduce
 from .layouts import to_layout
 from .params import check_config, check_tables
 from .vpu_lane import LaneMode, VPULane, lane_widths
+from .vpu_pout import SoftmaxOut
 from .vpu_scalar import KVShift, LayerNormRsqrt, SoftmaxRecip
 
-__all__ = ["VPU", "VPUOp"]
+__all__ = ["VPU", "VPUOp", "ROWS"]
+
+#: Softmax rows in flight at once (the records of :class:`VPU`'s row pipeline).
+ROWS = 4
 
 VPUOp = enum.IntEnum("VPUOp", {name.upper(): i for i, name in enumerate(VPU_OPS)})
 
@@ -75,7 +91,6 @@ class _MicroOp(enum.IntEnum):
     KV_QUANT = 7
     LAYERNORM_LOAD = 8    # LayerNorm load: x² into Σx²
     SOFTMAX_EXP = 9       # softmax exponentials (from the row buffer), written back
-    SOFTMAX_OUT = 10      # softmax output P (from the row buffer)
     LAYERNORM_OUT = 11    # LayerNorm output (from the row buffer)
     KV_SHIFT = 12         # the K/V shift, one beat
     SOFTMAX_LOAD = 13     # softmax load: row buffer and max (no lane work)
@@ -99,7 +114,7 @@ class _State(enum.IntEnum):
     DRAIN = 3           # waiting for the pipeline to empty between passes
     SCALAR = 4          # the per-row scalar unit's latency
     EXP = 5             # softmax: exponentials from the row buffer, written back
-    OUT = 6             # the output pass from the row buffer
+    OUT = 6             # LayerNorm's output pass from the row buffer
     EMIT = 7            # kv_amax: its one output beat
 
 
@@ -119,7 +134,7 @@ class _Ctl:
         self.valid = Signal(name=f"{prefix}_valid")
         self.dest = Signal(_Dest, name=f"{prefix}_dest")
         self.last = Signal(name=f"{prefix}_last")
-        self.addr = Signal(range(depth), name=f"{prefix}_addr")
+        self.addr = Signal(range(2 * depth), name=f"{prefix}_addr")
 
     def fields(self):
         return (self.valid, self.dest, self.last, self.addr)
@@ -175,7 +190,7 @@ class VPU(wiring.Component):
 
     @property
     def depth(self) -> int:
-        """Row buffer words."""
+        """The words of the longest row (the row buffer is a ring of twice as many)."""
         return ceil(self._cfg.max_reduction / self._cfg.vpu_lanes)
 
     @property
@@ -204,6 +219,7 @@ class _Elaboration:
         self._row_passes()
         self._operand_stage()
         self._results()
+        self._output_pass()
         self._command_intake()
 
     # ---------------------------------------------------------------- units
@@ -221,11 +237,12 @@ class _Elaboration:
         m.submodules.rsqrt = self.rsqrt = LayerNormRsqrt(
             cfg, tables=t, ny1_width=lw["ny1"], s1y1_width=lw["s1y1"], eps_width=self.eps_width)
         m.submodules.kvshift = self.kvshift = KVShift(cfg)
+        m.submodules.pout = self.pout = SoftmaxOut(cfg, tables=t)
 
         # A word holds a beat's values (wide enough for an exponential) and mask bits.
         self.word_bits = max(cfg.act_width, t.exp_frac + 1)
         word = data.ArrayLayout(data.StructLayout({"v": self.word_bits, "m": 1}), cfg.vpu_lanes)
-        m.submodules.buf = buf = Memory(shape=word, depth=self.vpu.depth, init=[])
+        m.submodules.buf = buf = Memory(shape=word, depth=2 * self.vpu.depth, init=[])
         self.buf_wr = buf.write_port()
         self.buf_rd = buf.read_port()
 
@@ -241,7 +258,19 @@ class _Elaboration:
         self.cnt = Signal(range(depth + 1), name="cnt")        # beats done in the current pass
         self.rem = Signal(range(cfg.max_reduction + 1), name="rem")  # elements left from the beat
         self.wait = Signal(range(16), name="wait")
-        self.second = Signal(name="second")      # softmax: the exponentials are done
+        # Softmax rows in flight (up to ROWS): each has a record (its length, then its
+        # reciprocal) and its words in the row buffer, a ring of ``2·depth`` words that the
+        # rows fill one after the other; a row's exponentials and their sum run on the lanes,
+        # then its reciprocal (the tail), then its output pass on :attr:`pout`.
+        R, D = ROWS, 2 * depth
+        self.base = Signal(range(D), name="base")   # the first word of the row on the lanes
+        self.wp = Signal(range(D), name="wp")       # the first word of the next softmax row
+        self.ring_used = Signal(range(D + 1), name="ring_used")  # words taken, not yet read
+        self.recs = Signal(range(R + 1), name="recs")   # records whose output pass has not begun
+        self.ready = [Signal(name=f"rec{r}_ready") for r in range(R)]   # its reciprocal is there
+        self.rec_ptr = Signal(range(R), name="rec_ptr")     # the next record to fill
+        self.tail_ptr = Signal(range(R), name="tail_ptr")   # the next row to finish its sum
+        self.rec_n = [Signal(range(cfg.max_reduction + 1), name=f"rec{r}_n") for r in range(R)]
 
     def _pipeline(self):
         """The pipeline registers and their advance.
@@ -259,12 +288,13 @@ class _Elaboration:
         self.in_uop = Signal(_MicroOp, name="in_uop")
         self.in_len = Signal(L, name="in_len")                 # lanes holding an element
         self.in_beat = Signal(self.vpu.i.p.shape(), name="in_beat")
-        self.in_addr = Signal(range(depth), name="in_addr")
+        self.in_addr = Signal(range(2 * depth), name="in_addr")
+        self.in_smax = Signal(signed(W), name="in_smax")     # softmax_mx's row max, with its beat
         self.in_shift = Signal(range(W + 1), name="in_shift")  # kv_quant's shift, with its beat
         # The row-buffer read.
         self.rd_valid, self.rd_last = Signal(name="rd_valid"), Signal(name="rd_last")
         self.rd_uop = Signal(_MicroOp, name="rd_uop")
-        self.rd_addr = Signal(range(depth), name="rd_addr")
+        self.rd_addr = Signal(range(2 * depth), name="rd_addr")
         self.rd_len = Signal(L, name="rd_len")
         # The operand stage and the lanes' stages.
         self.a = _Ctl("a", depth)
@@ -274,11 +304,14 @@ class _Elaboration:
         # many cycles as the trees' registers (filled in by _row_reductions and _results).
         self.red_valids, self.sum_valids, self.sq_valids = [], [], []
         self.in_flight = Signal(name="in_flight")
+        self.p_busy = Signal(name="p_busy")         # the output unit holds a beat
         self.empty = ~(self.in_valid | self.rd_valid | self.a.valid |
-                       Cat(*(c.valid for c in self.stages)).any() | self.in_flight)
+                       Cat(*(c.valid for c in self.stages)).any() | self.in_flight |
+                       self.p_busy)
         f = self.final
         m.d.comb += [
-            adv.eq(~(f.valid & (f.dest == _Dest.OUT) & ~self.vpu.o.ready)),
+            adv.eq(~(f.valid & (f.dest == _Dest.OUT) & (~self.vpu.o.ready |
+                                                         self.pout.o_valid))),
         ]
         with m.If(adv):
             prev = self.a
@@ -297,14 +330,15 @@ class _Elaboration:
         self.s1 = Signal(signed(t.widths["layernorm.S1"][0]), name="s1")
         self.s2 = Signal(unsigned(t.widths["layernorm.S2"][0]), name="s2")
         self.amax = Signal(unsigned(W), name="amax")
-        self.y1_row = Signal.like(recip.y1, name="y1_row")
-        self.smshift_row = Signal.like(recip.shift, name="smshift_row")
+        self.rec_y1 = [Signal.like(recip.y1, name=f"rec{r}_y1") for r in range(ROWS)]
+        self.rec_shift = [Signal.like(recip.shift, name=f"rec{r}_shift") for r in range(ROWS)]
         self.ny1_row = Signal.like(rsqrt.ny1, name="ny1_row")
         self.s1y1_row = Signal.like(rsqrt.s1y1, name="s1y1_row")
         self.lnshift_row = Signal.like(rsqrt.shift, name="lnshift_row")
         self.zero_row = Signal(name="zero_row")
         self.e_row = Signal.like(kvshift.e, name="e_row")
-        m.d.comb += [recip.total.eq(self.total), rsqrt.n.eq(self.n), rsqrt.s1.eq(self.s1),
+        self.tail_total = Signal.like(self.total, name="tail_total")
+        m.d.comb += [recip.total.eq(self.tail_total), rsqrt.n.eq(self.n), rsqrt.s1.eq(self.s1),
                      rsqrt.s2.eq(self.s2), rsqrt.eps_q.eq(self.param),
                      kvshift.amax.eq(self.amax)]
 
@@ -313,19 +347,23 @@ class _Elaboration:
         """Input beats (ELEMENTWISE and LOAD) and kv_amax's one injected beat (EMIT) into the
         input register."""
         cfg, m, i = self.cfg, self.m, self.vpu.i
-        L = cfg.vpu_lanes
+        L, W, depth = cfg.vpu_lanes, cfg.act_width, self.vpu.depth
         state = self.state
         self.lane_ok = lane_ok = Signal(L, name="lane_ok")
         m.d.comb += lane_ok.eq(Cat(*(self.rem > k for k in range(L))))
+        # A softmax row's beat takes a word of the ring, which the output pass must have read.
+        self.sm_row = (self.op == VPUOp.SOFTMAX) | (self.op == VPUOp.SOFTMAX_MX)
+        full = self.sm_row & (self.ring_used == 2 * depth)
         m.d.comb += i.ready.eq(self.adv & ((state == _State.ELEMENTWISE) |
-                                           (state == _State.LOAD)))
+                                           ((state == _State.LOAD) & ~full)))
         self.take = take = i.valid & i.ready
         self.last_beat = last_beat = self.cnt + 1 == self.nb
         with m.If(take):
             m.d.sync += [self.cnt.eq(self.cnt + 1), self.rem.eq(self.rem - L)]
             with m.If(last_beat):
                 m.d.sync += [self.cnt.eq(0), self.rem.eq(self.n)]
-                m.d.sync += state.eq(Mux(state == _State.ELEMENTWISE, _State.IDLE,
+                m.d.sync += state.eq(Mux((state == _State.ELEMENTWISE) |
+                                         (self.op == VPUOp.SOFTMAX_MX), _State.IDLE,
                                          _State.DRAIN))
         self.inject = inject = (state == _State.EMIT) & self.adv
         with m.If(inject):
@@ -346,8 +384,9 @@ class _Elaboration:
         with m.If(self.adv):
             m.d.sync += [self.in_valid.eq(take | inject), self.in_uop.eq(beat_uop),
                          self.in_last.eq(last_beat | inject), self.in_len.eq(lane_ok),
-                         self.in_addr.eq(self.cnt), self.in_beat.eq(i.payload),
-                         self.in_shift.eq(self.param)]
+                         self.in_addr.eq(_ring(self.base + self.cnt, 2 * depth)),
+                         self.in_beat.eq(i.payload),
+                         self.in_shift.eq(self.param), self.in_smax.eq(self.param[:W])]
         self.used = self.in_valid & self.adv     # the input register moves on: used once
 
     def _row_reductions(self):
@@ -387,7 +426,8 @@ class _Elaboration:
             m.d.sync += [smax.eq(Mux(red_max > smax, red_max, smax)),
                          amax.eq(Mux(red_amax > amax, red_amax, amax)),
                          self.s1.eq(self.s1 + red_s1)]
-        above = Cat(*(lanes_on[k] & beat.mask[k] & (xs[k] > self.smax) for k in range(L))).any()
+        above = Cat(*(lanes_on[k] & beat.mask[k] & (xs[k] > self.in_smax)
+                      for k in range(L))).any()
         with m.If(self.used & (uop == _MicroOp.SOFTMAX_EXP_IN) & above):
             m.d.sync += self.vpu.error.eq(1)
         if self.vpu.requant and (1 << len(beat.sh[0])) - 1 > cfg.sh_max:
@@ -398,45 +438,36 @@ class _Elaboration:
     # ---------------------------------------------------------------- row passes
     def _row_passes(self):
         """The sequencer between passes (DRAIN, SCALAR) and the passes that read the row buffer
-        (EXP, OUT) into the read stage."""
+        on the lanes (softmax's EXP, LayerNorm's OUT) into the read stage."""
         m, L = self.m, self.cfg.vpu_lanes
         state, op, cnt, wait = self.state, self.op, self.cnt, self.wait
-        softmax = (op == VPUOp.SOFTMAX) | (op == VPUOp.SOFTMAX_MX)
-        scalar_wait = Mux(softmax, SoftmaxRecip.LATENCY,
-                          Mux(op == VPUOp.LAYERNORM, LayerNormRsqrt.LATENCY, KVShift.LATENCY))
+        scalar_wait = Mux(op == VPUOp.LAYERNORM, LayerNormRsqrt.LATENCY, KVShift.LATENCY)
         with m.Switch(state):
             with m.Case(_State.DRAIN):
                 with m.If(self.empty):
-                    with m.If((op == VPUOp.SOFTMAX) & ~self.second):
+                    with m.If(op == VPUOp.SOFTMAX):
                         m.d.sync += state.eq(_State.EXP)
                     with m.Else():
                         m.d.sync += [state.eq(_State.SCALAR), wait.eq(scalar_wait)]
             with m.Case(_State.SCALAR):
                 m.d.sync += wait.eq(wait - 1)
                 with m.If(wait == 0):
-                    m.d.sync += [self.y1_row.eq(self.recip.y1),
-                                 self.smshift_row.eq(self.recip.shift),
-                                 self.ny1_row.eq(self.rsqrt.ny1),
+                    m.d.sync += [self.ny1_row.eq(self.rsqrt.ny1),
                                  self.s1y1_row.eq(self.rsqrt.s1y1),
                                  self.lnshift_row.eq(self.rsqrt.shift),
                                  self.zero_row.eq(self.rsqrt.zero), self.e_row.eq(self.kvshift.e)]
                     m.d.sync += state.eq(Mux(op == VPUOp.KV_AMAX, _State.EMIT, _State.OUT))
         self.issue = issue = ((state == _State.EXP) | (state == _State.OUT)) & self.adv
-        m.d.comb += [self.buf_rd.en.eq(self.adv), self.buf_rd.addr.eq(cnt)]
         with m.If(self.adv):
             m.d.sync += [self.rd_valid.eq(issue), self.rd_last.eq(self.last_beat),
-                         self.rd_addr.eq(cnt), self.rd_len.eq(self.lane_ok),
+                         self.rd_addr.eq(_ring(self.base + cnt, 2 * self.vpu.depth)),
+                         self.rd_len.eq(self.lane_ok),
                          self.rd_uop.eq(Mux(state == _State.EXP, _MicroOp.SOFTMAX_EXP,
-                                            Mux(softmax, _MicroOp.SOFTMAX_OUT,
-                                                _MicroOp.LAYERNORM_OUT)))]
+                                            _MicroOp.LAYERNORM_OUT))]
         with m.If(issue):
             m.d.sync += [cnt.eq(cnt + 1), self.rem.eq(self.rem - L)]
             with m.If(self.last_beat):
-                m.d.sync += [cnt.eq(0), self.rem.eq(self.n)]
-                with m.If(state == _State.EXP):
-                    m.d.sync += [state.eq(_State.DRAIN), self.second.eq(1)]
-                with m.Else():
-                    m.d.sync += state.eq(_State.IDLE)
+                m.d.sync += [cnt.eq(0), self.rem.eq(self.n), state.eq(_State.IDLE)]
 
     # ---------------------------------------------------------------- operand stage (A)
     def _operand_stage(self):
@@ -460,7 +491,7 @@ class _Elaboration:
                 a.last.eq(Mux(self.rd_valid, self.rd_last, self.in_last)),
                 a.addr.eq(Mux(self.rd_valid, self.rd_addr, self.in_addr)),
             ]
-        row = dict(smax=self.smax, y1=self.y1_row, smshift=self.smshift_row, ny1=self.ny1_row,
+        row = dict(smax=self.smax, in_smax=self.in_smax, ny1=self.ny1_row,
                    s1y1=self.s1y1_row, lnshift=self.lnshift_row, zero=self.zero_row,
                    e=self.e_row, kv_shift=self.in_shift)
         for k, lane in enumerate(self.lanes):
@@ -488,12 +519,24 @@ class _Elaboration:
         sum_val, sq_val = Signal.like(t_sum, name="sum_val"), Signal.like(t_sq, name="sq_val")
         m.d.sync += [sum_val.eq(t_sum), sq_val.eq(t_sq)]
         sum_valid = _delay(m, write_back, stages + 1, "sum_valid", self.sum_valids)
+        sum_last = _delay(m, write_back & f.last, stages + 1, "sum_last", [])
         sq_valid = _delay(m, f.valid & (f.dest == _Dest.SQ), stages + 1, "sq_valid",
                           self.sq_valids)
         m.d.comb += self.in_flight.eq(Cat(*self.red_valids, *self.sum_valids,
                                           *self.sq_valids).any())
-        with m.If(sum_valid):
+        # A row's last sum closes it: its total goes to the reciprocal (the tail), the next
+        # row's sums start from 0 on the next cycle.
+        with m.If(sum_valid & sum_last):
+            m.d.sync += [self.tail_total.eq(self.total + sum_val), self.total.eq(0)]
+        with m.Elif(sum_valid):
             m.d.sync += self.total.eq(self.total + sum_val)
+        self.tail_done = _delay(m, sum_valid & sum_last, 1 + SoftmaxRecip.LATENCY, "tail", [])
+        with m.If(self.tail_done):
+            for r in range(ROWS):
+                with m.If(self.tail_ptr == r):
+                    m.d.sync += [self.rec_y1[r].eq(self.recip.y1),
+                                 self.rec_shift[r].eq(self.recip.shift)]
+            m.d.sync += self.tail_ptr.eq(_next(self.tail_ptr, ROWS))
         with m.If(sq_valid):
             m.d.sync += self.s2.eq(self.s2 + sq_val)
         uop, beat = self.in_uop, self.in_beat
@@ -508,13 +551,75 @@ class _Elaboration:
                 m.d.comb += [wr.data[k].v.eq(self.xs[k]),
                              wr.data[k].m.eq(self.in_len[k] & ((uop != _MicroOp.SOFTMAX_LOAD) |
                                                                beat.mask[k]))]
-        out = self.vpu.o
+        # The output: a softmax row's P from the output unit first (its rows are older than
+        # any result on the lanes), else the lanes' result.
+        out, pu = self.vpu.o, self.pout
         o = out.p
-        m.d.comb += [out.valid.eq(f.valid & (f.dest == _Dest.OUT)), o.last.eq(f.last)]
-        for k, lane in enumerate(self.lanes):
-            m.d.comb += [o.y[k].eq(lane.r), o.sat[k].eq(lane.sat)]
-            if self.vpu.requant:
-                m.d.comb += [o.Y[k].eq(lane.side_o), o.Ysat[k].eq(lane.side_flag_o)]
+        m.d.comb += out.valid.eq(pu.o_valid | (f.valid & (f.dest == _Dest.OUT)))
+        with m.If(pu.o_valid):
+            m.d.comb += o.last.eq(pu.o_last)
+            for k in range(cfg.vpu_lanes):
+                m.d.comb += [o.y[k].eq(pu.o_p[k]), o.sat[k].eq(pu.o_sat[k])]
+        with m.Else():
+            m.d.comb += o.last.eq(f.last)
+            for k, lane in enumerate(self.lanes):
+                m.d.comb += [o.y[k].eq(lane.r), o.sat[k].eq(lane.sat)]
+                if self.vpu.requant:
+                    m.d.comb += [o.Y[k].eq(lane.side_o), o.Ysat[k].eq(lane.side_flag_o)]
+
+    # ---------------------------------------------------------------- softmax output pass
+    def _output_pass(self):
+        """Softmax's output pass (B) on the output unit: once a row's reciprocal is there and
+        the previous row's pass is done, its words are read (one a cycle, the row buffer's read
+        port is B's while it runs: the passes on the lanes that read it start only when no
+        softmax row is in flight) into :attr:`pout`, whose stages advance unless its output
+        beat is not taken."""
+        cfg, m, depth, L = self.cfg, self.m, self.vpu.depth, self.cfg.vpu_lanes
+        pu, rd = self.pout, self.buf_rd
+        self.p_adv = p_adv = ~(pu.o_valid & ~self.vpu.o.ready)
+        D = 2 * depth
+        b_active = self.b_active = Signal(name="b_active")
+        b_cnt = Signal(range(depth + 1), name="b_cnt")
+        b_ptr = Signal(range(ROWS), name="b_ptr")               # the next record to read out
+        b_base = Signal(range(D), name="b_base")                # the row's first word
+        b_nb = Signal(range(depth + 1), name="b_nb")
+        b_rem = Signal(range(cfg.max_reduction + 1), name="b_rem")
+        b_y1 = Signal.like(self.rec_y1[0], name="b_y1")
+        b_shift = Signal.like(self.rec_shift[0], name="b_shift")
+        b_last = b_cnt + 1 == b_nb
+        self.b_issue = b_issue = b_active & p_adv
+        self.b_end = b_end = b_issue & b_last
+        with m.If(b_issue):
+            m.d.sync += [b_cnt.eq(b_cnt + 1), b_rem.eq(b_rem - L)]
+            with m.If(b_last):
+                m.d.sync += [b_active.eq(0), b_base.eq(_ring(b_base + b_nb, D))]
+        # The next row's pass may begin on the edge of the last read of the one before.
+        self.b_start = b_start = (~b_active | b_end) & Array(self.ready)[b_ptr]
+        with m.If(b_start):
+            m.d.sync += [b_active.eq(1), b_cnt.eq(0), b_ptr.eq(_next(b_ptr, ROWS))]
+            for r in range(ROWS):
+                with m.If(b_ptr == r):
+                    n = self.rec_n[r]
+                    m.d.sync += [b_rem.eq(n), b_nb.eq(_beats(n, L)),
+                                 b_y1.eq(self.rec_y1[r]), b_shift.eq(self.rec_shift[r])]
+        self.b_ptr = b_ptr
+        # The read stage: the word (the read port's data) and its control.
+        pv, plast = Signal(name="pv"), Signal(name="plast")
+        plen = Signal(L, name="plen")
+        py1, pshift = Signal.like(b_y1, name="py1"), Signal.like(b_shift, name="pshift")
+        with m.If(p_adv):
+            m.d.sync += [pv.eq(b_issue), plast.eq(b_last), plen.eq(Cat(*(b_rem > k
+                                                                         for k in range(L)))),
+                         py1.eq(b_y1), pshift.eq(b_shift)]
+        with m.If(b_active | pv):      # (the read stage's word stays until it moves on)
+            m.d.comb += [rd.en.eq(p_adv), rd.addr.eq(_ring(b_base + b_cnt, D))]
+        with m.Else():
+            m.d.comb += [rd.en.eq(self.adv), rd.addr.eq(_ring(self.base + self.cnt, D))]
+        m.d.comb += [pu.en.eq(p_adv), pu.i_valid.eq(pv), pu.i_last.eq(plast), pu.i_len.eq(plen),
+                     pu.i_y1.eq(py1), pu.i_shift.eq(pshift)]
+        for k in range(L):
+            m.d.comb += pu.i_ex[k].eq(rd.data[k].v[:self.t.exp_frac + 1])
+        m.d.comb += self.p_busy.eq(pv | pu.busy)
 
     # ---------------------------------------------------------------- command intake
     def _command_intake(self):
@@ -526,13 +631,22 @@ class _Elaboration:
         state, cmd = self.state, vpu.cmd
         pend = Signal(cmd.p.shape(), name="pend")
         pend_valid = Signal(name="pend_valid")
-        finishing = (((state == _State.ELEMENTWISE) & self.take & self.last_beat) |
-                     ((state == _State.OUT) & self.issue & self.last_beat) | self.inject)
+        finishing = ((((state == _State.ELEMENTWISE) |
+                       ((state == _State.LOAD) & (self.op == VPUOp.SOFTMAX_MX))) &
+                      self.take & self.last_beat) |
+                     (((state == _State.OUT) | (state == _State.EXP)) & self.issue &
+                      self.last_beat) | self.inject)
         # The command to start: the waiting one, else the one on the port (taken directly).
         c = Signal(cmd.p.shape(), name="c")
         m.d.comb += [cmd.ready.eq(~pend_valid),
                      c.eq(Mux(pend_valid, pend, cmd.payload))]
-        start = (pend_valid | cmd.valid) & ((state == _State.IDLE) | finishing)
+        # softmax_mx starts while a record is free; every other command waits until no
+        # softmax row is in flight (the row buffer's read port is the output pass's until then).
+        is_mx = c.op == VPUOp.SOFTMAX_MX
+        is_sm = is_mx | (c.op == VPUOp.SOFTMAX)
+        idle_rows = (self.recs == 0) & ~self.b_active
+        room = Mux(is_mx, self.recs < ROWS, idle_rows)
+        start = (pend_valid | cmd.valid) & ((state == _State.IDLE) | finishing) & room
         with m.If(start):
             m.d.sync += pend_valid.eq(0)
         with m.Elif(cmd.valid & cmd.ready):
@@ -541,25 +655,60 @@ class _Elaboration:
                  ~((c.op == VPUOp.KV_QUANT) & (c.param > W)))
         if not vpu.requant:
             legal = legal & (c.op != VPUOp.ACC_REQUANT)
-        beats = (c.n + (L - 1)) // L if L & (L - 1) else (c.n + (L - 1)) >> (L.bit_length() - 1)
+        beats = _beats(c.n, L)
+        row_in = Signal(name="row_in")              # a softmax row starts
         with m.If(start):
             with m.If(~legal):
                 m.d.sync += vpu.error.eq(1)
             with m.Else():
                 m.d.sync += [self.op.eq(c.op), self.n.eq(c.n), self.param.eq(c.param),
                              self.nb.eq(beats), self.cnt.eq(0), self.rem.eq(c.n),
-                             self.second.eq(0), self.smax.eq(-(1 << (W - 1))),
-                             self.total.eq(0), self.s1.eq(0), self.s2.eq(0)]
+                             self.s1.eq(0), self.s2.eq(0)]
                 with m.If((c.op != VPUOp.KV_AMAX) | ~c.param[0]):
                     m.d.sync += self.amax.eq(0)
-                with m.If(c.op == VPUOp.SOFTMAX_MX):
-                    m.d.sync += self.smax.eq(c.param[:W].as_signed())
+                with m.If(c.op == VPUOp.SOFTMAX):
+                    m.d.sync += self.smax.eq(-(1 << (W - 1)))
+                with m.If(is_sm):
+                    m.d.comb += row_in.eq(1)
+                    m.d.sync += [self.base.eq(self.wp),
+                                 self.wp.eq(_ring(self.wp + beats, 2 * self.vpu.depth)),
+                                 self.rec_ptr.eq(_next(self.rec_ptr, ROWS))]
+                    for r in range(ROWS):
+                        with m.If(self.rec_ptr == r):
+                            m.d.sync += self.rec_n[r].eq(c.n)
                 with m.If((c.op == VPUOp.SOFTMAX) | (c.op == VPUOp.LAYERNORM) |
                           (c.op == VPUOp.KV_AMAX) | (c.op == VPUOp.SOFTMAX_MX)):
                     m.d.sync += state.eq(_State.LOAD)
                 with m.Else():
                     m.d.sync += state.eq(_State.ELEMENTWISE)
-        m.d.comb += vpu.busy.eq((state != _State.IDLE) | ~self.empty | pend_valid)
+        # A record is taken when its row starts and freed when its output pass begins; its
+        # reciprocal is there (``ready``) from its tail until then. A word of the ring is taken
+        # with a softmax row's beat and freed when the output pass reads it.
+        m.d.sync += [self.recs.eq(self.recs + row_in - self.b_start),
+                     self.ring_used.eq(self.ring_used + (self.take & self.sm_row) - self.b_issue)]
+        with m.If(self.tail_done):
+            m.d.sync += Array(self.ready)[self.tail_ptr].eq(1)
+        with m.If(self.b_start):
+            m.d.sync += Array(self.ready)[self.b_ptr].eq(0)
+        m.d.comb += vpu.busy.eq((state != _State.IDLE) | ~self.empty | pend_valid |
+                                ~idle_rows)
+
+
+def _ring(v, size: int):
+    """``v mod size`` of a signal ``v < 2·size``."""
+    return Mux(v >= size, v - size, v)
+
+
+def _next(ptr, size: int):
+    """The pointer after ``ptr`` in a ring of ``size``."""
+    return Mux(ptr == size - 1, 0, ptr + 1)
+
+
+def _beats(n, lanes: int):
+    """``ceil(n / lanes)`` of a signal ``n``."""
+    if lanes & (lanes - 1):
+        return (n + (lanes - 1)) // lanes
+    return (n + (lanes - 1)) >> (lanes.bit_length() - 1)
 
 
 def _delay(m, value, cycles: int, name: str, regs: list):
@@ -642,12 +791,9 @@ def _lane_operands(e: _Elaboration, k: int, lane: VPULane, uop, row: dict):
                          rs.eq(F + t.log2e_frac - t.exp_lut_bits),
                          mode.eq(LaneMode.EXP), en.eq(word.m & rd_on)]
         with m.Case(_MicroOp.SOFTMAX_EXP_IN):
-            m.d.comb += [x.eq(Mux(beat.mask[k], row["smax"] - x_w, 0)), y.eq(t.log2e_q),
+            m.d.comb += [x.eq(Mux(beat.mask[k], row["in_smax"] - x_w, 0)), y.eq(t.log2e_q),
                          rs.eq(F + t.log2e_frac - t.exp_lut_bits),
                          mode.eq(LaneMode.EXP), en.eq(beat.mask[k] & e.in_len[k])]
-        with m.Case(_MicroOp.SOFTMAX_OUT):
-            m.d.comb += [x.eq(word.v[:t.exp_frac + 1]), y.eq(row["y1"]),
-                         rs.eq(row["smshift"]), mode.eq(LaneMode.SAT_P), en.eq(rd_on)]
         with m.Case(_MicroOp.LAYERNORM_OUT):
             m.d.comb += [x.eq(word.v[:W].as_signed()), y.eq(row["ny1"]),
                          add.eq(-row["s1y1"]), rs.eq(row["lnshift"]),

@@ -6,7 +6,6 @@
 mode       post step
 =========  =========================================================================
 SAT_W      saturate to the activation format (``act_width`` signed)
-SAT_P      saturate to ``P``'s range ``0 .. 2**p_base_log2 - 1``
 SAT_XHAT   saturate to ``x̂`` (``act_width + 1`` signed)
 SAT_8      saturate to INT8
 RAW        pass ``r`` (``x²`` for LayerNorm's sum of squares, ``Δx``, the K/V shift)
@@ -41,19 +40,19 @@ __all__ = ["LaneMode", "VPULane", "lane_widths"]
 
 class LaneMode(enum.IntEnum):
     SAT_W = 0
-    SAT_P = 1
-    SAT_XHAT = 2
-    SAT_8 = 3
-    RAW = 4
-    EXP = 5
+    SAT_XHAT = 1
+    SAT_8 = 2
+    RAW = 3
+    EXP = 4
 
 
 def lane_widths(cfg: Config, t: VPUTables, requant: bool = True) -> dict:
     """Operand and result widths of a lane for one configuration (all signed except ``rs``).
 
     ``x``: the widest of ``acc_requant``'s saturated sum (``acc_bits``), a reconstruction
-    (``act_width + 3``) and an exponential (``E + 1`` unsigned); ``y``: the widest of LayerNorm's
-    ``n·y1``, the requantization mantissa and the reciprocal; ``add``: the widest addend
+    (``act_width + 3``) and a logit difference; ``y``: the widest of LayerNorm's ``n·y1``, the
+    requantization mantissa and ``log2(e)`` (softmax's output, the exponential times the
+    reciprocal, runs on :class:`rtl.vpu_pout.SoftmaxOut`); ``add``: the widest addend
     (``bias << sh_max``, LayerNorm's ``S1·y1``, GELU's table sum); ``rs``: the largest rounding
     shift; ``r``: the widest rounded result (``x²``, an exponential's argument). Without
     ``requant`` (a VPU that does not run ``acc_requant``) the widths the other operations need.
@@ -63,14 +62,13 @@ def lane_widths(cfg: Config, t: VPUTables, requant: bool = True) -> dict:
     ny1 = w["layernorm.y1"][0] + cfg.max_reduction.bit_length()
     s1y1 = w["layernorm.S1"][0] + w["layernorm.y1"][0]
     rq = requant
-    xw = max(cfg.acc_bits if rq else 0, cfg.recon_width, t.exp_frac + 2, W + 1,
-             w["gelu.delta"][0])
-    yw = max(ny1 + 1, cfg.mult_width + 1 if rq else 0, t.recip_frac + 1,
-             t.log2e_q.bit_length() + 1, W + 1, w["gelu.f"][0] + 1)
+    xw = max(cfg.acc_bits if rq else 0, cfg.recon_width, W + 1, w["gelu.delta"][0])
+    yw = max(ny1 + 1, cfg.mult_width + 1 if rq else 0, t.log2e_q.bit_length() + 1, W + 1,
+             w["gelu.f"][0] + 1)
     aw = max(W + cfg.sh_max if rq else 0, s1y1, w["gelu.sum"][0], W + F + 1,
              cfg.recon_width) + 1
     rs_max = max(cfg.sh_max if rq else 0, F + t.log2e_frac - t.exp_lut_bits,
-                 (1 << w["softmax.shift"][0]) - 1, t.gelu_frac - t.gelu_seg_log2,
+                 t.gelu_frac - t.gelu_seg_log2,
                  (1 << w["layernorm.shift"][0]) - 1, W)
     sw = max(xw + yw, aw) + 1
     rw = max(2 * W + 1, w["softmax.a"][0] + 1, cfg.dx_width, t.exp_frac + 2)
@@ -117,7 +115,7 @@ class VPULane(wiring.Component):
 
     def elaborate(self, platform):
         cfg, t, w = self._cfg, self._t, self._w
-        W, pb = cfg.act_width, cfg.p_base_log2
+        W = cfg.act_width
         Z, E, Et = t.exp_lut_bits, t.exp_frac, t.exp_lut_frac
         m = Module()
 
@@ -155,7 +153,6 @@ class VPULane(wiring.Component):
         rd = d["r"]
         sats = {
             LaneMode.SAT_W: saturate(m, rd, -(1 << (W - 1)), (1 << (W - 1)) - 1, W, "sat_w"),
-            LaneMode.SAT_P: saturate(m, rd, 0, (1 << pb) - 1, pb, "sat_p"),
             LaneMode.SAT_XHAT: saturate(m, rd, -(1 << W), (1 << W) - 1, W + 1, "sat_xhat"),
             LaneMode.SAT_8: saturate(m, rd, -128, 127, 8, "sat_8"),
         }

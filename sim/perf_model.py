@@ -66,7 +66,9 @@ class Timing:
     ``queue_release`` cycles before its drain ends. Consecutive tiles' last groups are at least
     ``tile_period`` apart; drains are at least ``drain_period`` apart. ``idle_latency``: cycles
     from the last engine going idle to the issue of a command that needs all idle.
-    V: VROW ``vrow_fixed[k] + rows·c(nb)``, ``nb = beats / rows`` (the beats of one row),
+    V: VROW ``vrow_fixed[k] + vrow_lat[k]·nb + rows·c(nb)``, ``nb = beats / rows`` (the beats
+    of one row; ``vrow_lat``: the last row's latency that grows with its length, softmax_mx's
+    output pass after the last row's exponentials),
     ``k`` = operation and walk (:meth:`vrow_key`), ``c`` the cycles per row, piecewise linear
     through the measured points ``vrow_curve[k]`` (``[[nb, cycles], ...]``), extended beyond
     the last with the slope of the last two (below the first: the first).
@@ -94,6 +96,7 @@ class Timing:
     signal_latency: int = 0
     vrow_fixed: dict = field(default_factory=dict)
     vrow_curve: dict = field(default_factory=dict)
+    vrow_lat: dict = field(default_factory=dict)
 
     @classmethod
     def structural(cls, cfg: Config, **overrides) -> "Timing":
@@ -156,8 +159,9 @@ class Timing:
         rows, beats = w.n("vpu_rows"), w.n("vpu_beats")
         if rows == 0:
             return int(round(self.vrow_fixed.get(op, 0)))
-        return int(round(self.vrow_fixed.get(op, 0)
-                         + rows * _per_row(self.vrow_curve.get(op, ()), beats / rows)))
+        nb = beats / rows
+        return int(round(self.vrow_fixed.get(op, 0) + self.vrow_lat.get(op, 0) * nb
+                         + rows * _per_row(self.vrow_curve.get(op, ()), nb)))
 
 
 def _per_row(curve, nb: float) -> float:

@@ -161,4 +161,18 @@ def test_vrow_fit_recovers_a_law_from_isolated_commands():
     pts = [(r, r * nb, 7 + r * law[nb]) for r, nb in ((4, 1), (12, 1), (8, 4), (4, 10))]
     fit = _fit_vrow({"kv_amax/tok": pts})
     assert fit["vrow_fixed"]["kv_amax/tok"] == pytest.approx(7)
+    assert fit["vrow_lat"]["kv_amax/tok"] == 0
     assert fit["vrow_curve"]["kv_amax/tok"] == [[1.0, 12.0], [4.0, 13.0], [10.0, 18.0]]
+
+
+def test_vrow_fit_tells_a_latency_growing_with_the_row_apart():
+    """Two row counts at two row lengths: the fixed cycles, those per beat of the last row
+    (softmax_mx's output pass after the last row's exponentials) and those per row."""
+    from dstar.benches.perf_validate import _fit_vrow
+    law = {1: 4.0, 4: 5.5, 10: 10.0}
+    pts = [(r, r * nb, 7 + 3 * nb + r * law[nb])
+           for r, nb in ((4, 1), (12, 1), (8, 4), (4, 10), (12, 10))]
+    fit = _fit_vrow({"softmax_mx/tok": pts})
+    assert fit["vrow_fixed"]["softmax_mx/tok"] == pytest.approx(7)
+    assert fit["vrow_lat"]["softmax_mx/tok"] == pytest.approx(3)
+    assert fit["vrow_curve"]["softmax_mx/tok"] == [[1.0, 4.0], [4.0, 5.5], [10.0, 10.0]]

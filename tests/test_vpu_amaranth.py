@@ -23,7 +23,8 @@ from golden.vpu_stream import (
     out_beats,
     random_rows,
 )
-from rtl.vpu import VPU
+from rtl.arith import tree_stages
+from rtl.vpu import ROWS, VPU
 from sim.amaranth_streams import stream_get, stream_put
 from sim.amaranth_vpu import run_vpu
 from sim.timing import vpu_latency
@@ -144,20 +145,35 @@ def test_vpu_without_requant(name):
     assert run.error == 1
 
 
-_ROW_LAW = {"softmax": lambda nb: max(3 * nb + 21, 2 * nb + 26),
-            "softmax_mx": lambda nb: 2 * nb + 17, "layernorm": lambda nb: 2 * nb + 22}
+def _row_law(cfg, op, nb):
+    """Cycles between consecutive rows' last output beats, steady state, for ``op`` (rtl/vpu.py's
+    docstring): softmax and LayerNorm one row at a time; softmax_mx ``k`` rows in flight, so
+    ``k`` consecutive intervals add up to ``max(k·nb, nb + 17 + s)``."""
+    s = tree_stages(cfg.vpu_lanes, 2)
+    if op == "softmax":
+        return 3 * nb + 20 + 2 * s
+    return 2 * nb + 21 + s
 
 
-@pytest.mark.parametrize("op", sorted(_ROW_LAW))
-def test_row_operations_take_their_docstring_cycles(op):
-    """Back-to-back rows of ``nb`` beats, output always ready: one row per the cycles of
-    rtl/vpu.py's docstring (from one row's last output beat to the next's)."""
-    cfg = CONFIGS["fpga"]
-    for nb in (3, 8, 16):
-        rows = bench_rows(cfg, op, nb * cfg.vpu_lanes, 4, seed=nb)
-        oc = run_vpu(VPU(cfg), rows).out_cycles
+@pytest.mark.parametrize("name", ["tiny", "fpga"])
+@pytest.mark.parametrize("op", ["softmax", "softmax_mx", "layernorm"])
+def test_row_operations_take_their_docstring_cycles(op, name):
+    """Back-to-back rows of ``nb`` beats, their commands queued ahead (as the core's vector
+    engine does), output always ready: rtl/vpu.py's docstring laws, from one row's last output
+    beat to the next's."""
+    cfg = CONFIGS[name]
+    depth = -(-cfg.max_reduction // cfg.vpu_lanes)
+    for nb in (1, 3, 8, depth // 2 + 1, depth):
+        rows = bench_rows(cfg, op, nb * cfg.vpu_lanes, 9, seed=nb)
+        oc = run_vpu(VPU(cfg), rows, cmds_ahead=True).out_cycles
         ends = [oc[(k + 1) * nb - 1] for k in range(len(rows))]
-        assert {b - a for a, b in zip(ends, ends[1:])} == {_ROW_LAW[op](nb)}, (op, nb)
+        gaps = [b - a for a, b in zip(ends, ends[1:])]
+        if op != "softmax_mx":
+            assert set(gaps) == {_row_law(cfg, op, nb)}, (op, nb, gaps)
+            continue
+        k = min(ROWS, 2 * depth // nb)
+        want = max(k * nb, nb + 17 + tree_stages(cfg.vpu_lanes, 2))
+        assert {sum(gaps[i:i + k]) for i in range(len(gaps) - k + 1)} == {want}, (nb, gaps)
 
 
 def test_softmax_mx_below_a_kept_logit_sets_error():

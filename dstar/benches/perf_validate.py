@@ -111,24 +111,32 @@ def _isolated(m: dict, kinds=("iso", "iso_vrow")):
 
 def _fit_vrow(samples: dict) -> dict:
     """Per VROW operation and walk, the law of :meth:`sim.perf_model.Timing.vrow`, ``busy =
-    fixed + rows·c(nb)``: least squares over the isolated commands with one unknown per command
-    (``fixed``) and one per row length (``c(nb)``), which two row counts at one row length tell
-    apart (:data:`dstar.benches.perf_workloads.VROW_SHAPES`; otherwise ``fixed`` is 0).
-    Returns the :class:`Timing` dicts ``vrow_fixed`` and ``vrow_curve``."""
-    fixed, curve = {}, {}
+    fixed + lat·nb + rows·c(nb)``: least squares over the isolated commands with one unknown
+    per command (``fixed``), one per beat of a command's row (``lat``) and one per row length
+    (``c(nb)``); two row counts at one row length tell ``fixed + lat·nb`` apart from ``c(nb)``,
+    at two row lengths ``fixed`` from ``lat``
+    (:data:`dstar.benches.perf_workloads.VROW_SHAPES`; an unknown the points cannot tell apart
+    is 0, ``lat`` first). Returns the :class:`Timing` dicts ``vrow_fixed``, ``vrow_lat`` and
+    ``vrow_curve``."""
+    fixed, lat, curve = {}, {}, {}
     for op, pts in samples.items():
         pts = [(r, b / r, d) for r, b, d in pts if r]
         nbs = sorted({nb for _, nb, _ in pts})
-        A = np.array([[1.0] + [r if nb == x else 0.0 for x in nbs] for r, nb, _ in pts])
+        A = np.array([[1.0, nb] + [r if nb == x else 0.0 for x in nbs] for r, nb, _ in pts])
         y = np.array([d for _, _, d in pts], float)
-        if np.linalg.matrix_rank(A) < A.shape[1]:
-            A = A[:, 1:]
-            coef = np.concatenate([[0.0], np.linalg.lstsq(A, y, rcond=None)[0]])
-        else:
-            coef = np.linalg.lstsq(A, y, rcond=None)[0]
-        fixed[op] = round(float(coef[0]), 3)
-        curve[op] = [[round(nb, 3), round(float(c), 3)] for nb, c in zip(nbs, coef[1:])]
-    return dict(vrow_fixed=fixed, vrow_curve=curve)
+        per_row = list(range(2, A.shape[1]))
+        keep = [0, 1]
+        for drop in (1, 0):
+            if np.linalg.matrix_rank(A[:, keep + per_row]) < len(keep) + len(nbs):
+                keep.remove(drop)
+        cols = keep + per_row
+        sol = np.linalg.lstsq(A[:, cols], y, rcond=None)[0]
+        coef = np.zeros(A.shape[1])
+        coef[cols] = sol
+        fixed[op] = round(float(coef[0]), 3) + 0.0          # (no -0)
+        lat[op] = round(float(coef[1]), 3) + 0.0
+        curve[op] = [[round(nb, 3), round(float(c), 3)] for nb, c in zip(nbs, coef[2:])]
+    return dict(vrow_fixed=fixed, vrow_lat=lat, vrow_curve=curve)
 
 
 def calibrate(cfg: Config, m: dict) -> Timing:
@@ -307,12 +315,14 @@ def markdown(records: list) -> str:
             f"`{k}` = {t[k]}" for k in ("quant_fixed", "gemm_fixed", "replay_fixed",
                                         "replay_busy", "queue_release", "idle_latency",
                                         "signal_latency", "tile_period")) + ".", "",
-                  "V engine, cycles of a VROW of `rows` rows of `nb` beats = fixed + rows · "
-                  "c(nb), c piecewise linear through the measured cycles per row (the slope of "
-                  "the last two beyond them):", "",
-                  "| operation / walk | fixed | cycles per row at nb = ... |", "|---|---:|---|"]
+                  "V engine, cycles of a VROW of `rows` rows of `nb` beats = fixed + lat · nb + "
+                  "rows · c(nb), c piecewise linear through the measured cycles per row (the "
+                  "slope of the last two beyond them):", "",
+                  "| operation / walk | fixed | lat | cycles per row at nb = ... |",
+                  "|---|---:|---:|---|"]
         for k in sorted(t["vrow_curve"]):
-            lines.append(f"| `{k}` | {t['vrow_fixed'][k]:g} | " + ", ".join(
+            lines.append(f"| `{k}` | {t['vrow_fixed'][k]:g} | {t['vrow_lat'].get(k, 0):g} | "
+                         + ", ".join(
                 f"{nb:g}: {c:g}" for nb, c in t["vrow_curve"][k]) + " |")
         lines += ["",
                   "| layer (N, cin → cout, drift) | step | RTL cycles | model | error "

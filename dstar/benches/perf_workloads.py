@@ -160,9 +160,10 @@ def block_program(cfg: Config, steps: int = 4) -> Sectioned:
 
 #: V-engine calibration shapes in units of T, ``(rows / T, n / T)``: rows of 1 to 16 beats (a
 #: paper-scale softmax has 16 and more; beyond, the model extends the last slope) and one to
-#: four tiles of rows, two row counts at one beat so that the fixed cycles are told apart from
-#: those per row (row lengths clipped to ``max_reduction``).
-VROW_SHAPES = ((1, 1), (3, 1), (4, 2), (2, 4), (2, 8), (1, 10), (1, 16))
+#: four tiles of rows, two row counts at one beat and at 16 so that the fixed cycles and those
+#: that grow with the last row's length are told apart from those per row (row lengths clipped
+#: to ``max_reduction``).
+VROW_SHAPES = ((1, 1), (3, 1), (4, 2), (2, 4), (2, 8), (1, 10), (1, 16), (3, 16))
 
 
 def vrow_program(cfg: Config, seed: int = 0) -> Program:

@@ -131,7 +131,7 @@ def paper_timing(calibrated: dict, cfg: Config | None = None) -> tuple:
         over[k] = max(0, round(s[k] + off))
     last = pts[-1][2]
     keep = {k: last[k] for k in ("replay_fixed", "replay_busy", "queue_release", "idle_latency",
-                                 "signal_latency", "vrow_fixed", "vrow_curve")}
+                                 "signal_latency", "vrow_fixed", "vrow_lat", "vrow_curve")}
     return Timing.structural(cfg, **keep, **over), notes
 
 
