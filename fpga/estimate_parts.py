@@ -97,10 +97,17 @@ def ubits(n: int) -> int:
 
 
 def dsp_blocks(a: int, b: int) -> int:
-    """MULT18X18D blocks for an a × b product (Yosys ``mul2dsp`` with 18 × 18 pieces)."""
+    """MULT18X18D blocks for an a × b product (Yosys ``mul2dsp`` with 18 × 18 pieces; a piece
+    of one bit, below its minimum width of 2, is left to logic: a 19-bit operand takes one
+    block's width, as measured on the VPU's lanes, 19 × 24 on two blocks)."""
     if min(a, b) < 2:
         return 0
-    return ceil(a / 18) * ceil(b / 18)
+
+    def pieces(n):
+        q, r = divmod(n, 18)
+        return q + (r >= 2)
+
+    return pieces(a) * pieces(b)
 
 
 _BRAM_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))

@@ -11,10 +11,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).parent.parent
 # The top-level packages the wheel packs, read from pyproject.toml (a copied list went stale).
