@@ -242,12 +242,13 @@ def test_top_without_pll_runs_on_the_board_clock():
     (["--clock-mhz", "500"], "outside the ECP5 PLL's output range (10 to 400 MHz)"),
     (["--clock-mhz", "48"], "cannot be made exactly by the ECP5 PLL"),
     (["--clock-mhz", "10", "--baud", "3000000"], "too fast for the 10 MHz clock"),
-    # 256 PE blocks (one per lane, 64 PEs of 4 lanes) + the VPU's 48 + the dispatcher's 2 + the
-    # requantizer's 16 (8 lanes of a 33 × 17 product)
+    # 256 PE blocks (one per lane, 64 PEs of 4 lanes) + the VPU's 47 (8 lanes of a 19 × 26
+    # product, 8 softmax output lanes of 20 × 16, two blocks each; its scalar units' 15) + the
+    # dispatcher's 2 + the requantizer's 16 (8 lanes of a 33 × 17 product)
     (["--preset", "fpga", "--variant", "initial"],
-     "the fpga core needs 322 MULT18X18D DSP blocks with digit_product=multiply and the ulx3s's "
+     "the fpga core needs 321 MULT18X18D DSP blocks with digit_product=multiply and the ulx3s's "
      "device has 156: use --set digit_product=select"),
-    (["--preset", "fpga", "--variant", "initial", "--clock-mhz", "50"], "needs 322 MULT18X18D"),
+    (["--preset", "fpga", "--variant", "initial", "--clock-mhz", "50"], "needs 321 MULT18X18D"),
 ])
 def test_build_bad_clock_or_too_many_dsps_is_refused_before_any_work(tmp_path, capsys,
                                                                      monkeypatch, argv, frag):
