@@ -143,3 +143,10 @@ def test_report_md_opens_with_the_whole_core_comparison():
     assert "**`fpga`: the DSTAR core wins" in text and "not measured in this run" in text
     assert "| `fpga` (RTL) | 100 / 150 | 3 / 2 | **1.00** | 0.90 | 1.10 | 25.0 % |" in text
     assert "Not measured yet" in "\n".join(_compare_section(None))
+    # Measured before the comparison recorded its RTL: stale; on today's sources: not.
+    assert "**Stale**: the `fpga` figures were measured on RTL sources" in text
+    from sim.sources import digest, elaboration_sources
+    rec["fpga"]["rtl_sources"] = digest(elaboration_sources())
+    assert "Stale" not in "\n".join(_compare_section(rec))
+    rec["fpga"]["rtl_sources"] = "0" * 64
+    assert "**Stale**: the `fpga` figures" in "\n".join(_compare_section(rec))

@@ -51,6 +51,7 @@ from gen.paths import ROOT, relative_paths
 from gen.progress import Step, say
 from gen.tables import md_table
 from golden.config import preset
+from sim.sources import digest, elaboration_sources
 
 OUT = ROOT / "reports"
 DATAPATHS = ("dstar", "int8")
@@ -451,9 +452,11 @@ def main(argv=None, prog=None) -> int:
     t0 = time.perf_counter()
     rec = dict(liberty=info, sram=dict(um2_per_bit=round(SRAM_UM2_PER_BIT, 4),
                                        source=SRAM_SOURCE))
-    rec["fpga"] = kept or measure_fpga(args, str(liberty), steps)
+    # Each object records the RTL it measured (REPORT.md marks one measured on other sources).
+    src = digest(elaboration_sources())
+    rec["fpga"] = kept or dict(measure_fpga(args, str(liberty), steps), rtl_sources=src)
     if "paper" in args.presets:
-        rec["paper"] = measure_paper(args, str(liberty), steps)
+        rec["paper"] = dict(measure_paper(args, str(liberty), steps), rtl_sources=src)
     rec.update(verdict=verdict(rec), steps=steps, seconds=round(time.perf_counter() - t0, 1),
                generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     write_together({out / "compare.json": json.dumps(relative_paths(rec), indent=1) + "\n",

@@ -29,6 +29,7 @@ from gen.outputs import png_writer, write_together
 from gen.paths import REPORTS, SIM_BUILD
 from gen.tables import md_table
 from golden.config import preset as config_preset
+from sim.sources import digest, elaboration_sources
 
 SIM = SIM_BUILD
 
@@ -351,7 +352,14 @@ def _compare_section(rec) -> list:
              f"{p['int8_cycles_per_image']:,.0f}", f"{p['dstar_um2']:,.0f} / {p['int8_um2']:,.0f}",
              f"**{p['per_um2']:.2f}**", f"{p['per_um2_with_sram']:.2f}", "–",
              f"{100 * p['qpu_share']:.1f} %"]]
+    now = digest(elaboration_sources())
+    stale = [k for k in ("fpga", "paper") if rec.get(k) and rec[k].get("rtl_sources") != now]
+    note = ([f"**Stale**: the {' and '.join(f'`{k}`' for k in stale)} "
+             "figures were measured on RTL sources "
+             "other than today's (or before the comparison recorded them); they are those of the "
+             "cores then, and `dstar measure compare` remeasures them.", ""] if stale else [])
     return ["## The whole DSTAR core against the whole INT8 core", "",
+            *note,
             f"`{rec.get('command', 'dstar measure compare')}` (details: `reports/compare.md`): "
             "the same generator's core with DSTAR's QPU and MPU or with the INT8 array and an "
             "INT8 quantizer (`datapath = \"int8\"`), everything else the same. `fpga`: the "
