@@ -43,15 +43,17 @@ logic features
     datapath, ``qm`` the multiplexers of chunk assembler, packer and digit store, ``qb`` the
     exponent bins' logic (:func:`binner`). VPU: ``vl.mul``
     = the lane's ``x × y`` bits from :func:`rtl.vpu_lane.lane_widths`, ``vl.lin`` the rest of
-    the lane, ``vo`` its operand selection and GELU tables, ``vpu.mul`` the row scalars'
-    multiplier bits. ``*.1``: a constant per part. Generic gates only: ``ff`` (every flip-flop),
+    the lane (the softmax output lanes, :func:`softmax_out_lane`, are weighed with the same two),
+    ``vo`` its operand selection and GELU tables, ``vpu.mul`` the row scalars' multiplier bits.
+    ``*.1``: a constant per part. Generic gates only: ``ff`` (every flip-flop),
     ``mem`` (memory bits, flip-flops there), ``g.rd`` (read multiplexers of those memories),
     ``g.rom`` (the exponential's table, a block RAM on ECP5).
 DSP blocks, block RAM, LUT RAM
-    Counted structurally: an a × b product takes ``ceil(a/18) × ceil(b/18)`` MULT18X18D
-    (:func:`dsp_blocks`); a memory goes to TRELLIS_DPR16X4 or to DP16KD as Yosys's
-    ``memory_libmap`` costs them (:func:`memory`: 4 per LUT-RAM cell, 128 per block), one copy
-    per read port. Exact for the arrays; the VPU's DSP count is within a few blocks.
+    Counted structurally: an a × b product takes 18-bit pieces of each operand, a one-bit
+    remainder left to logic, one MULT18X18D per pair of pieces (:func:`dsp_blocks`); a memory
+    goes to TRELLIS_DPR16X4 or to DP16KD as Yosys's ``memory_libmap`` costs them
+    (:func:`memory`: 4 per LUT-RAM cell, 128 per block), one copy per read port. Exact for the
+    arrays, the VPU and the cores at ``tiny`` and ``fpga``.
 """
 
 from __future__ import annotations
