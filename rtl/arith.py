@@ -82,11 +82,16 @@ def bit_length(m, v, name: str):
     return out
 
 
+def _registered(depth: int, n: int, every: int) -> bool:
+    """Whether :func:`tree_reduce` registers the level after ``depth`` (``n`` values enter it)."""
+    return bool(every and (depth + 1) % every == 0 and n > 2)
+
+
 def tree_stages(n: int, every: int) -> int:
     """The registers :func:`tree_reduce` puts on the way from ``n`` values to their result."""
     stages = depth = 0
     while n > 1:
-        stages += bool(every and (depth + 1) % every == 0 and n > 2)
+        stages += _registered(depth, n, every)
         n, depth = (n + 1) // 2, depth + 1
     return stages
 
@@ -100,7 +105,7 @@ def tree_reduce(m, values, kind: str, name: str, every: int = 0):
     depth = stages = 0
     while len(level) > 1:
         nxt = []
-        registered = every and (depth + 1) % every == 0 and len(level) > 2
+        registered = _registered(depth, len(level), every)
         for i in range(0, len(level) - 1, 2):
             a, b = level[i], level[i + 1]
             if kind == "max":

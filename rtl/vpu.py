@@ -289,8 +289,9 @@ class _Elaboration:
         self.in_len = Signal(L, name="in_len")                 # lanes holding an element
         self.in_beat = Signal(self.vpu.i.p.shape(), name="in_beat")
         self.in_addr = Signal(range(2 * depth), name="in_addr")
-        self.in_smax = Signal(signed(W), name="in_smax")     # softmax_mx's row max, with its beat
-        self.in_shift = Signal(range(W + 1), name="in_shift")  # kv_quant's shift, with its beat
+        # The command's parameter with its beat (kv_quant's shift, softmax_mx's row max; both
+        # fit its low act_width bits).
+        self.in_param = Signal(W, name="in_param")
         # The row-buffer read.
         self.rd_valid, self.rd_last = Signal(name="rd_valid"), Signal(name="rd_last")
         self.rd_uop = Signal(_MicroOp, name="rd_uop")
@@ -386,7 +387,7 @@ class _Elaboration:
                          self.in_last.eq(last_beat | inject), self.in_len.eq(lane_ok),
                          self.in_addr.eq(_ring(self.base + self.cnt, 2 * depth)),
                          self.in_beat.eq(i.payload),
-                         self.in_shift.eq(self.param), self.in_smax.eq(self.param[:W])]
+                         self.in_param.eq(self.param[:W])]
         self.used = self.in_valid & self.adv     # the input register moves on: used once
 
     def _row_reductions(self):
@@ -426,7 +427,7 @@ class _Elaboration:
             m.d.sync += [smax.eq(Mux(red_max > smax, red_max, smax)),
                          amax.eq(Mux(red_amax > amax, red_amax, amax)),
                          self.s1.eq(self.s1 + red_s1)]
-        above = Cat(*(lanes_on[k] & beat.mask[k] & (xs[k] > self.in_smax)
+        above = Cat(*(lanes_on[k] & beat.mask[k] & (xs[k] > self.in_param.as_signed())
                       for k in range(L))).any()
         with m.If(self.used & (uop == _MicroOp.SOFTMAX_EXP_IN) & above):
             m.d.sync += self.vpu.error.eq(1)
@@ -491,9 +492,9 @@ class _Elaboration:
                 a.last.eq(Mux(self.rd_valid, self.rd_last, self.in_last)),
                 a.addr.eq(Mux(self.rd_valid, self.rd_addr, self.in_addr)),
             ]
-        row = dict(smax=self.smax, in_smax=self.in_smax, ny1=self.ny1_row,
+        row = dict(smax=self.smax, in_smax=self.in_param.as_signed(), ny1=self.ny1_row,
                    s1y1=self.s1y1_row, lnshift=self.lnshift_row, zero=self.zero_row,
-                   e=self.e_row, kv_shift=self.in_shift)
+                   e=self.e_row, kv_shift=self.in_param[:self.cfg.act_width.bit_length()])
         for k, lane in enumerate(self.lanes):
             _lane_operands(self, k, lane, uop, row)
 
@@ -576,7 +577,7 @@ class _Elaboration:
         beat is not taken."""
         cfg, m, depth, L = self.cfg, self.m, self.vpu.depth, self.cfg.vpu_lanes
         pu, rd = self.pout, self.buf_rd
-        self.p_adv = p_adv = ~(pu.o_valid & ~self.vpu.o.ready)
+        p_adv = ~(pu.o_valid & ~self.vpu.o.ready)
         D = 2 * depth
         b_active = self.b_active = Signal(name="b_active")
         b_cnt = Signal(range(depth + 1), name="b_cnt")

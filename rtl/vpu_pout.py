@@ -2,8 +2,8 @@
 (:func:`golden.vpu.softmax`, bit for bit), beside the lanes.
 
 With its own multipliers the output pass of one softmax row runs while the lanes compute the
-next row's exponentials (``rtl/vpu.py``: two rows in the row buffer), so a row costs its input
-beats once, not twice.
+next rows' exponentials (``rtl/vpu.py``: up to four rows in flight, their words in a ring of two
+longest rows), so a row costs its input beats once, not twice.
 
 Latency ``LATENCY = 3`` cycles (the product; the rounding bias; the shift and the saturation),
 throughput one beat per cycle; every register advances when ``en`` is high, so the unit holds
