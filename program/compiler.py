@@ -31,6 +31,18 @@ signals it when a QUANT ``τ+2`` exists, and that QUANT waits on it. So the QUAN
 while the GEMMs of τ run, every wait is met in program order and both counts are 0 at the end
 of the layer. A BARRIER ends each layer (its output is read next by a VROW or a QUANT).
 
+*Reduction pieces* (``compile_block(..., pieces={layer: p})``, DSTAR only): each token tile's
+``cin`` input channels are quantized and multiplied in ``p`` pieces of ``ceil(cin / p)``
+channels (the last shorter), each piece a tile of the protocol above (its own QUANT into the
+next slot, ``nb`` GEMMs with ``wbase`` advanced to the piece's first channel, all with
+``accum``), so the QUANT of piece ``k+1`` runs beside the GEMMs of piece ``k``; a core with a
+single token tile otherwise waits for the whole tile's QUANT. The pieces' ``Y`` updates add up
+to the unsplit one: FMDQ quantizes each sub-channel on its own, so the pieces' slices are the
+tile's, and ``Y`` cannot saturate between pieces while ``x̂`` does not (closed loop: every
+partial ``Y`` is ``x̂'·W`` for an ``x̂'`` in ``x̂``'s range, within the accumulator bound, numerics
+§2.5). Each piece's GEMM writes ``y`` of the partial ``Y``; the last piece's overwrites it. The
+INT8 core cannot split: its quantizer scales the whole tile by one exponent (refused).
+
 Group-stream bound (GMEM reservation, :func:`group_rows`): a tile of ``nch`` sub-channels emits
 at most ``4·nch`` groups (at most ``b/2 <= 4`` slice columns per sub-channel and every group holds
 at least one valid lane), or exactly 1 when every sub-channel is zero; ``4·nch`` is reached (e.g.
@@ -73,8 +85,8 @@ from program.isa import (
 )
 
 __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
-           "group_rows", "dense",
-           "emit_layer", "emit_vrow", "emit_block_body", "weight_words", "rbuf_words",
+           "group_rows", "dense", "emit_layer", "piece_bounds", "check_pieces", "emit_vrow",
+           "emit_block_body", "weight_words", "rbuf_words",
            "attention_words", "memory_table", "regions_end", "check_block", "check_bias"]
 
 FULL, FREE = 1 << 0, 1 << 1          # semaphore masks: group slot full / free
@@ -139,6 +151,7 @@ class CoreProgram:
     sections: list = field(default_factory=list)    # (name, start, stop) into step
     init_words: list = field(default_factory=list)
     stores: list = field(default_factory=list)      # (key, region name) in STORE order
+    pieces: dict = field(default_factory=dict)      # layer -> reduction pieces (default 1)
 
     # ------------------------------------------------------------------ commands
     def init_commands(self) -> list:
@@ -293,12 +306,31 @@ def check_bias(cfg: Config, lay, what: str):
                          f"act_width {cfg.act_width}")
 
 
-def compile_block(blk: IntDiTBlock, core: CoreConfig) -> CoreProgram:
+def check_pieces(blk: IntDiTBlock, pieces) -> dict:
+    """``pieces`` (``{layer: count}`` or None) checked against ``blk`` (ValueError naming the
+    layer and the allowed values); returns the dict."""
+    pieces = dict(pieces or {})
+    for k, p in pieces.items():
+        if k not in LAYERS:
+            raise ValueError(f"pieces: no layer {k!r}; layers are {list(LAYERS)}")
+        cin = blk.layers[k].W.shape[0]
+        if not isinstance(p, int) or isinstance(p, bool) or not 1 <= p <= cin:
+            raise ValueError(f"pieces[{k!r}] = {p!r}: an int in 1..{cin} (the layer's input "
+                             f"channels)")
+        if p > 1 and dense(blk.cfg):
+            raise ValueError(f"pieces[{k!r}] = {p}: the INT8 core cannot split a reduction (its "
+                             f"quantizer scales a whole tile by one exponent); 1 only")
+    return pieces
+
+
+def compile_block(blk: IntDiTBlock, core: CoreConfig, pieces: dict | None = None) -> CoreProgram:
     """Lower ``blk`` to a :class:`CoreProgram` for a core of buffer depths ``core`` (module
-    docstring). Raises ValueError for a dimension that is not a multiple of ``T``, a bias beyond
-    ``act_width``, an open-loop configuration, or a program that does not fit."""
+    docstring); ``pieces``: ``{layer: p}`` splits that layer's reduction into ``p`` pieces
+    (module docstring; default 1 each). Raises ValueError for a dimension that is not a multiple
+    of ``T``, a bias beyond ``act_width``, an open-loop configuration, a bad ``pieces``, or a
+    program that does not fit."""
     check_block(blk)
-    prog = CoreProgram(blk=blk, core=core)
+    prog = CoreProgram(blk=blk, core=core, pieces=check_pieces(blk, pieces))
     _plan(prog)
     prog.check_fits()
     _lower(prog)
@@ -391,15 +423,23 @@ def emit_vrow(e: Emitter, op: str, **f):
 
 def _layer(prog, e: Emitter, k: str, src: str):
     """One differential layer ``k`` of ``prog.blk`` reading ABUF region ``src``."""
-    emit_layer(e, prog.cfg, prog.blk.layers[k], prog.blk.spec.tokens, prog.regions, k, src)
+    emit_layer(e, prog.cfg, prog.blk.layers[k], prog.blk.spec.tokens, prog.regions, k, src,
+               pieces=getattr(prog, "pieces", {}).get(k, 1))
 
 
-def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str):
+def piece_bounds(cin: int, pieces: int) -> list:
+    """The ``(first channel, channels)`` of each reduction piece: ``ceil(cin / pieces)``
+    channels each, the last shorter (fewer pieces when they would be empty)."""
+    step = -(-cin // pieces)
+    return [(c, min(step, cin - c)) for c in range(0, cin, step)]
+
+
+def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces: int = 1):
     """One linear layer (module docstring): ``lay`` (a :class:`golden.differential.DiffLinear`, or
     on the INT8 core a dense :class:`golden.dense_int8.DenseInt8Linear`) over ``N`` tokens read
-    from ``R[src]``; ``R`` maps
-    ``<k>.xhat``, ``<k>.Y``, ``<k>.W``, ``<k>.r``, ``<k>.y``, ``slot0`` and ``slot1`` to their
-    regions."""
+    from ``R[src]``, each token tile's reduction in ``pieces`` pieces (:func:`piece_bounds`);
+    ``R`` maps ``<k>.xhat``, ``<k>.Y``, ``<k>.W``, ``<k>.r``, ``<k>.y``, ``slot0`` and ``slot1``
+    to their regions."""
     T = cfg.tile
     cin, cout = lay.W.shape
     nt, nb = N // T, cout // T
@@ -410,18 +450,22 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str):
     if diff:
         e("QCFG", base_log2=lay.B, thr=list(cfg.thr))
 
-    def quant(t):
-        e("QUANT", wait=FREE if t >= 2 else 0, signal=FULL, src=xa + t * cin,
-          xsrc=(xh + t * cin) * diff, nch=cin, gdst=slots[t % 2], diff=diff)
+    # The protocol's tiles: (token tile, first channel, channels) in order.
+    tiles = [(t, c0, n) for t in range(nt) for c0, n in piece_bounds(cin, pieces)]
+
+    def quant(i):
+        t, c0, n = tiles[i]
+        e("QUANT", wait=FREE if i >= 2 else 0, signal=FULL, src=xa + t * cin + c0,
+          xsrc=(xh + t * cin + c0) * diff, nch=n, gdst=slots[i % 2], diff=diff)
 
     quant(0)
-    for t in range(nt):
-        if t + 1 < nt:
-            quant(t + 1)
+    for i, (t, c0, _n) in enumerate(tiles):
+        if i + 1 < len(tiles):
+            quant(i + 1)
         for j in range(nb):
             e("GEMM", wait=FULL if j == 0 else 0,
-              signal=FREE if j == nb - 1 and t + 2 < nt else 0, gsrc=slots[t % 2],
-              wbase=wb + j * cin, ysrc=(Yb + (t * nb + j) * T) * diff, rrow=rb + j,
+              signal=FREE if j == nb - 1 and i + 2 < len(tiles) else 0, gsrc=slots[i % 2],
+              wbase=wb + j * cin + c0, ysrc=(Yb + (t * nb + j) * T) * diff, rrow=rb + j,
               dst=ya + t * cout + j * T, accum=diff)
     e("BARRIER")
 

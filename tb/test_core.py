@@ -1,10 +1,13 @@
 """cocotb tests of the generated core: a DiT block over denoising steps bit-exact against the
 integer golden (every output and every x̂ / Y state at every step, cache and reuse steps, SAR
-blocks dropped; commands with random idle cycles between them), the host words equal to the
+blocks dropped; commands with random idle cycles between them; the layers' reductions split into
+pieces with ``DSTAR_PIECES``), the host words equal to the
 ISA executor's, the event counters equal to the executor's, errors that stop the core cleanly
 (no host word from the first command to the end of the trailing window), and the host words of
 a program counted as they come, not assumed (a STORE a SKIP discards, a word after the expected
 ones)."""
+
+import os
 
 import cocotb
 
@@ -20,6 +23,13 @@ from .streams import expect_trailing_beat
 END = isa.Cmd("END", {})
 
 
+def pieces_from_env() -> dict:
+    """``DSTAR_PIECES`` (``layer=count,...``, e.g. ``fc2=3,qk=2``): the reduction pieces the
+    block is compiled with (compile_block's ``pieces``); empty: none split."""
+    text = os.environ.get("DSTAR_PIECES", "")
+    return {k: int(v) for k, v in (item.split("=") for item in text.split(",") if item)}
+
+
 def _ended(cmds):
     return cmds if cmds and cmds[-1].op == "END" else list(cmds) + [END]
 
@@ -33,7 +43,7 @@ async def dit_block_over_steps(dut):
     cfg = tb.cfg
     steps = env_int("DSTAR_STEPS", 4)
     make_block, inputs = block_workload(cfg, steps, seed=env_int("DSTAR_WORKLOAD_SEED", 3))
-    golden, prog = make_block(), compile_block(make_block(), tb.core)
+    golden, prog = make_block(), compile_block(make_block(), tb.core, pieces_from_env())
     ex = CoreExecutor(cfg, tb.core)
     init = _ended(prog.init_commands())
     await tb.run(init, prog.init_host_words())

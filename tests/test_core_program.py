@@ -9,6 +9,7 @@ import pytest
 
 from golden.config import preset
 from golden.dit_int import LAYERS, IntDiTBlock
+from golden.dit_int8 import Int8DiTBlock
 from golden.fmdq import quantize_subchannels, to_fixed
 from golden.layouts import VPU_OPS
 from golden.schedule import schedule_tile
@@ -58,15 +59,16 @@ def _inputs(cfg, params, steps, seed=7):
     return out
 
 
-def _run(name, sar=True, interval=2, words=False):
-    """Compile, run init and STEPS steps on the executor beside the golden block. Returns
+def _run(name, sar=True, interval=2, words=False, pieces=None):
+    """Compile (``pieces``: compile_block's), run init and STEPS steps on the executor beside the
+    golden block. Returns
     ``(prog, ex, [(golden BlockStep, parsed output, counter delta, semaphores)])``."""
     cfg = preset(name)
     params = init_params(SPEC, 1)
     blk = IntDiTBlock(params, 0, SPEC, cfg, _sar_mask(cfg) if sar else None, interval=interval)
     gold = IntDiTBlock(params, 0, SPEC, cfg, blk.mask, interval=interval)
     core = core_preset(name)
-    prog = compile_block(blk, core)
+    prog = compile_block(blk, core, pieces)
     ex = CoreExecutor(cfg, core)
     init, step = prog.init_commands(), prog.step_commands()
     if words:
@@ -114,6 +116,42 @@ def test_tiny_sar_equals_golden(tiny_sar):
 def test_equals_golden(name, sar, interval, pattern):
     prog, _ex, res = _run(name, sar, interval, words=(name == "fpga"))
     _check_equal(prog, res, pattern)
+
+
+#: Reduction pieces of every layer (SPEC: qk, v, proj and fc1 take 16 channels, fc2 32): even,
+#: uneven (16 = 6 + 6 + 4), one channel each, and a count whose last piece is shorter.
+PIECES = {"qk": 2, "v": 3, "proj": 16, "fc1": 4, "fc2": 5}
+
+
+@pytest.mark.parametrize("name", ["tiny", "fpga"])
+def test_reduction_pieces_equal_golden(name):
+    """Each layer's reduction split into pieces (compiler docstring) gives the unsplit block's
+    outputs, x̂ and Y at every step; each piece is one QUANT of its channels."""
+    prog, _ex, res = _run(name, pieces=PIECES)
+    _check_equal(prog, res, [True, False, True, False, True])
+    whole = compile_block(prog.blk, prog.core)
+    for k, p in PIECES.items():
+        nt = SPEC.tokens // prog.cfg.tile
+        got = [c.nch for c in prog.step_commands()[slice(*prog.section(k))] if c.op == "QUANT"]
+        one = [c.nch for c in whole.step_commands()[slice(*whole.section(k))] if c.op == "QUANT"]
+        cin = prog.blk.layers[k].W.shape[0]
+        assert one == [cin] * nt and len(got) == nt * p and sum(got) == nt * cin, k
+
+
+@pytest.mark.parametrize("pieces, match", [
+    ({"fc3": 2}, r"no layer 'fc3'"), ({"fc2": 0}, r"pieces\['fc2'\] = 0: an int in 1\.\.32"),
+    ({"v": 17}, r"1\.\.16"), ({"v": 2.0}, r"an int")])
+def test_reduction_pieces_refused(pieces, match):
+    blk = IntDiTBlock(init_params(SPEC, 1), 0, SPEC, preset("tiny"))
+    with pytest.raises(ValueError, match=match):
+        compile_block(blk, core_preset("tiny"), pieces)
+
+
+def test_reduction_pieces_refused_on_int8():
+    cfg = preset("tiny", datapath="int8")
+    blk = Int8DiTBlock(init_params(SPEC, 1), 0, SPEC, cfg)
+    with pytest.raises(ValueError, match=r"INT8 core cannot split"):
+        compile_block(blk, core_preset("tiny"), {"fc2": 2})
 
 
 # ------------------------------------------------------------------------- encoding

@@ -19,7 +19,7 @@ from program.isa import Cmd, core_preset
 SPEC = DiTSpec(image_size=8, patch=2, hidden=16, heads=2, depth=1)   # N 16, D 16, d 8
 
 
-def _runs(name, edit=None):
+def _runs(name, edit=None, pieces=None):
     cfg = preset(name)
     params = init_params(SPEC, 1)
     T = cfg.tile
@@ -28,7 +28,7 @@ def _runs(name, edit=None):
     mask[0, 0, nb - 1] = mask[1, nb - 1, 0] = False
     blk = IntDiTBlock(params, 0, SPEC, cfg, mask, interval=2)
     core = core_preset(name)
-    prog = compile_block(blk, core)
+    prog = compile_block(blk, core, pieces)
     step = prog.step_commands()
     if edit is not None:
         step = edit(prog, step)
@@ -54,6 +54,19 @@ def test_compiled_block_has_no_hazard(name):
     sm = [a for a in acc if a.cmd.op == "VROW" and a.cmd.overlap]
     assert sm and all("ABUF" in a.reads and "ABUF" in a.writes and "RMAX" in a.reads
                       for a in sm)
+
+
+def test_reduction_pieces_have_no_hazard():
+    """Layers split into reduction pieces (the QUANT of a piece beside the GEMMs of the one
+    before, in the two group slots) keep the check clean."""
+    pieces = {"qk": 2, "v": 3, "fc1": 4, "fc2": 5}
+    cfg, core, prog, runs = _runs("tiny", pieces=pieces)
+    whole = _runs("tiny")[2]
+    nt = SPEC.tokens // cfg.tile
+    assert (sum(c.op == "QUANT" for c in prog.step_commands())
+            == sum(c.op == "QUANT" for c in whole.step_commands())
+            + nt * sum(p - 1 for p in pieces.values()))
+    assert check_program(cfg, core, runs) == 0
 
 
 def test_a_missing_wait_is_a_hazard():

@@ -172,3 +172,39 @@ def test_a_core_makes_k_and_v_only_for_the_heads_of_its_query_tiles():
     assert heads_per_core(40, 16, 16) == 4         # 2.5 heads, straddling
     assert heads_per_core(64, 4, 8) == 8           # capped at the heads there are
     assert heads_per_core(1, 1, 1) == 1
+
+
+def test_reduction_pieces_are_chosen_for_dstar_only(timing):
+    """A layer one token tile wide per core (fc2 of a 64-token model on 32 cores) waits for its
+    whole QUANT in one piece; the chip takes the fastest piece count, never slower than one
+    piece, and the INT8 array (one exponent per tile) always one."""
+    from dstar.reports.project import PIECE_CHOICES, best_pieces, linear_cycles
+    x = Linear("blk.fc2", 64, 4096, 1024, 1)
+    one = linear_cycles(timing, CFG, x, 4.0, 0.9, 32)
+    cyc, p = best_pieces(timing, CFG, x, 4.0, 0.9, 32)
+    assert p in PIECE_CHOICES and p > 1 and cyc < one
+    assert cyc == min(linear_cycles(timing, CFG, x, 4.0, 0.9, 32, q) for q in PIECE_CHOICES)
+    assert best_pieces(timing, CFG, x, None, 1.0, 32) == (
+        linear_cycles(timing, CFG, x, None, 1.0, 32), 1)
+    r = project_model(small_model(), Chip(), timing, timing, CFG,
+                      Workload("w", 4.0, 4.0, 0.9, 0.5))
+    assert set(r["dstar"]["reduction_pieces"]) == {"fc", "blk.qk"}
+    assert set(r["int8"]["reduction_pieces"].values()) == {1}
+
+
+def test_attention_bound_from_the_drain_and_the_head_padding():
+    """The INT8 array with every block kept: QKᵀ reduces head_dim channels in head_dim beats
+    (at least the drain's rows), P·V fills head_dim of ceil(head_dim/T)·T columns. head_dim 72
+    on T = 64: QKᵀ at 72/72 and P·V at 72/128, equal products, so 2 / (1 + 128/72) = 0.72;
+    head_dim 32: QKᵀ drain-bound at 32/64 and P·V at 32/64, 0.5 (any drain: QKᵀ 1, so
+    2 / (1 + 2) = 2/3)."""
+    from dstar.reports.project import attention_bound
+
+    def model(d):
+        return DiTModel("m", 1, (), (Attention("attn", 1024, 1024, 4, d, 1),))
+    assert attention_bound(model(72), CFG, None) == pytest.approx(0.72)
+    assert attention_bound(model(32), CFG, None) == pytest.approx(0.5)
+    assert attention_bound(model(32), CFG, None, drain=False) == pytest.approx(2 / 3)
+    # DSTAR: fewer bits make QKᵀ's reduction shorter than the drain: the bound falls.
+    lo, hi = (attention_bound(model(72), CFG, Workload("w", b, b, 1.0, 1.0)) for b in (3.0, 6.0))
+    assert lo < hi

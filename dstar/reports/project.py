@@ -15,6 +15,13 @@ How it scales
   sub-channels at ``bits`` average bits sends ``cin · bits/2`` slice columns, packed ``lanes``
   to a group at lane fill ``fill`` (both measured by ``dstar profile`` on the trained DiT, or
   the paper's values). Reductions longer than ``max_reduction`` are split and accumulated.
+* **Reduction pieces**: a core whose share of a layer is a single token tile would wait for
+  that tile's whole QUANT before its first GEMM; the compiler can split each token tile's
+  reduction into pieces (``compile_block(..., pieces=)``, program/compiler.py: the same
+  outputs, bit-exact on the RTL), so each piece's QUANT runs beside the previous piece's GEMMs.
+  For every DSTAR layer the chip takes the fastest count of :data:`PIECE_CHOICES` by this model
+  (recorded as ``reduction_pieces``); the INT8 core cannot split (its quantizer scales a whole
+  tile by one exponent), so it keeps one piece.
 * **The chip**: 32 cores share each layer (token tiles first, then column blocks; attention
   by (sequence, head, query tile), head-major, so that a core makes K and V weights only for
   the heads its query tiles belong to: :func:`heads_per_core`); every layer's
@@ -72,7 +79,8 @@ from sim.perf_model import INT8_QUANT_FIXED, Timing, simulate
 from sim.timing import array_tile_period
 
 __all__ = ["Chip", "Workload", "paper_timing", "int8_timing", "int8_workload", "heads_per_core",
-           "project_model", "attention_parts", "pe_utilization", "main"]
+           "project_model", "attention_parts", "pe_utilization", "attention_bound", "linear_cycles",
+           "best_pieces", "PIECE_CHOICES", "main"]
 
 
 @dataclass(frozen=True)
@@ -188,13 +196,20 @@ def _share(n: int, cores: int) -> int:
     return math.ceil(n / cores)
 
 
+#: Reduction piece counts the chip's compiler chooses among for a DSTAR layer
+#: (program/compiler.py ``pieces``); the INT8 core cannot split (one exponent per tile).
+PIECE_CHOICES = (1, 2, 3, 4, 6, 8)
+
+
 def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: float,
-                  cores: int) -> int:
+                  cores: int, pieces: int = 1) -> int:
     """Cycles of one core for its share of linear layer ``x`` (``bits`` None: the INT8 array,
-    one beat per input channel)."""
+    one beat per input channel), each token tile's reduction in ``pieces`` pieces (at least
+    the ``ceil(cin / max_reduction)`` the accumulator needs): each piece a tile of the
+    QUANT/GEMM protocol, so a piece's QUANT runs beside the previous piece's GEMMs."""
     T = cfg.tile
     nt, nb = math.ceil(x.tokens / T), math.ceil(x.cout / T)
-    parts = math.ceil(x.cin / cfg.max_reduction)
+    parts = max(pieces, math.ceil(x.cin / cfg.max_reduction))
     nch = math.ceil(x.cin / parts)
     g = nch if bits is None else _groups(nch, bits, cfg, fill)
     if nt >= cores:
@@ -203,6 +218,14 @@ def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: f
         per = _share(nt * nb, cores)            # GEMMs per core, tiles of at most nb
         tiles = [(nch, g, min(nb, per))] * (math.ceil(per / nb) * parts)
     return _run(t, _stream(tiles))
+
+
+def best_pieces(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: float,
+                cores: int) -> tuple:
+    """``(cycles, pieces)``: the fastest of :data:`PIECE_CHOICES` for a DSTAR layer (the
+    fewest pieces among equals), 1 for the INT8 array (``bits`` None)."""
+    choices = (1,) if bits is None else PIECE_CHOICES
+    return min((linear_cycles(t, cfg, x, bits, fill, cores, p), p) for p in choices)
 
 
 def heads_per_core(units: int, nq: int, heads: int) -> int:
@@ -330,6 +353,36 @@ def _is_ffn(x: Linear) -> bool:
     return x.name.endswith(".fc1") or x.name.endswith(".fc2")
 
 
+def attention_bound(model: DiTModel, cfg: Config, wl: Workload | None,
+                    dense: bool = False, drain: bool = True) -> float:
+    """The highest attention PE utilization (:func:`pe_utilization`'s products) the array can
+    reach on ``model`` with everything but the GEMMs hidden and tiles back to back: a GEMM
+    takes at least ``max(groups, rows)`` cycles (its reduction, or its drain of ``rows`` tokens
+    at one a cycle), ``QKᵀ`` one GEMM per kept key block (``head_dim`` reduced), ``P·V`` one per
+    column block of ``ceil(head_dim / T)`` (the last partly empty when ``T`` does not divide
+    ``head_dim``). ``dense``: the INT8 array (one beat per channel, one product per PE);
+    ``drain`` False: a drain of any width (a GEMM takes its groups only)."""
+    T = cfg.tile
+    floor = cfg.rows if drain else 0
+    dense = dense or wl is None
+    lanes = 1 if dense else cfg.lanes
+    prod = cyc = 0.0
+    for a in model.attentions:
+        nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
+        kept = nk if wl is None else max(1, round(nk * wl.kept))
+        keys = min(a.keys, kept * T)
+        if dense:
+            g_q, g_p, dq, dp = a.head_dim, kept * T, 1.0, 1.0
+        else:
+            g_q = _groups(a.head_dim, wl.bits, cfg, wl.fill)
+            g_p = _groups(kept * T, wl.p_bits, cfg, wl.fill)
+            dq, dp = wl.bits / 2, wl.p_bits / 2
+        n = a.count * a.seqs * a.heads * nq
+        prod += n * T * keys * a.head_dim * (dq + dp)
+        cyc += n * (kept * max(g_q, floor) + math.ceil(a.head_dim / T) * max(g_p, floor))
+    return prod / (cfg.rows * cfg.cols * lanes * cyc) if cyc else 0.0
+
+
 def pe_utilization(model: DiTModel, chip: Chip, cfg: Config, wl: Workload | None,
                    ffn_cycles: float, attention_cycles: float, dense: bool = False) -> dict:
     """PE utilization of a cache step (module docstring) from the cycles one core spent on the
@@ -387,6 +440,7 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                   for side, pc in pc_side.items()}
     pc_total = pc_side["dstar"]
     res = {}
+    pieces = {"dstar": {}, "int8": {}}
     for side in ("dstar", "int8"):
         t = t_dstar if side == "dstar" else t_base
         swl = wl if side == "dstar" else int8_workload(wl)
@@ -400,7 +454,9 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                 if x.cache_only and not cache:
                     continue
                 bits = wl.bits if side == "dstar" else None
-                cyc = linear_cycles(t, cfg, x, bits, swl.fill, chip.cores)
+                cyc, npieces = best_pieces(t, cfg, x, bits, swl.fill, chip.cores)
+                if cache:
+                    pieces[side][x.name] = npieces
                 ffn_cyc += x.count * cyc if _is_ffn(x) else 0
                 wbytes = x.cin * x.cout
                 abytes = x.tokens * (x.cin + x.cout) * act_bytes
@@ -422,11 +478,15 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
             if cache:
                 out["pe_utilization"] = pe_utilization(
                     model, chip, cfg, swl, ffn_cyc, sum(parts.values()), dense=side == "int8")
+                out["attention_bound"] = attention_bound(model, cfg, swl,
+                                                         dense=side == "int8")
+                out["attention_bound_any_drain"] = attention_bound(
+                    model, cfg, swl, dense=side == "int8", drain=False)
                 out["attention_parts_cycles"] = parts
         n_cache = math.ceil(model.steps / wl.interval)
         per_image = (n_cache * out["cache"]["total_s"]
                      + (model.steps - n_cache) * out["reuse"]["total_s"])
-        res[side] = dict(out, per_image_s=per_image)
+        res[side] = dict(out, per_image_s=per_image, reduction_pieces=pieces[side])
     pc_traffic = 0.0 if pc_on_chip["dstar"] else pc_total / bw
     res.update(model=model.name, steps=model.steps, dense_gmacs_per_step=model.macs() / 1e9,
                pcache_bytes=pc_total,
@@ -539,8 +599,8 @@ def markdown(rec: dict) -> str:
              "INT8 core (`datapath = \"int8\"`: the INT8 array, dense layers, the two-pass "
              "INT8 quantizer, the same SAR schedule and masks as DSTAR). Latency per image over "
              "each model's usual sampling steps; a layer takes the longer of its compute and "
-             "its HBM traffic. See the module docstring of `sim/project.py` for what is and is "
-             "not modelled.", "",
+             "its HBM traffic. See the module docstring of `dstar/reports/project.py` for what "
+             "is and is not modelled.", "",
              "A100 bound: each model's dense FP16 FLOPs per step at 312 TFLOPS or its "
              "minimum FP16 traffic at 1.555 TB/s, whichever is longer, over every step at batch "
              "1 (`dstar/reports/gpu_bound.py`): a bound in the GPU's favour (no softmax, "
@@ -570,15 +630,31 @@ def markdown(rec: dict) -> str:
                 f"{1e3 * cs['attention_s']:.1f} / {1e3 * cs['vector_s']:.1f} "
                 f"| {1e3 * d['reuse']['total_s']:.1f} | {r['pcache_bytes'] / 2**20:.1f} MiB "
                 f"| {r['pcache_location']} | {1e3 * r['pcache_traffic_s_per_step']:.2f} |")
-        lines += ["", "PE utilization on a cache step (module docstring of `sim/project.py`; the "
-                  "paper reports > 88 % on FFN and > 75 % on attention):", "",
-                  "| model | DSTAR FFN | DSTAR attention | INT8 FFN | INT8 attention |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += ["", "PE utilization on a cache step (module docstring of "
+                  "`dstar/reports/project.py`; the paper reports > 88 % on FFN and > 75 % on "
+                  "attention). *Bound*: the most attention can reach on this array with "
+                  "everything but its GEMMs hidden and tiles back to back (each GEMM at least "
+                  "its drain of `rows` tokens, P·V's column blocks padded to `T`; "
+                  "`attention_bound`); *any drain*: the same with a drain of any width:", "",
+                  "| model | DSTAR FFN | DSTAR attention | bound | any drain | INT8 FFN "
+                  "| INT8 attention | bound | any drain |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in rows:
-            u = [r[side]["pe_utilization"][part]["utilization"]
-                 for side in ("dstar", "int8") for part in ("ffn", "attention")]
+            u = []
+            for side in ("dstar", "int8"):
+                u += [r[side]["pe_utilization"][part]["utilization"]
+                      for part in ("ffn", "attention")]
+                u += [r[side]["attention_bound"], r[side]["attention_bound_any_drain"]]
             lines.append(f"| {r['model']} | " + " | ".join(
                 "–" if v is None else f"{100 * v:.1f} %" for v in u) + " |")
+        lines += ["", "Reduction pieces the chip's compiler takes for each DSTAR layer of a "
+                  "cache step (module docstring; 1 for every INT8 layer):", "",
+                  "| model | pieces |", "|---|---|"]
+        for r in rows:
+            pc = r["dstar"]["reduction_pieces"]
+            lines.append(f"| {r['model']} | " + ", ".join(
+                f"{k} {v}" for k, v in pc.items() if v > 1) + (" |" if any(
+                    v > 1 for v in pc.values()) else "none split |"))
         lines += ["", "Where DSTAR's attention cycles go on a cache step (one core, share of the "
                   "attention cycles; the parts run one after the other, so the M engine idles "
                   "during `kv` and `softmax`, which run on the V engine):", "",
