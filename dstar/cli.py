@@ -49,6 +49,7 @@ COMMAND_MODULES = (
     "dstar.commands.report",
     "dstar.commands.build",
     "dstar.commands.bench",
+    "dstar.commands.power",
     "dstar.commands.profile",
     "dstar.commands.sample",
     "dstar.commands.sweep",

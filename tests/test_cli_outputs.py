@@ -109,6 +109,8 @@ COMMANDS = {
     "report": (["report", "-o", "{o}"], "FILE"),
     "build": (["build", "--board", "ulx3s", "-o", "{o}"], "DIR"),
     "bench": (["bench", "--out", "{o}"], "DIR"),
+    "power": (["power", "--preset", "tiny", "--weights", "random", "--model", "tiny", "--out",
+               "{o}"], "DIR"),
     "profile": (["profile", "--out-dir", "{o}"], "DIR"),
     "sample": (["sample", "--model", "tiny", "--steps", "1", "--out", "{o}"], "DIR"),
     "sweep": (["sweep", "--liberty", "{d}/file", "--out-dir", "{o}"], "DIR"),
@@ -134,6 +136,7 @@ def no_work(monkeypatch):
     """Every command's work fails the test at once: bad output paths are refused before it."""
     import analysis.profile
     import dstar.benches.layers
+    import dstar.benches.power
     import dstar.benches.sample
     import dstar.reports.packing
     import dstar.reports.summary
@@ -149,6 +152,7 @@ def no_work(monkeypatch):
                       (models.dit, "compare"), (models.dit_int_compare, "compare_int"),
                       (fpga.synth, "synthesize"), (dstar.reports.summary, "report_files"),
                       (fpga.board, "build"), (dstar.benches.layers, "bench"),
+                      (dstar.benches.power, "power"),
                       (analysis.profile, "run_profile"), (dstar.benches.sample, "run_samples"),
                       (dstar.reports.packing, "load_inputs"),
                       (dstar.reports.packing, "synthesize")):

@@ -10,6 +10,8 @@ named beside each table), so the summary is reproducible from those files alone:
   ``reports/sample.json`` (``dstar sample``);
 * the MPU against the INT8 array on DiT layers: ``reports/bench.json`` (``dstar bench``);
 * the trained workload's profile: ``reports/profile.json`` (``dstar profile``);
+* the arrays' energy per MAC from gate-level simulation: ``reports/energy.json`` (``dstar
+  power``);
 * the core cycle model against the RTL and the paper-scale projection:
   ``reports/perf_model.json`` (``dstar measure perf``), ``reports/projection.json``
   (``dstar measure projection``);
@@ -399,6 +401,28 @@ def _sample_section(rec) -> list:
                    [row]), ""]
 
 
+def _energy_section(rec) -> list:
+    """REPORT.md lines for ``reports/energy.json`` (``dstar power``)."""
+    if not rec or "arrays" not in rec:
+        return []
+    names = {"mpu": "DSTAR MPU", "baseline": "INT8 array"}
+    rows = []
+    for u, a in rec["arrays"].items():
+        t = a["energy"]["total"]
+        rows.append([names.get(u, u), f"{a['cells']:,}", f"{a['area_um2']:,.0f}",
+                     f"{a['run_cycles']:,}",
+                     f"{(t['internal'] + t['switching'] + t['leakage']) / 1e3:,.1f}",
+                     f"{a['pj_per_mac']:.3f}", "yes" if a["checked"] else "no"])
+    return ["## Energy per MAC from the gates", "", "`dstar power` (details: "
+            "`reports/energy.md`): each array's standard-cell netlist simulated on the same "
+            f"{rec['workload']['macs']:,} MACs of real tiles (preset `{rec['preset']}`), every "
+            "net's transitions counted, energy from the library's power tables at "
+            f"{rec['clock_ns']:g} ns; the arrays alone (no QPU, no buffers). DSTAR/INT8 "
+            f"**{rec['ratio_dstar_over_int8']:.2f}** per MAC.", "",
+            _table(["array", "cells", "area µm²", "cycles", "energy pJ", "pJ/MAC",
+                    "checked against golden"], rows), ""]
+
+
 def _model_sections(profile, perf, proj) -> list:
     """REPORT.md lines for the profile, the cycle model's validation and the projection."""
     md = []
@@ -561,6 +585,7 @@ def report_files(out: Path) -> tuple:
     bench = _load("bench")
     if bench:
         md += _bench_section(bench)
+    md += _energy_section(_load("energy"))
     perf = _load("perf_model")
     md += _model_sections(_load("profile"), perf and perf["presets"], _load("projection"))
     md += verification_lines(ver)

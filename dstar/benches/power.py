@@ -1,0 +1,143 @@
+"""``dstar power``: energy per MAC of the DSTAR MPU and of the INT8 array from gate-level
+simulation of their Nangate45 netlists on the same real tiles.
+
+Steps for each array (:func:`array_energy`):
+
+1. **Netlist**: the ASIC flow (:func:`fpga.synth.synthesize`, ``target="asic"``, ``parts``: the
+   hierarchy kept until the end, so each cell knows its PE) on the user's library, reused when
+   an identical run is stored; :func:`fpga.gate.gate_sources` makes the simulation sources.
+2. **Simulation**: ``tb/test_bench_layers.py``, the testbench of ``dstar bench``, streams the
+   workload's layers through the gate-level netlist on Verilator and checks every drain beat
+   against golden (the netlist's function proven on these vectors), with Verilator's toggle
+   coverage counting every net's transitions (:func:`fpga.power.toggles_from_coverage`).
+3. **Energy**: :func:`fpga.power.energy` (internal power from the cells' tables, ``½·C·V²`` per
+   net transition, leakage) by part, over the run's cycles at the stated clock.
+
+The workload (:func:`workload`) is ``dstar bench``'s: the layers of one block of the trained
+digits DiT (or random weights of a named model) at the chosen steps, as the MPU's FMDQ group
+stream and as dense INT8 tiles for the baseline, the same products on both. MACs are the layers'
+``tokens · cin · cout``; both arrays' runs include their reset and weight loads. Left out: the
+weight buffer (a RAM kept as a macro; its accesses are counted elsewhere), the QPU that makes
+the MPU's stream, the clock tree and wires (pre-layout), glitches (zero-delay simulation).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from golden.config import Config
+
+__all__ = ["workload", "array_energy", "power"]
+
+UNITS = ("mpu", "baseline")
+
+
+def workload(cfg: Config, *, weights: str = "trained", model: str = "digits", steps=(1,),
+             quick: bool = True, layers=None, progress=None) -> tuple:
+    """``(bench layers, description)``: ``dstar bench``'s layers of one block at ``steps``
+    (``quick``: its reduced tokens and output channels), only the kinds in ``layers`` if
+    given."""
+    from dstar.benches.layers import load_inputs, prepare
+    layers_in, trace, desc = load_inputs(cfg, weights=weights, model=model, steps=10,
+                                         progress=progress)
+    if layers is not None:
+        layers_in = [ls for ls in layers_in if ls.kind in layers]
+        if not layers_in:
+            raise ValueError(f"layers: none of {sorted(layers)} is in the model")
+    bl = prepare(cfg, layers_in, trace, list(steps), quick)
+    desc = dict(desc, steps_run=list(steps), quick=quick,
+                layers=[dict(id=b.id, kind=b.kind, tokens=b.tokens, cin=b.cin, cout=b.cout)
+                        for b in bl])
+    return bl, desc
+
+
+def macs(layers) -> int:
+    """The MACs of the bench layers: ``tokens · cin · cout`` each."""
+    return sum(b.tokens * b.cin * b.cout for b in layers)
+
+
+def array_energy(unit: str, cfg: Config, layers, liberty, *, clock_ns: float = 1.0,
+                 progress=None) -> dict:
+    """Energy of ``unit`` (``"mpu"``, ``"baseline"``) at its bench configuration on the bench
+    ``layers`` (module docstring), leakage over the run's cycles at ``clock_ns``."""
+    from dstar.benches.layers import write_workload
+    from dstar.benches.resources import unit_config
+    from fpga.gate import gate_sources
+    from fpga.liberty import read_liberty
+    from fpga.power import energy, toggles_from_coverage
+    from fpga.synth import synthesize
+    from sim.runner import run_cocotb
+
+    say = progress or (lambda msg: None)
+    ucfg = unit_config(unit, cfg)
+    t0 = time.perf_counter()
+    syn = synthesize(unit, ucfg, "asic", liberty=liberty, parts=True, reuse=True)
+    wd = Path(syn["workdir"])
+    area = syn["resources"]["area"]
+    say(f"{unit}: netlist {syn['num_cells']:,} cells, {area:,.0f} um2 "
+        f"({'stored' if syn.get('reused') else 'synthesized'}, {time.perf_counter() - t0:.0f} s)")
+    gs = gate_sources(wd)
+    with tempfile.TemporaryDirectory(prefix="dstar-power-") as d:
+        wl, res = Path(d) / "workload.json", Path(d) / "result.json"
+        write_workload(layers, unit, wl)
+        t1 = time.perf_counter()
+        sim = run_cocotb(unit, ucfg, "verilator", "tb.test_bench_layers", seed=1, tag="power",
+                         netlist=gs, toggles=True,
+                         extra_env={"DSTAR_BENCH_WORKLOAD": str(wl),
+                                    "DSTAR_BENCH_RESULT": str(res)})
+        out = json.loads(res.read_text())
+    say(f"{unit}: gate-level run of {out['run_cycles']:,} cycles, "
+        f"{out['drain_beats_checked']:,} drain beats checked ({time.perf_counter() - t1:.0f} s)")
+    toggles = toggles_from_coverage(sim.test_dir / "coverage.dat", gs.top, gs.ports)
+    lib = read_liberty(wd / "cells.lib")
+    e = energy(json.loads((wd / "netlist.json").read_text()), lib, toggles,
+               out["run_cycles"] * clock_ns, gs.top)
+    return dict(unit=unit, config_hash=ucfg.hash(), area_um2=area, cells=syn["num_cells"],
+                library=syn.get("liberty"), workdir=str(wd), run_cycles=out["run_cycles"],
+                stream_cycles=out["cycles"], drain_beats_checked=out["drain_beats_checked"],
+                checked=out["checked"], energy=e, transitions=sum(toggles.values()))
+
+
+def _group(parts: dict) -> dict:
+    """Parts grouped: every PE as ``pes``, the rest of the array as ``array``, the unit's own
+    logic (front end, weight buffer ports) as ``front end``, the input nets as ``inputs``."""
+    out = {}
+    for name, p in parts.items():
+        key = ("pes" if ".pe_" in f".{name}" else "array" if name.startswith("array")
+               else "inputs" if name == "inputs" else "front end")
+        g = out.setdefault(key, dict(internal=0.0, switching=0.0, leakage=0.0, cells=0,
+                                     sequential=0.0))
+        for k in g:
+            g[k] += p[k]
+    return out
+
+
+def power(cfg: Config, liberty, *, weights: str = "trained", model: str = "digits",
+          steps=(1,), quick: bool = True, layers=None, clock_ns: float = 1.0,
+          progress=None) -> dict:
+    """The whole measurement (module docstring); returns ``reports/energy.json``'s content."""
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    bl, desc = workload(cfg, weights=weights, model=model, steps=steps, quick=quick,
+                        layers=layers, progress=say)
+    n = macs(bl)
+    say(f"workload: {len(bl)} layers, {n:,} MACs")
+    arrays = {}
+    for unit in UNITS:
+        r = array_energy(unit, cfg, bl, liberty, clock_ns=clock_ns, progress=say)
+        tot = r["energy"]["total"]
+        fj = tot["internal"] + tot["switching"] + tot["leakage"]
+        r.update(energy_fj=fj, pj_per_mac=fj / 1e3 / n,
+                 by_group=_group(r["energy"]["parts"]))
+        arrays[unit] = r
+        say(f"{unit}: {fj / 1e3:,.1f} pJ, {r['pj_per_mac']:.3f} pJ/MAC")
+    return dict(
+        generated=time.strftime("%Y-%m-%d %H:%M"), preset=cfg.name, config_hash=cfg.hash(),
+        clock_ns=clock_ns, workload=dict(desc, macs=n), arrays=arrays,
+        pj_per_mac={"dstar": arrays["mpu"]["pj_per_mac"],
+                    "int8": arrays["baseline"]["pj_per_mac"]},
+        ratio_dstar_over_int8=arrays["mpu"]["pj_per_mac"] / arrays["baseline"]["pj_per_mac"],
+        runtime_s=round(time.perf_counter() - t0, 1))

@@ -1,0 +1,137 @@
+"""``dstar power``: energy per MAC of the DSTAR MPU and of the INT8 array from gate-level
+simulation of their standard-cell netlists (:mod:`dstar.benches.power`).
+
+``power [--preset fpga] [--set k=v ...] [--weights trained|random] [--model M]
+[--weight-seed N] [--steps-run 1] [--layers fc1,fc2,...] [--full] [--liberty FILE]
+[--clock-ns 1.0] [--out DIR]``
+synthesizes both arrays to the library's cells (or reuses a stored identical run), simulates
+each netlist on Verilator with ``dstar bench``'s layers (every drain beat checked against
+golden, every net's transitions counted), and writes ``DIR/energy.json``, ``DIR/energy.md`` and
+``DIR/energy.png`` (default ``reports/``): pJ per MAC of each array by part (PEs, the rest of the
+array, the front end, the input nets) and internal, switching and leakage energy. Progress
+lines go to stderr.
+
+Bad input (unknown preset or layer kind, steps out of range, a negative seed, a clock that is
+not positive, a layer wider than ``max_reduction``, no library, an output folder that is a file)
+is one line ``dstar: error: ...`` and exit status 2 before any work. A mismatch against golden in
+the gate-level simulation or a Yosys failure is one line and exit status 1; nothing is written
+then. The three files appear together (:func:`gen.outputs.write_together`) or not at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dstar.cli import UserError, WorkError
+from dstar.options import add_config_options, check_liberty, config_from_args, require_extra
+from gen.outputs import check_output_dir, check_outputs, json_text, write_together
+from gen.progress import say
+
+__all__ = ["register"]
+
+OUTPUTS = ("energy.json", "energy.md", "energy.png")
+
+
+def register(sub):
+    from dstar.benches.layers import LAYER_KINDS, MODELS
+
+    p = sub.add_parser(
+        "power", help="energy per MAC of the DSTAR MPU and the INT8 array from gate-level "
+                      "simulation of their standard-cell netlists",
+        description="Synthesize both arrays to a standard-cell library, simulate the netlists "
+                    "on the layers of a DiT (outputs checked against golden) counting every "
+                    "net's transitions, and report the energy per MAC by part.")
+    add_config_options(p, default_preset="fpga")
+    p.add_argument("--weights", default="trained", choices=("trained", "random"),
+                   help="the trained digits DiT (default) or random weights of --model")
+    p.add_argument("--model", default="digits", choices=sorted(MODELS),
+                   help="model size for --weights random (default digits)")
+    p.add_argument("--weight-seed", type=int, default=0, help="seed of --weights random")
+    p.add_argument("--steps-run", default="1", metavar="S,S,...",
+                   help="steps of the 10-step DDIM run whose layers are simulated (default 1: a "
+                        "differential step)")
+    p.add_argument("--layers", default=None, metavar="K,K,...",
+                   help=f"only these layer kinds ({', '.join(LAYER_KINDS)}; default all)")
+    p.add_argument("--full", action="store_true",
+                   help="every token tile and output block of each layer (default: dstar "
+                        "bench's --quick cut, 2 token tiles and 2 output blocks)")
+    p.add_argument("--liberty", type=Path, default=None, metavar="FILE",
+                   help="standard-cell library (.lib or .lib.gz; default: the Nangate45 "
+                        "library in ../shared/pdk when it is there)")
+    p.add_argument("--clock-ns", type=float, default=1.0,
+                   help="clock period the leakage is charged over (default 1.0: 1 GHz, the "
+                        "paper's)")
+    p.add_argument("--out", type=Path, default=Path("reports"), metavar="DIR",
+                   help="folder for energy.json, .md and .png, created if missing (default "
+                        "reports)")
+    p.set_defaults(func=run_power)
+
+
+def _check(args, cfg):
+    """Every check that needs no synthesis or simulation: one line, exit status 2."""
+    from dstar.benches.inputs import block_layers, check_widths
+    from dstar.benches.layers import LAYER_KINDS, load_weights, parse_steps
+
+    check_output_dir(args.out)
+    try:
+        steps = parse_steps(args.steps_run)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if steps == "all" or any(not 0 <= s < 10 for s in steps):
+        raise UserError(f"--steps-run: steps must lie in [0, 9], not {args.steps_run}")
+    if args.weight_seed < 0:
+        raise UserError(f"--weight-seed must be >= 0, not {args.weight_seed}")
+    if not args.clock_ns > 0:
+        raise UserError(f"--clock-ns must be positive, not {args.clock_ns}")
+    kinds = None
+    if args.layers is not None:
+        kinds = [k for k in args.layers.split(",") if k]
+        bad = [k for k in kinds if k not in LAYER_KINDS]
+        if bad or not kinds:
+            raise UserError(f"--layers: {bad[0] if bad else 'none'} is not a layer kind "
+                            f"({', '.join(LAYER_KINDS)})")
+    try:
+        spec, params, _ = load_weights(args.weights, args.model, args.weight_seed)
+        layers = block_layers(spec, params, 0)
+        check_widths(cfg, layers)
+    except (ValueError, KeyError) as exc:
+        raise UserError(str(exc).strip("'\"")) from None
+    args.liberty_given = args.liberty is not None
+    if args.liberty is None:
+        from dstar.benches.resources import NANGATE
+        if not NANGATE.is_file():
+            raise UserError("no standard-cell library: pass --liberty FILE (.lib or .lib.gz)")
+        args.liberty = NANGATE
+    if not args.liberty.is_file():
+        raise UserError(f"--liberty {args.liberty}: file not found")
+    check_liberty(args.liberty)
+    check_outputs(*(args.out / n for n in OUTPUTS), inputs=[args.liberty])
+    require_extra("sim", "dstar power")
+    return steps, kinds
+
+
+def run_power(args):
+    from dstar.benches.power import power
+    from dstar.reports.energy import markdown, plot_png
+    from fpga.synth import SynthError
+    from gen.yosys import YosysError
+
+    cfg = config_from_args(args)
+    steps, kinds = _check(args, cfg)
+    try:
+        rep = power(cfg, args.liberty, weights=args.weights, model=args.model, steps=steps,
+                    quick=not args.full, layers=kinds, clock_ns=args.clock_ns, progress=say)
+    except (AssertionError, SynthError, YosysError) as exc:
+        raise WorkError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    rep["command"] = " ".join(
+        ["dstar power", f"--preset {cfg.name}", *(f"--set {o}" for o in args.overrides),
+         f"--weights {args.weights}",
+         *([f"--model {args.model}", f"--weight-seed {args.weight_seed}"]
+           if args.weights == "random" else []),
+         f"--steps-run {args.steps_run}", *([f"--layers {args.layers}"] if kinds else []),
+         *(["--full"] if args.full else []), f"--clock-ns {args.clock_ns:g}",
+         *([f"--liberty {args.liberty}"] if args.liberty_given else [])])
+    files = {args.out / "energy.json": json_text(rep), args.out / "energy.md": markdown(rep),
+             args.out / "energy.png": plot_png(rep)}
+    print(markdown(rep).split("\n\n")[0])
+    write_together(files)
