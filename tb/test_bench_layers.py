@@ -60,8 +60,8 @@ async def layers(dut):
     wall = time.perf_counter() - wall0
     run_cycles = round(get_sim_time(unit="ps") / period)   # reset and weight loads included
     res = dict(unit=wl["unit"], layers=out, cycles=total, drain_beats_checked=beats,
-               run_cycles=run_cycles, wall_s=wall, simulator=cocotb.SIM_NAME, simulator_version=cocotb.SIM_VERSION,
-               cocotb=cocotb.__version__, checked=True)
+               run_cycles=run_cycles, wall_s=wall, simulator=cocotb.SIM_NAME,
+               simulator_version=cocotb.SIM_VERSION, cocotb=cocotb.__version__, checked=True)
     path = os.environ.get("DSTAR_BENCH_RESULT")
     if path:
         with open(path, "w") as fh:
