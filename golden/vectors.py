@@ -16,7 +16,7 @@ from golden.schedule import execute, schedule_matrix
 
 __all__ = ["Workload", "random_differences", "random_weights", "exponent_sweep",
            "random_group_stream", "QPUWorkload", "qpu_workload", "qpu_workload_from_tiles",
-           "mpu_workload", "baseline_workload",
+           "mpu_workload", "baseline_workload", "precision_differences", "precision_workload",
            "drain_words"]
 
 
@@ -91,6 +91,51 @@ def mpu_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None,
         flags += f
     return Workload(W=W, words=words, expected=drain_words(cfg, accs, flags), groups_per_tile=gpt,
                     accs=accs)
+
+
+def precision_differences(rng, cfg: Config, tokens: int, channels: int, bits: int,
+                          base_log2: int | None = None):
+    """Differences whose every sub-channel quantizes at ``bits`` (2, 4, 6 or 8; exponent 0):
+    each channel's largest magnitude ``M`` (in steps of ``2**r0``) drawn from the band of
+    precision ``bits`` (numerics §2.2: above the next lower precision's threshold, at most this
+    one's), one element at it and the rest uniform within it. Raises ValueError for a
+    precision that is not one of :data:`golden.config.PRECISIONS`."""
+    from golden.config import PRECISIONS
+    from golden.fmdq import quantize_subchannels
+
+    if bits not in PRECISIONS:
+        raise ValueError(f"bits must be one of {PRECISIONS}, not {bits}")
+    thr = cfg.thresholds
+    r0 = cfg.act_frac - (cfg.base_log2 if base_log2 is None else base_log2)
+    lo = thr[bits - 2] if bits > 2 else 0
+    M = rng.integers(lo + 1, thr[bits] + 1, size=channels)
+    dx = rng.integers(-M, M + 1, size=(tokens, channels)) << r0
+    dx[rng.integers(0, tokens, size=channels), np.arange(channels)] = (
+        M * rng.choice([-1, 1], size=channels)) << r0
+    b = quantize_subchannels(dx.T, cfg, base_log2).b
+    assert (b == bits).all(), "a sub-channel left its precision band"
+    return dx
+
+
+def precision_workload(cfg: Config, rng, bits: int, tiles: int, channels: int) -> Workload:
+    """:func:`mpu_workload`'s tiles with every sub-channel at ``bits``
+    (:func:`precision_differences`), or for ``bits = None`` the INT8 array's tiles of uniform
+    8-bit activations (:func:`baseline_workload`), the same weights."""
+    if bits is None:
+        return baseline_workload(cfg, rng, tiles, channels)
+    W = random_weights(cfg, rng, channels)
+    words, gpt, accs, flags = [], [], [], []
+    for _ in range(tiles):
+        dx = precision_differences(rng, cfg, cfg.tile, channels, bits)
+        _, ts = schedule_matrix(dx, cfg)
+        groups = ts[0].groups
+        words += [g.word(cfg) for g in groups]
+        gpt.append(len(groups))
+        a, f = execute(groups, W, cfg)
+        accs += a
+        flags += f
+    return Workload(W=W, words=words, expected=drain_words(cfg, accs, flags),
+                    groups_per_tile=gpt, accs=accs)
 
 
 def baseline_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None) -> Workload:

@@ -189,3 +189,33 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, argv
 def test_parse_liberty_keeps_power_templates():
     lib = parse_liberty(LIB)
     assert {g["type"] for g in lib["groups"]} >= {"power_lut_template", "cell"}
+
+
+@pytest.mark.parametrize("name", ["tiny", "fpga"])
+@pytest.mark.parametrize("bits", [2, 4, 6, 8])
+def test_precision_workload_holds_one_precision(name, bits):
+    """Every sub-channel of every tile quantizes at ``bits`` (so the stream has ``bits/2``
+    slices per sub-channel packed ``lanes`` to a group), and the expected drain is the
+    product of the dequantized tiles (golden.schedule.execute, checked by the MPU's tests)."""
+    import numpy as np
+
+    from golden.config import preset
+    from golden.fmdq import quantize_subchannels
+    from golden.vectors import precision_differences, precision_workload
+    cfg = preset(name)
+    rng = np.random.default_rng(bits)
+    dx = precision_differences(rng, cfg, cfg.tile, 40, bits)
+    assert (quantize_subchannels(dx.T, cfg).b == bits).all()
+    w = precision_workload(cfg, rng, bits, 2, cfg.max_reduction)
+    per_tile = cfg.max_reduction * bits // 2 / cfg.lanes
+    assert all(abs(g - per_tile) <= 2 for g in w.groups_per_tile)
+    assert len(w.expected) == 2 * cfg.rows
+
+
+def test_precision_workload_refuses_other_precisions():
+    import numpy as np
+
+    from golden.config import preset
+    from golden.vectors import precision_differences
+    with pytest.raises(ValueError, match=r"bits must be one of \(2, 4, 6, 8\), not 3"):
+        precision_differences(np.random.default_rng(0), preset("tiny"), 4, 4, 3)

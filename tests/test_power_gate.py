@@ -58,7 +58,11 @@ def test_dstar_power_on_tiny(tmp_path, capsys):
     assert rc == 0, err
     rep = json.loads((tmp_path / "energy.json").read_text())
     assert (tmp_path / "energy.md").is_file() and (tmp_path / "energy.png").is_file()
-    assert set(rep["pj_per_mac"]) == {"dstar", "int8"} and rep["workload"]["macs"] > 0
+    assert set(rep["pj_per_mac"]["dstar"]) == {"trained_tiles", "2", "4", "6", "8"}
+    assert set(rep["pj_per_mac"]["int8"]) == {"trained_tiles", "8"}
+    assert rep["workload"]["macs"] > 0
+    assert all(r["checked"] and r["drain_beats_checked"] > 0
+               for r in rep["precision_sweep"]["runs"].values())
     for a in rep["arrays"].values():
         assert a["checked"] and a["drain_beats_checked"] > 0
         t = a["energy"]["total"]

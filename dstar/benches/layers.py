@@ -54,8 +54,8 @@ from dstar.benches.inputs import block_layers, check_widths, file_layers, load_l
 from golden.config import Config
 
 __all__ = ["MODELS", "LAYER_KINDS", "BenchLayer", "load_weights", "trace_inputs",
-           "check_layers", "load_inputs", "prepare", "write_workload", "run_array", "bench",
-           "summarize", "table_rows", "text", "markdown", "parse_steps"]
+           "check_layers", "load_inputs", "prepare", "workload_doc", "write_workload", "run_array",
+           "bench", "summarize", "table_rows", "text", "markdown", "parse_steps"]
 
 
 
@@ -258,14 +258,18 @@ def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = Fal
     return out
 
 
-def write_workload(layers: list, unit: str, path: Path):
-    """The JSON file ``tb/test_bench_layers.py`` reads for ``unit`` (``"mpu"``/``"baseline"``)."""
+def workload_doc(layers: list, unit: str) -> dict:
+    """The workload ``tb/test_bench_layers.py`` reads for ``unit`` (``"mpu"``/``"baseline"``)."""
     mpu = unit == "mpu"
-    doc = dict(unit=unit, layers=[dict(
+    return dict(unit=unit, layers=[dict(
         id=bl.id, stream=bl.mpu_stream if mpu else bl.base_stream,
         blocks=[dict(W=np.asarray(W).tolist(), expected=exp_m if mpu else exp_b)
                 for W, exp_m, exp_b in bl.blocks]) for bl in layers])
-    Path(path).write_text(json.dumps(doc))
+
+
+def write_workload(layers: list, unit: str, path: Path):
+    """:func:`workload_doc` as the JSON file ``DSTAR_BENCH_WORKLOAD`` names."""
+    Path(path).write_text(json.dumps(workload_doc(layers, unit)))
 
 
 def run_array(unit: str, cfg: Config, layers: list, simulator: str = "verilator",

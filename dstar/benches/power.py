@@ -13,6 +13,10 @@ Steps for each array (:func:`array_energy`):
 3. **Energy**: :func:`fpga.power.energy` (internal power from the cells' tables, ``½·C·V²`` per
    net transition, leakage) by part, over the run's cycles at the stated clock.
 
+Besides the DiT's layers, :func:`precision_sweep` runs the MPU on random tiles whose every
+sub-channel is at one precision (2, 4, 6, 8 bits) and the INT8 array on uniform 8-bit tiles of
+the same shape, for pJ per MAC by precision.
+
 The workload (:func:`workload`) is ``dstar bench``'s: the layers of one block of the trained
 digits DiT (or random weights of a named model) at the chosen steps, as the MPU's FMDQ group
 stream and as dense INT8 tiles for the baseline, the same products on both. MACs are the layers'
@@ -30,7 +34,7 @@ from pathlib import Path
 
 from golden.config import Config
 
-__all__ = ["workload", "array_energy", "power"]
+__all__ = ["workload", "array_energy", "precision_sweep", "power"]
 
 UNITS = ("mpu", "baseline")
 
@@ -59,11 +63,11 @@ def macs(layers) -> int:
     return sum(b.tokens * b.cin * b.cout for b in layers)
 
 
-def array_energy(unit: str, cfg: Config, layers, liberty, *, clock_ns: float = 1.0,
-                 progress=None) -> dict:
-    """Energy of ``unit`` (``"mpu"``, ``"baseline"``) at its bench configuration on the bench
-    ``layers`` (module docstring), leakage over the run's cycles at ``clock_ns``."""
-    from dstar.benches.layers import write_workload
+def array_energy(unit: str, cfg: Config, doc: dict, liberty, *, clock_ns: float = 1.0,
+                 tag: str = "power", progress=None) -> dict:
+    """Energy of ``unit`` (``"mpu"``, ``"baseline"``) at its bench configuration on the
+    workload ``doc`` (``tb/test_bench_layers.py``'s, :func:`dstar.benches.layers.workload_doc`;
+    module docstring), leakage over the run's cycles at ``clock_ns``."""
     from dstar.benches.resources import unit_config
     from fpga.gate import gate_sources
     from fpga.liberty import read_liberty
@@ -82,14 +86,14 @@ def array_energy(unit: str, cfg: Config, layers, liberty, *, clock_ns: float = 1
     gs = gate_sources(wd)
     with tempfile.TemporaryDirectory(prefix="dstar-power-") as d:
         wl, res = Path(d) / "workload.json", Path(d) / "result.json"
-        write_workload(layers, unit, wl)
+        wl.write_text(json.dumps(doc))
         t1 = time.perf_counter()
-        sim = run_cocotb(unit, ucfg, "verilator", "tb.test_bench_layers", seed=1, tag="power",
+        sim = run_cocotb(unit, ucfg, "verilator", "tb.test_bench_layers", seed=1, tag=tag,
                          netlist=gs, toggles=True,
                          extra_env={"DSTAR_BENCH_WORKLOAD": str(wl),
                                     "DSTAR_BENCH_RESULT": str(res)})
         out = json.loads(res.read_text())
-    say(f"{unit}: gate-level run of {out['run_cycles']:,} cycles, "
+    say(f"{unit} {tag}: gate-level run of {out['run_cycles']:,} cycles, "
         f"{out['drain_beats_checked']:,} drain beats checked ({time.perf_counter() - t1:.0f} s)")
     toggles = toggles_from_coverage(sim.test_dir / "coverage.dat", gs.top, gs.ports)
     lib = read_liberty(wd / "cells.lib")
@@ -99,6 +103,39 @@ def array_energy(unit: str, cfg: Config, layers, liberty, *, clock_ns: float = 1
                 library=syn.get("liberty"), workdir=str(wd), run_cycles=out["run_cycles"],
                 stream_cycles=out["cycles"], drain_beats_checked=out["drain_beats_checked"],
                 checked=out["checked"], energy=e, transitions=sum(toggles.values()))
+
+
+def precision_sweep(cfg: Config, liberty, *, precisions=(2, 4, 6, 8), tiles: int = 8,
+                    seed: int = 0, clock_ns: float = 1.0, progress=None) -> dict:
+    """pJ per MAC of the MPU on random tiles whose every sub-channel is at one precision
+    (:func:`golden.vectors.precision_workload`: ``tiles`` tiles of ``max_reduction``
+    channels, one block of weights), and of the INT8 array on uniform 8-bit tiles of the same
+    shape: ``{"dstar": {bits: pJ/MAC}, "int8": {8: pJ/MAC}, "macs", "tiles", "channels"}``."""
+    import numpy as np
+
+    from dstar.benches.resources import unit_config
+    from golden.vectors import precision_workload
+
+    say = progress or (lambda msg: None)
+    C = cfg.max_reduction
+    n = tiles * cfg.tile * C * cfg.cols
+    out = {"dstar": {}, "int8": {}, "macs": n, "tiles": tiles, "channels": C, "runs": {}}
+    for unit, bits in [("mpu", b) for b in precisions] + [("baseline", None)]:
+        ucfg = unit_config(unit, cfg)
+        w = precision_workload(ucfg, np.random.default_rng(seed), bits, tiles, C)
+        name = f"{bits}-bit" if bits else "int8"
+        doc = dict(unit=unit, layers=[dict(id=name, stream=w.words, blocks=[
+            dict(W=np.asarray(w.W).tolist(), expected=w.expected)])])
+        r = array_energy(unit, cfg, doc, liberty, clock_ns=clock_ns, tag=f"power-{name}",
+                         progress=say)
+        t = r["energy"]["total"]
+        pj = (t["internal"] + t["switching"] + t["leakage"]) / 1e3 / n
+        out["dstar" if unit == "mpu" else "int8"][str(bits or 8)] = pj
+        out["runs"][name] = dict(run_cycles=r["run_cycles"], stream_cycles=r["stream_cycles"],
+                                 drain_beats_checked=r["drain_beats_checked"],
+                                 checked=r["checked"], total=t)
+        say(f"{unit} {name}: {pj:.3f} pJ/MAC")
+    return out
 
 
 def _group(parts: dict) -> dict:
@@ -117,7 +154,7 @@ def _group(parts: dict) -> dict:
 
 def power(cfg: Config, liberty, *, weights: str = "trained", model: str = "digits",
           steps=(1,), quick: bool = True, layers=None, clock_ns: float = 1.0,
-          progress=None) -> dict:
+          sweep: bool = True, progress=None) -> dict:
     """The whole measurement (module docstring); returns ``reports/energy.json``'s content."""
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
@@ -125,19 +162,26 @@ def power(cfg: Config, liberty, *, weights: str = "trained", model: str = "digit
                         layers=layers, progress=say)
     n = macs(bl)
     say(f"workload: {len(bl)} layers, {n:,} MACs")
+    from dstar.benches.layers import workload_doc
     arrays = {}
     for unit in UNITS:
-        r = array_energy(unit, cfg, bl, liberty, clock_ns=clock_ns, progress=say)
+        r = array_energy(unit, cfg, workload_doc(bl, unit), liberty, clock_ns=clock_ns,
+                         progress=say)
         tot = r["energy"]["total"]
         fj = tot["internal"] + tot["switching"] + tot["leakage"]
         r.update(energy_fj=fj, pj_per_mac=fj / 1e3 / n,
                  by_group=_group(r["energy"]["parts"]))
         arrays[unit] = r
         say(f"{unit}: {fj / 1e3:,.1f} pJ, {r['pj_per_mac']:.3f} pJ/MAC")
+    prec = precision_sweep(cfg, liberty, clock_ns=clock_ns, progress=say) if sweep else None
+    pj = {"dstar": {"trained_tiles": arrays["mpu"]["pj_per_mac"]},
+          "int8": {"trained_tiles": arrays["baseline"]["pj_per_mac"]}}
+    if prec:
+        for side in ("dstar", "int8"):
+            pj[side].update(prec[side])
     return dict(
         generated=time.strftime("%Y-%m-%d %H:%M"), preset=cfg.name, config_hash=cfg.hash(),
-        clock_ns=clock_ns, workload=dict(desc, macs=n), arrays=arrays,
-        pj_per_mac={"dstar": arrays["mpu"]["pj_per_mac"],
-                    "int8": arrays["baseline"]["pj_per_mac"]},
+        clock_ns=clock_ns, workload=dict(desc, macs=n), arrays=arrays, precision_sweep=prec,
+        pj_per_mac=pj,
         ratio_dstar_over_int8=arrays["mpu"]["pj_per_mac"] / arrays["baseline"]["pj_per_mac"],
         runtime_s=round(time.perf_counter() - t0, 1))

@@ -3,12 +3,13 @@ simulation of their standard-cell netlists (:mod:`dstar.benches.power`).
 
 ``power [--preset fpga] [--set k=v ...] [--weights trained|random] [--model M]
 [--weight-seed N] [--steps-run 1] [--layers fc1,fc2,...] [--full] [--liberty FILE]
-[--clock-ns 1.0] [--out DIR]``
+[--clock-ns 1.0] [--no-sweep] [--out DIR]``
 synthesizes both arrays to the library's cells (or reuses a stored identical run), simulates
 each netlist on Verilator with ``dstar bench``'s layers (every drain beat checked against
 golden, every net's transitions counted), and writes ``DIR/energy.json``, ``DIR/energy.md`` and
 ``DIR/energy.png`` (default ``reports/``): pJ per MAC of each array by part (PEs, the rest of the
-array, the front end, the input nets) and internal, switching and leakage energy. Progress
+array, the front end, the input nets) and internal, switching and leakage energy, and pJ per
+MAC of the MPU on tiles at 2, 4, 6 and 8 bits against the INT8 array on 8-bit tiles. Progress
 lines go to stderr.
 
 Bad input (unknown preset or layer kind, steps out of range, a negative seed, a clock that is
@@ -61,6 +62,9 @@ def register(sub):
     p.add_argument("--clock-ns", type=float, default=1.0,
                    help="clock period the leakage is charged over (default 1.0: 1 GHz, the "
                         "paper's)")
+    p.add_argument("--no-sweep", dest="sweep", action="store_false",
+                   help="skip the precision sweep (the MPU on tiles at 2, 4, 6 and 8 bits, the "
+                        "INT8 array on 8-bit tiles)")
     p.add_argument("--out", type=Path, default=Path("reports"), metavar="DIR",
                    help="folder for energy.json, .md and .png, created if missing (default "
                         "reports)")
@@ -120,7 +124,8 @@ def run_power(args):
     steps, kinds = _check(args, cfg)
     try:
         rep = power(cfg, args.liberty, weights=args.weights, model=args.model, steps=steps,
-                    quick=not args.full, layers=kinds, clock_ns=args.clock_ns, progress=say)
+                    quick=not args.full, layers=kinds, clock_ns=args.clock_ns,
+                    sweep=args.sweep, progress=say)
     except (AssertionError, SynthError, YosysError) as exc:
         raise WorkError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     rep["command"] = " ".join(
@@ -130,6 +135,7 @@ def run_power(args):
            if args.weights == "random" else []),
          f"--steps-run {args.steps_run}", *([f"--layers {args.layers}"] if kinds else []),
          *(["--full"] if args.full else []), f"--clock-ns {args.clock_ns:g}",
+         *([] if args.sweep else ["--no-sweep"]),
          *([f"--liberty {args.liberty}"] if args.liberty_given else [])])
     files = {args.out / "energy.json": json_text(rep), args.out / "energy.md": markdown(rep),
              args.out / "energy.png": plot_png(rep)}

@@ -26,7 +26,8 @@ def markdown(rep: dict) -> str:
     arrays = rep["arrays"]
     lib = next(iter(arrays.values())).get("library") or {}
     V = next(iter(arrays.values()))["energy"]["voltage"]
-    d, i = rep["pj_per_mac"]["dstar"], rep["pj_per_mac"]["int8"]
+    d = rep["pj_per_mac"]["dstar"]["trained_tiles"]
+    i = rep["pj_per_mac"]["int8"]["trained_tiles"]
     lines = [
         "# Energy per MAC from gate-level simulation",
         "",
@@ -71,6 +72,20 @@ def markdown(rep: dict) -> str:
         g = a["by_group"]
         lines.append(f"| {_NAMES.get(u, u)} | " + " | ".join(
             f"{_total(g[k]) / 1e3 / w['macs']:.3f}" if k in g else "–" for k in _GROUPS) + " |")
+    sw = rep.get("precision_sweep")
+    if sw:
+        i8 = sw["int8"]["8"]
+        lines += ["", f"By precision (`precision_sweep`: {sw['tiles']} random tiles of "
+                  f"{sw['channels']} channels, every sub-channel of the MPU's tiles at one "
+                  f"precision, the INT8 array's tiles uniform 8-bit; {sw['macs']:,} MACs each; "
+                  "every drain beat checked):", "",
+                  "| precision | DSTAR MPU pJ/MAC | run cycles | DSTAR / INT8 |",
+                  "|---|---:|---:|---:|"]
+        for b, v in sw["dstar"].items():
+            lines.append(f"| {b} bits | {v:.3f} | {sw['runs'][f'{b}-bit']['run_cycles']:,} "
+                         f"| {v / i8:.2f} |")
+        lines.append(f"| INT8 array, 8 bits | {i8:.3f} | {sw['runs']['int8']['run_cycles']:,} "
+                     "| 1.00 |")
     logic = {}
     for u, a in arrays.items():
         g = a["by_group"].get("pes", {})

@@ -418,7 +418,11 @@ def _energy_section(rec) -> list:
             f"{rec['workload']['macs']:,} MACs of real tiles (preset `{rec['preset']}`), every "
             "net's transitions counted, energy from the library's power tables at "
             f"{rec['clock_ns']:g} ns; the arrays alone (no QPU, no buffers). DSTAR/INT8 "
-            f"**{rec['ratio_dstar_over_int8']:.2f}** per MAC.", "",
+            f"**{rec['ratio_dstar_over_int8']:.2f}** per MAC."
+            + ("" if not rec.get("precision_sweep") else
+               " On tiles held at one precision, DSTAR/INT8 per MAC: " + ", ".join(
+                   f"{b} bits {v / rec['precision_sweep']['int8']['8']:.2f}"
+                   for b, v in rec["precision_sweep"]["dstar"].items()) + "."), "",
             _table(["array", "cells", "area µm²", "cycles", "energy pJ", "pJ/MAC",
                     "checked against golden"], rows), ""]
 
