@@ -281,3 +281,17 @@ def test_abc_mapper_on_request(tmp_path):
     r = synthesize("pe", CFG, "ecp5", nodsp=True, workdir=tmp_path, abc9=False)
     assert r["flow"] == "abc" and "abc -lut 4" in r["script"] and "abc9" not in r["script"]
     assert r["resources"]["lut4"] > 0 and r["resources"]["dsp"] == 0
+
+
+def test_asic_runs_of_one_design_share_one_synthesis():
+    """`dstar measure asic`: levers whose overrides equal the preset's default are the same
+    design (same configuration hash, work directory): each design is synthesized once, so no two
+    parallel jobs write one directory, and every run maps to a design with its signature."""
+    from dstar.reports.asic import RUNS, distinct_runs, lever_config
+    unique, index = distinct_runs(RUNS)
+
+    def sig(r):
+        unit, name, booth, parts, lever = r
+        return unit, lever_config(name, lever).hash(), booth, parts
+    assert len({sig(r) for r in unique}) == len(unique) < len(RUNS)
+    assert all(sig(r) == sig(unique[i]) for r, i in zip(RUNS, index))

@@ -87,6 +87,22 @@ def _key(unit, name, booth, lever=""):
     return f"{unit}-{name}" + ("-booth" if booth else "") + (f"[{lever}]" if lever else "")
 
 
+def distinct_runs(runs) -> tuple:
+    """``(unique, index)``: the runs that synthesize different designs (unit, configuration hash,
+    ``booth``, ``parts``: a lever whose overrides equal the preset's default is the same design
+    in the same work directory, so it runs once and parallel jobs never share a directory) and,
+    per run of ``runs``, the position of its design in ``unique``."""
+    unique, seen, index = [], {}, []
+    for r in runs:
+        unit, name, booth, parts, lever = r
+        sig = (unit, lever_config(name, lever).hash(), booth, parts)
+        if sig not in seen:
+            seen[sig] = len(unique)
+            unique.append(r)
+        index.append(seen[sig])
+    return unique, index
+
+
 def _one(unit, name, booth, parts, lever, liberty, reuse):
     from fpga.synth import synthesize
 
@@ -132,7 +148,7 @@ def _summary(r: dict) -> dict:
                 ram_bits=x["ram_bits"], rom_bits=x["rom_bits"],
                 delay_ns=r["timing"]["delay"], levels=r["timing"]["levels"],
                 seconds=r["seconds"], booth=r["booth"], config_hash=r["config_hash"],
-                lever=r.get("lever", ""))
+                lever=r.get("lever", ""), same_design_as=r.get("same_design_as"))
 
 
 def collect(results: dict) -> dict:
@@ -172,7 +188,8 @@ def collect(results: dict) -> dict:
                 levers[f"PE-{name}-{lv or 'default'}"] = dict(
                     lever=lv or "default", preset=name, dstar=units[k]["area"], int8_best=i,
                     ratio=round(units[k]["area"] / i, 3), ff=units[k]["ff"],
-                    delay_ns=units[k]["delay_ns"])
+                    delay_ns=units[k]["delay_ns"],
+                    same_design_as=units[k].get("same_design_as"))
     return dict(units=units, best=best, ratios=ratios, levers=levers)
 
 
@@ -252,11 +269,14 @@ def render(rep: dict) -> str:
                "column (`weight_hop = rows`), so the PE has no forwarding register for them and "
                "their control; `xbcast`: also the row operands along each row (`act_hop = cols`"
                ": no forwarding register and no skew in the array). Both apply to the INT8 side "
-               "too. Against the INT8 PE at its best.", "",
+               "too. Against the INT8 PE at its best. *Same design as*: the lever's "
+               "overrides equal that run's configuration (today's default already has them), "
+               "so it is that synthesis, not a new one.", "",
                md_table(["lever", "preset", "DSTAR µm²", "INT8 best µm²", "DSTAR / INT8", "FF",
-                       "delay ns"],
+                       "delay ns", "same design as"],
                       [[v["lever"], v["preset"], _f(v["dstar"], 1), _f(v["int8_best"], 1),
-                        f"{v['ratio']:.3f}", v["ff"], f"{v['delay_ns']:.2f}"]
+                        f"{v['ratio']:.3f}", v["ff"], f"{v['delay_ns']:.2f}",
+                        v.get("same_design_as") or ""]
                        for v in rep["levers"].values()]), ""]
     md += ["## DSTAR / INT8 area ratios", "",
            "Both sides at their best: INT8 the smaller of the runs with and without `-booth`, "
@@ -320,12 +340,24 @@ def main(argv=None, prog=None) -> int:
     results, failed = {}, {}
     say(f"{len(runs)} configurations on {info['name']} ({liberty.name}), {args.jobs} jobs")
     keys = [_key(unit, name, booth, lever) for unit, name, booth, _, lever in runs]
+    unique, index = distinct_runs(runs)
+    ukeys = [keys[index.index(i)] for i in range(len(unique))]
+    if len(unique) < len(runs):
+        say(f"{len(runs) - len(unique)} configurations equal another one's design: "
+            f"{len(unique)} syntheses")
     try:
-        got = run_jobs(_one, [(*r, str(liberty), args.reuse) for r in runs], jobs=args.jobs,
-                       labels=keys, progress=say)
+        ugot = run_jobs(_one, [(*r, str(liberty), args.reuse) for r in unique],
+                        jobs=args.jobs, labels=ukeys, progress=say)
     except JobError as exc:
-        got = exc.results
-        failed = {keys[k]: str(e) for k, e in exc.failures.items()}
+        ugot = exc.results
+        failed = {keys[k]: str(exc.failures[i]) for k, i in enumerate(index)
+                  if i in exc.failures}
+    got = []
+    for k, i in enumerate(index):
+        r = ugot[i]
+        if r is not None and ukeys[i] != keys[k]:
+            r = dict(r, lever=runs[k][4], same_design_as=ukeys[i])
+        got.append(r)
     for k, r in zip(keys, got):
         if r is not None:
             results[k] = r
