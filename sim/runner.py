@@ -214,12 +214,17 @@ def _build_flags(simulator: str, optimize: bool, toggles: bool = False) -> tuple
     return ["-Wno-fatal"] + (["--coverage-toggle"] if toggles else []) + ["ports.vlt"], makeflags
 
 
-def build_recipe(verilog: Path, simulator: str, waves: bool = False,
+def build_recipe(verilog, simulator: str, waves: bool = False,
                  optimize: bool = False, toggles: bool = False) -> str:
-    """The stamp of a model: everything it is built from (the Verilog's bytes, the build's
-    arguments, the simulator's and cocotb's versions), as JSON."""
+    """The stamp of a model: everything it is built from (the Verilog's bytes: one file, or
+    every file of a list in order; the build's arguments, the simulator's and cocotb's
+    versions), as JSON."""
     args, makeflags = _build_flags(simulator, optimize, toggles)
-    return json.dumps({"verilog": hashlib.sha256(verilog.read_bytes()).hexdigest(),
+    files = list(verilog) if isinstance(verilog, (list, tuple)) else [verilog]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return json.dumps({"verilog": h.hexdigest(),
                        "args": args, "make": makeflags, "waves": waves, "ports_only": True,
                        "tools": {t: read_version(t) for t in ("cocotb", simulator)}},
                       sort_keys=True)
@@ -256,7 +261,8 @@ def build(unit: str, cfg: Config, simulator: str, waves: bool = False,
     if simulator == "verilator":
         _objcache_shim()
     args, makeflags = _build_flags(simulator, optimize, toggles)
-    recipe = build_recipe(v, simulator, waves, optimize, toggles)
+    recipe = build_recipe(sources if netlist is not None else v, simulator, waves, optimize,
+                          toggles)
     with _locked(bdir.parent / f".{bdir.name}.lock"):
         stamp = bdir / ".built"
         if not stamp.exists() or stamp.read_text() != recipe:
