@@ -7,15 +7,17 @@ runs, in ``<workdir>/gate/``:
 
 - ``cells_sim.v``: one Verilog module per library cell, made by Yosys from the cells'
   ``function``, ``ff`` and ``latch`` groups (``read_liberty`` without ``-lib``);
-- ``gate.v``: the netlist, written by Yosys from ``gate.json``, the netlist renamed so that every
+- ``gate.v``: the netlist, written by Yosys from it renamed so that every
   net bit is a one-bit wire ``n<bit>`` and every cell ``c<k>`` (the top's ports keep their names,
   so the unit's cocotb testbench drives it unchanged); the RAMs stay behavioural (``$mem_v2``
-  as Verilog arrays), since their energy is counted per access, not per gate;
-- ``cells.json``: per cell ``c<k>`` its library cell, its *part* (the instance path it was
-  flattened from: ``array.pe_0_1``, or ``top``) and its connections by bit.
+  as Verilog arrays): their energy is a per-access figure, not a gate count (issue 30, not
+  built yet);
+- ``gate.json``: the top's name, its ports (name, direction, bits) and the digest the folder
+  was made from.
 
-A waveform of the simulation (:mod:`fpga.power`) names the nets ``n<bit>``, so toggles map back to
-the netlist's bits without guessing at a simulator's name mangling.
+A waveform or toggle count of the simulation (:mod:`fpga.power`) names the nets ``n<bit>``, so
+transitions map back to ``netlist.json``'s bits (whose cells keep their flattened names, and so
+their part, :func:`part_of`) without guessing at a simulator's name mangling.
 """
 
 from __future__ import annotations
@@ -43,20 +45,19 @@ def part_of(cell_name: str) -> str:
 
 
 class GateSources:
-    """The files of :func:`gate_sources` (``verilog``: cell models first, then the netlist) and
-    the renamed netlist's cells (``cells``: ``{name: {"type", "part", "connections"}}``) and
-    ports (``ports``: ``{name: {"direction", "bits"}}``)."""
+    """The files of :func:`gate_sources` (``verilog``: cell models first, then the netlist), the
+    top's name (``top``), its ports (``ports``: ``{name: {"direction", "bits"}}``) and the
+    sources' ``digest``."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.verilog = [self.folder / "cells_sim.v", self.folder / "gate.v"]
-        meta = json.loads((self.folder / "cells.json").read_text())
-        self.top, self.cells, self.ports = meta["top"], meta["cells"], meta["ports"]
-        self.digest = meta["digest"]
+        meta = json.loads((self.folder / "gate.json").read_text())
+        self.top, self.ports, self.digest = meta["top"], meta["ports"], meta["digest"]
 
 
 def _renamed(netlist: dict) -> tuple[dict, dict]:
-    """``(json for Yosys, cells.json content)`` of a flattened ``write_json`` netlist."""
+    """``(netlist for Yosys, gate.json content)`` of a flattened ``write_json`` netlist."""
     mods = netlist["modules"]
     tops = [m for m, d in mods.items() if d.get("attributes", {}).get("top")]
     top = tops[0] if tops else next(iter(mods))
@@ -64,16 +65,13 @@ def _renamed(netlist: dict) -> tuple[dict, dict]:
     bits = set()
     for p in mod["ports"].values():
         bits.update(b for b in p["bits"] if not isinstance(b, str))
-    cells, meta = {}, {}
-    for k, (name, c) in enumerate(sorted(mod["cells"].items())):
-        cname = f"c{k}"
+    cells = {}
+    for k, (_name, c) in enumerate(sorted(mod["cells"].items())):
         for bs in c["connections"].values():
             bits.update(b for b in bs if not isinstance(b, str))
-        cells[cname] = {key: c[key] for key in ("type", "parameters", "port_directions",
-                                                 "connections") if key in c}
-        cells[cname]["hide_name"] = 0
-        meta[cname] = {"type": c["type"], "part": part_of(name),
-                       "connections": c["connections"]}
+        cells[f"c{k}"] = dict({key: c[key] for key in ("type", "parameters", "port_directions",
+                                                        "connections") if key in c},
+                              hide_name=0)
     nets = {name: {"hide_name": 0, "bits": p["bits"]} for name, p in mod["ports"].items()}
     for b in sorted(bits):
         nets.setdefault(f"n{b}", {"hide_name": 0, "bits": [b]})
@@ -81,7 +79,7 @@ def _renamed(netlist: dict) -> tuple[dict, dict]:
            "modules": {top: {"attributes": {"top": "00000000000000000000000000000001"},
                              "ports": mod["ports"], "cells": cells, "netnames": nets}}}
     ports = {n: {"direction": p["direction"], "bits": p["bits"]} for n, p in mod["ports"].items()}
-    return out, {"top": top, "cells": meta, "ports": ports}
+    return out, {"top": top, "ports": ports}
 
 
 def gate_sources(workdir: str | Path, reuse: bool = True) -> GateSources:
@@ -99,7 +97,7 @@ def gate_sources(workdir: str | Path, reuse: bool = True) -> GateSources:
     h.update(yosys_version().encode())
     digest = h.hexdigest()[:16]
     folder = workdir / "gate"
-    stamp = folder / "cells.json"
+    stamp = folder / "gate.json"
     if reuse and stamp.is_file():
         try:
             if json.loads(stamp.read_text()).get("digest") == digest:
@@ -112,9 +110,9 @@ def gate_sources(workdir: str | Path, reuse: bool = True) -> GateSources:
     models = run_yosys("read_liberty -ignore_miss_func cells.lib\n"
                        "write_verilog -noattr cells_sim.v\n",
                        {"cells.lib": lib_text}, ["cells_sim.v"])
-    gate = run_yosys("read_liberty -lib cells.lib\nread_json gate.json\n"
+    gate = run_yosys("read_liberty -lib cells.lib\nread_json renamed.json\n"
                      f"hierarchy -top {meta['top']}\nwrite_verilog -noattr gate.v\n",
-                     {"cells.lib": lib_text, "gate.json": json.dumps(renamed)}, ["gate.v"])
+                     {"cells.lib": lib_text, "renamed.json": json.dumps(renamed)}, ["gate.v"])
     (folder / "cells_sim.v").write_text(models["cells_sim.v"])
     (folder / "gate.v").write_text(gate["gate.v"])
     stamp.write_text(json.dumps(dict(meta, digest=digest)))

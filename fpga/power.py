@@ -18,8 +18,8 @@ path the cell was flattened from, :func:`fpga.gate.part_of`):
 
 Transitions and loads come from :func:`fpga.liberty.net_timing` (each net's transition from its
 driver's tables, propagated from ideal inputs). The RAMs (``$mem_v2`` cells) are left out here:
-their energy is counted per access. Zero-delay simulation: glitches are not counted, which
-underestimates deep arithmetic (multipliers) most.
+their energy is a per-access figure (not counted here). Zero-delay simulation: glitches are not
+counted, which underestimates deep arithmetic (multipliers) most.
 
 Units: energies in fJ for a library in fF, V and nW (the usual, and Nangate45's); other units are
 scaled.
@@ -201,7 +201,8 @@ def _mean_power(groups, **point) -> float:
 
 def energy(netlist: dict, lib: dict, toggles: dict, duration_ns: float,
            top: str | None = None) -> dict:
-    """Energy of a run with ``toggles`` (:func:`toggles_from_vcd`) over ``duration_ns``, by part
+    """Energy of a run with ``toggles`` (:func:`toggles_from_coverage` or
+    :func:`toggles_from_vcd`) over ``duration_ns``, by part
     (module docstring): ``{"parts": {part: {"internal", "switching", "leakage", "cells",
     "sequential"}}, "total": {...}, "unit": "fJ", "voltage", "unknown_cells": {type: count}}``;
     ``sequential`` is the part of ``internal`` spent in flip-flops and latches (their clock pins

@@ -78,10 +78,16 @@ def mpu_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None,
     """Random tiles through the golden schedule: the group stream and the expected drain."""
     C = channels or int(rng.integers(1, min(cfg.max_reduction, 3 * cfg.sort_n) + 1))
     W = random_weights(cfg, rng, C)
+    return _mpu_tiles(cfg, W, (random_differences(rng, cfg, cfg.tile, C, kinds[t % len(kinds)])
+                               for t in range(tiles)), base_log2)
+
+
+def _mpu_tiles(cfg: Config, W, dxs, base_log2: int | None = None) -> Workload:
+    """The MPU's workload of the difference tiles ``dxs`` (each ``T × channels``) against
+    weights ``W``: each tile quantized and scheduled by golden, its groups packed, its drain
+    from :func:`golden.schedule.execute`."""
     words, gpt, accs, flags = [], [], [], []
-    for t in range(tiles):
-        kind = kinds[t % len(kinds)]
-        dx = random_differences(rng, cfg, cfg.tile, C, kind)
+    for dx in dxs:
         _, ts = schedule_matrix(dx, cfg, base_log2)
         groups = ts[0].groups
         words += [g.word(cfg) for g in groups]
@@ -113,29 +119,19 @@ def precision_differences(rng, cfg: Config, tokens: int, channels: int, bits: in
     dx[rng.integers(0, tokens, size=channels), np.arange(channels)] = (
         M * rng.choice([-1, 1], size=channels)) << r0
     b = quantize_subchannels(dx.T, cfg, base_log2).b
-    assert (b == bits).all(), "a sub-channel left its precision band"
+    if not (b == bits).all():
+        raise RuntimeError(f"a sub-channel quantized at {sorted(set(b.tolist()))} bits, not "
+                           f"{bits}: the thresholds' bands and the quantizer disagree")
     return dx
 
 
 def precision_workload(cfg: Config, rng, bits: int, tiles: int, channels: int) -> Workload:
     """:func:`mpu_workload`'s tiles with every sub-channel at ``bits``
-    (:func:`precision_differences`), or for ``bits = None`` the INT8 array's tiles of uniform
-    8-bit activations (:func:`baseline_workload`), the same weights."""
-    if bits is None:
-        return baseline_workload(cfg, rng, tiles, channels)
+    (:func:`precision_differences`); the weights are drawn first, as
+    :func:`baseline_workload` draws them, so the same ``rng`` seed gives both the same ``W``."""
     W = random_weights(cfg, rng, channels)
-    words, gpt, accs, flags = [], [], [], []
-    for _ in range(tiles):
-        dx = precision_differences(rng, cfg, cfg.tile, channels, bits)
-        _, ts = schedule_matrix(dx, cfg)
-        groups = ts[0].groups
-        words += [g.word(cfg) for g in groups]
-        gpt.append(len(groups))
-        a, f = execute(groups, W, cfg)
-        accs += a
-        flags += f
-    return Workload(W=W, words=words, expected=drain_words(cfg, accs, flags),
-                    groups_per_tile=gpt, accs=accs)
+    return _mpu_tiles(cfg, W, (precision_differences(rng, cfg, cfg.tile, channels, bits)
+                               for _ in range(tiles)))
 
 
 def baseline_workload(cfg: Config, rng, tiles: int = 3, channels: int | None = None) -> Workload:

@@ -32,11 +32,12 @@ while the GEMMs of τ run, every wait is met in program order and both counts ar
 of the layer. A BARRIER ends each layer (its output is read next by a VROW or a QUANT).
 
 *Reduction pieces* (``compile_block(..., pieces={layer: p})``, DSTAR only): each token tile's
-``cin`` input channels are quantized and multiplied in ``p`` pieces of ``ceil(cin / p)``
-channels (the last shorter), each piece a tile of the protocol above (its own QUANT into the
-next slot, ``nb`` GEMMs with ``wbase`` advanced to the piece's first channel, all with
-``accum``), so the QUANT of piece ``k+1`` runs beside the GEMMs of piece ``k``; a core with a
-single token tile otherwise waits for the whole tile's QUANT. The pieces' ``Y`` updates add up
+``cin`` input channels are quantized and multiplied in ``p`` pieces of ``floor`` or
+``ceil(cin / p)`` channels (:func:`piece_bounds`), each piece a tile of the protocol above
+(its own QUANT into the next slot, ``nb`` GEMMs with ``wbase`` advanced to the piece's first
+channel, all with ``accum``), so the QUANT of piece ``k+1`` runs beside the GEMMs of piece
+``k``; a core with a single token tile otherwise waits for the whole tile's QUANT. The pieces'
+``Y`` updates add up
 to the unsplit one: FMDQ quantizes each sub-channel on its own, so the pieces' slices are the
 tile's, and ``Y`` cannot saturate between pieces while ``x̂`` does not (closed loop: every
 partial ``Y`` is ``x̂'·W`` for an ``x̂'`` in ``x̂``'s range, within the accumulator bound, numerics
@@ -428,10 +429,10 @@ def _layer(prog, e: Emitter, k: str, src: str):
 
 
 def piece_bounds(cin: int, pieces: int) -> list:
-    """The ``(first channel, channels)`` of each reduction piece: ``ceil(cin / pieces)``
-    channels each, the last shorter (fewer pieces when they would be empty)."""
-    step = -(-cin // pieces)
-    return [(c, min(step, cin - c)) for c in range(0, cin, step)]
+    """The ``(first channel, channels)`` of each of the ``pieces`` reduction pieces (``1 <=
+    pieces <= cin``): ``floor`` or ``ceil(cin / pieces)`` channels each, in order."""
+    return [(k * cin // pieces, (k + 1) * cin // pieces - k * cin // pieces)
+            for k in range(pieces)]
 
 
 def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces: int = 1):

@@ -21,8 +21,10 @@ The workload (:func:`workload`) is ``dstar bench``'s: the layers of one block of
 digits DiT (or random weights of a named model) at the chosen steps, as the MPU's FMDQ group
 stream and as dense INT8 tiles for the baseline, the same products on both. MACs are the layers'
 ``tokens · cin · cout``; both arrays' runs include their reset and weight loads. Left out: the
-weight buffer (a RAM kept as a macro; its accesses are counted elsewhere), the QPU that makes
-the MPU's stream, the clock tree and wires (pre-layout), glitches (zero-delay simulation).
+weight buffer (a RAM kept as a macro, not yet counted: the MPU reads ``lanes`` weight rows a
+cycle through as many ports, the INT8 array one, so leaving it out favours DSTAR), the QPU that
+makes the MPU's stream (DSTAR's alone), the clock tree and wires (pre-layout), glitches
+(zero-delay simulation).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from golden.config import Config
 __all__ = ["workload", "array_energy", "precision_sweep", "power"]
 
 UNITS = ("mpu", "baseline")
+#: Steps of the float DDIM run whose layer inputs the workload takes its steps from.
+TRACE_STEPS = 10
 
 
 def workload(cfg: Config, *, weights: str = "trained", model: str = "digits", steps=(1,),
@@ -45,7 +49,7 @@ def workload(cfg: Config, *, weights: str = "trained", model: str = "digits", st
     (``quick``: its reduced tokens and output channels), only the kinds in ``layers`` if
     given."""
     from dstar.benches.layers import load_inputs, prepare
-    layers_in, trace, desc = load_inputs(cfg, weights=weights, model=model, steps=10,
+    layers_in, trace, desc = load_inputs(cfg, weights=weights, model=model, steps=TRACE_STEPS,
                                          progress=progress)
     if layers is not None:
         layers_in = [ls for ls in layers_in if ls.kind in layers]
@@ -114,15 +118,17 @@ def precision_sweep(cfg: Config, liberty, *, precisions=(2, 4, 6, 8), tiles: int
     import numpy as np
 
     from dstar.benches.resources import unit_config
-    from golden.vectors import precision_workload
+    from golden.vectors import baseline_workload, precision_workload
 
     say = progress or (lambda msg: None)
     C = cfg.max_reduction
     n = tiles * cfg.tile * C * cfg.cols
     out = {"dstar": {}, "int8": {}, "macs": n, "tiles": tiles, "channels": C, "runs": {}}
     for unit, bits in [("mpu", b) for b in precisions] + [("baseline", None)]:
-        ucfg = unit_config(unit, cfg)
-        w = precision_workload(ucfg, np.random.default_rng(seed), bits, tiles, C)
+        ucfg, rng = unit_config(unit, cfg), np.random.default_rng(seed)
+        # Both draw the weights first from the same seed: the same W on both arrays.
+        w = (precision_workload(ucfg, rng, bits, tiles, C) if bits
+             else baseline_workload(ucfg, rng, tiles, C))
         name = f"{bits}-bit" if bits else "int8"
         doc = dict(unit=unit, layers=[dict(id=name, stream=w.words, blocks=[
             dict(W=np.asarray(w.W).tolist(), expected=w.expected)])])

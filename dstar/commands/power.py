@@ -49,8 +49,8 @@ def register(sub):
                    help="model size for --weights random (default digits)")
     p.add_argument("--weight-seed", type=int, default=0, help="seed of --weights random")
     p.add_argument("--steps-run", default="1", metavar="S,S,...",
-                   help="steps of the 10-step DDIM run whose layers are simulated (default 1: a "
-                        "differential step)")
+                   help="steps of the DDIM run (10 steps) whose layers are simulated (default 1: "
+                        "a differential step)")
     p.add_argument("--layers", default=None, metavar="K,K,...",
                    help=f"only these layer kinds ({', '.join(LAYER_KINDS)}; default all)")
     p.add_argument("--full", action="store_true",
@@ -75,14 +75,16 @@ def _check(args, cfg):
     """Every check that needs no synthesis or simulation: one line, exit status 2."""
     from dstar.benches.inputs import block_layers, check_widths
     from dstar.benches.layers import LAYER_KINDS, load_weights, parse_steps
+    from dstar.benches.power import TRACE_STEPS
 
     check_output_dir(args.out)
     try:
         steps = parse_steps(args.steps_run)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    if steps == "all" or any(not 0 <= s < 10 for s in steps):
-        raise UserError(f"--steps-run: steps must lie in [0, 9], not {args.steps_run}")
+    if steps == "all" or any(not 0 <= s < TRACE_STEPS for s in steps):
+        raise UserError(f"--steps-run: steps must lie in [0, {TRACE_STEPS - 1}], not "
+                        f"{args.steps_run}")
     if args.weight_seed < 0:
         raise UserError(f"--weight-seed must be >= 0, not {args.weight_seed}")
     if not args.clock_ns > 0:

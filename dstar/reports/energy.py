@@ -43,7 +43,9 @@ def markdown(rep: dict) -> str:
         "golden) and Verilator's toggle coverage counting every net's transitions; energy is "
         "internal power from the cells' tables at each net's transition and load, `½·C·V²` per "
         "transition of each net's pin capacitance, and the cells' leakage (`fpga/power.py`). "
-        "Left out: the weight buffer (a RAM, counted per access elsewhere), the QPU that makes "
+        "Left out, so these are the arrays alone: the weight buffer (a RAM, not counted yet; "
+        "the MPU reads `lanes` weight rows a cycle through as many read ports, the INT8 array "
+        "one, so leaving it out favours DSTAR), the QPU that makes "
         "the MPU's stream, the clock tree and wires (pre-layout), glitches (zero-delay "
         "simulation).",
         "",

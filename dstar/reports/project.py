@@ -206,7 +206,9 @@ def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: f
     """Cycles of one core for its share of linear layer ``x`` (``bits`` None: the INT8 array,
     one beat per input channel), each token tile's reduction in ``pieces`` pieces (at least
     the ``ceil(cin / max_reduction)`` the accumulator needs): each piece a tile of the
-    QUANT/GEMM protocol, so a piece's QUANT runs beside the previous piece's GEMMs."""
+    QUANT/GEMM protocol, so a piece's QUANT runs beside the previous piece's GEMMs, every piece
+    charged the longest one's ``ceil(cin / pieces)`` channels (the compiler's pieces differ by
+    at most one channel, :func:`program.compiler.piece_bounds`)."""
     T = cfg.tile
     nt, nb = math.ceil(x.tokens / T), math.ceil(x.cout / T)
     parts = max(pieces, math.ceil(x.cin / cfg.max_reduction))

@@ -417,7 +417,8 @@ def _energy_section(rec) -> list:
             "`reports/energy.md`): each array's standard-cell netlist simulated on the same "
             f"{rec['workload']['macs']:,} MACs of real tiles (preset `{rec['preset']}`), every "
             "net's transitions counted, energy from the library's power tables at "
-            f"{rec['clock_ns']:g} ns; the arrays alone (no QPU, no buffers). DSTAR/INT8 "
+            f"{rec['clock_ns']:g} ns; the arrays alone (no QPU, no weight buffers: the MPU's has "
+            "`lanes` read ports, the INT8 array's one, so this favours DSTAR). DSTAR/INT8 "
             f"**{rec['ratio_dstar_over_int8']:.2f}** per MAC."
             + ("" if not rec.get("precision_sweep") else
                " On tiles held at one precision, DSTAR/INT8 per MAC: " + ", ".join(
