@@ -83,6 +83,13 @@ ysum_saturated        GEMM: +running sums Y that saturated (acc_requant).
 qpu_<name>            QUANT: + the tile's :class:`golden.schedule.Counters` (``saturated``
                       included, as :func:`golden.schedule.schedule_matrix` adds it).
 ===================== ==========================================================================
+
+Memory reads the counters leave out (``reads``, :data:`READS`; not core counters, so not checked
+against the RTL; what the energy model charges per access, :mod:`dstar.reports.energy_image`):
+``wmem_reads`` +groups · read ports per GEMM (every port of the weight buffer reads with each
+group taken: ``lanes`` on the DSTAR core, 1 on the INT8 core), ``gmem_reads`` +groups replayed,
+``rbuf_reads`` +T per GEMM (one per drained token), ``vbuf_reads`` +2 and ``mask_reads`` +1 per
+VROW beat (the V engine reads both VBUF ports and MASK with every beat it issues).
 """
 
 from __future__ import annotations
@@ -116,7 +123,10 @@ from program.isa import (
 )
 from program.vrow import VrowEngine
 
-__all__ = ["CoreError", "CoreExecutor", "COUNTER_MAX"]
+__all__ = ["CoreError", "CoreExecutor", "COUNTER_MAX", "READS"]
+
+#: The memory reads :attr:`CoreExecutor.reads` counts (module docstring), beside the counters.
+READS = ("wmem_reads", "gmem_reads", "rbuf_reads", "vbuf_reads", "mask_reads")
 
 COUNTER_MAX = (1 << 32) - 1
 SEM_MAX = (1 << SEM_BITS) - 1
@@ -176,6 +186,7 @@ class CoreExecutor(VrowEngine):
         self.sem = [0] * SEMAPHORES
         self.qpu_base, self.qpu_thr = cfg.base_log2, tuple(cfg.thr)
         self.counters = dict.fromkeys(COUNTERS, 0)
+        self.reads = dict.fromkeys(READS, 0)
         self.done = False
         self.error = None
         self.host_out = []
@@ -251,6 +262,10 @@ class CoreExecutor(VrowEngine):
             return decode(self.cfg, c)
         except ValueError as e:
             self._fail("opcode", str(e))
+
+    def _read(self, name: str, n=1):
+        """Add ``n`` memory reads to ``reads[name]`` (:data:`READS`; not a core counter)."""
+        self.reads[name] += int(n)
 
     def _add(self, name: str, n=1):
         """Add ``n`` to counter ``name``, saturating at 32 bits."""
@@ -514,6 +529,9 @@ class CoreExecutor(VrowEngine):
             self._add("ybuf_writes", T)
         self._add("groups_replayed", len(groups))
         self._add("lanes_valid", len(chans))
+        self._read("gmem_reads", len(groups))
+        self._read("wmem_reads", len(groups) * (1 if self.int8 else cfg.lanes))
+        self._read("rbuf_reads", T)
         if a["pcache"]:
             self._add("pcache_groups_read", len(groups))
         self._add("y_saturated", r.y_saturated)

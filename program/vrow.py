@@ -6,7 +6,7 @@ functions (:mod:`golden.vpu`).
 :class:`VrowEngine` is a mixin of :class:`program.executor.CoreExecutor`: it uses the executor's
 buffers (``abuf``, ``vbuf``, ``wmem``, ``mask``, ``sreg``, ``vparam``), its configuration
 (``cfg``, ``T``, ``tables``) and its helpers ``_rows`` (address check), ``_fail`` (raise a
-CoreError) and ``_add`` (counter).
+CoreError), ``_add`` (counter) and ``_read`` (memory reads).
 """
 
 from __future__ import annotations
@@ -149,6 +149,8 @@ class VrowEngine:
         """Counters of one VPU command of ``beats`` input beats."""
         self._add("vpu_rows")
         self._add("vpu_beats", beats)
+        self._read("vbuf_reads", 2 * beats)     # both VBUF ports and MASK read with each beat
+        self._read("mask_reads", beats)
         self._add("abuf_reads", beats * (2 if op == "gated_residual" else 1))
         if op in _ABUF_RESULT:
             self._add("abuf_writes", beats)

@@ -244,8 +244,10 @@ class ArrayUnit(wiring.Component):
         s1_valid = Signal()
         m.d.sync += [getattr(s1, f[0]).eq(getattr(self.groups.p, f[0])) for f in kept]
         m.d.sync += s1_valid.eq(take)
+        # A port reads only when a beat is taken (an SRAM read costs energy on every enabled
+        # cycle); the data is used only with ``s1_valid``, so holding it changes no value.
         for port, addr in zip(rports, self.read_addresses(self.groups.p)):
-            m.d.comb += port.addr.eq(addr)
+            m.d.comb += [port.addr.eq(addr), port.en.eq(take)]
 
         # Stage 2: operands registered, then into the array.
         s2_rows = Signal.like(array.rows_in, name="s2_rows")

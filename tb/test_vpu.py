@@ -1,15 +1,24 @@
 """cocotb tests of the generated VPU: every operation bit-exact against the integer golden model
 (values and per-element saturation flags) on random and edge rows, under input gaps and output
-back-pressure; refused commands; a beat after the expected ones fails the sink."""
+back-pressure; refused commands; a beat after the expected ones fails the sink.
+
+Knobs of ``every_operation_random_and_edge_rows`` (environment): ``DSTAR_ROWS`` (rows per
+operation, default 6), ``DSTAR_VPU_OPS`` (a comma-separated subset of the operations, default
+all), ``DSTAR_TB_RESULT`` (a JSON file for what it ran: per operation the rows, input beats and
+output beats, and ``run_cycles``, the clock cycles from time 0)."""
+
+import json
+import os
 
 import cocotb
 import numpy as np
+from cocotb.utils import get_sim_time
 
 from golden.layouts import VPU_OPS, pack, vpu_cmd_layout
 from golden.vpu_stream import cmd_word, in_words, make_row, out_beats, random_rows
 
 from .array_tb import env_int
-from .streams import expect_trailing_beat
+from .streams import CLOCK_NS, expect_trailing_beat
 from .vpu_tb import VPUTB
 
 
@@ -20,9 +29,15 @@ async def every_operation_random_and_edge_rows(dut):
     tb = VPUTB(dut, gap=0.2, stall=0.3)
     await tb.reset()
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
-    for op in VPU_OPS:
+    ops = os.environ.get("DSTAR_VPU_OPS")
+    for op in ops.split(",") if ops else VPU_OPS:
         await tb.run(random_rows(tb.cfg, op, rng, env_int("DSTAR_ROWS", 6)))
     assert tb.error == 0
+    path = os.environ.get("DSTAR_TB_RESULT")
+    if path:
+        with open(path, "w") as fh:
+            json.dump(dict(ops=tb.counts, run_cycles=round(get_sim_time(unit="ns") / CLOCK_NS)),
+                      fh)
 
 
 @cocotb.test()

@@ -28,6 +28,7 @@ class VPUTB:
         self.src = StreamSource(dut, "i", dut.clk, gap, random.Random(seed + 1))
         self.out = StreamSink(dut, "o", dut.clk, stall, random.Random(seed + 2),
                               window=2 * vpu_latency(self.cfg))
+        self.counts = {}   # per operation: rows, input beats and output beats run
         start_clock(dut)
 
     async def reset(self):
@@ -44,8 +45,13 @@ class VPUTB:
                                                 len(rows) + 500))
         await self.cmd.send(list(raw_cmds))
         for row in rows:
+            words = in_words(cfg, row)
             await self.cmd.send([cmd_word(cfg, row)])
-            await self.src.send(in_words(cfg, row))
+            await self.src.send(words)
+            c = self.counts.setdefault(row.op, dict(rows=0, in_beats=0, out_beats=0))
+            c["rows"] += 1
+            c["in_beats"] += len(words)
+            c["out_beats"] += out_beats(cfg, row)
         await rx
         k = 0
         for i, row in enumerate(rows):

@@ -175,8 +175,12 @@ def run_dstar(capsys, *argv):
     (["--layers", "fc3"], "--layers: fc3 is not a layer kind"),
     (["--clock-ns", "0"], "--clock-ns must be positive"),
     (["--steps-run", "12"], r"--steps-run: steps must lie in \[0, 9\]"),
-    (["--liberty", "missing.lib"], "--liberty missing.lib: file not found"),
-    (["--weight-seed", "-1"], "--weight-seed must be >= 0")])
+    (["--no-image", "--liberty", "missing.lib"], "--liberty missing.lib: file not found"),
+    (["--weight-seed", "-1"], "--weight-seed must be >= 0"),
+    (["--projection", "missing.json"], "the energy per image runs the whole-core comparison's "
+                                       "fpga cores"),
+    (["--no-image", "--projection", "missing.json", "--clock-ns", "-1"],
+     "--clock-ns must be positive")])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, argv, match):
     import re
     out_dir = tmp_path / "out"
@@ -219,3 +223,30 @@ def test_precision_workload_refuses_other_precisions():
     from golden.vectors import precision_differences
     with pytest.raises(ValueError, match=r"bits must be one of \(2, 4, 6, 8\), not 3"):
         precision_differences(np.random.default_rng(0), preset("tiny"), 4, 4, 3)
+
+
+@pytest.mark.parametrize("text, match", [
+    (None, r"--projection .*missing\.json: FileNotFoundError"),
+    ("{", r"--projection .*p\.json: JSONDecodeError"),
+    ('{"models": []}', r"--projection .*p\.json: no 'rows' entry")])
+def test_the_image_inputs_are_checked_before_any_work(tmp_path, capsys, text, match):
+    import re
+    path = tmp_path / ("missing.json" if text is None else "p.json")
+    if text is not None:
+        path.write_text(text)
+    out_dir = tmp_path / "out"
+    rc, out, err = run_dstar(capsys, "power", "--projection", path, "--out", out_dir)
+    assert rc == 2 and re.search(match, err) and len(err.strip().splitlines()) == 1, err
+    assert not out_dir.exists()
+
+
+def test_a_quiet_cycle_is_energy_with_only_the_clock_moving(lib):
+    """The direct idle cycle equals :func:`energy` with the clock net's two transitions."""
+    from fpga.power import clock_energy
+    fast, slow = clock_energy(NETLIST, lib, 3, 2.0), energy(NETLIST, lib, {3: 2}, 2.0)
+    for part, p in slow["parts"].items():
+        for k, v in p.items():
+            assert fast["parts"][part][k] == pytest.approx(v), (part, k)
+    # By hand: the DFF's clock pin 2 · 1.5 fJ, the clock net 2 · ½ · 3.0 fF · 1 V².
+    assert fast["total"]["internal"] == pytest.approx(3.0)
+    assert fast["parts"]["inputs"]["switching"] == pytest.approx(3.0)

@@ -53,7 +53,7 @@ def test_two_transition_counts_agree():
 
 def test_dstar_power_on_tiny(tmp_path, capsys):
     rc = dstar.cli.main(["power", "--preset", "tiny", "--weights", "random", "--model", "tiny",
-                         "--out", str(tmp_path)])
+                         "--no-image", "--out", str(tmp_path)])
     out, err = capsys.readouterr()
     assert rc == 0, err
     rep = json.loads((tmp_path / "energy.json").read_text())

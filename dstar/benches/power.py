@@ -17,6 +17,12 @@ Besides the DiT's layers, :func:`precision_sweep` runs the MPU on random tiles w
 sub-channel is at one precision (2, 4, 6, 8 bits) and the INT8 array on uniform 8-bit tiles of
 the same shape, for pJ per MAC by precision.
 
+``dstar power`` adds the energy per image (:func:`dstar.reports.energy_image.per_image`): the
+QPU and the VPU measured the same way (:mod:`dstar.benches.unit_power`), one digits-DiT image
+on each whole ``fpga`` core of the whole-core comparison (:mod:`dstar.reports.energy_image`:
+RTL cycles, executor events, idle energy by part, per-access SRAM energies, levers not built)
+and the paper chip on the projection's models (:mod:`dstar.reports.energy_paper`).
+
 The workload (:func:`workload`) is ``dstar bench``'s: the layers of one block of the trained
 digits DiT (or random weights of a named model) at the chosen steps, as the MPU's FMDQ group
 stream and as dense INT8 tiles for the baseline, the same products on both. MACs are the layers'
@@ -72,22 +78,14 @@ def array_energy(unit: str, cfg: Config, doc: dict, liberty, *, clock_ns: float 
     """Energy of ``unit`` (``"mpu"``, ``"baseline"``) at its bench configuration on the
     workload ``doc`` (``tb/test_bench_layers.py``'s, :func:`dstar.benches.layers.workload_doc`;
     module docstring), leakage over the run's cycles at ``clock_ns``."""
-    from dstar.benches.resources import unit_config
-    from fpga.gate import gate_sources
+    from dstar.benches.unit_power import gate_netlist
     from fpga.liberty import read_liberty
-    from fpga.power import energy, toggles_from_coverage
-    from fpga.synth import synthesize
+    from fpga.power import clock_energy, energy, toggles_from_coverage
     from sim.runner import run_cocotb
 
     say = progress or (lambda msg: None)
-    ucfg = unit_config(unit, cfg)
-    t0 = time.perf_counter()
-    syn = synthesize(unit, ucfg, "asic", liberty=liberty, parts=True, reuse=True)
-    wd = Path(syn["workdir"])
+    ucfg, syn, wd, gs, _ = gate_netlist(unit, cfg, liberty, say)
     area = syn["resources"]["area"]
-    say(f"{unit}: netlist {syn['num_cells']:,} cells, {area:,.0f} um2 "
-        f"({'stored' if syn.get('reused') else 'synthesized'}, {time.perf_counter() - t0:.0f} s)")
-    gs = gate_sources(wd)
     with tempfile.TemporaryDirectory(prefix="dstar-power-") as d:
         wl, res = Path(d) / "workload.json", Path(d) / "result.json"
         wl.write_text(json.dumps(doc))
@@ -101,12 +99,22 @@ def array_energy(unit: str, cfg: Config, doc: dict, liberty, *, clock_ns: float 
         f"{out['drain_beats_checked']:,} drain beats checked ({time.perf_counter() - t1:.0f} s)")
     toggles = toggles_from_coverage(sim.test_dir / "coverage.dat", gs.top, gs.ports)
     lib = read_liberty(wd / "cells.lib")
-    e = energy(json.loads((wd / "netlist.json").read_text()), lib, toggles,
-               out["run_cycles"] * clock_ns, gs.top)
+    net = json.loads((wd / "netlist.json").read_text())
+    e = energy(net, lib, toggles, out["run_cycles"] * clock_ns, gs.top)
+    idle = _fj(clock_energy(net, lib, gs.ports["clk"]["bits"][0], clock_ns, gs.top)["total"])
+    groups = sum(x["input_beats"] for x in out["layers"])
+    data = _fj(e["total"]) - idle * out["run_cycles"]
     return dict(unit=unit, config_hash=ucfg.hash(), area_um2=area, cells=syn["num_cells"],
                 library=syn.get("liberty"), workdir=str(wd), run_cycles=out["run_cycles"],
                 stream_cycles=out["cycles"], drain_beats_checked=out["drain_beats_checked"],
-                checked=out["checked"], energy=e, transitions=sum(toggles.values()))
+                checked=out["checked"], energy=e, transitions=sum(toggles.values()),
+                idle_fj_per_cycle=idle, groups=groups, data_fj=data,
+                data_fj_per_group=data / groups)
+
+
+def _fj(t: dict) -> float:
+    """Internal, switching and leakage energy of an :func:`fpga.power.energy` total, fJ."""
+    return t["internal"] + t["switching"] + t["leakage"]
 
 
 def precision_sweep(cfg: Config, liberty, *, precisions=(2, 4, 6, 8), tiles: int = 8,
@@ -161,7 +169,8 @@ def _group(parts: dict) -> dict:
 def power(cfg: Config, liberty, *, weights: str = "trained", model: str = "digits",
           steps=(1,), quick: bool = True, layers=None, clock_ns: float = 1.0,
           sweep: bool = True, progress=None) -> dict:
-    """The whole measurement (module docstring); returns ``reports/energy.json``'s content."""
+    """The arrays' measurement (module docstring); returns ``reports/energy.json``'s content
+    but the energy per image (:func:`dstar.reports.energy_image.per_image`)."""
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     bl, desc = workload(cfg, weights=weights, model=model, steps=steps, quick=quick,
@@ -185,9 +194,10 @@ def power(cfg: Config, liberty, *, weights: str = "trained", model: str = "digit
     if prec:
         for side in ("dstar", "int8"):
             pj[side].update(prec[side])
-    return dict(
+    rep = dict(
         generated=time.strftime("%Y-%m-%d %H:%M"), preset=cfg.name, config_hash=cfg.hash(),
         clock_ns=clock_ns, workload=dict(desc, macs=n), arrays=arrays, precision_sweep=prec,
         pj_per_mac=pj,
-        ratio_dstar_over_int8=arrays["mpu"]["pj_per_mac"] / arrays["baseline"]["pj_per_mac"],
-        runtime_s=round(time.perf_counter() - t0, 1))
+        ratio_dstar_over_int8=arrays["mpu"]["pj_per_mac"] / arrays["baseline"]["pj_per_mac"])
+    rep["runtime_s"] = round(time.perf_counter() - t0, 1)
+    return rep

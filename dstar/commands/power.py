@@ -3,17 +3,22 @@ simulation of their standard-cell netlists (:mod:`dstar.benches.power`).
 
 ``power [--preset fpga] [--set k=v ...] [--weights trained|random] [--model M]
 [--weight-seed N] [--steps-run 1] [--layers fc1,fc2,...] [--full] [--liberty FILE]
-[--clock-ns 1.0] [--no-sweep] [--out DIR]``
+[--clock-ns 1.0] [--no-sweep] [--no-image] [--projection FILE] [--compare FILE] [--out DIR]``
 synthesizes both arrays to the library's cells (or reuses a stored identical run), simulates
 each netlist on Verilator with ``dstar bench``'s layers (every drain beat checked against
 golden, every net's transitions counted), and writes ``DIR/energy.json``, ``DIR/energy.md`` and
 ``DIR/energy.png`` (default ``reports/``): pJ per MAC of each array by part (PEs, the rest of the
 array, the front end, the input nets) and internal, switching and leakage energy, and pJ per
-MAC of the MPU on tiles at 2, 4, 6 and 8 bits against the INT8 array on 8-bit tiles. Progress
-lines go to stderr.
+MAC of the MPU on tiles at 2, 4, 6 and 8 bits against the INT8 array on 8-bit tiles; unless
+``--no-image``, the energy per image of the whole DSTAR and INT8 ``fpga`` cores (the QPU and VPU
+at gate level too, one digits-DiT image on each core's RTL) and of the paper chip on
+``--projection``'s models (the idle energy carried by ``--compare``'s part-area model).
+Progress lines go to stderr.
 
 Bad input (unknown preset or layer kind, steps out of range, a negative seed, a clock that is
-not positive, a layer wider than ``max_reduction``, no library, an output folder that is a file)
+not positive, a layer wider than ``max_reduction``, no library, an output folder that is a file;
+with the energy per image: a preset other than the default ``fpga``, an unreadable projection or
+comparison record)
 is one line ``dstar: error: ...`` and exit status 2 before any work. A mismatch against golden in
 the gate-level simulation or a Yosys failure is one line and exit status 1; nothing is written
 then. The three files appear together (:func:`gen.outputs.write_together`) or not at all.
@@ -21,6 +26,8 @@ then. The three files appear together (:func:`gen.outputs.write_together`) or no
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 from dstar.cli import UserError, WorkError
@@ -65,6 +72,15 @@ def register(sub):
     p.add_argument("--no-sweep", dest="sweep", action="store_false",
                    help="skip the precision sweep (the MPU on tiles at 2, 4, 6 and 8 bits, the "
                         "INT8 array on 8-bit tiles)")
+    p.add_argument("--no-image", dest="image", action="store_false",
+                   help="skip the energy per image (the QPU and VPU at gate level, one image of "
+                        "the digits DiT on each whole fpga core, the projected paper chip)")
+    p.add_argument("--projection", type=Path, default=Path("reports/projection.json"),
+                   metavar="FILE", help="the projection whose models the paper chip's energy "
+                                        "is projected on (default reports/projection.json)")
+    p.add_argument("--compare", type=Path, default=Path("reports/compare.json"), metavar="FILE",
+                   help="the whole-core comparison whose part-area model carries the idle "
+                        "energy to the paper core (default reports/compare.json)")
     p.add_argument("--out", type=Path, default=Path("reports"), metavar="DIR",
                    help="folder for energy.json, .md and .png, created if missing (default "
                         "reports)")
@@ -102,6 +118,23 @@ def _check(args, cfg):
         check_widths(cfg, layers)
     except (ValueError, KeyError) as exc:
         raise UserError(str(exc).strip("'\"")) from None
+    image_inputs = []
+    if args.image:
+        if cfg.name != "fpga" or args.overrides:
+            raise UserError("the energy per image runs the whole-core comparison's fpga cores: "
+                            "use the default fpga preset without --set, or --no-image")
+        for flag, path, key in (("--projection", args.projection, "rows"),
+                                ("--compare", args.compare, "paper")):
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, ValueError) as exc:
+                raise UserError(f"{flag} {path}: {exc.__class__.__name__}: "
+                                f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'}") \
+                    from None
+            if key not in doc:
+                raise UserError(f"{flag} {path}: no {key!r} entry (not a dstar measure "
+                                f"{flag[2:]} record)")
+        image_inputs = [args.projection, args.compare]
     args.liberty_given = args.liberty is not None
     if args.liberty is None:
         from dstar.benches.resources import NANGATE
@@ -111,24 +144,32 @@ def _check(args, cfg):
     if not args.liberty.is_file():
         raise UserError(f"--liberty {args.liberty}: file not found")
     check_liberty(args.liberty)
-    check_outputs(*(args.out / n for n in OUTPUTS), inputs=[args.liberty])
+    check_outputs(*(args.out / n for n in OUTPUTS), inputs=[args.liberty, *image_inputs])
     require_extra("sim", "dstar power")
     return steps, kinds
 
 
 def run_power(args):
     from dstar.benches.power import power
+    from dstar.benches.sample import RTLMismatch
     from dstar.reports.energy import markdown, plot_png
+    from dstar.reports.energy_image import per_image
     from fpga.synth import SynthError
     from gen.yosys import YosysError
 
     cfg = config_from_args(args)
     steps, kinds = _check(args, cfg)
+    t0 = time.perf_counter()
     try:
         rep = power(cfg, args.liberty, weights=args.weights, model=args.model, steps=steps,
                     quick=not args.full, layers=kinds, clock_ns=args.clock_ns,
                     sweep=args.sweep, progress=say)
-    except (AssertionError, SynthError, YosysError) as exc:
+        if args.image:
+            rep.update(per_image(cfg, args.liberty, rep["arrays"], clock_ns=args.clock_ns,
+                                 projection=args.projection, compare=args.compare,
+                                 progress=say))
+            rep["runtime_s"] = round(time.perf_counter() - t0, 1)
+    except (AssertionError, RTLMismatch, SynthError, YosysError) as exc:
         raise WorkError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     rep["command"] = " ".join(
         ["dstar power", f"--preset {cfg.name}", *(f"--set {o}" for o in args.overrides),
@@ -137,7 +178,7 @@ def run_power(args):
            if args.weights == "random" else []),
          f"--steps-run {args.steps_run}", *([f"--layers {args.layers}"] if kinds else []),
          *(["--full"] if args.full else []), f"--clock-ns {args.clock_ns:g}",
-         *([] if args.sweep else ["--no-sweep"]),
+         *([] if args.sweep else ["--no-sweep"]), *([] if args.image else ["--no-image"]),
          *([f"--liberty {args.liberty}"] if args.liberty_given else [])])
     files = {args.out / "energy.json": json_text(rep), args.out / "energy.md": markdown(rep),
              args.out / "energy.png": plot_png(rep)}

@@ -43,9 +43,9 @@ def markdown(rep: dict) -> str:
         "golden) and Verilator's toggle coverage counting every net's transitions; energy is "
         "internal power from the cells' tables at each net's transition and load, `½·C·V²` per "
         "transition of each net's pin capacitance, and the cells' leakage (`fpga/power.py`). "
-        "Left out, so these are the arrays alone: the weight buffer (a RAM, not counted yet; "
-        "the MPU reads `lanes` weight rows a cycle through as many read ports, the INT8 array "
-        "one, so leaving it out favours DSTAR), the QPU that makes "
+        "Left out here, so these are the arrays alone: the weight buffer (a RAM: the MPU reads "
+        "`lanes` weight rows a group through as many read ports, the INT8 array one; counted "
+        "per access in the energy per image below), the QPU that makes "
         "the MPU's stream, the clock tree and wires (pre-layout), glitches (zero-delay "
         "simulation).",
         "",
@@ -112,7 +112,131 @@ def markdown(rep: dict) -> str:
               "arrays here also pay their pipeline and output registers, the drain and the "
               "clock of every flip-flop in every cycle of the run, idle ones included (no clock "
               "gating), over a short workload.", ""]
+    lines += _image_markdown(rep)
     return "\n".join(lines)
+
+
+def _image_markdown(rep: dict) -> list:
+    """The energy-per-image section (:mod:`dstar.reports.energy_image`), if measured."""
+    im = rep.get("image")
+    if not im:
+        return []
+    d, i = im["cores"]["dstar"], im["cores"]["int8"]
+    lines = [
+        "## Energy per image: the whole DSTAR core against the whole INT8 core", "",
+        f"**DSTAR {d['total_pj'] / 1e6:.2f} µJ, INT8 {i['total_pj'] / 1e6:.2f} µJ per image: "
+        f"DSTAR/INT8 {d['total_pj'] / i['total_pj']:.2f}** (logic alone "
+        f"{(d['idle_pj'] + d['data_pj']) / (i['idle_pj'] + i['data_pj']):.2f}, SRAM alone "
+        f"{d['sram_pj'] / i['sram_pj']:.2f}); the QPU {100 * im['qpu_power_share']:.1f} % of the "
+        f"DSTAR core's energy ({100 * im['qpu_logic_share']:.1f} % of its logic's).", "",
+        f"One image of the trained digits DiT ({im['steps']} DDIM steps, label {im['label']}, "
+        f"seed {im['seed']}) on the `fpga` cores of the whole-core comparison "
+        "(`reports/compare.md`), sampled on the RTL and checked at every step against the "
+        "integer golden; the same image on the ISA executor gives its events, whose counters "
+        "are checked equal to the core's own. Energy = every part's idle cycle (clock pins, "
+        "clock net, leakage; the core's Nangate45 netlist; no clock gating, as in the RTL) × "
+        "the image's RTL cycles + each gate-level-measured unit's data energy per event × its "
+        "events + each RAM's accesses × its per-access energy "
+        "(`dstar/reports/energy_image.py`). SRAM figures: " + im["sram_source"] + ".", "",
+        "Left out: the data energy of the dispatcher, engines and requantizers (their clock "
+        "and leakage are in) and of the INT8 core's quantizer (favours INT8); the engines' "
+        "FIFOs; the host link; the clock tree and wires; glitches. The units' data energies "
+        "come from their own testbenches: the arrays on the trained DiT's tiles, the QPU on its "
+        "closed-loop differences, the VPU on random and edge rows of every operation alike "
+        f"({im['vpu_run']}), not the image's mix of operations and values: the VPU's figure, "
+        "the same on both cores, is likely high. All gate-level figures read the cells' "
+        "internal-power tables extrapolated past their largest index on the unbuffered "
+        "high-fanout nets of the area-mapped netlists (no buffer trees): an over-estimate, "
+        "most for the VPU's and the arrays' broadcast nets.", "",
+        "| | DSTAR core | INT8 core | DSTAR/INT8 |", "|---|---:|---:|---:|"]
+    rows = [("RTL cycles", d["cycles"], i["cycles"], "{:,}"),
+            ("cells µm²", d["area_um2"], i["area_um2"], "{:,.0f}"),
+            ("idle logic µJ (clock, leakage)", d["idle_pj"] / 1e6, i["idle_pj"] / 1e6, "{:.2f}"),
+            ("data logic µJ (arrays, QPU, VPU)", d["data_pj"] / 1e6, i["data_pj"] / 1e6,
+             "{:.2f}"),
+            ("SRAM µJ", d["sram_pj"] / 1e6, i["sram_pj"] / 1e6, "{:.2f}"),
+            ("**total µJ**", d["total_pj"] / 1e6, i["total_pj"] / 1e6, "{:.2f}")]
+    for name, a, b, f in rows:
+        lines.append(f"| {name} | {f.format(a)} | {f.format(b)} | {a / b:.2f} |")
+    lines += ["", "By part (µJ per image):", "", "| part | DSTAR core | INT8 core |",
+              "|---|---:|---:|"]
+    keys = sorted(set(d["parts"]) | set(i["parts"]),
+                  key=lambda k: -max(d["parts"].get(k, 0), i["parts"].get(k, 0)))
+    for k in keys:
+        lines.append(f"| {k} | " + " | ".join(
+            f"{c['parts'][k] / 1e6:.3f}" if k in c["parts"] else "–" for c in (d, i)) + " |")
+    lines += ["", "Events and energies per event (data energy: a unit's gate-level run less "
+              "its idle cycles; SRAM: per access at the RAM's own size and width):", "",
+              "| core | unit | event | events per image | fJ per event |",
+              "|---|---|---|---:|---:|"]
+    for name, c in (("DSTAR", d), ("INT8", i)):
+        for u, e in c["events"].items():
+            lines.append(f"| {name} | {u} | `{e['event']}` | {e['count']:,} "
+                         f"| {e['fj_per_event']:,.0f} |")
+    lines += ["", "| core | RAM | width × rows | reads | writes | pJ per read |",
+              "|---|---|---|---:|---:|---:|"]
+    for name, c in (("DSTAR", d), ("INT8", i)):
+        for r in c["sram"]["rams"]:
+            if r["reads"] or r["writes"]:
+                lines.append(f"| {name} | {r['name']} | {r['width']} × {r['rows']:,} "
+                             f"| {r['reads']:,} | {r['writes']:,} | {r['read_pj']:.1f} |")
+    lv = im.get("levers")
+    if lv:
+        names = {"clock_gating": "clock gating: each engine's parts clocked only while it is "
+                                 "busy",
+                 "gmem_split": "GMEM split: the group slots in their own small SRAM, the P "
+                               "cache apart",
+                 "weight_buffer": "weight buffer: one GEMM's weight rows beside the MPU, "
+                                  "WMEM read once per row and GEMM"}
+        lines += ["", "Levers **not built**, what each would save on this image by the same "
+                  "energies (`energy_image.levers`), each alone, and the ratio with all of "
+                  "them:", "", "| lever | DSTAR saves µJ | INT8 saves µJ |", "|---|---:|---:|"]
+        for k, name in names.items():
+            lines.append(f"| {name} | " + " | ".join(
+                f"{lv[s][k] / 1e6:.2f}" if k in lv[s] else "–" for s in ("dstar", "int8"))
+                + " |")
+        after = {s: c["total_pj"] - sum(lv[s].values()) for s, c in im["cores"].items()}
+        lines.append(f"| **all**: DSTAR {after['dstar'] / 1e6:.2f} µJ, INT8 "
+                     f"{after['int8'] / 1e6:.2f} µJ, DSTAR/INT8 "
+                     f"**{after['dstar'] / after['int8']:.2f}** | | |")
+    return lines + [""] + _paper_markdown(rep)
+
+
+def _paper_markdown(rep: dict) -> list:
+    """The projected paper chip's energy per image (:mod:`dstar.reports.energy_paper`)."""
+    pc = rep.get("paper_chip")
+    if not pc:
+        return []
+    lines = [
+        "## Projected energy per image of the paper's chip", "",
+        "32 `paper` cores (64×64, 1 GHz) on the projection's models and times "
+        f"(`{pc['projection']}`), DSTAR against the same chip with INT8 cores and against an "
+        "A100 at its 250 W board power over its roofline time (a bound in the GPU's favour on "
+        "time). Events per image by the projection's work rules counted as the core counts "
+        "them; energies per event the `fpga` core's gate-level ones carried to the `paper` "
+        "core (the array per group × the PE count ratio, the QPU per sub-channel and the VPU "
+        "per beat × the lane ratio); idle energy (clock, leakage; no clock gating) per µm² "
+        "of each part × its `paper` area by the whole-core comparison's part-area model "
+        f"(`{pc['compare']}`), every core every cycle; SRAM per access at the `paper` core's "
+        "buffer sizes; HBM 3.97 pJ/bit on the projection's traffic "
+        "(`dstar/reports/energy_paper.py`). Not modelled: the network between cores, the "
+        "scratchpad, the host.", "",
+        "| model | statistics | DSTAR J | W | INT8 J | W | A100 J | DSTAR/INT8 | A100/DSTAR |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in pc["models"]:
+        d, i, a = r["dstar"], r["int8"], r["a100"]
+        lines.append(f"| {r['model']} | {r['workload']} | {d['energy_j']:.3g} | "
+                     f"{d['watts']:.0f} | {i['energy_j']:.3g} | {i['watts']:.0f} | "
+                     f"{a['energy_j']:.3g} | {r['dstar_over_int8']:.2f} | "
+                     f"{r['a100_over_dstar']:.2f} |")
+    first = pc["models"][0]
+    lines += ["", f"By part, {first['model']} ({first['workload']} statistics), J per image:",
+              "", "| part | DSTAR chip | INT8 chip |", "|---|---:|---:|"]
+    d, i = first["dstar"]["parts"], first["int8"]["parts"]
+    for k in sorted(set(d) | set(i), key=lambda k: -max(d.get(k, 0), i.get(k, 0))):
+        lines.append(f"| {k} | " + " | ".join(f"{x[k] * 1e-12:.3g}" if k in x else "–"
+                                               for x in (d, i)) + " |")
+    return lines + [""]
 
 
 def plot_png(rep: dict):
@@ -120,8 +244,10 @@ def plot_png(rep: dict):
     from matplotlib.figure import Figure
 
     w = rep["workload"]
-    fig = Figure(figsize=(6, 3.5))
-    ax = fig.subplots()
+    im = rep.get("image")
+    fig = Figure(figsize=(12.5 if im else 6, 3.8))
+    axes = fig.subplots(1, 2 if im else 1)
+    ax = axes[0] if im else axes
     names = [_NAMES.get(u, u) for u in rep["arrays"]]
     bottom = [0.0] * len(names)
     for k in _GROUPS:
@@ -132,5 +258,24 @@ def plot_png(rep: dict):
     ax.set_ylabel("pJ per MAC")
     ax.set_title(f"Gate-level energy per MAC, preset {rep['preset']}")
     ax.legend(fontsize=8)
+    if im:
+        ax = axes[1]
+        cores = im["cores"]
+        labels = ["DSTAR core", "INT8 core"]
+        bottom = [0.0, 0.0]
+        for key, name in (("idle_pj", "idle logic (clock, leakage)"),
+                          ("data_pj", "data logic (arrays, QPU, VPU)")):
+            vals = [cores[c][key] / 1e6 for c in ("dstar", "int8")]
+            ax.bar(labels, vals, bottom=bottom, label=name)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        rams = sorted({k for c in cores.values() for k in c["parts"] if k.startswith("sram: ")},
+                      key=lambda k: -cores["dstar"]["parts"].get(k, 0.0))
+        for k in rams:
+            vals = [cores[c]["parts"].get(k, 0.0) / 1e6 for c in ("dstar", "int8")]
+            ax.bar(labels, vals, bottom=bottom, label=k.replace("sram: ", "SRAM "))
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ax.set_ylabel("µJ per image")
+        ax.set_title("One digits-DiT image on the whole fpga core")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return png_writer(fig, 120)

@@ -425,7 +425,33 @@ def _energy_section(rec) -> list:
                    f"{b} bits {v / rec['precision_sweep']['int8']['8']:.2f}"
                    for b, v in rec["precision_sweep"]["dstar"].items()) + "."), "",
             _table(["array", "cells", "area µm²", "cycles", "energy pJ", "pJ/MAC",
-                    "checked against golden"], rows), ""]
+                    "checked against golden"], rows), ""] + _image_lines(rec)
+
+
+def _image_lines(rec) -> list:
+    """REPORT.md lines for the energy per image of ``reports/energy.json``, if measured."""
+    im, pc = rec.get("image"), rec.get("paper_chip")
+    if not im:
+        return []
+    d, i = im["cores"]["dstar"], im["cores"]["int8"]
+    lines = ["Energy per image (`reports/energy.md`): one digits-DiT image on each whole `fpga` "
+             "core (sampled on the RTL, bit-exact; events from the executor, equal to the "
+             "core's counters; idle energy of every part, gate-level data energy of the "
+             "arrays, QPU and VPU, published per-access SRAM energies): **DSTAR "
+             f"{d['total_pj'] / 1e6:.2f} µJ, INT8 {i['total_pj'] / 1e6:.2f} µJ, DSTAR/INT8 "
+             f"{d['total_pj'] / i['total_pj']:.2f}** (SRAM {d['sram_pj'] / 1e6:.2f} against "
+             f"{i['sram_pj'] / 1e6:.2f} µJ); the QPU {100 * im['qpu_power_share']:.1f} % of the "
+             "DSTAR core's energy.", ""]
+    if pc:
+        rows = [[r["model"], r["workload"], f"{r['dstar']['energy_j']:.3g}",
+                 f"{r['int8']['energy_j']:.3g}", f"{r['a100']['energy_j']:.3g}",
+                 f"{r['dstar_over_int8']:.2f}", f"{r['a100_over_dstar']:.2f}"]
+                for r in pc["models"]]
+        lines += ["Projected energy per image of the paper's chip (J; the A100 at 250 W over "
+                  "its roofline time):", "",
+                  _table(["model", "statistics", "DSTAR", "INT8 chip", "A100", "DSTAR/INT8",
+                          "A100/DSTAR"], rows), ""]
+    return lines
 
 
 def _model_sections(profile, perf, proj) -> list:

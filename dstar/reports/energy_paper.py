@@ -1,0 +1,222 @@
+"""Projected energy per image of the paper's chip (32 cores of the ``paper`` configuration) on
+the projection's models, DSTAR against the same chip with INT8 cores and against an A100.
+
+Events per image come from the projection's work rules (:mod:`dstar.reports.project`: every
+layer's token tiles, column blocks and groups at the workload's bits and lane fill, attention's
+query tiles and kept key blocks, the SAR cache and reuse steps, the block's element-wise rows),
+counted the way the core counts them (program/executor.py's counter rules and memory reads).
+Energies per event are the ``fpga`` core's, measured at gate level, carried to the ``paper``
+core by what one event touches there:
+
+- **data**: the array per group × ``(rows · cols)`` of ``paper`` over ``fpga`` (a group feeds
+  every PE once); the QPU per sub-channel × ``T`` over ``T`` (its elements); the VPU per beat ×
+  ``vpu_lanes`` over ``vpu_lanes``;
+- **idle** (clock and leakage, no clock gating): each part's idle energy per µm² of the ``fpga``
+  core × that part's area on the ``paper`` core by the part-area model of the whole-core
+  comparison (``reports/compare.json``), every core every cycle of the image;
+- **SRAM**: each buffer's accesses × its per-access energy (:mod:`fpga.sram_energy`) at the
+  ``paper`` core's depths (:func:`program.isa.core_for`) and row widths;
+- **HBM**: the projection's traffic (every layer's INT8 weights once per step; activations
+  larger than the scratchpad; the P cache when it does not fit) at 3.97 pJ/bit.
+
+Not modelled: the network between cores, the scratchpad (its traffic goes to the cores'
+buffers), the host. The A100 is charged its 250 W board power over its roofline time per image
+(:mod:`dstar.reports.gpu_bound`), a bound in the GPU's favour on time.
+"""
+
+from __future__ import annotations
+
+import math
+
+from golden.config import Config
+
+__all__ = ["step_events", "image_events", "core_memories", "chip_energy", "idle_per_cycle",
+           "project_energy", "A100_WATTS"]
+
+#: The A100's board power the paper quotes (W).
+A100_WATTS = 250.0
+
+
+def _add(ev: dict, **k):
+    for name, v in k.items():
+        ev[name] = ev.get(name, 0) + v
+
+
+def step_events(model, cfg: Config, wl, side: str, cache: bool, cores: int) -> dict:
+    """Events of one step of ``model`` over the whole chip (module docstring). ``side``:
+    ``"dstar"`` (``wl``'s bits and fill; differential layers) or ``"int8"`` (dense, one group
+    per channel, P at 8 bits)."""
+    from dstar.reports.project import _groups
+
+    T, ev = cfg.tile, {}
+    dstar = side == "dstar"
+    ports = cfg.lanes if dstar else 1
+    p_bits = wl.p_bits if dstar else 8.0
+
+    def groups(nch, bits):
+        return _groups(nch, bits, cfg, wl.fill) if dstar else nch
+
+    for x in model.linears:
+        if x.cache_only and not cache:
+            continue
+        nt, nb = math.ceil(x.tokens / T), math.ceil(x.cout / T)
+        g = groups(x.cin, wl.bits)
+        n_gemm, n_sub = x.count * nt * nb, x.count * nt * x.cin
+        _add(ev, groups_replayed=n_gemm * g, qpu_subchannels=n_sub,
+             gmem_writes=x.count * nt * g, gmem_reads=n_gemm * g, wmem_reads=n_gemm * g * ports,
+             abuf_reads=n_sub * (1 if dstar else 2), abuf_writes=n_gemm * T,
+             rbuf_reads=n_gemm * T,
+             wmem_writes=x.count * x.cin * nb * min(cores, nt))
+        if dstar:
+            _add(ev, xbuf_reads=n_sub, xbuf_writes=n_sub, ybuf_reads=n_gemm * T,
+                 ybuf_writes=n_gemm * T)
+    for a in model.attentions:
+        nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
+        kept = max(1, round(nk * wl.kept))
+        units = a.count * a.seqs * a.heads * nq
+        heads = a.count * a.seqs * a.heads
+        d_blocks = math.ceil(a.head_dim / T)
+        g_p = groups(kept * T, p_bits)
+        vpu = 0
+        # K and V into WMEM (kv_amax and kv_quant; K by sub-channels on cache steps).
+        kv = (2 * nk * a.head_dim if cache else 0) + nk * a.head_dim + a.keys * d_blocks
+        vpu += heads * kv
+        _add(ev, wmem_writes=heads * ((nk * a.head_dim if cache else 0) + a.keys * d_blocks))
+        if cache:
+            g_q = groups(a.head_dim, wl.bits)
+            s_gemm = units * kept
+            _add(ev, qpu_subchannels=units * (a.head_dim + nk * T),
+                 gmem_writes=units * (g_q + g_p), groups_replayed=s_gemm * g_q,
+                 gmem_reads=s_gemm * g_q, wmem_reads=s_gemm * g_q * ports,
+                 abuf_reads=units * (a.head_dim + nk * T) * (1 if dstar else 2)
+                 + units * T * nk, abuf_writes=s_gemm * T + units * T * nk,
+                 rbuf_reads=s_gemm * T)
+            vpu += units * T * nk                                  # softmax rows
+        pv = units * d_blocks
+        _add(ev, groups_replayed=pv * g_p, gmem_reads=pv * g_p, wmem_reads=pv * g_p * ports,
+             abuf_writes=pv * T, rbuf_reads=pv * T)
+        _add(ev, vpu_beats=vpu, vbuf_reads=2 * vpu, mask_reads=vpu, abuf_reads=vpu)
+    for x in model.linears:
+        if x.name.endswith(".fc1") or x.name.endswith("v_mlp"):
+            D = x.cin
+            mlp = x.cout - (D if x.name.endswith("v_mlp") else 0)
+            beats = x.count * x.tokens * (6 * math.ceil(D / T) + math.ceil(mlp / T))
+            extra = x.count * x.tokens * 2 * math.ceil(D / T)     # gated_residual's 2nd operand
+            _add(ev, vpu_beats=beats, vbuf_reads=2 * beats, mask_reads=beats,
+                 abuf_reads=beats + extra, abuf_writes=beats)
+    return ev
+
+
+def image_events(model, cfg: Config, wl, side: str, cores: int) -> dict:
+    """:func:`step_events` over an image: ``ceil(steps / interval)`` cache steps, the rest
+    reuse steps."""
+    n_cache = math.ceil(model.steps / wl.interval)
+    out = {}
+    for cache, n in ((True, n_cache), (False, model.steps - n_cache)):
+        for k, v in step_events(model, cfg, wl, side, cache, cores).items():
+            out[k] = out.get(k, 0) + n * v
+    return out
+
+
+def core_memories(cfg: Config) -> list:
+    """The buffers of one core of ``cfg`` as the energy model sees them: ``{"module", "name",
+    "width", "size"}`` (ABUF as its ``T`` banks of one element each)."""
+    from golden.layouts import gmem_layout, layout_width
+    from program.isa import core_for, row_width
+
+    core = core_for(cfg)
+    mems = [dict(module="core.abuf", name=f"bank{k}", width=cfg.act_width,
+                 size=core.abuf_rows) for k in range(cfg.tile)]
+    for b in ("XBUF", "YBUF", "RBUF", "VBUF", "MASK"):
+        mems.append(dict(module="core", name=b.lower(), width=row_width(cfg, b),
+                         size=getattr(core, f"{b.lower()}_rows")))
+    mems.append(dict(module="core.matrix.mpu", name="weights", width=cfg.cols * 8,
+                     size=core.wmem_rows))
+    mems.append(dict(module="core", name="gmem", width=layout_width(gmem_layout(cfg)),
+                     size=core.gmem_rows))
+    return mems
+
+
+def chip_energy(events: dict, *, cores: int, cycles: float, idle_fj_per_cycle: float,
+                fj_per_event: dict, memories: list, voltage: float, hbm_bytes: float) -> dict:
+    """pJ of one image: idle (every core, every cycle), data (``fj_per_event``: ``{"array",
+    "qpu", "vpu"}`` at this configuration), SRAM (:func:`fpga.sram_energy.
+    sram_energy` on ``memories``), ``hbm_bytes`` of HBM traffic (the projection's). Returns
+    ``{"parts", "total_pj"}``."""
+    from fpga.sram_energy import HBM_PJ_PER_BIT, sram_energy
+
+    parts = {"idle": idle_fj_per_cycle * cycles * cores / 1e3,
+             "data: array": events["groups_replayed"] * fj_per_event["array"] / 1e3,
+             "data: vpu": events["vpu_beats"] * fj_per_event["vpu"] / 1e3}
+    if "qpu" in fj_per_event:
+        parts["data: qpu"] = events["qpu_subchannels"] * fj_per_event["qpu"] / 1e3
+    counters = {k: events.get(k, 0) for k in (
+        "abuf_reads", "abuf_writes", "xbuf_reads", "xbuf_writes", "ybuf_reads",
+        "ybuf_writes", "wmem_writes", "gmem_writes")}
+    reads = {k: events.get(k, 0) for k in ("wmem_reads", "gmem_reads", "rbuf_reads",
+                                            "vbuf_reads", "mask_reads")}
+    sram = sram_energy(memories, counters, reads, voltage)
+    for r in sram["rams"]:
+        key = "sram: abuf" if r["name"].startswith("bank") else f"sram: {r['name']}"
+        parts[key] = parts.get(key, 0.0) + r["pj"]
+    parts["hbm"] = hbm_bytes * 8 * HBM_PJ_PER_BIT
+    return dict(parts=parts, total_pj=sum(parts.values()))
+
+
+def idle_per_cycle(fpga_idle: dict, fpga_parts_um2: dict, paper_parts_um2: dict) -> float:
+    """fJ per cycle of one ``paper`` core holding still: each part's idle energy per µm² on the
+    ``fpga`` core times its ``paper`` area (a part the ``fpga`` core lacks: the whole core's
+    density); what belongs to no part (the clock net) grows with the whole core's area."""
+    whole = sum(fpga_idle.values()) / sum(fpga_parts_um2.values())
+    grow = sum(paper_parts_um2.values()) / sum(fpga_parts_um2.values())
+    out = sum(v for k, v in fpga_idle.items() if k not in fpga_parts_um2) * grow
+    for part, um2 in paper_parts_um2.items():
+        a = fpga_parts_um2.get(part, 0.0)
+        out += um2 * (fpga_idle.get(part, 0.0) / a if a > 0 and part in fpga_idle else whole)
+    return out
+
+
+def project_energy(rows: list, area_model: dict, fpga: dict, fpga_cfg: Config,
+                   voltage: float) -> list:
+    """Energy per image of each projected model (``rows``: ``reports/projection.json``'s) on the
+    DSTAR chip and the INT8 chip, and the A100's. ``area_model``: ``reports/compare.json``'s
+    ``paper.area_model`` (``{side: {"fit": {"predicted": {"parts"}}}}``); ``fpga``: per side
+    ``{"idle": {part: fJ/cycle}, "parts_um2": {part: µm²}, "fj_per_event": {"array", "qpu",
+    "vpu"}}`` of the ``fpga`` cores."""
+    from dstar.reports.dit_shapes import MODELS
+    from dstar.reports.project import Chip, Workload
+    from golden.config import preset
+
+    chip = Chip()
+    by_name = MODELS
+    out = []
+    for row in rows:
+        model = by_name[row["model"]]
+        wl = Workload(**row["workload"])
+        rec = dict(model=row["model"], workload=wl.name, steps=model.steps)
+        for side in ("dstar", "int8"):
+            cfg = preset("paper", datapath=side)
+            f = fpga[side]
+            scale = {"array": cfg.rows * cfg.cols / (fpga_cfg.rows * fpga_cfg.cols),
+                     "qpu": cfg.tile / fpga_cfg.tile,
+                     "vpu": cfg.vpu_lanes / fpga_cfg.vpu_lanes}
+            per_event = {k: v * scale[k] for k, v in f["fj_per_event"].items()}
+            idle = idle_per_cycle(f["idle"], f["parts_um2"],
+                                  area_model[side]["fit"]["predicted"]["parts"])
+            n_cache = math.ceil(model.steps / wl.interval)
+            r = row[side]
+            hbm = (n_cache * r["cache"]["hbm_s"] + (model.steps - n_cache) * r["reuse"]["hbm_s"]) \
+                * chip.hbm_bytes_per_s
+            ev = image_events(model, cfg, wl, side, chip.cores)
+            e = chip_energy(ev, cores=chip.cores, cycles=r["per_image_s"] * chip.freq_hz,
+                            idle_fj_per_cycle=idle, fj_per_event=per_event,
+                            memories=core_memories(cfg), voltage=voltage, hbm_bytes=hbm)
+            rec[side] = dict(e, energy_j=e["total_pj"] * 1e-12, per_image_s=r["per_image_s"],
+                             watts=e["total_pj"] * 1e-12 / r["per_image_s"],
+                             idle_fj_per_core_cycle=idle, events=ev, hbm_bytes=hbm)
+        gpu_s = row["gpu"]["per_image_s"]
+        rec["a100"] = dict(energy_j=A100_WATTS * gpu_s, per_image_s=gpu_s, watts=A100_WATTS)
+        rec["dstar_over_int8"] = rec["dstar"]["energy_j"] / rec["int8"]["energy_j"]
+        rec["a100_over_dstar"] = rec["a100"]["energy_j"] / rec["dstar"]["energy_j"]
+        out.append(rec)
+    return out
