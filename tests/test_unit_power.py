@@ -9,7 +9,6 @@ import pytest
 
 from dstar.benches.resources import NANGATE
 from dstar.benches.unit_power import (
-    bounded_library,
     dit_tiles,
     fj,
     group_parts,
@@ -18,6 +17,7 @@ from dstar.benches.unit_power import (
     split_energy,
 )
 from fpga.liberty import read_liberty
+from fpga.power import bounded_library
 from golden.config import preset
 from golden.vectors import qpu_workload
 
@@ -134,5 +134,5 @@ def test_qpu_energy_at_tiny_splits_into_idle_and_data():
     assert r["data_fj"] > 0 and r["idle_fj_per_cycle"] > 0
     assert r["idle_fj_per_cycle"] * r["run_cycles"] < r["total_fj"]
     assert all(v > 0 for v in r["data_fj_per_event"].values())
-    assert r["bounded"]["data_fj"] > 0 and r["bounded"]["idle_fj_per_cycle"] > 0
+    assert r["unbounded"]["total_fj"] >= r["total_fj"]
     assert {"front", "packer", "top"} <= set(r["parts"])

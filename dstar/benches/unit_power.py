@@ -18,13 +18,13 @@ Method (:func:`unit_energy`, the steps of :func:`dstar.benches.power.array_energ
    ``cycles`` idle cycles; divided by each event's count it is the data energy per event (the
    same energy over each count: the per-event figures are alternatives, not shares to add).
    Both also by part (:func:`group_parts`).
-4. **Bounded**: the same with every internal-power table looked up no further than its largest
-   index (:func:`bounded_library`). The netlist is as ABC maps it for area, with no buffer trees,
-   so a net with hundreds or thousands of sinks gets a transition far beyond the tables (the VPU
-   has nets of over 10 pF and transitions of hundreds of ns), and bilinear extrapolation then
-   charges each sink's toggle hundreds of times its in-table energy. The bounded figure is what a
-   buffered netlist's cells would draw, less its buffers; ``extrapolated_share`` is the part of
-   the run's energy that only the extrapolation adds.
+4. **Bounded tables**: :func:`fpga.power.energy` reads every internal-power table no further
+   than its largest index (:func:`fpga.power.bounded_library`, its default): the netlist is as
+   ABC maps it for area, with no buffer trees, so a net with hundreds or thousands of sinks gets
+   a transition far beyond the tables (the VPU has nets of over 10 pF and transitions of
+   hundreds of ns) where extrapolation would charge each toggle hundreds of times its in-table
+   energy. ``unbounded`` records the run's energy with the tables extrapolated and the share
+   that only the extrapolation adds.
 
 Workloads:
 
@@ -62,7 +62,7 @@ from xml.etree import ElementTree
 
 from golden.config import Config
 
-__all__ = ["run_cycles", "fj", "split_energy", "group_parts", "bounded_library", "gate_netlist",
+__all__ = ["run_cycles", "fj", "split_energy", "group_parts", "gate_netlist",
            "unit_energy",
            "dit_tiles", "qpu_energy", "vpu_energy"]
 
@@ -120,34 +120,6 @@ def group_parts(parts: dict, idle_parts: dict, cycles: int) -> dict:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["total_fj"]))
 
 
-class _Bounded:
-    """A library table looked up with each variable at most its largest index."""
-
-    def __init__(self, table):
-        self.table = table
-        self.top = {k: max(i) for k, i in zip(getattr(table, "keys", []) or [],
-                                              getattr(table, "idx", []) or []) if k and i}
-
-    def __call__(self, **point):
-        return self.table(**{k: min(v, self.top[k]) if k in self.top else v
-                             for k, v in point.items()})
-
-
-def bounded_library(lib: dict) -> dict:
-    """``lib`` (:func:`fpga.liberty.read_liberty`) with every ``internal_power`` table
-    (``rise``/``fall`` of each pin's ``power`` groups) bounded above by its largest index: no
-    extrapolation past the characterized transitions and loads (below the smallest it still
-    extrapolates, towards an unloaded output). Timing tables are left as they are."""
-    cells = {}
-    for name, c in lib["cells"].items():
-        pins = {pin: dict(d, power=[dict(g, **{k: _Bounded(g[k]) if g.get(k) else g.get(k)
-                                               for k in ("rise", "fall")})
-                                    for g in d["power"]])
-                for pin, d in c["pins"].items()}
-        cells[name] = dict(c, pins=pins)
-    return dict(lib, cells=cells)
-
-
 def gate_netlist(unit: str, cfg: Config, liberty, say) -> tuple:
     """``(unit config, synthesis result, work directory, gate-level sources, seconds)`` of
     ``unit`` at its bench configuration mapped to ``liberty`` (the ``asic`` flow with ``parts``,
@@ -179,7 +151,7 @@ def unit_energy(unit: str, cfg: Config, liberty, testbench: str, extra_env: dict
     golden). Returns ``cells``, ``area_um2``, ``run_cycles``, ``events``, ``total`` and
     ``idle_per_cycle`` (fJ by internal, switching, leakage), ``total_fj``,
     ``idle_fj_per_cycle``, ``data_fj``, ``data_fj_per_event``, ``parts`` (:func:`group_parts`),
-    the same under ``bounded`` (:func:`bounded_library`) with ``extrapolated_share``, and the
+    ``unbounded`` (the total with the tables extrapolated, ``extrapolated_share``) and the
     ``seconds`` of each step."""
     from fpga.liberty import read_liberty
     from fpga.power import clock_energy, energy, toggles_from_coverage
@@ -208,23 +180,15 @@ def unit_energy(unit: str, cfg: Config, liberty, testbench: str, extra_env: dict
     clk = gs.ports["clk"]["bits"][0]
     e = energy(netlist, lib, toggles, cycles * clock_ns, gs.top)
     idle = clock_energy(netlist, lib, clk, clock_ns, gs.top)
-    blib = bounded_library(lib)
-    eb = energy(netlist, blib, toggles, cycles * clock_ns, gs.top)
-    idle_b = clock_energy(netlist, blib, clk, clock_ns, gs.top)
+    unbounded = fj(energy(netlist, lib, toggles, cycles * clock_ns, gs.top,
+                          bounded=False)["total"])
     t_energy = time.perf_counter() - t2
     total, idle_fj = fj(e["total"]), fj(idle["total"])
     split = split_energy(total, idle_fj, cycles, counts)
-    total_b, idle_fj_b = fj(eb["total"]), fj(idle_b["total"])
-    split_b = split_energy(total_b, idle_fj_b, cycles, counts)
     say(f"{unit} {tag}: {total / 1e3:,.1f} pJ, idle {idle_fj:,.1f} fJ/cycle, data "
-        f"{split['data_fj'] / 1e3:,.1f} pJ; bounded tables: {total_b / 1e3:,.1f} pJ, idle "
-        f"{idle_fj_b:,.1f} fJ/cycle, data {split_b['data_fj'] / 1e3:,.1f} pJ ({t_energy:.0f} s)")
+        f"{split['data_fj'] / 1e3:,.1f} pJ; with the tables extrapolated {unbounded / 1e3:,.1f} "
+        f"pJ ({t_energy:.0f} s)")
     keep = ("internal", "switching", "leakage", "sequential")
-    bounded = dict(total={k: eb["total"][k] for k in keep},
-                   idle_per_cycle={k: idle_b["total"][k] for k in keep}, total_fj=total_b,
-                   idle_fj_per_cycle=idle_fj_b, **split_b,
-                   parts=group_parts(eb["parts"], idle_b["parts"], cycles),
-                   extrapolated_share=(total - total_b) / total if total else 0.0)
     return dict(
         unit=unit, preset=ucfg.name, config_hash=ucfg.hash(), cells=syn["num_cells"],
         area_um2=area, library=syn.get("liberty"), workdir=str(wd), testbench=testbench,
@@ -233,7 +197,9 @@ def unit_energy(unit: str, cfg: Config, liberty, testbench: str, extra_env: dict
         total={k: e["total"][k] for k in keep}, idle_per_cycle={k: idle["total"][k] for k in keep},
         total_fj=total, idle_fj_per_cycle=idle_fj, **split,
         parts=group_parts(e["parts"], idle["parts"], cycles),
-        bounded=bounded, unknown_cells=e["unknown_cells"], transitions=sum(toggles.values()),
+        unbounded=dict(total_fj=unbounded, extrapolated_share=(
+            (unbounded - total) / unbounded if unbounded else 0.0)),
+        unknown_cells=e["unknown_cells"], transitions=sum(toggles.values()),
         seconds=dict(synthesis=round(t_syn, 1), simulation=round(t_sim, 1),
                      energy=round(t_energy, 1)))
 

@@ -144,10 +144,10 @@ def _image_markdown(rep: dict) -> list:
         "come from their own testbenches: the arrays on the trained DiT's tiles, the QPU on its "
         "closed-loop differences, the VPU on random and edge rows of every operation alike "
         f"({im['vpu_run']}), not the image's mix of operations and values: the VPU's figure, "
-        "the same on both cores, is likely high. All gate-level figures read the cells' "
-        "internal-power tables extrapolated past their largest index on the unbuffered "
-        "high-fanout nets of the area-mapped netlists (no buffer trees): an over-estimate, "
-        "most for the VPU's and the arrays' broadcast nets.", "",
+        "the same on both cores, may be high. Every gate-level figure reads the cells' "
+        "internal-power tables no further than their largest index (`fpga/power.py`): the "
+        "area-mapped netlists have no buffer trees, and extrapolating the tables on their "
+        f"high-fanout nets would add {_extrapolated(rep)}.", "",
         "| | DSTAR core | INT8 core | DSTAR/INT8 |", "|---|---:|---:|---:|"]
     rows = [("RTL cycles", d["cycles"], i["cycles"], "{:,}"),
             ("cells µm²", d["area_um2"], i["area_um2"], "{:,.0f}"),
@@ -200,6 +200,17 @@ def _image_markdown(rep: dict) -> list:
                      f"{after['int8'] / 1e6:.2f} µJ, DSTAR/INT8 "
                      f"**{after['dstar'] / after['int8']:.2f}** | | |")
     return lines + [""] + _paper_markdown(rep)
+
+
+def _extrapolated(rep: dict) -> str:
+    """What extrapolating the power tables would add to the QPU's and the VPU's runs."""
+    parts = []
+    for u, name in (("qpu", "QPU"), ("vpu", "VPU")):
+        ub = rep.get("units", {}).get(u, {}).get("unbounded")
+        if ub:
+            share = ub["extrapolated_share"]
+            parts.append(f"{100 * share / (1 - share):.0f} % to the {name}'s run")
+    return " and ".join(parts) or "more"
 
 
 def _paper_markdown(rep: dict) -> list:

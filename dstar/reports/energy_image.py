@@ -266,7 +266,7 @@ def per_image(cfg, liberty, arrays: dict, *, clock_ns: float, projection, compar
             "a100": r["a100"]["energy_j"]}
     keep = ("cells", "area_um2", "run_cycles", "events", "total_fj", "idle_fj_per_cycle",
             "data_fj", "data_fj_per_event", "parts", "workload", "seconds", "testbench",
-            "bounded")
+            "unbounded")
     return dict(units={"qpu": {k: qpu[k] for k in keep}, "vpu": {k: vpu[k] for k in keep}},
                 image=image, paper_chip=dict(models=paper, projection=str(projection),
                                              compare=str(compare)),
