@@ -75,12 +75,14 @@ def access_pj(width_bits: int, rows: int, reads: int, writes: int,
             + writes * sram_write_pj(width_bits, rows, voltage))
 
 
-def memory_accesses(mem: dict, counters: dict, reads: dict) -> tuple | None:
-    """``(reads, writes)`` of one RAM of the core in an image, or None for a RAM not counted
-    (the engines' FIFOs)."""
+def memory_accesses(mem: dict, counts: dict) -> tuple | None:
+    """``(reads, writes)`` of one RAM of the core (``{"module", "name"}`` as the ASIC synthesis
+    lists it) from ``counts`` (the core's row counters and the executor's memory reads,
+    :data:`program.executor.READS`; a count not given is 0), or None for a RAM not counted (the
+    engines' FIFOs). An ABUF row access is one access of each of its banks."""
     name = mem["name"]
     if name.startswith("bank") and mem["module"].endswith(".abuf"):
-        return counters["abuf_reads"], counters["abuf_writes"]
+        return counts.get("abuf_reads", 0), counts.get("abuf_writes", 0)
     table = {"xbuf": ("xbuf_reads", "xbuf_writes"), "ybuf": ("ybuf_reads", "ybuf_writes"),
              "weights": ("wmem_reads", "wmem_writes"), "gmem": ("gmem_reads", "gmem_writes"),
              "rbuf": ("rbuf_reads", None), "vbuf": ("vbuf_reads", None),
@@ -88,23 +90,25 @@ def memory_accesses(mem: dict, counters: dict, reads: dict) -> tuple | None:
     if name not in table:
         return None
     r, w = table[name]
-    both = {**counters, **reads}
-    return both[r], (both[w] if w else 0)
+    return counts.get(r, 0), (counts.get(w, 0) if w else 0)
 
 
-def sram_energy(memories: list, counters: dict, reads: dict, voltage: float) -> dict:
-    """pJ of the image's SRAM accesses by RAM (module docstring): ``{"rams": [...], "total_pj",
-    "not_counted": [names]}``."""
-    rams, skipped, total = [], [], 0.0
+def sram_energy(memories: list, counts: dict, voltage: float) -> dict:
+    """pJ of the SRAM accesses ``counts`` makes (:func:`memory_accesses`) by RAM: ``{"rams":
+    [...], "by_buffer": {buffer: pJ} (ABUF's banks together), "total_pj", "not_counted":
+    [names]}``."""
+    rams, skipped, total, by_buffer = [], [], 0.0, {}
     for m in memories:
-        acc = memory_accesses(m, counters, reads)
+        acc = memory_accesses(m, counts)
         if acc is None:
             skipped.append(f"{m['module'].rsplit('.', 1)[-1]}.{m['name']}")
             continue
         r, w = acc
         pj = access_pj(m["width"], m["size"], r, w, voltage)
         total += pj
+        buf = "abuf" if m["module"].endswith(".abuf") else m["name"]
+        by_buffer[buf] = by_buffer.get(buf, 0.0) + pj
         rams.append(dict(name=m["name"], width=m["width"], rows=m["size"], reads=r, writes=w,
                          read_pj=sram_read_pj(m["width"], m["size"], voltage),
                          write_pj=sram_write_pj(m["width"], m["size"], voltage), pj=pj))
-    return dict(rams=rams, total_pj=total, not_counted=skipped)
+    return dict(rams=rams, by_buffer=by_buffer, total_pj=total, not_counted=skipped)

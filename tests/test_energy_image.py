@@ -37,15 +37,18 @@ MEMS = [dict(module="core.abuf", name="bank0", width=16, size=1024),
 COUNTERS = dict(abuf_reads=10, abuf_writes=4, ybuf_reads=3, ybuf_writes=3, wmem_writes=0,
                 groups_replayed=7, qpu_subchannels=5, vpu_beats=20)
 READS = dict(wmem_reads=28, gmem_reads=7, rbuf_reads=8, vbuf_reads=24, mask_reads=12)
+ALL = {**COUNTERS, **READS}
 
 
 def test_each_ram_takes_its_own_accesses():
-    assert memory_accesses(MEMS[0], COUNTERS, READS) == (10, 4)
-    assert memory_accesses(MEMS[2], COUNTERS, READS) == (3, 3)
-    assert memory_accesses(MEMS[3], COUNTERS, READS) == (28, 0)
-    assert memory_accesses(MEMS[4], COUNTERS, READS) is None
-    s = sram_energy(MEMS, COUNTERS, READS, 0.9)
+    assert memory_accesses(MEMS[0], ALL) == (10, 4)
+    assert memory_accesses(MEMS[2], ALL) == (3, 3)
+    assert memory_accesses(MEMS[3], ALL) == (28, 0)
+    assert memory_accesses(MEMS[4], ALL) is None
+    s = sram_energy(MEMS, ALL, 0.9)
     assert s["not_counted"] == ["wb.storage"]
+    assert s["by_buffer"]["abuf"] == pytest.approx(2 * access_pj(16, 1024, 10, 4))
+    assert memory_accesses(MEMS[2], {}) == (0, 0)          # a count not given is none
     assert s["total_pj"] == pytest.approx(
         2 * access_pj(16, 1024, 10, 4) + access_pj(64, 1024, 3, 3) + access_pj(64, 1024, 28, 0))
 

@@ -77,44 +77,30 @@ def array_energy(unit: str, cfg: Config, doc: dict, liberty, *, clock_ns: float 
                  tag: str = "power", progress=None) -> dict:
     """Energy of ``unit`` (``"mpu"``, ``"baseline"``) at its bench configuration on the
     workload ``doc`` (``tb/test_bench_layers.py``'s, :func:`dstar.benches.layers.workload_doc`;
-    module docstring), leakage over the run's cycles at ``clock_ns``."""
-    from dstar.benches.unit_power import gate_netlist
-    from fpga.liberty import read_liberty
-    from fpga.power import clock_energy, energy, toggles_from_coverage
-    from sim.runner import run_cocotb
+    module docstring): :func:`dstar.benches.unit_power.unit_energy` on that testbench, its data
+    energy per group streamed, with the bench's own record (stream cycles, drain beats
+    checked)."""
+    from dstar.benches.unit_power import unit_energy
 
-    say = progress or (lambda msg: None)
-    ucfg, syn, wd, gs, _ = gate_netlist(unit, cfg, liberty, say)
-    area = syn["resources"]["area"]
     with tempfile.TemporaryDirectory(prefix="dstar-power-") as d:
         wl, res = Path(d) / "workload.json", Path(d) / "result.json"
         wl.write_text(json.dumps(doc))
-        t1 = time.perf_counter()
-        sim = run_cocotb(unit, ucfg, "verilator", "tb.test_bench_layers", seed=1, tag=tag,
-                         netlist=gs, toggles=True,
-                         extra_env={"DSTAR_BENCH_WORKLOAD": str(wl),
-                                    "DSTAR_BENCH_RESULT": str(res)})
-        out = json.loads(res.read_text())
-    say(f"{unit} {tag}: gate-level run of {out['run_cycles']:,} cycles, "
-        f"{out['drain_beats_checked']:,} drain beats checked ({time.perf_counter() - t1:.0f} s)")
-    toggles = toggles_from_coverage(sim.test_dir / "coverage.dat", gs.top, gs.ports)
-    lib = read_liberty(wd / "cells.lib")
-    net = json.loads((wd / "netlist.json").read_text())
-    e = energy(net, lib, toggles, out["run_cycles"] * clock_ns, gs.top)
-    idle = _fj(clock_energy(net, lib, gs.ports["clk"]["bits"][0], clock_ns, gs.top)["total"])
-    groups = sum(x["input_beats"] for x in out["layers"])
-    data = _fj(e["total"]) - idle * out["run_cycles"]
-    return dict(unit=unit, config_hash=ucfg.hash(), area_um2=area, cells=syn["num_cells"],
-                library=syn.get("liberty"), workdir=str(wd), run_cycles=out["run_cycles"],
-                stream_cycles=out["cycles"], drain_beats_checked=out["drain_beats_checked"],
-                checked=out["checked"], energy=e, transitions=sum(toggles.values()),
-                idle_fj_per_cycle=idle, groups=groups, data_fj=data,
-                data_fj_per_group=data / groups)
+        out = {}
 
+        def groups(_):
+            out.update(json.loads(res.read_text()))
+            return dict(groups=sum(x["input_beats"] for x in out["layers"]))
 
-def _fj(t: dict) -> float:
-    """Internal, switching and leakage energy of an :func:`fpga.power.energy` total, fJ."""
-    return t["internal"] + t["switching"] + t["leakage"]
+        r = unit_energy(unit, cfg, liberty, "tb.test_bench_layers",
+                        {"DSTAR_BENCH_WORKLOAD": str(wl), "DSTAR_BENCH_RESULT": str(res)},
+                        groups, clock_ns, tag, progress)
+    return dict(unit=unit, config_hash=r["config_hash"], area_um2=r["area_um2"],
+                cells=r["cells"], library=r["library"], workdir=r["workdir"],
+                run_cycles=r["run_cycles"], stream_cycles=out["cycles"],
+                drain_beats_checked=out["drain_beats_checked"], checked=out["checked"],
+                energy=r["energy"], transitions=r["transitions"],
+                idle_fj_per_cycle=r["idle_fj_per_cycle"], groups=r["events"]["groups"],
+                data_fj=r["data_fj"], data_fj_per_group=r["data_fj_per_event"]["groups"])
 
 
 def precision_sweep(cfg: Config, liberty, *, precisions=(2, 4, 6, 8), tiles: int = 8,

@@ -151,8 +151,9 @@ def unit_energy(unit: str, cfg: Config, liberty, testbench: str, extra_env: dict
     golden). Returns ``cells``, ``area_um2``, ``run_cycles``, ``events``, ``total`` and
     ``idle_per_cycle`` (fJ by internal, switching, leakage), ``total_fj``,
     ``idle_fj_per_cycle``, ``data_fj``, ``data_fj_per_event``, ``parts`` (:func:`group_parts`),
-    ``unbounded`` (the total with the tables extrapolated, ``extrapolated_share``) and the
-    ``seconds`` of each step."""
+    ``unbounded`` (the total with the tables extrapolated, ``extrapolated_share``), ``energy``
+    (:func:`fpga.power.energy`'s record of the run, its parts ungrouped) and the ``seconds`` of
+    each step."""
     from fpga.liberty import read_liberty
     from fpga.power import clock_energy, energy, toggles_from_coverage
     from sim.runner import run_cocotb
@@ -199,7 +200,7 @@ def unit_energy(unit: str, cfg: Config, liberty, testbench: str, extra_env: dict
         parts=group_parts(e["parts"], idle["parts"], cycles),
         unbounded=dict(total_fj=unbounded, extrapolated_share=(
             (unbounded - total) / unbounded if unbounded else 0.0)),
-        unknown_cells=e["unknown_cells"], transitions=sum(toggles.values()),
+        unknown_cells=e["unknown_cells"], transitions=sum(toggles.values()), energy=e,
         seconds=dict(synthesis=round(t_syn, 1), simulation=round(t_sim, 1),
                      energy=round(t_energy, 1)))
 

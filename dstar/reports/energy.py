@@ -138,7 +138,9 @@ def _image_markdown(rep: dict) -> list:
         "the image's RTL cycles + each gate-level-measured unit's data energy per event × its "
         "events + each RAM's accesses × its per-access energy "
         "(`dstar/reports/energy_image.py`). SRAM figures: " + im["sram_source"] + ".", "",
-        "Left out: the data energy of the dispatcher, engines and requantizers (their clock "
+        "Left out: the model's one-time init (its weights, RBUF rows and masks loaded once, "
+        "the same on both cores); the data energy of the dispatcher, engines and requantizers "
+        "(their clock "
         "and leakage are in) and of the INT8 core's quantizer (favours INT8); the engines' "
         "FIFOs; the host link; the clock tree and wires; glitches. The units' data energies "
         "come from their own testbenches: the arrays on the trained DiT's tiles, the QPU on its "
@@ -158,6 +160,8 @@ def _image_markdown(rep: dict) -> list:
             ("**total µJ**", d["total_pj"] / 1e6, i["total_pj"] / 1e6, "{:.2f}")]
     for name, a, b, f in rows:
         lines.append(f"| {name} | {f.format(a)} | {f.format(b)} | {a / b:.2f} |")
+    lines.append(f"| PSNR against float, dB (the integer model the core runs) "
+                 f"| {d['psnr_db']:.2f} | {i['psnr_db']:.2f} | |")
     lines += ["", "By part (µJ per image):", "", "| part | DSTAR core | INT8 core |",
               "|---|---:|---:|"]
     keys = sorted(set(d["parts"]) | set(i["parts"]),

@@ -36,11 +36,14 @@ from pathlib import Path
 from fpga.sram_energy import sram_energy
 
 __all__ = ["core_idle", "image_energy", "fpga_images", "levers",
-           "per_image", "UNIT_EVENTS", "CLOCK_PART"]
+           "per_image", "IMAGE", "UNIT_EVENTS", "CLOCK_PART"]
 
 #: The part the clock net's ``½·C·V²`` (an ideal net to every flip-flop's clock pin) is charged
 #: to, with the core's other input ports (which hold still in an idle cycle).
 CLOCK_PART = "clock net (no tree)"
+
+#: The image :func:`per_image` measures: DDIM steps, label and seed of the digits DiT.
+IMAGE = dict(steps=20, label=0, seed=0)
 
 #: The event each measured unit's data energy is charged per, and how an image's count of it
 #: comes from its counters and reads.
@@ -102,10 +105,8 @@ def image_energy(*, cycles: int, idle: dict, units: dict, counters: dict, reads:
         n = count(counters, reads)
         events[unit] = dict(event=name, count=n, fj_per_event=rec["fj_per_event"])
         parts[f"data: {unit}"] = n * rec["fj_per_event"] / 1e3
-    sram = sram_energy(idle["memories"], counters, reads, voltage)
-    for r in sram["rams"]:
-        key = "sram: abuf" if r["name"].startswith("bank") else f"sram: {r['name']}"
-        parts[key] = parts.get(key, 0.0) + r["pj"]
+    sram = sram_energy(idle["memories"], {**counters, **reads}, voltage)
+    parts.update({f"sram: {k}": v for k, v in sram["by_buffer"].items()})
     idle_pj = sum(v for k, v in parts.items() if k.startswith("idle: "))
     data_pj = sum(v for k, v in parts.items() if k.startswith("data: "))
     return dict(parts=parts, idle_pj=idle_pj, data_pj=data_pj, sram_pj=sram["total_pj"],
@@ -236,14 +237,14 @@ def per_image(cfg, liberty, arrays: dict, *, clock_ns: float, projection, compar
           "baseline": dict(fj_per_event=arrays["baseline"]["data_fj_per_group"]),
           "qpu": dict(fj_per_event=qpu["data_fj_per_event"]["subchannels"]),
           "vpu": dict(fj_per_event=vpu["data_fj_per_event"]["in_beats"])}
-    cores = fpga_images(liberty, fj, clock_ns=clock_ns, progress=say)
+    cores = fpga_images(liberty, fj, **IMAGE, clock_ns=clock_ns, progress=say)
     d = cores["dstar"]
     qpu_pj = sum(v for k, v in d["parts"].items()
                  if k in {f"idle: {p}" for p in QPU_PARTS} or k == "data: qpu")
     logic = d["idle_pj"] + d["data_pj"]
     lv = {side: levers(c, preset("fpga", datapath=side), cores["int8"]["reads"]["wmem_reads"])
           for side, c in cores.items()}
-    image = dict(cores=cores, steps=20, label=0, seed=0, sram_source=SOURCES["sram"],
+    image = dict(cores=cores, **IMAGE, sram_source=SOURCES["sram"],
                  qpu_power_share=qpu_pj / d["total_pj"], qpu_logic_share=qpu_pj / logic,
                  levers=lv, vpu_run=f"{vpu['events']['in_beats']:,} input beats in "
                                     f"{vpu['run_cycles']:,} cycles")

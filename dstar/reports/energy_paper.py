@@ -46,7 +46,7 @@ def step_events(model, cfg: Config, wl, side: str, cache: bool, cores: int) -> d
     """Events of one step of ``model`` over the whole chip (module docstring). ``side``:
     ``"dstar"`` (``wl``'s bits and fill; differential layers) or ``"int8"`` (dense, one group
     per channel, P at 8 bits)."""
-    from dstar.reports.project import _groups
+    from dstar.reports.project import _groups, vector_rows
 
     T, ev = cfg.tile, {}
     dstar = side == "dstar"
@@ -96,14 +96,11 @@ def step_events(model, cfg: Config, wl, side: str, cache: bool, cores: int) -> d
         _add(ev, groups_replayed=pv * g_p, gmem_reads=pv * g_p, wmem_reads=pv * g_p * ports,
              abuf_writes=pv * T, rbuf_reads=pv * T)
         _add(ev, vpu_beats=vpu, vbuf_reads=2 * vpu, mask_reads=vpu, abuf_reads=vpu)
-    for x in model.linears:
-        if x.name.endswith(".fc1") or x.name.endswith("v_mlp"):
-            D = x.cin
-            mlp = x.cout - (D if x.name.endswith("v_mlp") else 0)
-            beats = x.count * x.tokens * (6 * math.ceil(D / T) + math.ceil(mlp / T))
-            extra = x.count * x.tokens * 2 * math.ceil(D / T)     # gated_residual's 2nd operand
-            _add(ev, vpu_beats=beats, vbuf_reads=2 * beats, mask_reads=beats,
-                 abuf_reads=beats + extra, abuf_writes=beats)
+    for count, tokens, ops in vector_rows(model):
+        for op, n, k in ops:
+            beats = count * tokens * k * math.ceil(n / T)
+            _add(ev, vpu_beats=beats, vbuf_reads=2 * beats, mask_reads=beats, abuf_writes=beats,
+                 abuf_reads=beats * (2 if op == "gated_residual" else 1))
     return ev
 
 
@@ -150,15 +147,8 @@ def chip_energy(events: dict, *, cores: int, cycles: float, idle_fj_per_cycle: f
              "data: vpu": events["vpu_beats"] * fj_per_event["vpu"] / 1e3}
     if "qpu" in fj_per_event:
         parts["data: qpu"] = events["qpu_subchannels"] * fj_per_event["qpu"] / 1e3
-    counters = {k: events.get(k, 0) for k in (
-        "abuf_reads", "abuf_writes", "xbuf_reads", "xbuf_writes", "ybuf_reads",
-        "ybuf_writes", "wmem_writes", "gmem_writes")}
-    reads = {k: events.get(k, 0) for k in ("wmem_reads", "gmem_reads", "rbuf_reads",
-                                            "vbuf_reads", "mask_reads")}
-    sram = sram_energy(memories, counters, reads, voltage)
-    for r in sram["rams"]:
-        key = "sram: abuf" if r["name"].startswith("bank") else f"sram: {r['name']}"
-        parts[key] = parts.get(key, 0.0) + r["pj"]
+    sram = sram_energy(memories, events, voltage)
+    parts.update({f"sram: {k}": v for k, v in sram["by_buffer"].items()})
     parts["hbm"] = hbm_bytes * 8 * HBM_PJ_PER_BIT
     return dict(parts=parts, total_pj=sum(parts.values()))
 

@@ -80,7 +80,7 @@ from sim.timing import array_tile_period
 
 __all__ = ["Chip", "Workload", "paper_timing", "int8_timing", "int8_workload", "heads_per_core",
            "project_model", "attention_parts", "pe_utilization", "attention_bound", "linear_cycles",
-           "best_pieces", "PIECE_CHOICES", "main"]
+           "best_pieces", "vector_rows", "PIECE_CHOICES", "main"]
 
 
 @dataclass(frozen=True)
@@ -335,20 +335,24 @@ def attention_cycles(t: Timing, cfg: Config, a: Attention, wl: Workload | None, 
     return sum(attention_parts(t, cfg, a, wl, cache, cores).values())
 
 
-def vector_cycles(t: Timing, cfg: Config, model: DiTModel, cores: int) -> int:
-    """Element-wise work of one core per step: per block two layernorms, two modulates, two
-    gated residuals (hidden wide) and one GELU (MLP wide), as the compiler's block program."""
-    cyc = 0
+def vector_rows(model: DiTModel) -> list:
+    """The element-wise rows of one step, as the compiler's block program has them: per block
+    two layernorms, two modulates, two gated residuals (hidden wide) and one GELU (MLP wide).
+    ``[(blocks, tokens, [(op, width, times)])]``, one entry per kind of block."""
+    out = []
     for x in model.linears:
         if x.name.endswith(".fc1") or x.name.endswith("v_mlp"):
-            n = _share(x.tokens, cores)
             D = x.cin
             mlp = x.cout - (D if x.name.endswith("v_mlp") else 0)
-            per_block = (2 * _vrow(t, cfg, "layernorm", n, D) + 2 * _vrow(t, cfg, "modulate", n, D)
-                         + 2 * _vrow(t, cfg, "gated_residual", n, D)
-                         + _vrow(t, cfg, "gelu", n, mlp))
-            cyc += x.count * per_block
-    return cyc
+            out.append((x.count, x.tokens, [("layernorm", D, 2), ("modulate", D, 2),
+                                            ("gated_residual", D, 2), ("gelu", mlp, 1)]))
+    return out
+
+
+def vector_cycles(t: Timing, cfg: Config, model: DiTModel, cores: int) -> int:
+    """Element-wise work of one core per step (:func:`vector_rows`), its share of the tokens."""
+    return sum(count * sum(k * _vrow(t, cfg, op, _share(tokens, cores), n) for op, n, k in ops)
+               for count, tokens, ops in vector_rows(model))
 
 
 def _is_ffn(x: Linear) -> bool:
