@@ -27,7 +27,10 @@ Sections (``SECTIONS[kind]``), each a few hundred cycles at most:
   fit; without it: tiles whose sum wraps the register, and wrapping partial sums that cancel,
   when that takes at most ``MAX_TILE`` groups);
 - INT8 PE: ``products`` (the extremes of both operands), ``stream``, ``overflow`` (wrapping, as
-  above).
+  above);
+- both: ``dense`` (the energy workload of ``dstar power``: ``tiles`` tiles of
+  :data:`DENSE_TILE` beats back to back, random operands over their whole range every cycle,
+  no bubbles, the shadow chain still; ``tiles · DENSE_TILE`` valid beats).
 """
 
 from __future__ import annotations
@@ -42,12 +45,15 @@ from rtl.pe import int8_col_layout, int8_row_layout, slice_col_layout, slice_row
 
 from .timing import pe_latency
 
-__all__ = ["SECTIONS", "PECase", "pe_case", "input_ports", "output_ports", "check_run"]
+__all__ = ["SECTIONS", "DENSE_TILE", "PECase", "pe_case", "input_ports", "output_ports", "check_run"]
 
 #: The input an output follows when the PE passes it on as a wire.
 _WIRE_INPUT = {"w_out": "w_in", "a_out": "a_in"}
-SECTIONS = {"slice": ("digits", "exponents", "stream", "overflow"),
-            "int8": ("products", "stream", "overflow")}
+SECTIONS = {"slice": ("digits", "exponents", "stream", "overflow", "dense"),
+            "int8": ("products", "stream", "overflow", "dense")}
+
+#: Beats of every tile of the ``dense`` section.
+DENSE_TILE = 64
 
 
 def input_ports(cfg: Config, kind: str) -> tuple:
@@ -188,6 +194,20 @@ def _stream(b: _Builder, tiles: int):
             b.bubbles(int(r.integers(1, 4)))
 
 
+def _dense(b: _Builder, tiles: int):
+    r = b.rng
+    for _ in range(tiles):
+        if b.kind == "slice":
+            beats = [b.slice_ops(e, d=r.choice(b.raws, size=b.L),
+                                 w=r.integers(b.wlo, b.whi + 1, size=b.L))
+                     for e in b.exps(DENSE_TILE)]
+        else:
+            beats = [dict(a=int(a), w=int(w)) for a, w in
+                     zip(r.integers(b.wlo, b.whi + 1, size=DENSE_TILE),
+                         r.integers(b.wlo, b.whi + 1, size=DENSE_TILE))]
+        b.tile(beats, "random")
+
+
 #: Longest tile the overflow sections build; a register that cannot wrap within it is only
 #: checked on sums that large (tag ``big``).
 MAX_TILE = 40
@@ -268,7 +288,7 @@ def pe_case(cfg: Config, kind: str, section: str, seed: int = 0, tiles: int = 20
     b = _Builder(cfg, kind, rng)
     b.bubbles(1)
     {"digits": _digits, "exponents": _exponents, "products": _products,
-     "stream": lambda b: _stream(b, tiles),
+     "stream": lambda b: _stream(b, tiles), "dense": lambda b: _dense(b, tiles),
      "overflow": _slice_overflow if kind == "slice" else _int8_overflow}[section](b)
 
     beats = [c for c in b.cycles if c is not None]
@@ -345,14 +365,15 @@ def pe_case(cfg: Config, kind: str, section: str, seed: int = 0, tiles: int = 20
 
     inputs, expected, captures = [], [], []
     shadow, sovf = 0, 0
+    still = section == "dense"      # no drain shifts, shadow inputs held
     for n, c in enumerate(b.cycles):
         a, wv = operands(c)
-        shift = int(n not in lands and rng.random() < 0.3)
+        shift = int(n not in lands and not still and rng.random() < 0.3)
         inp = dict(a_in=_pack(row, a), w_in=_pack(col, wv), drain_shift=shift,
                    shadow_in=int(rng.choice([slo, shi, 0, int(rng.integers(slo, shi + 1))]))
-                   if shift or rng.random() < 0.5 else 0)
+                   if shift or (not still and rng.random() < 0.5) else 0)
         if ovf_port:
-            inp["ovf_in"] = int(rng.integers(0, 2))
+            inp["ovf_in"] = 0 if still else int(rng.integers(0, 2))
         inputs.append(inp)
         if n in lands:
             shadow, sovf = results[lands[n]]

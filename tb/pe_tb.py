@@ -62,16 +62,17 @@ async def run_case(dut, case: PECase):
     return got
 
 
-async def run_sections(dut, *sections: str) -> list:
+async def run_sections(dut, *sections: str, tiles: int | None = None) -> list:
     """Start the clock, then build each section's vectors for this PE and configuration (seed:
-    cocotb's; random tiles of ``stream``: ``DSTAR_PE_TILES``, default 20), reset, run and check
-    them in turn. Returns the cases."""
+    cocotb's; random tiles of ``stream`` and ``dense``: ``tiles``, by default
+    ``DSTAR_PE_TILES``, itself by default 20), reset, run and check them in turn. Returns the
+    cases."""
     cfg, kind = config_from_env(), pe_kind(dut)
     start_clock(dut)
     cases = []
+    n = env_int("DSTAR_PE_TILES", 20) if tiles is None else tiles
     for section in sections:
-        case = pe_case(cfg, kind, section, seed=cocotb.RANDOM_SEED,
-                       tiles=env_int("DSTAR_PE_TILES", 20))
+        case = pe_case(cfg, kind, section, seed=cocotb.RANDOM_SEED, tiles=n)
         await run_case(dut, case)
         dut._log.info(f"{section}: {len(case.inputs)} cycles, {len(case.results)} tiles checked")
         cases.append(case)

@@ -4,11 +4,13 @@
 
 Every output is compared after every clock edge (``tb.pe_tb``, ``sim.pe_vectors``); a missing or
 extra ``captured`` pulse, or a result at the wrong cycle, fails. Knobs (environment):
-``DSTAR_PE_TILES`` random tiles of the ``stream`` test (default 20).
+``DSTAR_PE_TILES`` random tiles of the ``stream`` test (default 20), ``DSTAR_PE_DENSE_TILES``
+tiles of the ``dense`` test (default 4; ``dstar power`` runs more on the gate-level PE).
 """
 
 import cocotb
 
+from .array_tb import env_int
 from .pe_tb import pe_kind, run_sections
 
 
@@ -42,3 +44,10 @@ async def overflow(dut):
         assert "fit" in case.tags
     elif "wrap" not in case.tags:
         dut._log.info("overflow: this register cannot wrap within a short tile; large sums only")
+
+
+@cocotb.test()
+async def dense(dut):
+    """The energy workload: ``DSTAR_PE_DENSE_TILES`` tiles of random full-range operands every
+    cycle, no bubbles, the shadow chain still (``sim.pe_vectors`` section ``dense``)."""
+    await run_sections(dut, "dense", tiles=env_int("DSTAR_PE_DENSE_TILES", 4))

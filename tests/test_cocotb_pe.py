@@ -54,7 +54,7 @@ def _run(name, simulator, seed, **kw):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("name, simulator", FAST)
 def test_pe_regression(name, simulator):
-    assert _run(name, simulator, 1).tests == 3
+    assert _run(name, simulator, 1).tests == 4
 
 
 @pytest.mark.slow

@@ -163,6 +163,19 @@ def test_levers_by_hand():
     assert "weight_buffer" not in lv           # no WMEM in this record
 
 
+def test_floors_by_hand():
+    """The bounds drop idle energy and the group memory and charge DSTAR's weights at the INT8
+    side's cost; the one-sided bound keeps the INT8 side whole."""
+    from dstar.reports.energy_image import floors
+    dstar = {"idle: VPU": 50.0, "data: array": 10.0, "sram: weights": 40.0, "sram: gmem": 30.0,
+             "sram: ybuf": 5.0}
+    int8 = {"idle": 70.0, "data: array": 20.0, "sram: weights": 25.0, "sram: gmem": 15.0}
+    fl = floors(dstar, int8, sum(int8.values()))
+    assert fl["dstar_floor_pj"] == pytest.approx(10 + 25 + 5)
+    assert fl["one_sided"] == pytest.approx(40 / 130)
+    assert fl["symmetric"] == pytest.approx(40 / 45)
+
+
 def test_the_paper_chips_events_follow_the_executor():
     """The projection's work rules against the executor's counts of a tiny DiT's cache and reuse
     steps: the quantized sub-channels, XBUF and RBUF accesses exactly; the VPU's beats (and the

@@ -69,3 +69,8 @@ def test_dstar_power_on_tiny(tmp_path, capsys):
         assert t["internal"] > 0 and t["switching"] > 0 and t["leakage"] > 0
         assert a["energy"]["unknown_cells"].get("$mem_v2") == 1   # the weight buffer
     assert rep["command"].startswith("dstar power --preset tiny")
+    assert set(rep["pes"]) == {"tiny"} and set(rep["pes"]["tiny"]) == {"slice", "int8"}
+    for kind, r in rep["pes"]["tiny"].items():     # 16 dense tiles of 64 beats
+        assert r["events"]["beats"] == 1024 and r["run_cycles"] > 1024
+        assert 0 < r["idle_fj_per_cycle"] * r["run_cycles"] < r["total_fj"]
+    assert "One PE alone" in (tmp_path / "energy.md").read_text()

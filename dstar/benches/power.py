@@ -152,6 +152,28 @@ def _group(parts: dict) -> dict:
     return out
 
 
+#: What :func:`pe_energies` keeps of each PE's :func:`dstar.benches.unit_power.pe_energy`.
+_PE_KEEP = ("unit", "preset", "config_hash", "cells", "area_um2", "run_cycles", "events",
+            "total", "total_fj", "idle_fj_per_cycle", "data_fj", "pj_per_mac", "workload",
+            "seconds")
+
+
+def pe_energies(cfg: Config, liberty, *, clock_ns: float = 1.0, progress=None) -> dict:
+    """One PE of each kind alone (:func:`dstar.benches.unit_power.pe_energy`: dense random
+    operands, every output checked) at the ``tiny`` preset and at ``cfg``:
+    ``{preset name: {"slice": {...}, "int8": {...}}}``."""
+    from dstar.benches.unit_power import pe_energy
+    from golden.config import preset
+
+    out = {}
+    for name, c in {"tiny": preset("tiny"), cfg.name: cfg}.items():
+        out[name] = {}
+        for kind in ("slice", "int8"):
+            r = pe_energy(c, liberty, kind, clock_ns=clock_ns, progress=progress)
+            out[name][kind] = {k: r[k] for k in _PE_KEEP}
+    return out
+
+
 def power(cfg: Config, liberty, *, weights: str = "trained", model: str = "digits",
           steps=(1,), quick: bool = True, layers=None, clock_ns: float = 1.0,
           sweep: bool = True, progress=None) -> dict:
@@ -175,6 +197,7 @@ def power(cfg: Config, liberty, *, weights: str = "trained", model: str = "digit
         arrays[unit] = r
         say(f"{unit}: {fj / 1e3:,.1f} pJ, {r['pj_per_mac']:.3f} pJ/MAC")
     prec = precision_sweep(cfg, liberty, clock_ns=clock_ns, progress=say) if sweep else None
+    pes = pe_energies(cfg, liberty, clock_ns=clock_ns, progress=say) if sweep else None
     pj = {"dstar": {"trained_tiles": arrays["mpu"]["pj_per_mac"]},
           "int8": {"trained_tiles": arrays["baseline"]["pj_per_mac"]}}
     if prec:
@@ -183,7 +206,7 @@ def power(cfg: Config, liberty, *, weights: str = "trained", model: str = "digit
     rep = dict(
         generated=time.strftime("%Y-%m-%d %H:%M"), preset=cfg.name, config_hash=cfg.hash(),
         clock_ns=clock_ns, workload=dict(desc, macs=n), arrays=arrays, precision_sweep=prec,
-        pj_per_mac=pj,
+        pes=pes, pj_per_mac=pj,
         ratio_dstar_over_int8=arrays["mpu"]["pj_per_mac"] / arrays["baseline"]["pj_per_mac"])
     rep["runtime_s"] = round(time.perf_counter() - t0, 1)
     return rep

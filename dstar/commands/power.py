@@ -9,7 +9,8 @@ each netlist on Verilator with ``dstar bench``'s layers (every drain beat checke
 golden, every net's transitions counted), and writes ``DIR/energy.json``, ``DIR/energy.md`` and
 ``DIR/energy.png`` (default ``reports/``): pJ per MAC of each array by part (PEs, the rest of the
 array, the front end, the input nets) and internal, switching and leakage energy, and pJ per
-MAC of the MPU on tiles at 2, 4, 6 and 8 bits against the INT8 array on 8-bit tiles; unless
+MAC of the MPU on tiles at 2, 4, 6 and 8 bits against the INT8 array on 8-bit tiles, and of one
+slice PE and one INT8 PE alone at ``tiny`` and the preset (dense random operands); unless
 ``--no-image``, the energy per image of the whole DSTAR and INT8 ``fpga`` cores (the QPU and VPU
 at gate level too, one digits-DiT image on each core's RTL) and of the paper chip on
 ``--projection``'s models (the idle energy carried by ``--compare``'s part-area model).
@@ -71,7 +72,7 @@ def register(sub):
                         "paper's)")
     p.add_argument("--no-sweep", dest="sweep", action="store_false",
                    help="skip the precision sweep (the MPU on tiles at 2, 4, 6 and 8 bits, the "
-                        "INT8 array on 8-bit tiles)")
+                        "INT8 array on 8-bit tiles) and the PEs alone (at tiny and the preset)")
     p.add_argument("--no-image", dest="image", action="store_false",
                    help="skip the energy per image (the QPU and VPU at gate level, one image of "
                         "the digits DiT on each whole fpga core, the projected paper chip)")

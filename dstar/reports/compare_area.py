@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dstar.benches.unit_power import GATE_OPTIONS
 from golden.config import Config, preset
 
 __all__ = ["PARTS", "part_of", "core_area", "sram_um2", "family_config", "fit_parts",
@@ -33,7 +34,7 @@ __all__ = ["PARTS", "part_of", "core_area", "sram_um2", "family_config", "fit_pa
            "QPU_PARTS", "ASIC_OPTIONS"]
 
 #: The ``asic`` synthesis options of every whole-core run (module docstring).
-ASIC_OPTIONS = dict(parts=True, booth=True)
+ASIC_OPTIONS = GATE_OPTIONS
 
 #: Parts of the core by module path under the top (first match wins, so longer prefixes first).
 PARTS = (

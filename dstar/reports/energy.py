@@ -21,6 +21,41 @@ def _total(e: dict) -> float:
     return e["internal"] + e["switching"] + e["leakage"]
 
 
+def _int8_pe(rep: dict) -> dict | None:
+    """The INT8 PE alone at the report's preset: ``pj_per_mac`` and its ``logic`` (pJ/MAC)."""
+    r = (rep.get("pes") or {}).get(rep["preset"], {}).get("int8")
+    if not r:
+        return None
+    t, m = r["total"], r["events"]["macs8"]
+    return dict(pj_per_mac=r["pj_per_mac"],
+                logic=(t["internal"] - t["sequential"] + t["switching"]) / 1e3 / m)
+
+
+def _pe_markdown(rep: dict) -> list:
+    """One PE of each kind alone, at each preset measured."""
+    pes = rep.get("pes")
+    if not pes:
+        return []
+    lines = ["", "One PE alone (`pe_energy`: `tb/test_pe.py`'s `dense` test on the PE's "
+             "gate-level netlist, random operands over their whole range every cycle, no "
+             "bubbles, every output checked after every edge; an 8-bit MAC of the slice PE is "
+             "four of its 2-bit digit products, `lanes` a cycle; reset and the tail's idle "
+             "cycles included):", "",
+             "| preset | PE | cells | area µm² | cycles | 8-bit MACs | pJ/MAC | flip-flops | "
+             "logic | leakage |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    names = {"slice": "DSTAR slice PE", "int8": "INT8 PE"}
+    for pre, kinds in pes.items():
+        for kind, r in kinds.items():
+            t, m = r["total"], r["events"]["macs8"]
+            lines.append(
+                f"| {pre} | {names[kind]} | {r['cells']:,} | {r['area_um2']:,.0f} | "
+                f"{r['run_cycles']:,} | {m:,.0f} | {r['pj_per_mac']:.3f} | "
+                f"{t['sequential'] / 1e3 / m:.3f} | "
+                f"{(t['internal'] - t['sequential'] + t['switching']) / 1e3 / m:.3f} | "
+                f"{t['leakage'] / 1e3 / m:.3f} |")
+    return lines
+
+
 def markdown(rep: dict) -> str:
     w = rep["workload"]
     arrays = rep["arrays"]
@@ -98,20 +133,28 @@ def markdown(rep: dict) -> str:
                      f"included) {ff / 1e3 / w['macs']:.3f} pJ/MAC, logic (combinational "
                      f"cells' internal energy and the PEs' net switching) {logic[u]:.3f} pJ/MAC, "
                      f"leakage {g.get('leakage', 0.0) / 1e3 / w['macs']:.3f} pJ/MAC.")
+    lines += _pe_markdown(rep)
+    pe = _int8_pe(rep)
     scale = (V / 0.9) ** 2
     lines += ["", "Sanity check of the flow against published 45 nm figures for an 8-bit MAC "
               f"(scaled by (V/0.9)² = {scale:.2f} to this library's {V:g} V where the source "
               "is at 0.9 V):", "",
-              "| source | pJ/MAC | at this voltage | INT8 array / it | INT8 PEs' logic / it |",
-              "|---|---:|---:|---:|---:|"]
+              "| source | pJ/MAC | at this voltage | INT8 array / it | INT8 PEs' logic / it "
+              "| INT8 PE alone / it | its logic / it |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, e in PUBLISHED_INT8_MAC.items():
         at = e * scale if "0.9 V" in name else e
         lines.append(f"| {name} | {e:.3f} | {at:.3f} | {i / at:.1f}× "
-                     f"| {logic.get('baseline', 0.0) / at:.1f}× |")
+                     f"| {logic.get('baseline', 0.0) / at:.1f}× | "
+                     + (f"{pe['pj_per_mac'] / at:.1f}× | {pe['logic'] / at:.1f}× |" if pe
+                        else "– | – |"))
     lines += ["", "The published figures count one multiplier and adder busy every cycle; the "
               "arrays here also pay their pipeline and output registers, the drain and the "
               "clock of every flip-flop in every cycle of the run, idle ones included (no clock "
-              "gating), over a short workload.", ""]
+              "gating), over a short workload. The PE alone is busy every cycle on random "
+              "operands over their whole range; its *logic* is its combinational cells' "
+              "internal energy and its nets' switching, the multiplier and the adder without "
+              "the registers.", ""]
     lines += _image_markdown(rep)
     return "\n".join(lines)
 
@@ -203,6 +246,16 @@ def _image_markdown(rep: dict) -> list:
         lines.append(f"| **all**: DSTAR {after['dstar'] / 1e6:.2f} µJ, INT8 "
                      f"{after['int8'] / 1e6:.2f} µJ, DSTAR/INT8 "
                      f"**{after['dstar'] / after['int8']:.2f}** | | |")
+    fl = im.get("floors")
+    if fl:
+        lines += ["", f"**No lever gets DSTAR/INT8 under {fl['one_sided']:.2f}** on this image "
+                  "(`energy_image.floors`): DSTAR with no idle energy at all (perfect clock "
+                  "gating, no leakage), its group memory free and its weight reads at the INT8 "
+                  f"core's cost is {fl['dstar_floor_pj'] / 1e6:.0f} µJ, against the INT8 core "
+                  "as measured; against the INT8 core under the same rules (the baseline gets "
+                  f"every lever DSTAR gets) the bound is **{fl['symmetric']:.2f}**. What no "
+                  "lever touches: the units' data energy per event, the state and operand "
+                  "buffers (XBUF, YBUF, ABUF, RBUF, VBUF, masks)."]
     return lines + [""] + _paper_markdown(rep)
 
 
@@ -236,14 +289,21 @@ def _paper_markdown(rep: dict) -> list:
         "buffer sizes; HBM 3.97 pJ/bit on the projection's traffic "
         "(`dstar/reports/energy_paper.py`). Not modelled: the network between cores, the "
         "scratchpad, the host.", "",
-        "| model | statistics | DSTAR J | W | INT8 J | W | A100 J | DSTAR/INT8 | A100/DSTAR |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        "*Floor* columns: the lower bounds on DSTAR/INT8 of the levers (`energy_image."
+        "floors`, as for the `fpga` image above): every lever to DSTAR and none to INT8 "
+        "(*one-sided*), the same levers to both (*symmetric*).", "",
+        "| model | statistics | DSTAR J | W | INT8 J | W | A100 J | DSTAR/INT8 | A100/DSTAR "
+        "| floor one-sided | floor symmetric |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in pc["models"]:
         d, i, a = r["dstar"], r["int8"], r["a100"]
+        fl = r.get("floors") or {}
         lines.append(f"| {r['model']} | {r['workload']} | {d['energy_j']:.3g} | "
                      f"{d['watts']:.0f} | {i['energy_j']:.3g} | {i['watts']:.0f} | "
                      f"{a['energy_j']:.3g} | {r['dstar_over_int8']:.2f} | "
-                     f"{r['a100_over_dstar']:.2f} |")
+                     f"{r['a100_over_dstar']:.2f} | "
+                     + " | ".join(f"{fl[k]:.2f}" if k in fl else "–"
+                                  for k in ("one_sided", "symmetric")) + " |")
     first = pc["models"][0]
     lines += ["", f"By part, {first['model']} ({first['workload']} statistics), J per image:",
               "", "| part | DSTAR chip | INT8 chip |", "|---|---:|---:|"]

@@ -441,17 +441,27 @@ def _image_lines(rec) -> list:
              f"{d['total_pj'] / 1e6:.2f} µJ, INT8 {i['total_pj'] / 1e6:.2f} µJ, DSTAR/INT8 "
              f"{d['total_pj'] / i['total_pj']:.2f}** (SRAM {d['sram_pj'] / 1e6:.2f} against "
              f"{i['sram_pj'] / 1e6:.2f} µJ); the QPU {100 * im['qpu_power_share']:.1f} % of the "
-             "DSTAR core's energy.", ""]
+             "DSTAR core's energy." + _floor_words(im.get("floors")), ""]
     if pc:
         rows = [[r["model"], r["workload"], f"{r['dstar']['energy_j']:.3g}",
                  f"{r['int8']['energy_j']:.3g}", f"{r['a100']['energy_j']:.3g}",
-                 f"{r['dstar_over_int8']:.2f}", f"{r['a100_over_dstar']:.2f}"]
+                 f"{r['dstar_over_int8']:.2f}", f"{r['a100_over_dstar']:.2f}",
+                 f"{r['floors']['symmetric']:.2f}" if r.get("floors") else "–"]
                 for r in pc["models"]]
         lines += ["Projected energy per image of the paper's chip (J; the A100 at 250 W over "
-                  "its roofline time):", "",
+                  "its roofline time; the floor as above):", "",
                   _table(["model", "statistics", "DSTAR", "INT8 chip", "A100", "DSTAR/INT8",
-                          "A100/DSTAR"], rows), ""]
+                          "A100/DSTAR", "floor (same levers)"], rows), ""]
     return lines
+
+
+def _floor_words(fl) -> str:
+    """The lower bounds of ``energy_image.floors`` in a sentence (empty if not measured)."""
+    if not fl:
+        return ""
+    return (" No clock-gating or memory lever gets DSTAR/INT8 under "
+            f"{fl['one_sided']:.2f} (every lever to DSTAR, none to INT8) or "
+            f"{fl['symmetric']:.2f} (the same levers to both).")
 
 
 def _model_sections(profile, perf, proj) -> list:
