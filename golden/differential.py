@@ -11,6 +11,14 @@ so ``Y_t = W·x̂_t`` exactly and ``|x_t - x̂_t| <= step/2`` while nothing satu
 ``Δx_t = x_t - x_{t-1}`` against the exact previous input and lets the error drift; its ``Y``
 saturates at ``acc_width`` with a sticky flag.
 
+**Long reductions** (numerics §2.5): a layer of more input channels than ``max_reduction`` runs
+in :attr:`DiffLinear.pieces` ``= ceil(cin / max_reduction)`` pieces of consecutive channels
+(:func:`golden.schedule.piece_bounds`), as the core's compiler splits it: each piece's
+sub-channels are quantized and scheduled as a tile of their own (FMDQ quantizes every
+sub-channel alone, so they are the whole tile's), multiplied with their rows of ``W``, and
+added to ``Y`` in order, ``Y`` saturating after each piece as the core's GEMM does. ``Y``'s
+width bounds ``max_reduction`` channels, so only a longer reduction can saturate there.
+
 The product goes through the full schedule and executor of :mod:`golden.schedule`, so every
 statistic (groups, lane fill, counters) is the one the hardware would see. With
 ``schedule=False`` (and no ``overflow_detect``) the layer skips building the group schedule:
@@ -36,7 +44,9 @@ from golden.fmdq import (
 from golden.schedule import (
     Counters,
     execute,
+    piece_bounds,
     quantize_counted,
+    reduction_pieces,
     reference_product,
 )
 
@@ -67,7 +77,7 @@ class StepResult:
     Y: np.ndarray          # running integer sum after the step (tokens, out)
     acc: np.ndarray        # this step's accumulator contribution (tokens, out)
     qz: Quantized          # the step's quantized sub-channels
-    tiles: list | None     # TileSchedule per token tile (None: built without the schedule)
+    tiles: list | None     # TileSchedule per token tile and piece, piece-minor (None: no schedule)
     counters: Counters
     dx: np.ndarray         # the difference that was quantized
 
@@ -92,9 +102,8 @@ class DiffLinear:
         self.name = name
         self.schedule = schedule or cfg.overflow_detect
         cin, cout = self.W.shape
-        if cin > cfg.max_reduction:
-            raise ValueError(f"layer {name!r} has {cin} input channels; max_reduction is "
-                             f"{cfg.max_reduction}")
+        #: Reduction pieces (module docstring): 1 unless ``cin`` exceeds ``max_reduction``.
+        self.pieces = reduction_pieces(cin, cfg)
         self.B = cfg.base_log2 if base_log2 is None else int(base_log2)
         self.r0 = cfg.act_frac - self.B
         self.s_w = np.asarray(s_w, dtype=np.float64)
@@ -143,32 +152,59 @@ class DiffLinear:
             self.recon_sum = np.zeros_like(x)
             self.Y = np.zeros((N, self.W.shape[1]), np.int64)
         dx = x - self.state
-        qz, tiles, nt, ctr = quantize_counted(dx, cfg, self.B, schedule=self.schedule)
         T = cfg.tile
+        parts, ctr = [], Counters()
+        for c0, n in piece_bounds(cin, self.pieces):
+            qz, tiles, nt, counted = quantize_counted(dx[:, c0:c0 + n], cfg, self.B,
+                                                      schedule=self.schedule)
+            ctr.merge(counted)
+            parts.append((qz, tiles, self._product(qz, tiles, nt, self.W[c0:c0 + n])[:N]))
+        qz = parts[0][0] if len(parts) == 1 else _merge([q for q, _, _ in parts], nt)
+        tiles = None if parts[0][1] is None else [
+            p[1][t] for t in range(nt) for p in parts]
         recon = dequant(qz).reshape(nt, cin, T).transpose(0, 2, 1).reshape(nt * T, cin)[:N]
-        acc = np.zeros((nt * T, self.W.shape[1]), np.int64)
-        cols = cfg.cols
-        if not cfg.overflow_detect:
-            # The executor equals Σ q·2**e·W exactly (property-tested in tests/test_schedule.py),
-            # so the fast path takes the product from the numerics for every column at once.
-            ref = reference_product(qz, nt, self.W, cfg)
-            acc = np.concatenate(ref, axis=0) if ref else acc
-        for t, ts in enumerate(tiles if cfg.overflow_detect else ()):
-            # The tile's group stream is replayed for every block of `cols` output channels.
-            for j0 in range(0, self.W.shape[1], cols):
-                a, ovf = execute(ts.groups, self.W[:, j0:j0 + cols], cfg)
-                if ovf[0].any():   # the MPU's sticky overflow flag (narrow acc_width only)
-                    self.flags["acc_overflow"] = True
-                acc[t * T:(t + 1) * T, j0:j0 + cols] = a[0][:, :min(cols, self.W.shape[1] - j0)]
-        acc = acc[:N]
         self.recon_sum = self.recon_sum + recon
         if cfg.closed_loop:
             self.state = self._saturate(self.state + recon, cfg.xhat_width, "xhat_saturated")
         else:
             self.state = x.copy()
-        # Y has the accumulator width in both modes: it saturates, never wraps (numerics §2.1, 2.5).
-        # With the derived width this only happens in open loop (closed loop: Y = W·x̂ fits).
-        self.Y = self._saturate(self.Y + acc, cfg.acc_bits, "Y_saturated")
+        # Y has the accumulator width in both modes: it saturates, never wraps (numerics §2.1, 2.5),
+        # after each piece. With the derived width and one piece this only happens in open loop
+        # (closed loop: Y = W·x̂ fits).
+        for _, _, acc_p in parts:
+            self.Y = self._saturate(self.Y + acc_p, cfg.acc_bits, "Y_saturated")
+        acc = sum(p[2] for p in parts)
         y, nsat = requantize(self.Y, self.m, self.sh, self.bias_int, cfg.act_width, cfg.sh_max)
         self.flags["y_saturated"] += nsat
         return StepResult(y=y, Y=self.Y.copy(), acc=acc, qz=qz, tiles=tiles, counters=ctr, dx=dx)
+
+    def _product(self, qz, tiles, nt: int, W):
+        """``Σ q·2**e·W`` of one piece's ``nt`` token tiles against its rows ``W``: from the
+        numerics, or with ``overflow_detect`` by replaying each tile's group stream for every
+        block of ``cols`` output channels (the MPU's sticky overflow flag set on overflow)."""
+        cfg, T, cout = self.cfg, self.cfg.tile, W.shape[1]
+        acc = np.zeros((nt * T, cout), np.int64)
+        if not cfg.overflow_detect:
+            # The executor equals Σ q·2**e·W exactly (property-tested in tests/test_schedule.py),
+            # so the fast path takes the product from the numerics for every column at once.
+            ref = reference_product(qz, nt, W, cfg)
+            return np.concatenate(ref, axis=0) if ref else acc
+        for t, ts in enumerate(tiles):
+            for j0 in range(0, cout, cfg.cols):
+                a, ovf = execute(ts.groups, W[:, j0:j0 + cfg.cols], cfg)
+                if ovf[0].any():   # the MPU's sticky overflow flag (narrow acc_width only)
+                    self.flags["acc_overflow"] = True
+                acc[t * T:(t + 1) * T, j0:j0 + cfg.cols] = a[0][:, :min(cfg.cols, cout - j0)]
+        return acc
+
+
+def _merge(qzs: list, nt: int) -> Quantized:
+    """The pieces' :class:`Quantized` (each ``nt`` token tiles of its own channels, tile-major)
+    as one of all the channels, tile-major as :func:`golden.schedule.quantize_counted` orders
+    them."""
+    def cat(name):
+        arrs = [getattr(q, name) for q in qzs]
+        return np.concatenate([a.reshape(nt, -1, *a.shape[1:]) for a in arrs], axis=1).reshape(
+            -1, *arrs[0].shape[1:])
+    return Quantized(q=cat("q"), b=cat("b"), e=cat("e"), M=cat("M"), saturated=cat("saturated"),
+                     r0=qzs[0].r0)

@@ -320,7 +320,8 @@ class IntDiTBlock:
         self.cfg, self.spec, self.index = cfg, spec, index
         N, D, H, d = spec.tokens, spec.hidden, spec.heads, spec.head_dim
         for what, n in (("spec.tokens (softmax row and P·V reduction)", N),
-                        ("spec.head_dim (Q·Kᵀ reduction)", d)):
+                        ("spec.head_dim (Q·Kᵀ reduction)", d),
+                        ("spec.hidden (LayerNorm row)", D)):
             if n > cfg.max_reduction:
                 raise ValueError(f"{what} is {n}; max_reduction of {cfg.name!r} is "
                                  f"{cfg.max_reduction}")

@@ -39,7 +39,7 @@ from golden.fmdq import Quantized, quantize_tile_matrix
 from golden.layouts import COUNTER_NAMES, group_layout, pack
 
 __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters",
-           "TileSchedule", "schedule_tile", "schedule_matrix", "precision_counters",
+           "piece_bounds", "reduction_pieces", "TileSchedule", "schedule_tile", "schedule_matrix", "precision_counters",
            "quantize_counted", "Accumulator", "execute",
            "slice_pe_execute", "int8_pe_execute", "reference_product", "exp_steps", "shift_counts",
            "PACKINGS", "packing_groups", "pack_tile", "bin_index", "bin_tile", "bin_events",
@@ -430,6 +430,19 @@ def precision_counters(b, saturated=None) -> Counters:
     if saturated is not None:
         ctr.add("saturated", np.count_nonzero(saturated))
     return ctr
+
+
+def piece_bounds(cin: int, pieces: int) -> list:
+    """The ``(first channel, channels)`` of each of the ``pieces`` reduction pieces (``1 <=
+    pieces <= cin``): ``floor`` or ``ceil(cin / pieces)`` channels each, in order."""
+    return [(k * cin // pieces, (k + 1) * cin // pieces - k * cin // pieces)
+            for k in range(pieces)]
+
+
+def reduction_pieces(cin: int, cfg: Config) -> int:
+    """The fewest pieces of at most ``max_reduction`` channels a reduction of ``cin`` input
+    channels runs in (numerics §2.5): ``ceil(cin / max_reduction)``."""
+    return max(1, -(-int(cin) // cfg.max_reduction))
 
 
 def quantize_counted(dx, cfg: Config, base_log2: int | None = None, r0: int | None = None,

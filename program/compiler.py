@@ -31,7 +31,9 @@ signals it when a QUANT ``τ+2`` exists, and that QUANT waits on it. So the QUAN
 while the GEMMs of τ run, every wait is met in program order and both counts are 0 at the end
 of the layer. A BARRIER ends each layer (its output is read next by a VROW or a QUANT).
 
-*Reduction pieces* (``compile_block(..., pieces={layer: p})``, DSTAR only): each token tile's
+*Reduction pieces* (``compile_block(..., pieces={layer: p})``, DSTAR only; a layer of more than
+``max_reduction`` input channels always runs in its golden layer's ``ceil(cin /
+max_reduction)`` pieces, :attr:`golden.differential.DiffLinear.pieces`): each token tile's
 ``cin`` input channels are quantized and multiplied in ``p`` pieces of ``floor`` or
 ``ceil(cin / p)`` channels (:func:`piece_bounds`), each piece a tile of the protocol above
 (its own QUANT into the next slot, ``nb`` GEMMs with ``wbase`` advanced to the piece's first
@@ -39,9 +41,10 @@ channel, all with ``accum``), so the QUANT of piece ``k+1`` runs beside the GEMM
 ``k``; a core with a single token tile otherwise waits for the whole tile's QUANT. The pieces'
 ``Y`` updates add up
 to the unsplit one: FMDQ quantizes each sub-channel on its own, so the pieces' slices are the
-tile's, and ``Y`` cannot saturate between pieces while ``x̂`` does not (closed loop: every
-partial ``Y`` is ``x̂'·W`` for an ``x̂'`` in ``x̂``'s range, within the accumulator bound, numerics
-§2.5). Each piece's GEMM writes ``y`` of the partial ``Y``; the last piece's overwrites it. The
+tile's, and within ``max_reduction`` channels ``Y`` cannot saturate between pieces while ``x̂``
+does not (closed loop: every partial ``Y`` is ``x̂'·W`` for an ``x̂'`` in ``x̂``'s range, within
+the accumulator bound, numerics §2.5); beyond, ``Y`` saturates after each piece on the core as
+in the golden layer. Each piece's GEMM writes ``y`` of the partial ``Y``; the last piece's overwrites it. The
 INT8 core cannot split: its quantizer scales the whole tile by one exponent (refused).
 
 Group-stream bound (GMEM reservation, :func:`group_rows`): a tile of ``nch`` sub-channels emits
@@ -69,6 +72,7 @@ from golden.config import Config
 from golden.dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
 from golden.fmdq import requantize
 from golden.layouts import VPU_OPS
+from golden.schedule import piece_bounds
 from program.isa import (
     ADDR_BITS,
     BUFFERS,
@@ -86,7 +90,8 @@ from program.isa import (
 )
 
 __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
-           "group_rows", "dense", "emit_layer", "piece_bounds", "check_pieces", "emit_vrow",
+           "group_rows", "dense", "emit_layer", "piece_bounds", "layer_pieces", "check_pieces",
+           "ELEMENTWISE", "vrow_chunks", "emit_vrow",
            "emit_block_body", "weight_words", "rbuf_words",
            "attention_words", "memory_table", "regions_end", "check_block", "check_bias"]
 
@@ -307,9 +312,17 @@ def check_bias(cfg: Config, lay, what: str):
                          f"act_width {cfg.act_width}")
 
 
+def layer_pieces(lay) -> int:
+    """The reduction pieces a golden layer runs in (:attr:`golden.differential.DiffLinear.
+    pieces`: more than 1 only beyond ``max_reduction`` input channels; 1 for a dense layer)."""
+    return getattr(lay, "pieces", 1)
+
+
 def check_pieces(blk: IntDiTBlock, pieces) -> dict:
     """``pieces`` (``{layer: count}`` or None) checked against ``blk`` (ValueError naming the
-    layer and the allowed values); returns the dict."""
+    layer and the allowed values); returns the dict. A layer longer than ``max_reduction``
+    runs in its golden layer's pieces (:func:`layer_pieces`: ``Y`` saturates after each, so
+    another split could differ)."""
     pieces = dict(pieces or {})
     for k, p in pieces.items():
         if k not in LAYERS:
@@ -318,6 +331,11 @@ def check_pieces(blk: IntDiTBlock, pieces) -> dict:
         if not isinstance(p, int) or isinstance(p, bool) or not 1 <= p <= cin:
             raise ValueError(f"pieces[{k!r}] = {p!r}: an int in 1..{cin} (the layer's input "
                              f"channels)")
+        need = layer_pieces(blk.layers[k])
+        if need > 1 and p != need:
+            raise ValueError(f"pieces[{k!r}] = {p}: the layer's {cin} input channels exceed "
+                             f"max_reduction {blk.cfg.max_reduction} and run in its golden "
+                             f"layer's {need} pieces; {need} only")
         if p > 1 and dense(blk.cfg):
             raise ValueError(f"pieces[{k!r}] = {p}: the INT8 core cannot split a reduction (its "
                              f"quantizer scales a whole tile by one exponent); 1 only")
@@ -417,6 +435,28 @@ class Emitter:
             self(op, tag=None if key is None else (key, a), **f)
 
 
+#: VPU operations that work element by element along a row (their VBUF operands per channel,
+#: ``gated_residual``'s ``c`` an ABUF row like ``a``): a row longer than ``max_reduction`` runs
+#: as several VROWs over consecutive channels (:func:`vrow_chunks`).
+ELEMENTWISE = ("modulate", "gelu", "gated_residual")
+
+
+def vrow_chunks(cfg: Config, op: str, n: int) -> list:
+    """``(first channel, channels)`` of the VROWs one token row of ``n`` elements runs in: one
+    for a row operation or a row of at most ``max_reduction``; an :data:`ELEMENTWISE`
+    operation's longer row in chunks of the largest multiple of ``T`` within
+    ``max_reduction`` (a VROW writes whole ``T``-element beats), the last one shorter. Raises
+    ValueError for a row operation longer than ``max_reduction`` (LayerNorm and softmax need
+    their whole row in the VPU)."""
+    if n <= cfg.max_reduction:
+        return [(0, n)]
+    if op not in ELEMENTWISE:
+        raise ValueError(f"a {op} row of {n} elements exceeds max_reduction "
+                         f"{cfg.max_reduction} (the VPU holds a whole row)")
+    step = cfg.max_reduction // cfg.tile * cfg.tile
+    return [(c0, min(step, n - c0)) for c0 in range(0, n, step)]
+
+
 def emit_vrow(e: Emitter, op: str, **f):
     """Append a VROW of the VPU operation named ``op``."""
     e("VROW", vop=VPU_OPS.index(op), **f)
@@ -425,14 +465,7 @@ def emit_vrow(e: Emitter, op: str, **f):
 def _layer(prog, e: Emitter, k: str, src: str):
     """One differential layer ``k`` of ``prog.blk`` reading ABUF region ``src``."""
     emit_layer(e, prog.cfg, prog.blk.layers[k], prog.blk.spec.tokens, prog.regions, k, src,
-               pieces=getattr(prog, "pieces", {}).get(k, 1))
-
-
-def piece_bounds(cin: int, pieces: int) -> list:
-    """The ``(first channel, channels)`` of each of the ``pieces`` reduction pieces (``1 <=
-    pieces <= cin``): ``floor`` or ``ceil(cin / pieces)`` channels each, in order."""
-    return [(k * cin // pieces, (k + 1) * cin // pieces - k * cin // pieces)
-            for k in range(pieces)]
+               pieces=getattr(prog, "pieces", {}).get(k, layer_pieces(prog.blk.layers[k])))
 
 
 def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces: int = 1):
@@ -625,7 +658,10 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
             around(em, k, "after")
 
     def vr(op, a, dst, n=D, C=D, **f):
-        emit_vrow(e, op, R=N, n=n, a=R[a].base, C=C, dst=R[dst].base, **f)
+        for c0, m in vrow_chunks(cfg, op, n):
+            g = {k: v + (c0 if (k, op) == ("c", "gated_residual") else c0 // cfg.tile)
+                 for k, v in f.items()}
+            emit_vrow(e, op, R=N, n=m, a=R[a].base + c0, C=C, dst=R[dst].base + c0, **g)
 
     vb = {k: R[k].base for k in MOD_NAMES}
     e.section(prefix + "ln1")

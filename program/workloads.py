@@ -5,6 +5,8 @@ Used by the cocotb testbenches (``tb/core_tb.py``) and the performance model's v
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from golden.config import Config
 from golden.dit_int import IntDiTBlock
 from golden.dit_int8 import make_block as block_of
@@ -21,13 +23,17 @@ SPECS = {
 }
 
 
-def block_workload(cfg: Config, steps: int, seed: int = 3, drop: bool = True):
+def block_workload(cfg: Config, steps: int, seed: int = 3, drop: bool = True,
+                   mlp_ratio: float | None = None):
     """``(make_block, inputs)``: a function building a fresh integer block of the preset's
     test DiT (:class:`IntDiTBlock`, or the INT8 core's :class:`golden.dit_int8.Int8DiTBlock`),
     and per step the ``(x, mod)`` the block sees when the integer DiT samples from ``seed``
     (realistic activations). ``drop`` removes a few off-diagonal SAR blocks per head
-    (the diagonal stays) so that masked attention is exercised."""
+    (the diagonal stays) so that masked attention is exercised; ``mlp_ratio`` replaces the
+    test DiT's (a wider MLP: a reduction longer than ``max_reduction``)."""
     spec = SPECS.get(cfg.name, DIT_MODELS["tiny"])
+    if mlp_ratio is not None:
+        spec = replace(spec, mlp_ratio=mlp_ratio)
     im = compare_int(spec, cfg, steps=steps, seed=seed)[3]
     rec = im.int_steps[0]
     inputs = [(r.x, r.mod) for r in rec]

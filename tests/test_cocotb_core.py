@@ -29,6 +29,17 @@ def test_core_tiny_reduction_pieces(simulator):
 
 
 @pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_core_tiny_long_reduction(simulator):
+    """An MLP of 48 channels at max_reduction 32: fc2 in its golden layer's 2 pieces (each
+    adding into Y, saturating after each), GELU's rows in 2 VROWs; the cache step bit-exact
+    against the golden block, host words and counters equal to the executor's."""
+    run_cocotb("core", preset("tiny", max_reduction=32), simulator, "tb.test_core", seed=2,
+               extra_env={"DSTAR_STEPS": "1", "DSTAR_MLP_RATIO": "3"},
+               testcase="dit_block_over_steps", tag="long-reduction")
+
+
+@pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", [
     "verilator", pytest.param("icarus", marks=pytest.mark.slow)])
 def test_int8_core_tiny(simulator):

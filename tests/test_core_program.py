@@ -59,14 +59,15 @@ def _inputs(cfg, params, steps, seed=7):
     return out
 
 
-def _run(name, sar=True, interval=2, words=False, pieces=None):
+def _run(name, sar=True, interval=2, words=False, pieces=None, spec=SPEC, **overrides):
     """Compile (``pieces``: compile_block's), run init and STEPS steps on the executor beside the
-    golden block. Returns
+    golden block (``spec``: SPEC or one with its tokens, hidden and heads; ``overrides``: of the
+    preset's configuration). Returns
     ``(prog, ex, [(golden BlockStep, parsed output, counter delta, semaphores)])``."""
-    cfg = preset(name)
-    params = init_params(SPEC, 1)
-    blk = IntDiTBlock(params, 0, SPEC, cfg, _sar_mask(cfg) if sar else None, interval=interval)
-    gold = IntDiTBlock(params, 0, SPEC, cfg, blk.mask, interval=interval)
+    cfg = preset(name, **overrides)
+    params = init_params(spec, 1)
+    blk = IntDiTBlock(params, 0, spec, cfg, _sar_mask(cfg) if sar else None, interval=interval)
+    gold = IntDiTBlock(params, 0, spec, cfg, blk.mask, interval=interval)
     core = core_preset(name)
     prog = compile_block(blk, core, pieces)
     ex = CoreExecutor(cfg, core)
@@ -137,6 +138,30 @@ def test_reduction_pieces_equal_golden(name):
         cin = prog.blk.layers[k].W.shape[0]
         assert one == [cin] * nt and len(got) == nt * p and sum(got) == nt * cin, k
         assert max(got) - min(got) <= 1, k
+
+
+@pytest.mark.parametrize("name, max_reduction, mlp_ratio, pieces", [
+    ("tiny", 32, 3.0, [24, 24]), ("fpga", 64, 5.0, [40, 40])])
+def test_long_reductions_run_in_pieces(name, max_reduction, mlp_ratio, pieces):
+    """An MLP wider than max_reduction (what the attention's rows need at this tile): fc2 runs
+    in ceil(M / max_reduction) pieces by default, GELU's rows in VROWs of at most max_reduction
+    elements, the other layers (16 channels) whole, and the block equals its golden at every
+    step; another split of the long layer is refused (Y saturates after each piece)."""
+    spec = DiTSpec(image_size=8, patch=2, hidden=16, heads=2, depth=1, mlp_ratio=mlp_ratio)
+    prog, _ex, res = _run(name, spec=spec, max_reduction=max_reduction)
+    _check_equal(prog, res, [True, False, True, False, True])
+    nt = SPEC.tokens // prog.cfg.tile
+    for k in LAYERS:
+        got = [c.nch for c in prog.step_commands()[slice(*prog.section(k))] if c.op == "QUANT"]
+        assert got == (pieces if k == "fc2" else [16]) * nt, k
+    M = spec.mlp_hidden
+    gelu = [c.n for c in prog.step_commands()[slice(*prog.section("gelu"))] if c.op == "VROW"]
+    assert sum(gelu) == M and max(gelu) <= max_reduction and len(gelu) == -(-M // max_reduction)
+    n = len(pieces)
+    with pytest.raises(ValueError, match=rf"pieces\['fc2'\] = {n + 1}: .* exceed max_reduction "
+                                         rf"{max_reduction} and run in its golden layer's {n} "
+                                         rf"pieces; {n} only"):
+        compile_block(prog.blk, prog.core, {"fc2": n + 1})
 
 
 @pytest.mark.parametrize("pieces, match", [

@@ -162,11 +162,43 @@ def test_narrow_accumulator_flags_reach_the_layer(closed):
     assert (res.Y >= -lim).all() and (res.Y <= lim - 1).all()
 
 
-def test_layer_wider_than_max_reduction_refused():
+def test_long_reduction_runs_in_pieces_with_the_whole_numerics():
+    """40 input channels at max_reduction 16: three pieces (13, 13, 14 channels), each scheduled
+    as its own tiles, whose quantization is the whole difference's and whose Y is W·x̂ (closed
+    loop, nothing saturating), step after step."""
+    from golden.schedule import quantize_counted
     cfg = preset("tiny", max_reduction=16)
-    with pytest.raises(ValueError, match="17 input channels; max_reduction is 16"):
-        DiffLinear(np.zeros((17, 4), np.int64), np.ones(4), cfg, name="fc1")
-    DiffLinear(np.zeros((16, 4), np.int64), np.ones(4), cfg)
+    rng = np.random.default_rng(7)
+    W = rng.integers(-127, 128, size=(40, 8))
+    lay = DiffLinear(W, np.full(8, 1e-3), cfg, name="fc2")
+    assert lay.pieces == 3 and DiffLinear(W[:16], np.ones(8), cfg).pieces == 1
+    for x in random_walk(rng, 4, 8, 40):
+        r = lay.step(x)
+        whole, _, nt, ctr = quantize_counted(r.dx, cfg, lay.B, schedule=False)
+        for f in ("q", "b", "e", "M", "saturated"):
+            np.testing.assert_array_equal(getattr(r.qz, f), getattr(whole, f))
+        assert r.counters["subchannels"] == ctr["subchannels"] == nt * 40
+        assert len(r.tiles) == 3 * nt and all(ts.counters["subchannels"] <= 16 for ts in r.tiles)
+        assert not lay.flags["Y_saturated"] and not lay.flags["xhat_saturated"]
+        np.testing.assert_array_equal(r.Y, (lay.state >> lay.r0) @ W)
+
+
+def test_long_reduction_saturates_y_after_each_piece():
+    """Y saturates after every piece, as the core's GEMM adds each piece to YBUF: five pieces
+    that push Y past its bound and one that pulls it back give ``Ymax - P``, not ``4·P``."""
+    cfg = preset("tiny", max_reduction=16)
+    B = cfg.act_frac - cfg.r0_min                      # the largest Y a piece can make
+    W = np.concatenate([np.full((80, 4), 127), np.full((16, 4), -127)])
+    x = np.full((4, 96), (1 << (cfg.act_width - 1)) - 1)
+    one = DiffLinear(W[:16], np.full(4, 1e-6), cfg, base_log2=B)
+    P = one.step(x[:, :16]).Y
+    lay = DiffLinear(W, np.full(4, 1e-6), cfg, base_log2=B)
+    assert lay.pieces == 6
+    ymax = (1 << (cfg.acc_bits - 1)) - 1
+    assert (5 * P > ymax).all() and (4 * P <= ymax).all()   # the stimulus saturates
+    r = lay.step(x)
+    np.testing.assert_array_equal(r.Y, ymax - P)
+    assert lay.flags["Y_saturated"]
 
 
 @pytest.mark.parametrize("s_w", [1e-14, 2.0 ** 20])

@@ -208,7 +208,7 @@ def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: f
     the ``ceil(cin / max_reduction)`` the accumulator needs): each piece a tile of the
     QUANT/GEMM protocol, so a piece's QUANT runs beside the previous piece's GEMMs, every piece
     charged the longest one's ``ceil(cin / pieces)`` channels (the compiler's pieces differ by
-    at most one channel, :func:`program.compiler.piece_bounds`)."""
+    at most one channel, :func:`golden.schedule.piece_bounds`)."""
     T = cfg.tile
     nt, nb = math.ceil(x.tokens / T), math.ceil(x.cout / T)
     parts = max(pieces, math.ceil(x.cin / cfg.max_reduction))
