@@ -73,6 +73,7 @@ from program.compiler import (
     emit_layer,
     emit_vrow,
     group_rows,
+    layer_pieces,
     memory_table,
     rbuf_words,
     regions_end,
@@ -610,7 +611,9 @@ def _layer(prog: ModelProgram, e: Emitter, r: int, name: str, src: str):
              slot1=prog.regions["slot1"])
     R[src], R[f"{name}.y"] = prog.regions[src], prog.regions[f"{name}.y"]
     _around(prog, e, r, name, "before")
-    emit_layer(e, prog.cfg, prog.layers[name], prog.model.spec.tokens, R, name, src)
+    lay = prog.layers[name]
+    emit_layer(e, prog.cfg, lay, prog.model.spec.tokens, R, name, src,
+               pieces=layer_pieces(lay))
     _around(prog, e, r, name, "after")
 
 

@@ -2,7 +2,8 @@
 tiny
 model for 2 steps on both simulators (``make test``); in ``make regress`` the tiny model with
 every layer streamed and two batch rows on both, and the trained digits DiT at ``fpga`` with
-buffers deep enough for the whole model, 10 steps, labels 0-9, on Verilator.
+buffers deep enough for the whole model, 10 steps, labels 0-9, on Verilator, and a hidden-96
+reference-layout checkpoint whose fc2 is longer than max_reduction (issue 31).
 The cocotb loop checks every step against the integer golden bit for bit; here the images must
 equal the golden-int backend's exactly, and the record must hold the core's figures."""
 
@@ -79,3 +80,27 @@ def test_digits_on_the_fpga_core(tmp_path, capsys):
     assert rec["core"]["bit_exact"] and not any(rec["core"]["streamed"].values())
     assert rec["classifier_agreement"]["with_float"] >= 9
     assert all(len(s["per_step"]) == 10 for s in rec["samples"])
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+def test_hidden_96_reference_checkpoint_on_the_fpga_core(tmp_path, capsys):
+    """Issue 31: a reference-layout checkpoint (hidden 96, 6 blocks, 6 heads, MLP 384: fc2 has
+    more input channels than the fpga preset's max_reduction 256) samples on the fpga core with
+    the default preset, buffers fitted, bit-exact at every step; fc2 runs in 2 pieces."""
+    from dstar.cli import main
+    from models.checkpoint import to_reference
+    from models.dit import DiTSpec
+
+    spec = DiTSpec(image_size=16, patch=2, channels=1, hidden=96, depth=6, heads=6,
+                   mlp_ratio=4.0, classes=10)
+    assert spec.mlp_hidden > preset("fpga").max_reduction
+    ckpt = tmp_path / "h96.npz"
+    np.savez(ckpt, **to_reference(spec, init_params(spec, 0)))
+    rc = main(["sample", "--backend", "verilator", "--weights", str(ckpt), "--heads", "6",
+               "--preset", "fpga", "--fit-buffers", "--steps", "2", "--labels", "3",
+               "--out", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    rec = json.loads((tmp_path / "out" / "sample.json").read_text())
+    assert rec["core"]["bit_exact"] and len(rec["samples"][0]["per_step"]) == 2

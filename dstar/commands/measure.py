@@ -38,6 +38,8 @@ MEASUREMENTS = {
     "projection": ("dstar.reports.project", "reports/projection.*: the paper-scale projection"),
     "compare": ("dstar.reports.compare",
                 "reports/compare.*: the whole DSTAR core against the whole INT8 core"),
+    "reference": ("dstar.reports.reference",
+                  "reports/reference.*: the reference DiT family compiled on fpga and paper"),
     "pe-area": ("dstar.reports.pe_area",
                 "reports/pe_area.*: the DSTAR and INT8 PEs in standard cells, lever by lever"),
     "estimate": ("dstar.benches.estimate_calibration",

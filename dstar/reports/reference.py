@@ -1,0 +1,231 @@
+"""The reference DiT family on the core's presets (issue 31): ``dstar measure reference`` writes
+``reports/reference.json`` and ``reports/reference.md``.
+
+For each model of the family (:data:`FAMILY`: DiT-S/2, B/2, L/2, XL/2 in the facebookresearch
+layout, 4-channel 32×32 latents, patch 2, 256 tokens, MLP ratio 4, heads of 64 (72 for XL); random
+weights,
+:func:`models.dit.init_params`) and each preset (``fpga``, ``paper``, their defaults), the
+integer model (:class:`models.dit_int_model.IntDiT`) is built and compiled onto one core
+(:func:`program.model.compile_model`):
+
+- **refused**: the one line the integer model or the compiler gives (e.g. a LayerNorm row longer
+  than ``max_reduction``);
+- otherwise each buffer's rows the whole model needs resident
+  (:func:`program.model.resident_depths`) against the preset's; the weights, ``x̂`` and ``Y``
+  that do not fit stream through the host port (:data:`program.model.STREAMABLE`), the other
+  buffers are deepened where they must be (named in the report), and the compiled program's
+  commands per step and host traffic per step (32-bit words in and out, cache and reuse
+  steps; the streamed state's share) are counted from its transfers.
+
+With ``--run MODEL@PRESET`` (default ``DiT-S/2@paper``) the first DDIM step of that model, if it
+compiles, runs on the ISA executor (:class:`program.executor.CoreExecutor` through the host loop of
+:class:`program.sampling.CoreSampler`, which compares every stored tensor with the integer
+model's step); the report gives its wall time. Memory: the float and integer weights of
+DiT-XL/2 take about 13 GB.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from gen.errors import UserError
+from gen.outputs import check_output_dir, json_text, write_together
+from gen.progress import say
+
+__all__ = ["FAMILY", "PRESETS", "reference_spec", "compile_row", "run_first_step", "markdown",
+           "main"]
+
+#: name → (hidden, depth, heads) of the reference family (``../shared/REFERENCES.md``).
+FAMILY = {"DiT-S/2": (384, 12, 6), "DiT-B/2": (768, 12, 12), "DiT-L/2": (1024, 24, 16),
+          "DiT-XL/2": (1152, 28, 16)}
+
+#: The presets each model is compiled for.
+PRESETS = ("fpga", "paper")
+
+
+def reference_spec(name: str):
+    """The :class:`models.dit.DiTSpec` of family member ``name`` at 256 tokens."""
+    from models.dit import DiTSpec
+
+    if name not in FAMILY:
+        raise ValueError(f"model must be one of {list(FAMILY)}, not {name!r}")
+    hidden, depth, heads = FAMILY[name]
+    return DiTSpec(image_size=32, patch=2, channels=4, hidden=hidden, depth=depth, heads=heads,
+                   mlp_ratio=4.0, classes=1000, freq_dim=256)
+
+
+def _traffic(prog, cache: bool) -> dict:
+    """32-bit host words of one step's transfers: ``in``, ``out`` and the streamed state's."""
+    from program.isa import host_words_per_row
+    from program.model import STREAMABLE
+
+    out = dict(words_in=0, words_out=0, streamed_words=0)
+    for op, _row, key, _first, rows, buf in prog.transfers(cache):
+        words = rows * host_words_per_row(prog.cfg, buf)
+        out["words_in" if op == "LOAD" else "words_out"] += words
+        if buf in STREAMABLE and key != "counters":
+            out["streamed_words"] += words
+    return out
+
+
+def compile_row(name: str, params: dict, preset_name: str) -> tuple:
+    """``(record, program or None)`` of family member ``name`` compiled for one core of
+    ``preset_name`` (module docstring)."""
+    from golden.config import preset
+    from models.dit_int_model import IntDiT
+    from program.isa import core_for
+    from program.model import STREAMABLE, compile_model, resident_depths
+
+    spec, cfg = reference_spec(name), preset(preset_name)
+    rec = dict(model=name, preset=preset_name, tokens=spec.tokens, hidden=spec.hidden,
+               depth=spec.depth, heads=spec.heads, mlp=spec.mlp_hidden)
+    t0 = time.perf_counter()
+    try:
+        model = IntDiT(spec, params, cfg)
+        need = resident_depths(model)
+    except ValueError as why:
+        return dict(rec, status="refused", reason=str(why)), None
+    core = core_for(cfg)
+    have = core.to_dict()
+    rec["buffers"] = {k: dict(need=need[k], preset=have[k]) for k in need}
+    deeper = {k: v for k, v in need.items()
+              if v > have[k] and k.removesuffix("_rows").upper() not in STREAMABLE}
+    try:
+        prog = compile_model(model, dataclasses.replace(core, **deeper))
+    except ValueError as why:
+        return dict(rec, status="refused", reason=str(why)), None
+    rec.update(status="compiled", deepened=deeper, streamed={b: sorted(v) for b, v in prog.streamed.items() if v},
+               init_commands=len(prog.init), init_words=len(prog.init_words),
+               step_commands=len(prog.step),
+               cache_step=_traffic(prog, True), reuse_step=_traffic(prog, False),
+               pieces={k: v.pieces for k, v in model.blocks[0].layers.items()},
+               seconds=round(time.perf_counter() - t0, 1))
+    return rec, prog
+
+
+def run_first_step(prog, params) -> dict:
+    """The first DDIM step of ``prog``'s model (label 0, seed 0, one step) on the ISA executor,
+    every stored tensor compared with the integer model's step by the host loop (raises
+    AssertionError on a difference). Returns ``{"seconds", "commands", "checked"}``."""
+    from models.dit_int_model import IntDiT
+    from program.executor import CoreExecutor
+    from program.sampling import CoreSampler
+
+    t0 = time.perf_counter()
+    ex = CoreExecutor(prog.cfg, prog.core)
+    ex.run(prog.init, prog.init_words)
+    golden = IntDiT(prog.model.spec, params, prog.cfg)
+    host = CoreSampler(prog, [golden], steps=1)
+    host.started(ex.run(host.start(0, 0), []))
+    cmds, words = host.step_program()
+    host.finish_step(ex.run(cmds, words), "reference step 0 ")
+    return dict(seconds=round(time.perf_counter() - t0, 1), commands=len(cmds),
+                checked=True)
+
+
+def markdown(data: dict) -> str:
+    lines = ["# The reference DiT family on the core's presets", "",
+             f"Generated by `{data['command']}` ({data['date']}): each model of the "
+             "facebookresearch DiT family (4-channel 32×32 latents, patch 2, 256 tokens, MLP "
+             "ratio 4, heads of 64 (XL: 72), random weights) built as the integer model and compiled "
+             "onto one core of each preset at its defaults (`dstar/reports/reference.py`). "
+             "Weights, `x̂` and `Y` that do not fit stream through the host port; any other "
+             "buffer the model overflows is deepened and named.", "",
+             "| model | preset | status | commands per step | host words in / out, cache "
+             "step | streamed state words | deepened buffers (rows needed) | pieces (fc2) |",
+             "|---|---|---|---:|---:|---:|---|---:|"]
+    for r in data["rows"]:
+        if r["status"] != "compiled":
+            lines.append(f"| {r['model']} | {r['preset']} | refused: {r['reason']} | – | – | "
+                         "– | – | – |")
+            continue
+        c = r["cache_step"]
+        deep = ", ".join(f"{k.removesuffix('_rows').upper()} {v:,}"
+                         for k, v in r["deepened"].items()) or "none"
+        lines.append(f"| {r['model']} | {r['preset']} | compiled | {r['step_commands']:,} | "
+                     f"{c['words_in']:,} / {c['words_out']:,} | {c['streamed_words']:,} | "
+                     f"{deep} | {r['pieces'].get('fc2', 1)} |")
+    run = data.get("run")
+    if run and "refused" in run:
+        lines += ["", f"First DDIM step of {run['model']} on the `{run['preset']}` ISA executor: "
+                  "**not run**, the model does not compile there (above)."]
+    elif run:
+        lines += ["", f"First DDIM step of {run['model']} on the `{run['preset']}` ISA executor, "
+                  "every stored tensor equal to the integer model's: "
+                  f"{run['commands']:,} commands in {run['seconds']:.1f} s."]
+    from golden.config import CORE_ADDR_BITS, CORE_WIDE_ADDR_BITS, CORE_WIDE_ROWS
+
+    wide = ", ".join(b.removesuffix("_rows").upper() for b in CORE_WIDE_ROWS)
+    lines += ["", "Buffers (rows the whole model needs resident / the preset's; the ISA addresses "
+              f"{1 << CORE_WIDE_ADDR_BITS:,} rows of {wide}, {1 << CORE_ADDR_BITS:,} of the "
+              "others):", "",
+              "| model | preset | " + " | ".join(b.upper() for b in _BUFS) + " |",
+              "|---|---|" + "---:|" * len(_BUFS)]
+    for r in data["rows"]:
+        if "buffers" in r:
+            lines.append(f"| {r['model']} | {r['preset']} | " + " | ".join(
+                f"{r['buffers'][f'{b}_rows']['need']:,} / {r['buffers'][f'{b}_rows']['preset']:,}"
+                for b in _BUFS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_BUFS = ("abuf", "xbuf", "ybuf", "wmem", "gmem", "rbuf", "vbuf", "mask")
+
+
+def _parse_run(text: str) -> tuple:
+    name, _, pre = text.partition("@")
+    if name not in FAMILY or pre not in PRESETS:
+        raise UserError(f"--run must be MODEL@PRESET with MODEL one of {list(FAMILY)} and "
+                        f"PRESET one of {list(PRESETS)}, not {text!r}")
+    return name, pre
+
+
+def main(argv=None, prog=None):
+    from dstar.options import Parser
+    from models.dit import init_params
+
+    ap = Parser(prog=prog or "dstar measure reference", description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(FAMILY),
+                    help=f"comma-separated family members (default all: {','.join(FAMILY)})")
+    ap.add_argument("--run", default="DiT-S/2@paper",
+                    help="MODEL@PRESET whose first step runs on the ISA executor (default "
+                         "DiT-S/2@paper; 'none' for none)")
+    ap.add_argument("--out", default="reports", help="report directory (default: reports/)")
+    args = ap.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
+    bad = [m for m in models if m not in FAMILY]
+    if bad or not models:
+        raise UserError(f"--models: {bad or 'none given'}; family members are {list(FAMILY)}")
+    run = None if args.run == "none" else _parse_run(args.run)
+    out = Path(args.out)
+    check_output_dir(out)
+    rows, run_rec = [], None
+    for name in models:
+        spec = reference_spec(name)
+        say(f"reference: {name}: random weights ({spec.depth} blocks, hidden {spec.hidden})")
+        params = init_params(spec, 0)
+        for pre in PRESETS:
+            rec, program = compile_row(name, params, pre)
+            say(f"reference: {name} on {pre}: {rec['status']}"
+                + (f" ({rec['reason']})" if rec["status"] == "refused" else
+                   f", {rec['step_commands']:,} commands per step"))
+            rows.append(rec)
+            if run == (name, pre):
+                if program is None:
+                    run_rec = dict(model=name, preset=pre, refused=rec["reason"])
+                    continue
+                run_rec = dict(model=name, preset=pre, **run_first_step(program, params))
+                say(f"reference: {name} on {pre}: first step on the executor equals the integer "
+                    f"model ({run_rec['seconds']:.0f} s)")
+        del params
+    argv_text = " ".join(argv or [])
+    data = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                command=f"dstar measure reference{' ' + argv_text if argv_text else ''}",
+                rows=rows, run=run_rec)
+    jpath, mpath = out / "reference.json", out / "reference.md"
+    write_together({jpath: json_text(data), mpath: markdown(data)})
+    say(f"wrote {jpath} and {mpath}")
+    return 0

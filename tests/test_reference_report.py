@@ -1,0 +1,40 @@
+"""``dstar measure reference`` (dstar/reports/reference.py): the reference family's shapes, a
+refusal named in one line, a compiled row's counts, and the report's tables."""
+
+import pytest
+
+from dstar.reports.reference import FAMILY, compile_row, markdown, reference_spec
+
+
+def test_family_shapes():
+    s = reference_spec("DiT-XL/2")
+    assert (s.tokens, s.hidden, s.depth, s.heads, s.head_dim, s.mlp_hidden, s.channels) == \
+        (256, 1152, 28, 16, 72, 4608, 4)
+    assert all(reference_spec(m).tokens == 256 for m in FAMILY)
+    with pytest.raises(ValueError, match="model must be one of"):
+        reference_spec("DiT-G/2")
+
+
+def test_a_layernorm_row_beyond_max_reduction_is_refused_in_one_line():
+    from models.dit import init_params
+    spec = reference_spec("DiT-S/2")
+    rec, prog = compile_row("DiT-S/2", init_params(spec, 0), "fpga")
+    assert prog is None and rec["status"] == "refused"
+    assert rec["reason"] == "spec.hidden (LayerNorm row) is 384; max_reduction of 'fpga' is 256"
+
+
+def test_a_small_model_compiles_with_its_counts(monkeypatch):
+    """A family member shrunk to the tiny preset's scale compiles: its commands, host words and
+    fc2 pieces counted from the program."""
+    import dstar.reports.reference as ref
+    from models.dit import DiTSpec, init_params
+    small = DiTSpec(image_size=8, patch=2, channels=4, hidden=16, depth=1, heads=2,
+                    mlp_ratio=5.0, classes=4, freq_dim=16)
+    monkeypatch.setattr(ref, "reference_spec", lambda name: small)
+    rec, prog = compile_row("DiT-S/2", init_params(small, 0), "fpga")
+    assert rec["status"] == "compiled", rec.get("reason")
+    assert rec["step_commands"] == len(prog.step) and rec["pieces"]["fc2"] == 1
+    c = rec["cache_step"]
+    assert c["words_in"] > 0 and c["words_out"] > 0 and 0 <= c["streamed_words"] <= c["words_in"]
+    text = markdown(dict(date="d", command="dstar measure reference", rows=[rec], run=None))
+    assert "| DiT-S/2 | fpga | compiled |" in text and f"{rec['step_commands']:,}" in text
