@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 __all__ = ["Config", "ConfigError", "PRESETS", "VARIANTS", "CHOSEN", "INT8_CHOSEN", "preset",
            "bitlen", "CORE_BUFFER_ROWS", "PACKERS", "PACK_BINS",
            "CORE_WIDE_ROWS", "CORE_WIDE_ADDR_BITS",
-           "CORE_ADDR_BITS"]
+           "CORE_ADDR_BITS", "CORE_ABUF_ADDR_BITS", "core_rows_limit"]
 
 # Precision classes of FMDQ (numerics §2.2) and the fixed INT8 top threshold.
 PRECISIONS = (2, 4, 6, 8)
@@ -48,14 +48,25 @@ MAX_OPEN_GROUPS = 4
 #: The core's buffers whose depth (rows) a configuration may set (program.isa.CoreConfig).
 CORE_BUFFER_ROWS = ("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows", "rbuf_rows",
                     "vbuf_rows", "mask_rows")
-#: Bits of the core's narrow address and count fields (VROW, SKIP, and the ABUF, RBUF, VBUF and
-#: MASK addresses): those buffers have at most 2**14 rows.
+#: Bits of the core's narrow address and count fields (VROW, SKIP, and the RBUF, VBUF and MASK
+#: addresses): those buffers have at most 2**14 rows.
 CORE_ADDR_BITS = 14
-#: The buffers that may be deeper (WMEM, XBUF, YBUF, GMEM: the whole model's weights, state and
-#: P-cache), up to 2**CORE_WIDE_ADDR_BITS rows; their address fields (and every LOAD/STORE
-#: address and count) widen to the deepest of them (program.isa.addr_bits).
+#: ABUF may be deeper, up to 2**CORE_ABUF_ADDR_BITS rows (a whole reference DiT's activations at
+#: the paper's tile); its address fields (QUANT ``src``, GEMM ``dst``, VROW ``a``, ``c`` and
+#: ``dst``) widen to its depth (program.isa.abuf_bits), 14 bits at every preset.
+CORE_ABUF_ADDR_BITS = 16
+#: The buffers that may be deeper still (WMEM, XBUF, YBUF, GMEM: the whole model's weights,
+#: state and P-cache), up to 2**CORE_WIDE_ADDR_BITS rows; their address fields (and every
+#: LOAD/STORE address and count) widen to the deepest of them (program.isa.addr_bits).
 CORE_WIDE_ROWS = ("wmem_rows", "xbuf_rows", "ybuf_rows", "gmem_rows")
-CORE_WIDE_ADDR_BITS = 20
+CORE_WIDE_ADDR_BITS = 21
+
+
+def core_rows_limit(buf: str) -> int:
+    """The most rows core buffer ``buf`` (``"abuf_rows"`` ...) may have."""
+    bits = (CORE_WIDE_ADDR_BITS if buf in CORE_WIDE_ROWS
+            else CORE_ABUF_ADDR_BITS if buf == "abuf_rows" else CORE_ADDR_BITS)
+    return 1 << bits
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
                    "pack_windows", "datapath", "base_offset", "packer",
                    "pack_bins") + CORE_BUFFER_ROWS
@@ -333,8 +344,7 @@ class Config:
         pos_int("cores")
         for buf in CORE_BUFFER_ROWS:
             if getattr(self, buf) is not None:
-                pos_int(buf, 1, 1 << (CORE_WIDE_ADDR_BITS if buf in CORE_WIDE_ROWS
-                                      else CORE_ADDR_BITS))
+                pos_int(buf, 1, core_rows_limit(buf))
 
     # ------------------------------------------------------------------ derived values
     @property

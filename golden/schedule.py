@@ -39,7 +39,8 @@ from golden.fmdq import Quantized, quantize_tile_matrix
 from golden.layouts import COUNTER_NAMES, group_layout, pack
 
 __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters",
-           "piece_bounds", "reduction_pieces", "TileSchedule", "schedule_tile", "schedule_matrix", "precision_counters",
+           "piece_bounds", "reduction_pieces", "TileSchedule", "schedule_tile", "schedule_matrix",
+           "precision_counters",
            "quantize_counted", "Accumulator", "execute",
            "slice_pe_execute", "int8_pe_execute", "reference_product", "exp_steps", "shift_counts",
            "PACKINGS", "packing_groups", "pack_tile", "bin_index", "bin_tile", "bin_events",

@@ -44,8 +44,9 @@ to the unsplit one: FMDQ quantizes each sub-channel on its own, so the pieces' s
 tile's, and within ``max_reduction`` channels ``Y`` cannot saturate between pieces while ``x̂``
 does not (closed loop: every partial ``Y`` is ``x̂'·W`` for an ``x̂'`` in ``x̂``'s range, within
 the accumulator bound, numerics §2.5); beyond, ``Y`` saturates after each piece on the core as
-in the golden layer. Each piece's GEMM writes ``y`` of the partial ``Y``; the last piece's overwrites it. The
-INT8 core cannot split: its quantizer scales the whole tile by one exponent (refused).
+in the golden layer. Each piece's GEMM writes ``y`` of the partial ``Y``; the last piece's
+overwrites it. The INT8 core cannot split: its quantizer scales the whole tile by one exponent
+(refused).
 
 Group-stream bound (GMEM reservation, :func:`group_rows`): a tile of ``nch`` sub-channels emits
 at most ``4·nch`` groups (at most ``b/2 <= 4`` slice columns per sub-channel and every group holds
@@ -158,6 +159,7 @@ class CoreProgram:
     init_words: list = field(default_factory=list)
     stores: list = field(default_factory=list)      # (key, region name) in STORE order
     pieces: dict = field(default_factory=dict)      # layer -> reduction pieces (default 1)
+    abuf_base: int = 0                              # first ABUF row of the block's regions
 
     # ------------------------------------------------------------------ commands
     def init_commands(self) -> list:
@@ -342,14 +344,19 @@ def check_pieces(blk: IntDiTBlock, pieces) -> dict:
     return pieces
 
 
-def compile_block(blk: IntDiTBlock, core: CoreConfig, pieces: dict | None = None) -> CoreProgram:
+def compile_block(blk: IntDiTBlock, core: CoreConfig, pieces: dict | None = None,
+                  abuf_base: int = 0) -> CoreProgram:
     """Lower ``blk`` to a :class:`CoreProgram` for a core of buffer depths ``core`` (module
     docstring); ``pieces``: ``{layer: p}`` splits that layer's reduction into ``p`` pieces
-    (module docstring; default 1 each). Raises ValueError for a dimension that is not a multiple
-    of ``T``, a bias beyond ``act_width``, an open-loop configuration, a bad ``pieces``, or a
-    program that does not fit."""
+    (module docstring; default 1 each, more beyond ``max_reduction``); ``abuf_base``: the first
+    ABUF row of the block's activations (the rows below stay free). Raises ValueError for a
+    dimension that is not a multiple of ``T``, a bias beyond ``act_width``, an open-loop
+    configuration, a bad ``pieces`` or ``abuf_base``, or a program that does not fit."""
     check_block(blk)
-    prog = CoreProgram(blk=blk, core=core, pieces=check_pieces(blk, pieces))
+    if not isinstance(abuf_base, int) or isinstance(abuf_base, bool) or abuf_base < 0:
+        raise ValueError(f"abuf_base must be an integer >= 0, not {abuf_base!r}")
+    prog = CoreProgram(blk=blk, core=core, pieces=check_pieces(blk, pieces),
+                       abuf_base=abuf_base)
     _plan(prog)
     prog.check_fits()
     _lower(prog)
@@ -363,6 +370,7 @@ def _plan(prog: CoreProgram):
     N, D, H, d, M = s.tokens, s.hidden, s.heads, s.head_dim, s.mlp_hidden
     nt = N // T
     top = dict.fromkeys(BUF_ORDER, 0)
+    top["ABUF"] = getattr(prog, "abuf_base", 0)
 
     def take(buf, name, rows):
         prog.regions[name] = Region(buf, name, top[buf], rows)

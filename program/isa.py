@@ -122,10 +122,10 @@ import numpy as np
 from golden.config import (
     CORE_ADDR_BITS,
     CORE_BUFFER_ROWS,
-    CORE_WIDE_ADDR_BITS,
     CORE_WIDE_ROWS,
     Config,
     bitlen,
+    core_rows_limit,
 )
 from golden.layouts import VPU_OPS, layout_width, pack, qpu_config_layout, unpack
 from golden.schedule import COUNTER_NAMES
@@ -135,8 +135,8 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "cmd_layout", "header_layout", "assemble", "disassemble", "encode", "decode",
            "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
            "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
-           "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS", "addr_bits", "tensor_rows",
-           "rows_tensor", "ysum_rows", "rows_ysum", "store_counters"]
+           "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS", "addr_bits", "abuf_bits",
+           "tensor_rows", "rows_tensor", "ysum_rows", "rows_ysum", "store_counters"]
 
 CMD_BITS = 128          # one command
 HOST_WORD = 32          # host stream word
@@ -180,8 +180,9 @@ def _f(name, width, dims=(), signed=False):
 class CoreConfig:
     """Buffer depths (rows) of the core; checked against a program by the compiler.
 
-    WMEM, XBUF, YBUF and GMEM have at most ``2**CORE_WIDE_ADDR_BITS`` rows, the others at most
-    ``2**ADDR_BITS``.
+    WMEM, XBUF, YBUF and GMEM have at most ``2**CORE_WIDE_ADDR_BITS`` rows, ABUF
+    ``2**CORE_ABUF_ADDR_BITS``, the others ``2**ADDR_BITS`` (:func:`golden.config.
+    core_rows_limit`).
     """
 
     abuf_rows: int = 4096
@@ -196,7 +197,7 @@ class CoreConfig:
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
-            top = 1 << (CORE_WIDE_ADDR_BITS if f.name in CORE_WIDE_ROWS else ADDR_BITS)
+            top = core_rows_limit(f.name)
             if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= top:
                 raise ValueError(f"CoreConfig.{f.name} must be an integer in [1, {top}], "
                                  f"not {v!r}")
@@ -336,16 +337,25 @@ def header_layout() -> list:
 def addr_bits(cfg: Config) -> int:
     """Width of the wide address fields (every LOAD/STORE address and count, QUANT ``xsrc`` and
     ``gdst``, GEMM ``gsrc``, ``wbase`` and ``ysrc``): :data:`ADDR_BITS`, or more when a WMEM,
-    XBUF, YBUF or GMEM of ``cfg``'s core (:func:`core_for`) is deeper than ``2**ADDR_BITS``."""
+    XBUF, YBUF, GMEM or ABUF of ``cfg``'s core (:func:`core_for`) is deeper than
+    ``2**ADDR_BITS`` (a LOAD or STORE addresses any buffer)."""
     core = core_for(cfg)
-    deepest = max(getattr(core, b) for b in CORE_WIDE_ROWS)
+    deepest = max(getattr(core, b) for b in (*CORE_WIDE_ROWS, "abuf_rows"))
     return max(ADDR_BITS, bitlen(deepest - 1))
+
+
+def abuf_bits(cfg: Config) -> int:
+    """Width of the ABUF address fields (QUANT ``src``, GEMM ``dst``, VROW ``a``, ``c`` and
+    ``dst``): :data:`ADDR_BITS`, or more when ``cfg``'s core has a deeper ABUF (at most
+    ``CORE_ABUF_ADDR_BITS``; VROW's ``c`` and ``dst`` also address VBUF and WMEM)."""
+    return max(ADDR_BITS, bitlen(core_for(cfg).abuf_rows - 1))
 
 
 def cmd_layout(cfg: Config, op: str) -> list:
     """Field layout of opcode ``op`` after the header (bit 13 on). Narrow fields have
-    :data:`ADDR_BITS` bits, wide ones :func:`addr_bits` (the same for the presets)."""
-    A, W = ADDR_BITS, addr_bits(cfg)
+    :data:`ADDR_BITS` bits, ABUF addresses :func:`abuf_bits`, wide ones :func:`addr_bits` (the
+    narrow width for ABUF at every preset)."""
+    A, W, B = ADDR_BITS, addr_bits(cfg), abuf_bits(cfg)
     if op in ("NOP", "END", "BARRIER"):
         return []
     if op == "LOAD":
@@ -355,15 +365,15 @@ def cmd_layout(cfg: Config, op: str) -> list:
     if op == "QCFG":
         return [(n, w, d, s) for n, w, d, s in qpu_config_layout(cfg)]
     if op == "QUANT":
-        return [_f("src", A), _f("xsrc", W), _f("nch", A), _f("gdst", W), _f("diff", 1),
+        return [_f("src", B), _f("xsrc", W), _f("nch", A), _f("gdst", W), _f("diff", 1),
                 _f("pcache", 1)]
     if op == "GEMM":
-        return [_f("gsrc", W), _f("wbase", W), _f("ysrc", W), _f("rrow", A), _f("dst", A),
+        return [_f("gsrc", W), _f("wbase", W), _f("ysrc", W), _f("rrow", A), _f("dst", B),
                 _f("accum", 1), _f("use_sreg", 1), _f("sreg", 4), _f("pcache", 1),
                 _f("rmax", 2)]
     if op == "VROW":
-        return [_f("vop", 4), _f("cols", 1), _f("R", A), _f("n", A), _f("a", A), _f("C", A),
-                _f("c", A), _f("vb", A), _f("dst", A), _f("sreg", 4), _f("overlap", 1)]
+        return [_f("vop", 4), _f("cols", 1), _f("R", A), _f("n", A), _f("a", B), _f("C", A),
+                _f("c", B), _f("vb", A), _f("dst", B), _f("sreg", 4), _f("overlap", 1)]
     if op == "VPARAM":
         return [_f("value", 64)]
     if op == "STEP":

@@ -373,11 +373,9 @@ def resident_depths(model: IntDiT, *, rows: int = 1) -> dict:
     """The buffer depths (``abuf_rows`` ...: rows) at which ``model`` with ``rows`` batch rows
     runs with nothing streamed (for ``--set``); raises ValueError when even the deepest core
     cannot hold it."""
-    from golden.config import CORE_ADDR_BITS, CORE_WIDE_ADDR_BITS, CORE_WIDE_ROWS
+    from golden.config import core_rows_limit
 
-    deepest = CoreConfig(**{f: 1 << (CORE_WIDE_ADDR_BITS if f in CORE_WIDE_ROWS
-                                     else CORE_ADDR_BITS)
-                            for f in CoreConfig.__dataclass_fields__})
+    deepest = CoreConfig(**{f: core_rows_limit(f) for f in CoreConfig.__dataclass_fields__})
     prog = ModelProgram(model=model, core=deepest, rows=rows)     # the memory map only
     _core_layers(prog)
     _plan(prog, set())

@@ -76,7 +76,7 @@ class QuantEngine(wiring.Component):
 
         quant = cmd_layout(cfg, "QUANT")(self.cmd.payload)
         qcfg = cmd_layout(cfg, "QCFG")(self.cmd.payload)
-        src = Signal(isa.ADDR_BITS)
+        src = Signal(isa.abuf_bits(cfg))
         xsrc = Signal(isa.addr_bits(cfg))
         nch = Signal(isa.ADDR_BITS)
         diff = Signal()

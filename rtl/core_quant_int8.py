@@ -58,7 +58,7 @@ class Int8QuantEngine(wiring.Component):
 
         quant = cmd_layout(cfg, "QUANT")(self.cmd.payload)
         qcfg = cmd_layout(cfg, "QCFG")(self.cmd.payload)
-        src = Signal(isa.ADDR_BITS)
+        src = Signal(isa.abuf_bits(cfg))
         nch = Signal(isa.ADDR_BITS)
         pcache = Signal()
         sig = Signal(isa.SEMAPHORES)

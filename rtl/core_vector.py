@@ -81,6 +81,7 @@ class VectorEngine(wiring.Component):
         T = cfg.tile
         k = (T - 1).bit_length()
         A = isa.ADDR_BITS
+        AB = isa.abuf_bits(cfg)     # ABUF addresses (a, c, dst): A at every preset
         m = Module()
         v = cmd_layout(cfg, "VROW")(self.cmd.payload)
 
@@ -102,20 +103,20 @@ class VectorEngine(wiring.Component):
         # Issue side state.
         r = Signal(A)               # row (token or tile)
         kk = Signal(A)              # beat in the row
-        abase = Signal(A + 2)       # a + tile·C (token rows) or a + r·C (sub-channels)
-        cbase = Signal(A + 2)
-        aoff = Signal(A + 2)        # kk·T (token rows) or kk
+        abase = Signal(AB + 2)       # a + tile·C (token rows) or a + r·C (sub-channels)
+        cbase = Signal(AB + 2)
+        aoff = Signal(AB + 2)        # kk·T (token rows) or kk
         mrow = Signal(A + 1)
         vbf = Signal(A)             # VBUF row of b (and the MASK base)
-        cf = Signal(A)              # VBUF row of c (modulate)
+        cf = Signal(AB)             # VBUF row of c (modulate)
         issuing = Signal()
         # Output side state.
         ro = Signal(A)
         ko = Signal(A)
-        dbase = Signal(A + 2)       # dst + tile·C
-        doff = Signal(A + 2)
-        wstart = Signal(A + 2)      # WMEM row of the row's first result
-        wrow = Signal(A + 2)
+        dbase = Signal(AB + 2)       # dst + tile·C
+        doff = Signal(AB + 2)
+        wstart = Signal(AB + 2)      # WMEM row of the row's first result
+        wrow = Signal(AB + 2)
 
         take = self.cmd.valid & self.cmd.ready
         with m.If(take):

@@ -45,7 +45,8 @@ from rtl.pe import int8_col_layout, int8_row_layout, slice_col_layout, slice_row
 
 from .timing import pe_latency
 
-__all__ = ["SECTIONS", "DENSE_TILE", "PECase", "pe_case", "input_ports", "output_ports", "check_run"]
+__all__ = ["SECTIONS", "DENSE_TILE", "PECase", "pe_case", "input_ports", "output_ports",
+           "check_run"]
 
 #: The input an output follows when the PE passes it on as a wire.
 _WIRE_INPUT = {"w_out": "w_in", "a_out": "a_in"}

@@ -2,7 +2,8 @@
 integer golden (every output and every x̂ / Y state at every step, cache and reuse steps, SAR
 blocks dropped; commands with random idle cycles between them; the layers' reductions split into
 pieces with ``DSTAR_PIECES``; the MLP's width with ``DSTAR_MLP_RATIO``, for reductions longer
-than ``max_reduction``), the host words equal to the
+than ``max_reduction``; the activations from ABUF row ``DSTAR_ABUF_BASE``), the host words equal
+to the
 ISA executor's, the event counters equal to the executor's, errors that stop the core cleanly
 (no host word from the first command to the end of the trailing window), and the host words of
 a program counted as they come, not assumed (a STORE a SKIP discards, a word after the expected
@@ -46,7 +47,8 @@ async def dit_block_over_steps(dut):
     ratio = os.environ.get("DSTAR_MLP_RATIO")
     make_block, inputs = block_workload(cfg, steps, seed=env_int("DSTAR_WORKLOAD_SEED", 3),
                                         mlp_ratio=float(ratio) if ratio else None)
-    golden, prog = make_block(), compile_block(make_block(), tb.core, pieces_from_env())
+    golden, prog = make_block(), compile_block(make_block(), tb.core, pieces_from_env(),
+                                               abuf_base=env_int("DSTAR_ABUF_BASE", 0))
     ex = CoreExecutor(cfg, tb.core)
     init = _ended(prog.init_commands())
     await tb.run(init, prog.init_host_words())

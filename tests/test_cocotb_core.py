@@ -29,7 +29,8 @@ def test_core_tiny_reduction_pieces(simulator):
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+@pytest.mark.parametrize("simulator", [
+    "verilator", pytest.param("icarus", marks=pytest.mark.slow)])
 def test_core_tiny_long_reduction(simulator):
     """An MLP of 48 channels at max_reduction 32: fc2 in its golden layer's 2 pieces (each
     adding into Y, saturating after each), GELU's rows in 2 VROWs; the cache step bit-exact
@@ -37,6 +38,18 @@ def test_core_tiny_long_reduction(simulator):
     run_cocotb("core", preset("tiny", max_reduction=32), simulator, "tb.test_core", seed=2,
                extra_env={"DSTAR_STEPS": "1", "DSTAR_MLP_RATIO": "3"},
                testcase="dit_block_over_steps", tag="long-reduction")
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", [
+    pytest.param("verilator", marks=pytest.mark.slow), "icarus"])
+def test_core_tiny_deep_abuf(simulator):
+    """An ABUF deeper than the narrow address fields (2**14 + 2048 rows: ABUF addresses and
+    LOAD/STORE fields of 15 bits), the block's activations from row 2**14: the cache step
+    bit-exact, host words and counters equal to the executor's."""
+    run_cocotb("core", preset("tiny", abuf_rows=(1 << 14) + 2048), simulator, "tb.test_core",
+               seed=3, extra_env={"DSTAR_STEPS": "1", "DSTAR_ABUF_BASE": str(1 << 14)},
+               testcase="dit_block_over_steps", tag="deep-abuf")
 
 
 @pytest.mark.cocotb

@@ -20,7 +20,10 @@ from program.isa import (
     BUFFERS,
     COUNTERS,
     CoreConfig,
+    abuf_bits,
     assemble,
+    cmd_layout,
+    core_for,
     core_preset,
     disassemble,
     encode,
@@ -59,7 +62,8 @@ def _inputs(cfg, params, steps, seed=7):
     return out
 
 
-def _run(name, sar=True, interval=2, words=False, pieces=None, spec=SPEC, **overrides):
+def _run(name, sar=True, interval=2, words=False, pieces=None, spec=SPEC, abuf_base=0,
+         **overrides):
     """Compile (``pieces``: compile_block's), run init and STEPS steps on the executor beside the
     golden block (``spec``: SPEC or one with its tokens, hidden and heads; ``overrides``: of the
     preset's configuration). Returns
@@ -68,8 +72,8 @@ def _run(name, sar=True, interval=2, words=False, pieces=None, spec=SPEC, **over
     params = init_params(spec, 1)
     blk = IntDiTBlock(params, 0, spec, cfg, _sar_mask(cfg) if sar else None, interval=interval)
     gold = IntDiTBlock(params, 0, spec, cfg, blk.mask, interval=interval)
-    core = core_preset(name)
-    prog = compile_block(blk, core, pieces)
+    core = core_for(cfg)
+    prog = compile_block(blk, core, pieces, abuf_base=abuf_base)
     ex = CoreExecutor(cfg, core)
     init, step = prog.init_commands(), prog.step_commands()
     if words:
@@ -162,6 +166,22 @@ def test_long_reductions_run_in_pieces(name, max_reduction, mlp_ratio, pieces):
                                          rf"{max_reduction} and run in its golden layer's {n} "
                                          rf"pieces; {n} only"):
         compile_block(prog.blk, prog.core, {"fc2": n + 1})
+
+
+def test_abuf_deeper_than_the_narrow_fields():
+    """An ABUF of 2**14 + 2048 rows widens its address fields to 15 bits (every other field and
+    every preset unchanged); the block placed from row 2**14 runs bit-exact through the encoded
+    command words."""
+    prog, _ex, res = _run("tiny", words=True, abuf_base=1 << 14, abuf_rows=(1 << 14) + 2048)
+    _check_equal(prog, res, [True, False, True, False, True])
+    cfg = prog.cfg
+    assert abuf_bits(cfg) == 15 and all(abuf_bits(preset(n)) == 14
+                                        for n in ("tiny", "fpga", "paper"))
+    assert min(c.src for c in prog.step_commands() if c.op == "QUANT") >= 1 << 14
+    assert {f[0]: f[1] for f in cmd_layout(cfg, "VROW")}["dst"] == 15
+    assert sum(f[1] for f in cmd_layout(cfg, "VROW")) + 13 <= 128
+    with pytest.raises(ValueError, match="abuf_base must be an integer >= 0"):
+        compile_block(prog.blk, prog.core, abuf_base=-1)
 
 
 @pytest.mark.parametrize("pieces, match", [

@@ -4,8 +4,9 @@
 Method (:func:`unit_energy`, the steps of :func:`dstar.benches.power.array_energy`):
 
 1. **Netlist**: the ASIC flow (:func:`fpga.synth.synthesize`, ``target="asic"``,
-   :data:`GATE_OPTIONS`: the hierarchy kept so each cell knows its part, Booth multipliers) on the user's library, a stored identical run
-   reused; :func:`fpga.gate.gate_sources` makes the simulation sources.
+   :data:`GATE_OPTIONS`: the hierarchy kept so each cell knows its part, Booth multipliers) on
+   the user's library, a stored identical run reused; :func:`fpga.gate.gate_sources` makes the
+   simulation sources.
 2. **Simulation**: the unit's own cocotb testbench runs on the netlist under Verilator with
    toggle coverage; it checks every output beat against golden, so a run that returns has
    passed bit for bit (:func:`sim.runner.run_cocotb` raises otherwise). The run's length is
