@@ -369,16 +369,17 @@ def compile_model(model: IntDiT, core: CoreConfig, *, rows: int = 1, stream=()) 
     return prog
 
 
-def resident_depths(model: IntDiT, *, rows: int = 1) -> dict:
+def resident_depths(model: IntDiT, *, rows: int = 1, streamed: bool = False) -> dict:
     """The buffer depths (``abuf_rows`` ...: rows) at which ``model`` with ``rows`` batch rows
-    runs with nothing streamed (for ``--set``); raises ValueError when even the deepest core
-    cannot hold it."""
+    runs with nothing streamed (for ``--set``), or with ``streamed`` every layer of
+    :data:`STREAMABLE` buffers streamed (the least depths it runs at); raises ValueError when
+    even the deepest core cannot hold it."""
     from golden.config import core_rows_limit
 
     deepest = CoreConfig(**{f: core_rows_limit(f) for f in CoreConfig.__dataclass_fields__})
     prog = ModelProgram(model=model, core=deepest, rows=rows)     # the memory map only
     _core_layers(prog)
-    _plan(prog, set())
+    _plan(prog, set(STREAMABLE) if streamed else set())
     return {f"{b.lower()}_rows": prog.rows_used(b) for b in BUF_ORDER}
 
 

@@ -12,8 +12,9 @@ integer model (:class:`models.dit_int_model.IntDiT`) is built and compiled onto 
   than ``max_reduction``);
 - otherwise each buffer's rows the whole model needs resident
   (:func:`program.model.resident_depths`) against the preset's; the weights, ``x̂`` and ``Y``
-  that do not fit stream through the host port (:data:`program.model.STREAMABLE`), the other
-  buffers are deepened where they must be (named in the report), and the compiled program's
+  that do not fit stream through the host port (:data:`program.model.STREAMABLE`; such a
+  buffer is deepened only when one layer's window does not fit it), the other buffers are
+  deepened where they must be (named in the report), and the compiled program's
   commands per step and host traffic per step (32-bit words in and out, cache and reuse
   steps; the streamed state's share) are counted from its transfers.
 
@@ -85,12 +86,16 @@ def compile_row(name: str, params: dict, preset_name: str) -> tuple:
     try:
         model = IntDiT(spec, params, cfg)
         need = resident_depths(model)
+        least = resident_depths(model, streamed=True)
     except ValueError as why:
         return dict(rec, status="refused", reason=str(why)), None
     have = core_for(cfg).to_dict()
     rec["buffers"] = {k: dict(need=need[k], preset=have[k]) for k in need}
-    deeper = {k: v for k, v in need.items()
-              if v > have[k] and k.removesuffix("_rows").upper() not in STREAMABLE}
+    # Streamable buffers stream what does not fit, down to one layer's window; the others
+    # hold all they need.
+    deeper = {k: (least if k.removesuffix("_rows").upper() in STREAMABLE else need)[k]
+              for k in need}
+    deeper = {k: v for k, v in deeper.items() if v > have[k]}
     try:
         if deeper:      # the configuration's depths set the address fields: build it again
             del model
