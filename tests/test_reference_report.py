@@ -38,3 +38,16 @@ def test_a_small_model_compiles_with_its_counts(monkeypatch):
     assert c["words_in"] > 0 and c["words_out"] > 0 and 0 <= c["streamed_words"] <= c["words_in"]
     text = markdown(dict(date="d", command="dstar measure reference", rows=[rec], run=None))
     assert "| DiT-S/2 | fpga | compiled |" in text and f"{rec['step_commands']:,}" in text
+
+
+def test_report_md_lines():
+    from dstar.reports.summary import _reference_section
+    assert _reference_section(None) == [] and _reference_section({"rows": []}) == []
+    rec = dict(rows=[dict(model="DiT-S/2", preset="fpga", status="refused", reason="why"),
+                     dict(model="DiT-S/2", preset="paper", status="compiled",
+                          step_commands=6614)],
+               run=dict(model="DiT-S/2", preset="paper", seconds=160.6, commands=6614))
+    text = "\n".join(_reference_section(rec))
+    assert "| DiT-S/2 | fpga | refused: why |" in text
+    assert "| DiT-S/2 | paper | compiled, 6,614 commands per step |" in text
+    assert "executor equal to the integer model's (161 s)" in text

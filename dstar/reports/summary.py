@@ -12,6 +12,8 @@ named beside each table), so the summary is reproducible from those files alone:
 * the trained workload's profile: ``reports/profile.json`` (``dstar profile``);
 * the arrays' energy per MAC from gate-level simulation: ``reports/energy.json`` (``dstar
   power``);
+* the reference DiT family compiled on the presets: ``reports/reference.json`` (``dstar
+  measure reference``);
 * the core cycle model against the RTL and the paper-scale projection:
   ``reports/perf_model.json`` (``dstar measure perf``), ``reports/projection.json``
   (``dstar measure projection``);
@@ -401,6 +403,22 @@ def _sample_section(rec) -> list:
                    [row]), ""]
 
 
+def _reference_section(rec) -> list:
+    """REPORT.md lines for ``reports/reference.json`` (``dstar measure reference``)."""
+    if not rec or not rec.get("rows"):
+        return []
+    rows = [[r["model"], r["preset"],
+             f"compiled, {r['step_commands']:,} commands per step" if r["status"] == "compiled"
+             else f"refused: {r['reason']}"] for r in rec["rows"]]
+    run = rec.get("run") or {}
+    tail = ([f"First step of {run['model']} on the `{run['preset']}` ISA executor equal to the "
+             f"integer model's ({run['seconds']:.0f} s).", ""] if "seconds" in run else [])
+    return ["## The reference DiT family", "", "`dstar measure reference` (details: "
+            "`reports/reference.md`): each model at 256 tokens with random weights, compiled "
+            "onto one core of each preset (buffers deepened where the model needs it).", "",
+            _table(["model", "preset", "status"], rows), ""] + tail
+
+
 def _energy_section(rec) -> list:
     """REPORT.md lines for ``reports/energy.json`` (``dstar power``)."""
     if not rec or "arrays" not in rec:
@@ -623,6 +641,7 @@ def report_files(out: Path) -> tuple:
                 f"{k} {100 * v['util']:.1f} %" for k, v in lanes.items() if v.get("util")) +
                    ".", ""]
     md += _sample_section(_load("sample"))
+    md += _reference_section(_load("reference"))
     bench = _load("bench")
     if bench:
         md += _bench_section(bench)
