@@ -1,5 +1,7 @@
 """cocotb regression of the core: a DiT block over denoising steps bit-exact in both simulators
-(``tiny`` in ``make test``; ``fpga`` and more steps in ``make regress``)."""
+(``tiny`` in ``make test``; ``fpga``, more steps, a reduction longer than ``max_reduction`` and an
+ABUF deeper than the narrow fields in ``make regress``: the executor runs the last two in
+``make test``, tests/test_core_program.py)."""
 
 import pytest
 
@@ -28,9 +30,9 @@ def test_core_tiny_reduction_pieces(simulator):
                testcase="dit_block_over_steps", tag="pieces")
 
 
+@pytest.mark.slow
 @pytest.mark.cocotb
-@pytest.mark.parametrize("simulator", [
-    "verilator", pytest.param("icarus", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_core_tiny_long_reduction(simulator):
     """An MLP of 48 channels at max_reduction 32: fc2 in its golden layer's 2 pieces (each
     adding into Y, saturating after each), GELU's rows in 2 VROWs; the cache step bit-exact
@@ -40,9 +42,9 @@ def test_core_tiny_long_reduction(simulator):
                testcase="dit_block_over_steps", tag="long-reduction")
 
 
+@pytest.mark.slow
 @pytest.mark.cocotb
-@pytest.mark.parametrize("simulator", [
-    pytest.param("verilator", marks=pytest.mark.slow), "icarus"])
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_core_tiny_deep_abuf(simulator):
     """An ABUF deeper than the narrow address fields (2**14 + 2048 rows: ABUF addresses and
     LOAD/STORE fields of 15 bits), the block's activations from row 2**14: the cache step
