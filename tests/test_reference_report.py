@@ -51,6 +51,12 @@ def test_report_md_lines():
     assert "| DiT-S/2 | fpga | refused: why |" in text
     assert "| DiT-S/2 | paper | compiled, 6,614 commands per step |" in text
     assert "executor equal to the integer model's (161 s)" in text
+    from dstar.reports.reference import H96
+    rec["step_times"] = dict(model=dict(H96), preset="fpga", pieces={"fc2": 2},
+                             executor_s_per_step=16.8, rtl_s_per_step=11.7,
+                             rtl_cycles_per_step=587604.0, rtl_bit_exact=True)
+    assert ("the executor 16.8 s, the Verilator core 11.7 s (587,604 cycles, bit-exact)"
+            in "\n".join(_reference_section(rec)))
 
 
 def test_step_times_in_the_report():

@@ -413,6 +413,13 @@ def _reference_section(rec) -> list:
     run = rec.get("run") or {}
     tail = ([f"First step of {run['model']} on the `{run['preset']}` ISA executor equal to the "
              f"integer model's ({run['seconds']:.0f} s).", ""] if "seconds" in run else [])
+    st = rec.get("step_times") or {}
+    if "rtl_s_per_step" in st:
+        tail += [f"Time per step of the hidden-{st['model']['hidden']} reference-layout model "
+                 f"at `{st['preset']}` (fc2 in {st['pieces']['fc2']} pieces): the executor "
+                 f"{st['executor_s_per_step']:.1f} s, the Verilator core "
+                 f"{st['rtl_s_per_step']:.1f} s ({st['rtl_cycles_per_step']:,.0f} cycles, "
+                 f"{'bit-exact' if st['rtl_bit_exact'] else 'NOT bit-exact'}).", ""]
     return ["## The reference DiT family", "", "`dstar measure reference` (details: "
             "`reports/reference.md`): each model at 256 tokens with random weights, compiled "
             "onto one core of each preset (buffers deepened where the model needs it).", "",
