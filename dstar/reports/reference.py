@@ -3,9 +3,9 @@
 
 For each model of the family (:data:`FAMILY`: DiT-S/2, B/2, L/2, XL/2 in the facebookresearch
 layout, 4-channel 32×32 latents, patch 2, 256 tokens, MLP ratio 4, heads of 64 (72 for XL);
-random weights, :func:`models.dit.init_params`) and each preset (``fpga``, ``paper``, their defaults), the
-integer model (:class:`models.dit_int_model.IntDiT`) is built and compiled onto one core
-(:func:`program.model.compile_model`):
+random weights, :func:`models.dit.init_params`) and each preset (``fpga``, ``paper``, their
+defaults), the integer model (:class:`models.dit_int_model.IntDiT`) is built and compiled onto
+one core (:func:`program.model.compile_model`):
 
 - **refused**: the one line the integer model or the compiler gives (e.g. a LayerNorm row longer
   than ``max_reduction``);
