@@ -17,10 +17,11 @@ one core (:func:`program.model.compile_model`):
   commands per step and host traffic per step (32-bit words in and out, cache and reuse
   steps; the streamed state's share) are counted from its transfers.
 
-With ``--run MODEL@PRESET`` (default ``DiT-S/2@paper``) the first DDIM step of that model, if it
-compiles, runs on the ISA executor (:class:`program.executor.CoreExecutor` through the host loop of
+With ``--run MODEL@PRESET[,...]`` (default ``DiT-S/2@paper,DiT-B/2@paper``) the first DDIM
+step of each of those models, if it compiles, runs on the ISA executor
+(:class:`program.executor.CoreExecutor` through the host loop of
 :class:`program.sampling.CoreSampler`, which compares every stored tensor with the integer
-model's step); the report gives its wall time. The steps of a smaller reference-layout model
+model's step); the report gives each one's wall time. The steps of a smaller reference-layout model
 whose fc2 is longer than ``fpga``'s ``max_reduction`` (:data:`H96`) are timed on the executor
 and, unless ``--no-rtl``, on the Verilator ``fpga`` core (:func:`step_times`). Memory: the float
 and integer weights of DiT-XL/2 take about 13 GB.
@@ -207,14 +208,14 @@ def markdown(data: dict) -> str:
         lines.append(f"| {r['model']} | {r['preset']} | compiled | {r['step_commands']:,} | "
                      f"{c['words_in']:,} / {c['words_out']:,} | {c['streamed_words']:,} | "
                      f"{deep} | {r['pieces'].get('fc2', 1)} |")
-    run = data.get("run")
-    if run and "refused" in run:
-        lines += ["", f"First DDIM step of {run['model']} on the `{run['preset']}` ISA executor: "
-                  "**not run**, the model does not compile there (above)."]
-    elif run:
-        lines += ["", f"First DDIM step of {run['model']} on the `{run['preset']}` ISA executor, "
-                  "every stored tensor equal to the integer model's: "
-                  f"{run['commands']:,} commands in {run['seconds']:.1f} s."]
+    for run in data.get("runs") or []:
+        if "refused" in run:
+            lines += ["", f"First DDIM step of {run['model']} on the `{run['preset']}` ISA "
+                      "executor: **not run**, the model does not compile there (above)."]
+        else:
+            lines += ["", f"First DDIM step of {run['model']} on the `{run['preset']}` ISA "
+                      "executor, every stored tensor equal to the integer model's: "
+                      f"{run['commands']:,} commands in {run['seconds']:.1f} s."]
     from golden.config import CORE_BUFFER_ROWS, core_rows_limit
 
     limits = ", ".join(f"{b.removesuffix('_rows').upper()} {core_rows_limit(b):,}"
@@ -248,12 +249,16 @@ def markdown(data: dict) -> str:
 _BUFS = ("abuf", "xbuf", "ybuf", "wmem", "gmem", "rbuf", "vbuf", "mask")
 
 
-def _parse_run(text: str) -> tuple:
-    name, _, pre = text.partition("@")
-    if name not in FAMILY or pre not in PRESETS:
-        raise UserError(f"--run must be MODEL@PRESET with MODEL one of {list(FAMILY)} and "
-                        f"PRESET one of {list(PRESETS)}, not {text!r}")
-    return name, pre
+def _parse_runs(text: str) -> list:
+    """``--run``'s ``MODEL@PRESET`` items (``none``: no item)."""
+    out = []
+    for item in ([] if text == "none" else text.split(",")):
+        name, _, pre = item.partition("@")
+        if name not in FAMILY or pre not in PRESETS:
+            raise UserError(f"--run must be MODEL@PRESET[,...] with MODEL one of {list(FAMILY)} "
+                            f"and PRESET one of {list(PRESETS)}, not {item!r}")
+        out.append((name, pre))
+    return out
 
 
 def main(argv=None, prog=None):
@@ -263,9 +268,9 @@ def main(argv=None, prog=None):
     ap = Parser(prog=prog or "dstar measure reference", description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(FAMILY),
                     help=f"comma-separated family members (default all: {','.join(FAMILY)})")
-    ap.add_argument("--run", default="DiT-S/2@paper",
-                    help="MODEL@PRESET whose first step runs on the ISA executor (default "
-                         "DiT-S/2@paper; 'none' for none)")
+    ap.add_argument("--run", default="DiT-S/2@paper,DiT-B/2@paper",
+                    help="MODEL@PRESET[,...] whose first step runs on the ISA executor (default "
+                         "DiT-S/2@paper,DiT-B/2@paper; 'none' for none)")
     ap.add_argument("--no-rtl", dest="rtl", action="store_false",
                     help="time the hidden-96 model's steps on the executor only, not on the "
                          "Verilator core")
@@ -275,10 +280,10 @@ def main(argv=None, prog=None):
     bad = [m for m in models if m not in FAMILY]
     if bad or not models:
         raise UserError(f"--models: {bad or 'none given'}; family members are {list(FAMILY)}")
-    run = None if args.run == "none" else _parse_run(args.run)
+    runs = _parse_runs(args.run)
     out = Path(args.out)
     check_output_dir(out)
-    rows, run_rec = [], None
+    rows, run_recs = [], []
     for name in models:
         spec = reference_spec(name)
         say(f"reference: {name}: random weights ({spec.depth} blocks, hidden {spec.hidden})")
@@ -289,13 +294,13 @@ def main(argv=None, prog=None):
                 + (f" ({rec['reason']})" if rec["status"] == "refused" else
                    f", {rec['step_commands']:,} commands per step"))
             rows.append(rec)
-            if run == (name, pre):
+            if (name, pre) in runs:
                 if program is None:
-                    run_rec = dict(model=name, preset=pre, refused=rec["reason"])
+                    run_recs.append(dict(model=name, preset=pre, refused=rec["reason"]))
                     continue
-                run_rec = dict(model=name, preset=pre, **run_first_step(program, params))
+                run_recs.append(dict(model=name, preset=pre, **run_first_step(program, params)))
                 say(f"reference: {name} on {pre}: first step on the executor equals the integer "
-                    f"model ({run_rec['seconds']:.0f} s)")
+                    f"model ({run_recs[-1]['seconds']:.0f} s)")
         del params
     say("reference: the hidden-96 model's steps on the executor"
         + (" and the Verilator fpga core" if args.rtl else ""))
@@ -303,7 +308,7 @@ def main(argv=None, prog=None):
     argv_text = " ".join(argv or [])
     data = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 command=f"dstar measure reference{' ' + argv_text if argv_text else ''}",
-                rows=rows, run=run_rec, step_times=times)
+                rows=rows, runs=run_recs, step_times=times)
     jpath, mpath = out / "reference.json", out / "reference.md"
     write_together({jpath: json_text(data), mpath: markdown(data)})
     say(f"wrote {jpath} and {mpath}")

@@ -410,9 +410,10 @@ def _reference_section(rec) -> list:
     rows = [[r["model"], r["preset"],
              f"compiled, {r['step_commands']:,} commands per step" if r["status"] == "compiled"
              else f"refused: {r['reason']}"] for r in rec["rows"]]
-    run = rec.get("run") or {}
-    tail = ([f"First step of {run['model']} on the `{run['preset']}` ISA executor equal to the "
-             f"integer model's ({run['seconds']:.0f} s).", ""] if "seconds" in run else [])
+    tail = [f"First step of {run['model']} on the `{run['preset']}` ISA executor equal to the "
+            f"integer model's ({run['seconds']:.0f} s)." for run in rec.get("runs") or []
+            if "seconds" in run]
+    tail += [""] if tail else []
     st = rec.get("step_times") or {}
     if "rtl_s_per_step" in st:
         tail += [f"Time per step of the hidden-{st['model']['hidden']} reference-layout model "
