@@ -164,10 +164,12 @@ class DenseInt8Linear:
 
     ``W`` (in, out) INT8 and ``s_w`` (out,) from :func:`golden.differential.quantize_weights`,
     ``bias`` float (out,) or None. Attributes the compiler reads: ``W``, ``m``, ``sh``,
-    ``bias_int``, ``B`` (None: the INT8 quantizer has no base), ``name``.
+    ``bias_int``, ``B`` (None: the INT8 quantizer has no base), ``pieces`` (1: the INT8 core
+    cannot split a reduction, its quantizer scales a whole tile by one exponent), ``name``.
     """
 
     B = None
+    pieces = 1
 
     def __init__(self, W, s_w, cfg: Config, bias=None, name: str = ""):
         self.W = np.asarray(W, np.int64)

@@ -91,7 +91,7 @@ from program.isa import (
 )
 
 __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
-           "group_rows", "dense", "emit_layer", "piece_bounds", "layer_pieces", "check_pieces",
+           "group_rows", "dense", "emit_layer", "piece_bounds", "check_pieces",
            "ELEMENTWISE", "vrow_chunks", "emit_vrow",
            "emit_block_body", "weight_words", "rbuf_words",
            "attention_words", "memory_table", "regions_end", "check_block", "check_bias"]
@@ -314,17 +314,11 @@ def check_bias(cfg: Config, lay, what: str):
                          f"act_width {cfg.act_width}")
 
 
-def layer_pieces(lay) -> int:
-    """The reduction pieces a golden layer runs in (:attr:`golden.differential.DiffLinear.
-    pieces`: more than 1 only beyond ``max_reduction`` input channels; 1 for a dense layer)."""
-    return getattr(lay, "pieces", 1)
-
-
 def check_pieces(blk: IntDiTBlock, pieces) -> dict:
     """``pieces`` (``{layer: count}`` or None) checked against ``blk`` (ValueError naming the
     layer and the allowed values); returns the dict. A layer longer than ``max_reduction``
-    runs in its golden layer's pieces (:func:`layer_pieces`: ``Y`` saturates after each, so
-    another split could differ)."""
+    runs in its golden layer's pieces (``pieces``: ``Y`` saturates after each, so another split
+    could differ)."""
     pieces = dict(pieces or {})
     for k, p in pieces.items():
         if k not in LAYERS:
@@ -333,7 +327,7 @@ def check_pieces(blk: IntDiTBlock, pieces) -> dict:
         if not isinstance(p, int) or isinstance(p, bool) or not 1 <= p <= cin:
             raise ValueError(f"pieces[{k!r}] = {p!r}: an int in 1..{cin} (the layer's input "
                              f"channels)")
-        need = layer_pieces(blk.layers[k])
+        need = blk.layers[k].pieces
         if need > 1 and p != need:
             raise ValueError(f"pieces[{k!r}] = {p}: the layer's {cin} input channels exceed "
                              f"max_reduction {blk.cfg.max_reduction} and run in its golden "
@@ -370,7 +364,7 @@ def _plan(prog: CoreProgram):
     N, D, H, d, M = s.tokens, s.hidden, s.heads, s.head_dim, s.mlp_hidden
     nt = N // T
     top = dict.fromkeys(BUF_ORDER, 0)
-    top["ABUF"] = getattr(prog, "abuf_base", 0)
+    top["ABUF"] = prog.abuf_base
 
     def take(buf, name, rows):
         prog.regions[name] = Region(buf, name, top[buf], rows)
@@ -473,7 +467,7 @@ def emit_vrow(e: Emitter, op: str, **f):
 def _layer(prog, e: Emitter, k: str, src: str):
     """One differential layer ``k`` of ``prog.blk`` reading ABUF region ``src``."""
     emit_layer(e, prog.cfg, prog.blk.layers[k], prog.blk.spec.tokens, prog.regions, k, src,
-               pieces=getattr(prog, "pieces", {}).get(k, layer_pieces(prog.blk.layers[k])))
+               pieces=getattr(prog, "pieces", {}).get(k, prog.blk.layers[k].pieces))
 
 
 def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces: int = 1):

@@ -106,7 +106,7 @@ class LayerProgram:
              "slot1": Region("GMEM", "slot1", 4 * cin, 4 * cin)}
         e = Emitter(cfg)
         e("LOAD", buf=BUFFERS.index("ABUF"), addr=0, count=self.nt * cin)
-        emit_layer(e, cfg, lay, self.N, R, "L", "x")      # ... BARRIER
+        emit_layer(e, cfg, lay, self.N, R, "L", "x", pieces=lay.pieces)     # ... BARRIER
         for reg in (R["L.y"], R["L.xhat"], R["L.Y"]):
             e.transfer("STORE", reg.buf, reg)
         e("END")

@@ -73,7 +73,6 @@ from program.compiler import (
     emit_layer,
     emit_vrow,
     group_rows,
-    layer_pieces,
     memory_table,
     rbuf_words,
     regions_end,
@@ -96,7 +95,7 @@ from program.isa import (
 )
 
 __all__ = ["compile_model", "ModelProgram", "STREAMABLE", "layer_names",
-           "zero_state_commands", "resident_depths", "quant_counters"]
+           "zero_state_commands", "resident_depths", "deepened", "quant_counters"]
 
 #: Buffers whose per-layer objects may stay with the host and stream through the host port.
 STREAMABLE = ("WMEM", "XBUF", "YBUF")
@@ -369,6 +368,20 @@ def compile_model(model: IntDiT, core: CoreConfig, *, rows: int = 1, stream=()) 
     return prog
 
 
+def deepened(cfg, depths: dict) -> tuple:
+    """``(configuration, deeper)``: ``cfg`` with each buffer at least ``depths[buffer]`` rows
+    deep (``{"abuf_rows": rows, ...}``, e.g. :func:`resident_depths`) and the depths that grew.
+    The configuration's depths set the command fields' widths (:func:`program.isa.core_for`),
+    so a deeper core is a new configuration, and a model for it is built from that."""
+    import dataclasses
+
+    from program.isa import core_for
+
+    have = core_for(cfg).to_dict()
+    deeper = {k: v for k, v in depths.items() if v > have[k]}
+    return (dataclasses.replace(cfg, **deeper) if deeper else cfg), deeper
+
+
 def resident_depths(model: IntDiT, *, rows: int = 1, streamed: bool = False) -> dict:
     """The buffer depths (``abuf_rows`` ...: rows) at which ``model`` with ``rows`` batch rows
     runs with nothing streamed (for ``--set``), or with ``streamed`` every layer of
@@ -394,11 +407,13 @@ def _core_layers(prog: ModelProgram):
     prog.patch_values = P
     xe, fin = m.x_embed, m.final
     prog.layers["x_embed"] = SimpleNamespace(
-        W=np.pad(xe.W, ((0, Pp - P), (0, 0))), B=xe.B, m=xe.m, sh=xe.sh, bias_int=xe.bias_int)
+        W=np.pad(xe.W, ((0, Pp - P), (0, 0))), B=xe.B, m=xe.m, sh=xe.sh, bias_int=xe.bias_int,
+        pieces=xe.pieces)
     pad = Pp - fin.W.shape[1]
     prog.layers["final.linear"] = SimpleNamespace(
         W=np.pad(fin.W, ((0, 0), (0, pad))), B=fin.B, m=np.pad(fin.m, (0, pad)),
-        sh=np.pad(fin.sh, (0, pad)), bias_int=np.pad(fin.bias_int, (0, pad)))
+        sh=np.pad(fin.sh, (0, pad)), bias_int=np.pad(fin.bias_int, (0, pad)),
+        pieces=fin.pieces)
     for i, blk in enumerate(m.blocks):
         for k in LAYERS:
             prog.layers[f"blocks.{i}.{k}"] = blk.layers[k]
@@ -611,8 +626,7 @@ def _layer(prog: ModelProgram, e: Emitter, r: int, name: str, src: str):
     R[src], R[f"{name}.y"] = prog.regions[src], prog.regions[f"{name}.y"]
     _around(prog, e, r, name, "before")
     lay = prog.layers[name]
-    emit_layer(e, prog.cfg, lay, prog.model.spec.tokens, R, name, src,
-               pieces=layer_pieces(lay))
+    emit_layer(e, prog.cfg, lay, prog.model.spec.tokens, R, name, src, pieces=lay.pieces)
     _around(prog, e, r, name, "after")
 
 

@@ -30,28 +30,26 @@ def test_core_tiny_reduction_pieces(simulator):
                testcase="dit_block_over_steps", tag="pieces")
 
 
-@pytest.mark.slow
-@pytest.mark.cocotb
-@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
-def test_core_tiny_long_reduction(simulator):
-    """An MLP of 48 channels at max_reduction 32: fc2 in its golden layer's 2 pieces (each
-    adding into Y, saturating after each), GELU's rows in 2 VROWs; the cache step bit-exact
-    against the golden block, host words and counters equal to the executor's."""
-    run_cocotb("core", preset("tiny", max_reduction=32), simulator, "tb.test_core", seed=2,
-               extra_env={"DSTAR_STEPS": "1", "DSTAR_MLP_RATIO": "3"},
-               testcase="dit_block_over_steps", tag="long-reduction")
+#: Issue 31's core variants, the cache step each: ``long-reduction``, an MLP of 48 channels at
+#: max_reduction 32 (fc2 in its golden layer's 2 pieces, each adding into Y and saturating after
+#: each; GELU's rows in 2 VROWs); ``deep-abuf``, an ABUF of 2**14 + 2048 rows (ABUF addresses
+#: and LOAD/STORE fields of 15 bits) with the block's activations from row 2**14.
+VARIANTS = {
+    "long-reduction": (dict(max_reduction=32), {"DSTAR_MLP_RATIO": "3"}),
+    "deep-abuf": (dict(abuf_rows=(1 << 14) + 2048), {"DSTAR_ABUF_BASE": str(1 << 14)}),
+}
 
 
 @pytest.mark.slow
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
-def test_core_tiny_deep_abuf(simulator):
-    """An ABUF deeper than the narrow address fields (2**14 + 2048 rows: ABUF addresses and
-    LOAD/STORE fields of 15 bits), the block's activations from row 2**14: the cache step
-    bit-exact, host words and counters equal to the executor's."""
-    run_cocotb("core", preset("tiny", abuf_rows=(1 << 14) + 2048), simulator, "tb.test_core",
-               seed=3, extra_env={"DSTAR_STEPS": "1", "DSTAR_ABUF_BASE": str(1 << 14)},
-               testcase="dit_block_over_steps", tag="deep-abuf")
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_core_tiny_variant(variant, simulator):
+    """Bit-exact against the golden block, host words and counters equal to the executor's."""
+    overrides, env = VARIANTS[variant]
+    run_cocotb("core", preset("tiny", **overrides), simulator, "tb.test_core", seed=2,
+               extra_env={"DSTAR_STEPS": "1", **env}, testcase="dit_block_over_steps",
+               tag=variant)
 
 
 @pytest.mark.cocotb

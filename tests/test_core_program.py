@@ -154,7 +154,7 @@ def test_long_reductions_run_in_pieces(name, max_reduction, mlp_ratio, pieces):
     spec = DiTSpec(image_size=8, patch=2, hidden=16, heads=2, depth=1, mlp_ratio=mlp_ratio)
     prog, _ex, res = _run(name, spec=spec, max_reduction=max_reduction)
     _check_equal(prog, res, [True, False, True, False, True])
-    nt = SPEC.tokens // prog.cfg.tile
+    nt = spec.tokens // prog.cfg.tile
     for k in LAYERS:
         got = [c.nch for c in prog.step_commands()[slice(*prog.section(k))] if c.op == "QUANT"]
         assert got == (pieces if k == "fc2" else [16]) * nt, k

@@ -118,22 +118,18 @@ def _model(args):
 
 def _fit_buffers(spec, params, cfg, guidance: float):
     """``cfg`` with each buffer at least as deep as the whole model needs (``--fit-buffers``)."""
-    import dataclasses
-
     from models.dit_int_model import IntDiT
-    from program.isa import core_for
-    from program.model import resident_depths
+    from program.model import deepened, resident_depths
 
     try:
         need = resident_depths(IntDiT(spec, params, cfg), rows=1 if guidance == 1.0 else 2)
     except ValueError as why:
         raise UserError(f"--fit-buffers: {why}") from None
-    have = core_for(cfg).to_dict()
-    deeper = {k: v for k, v in need.items() if v > have[k]}
+    cfg, deeper = deepened(cfg, need)
     if deeper:
         say("sample: buffers deepened to hold the whole model: "
             + ", ".join(f"{k}={v}" for k, v in deeper.items()))
-    return dataclasses.replace(cfg, **deeper)
+    return cfg
 
 
 def _build_core(cfg, simulator: str, waves: bool):

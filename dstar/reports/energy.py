@@ -21,14 +21,19 @@ def _total(e: dict) -> float:
     return e["internal"] + e["switching"] + e["leakage"]
 
 
+def _logic(e: dict) -> float:
+    """A record's logic energy (fJ): its combinational cells' internal energy and its nets'
+    switching (the flip-flops' internal energy, ``sequential``, and leakage left out)."""
+    return e.get("internal", 0.0) - e.get("sequential", 0.0) + e.get("switching", 0.0)
+
+
 def _int8_pe(rep: dict) -> dict | None:
     """The INT8 PE alone at the report's preset: ``pj_per_mac`` and its ``logic`` (pJ/MAC)."""
     r = (rep.get("pes") or {}).get(rep["preset"], {}).get("int8")
     if not r:
         return None
     t, m = r["total"], r["events"]["macs8"]
-    return dict(pj_per_mac=r["pj_per_mac"],
-                logic=(t["internal"] - t["sequential"] + t["switching"]) / 1e3 / m)
+    return dict(pj_per_mac=r["pj_per_mac"], logic=_logic(t) / 1e3 / m)
 
 
 def _pe_markdown(rep: dict) -> list:
@@ -51,7 +56,7 @@ def _pe_markdown(rep: dict) -> list:
                 f"| {pre} | {names[kind]} | {r['cells']:,} | {r['area_um2']:,.0f} | "
                 f"{r['run_cycles']:,} | {m:,.0f} | {r['pj_per_mac']:.3f} | "
                 f"{t['sequential'] / 1e3 / m:.3f} | "
-                f"{(t['internal'] - t['sequential'] + t['switching']) / 1e3 / m:.3f} | "
+                f"{_logic(t) / 1e3 / m:.3f} | "
                 f"{t['leakage'] / 1e3 / m:.3f} |")
     return lines
 
@@ -127,7 +132,7 @@ def markdown(rep: dict) -> str:
     for u, a in arrays.items():
         g = a["by_group"].get("pes", {})
         ff = g.get("sequential", 0.0)
-        logic[u] = (g.get("internal", 0.0) - ff + g.get("switching", 0.0)) / 1e3 / w["macs"]
+        logic[u] = _logic(g) / 1e3 / w["macs"]
         lines.append("")
         lines.append(f"{_NAMES.get(u, u)} PEs: flip-flops (their internal energy, clock pins "
                      f"included) {ff / 1e3 / w['macs']:.3f} pJ/MAC, logic (combinational "

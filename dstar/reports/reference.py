@@ -29,7 +29,6 @@ and integer weights of DiT-XL/2 take about 13 GB.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
@@ -79,7 +78,7 @@ def compile_row(name: str, params: dict, preset_name: str) -> tuple:
     from golden.config import preset
     from models.dit_int_model import IntDiT
     from program.isa import core_for
-    from program.model import STREAMABLE, compile_model, resident_depths
+    from program.model import STREAMABLE, compile_model, deepened, resident_depths
 
     spec, cfg = reference_spec(name), preset(preset_name)
     rec = dict(model=name, preset=preset_name, tokens=spec.tokens, hidden=spec.hidden,
@@ -95,13 +94,11 @@ def compile_row(name: str, params: dict, preset_name: str) -> tuple:
     rec["buffers"] = {k: dict(need=need[k], preset=have[k]) for k in need}
     # Streamable buffers stream what does not fit, down to one layer's window; the others
     # hold all they need.
-    deeper = {k: (least if k.removesuffix("_rows").upper() in STREAMABLE else need)[k]
-              for k in need}
-    deeper = {k: v for k, v in deeper.items() if v > have[k]}
+    cfg, deeper = deepened(cfg, {k: (least if k.removesuffix("_rows").upper() in STREAMABLE
+                                     else need)[k] for k in need})
     try:
         if deeper:      # the configuration's depths set the address fields: build it again
             del model
-            cfg = dataclasses.replace(cfg, **deeper)
             model = IntDiT(spec, params, cfg)
         prog = compile_model(model, core_for(cfg))
     except ValueError as why:
@@ -116,23 +113,33 @@ def compile_row(name: str, params: dict, preset_name: str) -> tuple:
     return rec, prog
 
 
-def run_first_step(prog, params) -> dict:
-    """The first DDIM step of ``prog``'s model (label 0, seed 0, one step) on the ISA executor,
-    every stored tensor compared with the integer model's step by the host loop (raises
-    AssertionError on a difference). Returns ``{"seconds", "commands"}``."""
+def _executor_steps(prog, params, steps: int, label: int) -> float:
+    """Init, then ``steps`` DDIM steps (seed 0, ``label``) of ``prog``'s model on the ISA
+    executor through the host loop of :class:`program.sampling.CoreSampler`, every stored tensor
+    compared with a fresh integer model's step (AssertionError on a difference). Returns the
+    seconds of the steps alone."""
     from models.dit_int_model import IntDiT
     from program.executor import CoreExecutor
     from program.sampling import CoreSampler
 
-    t0 = time.perf_counter()
     ex = CoreExecutor(prog.cfg, prog.core)
     ex.run(prog.init, prog.init_words)
-    golden = IntDiT(prog.model.spec, params, prog.cfg)
-    host = CoreSampler(prog, [golden], steps=1)
-    host.started(ex.run(host.start(0, 0), []))
-    cmds, words = host.step_program()
-    host.finish_step(ex.run(cmds, words), "reference step 0 ")
-    return dict(seconds=round(time.perf_counter() - t0, 1), commands=len(cmds))
+    host = CoreSampler(prog, [IntDiT(prog.model.spec, params, prog.cfg)], steps=steps)
+    host.started(ex.run(host.start(0, label), []))
+    t0 = time.perf_counter()
+    while not host.done:
+        cmds, words = host.step_program()
+        host.finish_step(ex.run(cmds, words), f"step {host.i} ")
+    return time.perf_counter() - t0
+
+
+def run_first_step(prog, params) -> dict:
+    """The first DDIM step of ``prog``'s model (label 0) on the ISA executor, every stored
+    tensor checked (:func:`_executor_steps`). Returns ``{"seconds"`` (init included),
+    ``"commands"}``."""
+    t0 = time.perf_counter()
+    _executor_steps(prog, params, 1, 0)
+    return dict(seconds=round(time.perf_counter() - t0, 1), commands=len(prog.step))
 
 
 #: The reference-layout model whose steps are timed on the executor and the `fpga` RTL (issue
@@ -150,27 +157,18 @@ def step_times(steps: int = 2, label: int = 3, rtl: bool = True) -> dict:
     from golden.config import preset
     from models.dit import DiTSpec, init_params
     from models.dit_int_model import IntDiT
-    from program.executor import CoreExecutor
     from program.isa import core_for
-    from program.model import compile_model, resident_depths
-    from program.sampling import CoreSampler
+    from program.model import compile_model, deepened, resident_depths
 
-    spec, cfg = DiTSpec(**H96), preset("fpga")
+    spec = DiTSpec(**H96)
     params = init_params(spec, 0)
-    need, have = resident_depths(IntDiT(spec, params, cfg)), core_for(cfg).to_dict()
-    cfg = dataclasses.replace(cfg, **{k: v for k, v in need.items() if v > have[k]})
+    cfg = preset("fpga")
+    cfg, _ = deepened(cfg, resident_depths(IntDiT(spec, params, cfg)))
     prog = compile_model(IntDiT(spec, params, cfg), core_for(cfg))
-    ex = CoreExecutor(cfg, prog.core)
-    ex.run(prog.init, prog.init_words)
-    host = CoreSampler(prog, [IntDiT(spec, params, cfg)], steps=steps)
-    host.started(ex.run(host.start(0, label), []))
-    t0 = time.perf_counter()
-    while not host.done:
-        cmds, words = host.step_program()
-        host.finish_step(ex.run(cmds, words), f"h96 step {host.i} ")
+    seconds = _executor_steps(prog, params, steps, label)
     out = dict(model=spec.to_dict(), preset="fpga", steps=steps,
                pieces={k: v.pieces for k, v in prog.model.blocks[0].layers.items()},
-               executor_s_per_step=round((time.perf_counter() - t0) / steps, 1))
+               executor_s_per_step=round(seconds / steps, 1))
     if rtl:
         from sim.runner import build
         t0 = time.perf_counter()
