@@ -69,7 +69,7 @@ def core_rows_limit(buf: str) -> int:
     return 1 << bits
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
                    "pack_windows", "datapath", "base_offset", "packer",
-                   "pack_bins") + CORE_BUFFER_ROWS
+                   "pack_bins", "ln_row_max") + CORE_BUFFER_ROWS
 
 
 class ConfigError(ValueError):
@@ -112,7 +112,14 @@ class Config:
     sort_n:
         Bitonic sorter width (a power of two).
     max_reduction:
-        Largest number of input channels a layer may have; bounds every accumulation.
+        Largest reduction one accumulation covers (a longer layer runs in pieces, numerics
+        §2.5) and the longest VPU row of every operation but LayerNorm.
+    ln_row_max:
+        Longest LayerNorm row (the model's hidden size) the VPU normalizes, at least
+        ``max_reduction`` (:attr:`ln_max` is the larger of the two; ``None`` is
+        ``max_reduction``). Rows up to ``max_reduction`` are held in the VPU's row buffer; a
+        longer one arrives twice, once for its statistics and once to be normalized (numerics
+        §2.7). Widens LayerNorm's per-row scalars and the VPU's row length. In ``[1, 2**14]``.
     drop_zero_columns:
         Drop slice columns whose T digits are all zero (numerics §2.3).
     open_groups:
@@ -216,6 +223,7 @@ class Config:
     e_max: int = 11
     sort_n: int = 8
     max_reduction: int = 64
+    ln_row_max: int | None = None
     drop_zero_columns: bool = True
     open_groups: int = 0
     pack_windows: int = 1
@@ -285,6 +293,8 @@ class Config:
              f"strictly increasing with 0 <= thr2 < thr4 < thr6 < {THR8}")
         pos_int("e_max", 0, (1 << EXP_WIDTH) - 1 - 6)
         pos_int("max_reduction", 1)
+        if self.ln_row_max is not None:
+            pos_int("ln_row_max", 1, 1 << 14)
         need(isinstance(self.drop_zero_columns, bool), "drop_zero_columns", self.drop_zero_columns,
              "a bool")
         pos_int("open_groups", 0, MAX_OPEN_GROUPS)
@@ -446,6 +456,11 @@ class Config:
     def max_exp(self) -> int:
         """Largest slice exponent in a group (``e_max + 6``)."""
         return self.e_max + 6
+
+    @property
+    def ln_max(self) -> int:
+        """The longest LayerNorm row: the larger of ``ln_row_max`` and ``max_reduction``."""
+        return max(self.max_reduction, self.ln_row_max or 0)
 
     @property
     def chan_width(self) -> int:

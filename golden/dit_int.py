@@ -319,12 +319,13 @@ class IntDiTBlock:
                              f"width that cannot overflow")
         self.cfg, self.spec, self.index = cfg, spec, index
         N, D, H, d = spec.tokens, spec.hidden, spec.heads, spec.head_dim
-        for what, n in (("spec.tokens (softmax row and P·V reduction)", N),
-                        ("spec.head_dim (Q·Kᵀ reduction)", d),
-                        ("spec.hidden (LayerNorm row)", D)):
-            if n > cfg.max_reduction:
-                raise ValueError(f"{what} is {n}; max_reduction of {cfg.name!r} is "
-                                 f"{cfg.max_reduction}")
+        for what, n, bound, name in (
+                ("spec.tokens (softmax row and P·V reduction)", N, cfg.max_reduction,
+                 "max_reduction"),
+                ("spec.head_dim (Q·Kᵀ reduction)", d, cfg.max_reduction, "max_reduction"),
+                ("spec.hidden (LayerNorm row)", D, cfg.ln_max, "ln_row_max")):
+            if n > bound:
+                raise ValueError(f"{what} is {n}; {name} of {cfg.name!r} is {bound}")
         self.interval = cfg.sar_interval if interval is None else interval
         if not isinstance(self.interval, int) or isinstance(self.interval, bool) \
                 or self.interval < 1:

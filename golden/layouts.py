@@ -137,12 +137,12 @@ def vpu_param_width(cfg: Config) -> int:
 
 def vpu_cmd_layout(cfg: Config) -> list:
     """One VPU command: the operation (index into :data:`VPU_OPS`), the row length ``n`` in
-    elements (1 .. max_reduction) and the operation's parameter (LayerNorm ``eps_q``, the
-    ``kv_quant`` shift ``e``, ``softmax_mx``'s row max in ``act_width``-bit two's complement; 0
-    otherwise)."""
+    elements (1 .. max_reduction; LayerNorm 1 .. ``cfg.ln_max``) and the operation's parameter
+    (LayerNorm ``eps_q``, the ``kv_quant`` shift ``e``, ``softmax_mx``'s row max in
+    ``act_width``-bit two's complement; 0 otherwise)."""
     return [
         _f("op", 4),
-        _f("n", cfg.max_reduction.bit_length()),
+        _f("n", cfg.ln_max.bit_length()),
         _f("param", vpu_param_width(cfg)),
     ]
 

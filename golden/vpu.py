@@ -25,10 +25,12 @@ Conventions
   ``u`` = unsigned, ``s`` = signed two's complement (sign bit included). Passing ``probe={}`` to a
   function records the bit length every intermediate actually needed (tests check it against
   ``widths``).
-* Row lengths: softmax rows (keys) and LayerNorm rows (hidden channels) are reductions of the next
-  matrix product, so ``n <= n_max = max_reduction`` (numerics §2.1).
+* Row lengths: softmax rows (keys) are reductions of the next matrix product, so ``n <= n_max =
+  max_reduction`` (numerics §2.1); LayerNorm rows (hidden channels) may be longer, up to
+  ``ln_n_max = ln_row_max`` (the VPU then takes such a row twice, numerics §2.7).
 
-Symbols: ``W`` act_width, ``F`` act_frac, ``pb`` p_base_log2, ``n_max`` max_reduction; table
+Symbols: ``W`` act_width, ``F`` act_frac, ``pb`` p_base_log2, ``n_max`` max_reduction (LayerNorm:
+``ln_n_max``, ``cfg.ln_max``); table
 parameters (:class:`VPUTables`): ``L`` log2e_frac, ``Z`` exp_lut_bits, ``Et`` exp_lut_frac, ``E``
 exp_frac, ``Kr``/``Qr`` recip_lut_bits/recip_frac, ``Ks``/``Qs`` rsqrt_lut_bits/rsqrt_frac,
 ``Ge`` ln_eps_frac, ``Ra``/``Sg``/``G`` gelu_range_log2/gelu_seg_log2/gelu_frac.
@@ -192,7 +194,8 @@ class VPUTables:
     parameters, for exploration; the RTL uses the defaults). Tables are tuples of Python ints;
     :meth:`array` returns one as int64. ``widths[name] = (bits, signed)``.
 
-    Parameters and tables (defaults; ``n_max = max_reduction``)
+    Parameters and tables (defaults; ``n_max = max_reduction``, ``ln_n_max = cfg.ln_max``: the
+    longest LayerNorm row, which sets LayerNorm's widths)
     ------------------------------------------------------------
     ``log2e_frac`` L = 15          ``log2e_q = round(2**L / ln 2) = 47274`` (16 bits u)
     ``exp_lut_bits`` Z = 8         ``exp_lut[i] = round(2**(Et - i/2**Z))``: 256 entries × 16 bits u
@@ -222,6 +225,7 @@ class VPUTables:
     act_frac: int
     p_base_log2: int
     n_max: int
+    ln_n_max: int
     log2e_frac: int
     log2e_q: int
     exp_lut_bits: int
@@ -299,7 +303,8 @@ class VPUTables:
         gelu_base = tuple(knots[:-1])
         gelu_delta = tuple(knots[i + 1] - knots[i] for i in range(nseg))
 
-        t = cls(act_width=W, act_frac=F, p_base_log2=pb, n_max=n_max, log2e_frac=log2e_frac,
+        t = cls(act_width=W, act_frac=F, p_base_log2=pb, n_max=n_max, ln_n_max=cfg.ln_max,
+                log2e_frac=log2e_frac,
                 log2e_q=log2e_q, exp_lut_bits=exp_lut_bits, exp_lut_frac=exp_lut_frac,
                 exp_frac=exp_frac, exp_lut=exp_lut, recip_lut_bits=recip_lut_bits,
                 recip_frac=recip_frac, recip_lut=recip_lut, rsqrt_lut_bits=rsqrt_lut_bits,
@@ -470,8 +475,9 @@ def _derive_widths(t: VPUTables, cfg: Config):
     w[s + "shift"] = _uw(Qr + j_max - pb)
     w[s + "P"] = (pb, False)
 
-    # --- layernorm
+    # --- layernorm (rows up to ln_row_max)
     s = "layernorm."
+    n = t.ln_n_max
     w[s + "x"] = (W, True)
     w[s + "n"] = _uw(n)
     w[s + "S1"] = _sw(-n * amax, n * vmax)
@@ -698,9 +704,16 @@ def layernorm_eps_int(n: int, eps: float, cfg: Config, tables: VPUTables | None 
     T = _tables(cfg, tables)
     if not 0 <= eps <= 1:
         raise ValueError(f"LayerNorm eps must be in [0, 1], not {eps}")
-    if not 1 <= n <= T.n_max:
-        raise ValueError(f"layernorm row length must be in [1, {T.n_max}], not {n}")
+    if not 1 <= n <= T.ln_n_max:
+        raise ValueError(f"layernorm row length must be in [1, {T.ln_n_max}], not {n}")
     return _round_frac(Fraction(eps) * n * n * (1 << (2 * cfg.act_frac + T.ln_eps_frac)))
+
+
+def layernorm_passes(cfg: Config, n: int) -> int:
+    """How many times a LayerNorm row of ``n`` elements enters the VPU: once (held in its row
+    buffer between the statistics and the output pass) up to ``max_reduction``, twice (its
+    statistics, then the output pass on the second copy) up to ``cfg.ln_max``."""
+    return 1 if n <= cfg.max_reduction else 2
 
 
 def _pyint(a):
@@ -722,35 +735,35 @@ def layernorm(x, cfg: Config, eps: float = 1e-6, tables: VPUTables | None = None
     zeros. ``nS2``, ``S1sq``, ``V``, ``eps``, ``Vp`` are per-row scalars (Python integers in the
     model; the widest, ``Vp``, is 71 bits for ``paper``).
 
-    =====  ======================================  =============================  ====
-    name   operation                               width                          tiny
-    =====  ======================================  =============================  ====
-    x      input                                   W s                            16
-    n      row length (program constant)           bitlen(n_max) u                7
-    S1     Σ x                                     bitlen(n_max·2**(W-1))+1 s     22
-    sq     x · x                                   2W-1 u                         31
-    S2     Σ sq                                    bitlen(n_max·2**(2W-2)) u      37
-    nS2    n · S2                                  bitlen(n_max²·2**(2W-2)) u     43
-    S1sq   S1 · S1                                 bitlen(n_max²·2**(2W-2)) u     43
-    V      nS2 - S1sq  (>= 0)                      bitlen(n_max²·(2**W-1)²/4) u   42
-    eps    eps_q, program constant (eps <= 1)      bitlen(n_max²·2**(2F+Ge)) u    45
-    Vp     (V << Ge) + eps                         width(V)+Ge+1 u                59
-    b      bitlen(Vp) - 1                          bitlen u                       6
-    h      b >> 1                                  bitlen u                       5
-    X      Vp >> (2h-Qs) or << (Qs-2h), truncated  Qs+2 u                         18
-    y1     rsqrt_core(X)                           Qs u                           16
-    D      n·x - S1                                bitlen((n_max-1)(2**W-1))+1 s  23
-    prod   D · y1                                  width(D)+Qs s                  39
-    shift  Qs + h - F - Ge/2                       bitlen u (s if F > Qs-Ge/2)    5
-    y      sat(rnd(prod, shift))                   W s                            16
-    =====  ======================================  =============================  ====
+    =====  ======================================  ==============================  ====
+    name   operation                               width                           tiny
+    =====  ======================================  ==============================  ====
+    x      input                                   W s                             16
+    n      row length (program constant)           bitlen(ln_max) u                7
+    S1     Σ x                                     bitlen(ln_max·2**(W-1))+1 s     22
+    sq     x · x                                   2W-1 u                          31
+    S2     Σ sq                                    bitlen(ln_max·2**(2W-2)) u      37
+    nS2    n · S2                                  bitlen(ln_max²·2**(2W-2)) u     43
+    S1sq   S1 · S1                                 bitlen(ln_max²·2**(2W-2)) u     43
+    V      nS2 - S1sq  (>= 0)                      bitlen(ln_max²·(2**W-1)²/4) u   42
+    eps    eps_q, program constant (eps <= 1)      bitlen(ln_max²·2**(2F+Ge)) u    45
+    Vp     (V << Ge) + eps                         width(V)+Ge+1 u                 59
+    b      bitlen(Vp) - 1                          bitlen u                        6
+    h      b >> 1                                  bitlen u                        5
+    X      Vp >> (2h-Qs) or << (Qs-2h), truncated  Qs+2 u                          18
+    y1     rsqrt_core(X)                           Qs u                            16
+    D      n·x - S1                                bitlen((ln_max-1)(2**W-1))+1 s  23
+    prod   D · y1                                  width(D)+Qs s                   39
+    shift  Qs + h - F - Ge/2                       bitlen u (s if F > Qs-Ge/2)     5
+    y      sat(rnd(prod, shift))                   W s                             16
+    =====  ======================================  ==============================  ====
     """
     T = _tables(cfg, tables)
     W, F, Qs, Ge = cfg.act_width, cfg.act_frac, T.rsqrt_frac, T.ln_eps_frac
     x = _check("layernorm input", x, W)
     n = x.shape[-1]
-    if n == 0 or n > T.n_max:
-        raise ValueError(f"layernorm row length must be in [1, {T.n_max}], not {n}")
+    if n == 0 or n > T.ln_n_max:
+        raise ValueError(f"layernorm row length must be in [1, {T.ln_n_max}], not {n}")
     e_q = layernorm_eps_int(n, eps, cfg, T) if eps_q is None else int(eps_q)
     S1 = x.sum(axis=-1, keepdims=True)
     sq = x * x

@@ -20,9 +20,10 @@ kv_quant        a = v                                       w (INT8)           e
 ==============  ==========================================  =================  =========
 
 A row of ``n`` elements is ``ceil(n / vpu_lanes)`` beats, element ``k·vpu_lanes + l`` in lane
-``l``; lanes past the end are sent as 0 and come back as 0. Values and the saturation flags of
-``y`` and ``Y`` are compared element by element (the golden functions' counts carry per-element
-flags, :class:`golden.vpu.Saturated`).
+``l``; lanes past the end are sent as 0 and come back as 0. A LayerNorm row longer than
+``max_reduction`` (up to ``ln_row_max``) is sent twice (:func:`golden.vpu.layernorm_passes`).
+Values and the saturation flags of ``y`` and ``Y`` are compared element by element (the golden
+functions' counts carry per-element flags, :class:`golden.vpu.Saturated`).
 """
 
 from __future__ import annotations
@@ -134,7 +135,8 @@ def in_words(cfg: Config, row: VPURow) -> list:
     cols = {k: np.concatenate([row.operands.get(k, np.zeros(row.n, np.int64)),
                                np.zeros(pad, np.int64)]).reshape(nb, L) for k in _FIELDS}
     lay = vpu_in_layout(cfg)
-    return [pack(lay, {k: cols[k][i] for k in _FIELDS}) for i in range(nb)]
+    words = [pack(lay, {k: cols[k][i] for k in _FIELDS}) for i in range(nb)]
+    return words * (gv.layernorm_passes(cfg, row.n) if row.op == "layernorm" else 1)
 
 
 def out_beats(cfg: Config, row: VPURow) -> int:
@@ -190,14 +192,16 @@ def _vals(rng, n, width, kind, frac):
 
 def random_rows(cfg: Config, op: str, rng: np.random.Generator, count: int,
                 kinds=EDGE_KINDS) -> list:
-    """``count`` rows of ``op`` with random lengths (1 .. max_reduction for row operations,
-    1 .. 4·vpu_lanes otherwise) cycling through ``kinds`` of values."""
+    """``count`` rows of ``op`` with random lengths (1 .. max_reduction for row operations, up to
+    ``cfg.ln_max`` for LayerNorm, 1 .. 4·vpu_lanes otherwise) cycling through ``kinds`` of
+    values."""
     W, F, A = cfg.act_width, cfg.act_frac, cfg.acc_bits
     rows, amax = [], 0
     for i in range(count):
         kind = kinds[i % len(kinds)]
         row_op = op in ("softmax", "softmax_mx", "layernorm", "kv_amax")
-        hi_n = cfg.max_reduction if row_op else 4 * cfg.vpu_lanes
+        hi_n = (cfg.ln_max if op == "layernorm" else cfg.max_reduction) if row_op \
+            else 4 * cfg.vpu_lanes
         n = int(rng.integers(1, hi_n + 1)) if i % 3 else int(rng.choice([1, hi_n,
                                                                           cfg.vpu_lanes]))
         x = _vals(rng, n, W, kind if kind != "masked" else "random", F)

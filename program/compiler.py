@@ -445,13 +445,17 @@ ELEMENTWISE = ("modulate", "gelu", "gated_residual")
 
 def vrow_chunks(cfg: Config, op: str, n: int) -> list:
     """``(first channel, channels)`` of the VROWs one token row of ``n`` elements runs in: one
-    for a row operation or a row of at most ``max_reduction``; an :data:`ELEMENTWISE`
-    operation's longer row in chunks of the largest multiple of ``T`` within
-    ``max_reduction`` (a VROW writes whole ``T``-element beats), the last one shorter. Raises
-    ValueError for a row operation longer than ``max_reduction`` (LayerNorm and softmax need
-    their whole row in the VPU)."""
-    if n <= cfg.max_reduction:
+    for a row of at most ``max_reduction`` or a LayerNorm row of at most ``ln_row_max`` (the VPU
+    takes a longer one twice); an :data:`ELEMENTWISE` operation's longer row in chunks of the
+    largest multiple of ``T`` within ``max_reduction`` (a VROW writes whole ``T``-element
+    beats), the last one shorter. Raises ValueError for a softmax row longer than
+    ``max_reduction`` or a LayerNorm row longer than ``ln_row_max`` (they need their whole row
+    in the VPU)."""
+    if n <= (cfg.ln_max if op == "layernorm" else cfg.max_reduction):
         return [(0, n)]
+    if op == "layernorm":
+        raise ValueError(f"a layernorm row of {n} elements exceeds ln_row_max {cfg.ln_max} "
+                         f"(--set ln_row_max={n} lets the VPU take it twice)")
     if op not in ELEMENTWISE:
         raise ValueError(f"a {op} row of {n} elements exceeds max_reduction "
                          f"{cfg.max_reduction} (the VPU holds a whole row)")

@@ -41,7 +41,8 @@ Semantics beyond the table of :mod:`program.isa`
   ``max(0, sh - s - e)`` with the tile's exponent ``e`` (the last group's), never ``shift`` below
   0; ``lanes_valid`` +1 per valid group.
 * VROW: ``vop`` must name one of :data:`program.isa.VROW_OPS` (``operand``); ``R == 0`` or
-  ``n == 0`` is ``operand``; the token walk needs ``n <= max_reduction``, the sub-channel walk
+  ``n == 0`` is ``operand``; the token walk needs ``n <= max_reduction`` (LayerNorm ``n <=
+  ln_row_max``, :attr:`golden.config.Config.ln_max`), the sub-channel walk
   (``cols = 1``) only ``kv_amax``/``kv_quant`` with ``n·T <= max_reduction`` (``operand``). A
   token-walk beat touches all ``T`` rows of its segment (address-checked); elements past ``n`` are
   read as don't-care and written as 0. Commands run one after another (command ``r`` writes before
@@ -60,8 +61,9 @@ commands              +1 per command issued (SKIP/STEP/NOP/END/BARRIER included;
                       so a STORE of CNT already includes itself here.
 host_words_in         +words per LOAD row (0 for ``zero``).
 host_words_out        +words per STORE row; applied after a STORE of CNT has read the counters.
-abuf_reads            STORE ABUF: +1 per row. QUANT: +nch. VROW: +1 per beat per ABUF operand
-                      (``a``; also ``c`` of gated_residual).
+abuf_reads            STORE ABUF: +1 per row. QUANT: +nch. VROW: +1 per beat sent per ABUF
+                      operand (``a``; also ``c`` of gated_residual; a LayerNorm row longer than
+                      ``max_reduction`` is sent twice).
 abuf_writes           LOAD ABUF (also ``zero``): +1 per row. GEMM: +T. VROW writing ABUF
                       (softmax, layernorm, modulate, gelu, gated_residual): +1 per beat.
 xbuf_reads/_writes    STORE/LOAD XBUF: +1 per row. QUANT with diff: +nch reads and +nch writes.
@@ -74,7 +76,8 @@ pcache_groups_written QUANT with pcache: +groups written.
 pcache_groups_read    GEMM with pcache: +groups replayed.
 vpu_rows              VROW: +1 per VPU command (R per VROW). GEMM: +T (one acc_requant row per
                       token).
-vpu_beats             VROW: +input beats per VPU command (ceil(n/T) token walk, n sub-channels).
+vpu_beats             VROW: +input beats per VPU command (ceil(n/T) token walk, twice that for a
+                      LayerNorm row longer than ``max_reduction``; n sub-channels).
                       GEMM: +T (one beat per acc_requant row).
 vpu_saturated         VROW: +saturated result elements (the golden function's count); QUANT with
                       diff: +x̂ elements that saturated in ``xhat_update``.

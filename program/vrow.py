@@ -48,9 +48,10 @@ class VrowEngine:
                                       f"{cfg.max_reduction}")
             self._subchannel_walk(op, a)
         else:
-            if n > cfg.max_reduction:
-                self._fail("operand", f"VROW {op}: n = {n} exceeds max_reduction "
-                                      f"{cfg.max_reduction}")
+            bound = cfg.ln_max if op == "layernorm" else cfg.max_reduction
+            if n > bound:
+                what = "ln_row_max" if op == "layernorm" else "max_reduction"
+                self._fail("operand", f"VROW {op}: n = {n} exceeds {what} {bound}")
             self._token_walk(op, a)
 
     def _vpu(self, op: str, x, b=None, c=None, mask=None, e=0):
@@ -110,7 +111,7 @@ class VrowEngine:
             elif op in ("softmax", "softmax_mx"):
                 bits = self.mask[a["vb"] + r // T]
                 mask = ((bits >> (k // T)) & 1).astype(bool)[:n]
-            self._count_row(op, nb)
+            self._count_row(op, nb, vpu.layernorm_passes(self.cfg, n) if op == "layernorm" else 1)
             if op == "kv_amax":
                 amax = max(amax, int(np.abs(x).max()))
                 continue
@@ -145,13 +146,15 @@ class VrowEngine:
         if op == "kv_amax":
             self.sreg[a["sreg"]] = vpu.kv_shift(amax)
 
-    def _count_row(self, op: str, beats: int):
-        """Counters of one VPU command of ``beats`` input beats."""
+    def _count_row(self, op: str, beats: int, passes: int = 1):
+        """Counters of one VPU command of ``beats`` beats, its input sent ``passes`` times (a
+        LayerNorm row longer than ``max_reduction``: twice)."""
+        sent = beats * passes
         self._add("vpu_rows")
-        self._add("vpu_beats", beats)
-        self._read("vbuf_reads", 2 * beats)     # both VBUF ports and MASK read with each beat
-        self._read("mask_reads", beats)
-        self._add("abuf_reads", beats * (2 if op == "gated_residual" else 1))
+        self._add("vpu_beats", sent)
+        self._read("vbuf_reads", 2 * sent)      # both VBUF ports and MASK read with each beat
+        self._read("mask_reads", sent)
+        self._add("abuf_reads", sent * (2 if op == "gated_residual" else 1))
         if op in _ABUF_RESULT:
             self._add("abuf_writes", beats)
         elif op == "kv_quant":

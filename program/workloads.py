@@ -24,16 +24,18 @@ SPECS = {
 
 
 def block_workload(cfg: Config, steps: int, seed: int = 3, drop: bool = True,
-                   mlp_ratio: float | None = None):
+                   mlp_ratio: float | None = None, hidden: int | None = None,
+                   heads: int | None = None):
     """``(make_block, inputs)``: a function building a fresh integer block of the preset's
     test DiT (:class:`IntDiTBlock`, or the INT8 core's :class:`golden.dit_int8.Int8DiTBlock`),
     and per step the ``(x, mod)`` the block sees when the integer DiT samples from ``seed``
     (realistic activations). ``drop`` removes a few off-diagonal SAR blocks per head
-    (the diagonal stays) so that masked attention is exercised; ``mlp_ratio`` replaces the
-    test DiT's (a wider MLP: a reduction longer than ``max_reduction``)."""
+    (the diagonal stays) so that masked attention is exercised; ``mlp_ratio``, ``hidden`` and
+    ``heads`` replace the test DiT's (a wider MLP or hidden size: reductions and LayerNorm rows
+    longer than ``max_reduction``)."""
     spec = SPECS.get(cfg.name, DIT_MODELS["tiny"])
-    if mlp_ratio is not None:
-        spec = replace(spec, mlp_ratio=mlp_ratio)
+    changes = dict(mlp_ratio=mlp_ratio, hidden=hidden, heads=heads)
+    spec = replace(spec, **{k: v for k, v in changes.items() if v is not None})
     im = compare_int(spec, cfg, steps=steps, seed=seed)[3]
     rec = im.int_steps[0]
     inputs = [(r.x, r.mod) for r in rec]

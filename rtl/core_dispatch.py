@@ -141,7 +141,8 @@ class Dispatcher(wiring.Component):
                 m.d.comb += wm_rows.eq(nb * v.R)
                 m.d.comb += [
                     opnd_bad.eq(~known | (v.R == 0) | (v.n == 0) |
-                                (elems > cfg.max_reduction) | (v.cols & to_abuf) |
+                                (elems > Mux(is_op["layernorm"] & ~v.cols, cfg.ln_max,
+                                             cfg.max_reduction)) | (v.cols & to_abuf) |
                                 (v.overlap & is_op["gated_residual"])),
                     addr_bad.eq(over(v.a + span, "ABUF") |
                                 (is_op["gated_residual"] & over(v.c + span, "ABUF")) |

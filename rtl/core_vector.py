@@ -7,7 +7,9 @@ sub-channels), reads the operands (ABUF ``a`` through port ``rc``, or for ``gate
 RMAX, ``rmax``, copied when the command is taken) and sends one VPU command per row and one
 input beat per cycle; an output side counts the VPU's results back in order and writes them
 (ABUF token segments, WMEM rows for ``kv_quant``, a shift register for ``kv_amax``). The command
-is done when the last result is written.
+is done when the last result is written. A LayerNorm row longer than ``max_reduction`` (up to
+``ln_row_max``) is read and sent twice (:func:`golden.vpu.layernorm_passes`: the VPU takes its
+statistics from the first copy and normalizes the second).
 
 A VROW with ``overlap`` runs beside the quantize and matrix engines (the dispatcher's rule): it
 reads ABUF only through ``rc`` (Q reads through the port ``ra`` shares), and while ``awr_busy``
@@ -93,6 +95,7 @@ class VectorEngine(wiring.Component):
         sig = Signal(isa.SEMAPHORES)
         sreg = Signal(4)
         nbeats = Signal(A)
+        twice = Signal()            # a long LayerNorm row: its beats are sent twice
         active = Signal()
         ovl = Signal()
         rmax_q = Signal.like(self.rmax)       # RMAX as it was when the command was taken
@@ -121,6 +124,9 @@ class VectorEngine(wiring.Component):
         take = self.cmd.valid & self.cmd.ready
         with m.If(take):
             nb = Mux(v.cols, v.n, (v.n + T - 1) >> k)
+            if cfg.ln_max > cfg.max_reduction:
+                m.d.sync += twice.eq((v.vop == VOP("layernorm")) & ~v.cols &
+                                     (v.n > cfg.max_reduction))
             m.d.sync += [vop.eq(v.vop), cols.eq(v.cols), R.eq(v.R), n.eq(v.n), C.eq(v.C),
                          sig.eq(v.signal), sreg.eq(v.sreg), nbeats.eq(nb), active.eq(1),
                          ovl.eq(v.overlap), rmax_q.eq(self.rmax),
@@ -137,7 +143,8 @@ class VectorEngine(wiring.Component):
         issue = Signal()
         m.d.comb += issue.eq(issuing & ififo.room_for(inflight) & (~row_start | cfifo.i.ready))
         m.d.sync += inflight.eq(issue)
-        last_beat = kk == nbeats - 1
+        last_beat = kk == Mux(twice, nbeats << 1, nbeats) - 1
+        first_end = twice & (kk == nbeats - 1)     # the end of a long row's first copy
         tile_end = cols | (r[:k] == T - 1)
         with m.If(issue):
             with m.If(last_beat):
@@ -148,7 +155,7 @@ class VectorEngine(wiring.Component):
                 with m.If(r == R - 1):
                     m.d.sync += issuing.eq(0)
             with m.Else():
-                m.d.sync += [kk.eq(kk + 1), aoff.eq(aoff + Mux(cols, 1, T))]
+                m.d.sync += [kk.eq(kk + 1), aoff.eq(Mux(first_end, 0, aoff + Mux(cols, 1, T)))]
 
         # One VPU command per row.
         vcmd = cfifo.i.p

@@ -42,14 +42,19 @@ core's vector engine queues them; ``s``: the registers in the per-beat trees, 0 
   ring) ``nb``, the tail, output ``nb``, one row at a time: ``3·nb + 20 + 2·s``.
 * ``layernorm``: load ``nb`` (``Σx``; ``x²`` through the lanes for ``Σx²``), drain, the
   reciprocal square root (10), output ``nb``: ``2·nb + 21 + s``.
+  A row longer than ``max_reduction`` (up to ``ln_row_max``, :attr:`Config.ln_max`) is not
+  held in the row buffer: its ``nb`` beats come twice, the first copy loads (the sums), the
+  second is normalized beat by beat as it arrives (the same lane operation on the input beat
+  instead of a row-buffer word), so the row buffer stays ``max_reduction`` long: the same
+  ``2·nb + 21 + s`` cycles, ``2·nb`` input beats.
 * ``kv_amax``: load ``nb`` (the running max |v|; ``param`` bit 0 continues the previous command's
   max, so a head longer than ``max_reduction`` takes several commands), the drain and the shift
   (6 cycles), then one output beat with the shift ``e`` in lane 0.
 
-Errors: a command with an unknown operation, ``n`` outside ``1 .. max_reduction`` or a
-``kv_quant`` shift above ``act_width`` is consumed without effect and sets the sticky ``error``
-(reset clears it); no input beat is consumed for it. An ``acc_requant`` beat with a shift above
-``sh_max`` also sets ``error`` (its outputs are then not meaningful).
+Errors: a command with an unknown operation, ``n`` outside ``1 .. max_reduction`` (LayerNorm:
+``1 .. ln_max``) or a ``kv_quant`` shift above ``act_width`` is consumed without effect and sets
+the sticky ``error`` (reset clears it); no input beat is consumed for it. An ``acc_requant`` beat
+with a shift above ``sh_max`` also sets ``error`` (its outputs are then not meaningful).
 """
 
 import enum
@@ -91,6 +96,7 @@ class _MicroOp(enum.IntEnum):
     KV_QUANT = 7
     LAYERNORM_LOAD = 8    # LayerNorm load: x² into Σx²
     SOFTMAX_EXP = 9       # softmax exponentials (from the row buffer), written back
+    LAYERNORM_OUT_IN = 10  # LayerNorm output of a long row (from its second copy's input beat)
     LAYERNORM_OUT = 11    # LayerNorm output (from the row buffer)
     KV_SHIFT = 12         # the K/V shift, one beat
     SOFTMAX_LOAD = 13     # softmax load: row buffer and max (no lane work)
@@ -116,6 +122,7 @@ class _State(enum.IntEnum):
     EXP = 5             # softmax: exponentials from the row buffer, written back
     OUT = 6             # LayerNorm's output pass from the row buffer
     EMIT = 7            # kv_amax: its one output beat
+    OUT_IN = 8          # LayerNorm's output pass of a long row, on its second copy's beats
 
 
 class _Dest(enum.IntEnum):
@@ -194,6 +201,11 @@ class VPU(wiring.Component):
         return ceil(self._cfg.max_reduction / self._cfg.vpu_lanes)
 
     @property
+    def beats_max(self) -> int:
+        """The beats of the longest row of any operation (a LayerNorm row of ``cfg.ln_max``)."""
+        return ceil(self._cfg.ln_max / self._cfg.vpu_lanes)
+
+    @property
     def tables(self) -> VPUTables:
         """The tables the ROMs hold."""
         return self._t
@@ -252,11 +264,15 @@ class _Elaboration:
         cfg, depth = self.cfg, self.vpu.depth
         self.state = Signal(_State, name="state")
         self.op = Signal(range(len(VPU_OPS)), name="op")
-        self.n = Signal(range(cfg.max_reduction + 1), name="n")
+        self.n = Signal(range(cfg.ln_max + 1), name="n")
         self.param = Signal(self.eps_width, name="param")
-        self.nb = Signal(range(depth + 1), name="nb")          # beats per row
-        self.cnt = Signal(range(depth + 1), name="cnt")        # beats done in the current pass
-        self.rem = Signal(range(cfg.max_reduction + 1), name="rem")  # elements left from the beat
+        nbm = self.vpu.beats_max
+        self.nb = Signal(range(nbm + 1), name="nb")          # beats per row
+        self.cnt = Signal(range(nbm + 1), name="cnt")        # beats done in the current pass
+        self.rem = Signal(range(cfg.ln_max + 1), name="rem")  # elements left from the beat
+        # A LayerNorm row longer than max_reduction: not held in the row buffer, it comes twice.
+        self.long_row = Signal(name="long_row")
+        self.long_rows = cfg.ln_max > cfg.max_reduction    # the configuration has such rows
         self.wait = Signal(range(16), name="wait")
         # Softmax rows in flight (up to ROWS): each has a record (its length, then its
         # reciprocal) and its words in the row buffer, a ring of ``2·depth`` words that the
@@ -355,16 +371,18 @@ class _Elaboration:
         # A softmax row's beat takes a word of the ring, which the output pass must have read.
         self.sm_row = (self.op == VPUOp.SOFTMAX) | (self.op == VPUOp.SOFTMAX_MX)
         full = self.sm_row & (self.ring_used == 2 * depth)
-        m.d.comb += i.ready.eq(self.adv & ((state == _State.ELEMENTWISE) |
-                                           ((state == _State.LOAD) & ~full)))
+        # States whose input beats go straight through the lanes.
+        self.passing = passing = state == _State.ELEMENTWISE
+        if self.long_rows:
+            self.passing = passing = passing | (state == _State.OUT_IN)
+        m.d.comb += i.ready.eq(self.adv & (passing | ((state == _State.LOAD) & ~full)))
         self.take = take = i.valid & i.ready
         self.last_beat = last_beat = self.cnt + 1 == self.nb
         with m.If(take):
             m.d.sync += [self.cnt.eq(self.cnt + 1), self.rem.eq(self.rem - L)]
             with m.If(last_beat):
                 m.d.sync += [self.cnt.eq(0), self.rem.eq(self.n)]
-                m.d.sync += state.eq(Mux((state == _State.ELEMENTWISE) |
-                                         (self.op == VPUOp.SOFTMAX_MX), _State.IDLE,
+                m.d.sync += state.eq(Mux(passing | (self.op == VPUOp.SOFTMAX_MX), _State.IDLE,
                                          _State.DRAIN))
         self.inject = inject = (state == _State.EMIT) & self.adv
         with m.If(inject):
@@ -380,6 +398,9 @@ class _Elaboration:
                 m.d.comb += beat_uop.eq(_MicroOp.SOFTMAX_EXP_IN)
             with m.Case(VPUOp.LAYERNORM):
                 m.d.comb += beat_uop.eq(_MicroOp.LAYERNORM_LOAD)
+                if self.long_rows:
+                    with m.If(state == _State.OUT_IN):
+                        m.d.comb += beat_uop.eq(_MicroOp.LAYERNORM_OUT_IN)
             with m.Case(VPUOp.KV_AMAX):
                 m.d.comb += beat_uop.eq(Mux(inject, _MicroOp.KV_SHIFT, _MicroOp.KV_LOAD))
         with m.If(self.adv):
@@ -457,7 +478,9 @@ class _Elaboration:
                                  self.s1y1_row.eq(self.rsqrt.s1y1),
                                  self.lnshift_row.eq(self.rsqrt.shift),
                                  self.zero_row.eq(self.rsqrt.zero), self.e_row.eq(self.kvshift.e)]
-                    m.d.sync += state.eq(Mux(op == VPUOp.KV_AMAX, _State.EMIT, _State.OUT))
+                    out = Mux(self.long_row, _State.OUT_IN, _State.OUT) if self.long_rows \
+                        else _State.OUT
+                    m.d.sync += state.eq(Mux(op == VPUOp.KV_AMAX, _State.EMIT, out))
         self.issue = issue = ((state == _State.EXP) | (state == _State.OUT)) & self.adv
         with m.If(self.adv):
             m.d.sync += [self.rd_valid.eq(issue), self.rd_last.eq(self.last_beat),
@@ -541,12 +564,14 @@ class _Elaboration:
         with m.If(sq_valid):
             m.d.sync += self.s2.eq(self.s2 + sq_val)
         uop, beat = self.in_uop, self.in_beat
+        ln_held = uop == _MicroOp.LAYERNORM_LOAD       # a LayerNorm row held in the buffer
+        if self.long_rows:
+            ln_held = ln_held & ~self.long_row
         with m.If(write_back):
             m.d.comb += [wr.en.eq(1), wr.addr.eq(f.addr)]
             for k, lane in enumerate(self.lanes):
                 m.d.comb += wr.data[k].v.eq(lane.r[:self.word_bits])
-        with m.Elif(self.used & ((uop == _MicroOp.SOFTMAX_LOAD) |
-                                 (uop == _MicroOp.LAYERNORM_LOAD))):
+        with m.Elif(self.used & ((uop == _MicroOp.SOFTMAX_LOAD) | ln_held)):
             m.d.comb += [wr.en.eq(1), wr.addr.eq(self.in_addr)]
             for k in range(cfg.vpu_lanes):
                 m.d.comb += [wr.data[k].v.eq(self.xs[k]),
@@ -632,7 +657,7 @@ class _Elaboration:
         state, cmd = self.state, vpu.cmd
         pend = Signal(cmd.p.shape(), name="pend")
         pend_valid = Signal(name="pend_valid")
-        finishing = ((((state == _State.ELEMENTWISE) |
+        finishing = (((self.passing |
                        ((state == _State.LOAD) & (self.op == VPUOp.SOFTMAX_MX))) &
                       self.take & self.last_beat) |
                      (((state == _State.OUT) | (state == _State.EXP)) & self.issue &
@@ -652,7 +677,10 @@ class _Elaboration:
             m.d.sync += pend_valid.eq(0)
         with m.Elif(cmd.valid & cmd.ready):
             m.d.sync += [pend.eq(cmd.payload), pend_valid.eq(1)]
-        legal = ((c.op < len(VPU_OPS)) & (c.n >= 1) & (c.n <= n_max) &
+        n_ok = c.n <= n_max
+        if cfg.ln_max > n_max:
+            n_ok = n_ok | ((c.op == VPUOp.LAYERNORM) & (c.n <= cfg.ln_max))
+        legal = ((c.op < len(VPU_OPS)) & (c.n >= 1) & n_ok &
                  ~((c.op == VPUOp.KV_QUANT) & (c.param > W)))
         if not vpu.requant:
             legal = legal & (c.op != VPUOp.ACC_REQUANT)
@@ -665,6 +693,8 @@ class _Elaboration:
                 m.d.sync += [self.op.eq(c.op), self.n.eq(c.n), self.param.eq(c.param),
                              self.nb.eq(beats), self.cnt.eq(0), self.rem.eq(c.n),
                              self.s1.eq(0), self.s2.eq(0)]
+                if self.long_rows:
+                    m.d.sync += self.long_row.eq((c.op == VPUOp.LAYERNORM) & (c.n > n_max))
                 with m.If((c.op != VPUOp.KV_AMAX) | ~c.param[0]):
                     m.d.sync += self.amax.eq(0)
                 with m.If(c.op == VPUOp.SOFTMAX):
@@ -799,6 +829,11 @@ def _lane_operands(e: _Elaboration, k: int, lane: VPULane, uop, row: dict):
             m.d.comb += [x.eq(word.v[:W].as_signed()), y.eq(row["ny1"]),
                          add.eq(-row["s1y1"]), rs.eq(row["lnshift"]),
                          mode.eq(LaneMode.SAT_W), en.eq(rd_on & ~row["zero"])]
+        if e.long_rows:
+            with m.Case(_MicroOp.LAYERNORM_OUT_IN):
+                m.d.comb += [x.eq(x_w), y.eq(row["ny1"]), add.eq(-row["s1y1"]),
+                             rs.eq(row["lnshift"]), mode.eq(LaneMode.SAT_W),
+                             en.eq(e.in_len[k] & ~row["zero"])]
         with m.Case(_MicroOp.KV_SHIFT):
             m.d.comb += [x.eq(row["e"]), y.eq(1), en.eq(k == 0)]
     with m.If(e.adv):

@@ -59,7 +59,7 @@ def lane_widths(cfg: Config, t: VPUTables, requant: bool = True) -> dict:
     """
     W, F = cfg.act_width, cfg.act_frac
     w = t.widths
-    ny1 = w["layernorm.y1"][0] + cfg.max_reduction.bit_length()
+    ny1 = w["layernorm.y1"][0] + cfg.ln_max.bit_length()
     s1y1 = w["layernorm.S1"][0] + w["layernorm.y1"][0]
     rq = requant
     xw = max(cfg.acc_bits if rq else 0, cfg.recon_width, W + 1, w["gelu.delta"][0])

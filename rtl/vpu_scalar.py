@@ -97,7 +97,7 @@ class LayerNormRsqrt(wiring.Component):
             check_int(name, width, lo=1)
         w = t.widths
         super().__init__({
-            "n": In(range(cfg.max_reduction + 1)),
+            "n": In(range(cfg.ln_max + 1)),
             "s1": In(signed(w["layernorm.S1"][0])),
             "s2": In(unsigned(w["layernorm.S2"][0])),
             "eps_q": In(unsigned(eps_width)),

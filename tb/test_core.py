@@ -1,9 +1,9 @@
 """cocotb tests of the generated core: a DiT block over denoising steps bit-exact against the
 integer golden (every output and every x̂ / Y state at every step, cache and reuse steps, SAR
 blocks dropped; commands with random idle cycles between them; the layers' reductions split into
-pieces with ``DSTAR_PIECES``; the MLP's width with ``DSTAR_MLP_RATIO``, for reductions longer
-than ``max_reduction``; the activations from ABUF row ``DSTAR_ABUF_BASE``), the host words equal
-to the
+pieces with ``DSTAR_PIECES``; the MLP's width with ``DSTAR_MLP_RATIO`` and the hidden size and
+heads with ``DSTAR_HIDDEN`` / ``DSTAR_HEADS``, for reductions and LayerNorm rows longer than
+``max_reduction``; the activations from ABUF row ``DSTAR_ABUF_BASE``), the host words equal to the
 ISA executor's, the event counters equal to the executor's, errors that stop the core cleanly
 (no host word from the first command to the end of the trailing window), and the host words of
 a program counted as they come, not assumed (a STORE a SKIP discards, a word after the expected
@@ -45,8 +45,9 @@ async def dit_block_over_steps(dut):
     cfg = tb.cfg
     steps = env_int("DSTAR_STEPS", 4)
     ratio = os.environ.get("DSTAR_MLP_RATIO")
+    shape = {k: env_int(f"DSTAR_{k.upper()}", 0) or None for k in ("hidden", "heads")}
     make_block, inputs = block_workload(cfg, steps, seed=env_int("DSTAR_WORKLOAD_SEED", 3),
-                                        mlp_ratio=float(ratio) if ratio else None)
+                                        mlp_ratio=float(ratio) if ratio else None, **shape)
     golden, prog = make_block(), compile_block(make_block(), tb.core, pieces_from_env(),
                                                abuf_base=env_int("DSTAR_ABUF_BASE", 0))
     ex = CoreExecutor(cfg, tb.core)

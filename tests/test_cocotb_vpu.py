@@ -32,5 +32,5 @@ def test_vpu_regression_long(preset_name, simulator, seed):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_vpu_odd_lanes(simulator):
-    run_cocotb("vpu", preset("tiny", vpu_lanes=3, max_reduction=20), simulator, "tb.test_vpu",
-               seed=5, tag="cfg")
+    run_cocotb("vpu", preset("tiny", vpu_lanes=3, max_reduction=20, ln_row_max=50), simulator,
+               "tb.test_vpu", seed=5, tag="cfg")

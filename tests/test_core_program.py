@@ -47,14 +47,14 @@ def _sar_mask(cfg):
     return mask
 
 
-def _inputs(cfg, params, steps, seed=7):
+def _inputs(cfg, params, steps, seed=7, spec=SPEC):
     """(x, mod) per step as tests/test_dit_int.py makes them: a random state and the adaLN
     vectors of a random conditioning, both converted to the act format."""
     rng = np.random.default_rng(seed)
     out = []
     for step in range(steps):
-        h = rng.normal(0, 1, (SPEC.tokens, SPEC.hidden)) * (1 + 0.1 * step)
-        c = rng.normal(0, 1, SPEC.hidden)
+        h = rng.normal(0, 1, (spec.tokens, spec.hidden)) * (1 + 0.1 * step)
+        c = rng.normal(0, 1, spec.hidden)
         mod = (c / (1 + np.exp(-c))) @ params["blocks.0.adaLN.W"] + params["blocks.0.adaLN.b"]
         x, _ = to_fixed(h, cfg.act_width, cfg.act_frac)
         m, _ = to_fixed(mod.reshape(6, -1), cfg.act_width, cfg.act_frac)
@@ -80,7 +80,7 @@ def _run(name, sar=True, interval=2, words=False, pieces=None, spec=SPEC, abuf_b
         init, step = assemble(cfg, init), assemble(cfg, step)
     ex.run(init, prog.init_host_words())
     res = []
-    for x, m in _inputs(cfg, params, STEPS):
+    for x, m in _inputs(cfg, params, STEPS, spec=spec):
         before = dict(ex.counters)
         out = ex.run(step, prog.step_host_words(x, m))
         delta = {k: ex.counters[k] - before[k] for k in COUNTERS}
@@ -166,6 +166,26 @@ def test_long_reductions_run_in_pieces(name, max_reduction, mlp_ratio, pieces):
                                          rf"{max_reduction} and run in its golden layer's {n} "
                                          rf"pieces; {n} only"):
         compile_block(prog.blk, prog.core, {"fc2": n + 1})
+
+
+@pytest.mark.parametrize("name, hidden, heads, max_reduction", [
+    ("tiny", 32, 8, 16), pytest.param("fpga", 128, 16, 64, marks=pytest.mark.slow)])
+def test_layernorm_rows_longer_than_max_reduction(name, hidden, heads, max_reduction):
+    """A hidden size twice max_reduction (heads of max_reduction / T channels, the widest the
+    K/V walk takes) with ln_row_max = hidden: both LayerNorms run as one VROW each (the VPU
+    takes each row twice), the hidden-wide layers in two pieces, and the block equals its
+    golden at every step; ln_row_max one below refuses the block, naming it."""
+    spec = DiTSpec(image_size=8, patch=2, hidden=hidden, heads=heads, depth=1, mlp_ratio=2.0)
+    deep = {**dict.fromkeys(("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows"),
+                            1 << 15), "vbuf_rows": 1024, "rbuf_rows": 4096}
+    prog, _ex, res = _run(name, False, spec=spec, max_reduction=max_reduction,
+                          ln_row_max=hidden, **deep)
+    _check_equal(prog, res, [True, False, True, False, True])
+    ln = [c.n for c in prog.step_commands() if c.op == "VROW" and c.vop == 1]
+    assert ln == [hidden, hidden]
+    with pytest.raises(ValueError, match=r"spec.hidden \(LayerNorm row\) is "
+                                         rf"{hidden}; ln_row_max of '{name}' is {hidden - 1}"):
+        _run(name, False, spec=spec, max_reduction=max_reduction, ln_row_max=hidden - 1, **deep)
 
 
 def test_abuf_deeper_than_the_narrow_fields():

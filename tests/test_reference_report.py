@@ -15,12 +15,14 @@ def test_family_shapes():
         reference_spec("DiT-G/2")
 
 
-def test_a_layernorm_row_beyond_max_reduction_is_refused_in_one_line():
+def test_a_layernorm_row_beyond_ln_row_max_is_refused_in_one_line():
+    """``fpga`` (``ln_row_max`` = ``max_reduction`` = 256) refuses DiT-S/2 on its 384-channel
+    LayerNorm rows, in one line."""
     from models.dit import init_params
     spec = reference_spec("DiT-S/2")
     rec, prog = compile_row("DiT-S/2", init_params(spec, 0), "fpga")
     assert prog is None and rec["status"] == "refused"
-    assert rec["reason"] == "spec.hidden (LayerNorm row) is 384; max_reduction of 'fpga' is 256"
+    assert rec["reason"] == "spec.hidden (LayerNorm row) is 384; ln_row_max of 'fpga' is 256"
 
 
 def test_a_small_model_compiles_with_its_counts(monkeypatch):

@@ -33,8 +33,8 @@ CONFIGS = {
     "tiny": preset("tiny"),
     "fpga": preset("fpga"),
     # lanes that do not divide the row, one lane, a short row buffer
-    "lanes3": preset("tiny", vpu_lanes=3, max_reduction=20),
-    "lanes1": preset("tiny", vpu_lanes=1, max_reduction=9),
+    "lanes3": preset("tiny", vpu_lanes=3, max_reduction=20, ln_row_max=50),
+    "lanes1": preset("tiny", vpu_lanes=1, max_reduction=9, ln_row_max=20),
 }
 
 
@@ -174,6 +174,45 @@ def test_row_operations_take_their_docstring_cycles(op, name):
         k = min(ROWS, 2 * depth // nb)
         want = max(k * nb, nb + 17 + tree_stages(cfg.vpu_lanes, 2))
         assert {sum(gaps[i:i + k]) for i in range(len(gaps) - k + 1)} == {want}, (nb, gaps)
+
+
+#: LayerNorm rows longer than max_reduction (ln_row_max): odd lanes and the tiny preset.
+LONG_LN = {"lanes3": preset("tiny", vpu_lanes=3, max_reduction=20, ln_row_max=70),
+           "tiny": preset("tiny", ln_row_max=256)}
+
+
+@pytest.mark.parametrize("name", sorted(LONG_LN))
+def test_long_layernorm_rows_come_twice(name):
+    """LayerNorm rows up to ``ln_row_max`` (most longer than ``max_reduction``, each sent twice),
+    interleaved with softmax rows (which use the row buffer the long rows leave alone), under
+    gaps and back-pressure: bit-exact; and at full rate they keep the docstring's law."""
+    cfg = LONG_LN[name]
+    rng = np.random.default_rng(7)
+    rows = [r for _ in range(3) for op in ("layernorm", "softmax", "layernorm")
+            for r in random_rows(cfg, op, rng, 2)]
+    assert any(r.op == "layernorm" and r.n > cfg.max_reduction for r in rows)
+    _check_all(cfg, rows, run_vpu(VPU(cfg), rows, gap=0.2, stall=0.3, seed=3))
+    nb = -(-cfg.ln_max // cfg.vpu_lanes)
+    rows = bench_rows(cfg, "layernorm", cfg.ln_max, 4, seed=1)
+    oc = run_vpu(VPU(cfg), rows, cmds_ahead=True).out_cycles
+    ends = [oc[(k + 1) * nb - 1] for k in range(len(rows))]
+    assert {b - a for a, b in zip(ends, ends[1:])} == {_row_law(cfg, "layernorm", nb)}
+
+
+@pytest.mark.parametrize("op, n", [("layernorm", 71), ("softmax", 21), ("gelu", 21)])
+def test_rows_beyond_their_bound_are_refused(op, n):
+    """With ``ln_row_max`` 70 and ``max_reduction`` 20: a LayerNorm row of 71 and any other row
+    of 21 set ``error`` and consume nothing."""
+    cfg = LONG_LN["lanes3"]
+    rows = random_rows(cfg, "modulate", np.random.default_rng(5), 2)
+    run = run_vpu(VPU(cfg), rows, raw_cmds=[_cmd(cfg, VPU_OPS.index(op), n)])
+    _check_all_but_error(cfg, rows, run)
+
+
+def _check_all_but_error(cfg, rows, run):
+    for row, words in zip(rows, run.outputs):
+        check_output(cfg, row, words)
+    assert run.error == 1
 
 
 def test_softmax_mx_below_a_kept_logit_sets_error():

@@ -11,8 +11,9 @@ float and, for a 16×16 one-channel model, the digits classifier's label) and ``
 (the same as tables) together.
 Everything is checked before any sampling: the labels against the model's classes, the
 checkpoint (read and converted, see :mod:`models.checkpoint`), the model against the
-configuration (a linear layer wider than ``max_reduction`` runs in pieces; tokens, a head or a
-LayerNorm row longer than ``max_reduction`` are refused, naming which; an RTL backend compiles the
+configuration (a linear layer wider than ``max_reduction`` runs in pieces; tokens or a head
+longer than ``max_reduction``, a LayerNorm row longer than ``ln_row_max``, are refused, naming
+which; an RTL backend compiles the
 model onto the core first and names the buffer that does not fit), the output folder. An RTL
 step that differs from the integer golden stops the run with one line naming the sample, step,
 row, tensor and index (exit 1, nothing written); so does a core whose simulator build fails
