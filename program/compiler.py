@@ -74,6 +74,7 @@ from golden.dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
 from golden.fmdq import requantize
 from golden.layouts import VPU_OPS
 from golden.schedule import piece_bounds
+from program.heads import padded_head_dim, padded_proj, unpad
 from program.isa import (
     ADDR_BITS,
     BUFFERS,
@@ -160,6 +161,13 @@ class CoreProgram:
     stores: list = field(default_factory=list)      # (key, region name) in STORE order
     pieces: dict = field(default_factory=dict)      # layer -> reduction pieces (default 1)
     abuf_base: int = 0                              # first ABUF row of the block's regions
+    layers: dict = field(default_factory=dict)      # the layers as the core runs them
+
+    @property
+    def head_dim_padded(self) -> int:
+        """The head width of ``o``'s layout: ``d`` rounded up to a multiple of ``T``
+        (:mod:`program.heads`)."""
+        return padded_head_dim(self.blk.spec.head_dim, self.cfg.tile)
 
     # ------------------------------------------------------------------ commands
     def init_commands(self) -> list:
@@ -218,7 +226,10 @@ class CoreProgram:
             out[key] = (rows_ysum if reg.buf == "YBUF" else rows_tensor)(rows, N, T)
         if pos != len(words):
             raise ValueError(f"output stream has {len(words) - pos} words past the last region")
-        out["o"] = out["o"].reshape(N, s.heads, s.head_dim).transpose(1, 0, 2)
+        H, d, dp = s.heads, s.head_dim, self.head_dim_padded
+        out["o"] = out["o"].reshape(N, H, dp)[..., :d].transpose(1, 0, 2)
+        if dp != d and "proj.xhat" in out:
+            out["proj.xhat"] = unpad(out["proj.xhat"], H, d, dp)
         return out
 
     def expected(self, step: BlockStep) -> dict:
@@ -282,15 +293,15 @@ def memory_table(regions: dict, core: CoreConfig, marked=frozenset(), name_width
 
 
 def check_block(blk: IntDiTBlock):
-    """What the core needs of a block (raises ValueError naming it): every dimension a multiple
-    of ``T``, closed-loop layers, the interval within STEP's field, biases within the act
-    format, ``eps_q`` within VPARAM's."""
+    """What the core needs of a block (raises ValueError naming it): every dimension but the
+    head dim a multiple of ``T`` (a head dim that is not is padded, :mod:`program.heads`),
+    closed-loop layers, the interval within STEP's field, biases within the act format,
+    ``eps_q`` within VPARAM's."""
     cfg = blk.cfg
     check_core(cfg)
     s = blk.spec
     T = cfg.tile
-    dims = (("N (tokens)", s.tokens), ("D (hidden)", s.hidden), ("d (head dim)", s.head_dim),
-            ("M (MLP width)", s.mlp_hidden))
+    dims = (("N (tokens)", s.tokens), ("D (hidden)", s.hidden), ("M (MLP width)", s.mlp_hidden))
     for what, v in dims:
         if v % T:
             raise ValueError(f"{what} = {v} is not a multiple of the tile size T = {T}")
@@ -350,18 +361,34 @@ def compile_block(blk: IntDiTBlock, core: CoreConfig, pieces: dict | None = None
     if not isinstance(abuf_base, int) or isinstance(abuf_base, bool) or abuf_base < 0:
         raise ValueError(f"abuf_base must be an integer >= 0, not {abuf_base!r}")
     prog = CoreProgram(blk=blk, core=core, pieces=check_pieces(blk, pieces),
-                       abuf_base=abuf_base)
+                       abuf_base=abuf_base, layers=core_layers(blk))
+    if prog.layers["proj"].W.shape[0] != blk.layers["proj"].W.shape[0] \
+            and prog.pieces.get("proj", 1) != 1:
+        raise ValueError(f"pieces['proj'] = {prog.pieces['proj']}: the heads are padded "
+                         f"(program.heads), so proj runs in one piece; 1 only")
     _plan(prog)
     prog.check_fits()
     _lower(prog)
     return prog
 
 
+def core_layers(blk: IntDiTBlock) -> dict:
+    """The block's layers as the core runs them: ``proj`` reads the heads padded to a multiple
+    of ``T`` when ``T`` does not divide the head dim (:func:`program.heads.padded_proj`)."""
+    s = blk.spec
+    dp = padded_head_dim(s.head_dim, blk.cfg.tile)
+    layers = dict(blk.layers)
+    if dp != s.head_dim:
+        layers["proj"] = padded_proj(blk.layers["proj"], s.heads, s.head_dim, dp)
+    return layers
+
+
 def _plan(prog: CoreProgram):
     """Allocate every region (the memory map) in ``prog.regions``."""
     blk, cfg = prog.blk, prog.cfg
     s, T = blk.spec, cfg.tile
-    N, D, H, d, M = s.tokens, s.hidden, s.heads, s.head_dim, s.mlp_hidden
+    N, D, H, M = s.tokens, s.hidden, s.heads, s.mlp_hidden
+    d, dp, layers = s.head_dim, prog.head_dim_padded, prog.layers
     nt = N // T
     top = dict.fromkeys(BUF_ORDER, 0)
     top["ABUF"] = prog.abuf_base
@@ -370,29 +397,30 @@ def _plan(prog: CoreProgram):
         prog.regions[name] = Region(buf, name, top[buf], rows)
         top[buf] += rows
 
-    widths = {"x": D, "ln1": D, "a": D, "qk.y": 2 * D, "v.y": D, "S": None, "P": None, "o": D,
+    widths = {"x": D, "ln1": D, "a": D, "qk.y": 2 * D, "v.y": D, "S": None, "P": None,
+              "o": H * dp,
               "proj.y": D, "h1": D, "ln2": D, "m": D, "fc1.y": M, "gelu": M, "fc2.y": D, "out": D}
     for name, C in widths.items():
         # S, P: T queries × N keys, twice (query tile qa uses the half qa % 2)
         take("ABUF", name, 2 * N if C is None else nt * C)
     state = 0 if dense(cfg) else 1       # the INT8 core keeps no x̂ and no Y
     for k in LAYERS:
-        take("XBUF", f"{k}.xhat", state * nt * blk.layers[k].W.shape[0])
+        take("XBUF", f"{k}.xhat", state * nt * layers[k].W.shape[0])
     for k in LAYERS:
-        take("YBUF", f"{k}.Y", state * N * blk.layers[k].W.shape[1] // T)
+        take("YBUF", f"{k}.Y", state * N * layers[k].W.shape[1] // T)
     for k in LAYERS:
-        cin, cout = blk.layers[k].W.shape
+        cin, cout = layers[k].W.shape
         take("WMEM", f"{k}.W", cin * cout // T)
     take("WMEM", "K^T", nt * d)          # row kb·d + c: K[kb·T + lane, c] (one head)
-    take("WMEM", "V", (d // T) * N)      # row cb·N + key: V[key, cb·T + lane] (one head)
+    take("WMEM", "V", (dp // T) * N)     # row cb·N + key: V[key, cb·T + lane] (one head)
     for k in LAYERS:
-        take("RBUF", f"{k}.r", blk.layers[k].W.shape[1] // T)
+        take("RBUF", f"{k}.r", layers[k].W.shape[1] // T)
     take("RBUF", "S.r", 1)
     take("RBUF", "O.r", 1)
     for name in MOD_NAMES:
         take("VBUF", name, D // T)
     take("MASK", "mask", H * nt)         # row h·nt + query tile
-    slot = group_rows(cfg, max(blk.layers[k].W.shape[0] for k in LAYERS))
+    slot = group_rows(cfg, max(layers[k].W.shape[0] for k in LAYERS))
     take("GMEM", "slot0", slot)
     take("GMEM", "slot1", slot)
     take("GMEM", "pcache", H * nt * group_rows(cfg, N))   # region (h·nt + qa)·group_rows(N)
@@ -470,8 +498,9 @@ def emit_vrow(e: Emitter, op: str, **f):
 
 def _layer(prog, e: Emitter, k: str, src: str):
     """One differential layer ``k`` of ``prog.blk`` reading ABUF region ``src``."""
-    emit_layer(e, prog.cfg, prog.blk.layers[k], prog.blk.spec.tokens, prog.regions, k, src,
-               pieces=getattr(prog, "pieces", {}).get(k, prog.blk.layers[k].pieces))
+    lay = prog.layers[k]
+    emit_layer(e, prog.cfg, lay, prog.blk.spec.tokens, prog.regions, k, src,
+               pieces=prog.pieces.get(k, lay.pieces))
 
 
 def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces: int = 1):
@@ -607,6 +636,7 @@ def _attention_every(prog: CoreProgram, e: Emitter):
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     s, T = blk.spec, cfg.tile
     N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
+    dp = padded_head_dim(d, T)      # o's head width (program.heads)
     vw = R["V"].base
     for h in range(H):
         # The head's max |v| over sub-channels (one VPU row per token tile, as for K: a
@@ -616,9 +646,10 @@ def _attention_every(prog: CoreProgram, e: Emitter):
         emit_vrow(e, "kv_amax", cols=1, R=N // T, n=d, a=a, C=D, sreg=SREG_V)
         emit_vrow(e, "kv_quant", R=N, n=d, a=a, C=D, dst=vw, sreg=SREG_V)
         for qa in range(N // T):
-            for cb in range(d // T):
+            for cb in range(dp // T):
                 e("GEMM", gsrc=_pcache(prog, h, qa), wbase=vw + cb * N, rrow=R["O.r"].base,
-                  dst=R["o"].base + qa * D + h * d + cb * T, use_sreg=1, sreg=SREG_V, pcache=1)
+                  dst=R["o"].base + (qa * H + h) * dp + cb * T, use_sreg=1, sreg=SREG_V,
+                  pcache=1)
     e("BARRIER")
 
 
@@ -628,10 +659,10 @@ def _init(prog: CoreProgram):
     e, words = Emitter(cfg), []
     for k in LAYERS:
         e.transfer("LOAD", "WMEM", R[f"{k}.W"])
-        words += weight_words(cfg, blk.layers[k])
+        words += weight_words(cfg, prog.layers[k])
     for k in LAYERS:
         e.transfer("LOAD", "RBUF", R[f"{k}.r"])
-        words += rbuf_words(cfg, blk.layers[k])
+        words += rbuf_words(cfg, prog.layers[k])
     rwords, mwords = attention_words(cfg, blk)
     e.transfer("LOAD", "RBUF", R["S.r"])
     e.transfer("LOAD", "RBUF", R["O.r"])

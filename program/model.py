@@ -68,6 +68,7 @@ from program.compiler import (
     attention_words,
     check_bias,
     check_block,
+    core_layers,
     dense,
     emit_block_body,
     emit_layer,
@@ -78,6 +79,7 @@ from program.compiler import (
     regions_end,
     weight_words,
 )
+from program.heads import padded_head_dim
 from program.isa import (
     ADDR_BITS,
     BUFFERS,
@@ -318,9 +320,15 @@ class ModelProgram:
         return quant_counters(self.model, steps)
 
     def _pad_cols(self, v, name: str, rows_in: bool = False):
-        """``v`` (N, C) with zero columns up to the core layer's padded width."""
+        """``v`` (N, C) with zero columns up to the core layer's padded width (a ``proj`` input
+        with padded heads: its columns where the heads put them, :mod:`program.heads`)."""
         v = np.asarray(v, np.int64)
-        cin, cout = self.layers[name].W.shape
+        lay = self.layers[name]
+        cin, cout = lay.W.shape
+        if rows_in and hasattr(lay, "real_in"):
+            out = np.zeros((v.shape[0], cin), np.int64)
+            out[:, lay.real_in] = v
+            return out
         want = cin if rows_in else cout
         return np.pad(v, ((0, 0), (0, want - v.shape[1]))) if v.shape[1] < want else v
 
@@ -415,8 +423,8 @@ def _core_layers(prog: ModelProgram):
         sh=np.pad(fin.sh, (0, pad)), bias_int=np.pad(fin.bias_int, (0, pad)),
         pieces=fin.pieces)
     for i, blk in enumerate(m.blocks):
-        for k in LAYERS:
-            prog.layers[f"blocks.{i}.{k}"] = blk.layers[k]
+        for k, lay in core_layers(blk).items():
+            prog.layers[f"blocks.{i}.{k}"] = lay
     order = layer_names(len(m.blocks))
     prog.layers = {n: prog.layers[n] for n in order}
     for n in ("x_embed", "final.linear"):
@@ -474,7 +482,7 @@ def _plan(prog: ModelProgram, force: set):
     if depth:
         d = s.head_dim
         take("WMEM", "K^T", nt * d)
-        v = take("WMEM", "V", (d // T) * N)
+        v = take("WMEM", "V", padded_head_dim(d, T) // T * N)
         if v.base + v.rows > 1 << ADDR_BITS:     # VROW kv_quant's dst field is narrow
             raise ValueError(f"K^T and V of one head need {v.base + v.rows} WMEM rows; VROW "
                              f"reaches {1 << ADDR_BITS}")
@@ -538,6 +546,7 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
         b = {n: f"blocks.{i}.{n}" for n in _SCRATCH}
         for n, w in _SCRATCH.items():
             rows[b[n]] = 2 * N if w is None else nt * (M if w == "M" else w * D)
+        rows[b["o"]] = nt * s.heads * padded_head_dim(s.head_dim, T)    # program.heads
         x, out = f"h.{i}", f"h.{i + 1}"
         ops += [([b["ln1"]], [x]), ([b["a"]], [b["ln1"]]), ([b["qk.y"]], [b["a"]]),
                 ([b["v.y"]], [b["a"]]), ([b["S"], b["P"]], [b["qk.y"]]), ([b["o"]], [b["v.y"]]),
@@ -605,7 +614,8 @@ def _block_view(prog: ModelProgram, r: int, i: int):
 
     def around(e, k, when):
         _around(prog, e, r, f"blocks.{i}.{k}", when)
-    return SimpleNamespace(blk=prog.model.blocks[i], cfg=prog.cfg, regions=view, around=around)
+    return SimpleNamespace(blk=prog.model.blocks[i], cfg=prog.cfg, regions=view, around=around,
+                           layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={})
 
 
 def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):

@@ -36,12 +36,17 @@ def test_core_tiny_reduction_pieces(simulator):
 #: and LOAD/STORE fields of 15 bits) with the block's activations from row 2**14;
 #: ``long-layernorm``, hidden 32 (8 heads of 4) at max_reduction 16 and ln_row_max 32 (each
 #: LayerNorm row read and sent to the VPU twice, every hidden-wide layer in 2 pieces).
+#: ``padded-heads``, hidden 24 in 4 heads of 6 at T = 4 (o laid out in heads of 8, P·V's last
+#: column block writing 2 zero channels per head, proj reading them through zero weight rows).
 VARIANTS = {
     "long-reduction": (dict(max_reduction=32), {"DSTAR_MLP_RATIO": "3"}),
     "deep-abuf": (dict(abuf_rows=(1 << 14) + 2048), {"DSTAR_ABUF_BASE": str(1 << 14)}),
     "long-layernorm": (dict(max_reduction=16, ln_row_max=32, abuf_rows=4096, xbuf_rows=1024,
                             ybuf_rows=1024, wmem_rows=4096, gmem_rows=4096),
                        {"DSTAR_HIDDEN": "32", "DSTAR_HEADS": "8"}),
+    "padded-heads": (dict(abuf_rows=4096, xbuf_rows=1024, ybuf_rows=1024, wmem_rows=2048,
+                          gmem_rows=2048),
+                     {"DSTAR_HIDDEN": "24", "DSTAR_HEADS": "4"}),
 }
 
 

@@ -188,6 +188,25 @@ def test_layernorm_rows_longer_than_max_reduction(name, hidden, heads, max_reduc
         _run(name, False, spec=spec, max_reduction=max_reduction, ln_row_max=hidden - 1, **deep)
 
 
+@pytest.mark.parametrize("name, hidden, heads", [("tiny", 24, 4), ("fpga", 48, 4)])
+def test_heads_the_tile_does_not_divide_are_padded(name, hidden, heads):
+    """Head dim 6 at T = 4 (12 at T = 8): o holds each head padded to the next multiple of T,
+    proj reads it through zero weight rows (program.heads), and the block equals its golden at
+    every step (o and proj's x̂ compared on the real channels); proj cannot be split then."""
+    spec = DiTSpec(image_size=8, patch=2, hidden=hidden, heads=heads, depth=1)
+    deep = {**dict.fromkeys(("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows"),
+                            1 << 13)}
+    prog, _ex, res = _run(name, False, spec=spec, **deep)
+    _check_equal(prog, res, [True, False, True, False, True])
+    d, T = spec.head_dim, prog.cfg.tile
+    dp = prog.head_dim_padded
+    assert d % T and dp == d + T - d % T
+    assert prog.regions["o"].rows == spec.tokens // T * heads * dp
+    assert prog.layers["proj"].W.shape[0] == heads * dp
+    with pytest.raises(ValueError, match=r"pieces\['proj'\] = 2: the heads are padded"):
+        compile_block(prog.blk, prog.core, {"proj": 2})
+
+
 def test_abuf_deeper_than_the_narrow_fields():
     """An ABUF of 2**14 + 2048 rows widens its address fields to 15 bits (every other field and
     every preset unchanged); the block placed from row 2**14 runs bit-exact through the encoded
@@ -272,10 +291,6 @@ def test_refuses_dims_and_bias():
     spec = DiTSpec(image_size=6, patch=2, hidden=16, heads=2, depth=1)    # N = 9
     blk = IntDiTBlock(init_params(spec, 1), 0, spec, cfg)
     with pytest.raises(ValueError, match=r"N \(tokens\) = 9 is not a multiple of .* T = 4"):
-        compile_block(blk, core_preset("tiny"))
-    spec = DiTSpec(image_size=8, patch=2, hidden=24, heads=4, depth=1)    # d = 6
-    blk = IntDiTBlock(init_params(spec, 1), 0, spec, cfg)
-    with pytest.raises(ValueError, match=r"d \(head dim\) = 6"):
         compile_block(blk, core_preset("tiny"))
     blk = IntDiTBlock(init_params(SPEC, 1), 0, SPEC, cfg)
     blk.layers["fc1"].bias_int[3] = 1 << 15
