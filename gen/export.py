@@ -289,10 +289,10 @@ def _core_defines(d: "_Defines", cfg: Config):
     from program import isa
 
     core = isa.core_for(cfg)
-    d.text(f"/* Core commands: {isa.CMD_BITS} bits; fields as OFFSET/WIDTH from bit 0 "
+    d.text(f"/* Core commands: {isa.cmd_bits(cfg)} bits; fields as OFFSET/WIDTH from bit 0 "
            "(VROW's field")
     d.text(" * C, the tensor's channel stride, is STRIDE here: c is another field). */")
-    d.define("DSTAR_CMD_BITS", isa.CMD_BITS)
+    d.define("DSTAR_CMD_BITS", isa.cmd_bits(cfg))
     d.define("DSTAR_HOST_WORD_BITS", isa.HOST_WORD)
     for code, op in enumerate(isa.OPCODES):
         d.define(f"DSTAR_OP_{op}", code)

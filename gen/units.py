@@ -106,7 +106,8 @@ def layout_doc(fields) -> list:
 
 
 def _core_commands(cfg) -> dict:
-    """The core's 128-bit command word, one layout per opcode (header fields first)."""
+    """The core's command word (program.isa.cmd_bits), one layout per opcode (header fields
+    first)."""
     from program import isa
     head = isa.header_layout()
     return {op: layout_doc(head + isa.cmd_layout(cfg, op)) for op in isa.OPCODES}

@@ -51,15 +51,16 @@ CORE_BUFFER_ROWS = ("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_ro
 #: Bits of the core's narrow address and count fields (VROW, SKIP, and the RBUF, VBUF and MASK
 #: addresses): those buffers have at most 2**14 rows.
 CORE_ADDR_BITS = 14
-#: ABUF may be deeper, up to 2**CORE_ABUF_ADDR_BITS rows (a whole reference DiT's activations at
-#: the paper's tile); its address fields (QUANT ``src``, GEMM ``dst``, VROW ``a``, ``c`` and
-#: ``dst``) widen to its depth (program.isa.abuf_bits), 14 bits at every preset.
-CORE_ABUF_ADDR_BITS = 16
+#: ABUF may be deeper, up to 2**CORE_ABUF_ADDR_BITS rows (a whole reference DiT's activations,
+#: at the fpga preset's tile too); its address fields (QUANT ``src``, GEMM ``dst``, VROW ``a``,
+#: ``c`` and ``dst``) widen to its depth (program.isa.abuf_bits), 14 bits at every preset;
+#: beyond 2**16 rows the commands are 160 bits (program.isa.cmd_bits).
+CORE_ABUF_ADDR_BITS = 20
 #: The buffers that may be deeper still (WMEM, XBUF, YBUF, GMEM: the whole model's weights,
 #: state and P-cache), up to 2**CORE_WIDE_ADDR_BITS rows; their address fields (and every
 #: LOAD/STORE address and count) widen to the deepest of them (program.isa.addr_bits).
 CORE_WIDE_ROWS = ("wmem_rows", "xbuf_rows", "ybuf_rows", "gmem_rows")
-CORE_WIDE_ADDR_BITS = 21
+CORE_WIDE_ADDR_BITS = 24
 
 
 def core_rows_limit(buf: str) -> int:

@@ -118,6 +118,7 @@ from program.isa import (
     CoreConfig,
     buffer_depth,
     check_core,
+    cmd_bits,
     decode,
     encode,
     host_words_per_row,
@@ -219,7 +220,7 @@ class CoreExecutor(VrowEngine):
 
     # ------------------------------------------------------------------ running
     def run(self, cmds, host_in=()) -> list:
-        """Execute ``cmds`` (:class:`~program.isa.Cmd` objects or 128-bit words) in order,
+        """Execute ``cmds`` (:class:`~program.isa.Cmd` objects or command words) in order,
         reading LOAD rows from ``host_in`` (32-bit words). Returns the words STOREd by this call
         (also appended to :attr:`host_out`). Raises :class:`CoreError` on a core error (sticky:
         later calls raise it again until :meth:`reset`); ValueError when the host stream runs
@@ -253,14 +254,14 @@ class CoreExecutor(VrowEngine):
         raise CoreError(code, self._index, msg)
 
     def _decode(self, c) -> Cmd:
-        """A Cmd or a 128-bit word → the decoded Cmd (unknown opcode: ``opcode``)."""
+        """A Cmd or a command word → the decoded Cmd (unknown opcode: ``opcode``)."""
         if isinstance(c, Cmd):
             if c.op not in OPCODES:
                 self._fail("opcode", f"unknown opcode {c.op!r}")
             c = encode(self.cfg, c)   # fields that do not fit raise ValueError (assembler error)
         c = int(c)
-        if not 0 <= c < 1 << 128:
-            raise ValueError(f"command word {c} is not a 128-bit word")
+        if not 0 <= c < 1 << cmd_bits(self.cfg):
+            raise ValueError(f"command word {c} is not a {cmd_bits(self.cfg)}-bit word")
         try:
             return decode(self.cfg, c)
         except ValueError as e:

@@ -34,16 +34,17 @@ A GMEM group stream (one QUANT) occupies consecutive rows, one group
 
 Commands
 --------
-Every command is :data:`CMD_BITS` (128) bits: the header ``op`` (5 bits), ``wait`` and ``signal``
-(4 bits each, masks over four counting semaphores), then the opcode's fields
-(:func:`cmd_layout`). The dispatcher reads commands in order. A command issues when its engine
-is idle, every semaphore in ``wait`` is non-zero (they are decremented at issue), and:
-H and V commands wait until every engine is idle and block the dispatcher while they run; Q and M
-commands may run together (the compiler uses the semaphores for the group double buffer). A VROW
-with ``overlap`` waits only for H and V to be idle, and Q and M commands issue while it runs:
-the program orders it against them with semaphores. An engine increments the semaphores of
-``signal`` when the command's last write has landed (a GEMM with ``rmax``: when RMAX holds its
-maxima).
+Every command is :func:`cmd_bits` bits: :data:`CMD_BITS` (128) at every preset, or
+:data:`CMD_BITS_WIDE` (160, five host words) when a deep ABUF's address fields no longer fit 128
+bits (ABUF beyond 2**16 rows). The header ``op`` (5 bits), ``wait`` and ``signal`` (4 bits each,
+masks over four counting semaphores), then the opcode's fields (:func:`cmd_layout`). The dispatcher
+reads commands in order. A command issues when its engine is idle, every semaphore in ``wait`` is
+non-zero (they are decremented at issue), and: H and V commands wait until every engine is idle and
+block the dispatcher while they run; Q and M commands may run together (the compiler uses the
+semaphores for the group double buffer). A VROW with ``overlap`` waits only for H and V to be idle,
+and Q and M commands issue while it runs: the program orders it against them with semaphores. An
+engine increments the semaphores of ``signal`` when the command's last write has landed (a GEMM with
+``rmax``: when RMAX holds its maxima).
 
 =========  ======  ============================================================================
 opcode     engine  semantics
@@ -131,14 +132,16 @@ from golden.layouts import VPU_OPS, layout_width, pack, qpu_config_layout, unpac
 from golden.schedule import COUNTER_NAMES
 
 __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "ERRORS",
-           "COUNTERS", "CMD_BITS", "HOST_WORD", "ADDR_BITS", "SEMAPHORES", "SREGS", "Cmd",
+           "COUNTERS", "CMD_BITS", "CMD_BITS_WIDE", "cmd_bits", "HOST_WORD", "ADDR_BITS",
+           "SEMAPHORES", "SREGS", "Cmd",
            "cmd_layout", "header_layout", "assemble", "disassemble", "encode", "decode",
            "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
            "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
            "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS", "addr_bits", "abuf_bits",
            "tensor_rows", "rows_tensor", "ysum_rows", "rows_ysum", "store_counters"]
 
-CMD_BITS = 128          # one command
+CMD_BITS = 128          # one command, every configuration whose fields fit it
+CMD_BITS_WIDE = 160     # one command of a configuration with a deeper ABUF (cmd_bits)
 HOST_WORD = 32          # host stream word
 ADDR_BITS = CORE_ADDR_BITS   # the narrow address and count fields (addr_bits: the wide ones)
 SEMAPHORES = 4
@@ -334,6 +337,18 @@ def header_layout() -> list:
     return [_f("op", 5), _f("wait", SEMAPHORES), _f("signal", SEMAPHORES)]
 
 
+def cmd_bits(cfg: Config) -> int:
+    """The command width of ``cfg``'s core: :data:`CMD_BITS` when every opcode's fields fit it
+    (every preset), else :data:`CMD_BITS_WIDE` (an ABUF deeper than ``2**16`` rows widens
+    VROW's three ABUF fields past 128 bits)."""
+    need = layout_width(header_layout()) + max(
+        (sum(w * (math.prod(d) if d else 1) for _n, w, d, _s in cmd_layout(cfg, op))
+         for op in OPCODES), default=0)
+    if need > CMD_BITS_WIDE:        # the address limits of golden.config keep it below
+        raise ValueError(f"commands of {need} bits exceed {CMD_BITS_WIDE}")
+    return CMD_BITS if need <= CMD_BITS else CMD_BITS_WIDE
+
+
 def addr_bits(cfg: Config) -> int:
     """Width of the wide address fields (every LOAD/STORE address and count, QUANT ``xsrc`` and
     ``gdst``, GEMM ``gsrc``, ``wbase`` and ``ysrc``): :data:`ADDR_BITS`, or more when a WMEM,
@@ -425,7 +440,7 @@ def _check_fields(cfg: Config, cmd: Cmd) -> list:
 
 
 def encode(cfg: Config, cmd: Cmd) -> int:
-    """One command → its 128-bit integer."""
+    """One command → its :func:`cmd_bits`-bit integer."""
     if cmd.op not in OPCODES:
         raise ValueError(f"op must be one of {OPCODES}, not {cmd.op!r}")
     lay = _check_fields(cfg, cmd)
@@ -450,12 +465,12 @@ def decode(cfg: Config, word: int) -> Cmd:
 
 
 def assemble(cfg: Config, cmds) -> list:
-    """Commands → 128-bit words."""
+    """Commands → :func:`cmd_bits`-bit words."""
     return [encode(cfg, c) for c in cmds]
 
 
 def disassemble(cfg: Config, words) -> list:
-    """128-bit words → commands."""
+    """:func:`cmd_bits`-bit words → commands."""
     return [decode(cfg, w) for w in words]
 
 
@@ -518,8 +533,8 @@ def encoding_markdown(cfg: Config) -> str:
     """The command encoding and buffer rows of ``cfg`` as Markdown tables (docs/core_isa.md)."""
     lines = [f"# DSTAR core command encoding (`{cfg.name}` preset)", "",
              "Generated by `python -m program.isa` from `program/isa.py`; every command is "
-             f"{CMD_BITS} bits, fields packed from bit 0 in the order listed (arrays element 0 "
-             "first). The semantics are the module docstring of `program/isa.py`.", ""]
+             f"{cmd_bits(cfg)} bits, fields packed from bit 0 in the order listed (arrays "
+             "element 0 first). The semantics are the module docstring of `program/isa.py`.", ""]
     for op in OPCODES:
         lines += [f"## {op} (opcode {OPCODES.index(op)}, engine {ENGINE.get(op, 'dispatcher')})",
                   "", "| field | bits | width |", "|---|---|---:|"]

@@ -16,7 +16,8 @@ With ``cfg.datapath == "int8"`` this is the INT8 core (numerics §2.8, docs/arch
 Q is :class:`~rtl.core_quant_int8.Int8QuantEngine` (the INT8 activation quantizer) and M drives
 the INT8 :class:`~rtl.baseline.Baseline` array; everything else is the same.
 
-Ports: ``cmd`` (128-bit commands), ``host_in`` / ``host_out`` (32-bit words), ``status``
+Ports: ``cmd`` (commands of :func:`program.isa.cmd_bits` bits: 128 at every preset),
+``host_in`` / ``host_out`` (32-bit words), ``status``
 (``done``, ``busy``, ``error`` code of :data:`program.isa.ERRORS`, ``error_index``,
 ``phase``). The performance counters (:data:`program.isa.COUNTERS`) are read with
 ``STORE CNT``.
@@ -72,7 +73,7 @@ class Core(wiring.Component):
         isa.check_core(cfg)
         self._cfg, self._core = cfg, check_core(core)
         super().__init__({
-            "cmd": In(stream.Signature(isa.CMD_BITS)),
+            "cmd": In(stream.Signature(isa.cmd_bits(cfg))),
             "host_in": In(stream.Signature(isa.HOST_WORD)),
             "host_out": Out(stream.Signature(isa.HOST_WORD)),
             "status": Out(status_layout()),

@@ -31,13 +31,15 @@ ERR = {name: i for i, name in enumerate(isa.ERRORS)}
 
 class EnginePort(wiring.Signature):
     """The dispatcher's link to one engine, from the dispatcher's side: ``cmd`` Out (stream of
-    128-bit commands; the engine's ``cmd``), ``busy``, ``done``, ``signal`` In (the engine's
-    state, its one-cycle completion pulse and that command's semaphore mask), ``stall`` Out (a
-    command for the engine waits at the head; counted as ``stall_<engine>``)."""
+    ``bits``-bit commands, :func:`program.isa.cmd_bits`; the engine's ``cmd``), ``busy``,
+    ``done``, ``signal`` In (the engine's state, its one-cycle completion pulse and that
+    command's semaphore mask), ``stall`` Out (a command for the engine waits at the head;
+    counted as ``stall_<engine>``)."""
 
-    def __init__(self):
+    def __init__(self, bits: int = isa.CMD_BITS):
+        self._bits = bits
         super().__init__({
-            "cmd": Out(stream.Signature(isa.CMD_BITS)),
+            "cmd": Out(stream.Signature(bits)),
             "busy": In(1),
             "done": In(1),
             "signal": In(isa.SEMAPHORES),
@@ -45,20 +47,21 @@ class EnginePort(wiring.Signature):
         })
 
     def __eq__(self, other):
-        return type(other) is type(self)
+        return type(other) is type(self) and other._bits == self._bits
 
     def __hash__(self):
-        return hash(type(self))
+        return hash((type(self), self._bits))
 
     def __repr__(self):
-        return "EnginePort()"
+        return f"EnginePort({self._bits})"
 
 
 class Dispatcher(wiring.Component):
     """Parameters: ``cfg`` and, keyword-only, ``core`` (:class:`program.isa.CoreConfig`).
 
-    Members: ``cmd`` In(stream of 128-bit commands); ``engines`` Out(:class:`EnginePort`) array,
-    one per engine of :data:`ENGINES` in that order; ``param`` Out (the VPARAM register);
+    Members: ``cmd`` In(stream of commands, :func:`program.isa.cmd_bits`); ``engines``
+    Out(:class:`EnginePort`) array, one per engine of :data:`ENGINES` in that order; ``param``
+    Out (the VPARAM register);
     ``fault`` In (an engine's error code, 0 = none) from engine ``fault_engine`` (an index into
     :data:`ENGINES`); ``v_overlap`` In (the vector engine runs a VROW with ``overlap``);
     ``error`` Out (sticky code), ``error_index`` Out (the failing command's
@@ -69,8 +72,8 @@ class Dispatcher(wiring.Component):
     def __init__(self, cfg, *, core):
         self._cfg, self._core = check_config(cfg), check_core(core)
         super().__init__({
-            "cmd": In(stream.Signature(isa.CMD_BITS)),
-            "engines": Out(EnginePort()).array(len(ENGINES)),
+            "cmd": In(stream.Signature(isa.cmd_bits(cfg))),
+            "engines": Out(EnginePort(isa.cmd_bits(cfg))).array(len(ENGINES)),
             "param": Out(to_layout(vpu_cmd_layout(cfg)).members["param"]),
             "fault": In(range(len(isa.ERRORS))),
             "fault_engine": In(range(len(ENGINES))),
@@ -168,7 +171,7 @@ class Dispatcher(wiring.Component):
     def elaborate(self, platform):
         cfg = self._cfg
         m = Module()
-        hd = Signal(isa.CMD_BITS)
+        hd = Signal(isa.cmd_bits(cfg))
         hv = Signal()
         checked = Signal()
         err = Signal.like(self.error)

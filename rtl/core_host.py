@@ -41,12 +41,12 @@ def host_bus_signature(width: int, addr_bits: int = isa.ADDR_BITS) -> wiring.Sig
 class HostEngine(wiring.Component):
     """LOAD / STORE (program/isa.py). Parameter: ``cfg``.
 
-    Members: ``cmd`` In(stream of 128-bit commands, taken when idle); ``host_in`` In(stream of
-    32-bit words); ``host_out`` Out(stream of 32-bit words); ``bus`` (:func:`host_bus_signature`);
-    ``busy``; ``done`` (one cycle when a command completes) with ``signal`` (its semaphore mask);
-    ``words_in`` (one per word), ``words_out`` (words sent: one per word, except that a STORE of
-    CNT adds all of its words when it completes, so the counters it returns are a snapshot of
-    the moment it started).
+    Members: ``cmd`` In(stream of commands (:func:`program.isa.cmd_bits`), taken when idle);
+    ``host_in`` In(stream of 32-bit words); ``host_out`` Out(stream of 32-bit words); ``bus``
+    (:func:`host_bus_signature`); ``busy``; ``done`` (one cycle when a command completes) with
+    ``signal`` (its semaphore mask); ``words_in`` (one per word), ``words_out`` (words sent: one per
+    word, except that a STORE of CNT adds all of its words when it completes, so the counters it
+    returns are a snapshot of the moment it started).
     """
 
     def __init__(self, cfg):
@@ -54,7 +54,7 @@ class HostEngine(wiring.Component):
         self._k = {b: isa.host_words_per_row(cfg, b) for b in isa.BUFFERS}
         self._width = max(isa.row_width(cfg, b) for b in isa.BUFFERS)
         super().__init__({
-            "cmd": In(stream.Signature(isa.CMD_BITS)),
+            "cmd": In(stream.Signature(isa.cmd_bits(cfg))),
             "host_in": In(stream.Signature(isa.HOST_WORD)),
             "host_out": Out(stream.Signature(isa.HOST_WORD)),
             "bus": Out(host_bus_signature(self._width, isa.addr_bits(cfg))),

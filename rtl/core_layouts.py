@@ -22,10 +22,11 @@ def VOP(name: str) -> int:
 
 
 def cmd_layout(cfg, op: str) -> data.StructLayout:
-    """The whole 128-bit command of opcode ``op`` as a struct (header fields first)."""
+    """The whole command (:func:`program.isa.cmd_bits`) of opcode ``op`` as a struct (header
+    fields first)."""
     fields = isa.header_layout() + isa.cmd_layout(cfg, op)
     lay = to_layout(fields)
-    pad = isa.CMD_BITS - lay.size
+    pad = isa.cmd_bits(cfg) - lay.size
     if pad:
         fields = fields + [("_pad", pad, (), False)]
     return to_layout(fields)

@@ -71,7 +71,7 @@ class MatrixEngine(wiring.Component):
         self._mpu = (Baseline if self._int8 else MPU)(cfg, weight_depth=core.wmem_rows)
         shb = bitlen(cfg.sh_max)
         super().__init__({
-            "cmd": In(stream.Signature(isa.CMD_BITS)),
+            "cmd": In(stream.Signature(isa.cmd_bits(cfg))),
             "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
             "fault": Out(range(len(isa.ERRORS))),
             "grd": Out(MemRead(core.gmem_rows, gmem_layout(cfg))),

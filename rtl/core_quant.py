@@ -38,7 +38,7 @@ def quant_engine_members(cfg, core) -> dict:
     T = cfg.tile
     xrow = row_layout(cfg, "XBUF")
     return {
-        "cmd": In(stream.Signature(isa.CMD_BITS)),
+        "cmd": In(stream.Signature(isa.cmd_bits(cfg))),
         "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES),
         "fault": Out(range(len(isa.ERRORS))),
         "abuf": Out(ABufPort(T, cfg.act_width, core.abuf_rows, False)),

@@ -57,7 +57,7 @@ class VectorEngine(wiring.Component):
         shb = bitlen(cfg.sh_max)
         pw = to_layout(vpu_cmd_layout(cfg)).members["param"]
         super().__init__({
-            "cmd": In(stream.Signature(isa.CMD_BITS)),
+            "cmd": In(stream.Signature(isa.cmd_bits(cfg))),
             "busy": Out(1), "done": Out(1), "signal": Out(isa.SEMAPHORES), "overlap": Out(1),
             "awr_busy": In(1),
             "ra": Out(ABufPort(T, cfg.act_width, core.abuf_rows, False)),

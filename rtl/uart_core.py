@@ -15,7 +15,7 @@ from .params import check_config
 __all__ = ["UartCore", "CORE_CMD_PORT", "CORE_HOST_PORT", "CORE_OUT_PORT"]
 
 # Host-link port numbers.
-CORE_CMD_PORT = 0     # input: 128-bit commands (program.isa)
+CORE_CMD_PORT = 0     # input: commands (program.isa.cmd_bits: 128 bits at the presets)
 CORE_HOST_PORT = 1    # input: 32-bit host words for LOAD
 CORE_OUT_PORT = 0     # output: 32-bit host words from STORE
 

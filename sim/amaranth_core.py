@@ -27,7 +27,7 @@ class CoreRun:
 
 def run_core(dut, cmds, host_in=(), *, expect_out=None, gap=0.0, stall=0.0, seed=0,
              limit=200_000, vcd=None) -> CoreRun:
-    """Stream ``cmds`` (Cmd objects or 128-bit words) and ``host_in`` words into ``dut`` until
+    """Stream ``cmds`` (Cmd objects or command words) and ``host_in`` words into ``dut`` until
     every command is taken and the core reports ``done`` (the program ends with END) or an
     error, collecting every host word on the way (the host engine has sent them all before
     ``done``). Then ``host_out`` stays ready for twice :func:`sim.timing.core_store_latency`

@@ -200,7 +200,7 @@ class HostDriver:
 
     def run_core(self, cfg, cmds, host_words=()):
         """Run a core program on a :class:`rtl.uart_core.UartCore`: each command (a
-        :class:`program.isa.Cmd` or its 128-bit word), each LOAD followed by the host words
+        :class:`program.isa.Cmd` or its command word), each LOAD followed by the host words
         it consumes (taken in order from ``host_words``); returns the words the STOREs send
         back."""
         return self._run(self._g_core(cfg, cmds, host_words))
@@ -329,7 +329,7 @@ class HostDriver:
         host, pos, n_out = list(host_words), 0, 0
         for c in cmds:
             c = isa.decode(cfg, c) if isinstance(c, int) else c
-            yield from self._g_send(CORE_CMD_PORT, [isa.encode(cfg, c)], isa.CMD_BITS)
+            yield from self._g_send(CORE_CMD_PORT, [isa.encode(cfg, c)], isa.cmd_bits(cfg))
             if c.op in ("LOAD", "STORE"):
                 n = c.count * isa.host_words_per_row(cfg, isa.BUFFERS[c.buf])
                 if c.op == "STORE":

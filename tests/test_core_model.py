@@ -177,17 +177,27 @@ def test_wide_buffers_widen_only_their_fields():
     cmd = isa.Cmd("GEMM", dict(gsrc=39999, wbase=3, ysrc=5, rrow=1, dst=2, accum=1, use_sreg=0,
                                sreg=0, pcache=0, rmax=2))
     assert isa.decode(cfg, isa.encode(cfg, cmd)).args == cmd.args
-    assert preset("tiny", xbuf_rows=1 << 21).xbuf_rows == 1 << 21
+    assert preset("tiny", xbuf_rows=1 << 24).xbuf_rows == 1 << 24
     with pytest.raises(ConfigError, match="xbuf_rows"):
-        preset("tiny", xbuf_rows=(1 << 21) + 1)
+        preset("tiny", xbuf_rows=(1 << 24) + 1)
     assert isa.abuf_bits(cfg) == 14 and isa.abuf_bits(preset("tiny", abuf_rows=1 << 16)) == 16
+    assert isa.abuf_bits(preset("tiny", abuf_rows=1 << 20)) == 20
     with pytest.raises(ConfigError, match="abuf_rows"):
-        preset("tiny", abuf_rows=(1 << 16) + 1)
+        preset("tiny", abuf_rows=(1 << 20) + 1)
     with pytest.raises(ConfigError, match="rbuf_rows"):
         preset("tiny", rbuf_rows=(1 << 14) + 1)
-    deepest = preset("tiny", abuf_rows=1 << 16, gmem_rows=1 << 21)
-    assert all(sum(w for _n, w, _d, _s in isa.cmd_layout(deepest, op)) + 13 <= isa.CMD_BITS
-               for op in isa.OPCODES)
+
+    def width(c):
+        return max(sum(w for _n, w, _d, _s in isa.cmd_layout(c, op)) for op in isa.OPCODES) + 13
+
+    # Up to an ABUF of 2**16 rows (and the deepest wide buffers) commands stay 128 bits; a deeper
+    # ABUF (VROW's three ABUF fields) takes the 160-bit command, which holds the deepest core.
+    wide = preset("tiny", gmem_rows=1 << 24)
+    assert width(wide.replace(abuf_rows=1 << 16)) <= 128 == isa.cmd_bits(wide)
+    assert width(wide.replace(abuf_rows=(1 << 16) + 1)) > 128
+    deepest = preset("tiny", abuf_rows=1 << 20, gmem_rows=1 << 24)
+    assert isa.cmd_bits(deepest) == 160 >= width(deepest)
+    assert all(isa.cmd_bits(preset(n)) == 128 for n in ("tiny", "fpga", "paper"))
 
 
 def test_eps_drops_the_padding(digits):

@@ -22,6 +22,7 @@ from program.isa import (
     CoreConfig,
     abuf_bits,
     assemble,
+    cmd_bits,
     cmd_layout,
     core_for,
     core_preset,
@@ -221,6 +222,18 @@ def test_abuf_deeper_than_the_narrow_fields():
     assert sum(f[1] for f in cmd_layout(cfg, "VROW")) + 13 <= 128
     with pytest.raises(ValueError, match="abuf_base must be an integer >= 0"):
         compile_block(prog.blk, prog.core, abuf_base=-1)
+
+
+def test_abuf_beyond_the_128_bit_command():
+    """An ABUF of 2**16 + 2048 rows: VROW's three ABUF fields of 17 bits take the 160-bit
+    command; the block placed from row 2**16 runs bit-exact through the encoded words, some of
+    which use the bits past 128."""
+    prog, _ex, res = _run("tiny", words=True, abuf_base=1 << 16, abuf_rows=(1 << 16) + 2048)
+    _check_equal(prog, res, [True, False, True, False, True])
+    cfg = prog.cfg
+    assert abuf_bits(cfg) == 17 and cmd_bits(cfg) == 160
+    words = assemble(cfg, prog.step_commands())
+    assert max(words) >= 1 << 128 and max(words) < 1 << 160
 
 
 @pytest.mark.parametrize("pieces, match", [

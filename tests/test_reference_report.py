@@ -15,14 +15,23 @@ def test_family_shapes():
         reference_spec("DiT-G/2")
 
 
-def test_a_layernorm_row_beyond_ln_row_max_is_refused_in_one_line():
-    """``fpga`` (``ln_row_max`` = ``max_reduction`` = 256) refuses DiT-S/2 on its 384-channel
-    LayerNorm rows, in one line."""
+def test_fpga_raises_ln_row_max_and_deepens_abuf_past_the_128_bit_command(monkeypatch):
+    """DiT-S/2's shapes (one block) at ``fpga``: its 384-channel LayerNorm rows raise
+    ``ln_row_max`` (named), its activations deepen ABUF past 2**16 rows, so the program's
+    commands are 160 bits; the report names both."""
+    import dataclasses
+
+    import dstar.reports.reference as ref
     from models.dit import init_params
-    spec = reference_spec("DiT-S/2")
+    from program.isa import cmd_bits
+    spec = dataclasses.replace(reference_spec("DiT-S/2"), depth=1)
+    monkeypatch.setattr(ref, "reference_spec", lambda name: spec)
     rec, prog = compile_row("DiT-S/2", init_params(spec, 0), "fpga")
-    assert prog is None and rec["status"] == "refused"
-    assert rec["reason"] == "spec.hidden (LayerNorm row) is 384; ln_row_max of 'fpga' is 256"
+    assert rec["status"] == "compiled", rec.get("reason")
+    assert rec["raised"] == {"ln_row_max": 384} and rec["deepened"]["abuf_rows"] > 1 << 16
+    assert cmd_bits(prog.cfg) == 160 and rec["command_bits"] == 160
+    text = markdown(dict(date="d", command="c", rows=[rec], runs=[]))
+    assert "| DiT-S/2 | fpga (ln_row_max 384) | compiled |" in text
 
 
 def test_a_small_model_compiles_with_its_counts(monkeypatch):

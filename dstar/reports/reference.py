@@ -7,8 +7,10 @@ random weights, :func:`models.dit.init_params`) and each preset (``fpga``, ``pap
 defaults), the integer model (:class:`models.dit_int_model.IntDiT`) is built and compiled onto
 one core (:func:`program.model.compile_model`):
 
-- **refused**: the one line the integer model or the compiler gives (e.g. a LayerNorm row longer
-  than ``max_reduction``);
+- a LayerNorm row longer than the preset's ``ln_row_max`` raises it to the model's hidden size
+  (the VPU then takes each row twice; named in the report, as the deepened buffers are);
+- **refused**: the one line the integer model or the compiler gives (e.g. a model whose
+  activations need more ABUF rows than the ISA addresses);
 - otherwise each buffer's rows the whole model needs resident
   (:func:`program.model.resident_depths`) against the preset's; the weights, ``x̂`` and ``Y``
   that do not fit stream through the host port (:data:`program.model.STREAMABLE`; such a
@@ -83,6 +85,9 @@ def compile_row(name: str, params: dict, preset_name: str) -> tuple:
     spec, cfg = reference_spec(name), preset(preset_name)
     rec = dict(model=name, preset=preset_name, tokens=spec.tokens, hidden=spec.hidden,
                depth=spec.depth, heads=spec.heads, mlp=spec.mlp_hidden)
+    if spec.hidden > cfg.ln_max:        # longer LayerNorm rows: the VPU takes them twice
+        cfg = cfg.replace(ln_row_max=spec.hidden)
+        rec["raised"] = {"ln_row_max": spec.hidden}
     t0 = time.perf_counter()
     try:
         model = IntDiT(spec, params, cfg)
@@ -103,7 +108,9 @@ def compile_row(name: str, params: dict, preset_name: str) -> tuple:
         prog = compile_model(model, core_for(cfg))
     except ValueError as why:
         return dict(rec, status="refused", reason=str(why)), None
-    rec.update(status="compiled", deepened=deeper,
+    from program.isa import cmd_bits
+
+    rec.update(status="compiled", deepened=deeper, command_bits=cmd_bits(cfg),
                streamed={b: sorted(v) for b, v in prog.streamed.items() if v},
                init_commands=len(prog.init), init_words=len(prog.init_words),
                step_commands=len(prog.step),
@@ -189,21 +196,25 @@ def markdown(data: dict) -> str:
              "facebookresearch DiT family (4-channel 32×32 latents, patch 2, 256 tokens, MLP "
              "ratio 4, heads of 64 (XL: 72), random weights) built as the integer model and "
              "compiled onto one core of each preset at its defaults "
-             "(`dstar/reports/reference.py`). "
+             "(`dstar/reports/reference.py`), `ln_row_max` raised to the hidden size where the "
+             "preset's is shorter (named beside the preset). "
              "Weights, `x̂` and `Y` that do not fit stream through the host port; any other "
              "buffer the model overflows is deepened and named.", "",
              "| model | preset | status | commands per step | host words in / out, cache "
              "step | streamed state words | deepened buffers (rows needed) | pieces (fc2) |",
              "|---|---|---|---:|---:|---:|---|---:|"]
     for r in data["rows"]:
+        raised = "".join(f" ({k} {v:,})" for k, v in (r.get("raised") or {}).items())
         if r["status"] != "compiled":
-            lines.append(f"| {r['model']} | {r['preset']} | refused: {r['reason']} | – | – | "
-                         "– | – | – |")
+            lines.append(f"| {r['model']} | {r['preset']}{raised} | refused: {r['reason']} | – "
+                         "| – | – | – | – |")
             continue
         c = r["cache_step"]
         deep = ", ".join(f"{k.removesuffix('_rows').upper()} {v:,}"
                          for k, v in r["deepened"].items()) or "none"
-        lines.append(f"| {r['model']} | {r['preset']} | compiled | {r['step_commands']:,} | "
+        bits = r.get("command_bits", 128)
+        lines.append(f"| {r['model']} | {r['preset']}{raised} | compiled | "
+                     f"{r['step_commands']:,}{f' ({bits}-bit)' if bits != 128 else ''} | "
                      f"{c['words_in']:,} / {c['words_out']:,} | {c['streamed_words']:,} | "
                      f"{deep} | {r['pieces'].get('fc2', 1)} |")
     for run in data.get("runs") or []:
