@@ -77,7 +77,8 @@ def register(sub):
     p.add_argument("--fit-buffers", action="store_true",
                    help="RTL backends: deepen every buffer of the preset's core that is too "
                         "shallow to hold the whole model (weights, state, P-cache), so nothing "
-                        "streams; the datapath stays the preset's")
+                        "streams, and raise ln_row_max to the model's hidden size where it is "
+                        "shorter; the datapath stays the preset's")
     p.add_argument("--jobs", type=int, default=1,
                    help="RTL backends: split the samples over this many simulator runs side by "
                         "side (default 1)")
@@ -118,10 +119,15 @@ def _model(args):
 
 
 def _fit_buffers(spec, params, cfg, guidance: float):
-    """``cfg`` with each buffer at least as deep as the whole model needs (``--fit-buffers``)."""
+    """``cfg`` with each buffer at least as deep as the whole model needs and LayerNorm rows as
+    long as its hidden size (``--fit-buffers``)."""
     from models.dit_int_model import IntDiT
     from program.model import deepened, resident_depths
 
+    if spec.hidden > cfg.ln_max:
+        cfg = cfg.replace(ln_row_max=spec.hidden)
+        say(f"sample: ln_row_max raised to {spec.hidden} (the VPU takes each longer LayerNorm "
+            "row twice)")
     try:
         need = resident_depths(IntDiT(spec, params, cfg), rows=1 if guidance == 1.0 else 2)
     except ValueError as why:

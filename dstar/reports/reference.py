@@ -310,6 +310,7 @@ def main(argv=None, prog=None):
                 run_recs.append(dict(model=name, preset=pre, **run_first_step(program, params)))
                 say(f"reference: {name} on {pre}: first step on the executor equals the integer "
                     f"model ({run_recs[-1]['seconds']:.0f} s)")
+            del program         # before the next compile: one program in memory at a time
         del params
     say("reference: the hidden-96 model's steps on the executor"
         + (" and the Verilator fpga core" if args.rtl else ""))

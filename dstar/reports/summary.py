@@ -408,8 +408,9 @@ def _reference_section(rec) -> list:
     if not rec or not rec.get("rows"):
         return []
     rows = [[r["model"], r["preset"],
-             f"compiled, {r['step_commands']:,} commands per step" if r["status"] == "compiled"
-             else f"refused: {r['reason']}"] for r in rec["rows"]]
+             f"compiled, {r['step_commands']:,} commands per step"
+             + (f" ({r['command_bits']}-bit)" if r.get("command_bits", 128) != 128 else "")
+             if r["status"] == "compiled" else f"refused: {r['reason']}"] for r in rec["rows"]]
     tail = [f"First step of {run['model']} on the `{run['preset']}` ISA executor equal to the "
             f"integer model's ({run['seconds']:.0f} s)." for run in rec.get("runs") or []
             if "seconds" in run]
@@ -423,7 +424,8 @@ def _reference_section(rec) -> list:
                  f"{'bit-exact' if st['rtl_bit_exact'] else 'NOT bit-exact'}).", ""]
     return ["## The reference DiT family", "", "`dstar measure reference` (details: "
             "`reports/reference.md`): each model at 256 tokens with random weights, compiled "
-            "onto one core of each preset (buffers deepened where the model needs it).", "",
+            "onto one core of each preset (buffers deepened and `ln_row_max` raised where the "
+            "model needs it).", "",
             _table(["model", "preset", "status"], rows), ""] + tail
 
 
