@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["Config", "ConfigError", "PRESETS", "VARIANTS", "CHOSEN", "INT8_CHOSEN", "preset",
            "bitlen", "CORE_BUFFER_ROWS", "PACKERS", "PACK_BINS",
-           "CORE_WIDE_ROWS", "CORE_WIDE_ADDR_BITS",
+           "CORE_WIDE_ROWS", "CORE_WIDE_ADDR_BITS", "CORE_PARAM_ROWS", "CORE_PARAM_ADDR_BITS",
            "CORE_ADDR_BITS", "CORE_ABUF_ADDR_BITS", "core_rows_limit"]
 
 # Precision classes of FMDQ (numerics §2.2) and the fixed INT8 top threshold.
@@ -61,12 +61,18 @@ CORE_ABUF_ADDR_BITS = 20
 #: LOAD/STORE address and count) widen to the deepest of them (program.isa.addr_bits).
 CORE_WIDE_ROWS = ("wmem_rows", "xbuf_rows", "ybuf_rows", "gmem_rows")
 CORE_WIDE_ADDR_BITS = 24
+#: RBUF and VBUF (every layer's requantization rows, every block's adaLN vectors) may have up to
+#: 2**CORE_PARAM_ADDR_BITS rows; GEMM ``rrow`` and VROW ``vb`` widen to their depth
+#: (program.isa.rbuf_bits, vbuf_bits), 14 bits at every preset.
+CORE_PARAM_ROWS = ("rbuf_rows", "vbuf_rows")
+CORE_PARAM_ADDR_BITS = 16
 
 
 def core_rows_limit(buf: str) -> int:
     """The most rows core buffer ``buf`` (``"abuf_rows"`` ...) may have."""
     bits = (CORE_WIDE_ADDR_BITS if buf in CORE_WIDE_ROWS
-            else CORE_ABUF_ADDR_BITS if buf == "abuf_rows" else CORE_ADDR_BITS)
+            else CORE_ABUF_ADDR_BITS if buf == "abuf_rows"
+            else CORE_PARAM_ADDR_BITS if buf in CORE_PARAM_ROWS else CORE_ADDR_BITS)
     return 1 << bits
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
                    "pack_windows", "datapath", "base_offset", "packer",

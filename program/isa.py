@@ -138,6 +138,7 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
            "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
            "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS", "addr_bits", "abuf_bits",
+           "rbuf_bits", "vbuf_bits",
            "tensor_rows", "rows_tensor", "ysum_rows", "rows_ysum", "store_counters"]
 
 CMD_BITS = 128          # one command, every configuration whose fields fit it
@@ -184,8 +185,8 @@ class CoreConfig:
     """Buffer depths (rows) of the core; checked against a program by the compiler.
 
     WMEM, XBUF, YBUF and GMEM have at most ``2**CORE_WIDE_ADDR_BITS`` rows, ABUF
-    ``2**CORE_ABUF_ADDR_BITS``, the others ``2**ADDR_BITS`` (:func:`golden.config.
-    core_rows_limit`).
+    ``2**CORE_ABUF_ADDR_BITS``, RBUF and VBUF ``2**CORE_PARAM_ADDR_BITS``, MASK ``2**ADDR_BITS``
+    (:func:`golden.config.core_rows_limit`).
     """
 
     abuf_rows: int = 4096
@@ -352,11 +353,25 @@ def cmd_bits(cfg: Config) -> int:
 def addr_bits(cfg: Config) -> int:
     """Width of the wide address fields (every LOAD/STORE address and count, QUANT ``xsrc`` and
     ``gdst``, GEMM ``gsrc``, ``wbase`` and ``ysrc``): :data:`ADDR_BITS`, or more when a WMEM,
-    XBUF, YBUF, GMEM or ABUF of ``cfg``'s core (:func:`core_for`) is deeper than
+    XBUF, YBUF, GMEM, ABUF, RBUF or VBUF of ``cfg``'s core (:func:`core_for`) is deeper than
     ``2**ADDR_BITS`` (a LOAD or STORE addresses any buffer)."""
     core = core_for(cfg)
-    deepest = max(getattr(core, b) for b in (*CORE_WIDE_ROWS, "abuf_rows"))
+    deepest = max(getattr(core, b) for b in (*CORE_WIDE_ROWS, "abuf_rows", "rbuf_rows",
+                                             "vbuf_rows"))
     return max(ADDR_BITS, bitlen(deepest - 1))
+
+
+def rbuf_bits(cfg: Config) -> int:
+    """Width of GEMM's ``rrow``: :data:`ADDR_BITS`, or RBUF's when ``cfg``'s core has a deeper
+    one (at most ``CORE_PARAM_ADDR_BITS``)."""
+    return max(ADDR_BITS, bitlen(core_for(cfg).rbuf_rows - 1))
+
+
+def vbuf_bits(cfg: Config) -> int:
+    """Width of VROW's ``vb`` (a VBUF row, or the MASK row of a softmax): :data:`ADDR_BITS`, or
+    VBUF's when ``cfg``'s core has a deeper one (at most ``CORE_PARAM_ADDR_BITS``; VROW's ``c``,
+    modulate's VBUF row, is at least as wide)."""
+    return max(ADDR_BITS, bitlen(core_for(cfg).vbuf_rows - 1))
 
 
 def abuf_bits(cfg: Config) -> int:
@@ -368,9 +383,11 @@ def abuf_bits(cfg: Config) -> int:
 
 def cmd_layout(cfg: Config, op: str) -> list:
     """Field layout of opcode ``op`` after the header (bit 13 on). Narrow fields have
-    :data:`ADDR_BITS` bits, ABUF addresses :func:`abuf_bits`, wide ones :func:`addr_bits` (the
-    narrow width for ABUF at every preset)."""
+    :data:`ADDR_BITS` bits, ABUF addresses :func:`abuf_bits`, GEMM ``rrow`` :func:`rbuf_bits`,
+    VROW ``vb`` :func:`vbuf_bits`, wide ones :func:`addr_bits` (each the narrow width at every
+    preset)."""
     A, W, B = ADDR_BITS, addr_bits(cfg), abuf_bits(cfg)
+    RB, VB = rbuf_bits(cfg), vbuf_bits(cfg)
     if op in ("NOP", "END", "BARRIER"):
         return []
     if op == "LOAD":
@@ -383,12 +400,13 @@ def cmd_layout(cfg: Config, op: str) -> list:
         return [_f("src", B), _f("xsrc", W), _f("nch", A), _f("gdst", W), _f("diff", 1),
                 _f("pcache", 1)]
     if op == "GEMM":
-        return [_f("gsrc", W), _f("wbase", W), _f("ysrc", W), _f("rrow", A), _f("dst", B),
+        return [_f("gsrc", W), _f("wbase", W), _f("ysrc", W), _f("rrow", RB), _f("dst", B),
                 _f("accum", 1), _f("use_sreg", 1), _f("sreg", 4), _f("pcache", 1),
                 _f("rmax", 2)]
     if op == "VROW":
         return [_f("vop", 4), _f("cols", 1), _f("R", A), _f("n", A), _f("a", B), _f("C", A),
-                _f("c", B), _f("vb", A), _f("dst", B), _f("sreg", 4), _f("overlap", 1)]
+                _f("c", max(B, VB)), _f("vb", VB), _f("dst", B), _f("sreg", 4),
+                _f("overlap", 1)]
     if op == "VPARAM":
         return [_f("value", 64)]
     if op == "STEP":

@@ -109,9 +109,10 @@ class VectorEngine(wiring.Component):
         abase = Signal(AB + 2)       # a + tile·C (token rows) or a + r·C (sub-channels)
         cbase = Signal(AB + 2)
         aoff = Signal(AB + 2)        # kk·T (token rows) or kk
-        mrow = Signal(A + 1)
-        vbf = Signal(A)             # VBUF row of b (and the MASK base)
-        cf = Signal(AB)             # VBUF row of c (modulate)
+        VB = isa.vbuf_bits(cfg)     # VBUF / MASK rows (vb): A at every preset
+        mrow = Signal(VB + 1)
+        vbf = Signal(VB)            # VBUF row of b (and the MASK base)
+        cf = Signal(max(AB, VB))    # VBUF row of c (modulate)
         issuing = Signal()
         # Output side state.
         ro = Signal(A)

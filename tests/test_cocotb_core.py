@@ -35,7 +35,8 @@ def test_core_tiny_reduction_pieces(simulator):
 #: each; GELU's rows in 2 VROWs); ``deep-abuf``, an ABUF of 2**14 + 2048 rows (ABUF addresses
 #: and LOAD/STORE fields of 15 bits) with the block's activations from row 2**14;
 #: ``wide-commands``, an ABUF of 2**16 + 2048 rows (17-bit ABUF fields: 160-bit commands) with
-#: the block's activations from row 2**16; ``long-layernorm``, hidden 32 (8 heads of 4) at
+#: the block's activations from row 2**16; ``deep-params``, RBUF and VBUF of 2**14 + 64 rows
+#: (GEMM rrow and VROW vb, c of 15 bits); ``long-layernorm``, hidden 32 (8 heads of 4) at
 #: max_reduction 16 and ln_row_max 32 (each LayerNorm row read and sent to the VPU twice, every
 #: hidden-wide layer in 2 pieces); ``padded-heads``, hidden 24 in 4 heads of 6 at T = 4 (o laid
 #: out in heads of 8, P·V's last column block writing 2 zero channels per head, proj reading
@@ -44,6 +45,7 @@ VARIANTS = {
     "long-reduction": (dict(max_reduction=32), {"DSTAR_MLP_RATIO": "3"}),
     "deep-abuf": (dict(abuf_rows=(1 << 14) + 2048), {"DSTAR_ABUF_BASE": str(1 << 14)}),
     "wide-commands": (dict(abuf_rows=(1 << 16) + 2048), {"DSTAR_ABUF_BASE": str(1 << 16)}),
+    "deep-params": (dict(rbuf_rows=(1 << 14) + 64, vbuf_rows=(1 << 14) + 64), {}),
     "long-layernorm": (dict(max_reduction=16, ln_row_max=32, abuf_rows=4096, xbuf_rows=1024,
                             ybuf_rows=1024, wmem_rows=4096, gmem_rows=4096),
                        {"DSTAR_HIDDEN": "32", "DSTAR_HEADS": "8"}),

@@ -184,8 +184,16 @@ def test_wide_buffers_widen_only_their_fields():
     assert isa.abuf_bits(preset("tiny", abuf_rows=1 << 20)) == 20
     with pytest.raises(ConfigError, match="abuf_rows"):
         preset("tiny", abuf_rows=(1 << 20) + 1)
-    with pytest.raises(ConfigError, match="rbuf_rows"):
-        preset("tiny", rbuf_rows=(1 << 14) + 1)
+    # RBUF and VBUF (every layer's requantization rows, every block's adaLN vectors) widen
+    # GEMM's rrow and VROW's vb (and c, which also addresses VBUF); MASK stays narrow.
+    deep = preset("tiny", rbuf_rows=1 << 15, vbuf_rows=1 << 16)
+    assert (isa.rbuf_bits(deep), isa.vbuf_bits(deep), isa.rbuf_bits(cfg)) == (15, 16, 14)
+    vrow = {n: w for n, w, _d, _s in isa.cmd_layout(deep, "VROW")}
+    assert vrow["vb"] == vrow["c"] == 16 and vrow["dst"] == 14
+    assert {n: w for n, w, _d, _s in isa.cmd_layout(deep, "GEMM")}["rrow"] == 15
+    for buf, limit in (("rbuf_rows", 1 << 16), ("vbuf_rows", 1 << 16), ("mask_rows", 1 << 14)):
+        with pytest.raises(ConfigError, match=buf):
+            preset("tiny", **{buf: limit + 1})
 
     def width(c):
         return max(sum(w for _n, w, _d, _s in isa.cmd_layout(c, op)) for op in isa.OPCODES) + 13
@@ -195,7 +203,8 @@ def test_wide_buffers_widen_only_their_fields():
     wide = preset("tiny", gmem_rows=1 << 24)
     assert width(wide.replace(abuf_rows=1 << 16)) <= 128 == isa.cmd_bits(wide)
     assert width(wide.replace(abuf_rows=(1 << 16) + 1)) > 128
-    deepest = preset("tiny", abuf_rows=1 << 20, gmem_rows=1 << 24)
+    deepest = preset("tiny", abuf_rows=1 << 20, gmem_rows=1 << 24, rbuf_rows=1 << 16,
+                     vbuf_rows=1 << 16)
     assert isa.cmd_bits(deepest) == 160 >= width(deepest)
     assert all(isa.cmd_bits(preset(n)) == 128 for n in ("tiny", "fpga", "paper"))
 
