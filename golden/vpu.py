@@ -59,7 +59,7 @@ from golden.sar import expand_mask, masked_softmax, weight_operand
 __all__ = [
     "VPUTables", "vpu_tables",
     "softmax", "softmax_block", "softmax_ref",
-    "layernorm", "layernorm_ref", "layernorm_eps_int",
+    "layernorm", "layernorm_ref", "layernorm_eps_int", "layernorm_passes",
     "modulate", "modulate_ref",
     "gelu", "gelu_ref",
     "gated_residual", "gated_residual_ref",

@@ -99,11 +99,12 @@ def test_isolated_program_keeps_skip_ranges():
 
 @pytest.mark.cocotb
 def test_model_matches_the_rtl_core_tiny():
-    """Calibrate on the tiny core (Verilator) and validate on three other layer shapes over two
-    steps: every compute section and every whole step within 3 % of the RTL's ``cycles``."""
+    """Calibrate on the tiny core (Verilator) and validate on two other layer shapes over two
+    steps: every compute section and every whole step within 3 % of the RTL's ``cycles`` (ten
+    shapes in make regress)."""
     from dstar.benches.perf_validate import run
-    rec = run(CFG, "verilator", n_validation=3, steps=2, block_steps=0, optimize=False)
-    assert rec["shapes"] == 3
+    rec = run(CFG, "verilator", n_validation=2, steps=2, block_steps=0, optimize=False)
+    assert rec["shapes"] == 2
     s = rec["summary"]
     assert s["compute"]["max"] < 0.03, s
     assert s["step"]["max"] < 0.03, s
