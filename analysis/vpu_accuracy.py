@@ -179,9 +179,10 @@ def softmax_cases(cfg: Config, rng, rows: int = 64, n: int | None = None):
 
 
 def layernorm_cases(cfg: Config, rng, rows: int = 64):
-    """``[(name, x (rows, n), eps)]``: random and edge rows of several lengths."""
+    """``[(name, x (rows, n), eps)]``: random and edge rows of several lengths, up to the
+    longest LayerNorm row (``cfg.ln_max``)."""
     lo, hi = -(1 << (cfg.act_width - 1)), (1 << (cfg.act_width - 1)) - 1
-    nm = cfg.max_reduction
+    nm = cfg.ln_max
     lens = sorted({min(nm, v) for v in (2, 7, 64, nm)})
     c = []
     for n in lens:

@@ -231,9 +231,11 @@ def _probe_all(cfg, rng):
     return pr
 
 
-@pytest.mark.parametrize("name", ["tiny", "paper"])
+@pytest.mark.parametrize("name", ["tiny", "paper", "tiny-ln1024"])
 def test_observed_widths_within_stated(name):
-    cfg = preset(name)
+    """Every intermediate within its stated width (``tiny-ln1024``: LayerNorm rows up to 1,024
+    at max_reduction 64, the widths derived from ln_row_max)."""
+    cfg = preset(name.split("-")[0], **({"ln_row_max": 1024} if "ln" in name else {}))
     T = vpu_tables(cfg)
     pr = _probe_all(cfg, np.random.default_rng(3))
     pr.update(_probe_cores(T))
