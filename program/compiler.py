@@ -492,8 +492,43 @@ def vrow_chunks(cfg: Config, op: str, n: int) -> list:
 
 
 def emit_vrow(e: Emitter, op: str, **f):
-    """Append a VROW of the VPU operation named ``op``."""
+    """Append a VROW of the VPU operation named ``op``. Raises ValueError for a VPU row the
+    core would refuse (``operand``): more than ``max_reduction`` elements (a LayerNorm row: more
+    than ``ln_row_max``; the sub-channel walk: ``n·T``)."""
+    cfg = e.cfg
+    elems = f["n"] * cfg.tile if f.get("cols") else f["n"]
+    bound = cfg.ln_max if op == "layernorm" and not f.get("cols") else cfg.max_reduction
+    if elems > bound:
+        raise ValueError(f"VROW {op}: a VPU row of {elems} elements exceeds "
+                         f"{'ln_row_max' if bound != cfg.max_reduction else 'max_reduction'} "
+                         f"{bound}")
     e("VROW", vop=VPU_OPS.index(op), **f)
+
+
+def emit_kv(e: Emitter, cfg: Config, a: int, C: int, N: int, d: int, sreg: int,
+            kt: int | None = None):
+    """The K/V shift of one head (``kv_amax`` into SREG ``sreg``) over its ``d`` channels of
+    ``N`` tokens at ABUF ``a`` (token-tile stride ``C``), and for K (``kt``: its WMEM base) the
+    INT8 ``Kᵀ`` rows ``kt + kb·d + c``. One sub-channel row per token tile (``d·T`` elements)
+    while that fits ``max_reduction``; beyond it the shift takes one token row per token
+    (``d`` elements; the running max continues over every command of the VROW) and ``Kᵀ`` one
+    VROW per token tile and chunk of at most ``max_reduction / T`` channels."""
+    T = cfg.tile
+    nt = N // T
+    if d * T <= cfg.max_reduction:
+        walk = dict(cols=1, R=nt, n=d, a=a, C=C, sreg=sreg)
+        emit_vrow(e, "kv_amax", **walk)
+        if kt is not None:
+            emit_vrow(e, "kv_quant", dst=kt, **walk)
+        return
+    emit_vrow(e, "kv_amax", R=N, n=d, a=a, C=C, sreg=sreg)
+    if kt is None:
+        return
+    step = max(1, cfg.max_reduction // T)
+    for kb in range(nt):
+        for c0 in range(0, d, step):
+            emit_vrow(e, "kv_quant", cols=1, R=1, n=min(step, d - c0), a=a + kb * C + c0, C=C,
+                      dst=kt + kb * d + c0, sreg=sreg)
 
 
 def _layer(prog, e: Emitter, k: str, src: str):
@@ -607,9 +642,7 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
             e("NOP", signal=S_READY)
 
     for h in range(H):
-        walk = dict(cols=1, R=nt, n=d, a=qk + D + h * d, C=2 * D, sreg=SREG_K)
-        emit_vrow(e, "kv_amax", **walk)
-        emit_vrow(e, "kv_quant", dst=kt, **walk)
+        emit_kv(e, cfg, qk + D + h * d, 2 * D, N, d, SREG_K, kt)
         scores(h, 0)
         for qa in range(nt):
             emit_vrow(e, "softmax_mx", wait=S_READY, signal=P_READY, overlap=1, R=T, n=N,
@@ -643,7 +676,7 @@ def _attention_every(prog: CoreProgram, e: Emitter):
         # token-row walk pays each row's fixed cycles N times); its INT8 rows by token rows,
         # the layout the P·V GEMM reads (WMEM row = key, T columns of the head).
         a = R["v.y"].base + h * d
-        emit_vrow(e, "kv_amax", cols=1, R=N // T, n=d, a=a, C=D, sreg=SREG_V)
+        emit_kv(e, cfg, a, D, N, d, SREG_V)
         emit_vrow(e, "kv_quant", R=N, n=d, a=a, C=D, dst=vw, sreg=SREG_V)
         for qa in range(N // T):
             for cb in range(dp // T):

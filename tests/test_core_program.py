@@ -14,7 +14,16 @@ from golden.fmdq import quantize_subchannels, to_fixed
 from golden.layouts import VPU_OPS
 from golden.schedule import schedule_tile
 from models.dit import DiTSpec, init_params
-from program.compiler import FREE, FULL, P_READY, S_READY, compile_block, make_cmd
+from program.compiler import (
+    FREE,
+    FULL,
+    P_READY,
+    S_READY,
+    Emitter,
+    compile_block,
+    emit_vrow,
+    make_cmd,
+)
 from program.executor import CoreError, CoreExecutor
 from program.isa import (
     BUFFERS,
@@ -206,6 +215,32 @@ def test_heads_the_tile_does_not_divide_are_padded(name, hidden, heads):
     assert prog.layers["proj"].W.shape[0] == heads * dp
     with pytest.raises(ValueError, match=r"pieces\['proj'\] = 2: the heads are padded"):
         compile_block(prog.blk, prog.core, {"proj": 2})
+
+
+@pytest.mark.parametrize("name, hidden", [
+    ("tiny", 64), pytest.param("fpga", 128, marks=pytest.mark.slow)])
+def test_heads_wider_than_a_sub_channel_row(name, hidden):
+    """Heads of d channels with d·T > max_reduction (32·4 at tiny, 64·8 at fpga): the K/V shifts
+    take one token row per token, Kᵀ one VROW per token tile and chunk of max_reduction / T
+    channels; no VPU row exceeds max_reduction and the block equals its golden at every step."""
+    spec = DiTSpec(image_size=8, patch=2, hidden=hidden, heads=2, depth=1, mlp_ratio=1.0)
+    deep = {**dict.fromkeys(("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows"),
+                            1 << 15), "rbuf_rows": 1024, "vbuf_rows": 1024}
+    prog, _ex, res = _run(name, spec=spec, **deep)
+    _check_equal(prog, res, [True, False, True, False, True])
+    cfg, T = prog.cfg, prog.cfg.tile
+    d = spec.head_dim
+    assert d * T > cfg.max_reduction
+    vrows = [c for c in prog.step_commands() if c.op == "VROW"]
+    amax = [c for c in vrows if c.vop == VPU_OPS.index("kv_amax")]
+    assert len(amax) == 2 * spec.heads and all(c.cols == 0 and c.R == spec.tokens and c.n == d
+                                                for c in amax)
+    kq = [c for c in vrows if c.vop == VPU_OPS.index("kv_quant") and c.cols]
+    assert len(kq) == spec.heads * spec.tokens // T * -(-d * T // cfg.max_reduction)
+    assert all(c.n * T <= cfg.max_reduction for c in kq)
+    with pytest.raises(ValueError, match="VROW gelu: a VPU row of 300 elements exceeds "
+                                         "max_reduction"):
+        emit_vrow(Emitter(cfg), "gelu", R=1, n=300, a=0, C=0, dst=0)
 
 
 def test_abuf_deeper_than_the_narrow_fields():
