@@ -93,7 +93,7 @@ from program.isa import (
 
 __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
            "group_rows", "dense", "emit_layer", "piece_bounds", "check_pieces",
-           "ELEMENTWISE", "vrow_chunks", "emit_vrow",
+           "ELEMENTWISE", "vrow_chunks", "emit_vrow", "emit_token_rows",
            "emit_block_body", "weight_words", "rbuf_words",
            "attention_words", "memory_table", "regions_end", "check_block", "check_bias"]
 
@@ -505,6 +505,17 @@ def emit_vrow(e: Emitter, op: str, **f):
     e("VROW", vop=VPU_OPS.index(op), **f)
 
 
+def emit_token_rows(e: Emitter, op: str, N: int, n: int, C: int, a: int, dst: int, **f):
+    """VROW ``op`` over ``N`` token rows of ``n`` channels (ABUF ``a`` and ``dst``, token-tile
+    stride ``C``), in the VROWs of :func:`vrow_chunks`: each chunk's ABUF operands from its first
+    channel, its VBUF operands (``vb``, modulate's ``c``) from its first VBUF row."""
+    T = e.cfg.tile
+    for c0, m in vrow_chunks(e.cfg, op, n):
+        g = {k: v + (c0 if (k, op) == ("c", "gated_residual") else c0 // T)
+             for k, v in f.items()}
+        emit_vrow(e, op, R=N, n=m, a=a + c0, C=C, dst=dst + c0, **g)
+
+
 def emit_kv(e: Emitter, cfg: Config, a: int, C: int, N: int, d: int, sreg: int,
             kt: int | None = None):
     """The K/V shift of one head (``kv_amax`` into SREG ``sreg``) over its ``d`` channels of
@@ -728,10 +739,7 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
             around(em, k, "after")
 
     def vr(op, a, dst, n=D, C=D, **f):
-        for c0, m in vrow_chunks(cfg, op, n):
-            g = {k: v + (c0 if (k, op) == ("c", "gated_residual") else c0 // cfg.tile)
-                 for k, v in f.items()}
-            emit_vrow(e, op, R=N, n=m, a=R[a].base + c0, C=C, dst=R[dst].base + c0, **g)
+        emit_token_rows(e, op, N, n, C, R[a].base, R[dst].base, **f)
 
     vb = {k: R[k].base for k in MOD_NAMES}
     e.section(prefix + "ln1")

@@ -72,7 +72,7 @@ from program.compiler import (
     dense,
     emit_block_body,
     emit_layer,
-    emit_vrow,
+    emit_token_rows,
     group_rows,
     memory_table,
     rbuf_words,
@@ -683,8 +683,8 @@ def _lower(prog: ModelProgram):
         e.section(p + "x_embed")
         _layer(prog, e, r, "x_embed", "patches")
         e.section(p + "pos")
-        emit_vrow(e, "gated_residual", R=N, n=D, a=R["pos"].base, C=D, vb=R["one"].base,
-              c=R["x_embed.y"].base, dst=R["h.0"].base)
+        emit_token_rows(e, "gated_residual", N, D, D, R["pos"].base, R["h.0"].base,
+                        vb=R["one"].base, c=R["x_embed.y"].base)
         e.transfer("STORE", "ABUF", R["h.0"], key=(r, "h0"))
         for i in range(len(m.blocks)):
             view = _block_view(prog, r, i)
@@ -693,9 +693,9 @@ def _lower(prog: ModelProgram):
             e.transfer("STORE", "ABUF", view.regions["out"], key=(r, f"blocks.{i}.out"))
         h = R[f"h.{len(m.blocks)}"]
         e.section(p + "final.norm")
-        emit_vrow(e, "layernorm", R=N, n=D, a=h.base, C=D, dst=R["ln"].base)
-        emit_vrow(e, "modulate", R=N, n=D, a=R["ln"].base, C=D, dst=R["f"].base,
-              vb=R["final.shift"].base, c=R["final.scale"].base)
+        emit_token_rows(e, "layernorm", N, D, D, h.base, R["ln"].base)
+        emit_token_rows(e, "modulate", N, D, D, R["ln"].base, R["f"].base,
+                        vb=R["final.shift"].base, c=R["final.scale"].base)
         e.transfer("STORE", "ABUF", R["f"], key=(r, "f"))
         e.section(p + "final.linear")
         _layer(prog, e, r, "final.linear", "f")

@@ -38,7 +38,9 @@ def test_core_tiny_reduction_pieces(simulator):
 #: the block's activations from row 2**16; ``deep-params``, RBUF and VBUF of 2**14 + 64 rows
 #: (GEMM rrow and VROW vb, c of 15 bits); ``long-layernorm``, hidden 32 (8 heads of 4) at
 #: max_reduction 16 and ln_row_max 32 (each LayerNorm row read and sent to the VPU twice, every
-#: hidden-wide layer in 2 pieces); ``padded-heads``, hidden 24 in 4 heads of 6 at T = 4 (o laid
+#: hidden-wide layer in 2 pieces); ``wide-heads``, 2 heads of 32 at T = 4 (d·T = 128 >
+#: max_reduction 64: the K/V shifts by token rows, Kᵀ by chunks of 16 channels);
+#: ``padded-heads``, hidden 24 in 4 heads of 6 at T = 4 (o laid
 #: out in heads of 8, P·V's last column block writing 2 zero channels per head, proj reading
 #: them through zero weight rows).
 VARIANTS = {
@@ -49,6 +51,9 @@ VARIANTS = {
     "long-layernorm": (dict(max_reduction=16, ln_row_max=32, abuf_rows=4096, xbuf_rows=1024,
                             ybuf_rows=1024, wmem_rows=4096, gmem_rows=4096),
                        {"DSTAR_HIDDEN": "32", "DSTAR_HEADS": "8"}),
+    "wide-heads": (dict(abuf_rows=4096, xbuf_rows=2048, ybuf_rows=2048, wmem_rows=8192,
+                        gmem_rows=4096, rbuf_rows=256, vbuf_rows=128),
+                   {"DSTAR_HIDDEN": "64", "DSTAR_HEADS": "2", "DSTAR_MLP_RATIO": "1"}),
     "padded-heads": (dict(abuf_rows=4096, xbuf_rows=1024, ybuf_rows=1024, wmem_rows=2048,
                           gmem_rows=2048),
                      {"DSTAR_HIDDEN": "24", "DSTAR_HEADS": "4"}),

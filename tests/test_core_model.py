@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from golden.config import ConfigError, preset
+from golden.layouts import VPU_OPS
 from models.dit import DIT_MODELS, calibrate_masks, init_params, start_noise
 from models.dit_int_model import IntDiT
 from program import isa
@@ -65,6 +66,30 @@ def test_the_program_equals_the_integer_model(params, stream, rows, overrides):
     first = _sample(host, ex, seed=0, label=1)
     again = _sample(host, ex, seed=0, label=1)      # after 3 steps: the phase back to a cache step
     assert first == again
+
+
+def test_a_model_wider_than_max_reduction():
+    """Hidden 32 in 4 heads of 8 at max_reduction 16 (ln_row_max 32): every hidden-wide layer in
+    pieces, every LayerNorm row (the blocks' and the final one) sent twice, the positional
+    add and the final modulation in VROW chunks, the K/V shifts by token rows; every stored
+    tensor equal to the integer model's over three steps."""
+    from dataclasses import replace
+
+    from program.model import deepened
+
+    spec = replace(SPEC, hidden=32, heads=4)
+    cfg = preset("tiny", max_reduction=16, ln_row_max=32)
+    p = init_params(spec, 0)
+    cfg, _ = deepened(cfg, resident_depths(IntDiT(spec, p, cfg)))
+    prog = compile_model(IntDiT(spec, p, cfg), isa.core_for(cfg))
+    ex = CoreExecutor(cfg, isa.core_for(cfg))
+    ex.run(prog.init, prog.init_words)
+    _sample(CoreSampler(prog, [IntDiT(spec, p, cfg)], 3, 1.0), ex, seed=0, label=1)
+    ln = VPU_OPS.index("layernorm")
+    vrows = [c for c in prog.step if c.op == "VROW" and not c.cols]
+    assert {c.n for c in vrows if c.vop == ln} == {32}          # 2 per block and the final one
+    assert len([c for c in vrows if c.vop == ln]) == 2 * spec.depth + 1
+    assert max(c.n for c in vrows if c.vop != ln) <= 16
 
 
 def test_the_tiny_core_streams_only_what_does_not_fit(params):
