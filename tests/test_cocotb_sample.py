@@ -104,3 +104,43 @@ def test_hidden_96_reference_checkpoint_on_the_fpga_core(tmp_path, capsys):
     assert rc == 0, err
     rec = json.loads((tmp_path / "out" / "sample.json").read_text())
     assert rec["core"]["bit_exact"] and len(rec["samples"][0]["per_step"]) == 2
+
+
+def _with_learned_sigma(sd: dict, spec, seed: int) -> dict:
+    """``sd`` with the variance outputs of a ``learn_sigma`` checkpoint added (the final
+    layer's rows ``(ky·p + kx)·2C + c``, ``c >= C`` the variance; models/checkpoint.py)."""
+    rng = np.random.default_rng(seed)
+    pp, C = spec.patch ** 2, spec.channels
+    w, b = sd["final_layer.linear.weight"], sd["final_layer.linear.bias"]
+    w2 = np.concatenate([w.reshape(pp, C, -1), rng.normal(0, 0.02, (pp, C, w.shape[1]))], 1)
+    b2 = np.concatenate([b.reshape(pp, C), rng.normal(0, 0.02, (pp, C))], 1)
+    return dict(sd, **{"final_layer.linear.weight": w2.reshape(2 * pp * C, -1).astype(w.dtype),
+                       "final_layer.linear.bias": b2.reshape(-1).astype(b.dtype)})
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_reduced_dit_s_checkpoint_on_the_fpga_core(tmp_path, capsys, simulator):
+    """Issue 31: DiT-S/2's layer shapes (hidden 384, 6 heads of 64, MLP 1,536, 4-channel
+    latents, patch 2, learned sigma, 1,000 classes) with one block and 16 tokens, from a
+    reference-layout checkpoint, on the fpga core: --fit-buffers raises ln_row_max to 384 (the
+    VPU takes each LayerNorm row twice) and deepens the buffers; the heads are wider than a
+    sub-channel row (64·8 > 256: K/V shifts by token rows), qkv/proj/fc1 in 2 pieces, fc2 in
+    6; bit-exact at every step."""
+    from dstar.cli import main
+    from models.checkpoint import to_reference
+    from models.dit import DiTSpec
+
+    spec = DiTSpec(image_size=8, patch=2, channels=4, hidden=384, depth=1, heads=6,
+                   mlp_ratio=4.0, classes=1000, freq_dim=256)
+    ckpt = tmp_path / "dit_s_reduced.npz"
+    np.savez(ckpt, **_with_learned_sigma(to_reference(spec, init_params(spec, 0)), spec, 1))
+    rc = main(["sample", "--backend", simulator, "--weights", str(ckpt), "--heads", "6",
+               "--preset", "fpga", "--fit-buffers", "--steps", "2", "--labels", "3",
+               "--out", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "ln_row_max raised to 384" in err
+    rec = json.loads((tmp_path / "out" / "sample.json").read_text())
+    assert rec["core"]["bit_exact"] and len(rec["samples"][0]["per_step"]) == 2
