@@ -25,8 +25,8 @@ step of each of those models, if it compiles, runs on the ISA executor
 :class:`program.sampling.CoreSampler`, which compares every stored tensor with the integer
 model's step); the report gives each one's wall time. The steps of a smaller reference-layout model
 whose fc2 is longer than ``fpga``'s ``max_reduction`` (:data:`H96`) are timed on the executor
-and, unless ``--no-rtl``, on the Verilator ``fpga`` core (:func:`step_times`). Memory: the float
-and integer weights of DiT-XL/2 take about 13 GB.
+and, unless ``--no-rtl``, on the Verilator ``fpga`` core (:func:`step_times`). Memory: DiT-XL/2 at
+``fpga`` (its float and integer weights and 8 million commands per step) peaks at about 18 GB.
 """
 
 from __future__ import annotations
