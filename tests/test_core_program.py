@@ -198,7 +198,8 @@ def test_layernorm_rows_longer_than_max_reduction(name, hidden, heads, max_reduc
         _run(name, False, spec=spec, max_reduction=max_reduction, ln_row_max=hidden - 1, **deep)
 
 
-@pytest.mark.parametrize("name, hidden, heads", [("tiny", 24, 4), ("fpga", 48, 4)])
+@pytest.mark.parametrize("name, hidden, heads", [
+    ("tiny", 24, 4), pytest.param("fpga", 48, 4, marks=pytest.mark.slow)])
 def test_heads_the_tile_does_not_divide_are_padded(name, hidden, heads):
     """Head dim 6 at T = 4 (12 at T = 8): o holds each head padded to the next multiple of T,
     proj reads it through zero weight rows (program.heads), and the block equals its golden at
