@@ -317,10 +317,10 @@ def test_core_buffer_depths_are_parameters():
     assert len({preset("tiny", **{b: 8}).hash() for b in CORE_BUFFER_ROWS}) == len(CORE_BUFFER_ROWS)
 
 
-@pytest.mark.parametrize("value", [0, 1 << 14 + 1, 2.0, True, "64"])
+@pytest.mark.parametrize("value", [0, (1 << 14) + 1, 2.0, True, "64"])
 def test_core_buffer_depth_refused(value):
-    with pytest.raises(ConfigError, match=r"^vbuf_rows must be an integer in \[1, 16384\]"):
-        preset("tiny", vbuf_rows=value)
+    with pytest.raises(ConfigError, match=r"^mask_rows must be an integer in \[1, 16384\]"):
+        preset("tiny", mask_rows=value)
 
 
 def test_preset_hops_follow_an_overridden_array_size_and_variants_are_named():
