@@ -122,11 +122,12 @@ class Config:
         Largest reduction one accumulation covers (a longer layer runs in pieces, numerics
         §2.5) and the longest VPU row of every operation but LayerNorm.
     ln_row_max:
-        Longest LayerNorm row (the model's hidden size) the VPU normalizes, at least
-        ``max_reduction`` (:attr:`ln_max` is the larger of the two; ``None`` is
-        ``max_reduction``). Rows up to ``max_reduction`` are held in the VPU's row buffer; a
-        longer one arrives twice, once for its statistics and once to be normalized (numerics
-        §2.7). Widens LayerNorm's per-row scalars and the VPU's row length. In ``[1, 2**14]``.
+        Longest LayerNorm row (the model's hidden size) the VPU normalizes; the VPU always takes
+        ``max_reduction`` (:attr:`ln_max` is the larger of the two; ``None``, the default of every
+        preset, leaves it at ``max_reduction``). Rows up to ``max_reduction`` are held in the VPU's
+        row buffer; a longer one arrives twice, once for its statistics and once to be normalized
+        (numerics §2.7). Widens LayerNorm's per-row scalars and the VPU's row length. In ``[1,
+        2**14]``.
     drop_zero_columns:
         Drop slice columns whose T digits are all zero (numerics §2.3).
     open_groups:

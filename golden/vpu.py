@@ -27,7 +27,7 @@ Conventions
   ``widths``).
 * Row lengths: softmax rows (keys) are reductions of the next matrix product, so ``n <= n_max =
   max_reduction`` (numerics §2.1); LayerNorm rows (hidden channels) may be longer, up to
-  ``ln_n_max = ln_row_max`` (the VPU then takes such a row twice, numerics §2.7).
+  ``ln_n_max = cfg.ln_max`` (the VPU then takes such a row twice, numerics §2.7).
 
 Symbols: ``W`` act_width, ``F`` act_frac, ``pb`` p_base_log2, ``n_max`` max_reduction (LayerNorm:
 ``ln_n_max``, ``cfg.ln_max``); table

@@ -88,6 +88,7 @@ from program.isa import (
     rows_tensor,
     rows_ysum,
     tensor_rows,
+    vpu_row_excess,
     words_to_row,
 )
 
@@ -495,13 +496,9 @@ def emit_vrow(e: Emitter, op: str, **f):
     """Append a VROW of the VPU operation named ``op``. Raises ValueError for a VPU row the
     core would refuse (``operand``): more than ``max_reduction`` elements (a LayerNorm row: more
     than ``ln_row_max``; the sub-channel walk: ``n·T``)."""
-    cfg = e.cfg
-    elems = f["n"] * cfg.tile if f.get("cols") else f["n"]
-    bound = cfg.ln_max if op == "layernorm" and not f.get("cols") else cfg.max_reduction
-    if elems > bound:
-        raise ValueError(f"VROW {op}: a VPU row of {elems} elements exceeds "
-                         f"{'ln_row_max' if bound != cfg.max_reduction else 'max_reduction'} "
-                         f"{bound}")
+    why = vpu_row_excess(e.cfg, op, f["n"], f.get("cols", 0))
+    if why:
+        raise ValueError(why)
     e("VROW", vop=VPU_OPS.index(op), **f)
 
 

@@ -138,7 +138,7 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "format_cmd", "parse_cmd", "row_layout", "row_width", "host_words_per_row",
            "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
            "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS", "addr_bits", "abuf_bits",
-           "rbuf_bits", "vbuf_bits",
+           "rbuf_bits", "vbuf_bits", "vpu_row_excess",
            "tensor_rows", "rows_tensor", "ysum_rows", "rows_ysum", "store_counters"]
 
 CMD_BITS = 128          # one command, every configuration whose fields fit it
@@ -336,6 +336,19 @@ def status_layout() -> list:
 
 def header_layout() -> list:
     return [_f("op", 5), _f("wait", SEMAPHORES), _f("signal", SEMAPHORES)]
+
+
+def vpu_row_excess(cfg: Config, op: str, n: int, cols: int) -> str | None:
+    """Why a VROW of operation ``op`` (a name of :data:`golden.layouts.VPU_OPS`) with row field
+    ``n`` and walk ``cols`` makes VPU rows the core refuses (``operand``), or None: a row of
+    ``n·T`` elements (sub-channel walk) or ``n`` (token rows) longer than ``max_reduction``, a
+    LayerNorm token row longer than ``ln_row_max`` (:attr:`golden.config.Config.ln_max`)."""
+    elems = n * cfg.tile if cols else n
+    ln = op == "layernorm" and not cols
+    bound, name = (cfg.ln_max, "ln_row_max") if ln else (cfg.max_reduction, "max_reduction")
+    if elems <= bound:
+        return None
+    return f"VROW {op}: a VPU row of {elems} elements exceeds {name} {bound}"
 
 
 def cmd_bits(cfg: Config) -> int:

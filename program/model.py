@@ -81,10 +81,10 @@ from program.compiler import (
 )
 from program.heads import padded_head_dim
 from program.isa import (
-    ADDR_BITS,
     BUFFERS,
     COUNTERS,
     CoreConfig,
+    abuf_bits,
     buffer_depth,
     check_core,
     host_words_per_row,
@@ -483,9 +483,10 @@ def _plan(prog: ModelProgram, force: set):
         d = s.head_dim
         take("WMEM", "K^T", nt * d)
         v = take("WMEM", "V", padded_head_dim(d, T) // T * N)
-        if v.base + v.rows > 1 << ADDR_BITS:     # VROW kv_quant's dst field is narrow
+        reach = 1 << abuf_bits(cfg)           # VROW kv_quant's dst field (ABUF's width)
+        if v.base + v.rows > reach:
             raise ValueError(f"K^T and V of one head need {v.base + v.rows} WMEM rows; VROW "
-                             f"reaches {1 << ADDR_BITS}")
+                             f"reaches {reach}")
     slot = group_rows(cfg, max(lay.W.shape[0] for lay in prog.layers.values()))
     take("GMEM", "slot0", slot)
     take("GMEM", "slot1", slot)

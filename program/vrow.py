@@ -15,7 +15,7 @@ import numpy as np
 
 from golden import vpu
 from golden.layouts import VPU_OPS
-from program.isa import VROW_OPS
+from program.isa import VROW_OPS, vpu_row_excess
 
 __all__ = ["VrowEngine"]
 
@@ -28,7 +28,7 @@ class VrowEngine:
 
     def _op_vrow(self, a, out):
         """VROW: check the operation and walk, then run its VPU commands."""
-        cfg, T = self.cfg, self.T
+        cfg = self.cfg
         vop = a["vop"]
         if vop >= len(VPU_OPS) or VPU_OPS[vop] not in VROW_OPS:
             self._fail("operand", f"VROW vop {vop} "
@@ -40,18 +40,14 @@ class VrowEngine:
         if a.get("overlap") and op == "gated_residual":
             self._fail("operand", "VROW gated_residual cannot overlap (its two ABUF operands "
                                   "take the port QUANT reads)")
+        if a["cols"] and op not in ("kv_amax", "kv_quant"):
+            self._fail("operand", f"VROW {op} has no sub-channel walk (cols = 1)")
+        why = vpu_row_excess(cfg, op, n, a["cols"])
+        if why:
+            self._fail("operand", why)
         if a["cols"]:
-            if op not in ("kv_amax", "kv_quant"):
-                self._fail("operand", f"VROW {op} has no sub-channel walk (cols = 1)")
-            if n * T > cfg.max_reduction:
-                self._fail("operand", f"VROW {op}: {n}·{T} elements exceed max_reduction "
-                                      f"{cfg.max_reduction}")
             self._subchannel_walk(op, a)
         else:
-            bound = cfg.ln_max if op == "layernorm" else cfg.max_reduction
-            if n > bound:
-                what = "ln_row_max" if op == "layernorm" else "max_reduction"
-                self._fail("operand", f"VROW {op}: n = {n} exceeds {what} {bound}")
             self._token_walk(op, a)
 
     def _vpu(self, op: str, x, b=None, c=None, mask=None, e=0):

@@ -825,15 +825,17 @@ def _lane_operands(e: _Elaboration, k: int, lane: VPULane, uop, row: dict):
             m.d.comb += [x.eq(Mux(beat.mask[k], row["in_smax"] - x_w, 0)), y.eq(t.log2e_q),
                          rs.eq(F + t.log2e_frac - t.exp_lut_bits),
                          mode.eq(LaneMode.EXP), en.eq(beat.mask[k] & e.in_len[k])]
-        with m.Case(_MicroOp.LAYERNORM_OUT):
-            m.d.comb += [x.eq(word.v[:W].as_signed()), y.eq(row["ny1"]),
-                         add.eq(-row["s1y1"]), rs.eq(row["lnshift"]),
-                         mode.eq(LaneMode.SAT_W), en.eq(rd_on & ~row["zero"])]
-        if e.long_rows:
-            with m.Case(_MicroOp.LAYERNORM_OUT_IN):
-                m.d.comb += [x.eq(x_w), y.eq(row["ny1"]), add.eq(-row["s1y1"]),
-                             rs.eq(row["lnshift"]), mode.eq(LaneMode.SAT_W),
-                             en.eq(e.in_len[k] & ~row["zero"])]
+        # LayerNorm's output: the element from the row buffer, or (a long row) from its second
+        # copy's input beat.
+        ln_out = [_MicroOp.LAYERNORM_OUT] + ([_MicroOp.LAYERNORM_OUT_IN] if e.long_rows else [])
+        with m.Case(*ln_out):
+            x_ln, on = word.v[:W].as_signed(), rd_on
+            if e.long_rows:
+                from_in = uop == _MicroOp.LAYERNORM_OUT_IN
+                x_ln, on = Mux(from_in, x_w, x_ln), Mux(from_in, e.in_len[k], on)
+            m.d.comb += [x.eq(x_ln), y.eq(row["ny1"]), add.eq(-row["s1y1"]),
+                         rs.eq(row["lnshift"]), mode.eq(LaneMode.SAT_W),
+                         en.eq(on & ~row["zero"])]
         with m.Case(_MicroOp.KV_SHIFT):
             m.d.comb += [x.eq(row["e"]), y.eq(1), en.eq(k == 0)]
     with m.If(e.adv):

@@ -178,6 +178,11 @@ def test_long_reductions_run_in_pieces(name, max_reduction, mlp_ratio, pieces):
         compile_block(prog.blk, prog.core, {"fc2": n + 1})
 
 
+#: Buffers deep enough for the wider test blocks below (the executor's memories only).
+DEEP = {**dict.fromkeys(("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows"), 1 << 15),
+        "rbuf_rows": 4096, "vbuf_rows": 1024}
+
+
 @pytest.mark.parametrize("name, hidden, heads, max_reduction", [
     ("tiny", 32, 8, 16), pytest.param("fpga", 128, 16, 64, marks=pytest.mark.slow)])
 def test_layernorm_rows_longer_than_max_reduction(name, hidden, heads, max_reduction):
@@ -186,16 +191,14 @@ def test_layernorm_rows_longer_than_max_reduction(name, hidden, heads, max_reduc
     takes each row twice), the hidden-wide layers in two pieces, and the block equals its
     golden at every step; ln_row_max one below refuses the block, naming it."""
     spec = DiTSpec(image_size=8, patch=2, hidden=hidden, heads=heads, depth=1, mlp_ratio=2.0)
-    deep = {**dict.fromkeys(("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows"),
-                            1 << 15), "vbuf_rows": 1024, "rbuf_rows": 4096}
     prog, _ex, res = _run(name, False, spec=spec, max_reduction=max_reduction,
-                          ln_row_max=hidden, **deep)
+                          ln_row_max=hidden, **DEEP)
     _check_equal(prog, res, [True, False, True, False, True])
     ln = [c.n for c in prog.step_commands() if c.op == "VROW" and c.vop == 1]
     assert ln == [hidden, hidden]
     with pytest.raises(ValueError, match=r"spec.hidden \(LayerNorm row\) is "
                                          rf"{hidden}; ln_row_max of '{name}' is {hidden - 1}"):
-        _run(name, False, spec=spec, max_reduction=max_reduction, ln_row_max=hidden - 1, **deep)
+        _run(name, False, spec=spec, max_reduction=max_reduction, ln_row_max=hidden - 1, **DEEP)
 
 
 @pytest.mark.parametrize("name, hidden, heads", [
@@ -205,9 +208,7 @@ def test_heads_the_tile_does_not_divide_are_padded(name, hidden, heads):
     proj reads it through zero weight rows (program.heads), and the block equals its golden at
     every step (o and proj's x̂ compared on the real channels); proj cannot be split then."""
     spec = DiTSpec(image_size=8, patch=2, hidden=hidden, heads=heads, depth=1)
-    deep = {**dict.fromkeys(("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows"),
-                            1 << 13)}
-    prog, _ex, res = _run(name, False, spec=spec, **deep)
+    prog, _ex, res = _run(name, False, spec=spec, **DEEP)
     _check_equal(prog, res, [True, False, True, False, True])
     d, T = spec.head_dim, prog.cfg.tile
     dp = prog.head_dim_padded
@@ -225,9 +226,7 @@ def test_heads_wider_than_a_sub_channel_row(name, hidden):
     take one token row per token, Kᵀ one VROW per token tile and chunk of max_reduction / T
     channels; no VPU row exceeds max_reduction and the block equals its golden at every step."""
     spec = DiTSpec(image_size=8, patch=2, hidden=hidden, heads=2, depth=1, mlp_ratio=1.0)
-    deep = {**dict.fromkeys(("abuf_rows", "xbuf_rows", "ybuf_rows", "wmem_rows", "gmem_rows"),
-                            1 << 15), "rbuf_rows": 1024, "vbuf_rows": 1024}
-    prog, _ex, res = _run(name, spec=spec, **deep)
+    prog, _ex, res = _run(name, spec=spec, **DEEP)
     _check_equal(prog, res, [True, False, True, False, True])
     cfg, T = prog.cfg, prog.cfg.tile
     d = spec.head_dim

@@ -231,11 +231,15 @@ def _probe_all(cfg, rng):
     return pr
 
 
-@pytest.mark.parametrize("name", ["tiny", "paper", "tiny-ln1024"])
+#: The width probes' configurations; ``tiny-ln1024``: LayerNorm rows up to 1,024 at
+#: max_reduction 64 (LayerNorm's widths derived from ln_row_max).
+PROBED = {"tiny": {}, "paper": {}, "tiny-ln1024": {"ln_row_max": 1024}}
+
+
+@pytest.mark.parametrize("name", sorted(PROBED))
 def test_observed_widths_within_stated(name):
-    """Every intermediate within its stated width (``tiny-ln1024``: LayerNorm rows up to 1,024
-    at max_reduction 64, the widths derived from ln_row_max)."""
-    cfg = preset(name.split("-")[0], **({"ln_row_max": 1024} if "ln" in name else {}))
+    """Every intermediate within its stated width."""
+    cfg = preset(name.split("-")[0], **PROBED[name])
     T = vpu_tables(cfg)
     pr = _probe_all(cfg, np.random.default_rng(3))
     pr.update(_probe_cores(T))
