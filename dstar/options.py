@@ -15,8 +15,8 @@ from gen.errors import UserError
 from golden.config import PRESETS, VARIANTS, Config, ConfigError, preset
 
 __all__ = ["Parser", "add_config_options", "parse_overrides", "config_from_args", "checking",
-           "check_unit", "check_liberty", "EXTRAS", "installed", "missing_extra", "require_extra",
-           "require_iverilog"]
+           "check_unit", "check_liberty", "resolve_liberty", "EXTRAS", "installed",
+           "missing_extra", "require_extra", "require_iverilog"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -105,6 +105,28 @@ def check_liberty(path) -> dict:
     if info["name"] is None:
         raise UserError(f"{path} is not a Liberty library (no library group)")
     return info
+
+
+def resolve_liberty(given, *, needed: bool = True):
+    """The standard-cell library a command reads: ``given`` (``--liberty``), else the Nangate45
+    copy beside the project (:data:`fpga.liberty.NANGATE`) when it is there. A ``given`` file
+    that does not exist is bad input; so is no library at all when ``needed`` (without it the
+    result is ``None``). Commands call this after their other checks: a user's clone has no
+    library beside it, and every other mistake is worth hearing about first."""
+    from pathlib import Path
+
+    from fpga.liberty import NANGATE
+
+    if given is not None:
+        if not Path(given).is_file():
+            raise UserError(f"--liberty {given}: file not found")
+        return Path(given)
+    if NANGATE.is_file():
+        return NANGATE
+    if needed:
+        raise UserError(f"no standard-cell library: pass --liberty FILE (.lib or .lib.gz; the "
+                        f"project ships none, and the default {NANGATE} is not there)")
+    return None
 
 
 def require_iverilog(what: str):

@@ -96,7 +96,7 @@ def test_each_core_holds_the_whole_model_and_the_int8_core_no_state():
     (["--steps", "1"], "--steps must be >= 2"),
     (["--presets", "paper"], "has none; run with --presets fpga paper"),
     (["--labels", "12"], "--labels must be digits"),
-    (["--liberty", "/nonexistent.lib"], "liberty file not found"),
+    (["--liberty", "/nonexistent.lib"], "--liberty /nonexistent.lib: file not found"),
     (["--perf-model", "/nonexistent.json"], "dstar measure perf"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, msg):
@@ -104,6 +104,33 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv,
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1 and msg in err
     assert not (tmp_path / "o").exists()
+
+
+def test_without_a_library_the_default_one_is_missed_last(tmp_path, capsys):
+    """A user's clone has no library beside it (the fast tier's fixture makes that so here):
+    with every other input right, the one line says to pass --liberty."""
+    rc = dstar.cli.main(["measure", "compare", "--out-dir", str(tmp_path / "o")])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "no standard-cell library: pass --liberty FILE" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_resolve_liberty(tmp_path, monkeypatch):
+    import fpga.liberty
+    from dstar.options import resolve_liberty
+    from gen.errors import UserError
+
+    given = tmp_path / "cells.lib"
+    given.write_text("library (x) { }\n")
+    assert resolve_liberty(given) == given
+    with pytest.raises(UserError, match="--liberty .*nope.lib: file not found"):
+        resolve_liberty(tmp_path / "nope.lib", needed=False)
+    assert resolve_liberty(None, needed=False) is None
+    with pytest.raises(UserError, match="no standard-cell library"):
+        resolve_liberty(None)
+    monkeypatch.setattr(fpga.liberty, "NANGATE", given)
+    assert resolve_liberty(None) == given
 
 
 def test_paper_alone_keeps_only_an_fpga_object_of_todays_configurations(tmp_path, capsys):

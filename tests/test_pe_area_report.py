@@ -81,7 +81,7 @@ def test_bad_input_is_refused_before_any_synthesis(reports, monkeypatch, capsys)
     assert dstar.cli.main(["measure", "pe-area", "--liberty", str(missing),
                            "--out-dir", str(reports)]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1 and "liberty file not found" in err
+    assert out == "" and err.count("\n") == 1 and "nope.lib: file not found" in err
     (reports / "bench.json").unlink()
     liberty = reports / "cells.lib"
     liberty.write_text("library (x) { }\n")

@@ -87,7 +87,7 @@ def test_packing_report_renders_and_refuses_bad_paths(tmp_path):
     assert ("| sort, open 0, windows 1 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | 1,234.5 | "
             "1,000.0 | 234.5 |") in md
     assert "| bins 4 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | – | – | – |" in md
-    for args, what in (([f"--liberty={tmp_path / 'no.lib'}"], "liberty file not found"),
+    for args, what in (([f"--liberty={tmp_path / 'no.lib'}"], "no.lib: file not found"),
                        ([f"--operating-point={tmp_path / 'no.json'}"], "operating point file")):
         with pytest.raises(UserError, match=what):
             report_packing.main([*args, f"--out={tmp_path / 'out'}"])

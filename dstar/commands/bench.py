@@ -33,6 +33,7 @@ from dstar.options import (
     config_from_args,
     require_extra,
     require_iverilog,
+    resolve_liberty,
 )
 from gen.outputs import check_output_dir, check_outputs, json_text, write_together
 from gen.progress import say
@@ -146,12 +147,9 @@ def _check(args, cfg):
         if bad:
             raise UserError(f"--steps-run: step {bad[0]} is outside [0, {nsteps - 1}]")
     args.liberty_given = args.liberty is not None
-    if args.liberty is None and args.synth:
-        from dstar.benches.resources import NANGATE
-        args.liberty = NANGATE if NANGATE.is_file() else None
-    elif args.liberty is not None:
-        if not args.liberty.is_file():
-            raise UserError(f"--liberty {args.liberty}: file not found")
+    if args.liberty is not None or args.synth:
+        args.liberty = resolve_liberty(args.liberty, needed=False)
+    if args.liberty_given:
         check_liberty(args.liberty)
         inputs.append(args.liberty)
     check_output_dir(args.out)

@@ -32,7 +32,13 @@ import time
 from pathlib import Path
 
 from dstar.cli import UserError, WorkError
-from dstar.options import add_config_options, check_liberty, config_from_args, require_extra
+from dstar.options import (
+    add_config_options,
+    check_liberty,
+    config_from_args,
+    require_extra,
+    resolve_liberty,
+)
 from gen.outputs import check_output_dir, check_outputs, json_text, write_together
 from gen.progress import say
 
@@ -137,13 +143,7 @@ def _check(args, cfg):
                                 f"{flag[2:]} record)")
         image_inputs = [args.projection, args.compare]
     args.liberty_given = args.liberty is not None
-    if args.liberty is None:
-        from dstar.benches.resources import NANGATE
-        if not NANGATE.is_file():
-            raise UserError("no standard-cell library: pass --liberty FILE (.lib or .lib.gz)")
-        args.liberty = NANGATE
-    if not args.liberty.is_file():
-        raise UserError(f"--liberty {args.liberty}: file not found")
+    args.liberty = resolve_liberty(args.liberty)
     check_liberty(args.liberty)
     check_outputs(*(args.out / n for n in OUTPUTS), inputs=[args.liberty, *image_inputs])
     require_extra("sim", "dstar power")

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from dstar.cli import UserError, WorkError
-from dstar.options import check_liberty, require_extra
+from dstar.options import check_liberty, require_extra, resolve_liberty
 from fpga.liberty import NANGATE
 from gen.outputs import check_output_dir, json_text, png_writer, read_json, write_together
 from gen.paths import ROOT
@@ -111,13 +111,6 @@ def _check(args):
         raise UserError(f"--jobs must be at least 1, not {args.jobs}")
     hops = [_hop(h) for h in args.weight_hop]
     act_hops = [_hop(h, "--act-hop", "cols") for h in args.act_hop]
-    lib = args.liberty or NANGATE
-    if not lib.is_file():
-        raise UserError(f"liberty file not found: {lib} (pass --liberty FILE; the project "
-                        "ships no library)")
-    info = check_liberty(lib)
-    if args.scheduler is not None:
-        require_extra("farm", "dstar sweep --scheduler")
     if not args.bench.is_file():
         raise UserError(f"bench report not found: {args.bench} (run dstar bench)")
     try:
@@ -125,6 +118,10 @@ def _check(args):
         bench["totals"]["all"]["cycles_dstar"]
     except (ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{args.bench} is not a dstar bench report ({exc})") from None
+    lib = resolve_liberty(args.liberty)
+    info = check_liberty(lib)
+    if args.scheduler is not None:
+        require_extra("farm", "dstar sweep --scheduler")
     return hops, act_hops, lib, info, bench
 
 

@@ -29,7 +29,13 @@ import time
 from pathlib import Path
 
 from dstar.cli import UserError, WorkError
-from dstar.options import add_config_options, check_liberty, check_unit, config_from_args
+from dstar.options import (
+    add_config_options,
+    check_liberty,
+    check_unit,
+    config_from_args,
+    resolve_liberty,
+)
 from gen.outputs import check_outputs, json_text, write_together
 from gen.progress import say
 from gen.units import UNITS
@@ -116,9 +122,7 @@ def run_synth(args):
         if target not in ("generic", "asic"):
             raise UserError(f"--liberty maps to a standard-cell library: it needs --target "
                             f"generic or asic, not {target}")
-        if not args.liberty.is_file():
-            raise UserError(f"liberty file not found: {args.liberty}")
-        check_liberty(args.liberty)
+        check_liberty(resolve_liberty(args.liberty))
     if args.timeout is not None and not args.timeout > 0:
         raise UserError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
     check_outputs(args.json, inputs=[args.liberty])

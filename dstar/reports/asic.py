@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from dstar.options import Parser, check_liberty
+from dstar.options import Parser, check_liberty, resolve_liberty
 from fpga.liberty import NANGATE
 from gen.errors import UserError, WorkError
 from gen.paths import ROOT
@@ -327,12 +327,9 @@ def main(argv=None, prog=None) -> int:
                     help=f"only these units ({', '.join(units)})")
     args = ap.parse_args(argv)
     check_output_dir(OUT)
-    liberty = args.liberty or NANGATE
-    if not liberty.is_file():
-        raise UserError(f"liberty file not found: {liberty} (pass --liberty FILE; "
-                        "the project ships no library)")
     if args.jobs < 1:
         raise UserError(f"--jobs must be at least 1, not {args.jobs}")
+    liberty = resolve_liberty(args.liberty)
     js, md = OUT / "asic_area.json", OUT / "asic_area.md"
     check_outputs(js, md, inputs=[liberty])
     info = check_liberty(liberty)

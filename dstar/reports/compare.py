@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dstar.options import Parser, check_liberty
+from dstar.options import Parser, check_liberty, resolve_liberty
 from dstar.reports.compare_area import (
     ASIC_OPTIONS,
     CHECK_SIZE,
@@ -412,8 +412,6 @@ def plot(rec: dict, path):
 
 
 def main(argv=None, prog=None) -> int:
-    from fpga.liberty import NANGATE
-
     ap = Parser(prog=prog or "dstar measure compare", description=__doc__.split("\n")[0])
     ap.add_argument("--presets", nargs="+", choices=PRESETS, default=list(PRESETS),
                     help="what to measure: fpga (the RTL cores), paper (the part-area model "
@@ -440,14 +438,14 @@ def main(argv=None, prog=None) -> int:
         raise UserError("--steps must be >= 2, --labels non-empty and --jobs >= 1")
     if any(not 0 <= v <= 9 for v in args.labels):
         raise UserError("--labels must be digits 0 .. 9")
-    liberty = args.liberty or NANGATE
-    if not Path(liberty).is_file():
-        raise UserError(f"liberty file not found: {liberty} (pass --liberty FILE)")
-    info = check_liberty(liberty)
     if not args.perf_model.is_file():
         raise UserError(f"{args.perf_model} not found; run `dstar measure perf` first")
     out = check_output_dir(args.out_dir)
     kept = None if "fpga" in args.presets else kept_fpga(out / "compare.json")
+    # The library last: the default one (beside the project) is absent on a user's machine, and
+    # every other mistake is worth reporting before the user goes to find a library.
+    liberty = resolve_liberty(args.liberty)
+    info = check_liberty(liberty)
     steps: list = []
     t0 = time.perf_counter()
     rec = dict(liberty=info, sram=dict(um2_per_bit=round(SRAM_UM2_PER_BIT, 4),

@@ -25,8 +25,7 @@ from pathlib import Path
 
 from analysis.profile import load_operating_point
 from dstar.benches.layers import load_inputs, prepare
-from dstar.options import Parser
-from fpga.liberty import NANGATE
+from dstar.options import Parser, resolve_liberty
 from fpga.synth import synthesize, yosys_version
 from gen.errors import UserError
 from gen.outputs import check_output_dir, write_together
@@ -110,16 +109,14 @@ def main(argv=None, prog=None) -> int:
     ap = Parser(prog=prog or "dstar measure packing", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "reports",
                     help="report directory (default: reports/)")
-    ap.add_argument("--liberty", type=Path, default=NANGATE if NANGATE.is_file() else None,
-                    help="standard-cell library for the ASIC area (default: Nangate45 when "
-                         "present, else no ASIC area)")
+    ap.add_argument("--liberty", type=Path, default=None,
+                    help="standard-cell library for the ASIC area (default: the Nangate45 "
+                         "library beside the project when it is there, else no ASIC area)")
     ap.add_argument("--operating-point", type=Path, default=ROOT / "reports/profile_sweep.json",
                     help="the profile sweep whose operating point the streams use")
     ap.add_argument("--reuse", action="store_true", help="reuse stored identical Yosys runs")
     args = ap.parse_args(argv)
     check_output_dir(args.out)
-    if args.liberty is not None and not args.liberty.is_file():
-        raise UserError(f"--liberty: liberty file not found: {args.liberty}")
     if not args.operating_point.is_file():
         raise UserError(f"--operating-point: operating point file not found: "
                         f"{args.operating_point}")
@@ -127,6 +124,7 @@ def main(argv=None, prog=None) -> int:
         op = load_operating_point(args.operating_point)
     except (ValueError, KeyError) as why:
         raise UserError(f"--operating-point {args.operating_point}: {why}") from None
+    args.liberty = resolve_liberty(args.liberty, needed=False)
     rows, library, util = {}, None, {}
     layers_in, trace, _ = load_inputs(preset("fpga", **BENCH), steps=20)
     for label, packing in PACKINGS:

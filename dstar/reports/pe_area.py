@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from dstar.options import Parser, check_liberty
+from dstar.options import Parser, check_liberty, resolve_liberty
 from fpga.synth import synthesize, yosys_version
 from gen.errors import UserError
 from gen.outputs import check_output_dir, command_line, write_together
@@ -182,8 +182,6 @@ def markdown(rec: dict) -> str:
 
 
 def main(argv=None, prog=None) -> int:
-    from fpga.liberty import NANGATE
-
     ap = Parser(prog=prog or "dstar measure pe-area", description=__doc__.split("\n")[0])
     ap.add_argument("--presets", nargs="+", choices=PRESETS, default=list(PRESETS),
                     help="presets to measure (default: fpga paper)")
@@ -194,11 +192,9 @@ def main(argv=None, prog=None) -> int:
                     help="reuse stored synthesis results of identical designs and scripts")
     ap.add_argument("--out-dir", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    liberty = args.liberty or NANGATE
-    if not Path(liberty).is_file():
-        raise UserError(f"liberty file not found: {liberty} (pass --liberty FILE)")
-    info = check_liberty(liberty)
     out = check_output_dir(args.out_dir)
+    liberty = resolve_liberty(args.liberty)
+    info = check_liberty(liberty)
     wls = {name: workload(name, out) for name in args.presets}
     rec = dict(command=command_line() or "dstar measure pe-area",
                generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
