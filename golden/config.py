@@ -19,6 +19,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
+
 __all__ = ["Config", "ConfigError", "PRESETS", "VARIANTS", "CHOSEN", "INT8_CHOSEN", "preset",
            "bitlen", "CORE_BUFFER_ROWS", "PACKERS", "PACK_BINS",
            "CORE_WIDE_ROWS", "CORE_WIDE_ADDR_BITS", "CORE_PARAM_ROWS", "CORE_PARAM_ADDR_BITS",
@@ -76,7 +78,7 @@ def core_rows_limit(buf: str) -> int:
     return 1 << bits
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
                    "pack_windows", "datapath", "base_offset", "packer",
-                   "pack_bins", "ln_row_max") + CORE_BUFFER_ROWS
+                   "pack_bins", "ln_row_max", "ystate_frac") + CORE_BUFFER_ROWS
 
 
 class ConfigError(ValueError):
@@ -194,6 +196,13 @@ class Config:
     closed_loop:
         Differential layers keep ``x̂`` (closed loop, numerics §2.5) instead of the previous
         ``x``.
+    ystate_frac:
+        How a differential layer keeps its running sum ``Y`` between steps (numerics §2.5,
+        "Stored Y", issue 47): ``None`` (default) keeps all ``acc_bits`` (exact, ``Y = W·x̂``);
+        an integer ``g`` keeps ``Y`` rounded to ``g`` bits below each output channel's LSB
+        (by the channel's requantization shift) in ``ystate_width = act_width + 2 + g`` bits,
+        which cuts the state every step reads and writes. In ``[0, acc_bits - act_width -
+        2]``; ``None`` with ``datapath = "int8"`` (no state).
     p_base_log2:
         Static base of attention probabilities: ``P`` in units of ``2**-p_base_log2``
         (numerics §2.6).
@@ -247,6 +256,7 @@ class Config:
     act_hop: int = 1
     datapath: str = "dstar"
     closed_loop: bool = True
+    ystate_frac: int | None = None
     p_base_log2: int = 7
     base_offset: int | None = None
     sar_interval: int = 2
@@ -344,6 +354,10 @@ class Config:
         pos_int("act_hop", 1, self.cols)
         need(self.datapath in DATAPATHS, "datapath", self.datapath, f"one of {DATAPATHS}")
         need(isinstance(self.closed_loop, bool), "closed_loop", self.closed_loop, "a bool")
+        if self.ystate_frac is not None:
+            need(self.datapath == "dstar", "ystate_frac", self.ystate_frac,
+                 "None with datapath 'int8' (its dense layers keep no Y)")
+            pos_int("ystate_frac", 0, max(0, self.acc_bits - self.act_width - 2))
         # P is 0..2**p_base_log2 - 1 <= 127 so the quantizer keeps e = 0 (numerics §2.6).
         pos_int("p_base_log2", 0, 7)
         bo = self.base_offset
@@ -429,6 +443,25 @@ class Config:
     def acc_bits(self) -> int:
         """The accumulator width in use (explicit or derived)."""
         return self.safe_acc_width if self.acc_width is None else self.acc_width
+
+    @property
+    def ystate_width(self) -> int:
+        """Bits of each stored running sum ``Y`` (numerics §2.5): ``acc_bits``, or with
+        ``ystate_frac = g`` the ``act_width + 2 + g`` bits that hold twice the output range at
+        ``g`` bits below its LSB."""
+        if self.ystate_frac is None:
+            return self.acc_bits
+        return min(self.acc_bits, self.act_width + 2 + self.ystate_frac)
+
+    def ystate_shift(self, sh):
+        """The shift ``s`` (per output channel, from its requantization shift ``sh``) by which a
+        stored ``Y`` is rounded: ``max(0, sh - mult_width - ystate_frac)``, 0 with
+        ``ystate_frac`` None. Its LSB is then ``2**-g`` to ``2**-(g+1)`` of an output LSB
+        (``2**(mult_width-1) <= m < 2**mult_width``)."""
+        sh = np.asarray(sh, dtype=np.int64)
+        if self.ystate_frac is None:
+            return np.zeros_like(sh)
+        return np.maximum(sh - self.mult_width - self.ystate_frac, 0)
 
     @property
     def digit_width(self) -> int:

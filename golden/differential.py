@@ -39,6 +39,7 @@ from golden.fmdq import (
     dequant,
     requant_params,
     requantize,
+    rnd,
     to_fixed,
 )
 from golden.schedule import (
@@ -170,11 +171,16 @@ class DiffLinear:
             self.state = x.copy()
         # Y has the accumulator width in both modes: it saturates, never wraps (numerics §2.1, 2.5),
         # after each piece. With the derived width and one piece this only happens in open loop
-        # (closed loop: Y = W·x̂ fits).
+        # (closed loop: Y = W·x̂ fits). A stored Y (ystate_frac) is the running sum rounded by the
+        # channel's shift s: each piece adds to it at full width, stores it rounded, and the last
+        # piece's full sum gives y.
+        s = cfg.ystate_shift(self.sh)
         for _, _, acc_p in parts:
-            self.Y = self._saturate(self.Y + acc_p, cfg.acc_bits, "Y_saturated")
+            full = self._saturate((self.Y << s) + acc_p, cfg.acc_bits, "Y_saturated")
+            self.Y = full if cfg.ystate_frac is None else self._saturate(
+                rnd(full, s), cfg.ystate_width, "Y_saturated")
         acc = sum(p[2] for p in parts)
-        y, nsat = requantize(self.Y, self.m, self.sh, self.bias_int, cfg.act_width, cfg.sh_max)
+        y, nsat = requantize(full, self.m, self.sh, self.bias_int, cfg.act_width, cfg.sh_max)
         self.flags["y_saturated"] += nsat
         return StepResult(y=y, Y=self.Y.copy(), acc=acc, qz=qz, tiles=tiles, counters=ctr, dx=dx)
 

@@ -100,8 +100,9 @@ def kv_e_max(cfg: Config) -> int:
 class LayerStep:
     """One differential layer in one step (all int64).
 
-    ``updated`` is False for ``qk`` on a reuse step: then ``x``, ``dx``, ``qz``, ``acc``, ``y``
-    are None and ``xhat``/``Y`` are the unchanged state.
+    ``updated`` is False for ``qk`` on a reuse step: then ``x``, ``dx``, ``qz``, ``acc`` are None,
+    ``xhat``/``Y`` are the unchanged state and ``y`` the last cache step's output (what ABUF
+    still holds; with a stored Y not ``requant(Y)`` of the rounded state).
 
     x     (N, cin)   input, act_width bits
     dx    (N, cin)   ``x - x̂_{t-1}`` (closed loop), act_width + 2 bits
@@ -385,6 +386,7 @@ class IntDiTBlock:
         self._attention_scales(d)
         self.t = 0
         self.pcache = None
+        self.qk_y = None            # the last cache step's qk output (ABUF keeps it)
 
     def _make_layer(self, k, Wq, s_w, bias, name):
         """Layer ``k`` of the block: a closed-loop differential FMDQ layer at its base."""
@@ -417,6 +419,7 @@ class IntDiTBlock:
                                acc_overflow=False)
         self.t = 0
         self.pcache = None
+        self.qk_y = None
 
     def _layer_state(self, k):
         layer = self.layers[k]
@@ -445,6 +448,8 @@ class IntDiTBlock:
         ys = layer.flags["y_saturated"] - before
         sat[k] = ys
         sat[f"{k}.fmdq"] = int(np.count_nonzero(r.qz.saturated))
+        if k == "qk":
+            self.qk_y = r.y.copy()
         xh, Y = self._layer_state(k)
         return LayerStep(name=layer.name, updated=True, xhat=xh, Y=Y, x=x, dx=r.dx, qz=r.qz,
                          acc=r.acc, y=r.y, y_saturated=ys, counters=dict(r.counters.values),
@@ -452,7 +457,8 @@ class IntDiTBlock:
 
     def _idle_layer(self, k) -> LayerStep:
         xh, Y = self._layer_state(k)
-        return LayerStep(name=self.layers[k].name, updated=False, xhat=xh, Y=Y,
+        y = self.qk_y.copy() if k == "qk" and self.qk_y is not None else None
+        return LayerStep(name=self.layers[k].name, updated=False, xhat=xh, Y=Y, y=y,
                          flags=dict(self.layers[k].flags))
 
     def _heads(self, y):

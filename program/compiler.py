@@ -71,7 +71,6 @@ import numpy as np
 
 from golden.config import Config
 from golden.dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
-from golden.fmdq import requantize
 from golden.layouts import VPU_OPS
 from golden.schedule import piece_bounds
 from program.heads import padded_head_dim, padded_proj, unpad
@@ -236,21 +235,16 @@ class CoreProgram:
     def expected(self, step: BlockStep) -> dict:
         """The golden values of :meth:`parse_step_output`'s keys for one
         :class:`~golden.dit_int.BlockStep`: ``out`` (N, D), ``o`` (H, N, d) and per layer
-        ``<layer>.y``, ``<layer>.xhat``, ``<layer>.Y``. For ``qk`` on a reuse step ``y`` is
-        ``requant(Y)`` of the unchanged state (what ABUF still holds). The INT8 core has no
-        ``xhat`` and ``Y`` keys."""
+        ``<layer>.y``, ``<layer>.xhat``, ``<layer>.Y``. For ``qk`` on a reuse step ``y`` is the
+        last cache step's (what ABUF still holds). The INT8 core has no ``xhat`` and ``Y``
+        keys."""
         cfg = self.cfg
         res = {"out": step.out, "o": step.attn.o}
         for k in LAYERS:
             ls = step.layers[k]
-            y = ls.y
-            if dense(cfg):        # no state; a skipped qk's y is the last cache step's
-                res[f"{k}.y"] = y
-                continue
-            if y is None:
-                lay = self.blk.layers[k]
-                y, _ = requantize(ls.Y, lay.m, lay.sh, lay.bias_int, cfg.act_width, cfg.sh_max)
-            res[f"{k}.y"], res[f"{k}.xhat"], res[f"{k}.Y"] = y, ls.xhat, ls.Y
+            res[f"{k}.y"] = ls.y
+            if not dense(cfg):
+                res[f"{k}.xhat"], res[f"{k}.Y"] = ls.xhat, ls.Y
         return {k: np.asarray(v, np.int64) for k, v in res.items()}
 
     # ------------------------------------------------------------------ memory
@@ -330,7 +324,8 @@ def check_pieces(blk: IntDiTBlock, pieces) -> dict:
     """``pieces`` (``{layer: count}`` or None) checked against ``blk`` (ValueError naming the
     layer and the allowed values); returns the dict. A layer longer than ``max_reduction``
     runs in its golden layer's pieces (``pieces``: ``Y`` saturates after each, so another split
-    could differ)."""
+    could differ), and so does every layer with a stored Y (``ystate_frac``: rounded after each
+    piece)."""
     pieces = dict(pieces or {})
     for k, p in pieces.items():
         if k not in LAYERS:
@@ -344,6 +339,10 @@ def check_pieces(blk: IntDiTBlock, pieces) -> dict:
             raise ValueError(f"pieces[{k!r}] = {p}: the layer's {cin} input channels exceed "
                              f"max_reduction {blk.cfg.max_reduction} and run in its golden "
                              f"layer's {need} pieces; {need} only")
+        if p != need and blk.cfg.ystate_frac is not None:
+            raise ValueError(f"pieces[{k!r}] = {p}: a stored Y (ystate_frac "
+                             f"{blk.cfg.ystate_frac}) is rounded after every piece, so only the "
+                             f"golden layer's {need} piece(s) give its numbers; {need} only")
         if p > 1 and dense(blk.cfg):
             raise ValueError(f"pieces[{k!r}] = {p}: the INT8 core cannot split a reduction (its "
                              f"quantizer scales a whole tile by one exponent); 1 only")

@@ -15,7 +15,7 @@ id      row                                                 written / read by
 ABUF    ``T`` activations (act_width, signed), one *lane*   LOAD/STORE, QUANT, GEMM, VROW
         per token of a tile
 XBUF    ``T`` values of ``x̂`` (act_width + 1, signed)       LOAD/STORE, QUANT (diff)
-YBUF    ``T`` running sums ``Y`` (acc_bits, signed)         LOAD/STORE, GEMM (accum)
+YBUF    ``T`` running sums ``Y`` (ystate_width, signed)     LOAD/STORE, GEMM (accum)
 WMEM    ``cols`` INT8 weights of one input channel          LOAD, VROW (kv_quant); GEMM
 RBUF    ``T`` × (m, sh, bias) of output channels            LOAD; GEMM
 VBUF    ``T`` act values of a per-channel vector            LOAD; VROW (b, c operands)
@@ -254,7 +254,7 @@ def row_layout(cfg: Config, buf: str) -> list:
     if buf == "XBUF":
         return [_f("v", cfg.xhat_width, (T,), True)]
     if buf == "YBUF":
-        return [_f("v", cfg.acc_bits, (T,), True)]
+        return [_f("v", cfg.ystate_width, (T,), True)]
     if buf == "WMEM":
         return [_f("w", cfg.weight_width, (cfg.cols,), True)]
     if buf == "RBUF":

@@ -304,6 +304,18 @@ def test_overlap_refused_for_two_abuf_operands(cfg, dut):
 def test_differential_layer_over_steps(cfg, dut):
     """A differential layer (2 token tiles, 2 output blocks) over 3 steps with the group double
     buffer: every y, x̂ and Y equal to golden.differential.DiffLinear."""
+    _differential_layer_over_steps(cfg, dut)
+
+
+def test_differential_layer_with_a_stored_y():
+    """The same with a stored Y (``ystate_frac``, numerics §2.5): YBUF rows of
+    ``ystate_width`` bits, brought back and rounded by each channel's shift."""
+    c = preset("tiny", ystate_frac=1)
+    lay = _differential_layer_over_steps(c, Core(c, core=core_preset("tiny")))
+    assert (c.ystate_shift(lay.sh) > 0).any()
+
+
+def _differential_layer_over_steps(cfg, dut):
     rng = np.random.default_rng(4)
     N, cin, cout = 8, 8, 8
     nt, nob = N // T, cout // T
@@ -344,6 +356,7 @@ def test_differential_layer_over_steps(cfg, dut):
         assert np.array_equal(as_tensor(xh, N, cin), lay.state), f"x̂, step {s}"
         Yg = np.array([r_["v"] for r_ in Y]).reshape(nt, nob, T, T).transpose(0, 2, 1, 3)
         assert np.array_equal(Yg.reshape(N, cout), res.Y), f"Y, step {s}"
+    return lay
 
 
 def _errors_case(cfg, kind):

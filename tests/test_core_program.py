@@ -280,6 +280,34 @@ def test_reduction_pieces_refused(pieces, match):
         compile_block(blk, core_preset("tiny"), pieces)
 
 
+def test_reduction_pieces_refused_with_a_stored_y():
+    cfg = preset("tiny", ystate_frac=2)
+    blk = IntDiTBlock(init_params(SPEC, 1), 0, SPEC, cfg)
+    with pytest.raises(ValueError, match=r"stored Y \(ystate_frac 2\) is rounded after every"):
+        compile_block(blk, core_preset("tiny"), {"fc2": 2})
+
+
+@pytest.mark.parametrize("name, ystate_frac", [("tiny", 0), ("fpga", 3)])
+def test_stored_y_equals_golden(name, ystate_frac):
+    """A stored Y (``ystate_frac``, numerics §2.5): YBUF rows of ``ystate_width`` bits, each
+    GEMM adding the stored sum brought back by its channel's shift and writing it back rounded:
+    the executor equals the golden block at every step, Y included."""
+    prog, _ex, res = _run(name, ystate_frac=ystate_frac)
+    _check_equal(prog, res, [True, False, True, False, True])
+    assert prog.cfg.ystate_width < prog.cfg.acc_bits
+    assert any((np.abs(g.layers["fc1"].Y) > 0).any() for g, *_ in res)
+
+
+def test_stored_y_in_a_long_reduction_equals_golden():
+    """With a reduction longer than max_reduction the stored Y is rounded after each piece, in
+    the executor as in the golden layer."""
+    prog, _ex, res = _run("tiny", max_reduction=32, ystate_frac=1,
+                          spec=DiTSpec(image_size=8, patch=2, hidden=16, heads=2, depth=1,
+                                       mlp_ratio=3.0))
+    _check_equal(prog, res, [True, False, True, False, True])
+    assert prog.blk.layers["fc2"].pieces == 2
+
+
 def test_reduction_pieces_refused_on_int8():
     cfg = preset("tiny", datapath="int8")
     blk = Int8DiTBlock(init_params(SPEC, 1), 0, SPEC, cfg)

@@ -292,3 +292,80 @@ def test_layer_without_schedule_has_the_same_numerics():
         np.testing.assert_array_equal(a.state, b.state)
         x = x + rng.integers(-50, 50, x.shape)
     assert a.flags == b.flags
+
+
+@pytest.mark.parametrize("g", [0, 3])
+def test_stored_y_is_the_running_sum_rounded_by_the_channel_shift(g):
+    """``ystate_frac = g`` (numerics §2.5, "Stored Y"): each step adds the product to the
+    stored ``Y`` brought back by its channel's shift ``s``, gives ``y`` from that full sum, and
+    keeps it rounded by ``s`` in ``ystate_width`` bits: the exact running sum's, within half a
+    stored LSB per step, and the output within an LSB of the exact path's per step."""
+    from golden.fmdq import requantize, rnd
+
+    cfg = preset("fpga", ystate_frac=g)
+    exact, narrow = layer(preset("fpga"), 64, 16, seed=3), layer(cfg, 64, 16, seed=3)
+    s = cfg.ystate_shift(narrow.sh)
+    assert (s > 0).any() and cfg.ystate_width == cfg.act_width + 2 + g
+    lim = 1 << (cfg.ystate_width - 1)
+    rng = np.random.default_rng(4)
+    Z = np.zeros((8, 16), np.int64)
+    for k, x in enumerate(random_walk(rng, 6, 8, 64), 1):
+        re, rn = exact.step(x), narrow.step(x)
+        full = (Z << s) + rn.acc                       # the stored sum brought back, plus acc
+        y, _ = requantize(full, narrow.m, narrow.sh, narrow.bias_int, cfg.act_width,
+                          cfg.sh_max)
+        Z = np.clip(rnd(full, s), -lim, lim - 1)
+        np.testing.assert_array_equal(rn.Y, Z)
+        np.testing.assert_array_equal(rn.y, y)
+        assert (np.abs((Z << s) - re.Y) <= k * (1 << s) / 2).all()
+        assert (np.abs(rn.y - re.y) <= k).all()
+        np.testing.assert_array_equal(rn.acc, re.acc)  # the same quantization: x̂ is exact
+    assert not narrow.flags["Y_saturated"]
+
+
+def test_stored_y_saturates_at_its_width_with_the_sticky_flag():
+    """A stored Y beyond twice the output's range saturates at ``ystate_width`` and sets
+    ``Y_saturated``; the output saturates too (it had already)."""
+    cfg = preset("tiny", ystate_frac=0)
+    W = np.full((16, 4), 127)
+    lay = DiffLinear(W, np.full(4, 1.0), cfg)
+    r = lay.step(np.full((4, 16), (1 << (cfg.act_width - 1)) - 1))
+    lim = 1 << (cfg.ystate_width - 1)
+    assert (r.Y == lim - 1).all() and lay.flags["Y_saturated"]
+    assert (r.y == (1 << (cfg.act_width - 1)) - 1).all()
+
+
+def test_stored_y_with_pieces_rounds_after_each_piece():
+    """A long reduction with a stored Y: each piece's full sum is rounded back into the stored
+    Y, as the core's GEMM writes YBUF after each piece; ``y`` comes from the last piece's full
+    sum."""
+    from golden.fmdq import requantize, rnd
+
+    cfg = preset("tiny", max_reduction=16, ystate_frac=1)
+    rng = np.random.default_rng(9)
+    W = rng.integers(-127, 128, size=(40, 8))
+    lay = DiffLinear(W, np.full(8, 3e-4), cfg)
+    one = [DiffLinear(W[c0:c0 + n], np.full(8, 3e-4), preset("tiny", max_reduction=16))
+           for c0, n in ((0, 13), (13, 13), (26, 14))]
+    s = cfg.ystate_shift(lay.sh)
+    assert lay.pieces == 3 and (s > 0).any()
+    lim = 1 << (cfg.ystate_width - 1)
+    Z = np.zeros((8, 8), np.int64)
+    for x in random_walk(rng, 3, 8, 40, start_scale=2 ** 9, step_scale=40):
+        r = lay.step(x)
+        for piece, (c0, n) in zip(one, ((0, 13), (13, 13), (26, 14))):
+            full = (Z << s) + piece.step(x[:, c0:c0 + n]).acc
+            Z = np.clip(rnd(full, s), -lim, lim - 1)
+        y, _ = requantize(full, lay.m, lay.sh, lay.bias_int, cfg.act_width, cfg.sh_max)
+        np.testing.assert_array_equal(r.Y, Z)
+        np.testing.assert_array_equal(r.y, y)
+
+
+def test_stored_y_is_refused_where_there_is_no_state_or_room():
+    from golden.config import ConfigError
+    with pytest.raises(ConfigError, match="ystate_frac must be None with datapath 'int8'"):
+        preset("fpga", datapath="int8", ystate_frac=2)
+    with pytest.raises(ConfigError, match=r"ystate_frac must be an integer in \[0, "):
+        preset("tiny", ystate_frac=64)
+    assert preset("tiny").ystate_width == preset("tiny").acc_bits
+    assert preset("tiny", ystate_frac=2).hash() != preset("tiny").hash()

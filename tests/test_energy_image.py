@@ -125,11 +125,20 @@ def test_an_image_is_its_cache_and_reuse_steps_and_the_chip_sums_its_parts():
                           {"a": 2.0, "b": 4.0}) == pytest.approx(20.0 + 40.0 + 8.0 * 6 / 4)
     e = chip_energy(im, cores=2, cycles=100, idle_fj_per_cycle=1000.0,
                     fj_per_event=dict(array=2000.0, qpu=100.0, vpu=50.0),
-                    memories=core_memories(cfg), voltage=0.9, hbm_bytes=10)
+                    memories=core_memories(cfg, 8192), voltage=0.9,
+                    hbm_bytes=dict(weights=10, state=5), bank_bytes=8192)
     assert e["parts"]["idle"] == pytest.approx(200.0)
     assert e["parts"]["data: array"] == pytest.approx(im["groups_replayed"] * 2.0)
-    assert e["parts"]["hbm"] == pytest.approx(80 * 3.97)
+    assert e["parts"]["hbm: weights"] == pytest.approx(80 * 3.97)
+    assert e["parts"]["hbm: state"] == pytest.approx(40 * 3.97)
+    # The state's 40 bits staged through an 8 KB bank (the weights' writes WMEM counts).
+    from fpga.sram_energy import sram_read_pj, sram_write_pj
+    bit = (sram_read_pj(64, 1024, 0.9) + sram_write_pj(64, 1024, 0.9)) / 128
+    assert e["parts"]["sram: HBM staging"] == pytest.approx(40 * bit)
     assert e["total_pj"] == pytest.approx(sum(e["parts"].values()))
+    # Every buffer is an 8 KB bank of its own row width, whatever the core's depths.
+    for mem in core_memories(cfg, 8192):
+        assert mem["width"] * mem["size"] <= 8192 * 8
 
 
 def test_the_executor_events_must_equal_the_cores_counters():

@@ -8,7 +8,8 @@ import pytest
 
 import dstar.cli
 from dstar.reports.dit_shapes import MODELS, Attention, DiTModel, Linear
-from dstar.reports.project import Chip, Workload, main, paper_timing, pcache_bytes, project_model
+from dstar.reports.project import Chip, Workload, paper_timing, pcache_bytes, project_model
+from dstar.reports.projection import main
 from golden.config import preset
 from sim.perf_model import Timing
 
@@ -174,22 +175,30 @@ def test_a_core_makes_k_and_v_only_for_the_heads_of_its_query_tiles():
     assert heads_per_core(1, 1, 1) == 1
 
 
-def test_reduction_pieces_are_chosen_for_dstar_only(timing):
-    """A layer one token tile wide per core (fc2 of a 64-token model on 32 cores) waits for its
-    whole QUANT in one piece; the chip takes the fastest piece count, never slower than one
-    piece, and the INT8 array (one exponent per tile) always one."""
-    from dstar.reports.project import PIECE_CHOICES, best_pieces, linear_cycles
+def test_a_layer_takes_the_fastest_plan_that_fits_its_core(timing):
+    """fc2 of a 64-token model on 32 cores (one token tile per core, 4096 input channels): the
+    core's 80 KB cannot hold the tile's groups and a block's weights whole, so the layer runs in
+    pieces; of the plans that fit, the one with the least time (the longer of compute and
+    traffic), and no faster plan exists. More buffer never makes it slower."""
+    from dataclasses import replace
+
+    from dstar.reports.project import linear_cost, linear_cycles
+    from sim.chip_memory import MemorySystem
     x = Linear("blk.fc2", 64, 4096, 1024, 1)
-    one = linear_cycles(timing, CFG, x, 4.0, 0.9, 32)
-    cyc, p = best_pieces(timing, CFG, x, 4.0, 0.9, 32)
-    assert p in PIECE_CHOICES and p > 1 and cyc < one
-    assert cyc == min(linear_cycles(timing, CFG, x, 4.0, 0.9, 32, q) for q in PIECE_CHOICES)
-    assert best_pieces(timing, CFG, x, None, 1.0, 32) == (
-        linear_cycles(timing, CFG, x, None, 1.0, 32), 1)
+    chip = Chip()
+    for bits in (4.0, None):
+        c = linear_cost(timing, CFG, x, chip, bits=bits, fill=0.9, stateful=bits is not None)
+        assert c["pieces"] > 1 and c["plan"]["buffer_bytes"] <= chip.memory.core_buffer_bytes
+        assert c["cycles"] == linear_cycles(timing, CFG, x, bits, 0.9, 32, c["pieces"])
+        assert c["s"] >= max(c["cycles"] / chip.freq_hz,
+                             sum(c["bytes"].values()) / chip.memory.hbm_bytes_per_s) * 0.999
+        big = replace(chip, memory=MemorySystem(core_buffer_bytes=1 << 20))
+        assert linear_cost(timing, CFG, x, big, bits=bits, fill=0.9,
+                           stateful=bits is not None)["s"] <= c["s"]
     r = project_model(small_model(), Chip(), timing, timing, CFG,
                       Workload("w", 4.0, 4.0, 0.9, 0.5))
-    assert set(r["dstar"]["reduction_pieces"]) == {"fc", "blk.qk"}
-    assert set(r["int8"]["reduction_pieces"].values()) == {1}
+    assert set(r["dstar"]["reduction_pieces"]) == set(r["int8"]["reduction_pieces"]) == {
+        "fc", "blk.qk"}
 
 
 def test_attention_bound_from_the_drain_and_the_head_padding():
@@ -208,3 +217,12 @@ def test_attention_bound_from_the_drain_and_the_head_padding():
     # DSTAR: fewer bits make QKᵀ's reduction shorter than the drain: the bound falls.
     lo, hi = (attention_bound(model(72), CFG, Workload("w", b, b, 1.0, 1.0)) for b in (3.0, 6.0))
     assert lo < hi
+
+
+@pytest.mark.parametrize("tile", [(9, 5, 18), (1152, 600, 36), (384, 1152, 1), (40, 30, 2)])
+def test_a_long_gemm_stream_is_its_steady_state_extended(timing, tile):
+    """:func:`stream_cycles` extends a stream's fourth tile by its steady step: equal to the
+    whole run of the command-level model."""
+    from dstar.reports.project import _run, _stream, stream_cycles
+    for n in (1, 2, 3, 4, 7, 12):
+        assert stream_cycles(timing, tile, n) == _run(timing, _stream([tile] * n)), n

@@ -1,6 +1,6 @@
 """The matrix engine's requantizer (rtl/requant.py) in Amaranth's simulator: every row bit-exact
 against :func:`golden.vpu.acc_requant` (``Y``, ``y`` and both per-lane saturation flags) on
-random rows and on the extremes of every operand, in order, ``Y`` ``Y_LATENCY`` and ``y``
+random rows and on the extremes of every operand, in order, ``Y`` ``y_latency`` and ``y``
 ``LATENCY`` cycles after it enters, with gaps between rows; the side and ytag payloads travel
 with their row; ``bad`` marks exactly the rows with a shift outside ``[0, sh_max]``."""
 
@@ -25,27 +25,29 @@ def _logu(rng, bits, n, signed=True):
 
 
 def _rows(cfg, T, rng, n):
-    A, W, M = cfg.acc_bits, cfg.act_width, cfg.mult_width
+    A, W, M, Z = cfg.acc_bits, cfg.act_width, cfg.mult_width, cfg.ystate_width
     lo, hi = -(1 << (A - 1)), (1 << (A - 1)) - 1
     rows = []
     for i in range(n):
         if i % 4 == 0:            # the extremes of every operand
-            rows.append(dict(Y=rng.choice([lo, hi, 0, -1, 1], T),
+            rows.append(dict(Y=rng.choice([-(1 << (Z - 1)), (1 << (Z - 1)) - 1, 0, -1, 1], T),
                              acc=rng.choice([lo, hi, 0, -1], T),
                              m=rng.choice([0, 1, (1 << M) - 1], T),
                              sh=rng.choice([0, 1, cfg.sh_max], T),
                              bias=rng.choice([-(1 << (W - 1)), (1 << (W - 1)) - 1, 0], T)))
         else:
-            rows.append(dict(Y=_logu(rng, A - 1, T), acc=_logu(rng, A - 1, T),
+            rows.append(dict(Y=_logu(rng, Z - 1, T), acc=_logu(rng, A - 1, T),
                              m=_logu(rng, M, T, signed=False),
                              sh=rng.integers(0, cfg.sh_max, T, endpoint=True),
                              bias=_logu(rng, W - 1, T)))
     return rows
 
 
-@pytest.mark.parametrize("name", ["tiny", "fpga"])
-def test_rows_bit_exact_in_order(name):
-    cfg = preset(name)
+@pytest.mark.parametrize("name, ystate_frac", [("tiny", None), ("fpga", None), ("tiny", 0),
+                                               ("fpga", 3)])
+def test_rows_bit_exact_in_order(name, ystate_frac):
+    """``ystate_frac``: a stored Y (numerics §2.5), shifted back and rounded out per lane."""
+    cfg = preset(name, ystate_frac=ystate_frac)
     T = cfg.tile
     rng = np.random.default_rng(7)
     rows = _rows(cfg, T, rng, 60)
@@ -107,10 +109,11 @@ def test_rows_bit_exact_in_order(name):
     assert plain >= len(rows) * T // 4     # most lanes neither saturate nor vanish
 
 
-def test_latency_is_the_documented_one():
-    """A lone row's ``Y`` leaves exactly ``Y_LATENCY`` and its ``y`` ``LATENCY`` cycles after it
-    enters."""
-    cfg = preset("tiny")
+@pytest.mark.parametrize("ystate_frac, y_latency", [(None, 1), (2, 2)])
+def test_latency_is_the_documented_one(ystate_frac, y_latency):
+    """A lone row's ``Y`` leaves exactly ``y_latency`` (one more with a stored Y) and its ``y``
+    ``LATENCY`` cycles after it enters."""
+    cfg = preset("tiny", ystate_frac=ystate_frac)
     dut = Requant(cfg, lanes=cfg.tile, sh_width=bitlen(cfg.sh_max) + 2, side=1)
     seen, seen_y = [], []
 
@@ -130,4 +133,4 @@ def test_latency_is_the_documented_one():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert seen == [Requant.LATENCY] and seen_y == [Requant.Y_LATENCY]
+    assert seen == [Requant.LATENCY] and seen_y == [dut.y_latency] == [y_latency]

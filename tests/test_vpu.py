@@ -570,3 +570,38 @@ def test_documented_bound(measured, metric):
 def test_bounds_hold_on_other_configurations(name, overrides):
     """The max bounds are analytic: they hold for other presets and formats too."""
     assert check(preset(name, **overrides)) == []
+
+
+def test_acc_requant_with_a_stored_y():
+    """``ystate_frac`` (numerics §2.5): the stored Y comes back by its channel's shift, the sum
+    (saturated at ``acc_bits``) gives y, and Y goes out rounded by the shift at
+    ``ystate_width`` with its saturation in the flags; the same rule as
+    :class:`golden.differential.DiffLinear`."""
+    from golden.config import preset as full_preset
+    from golden.fmdq import requantize, rnd
+    from golden.vpu import acc_requant
+
+    cfg = full_preset("tiny", ystate_frac=2)
+    rng = np.random.default_rng(5)
+    T = cfg.tile
+    sh = np.array([18, 20, 23, 30])[:T]
+    m = rng.integers(1 << 15, 1 << 16, size=T)
+    bias = rng.integers(-100, 100, size=T)
+    lim = 1 << (cfg.ystate_width - 1)
+    Z = rng.integers(-lim, lim, size=(T, T))
+    Z[0, :] = lim - 1                                  # pushed over by a positive acc below
+    acc = rng.integers(-(1 << 24), 1 << 24, size=(T, T))
+    acc[0, :] = 1 << 28
+    s = cfg.ystate_shift(sh)
+    assert list(s) == [0, 2, 5, 12][:T]
+    r = acc_requant(Z, acc, m, sh, bias, cfg)
+    amax = 1 << (cfg.acc_bits - 1)
+    full = np.clip((Z << s) + acc, -amax, amax - 1)    # the sum saturates at acc_bits first
+    y, _ = requantize(full, m, sh, bias, cfg.act_width, cfg.sh_max)
+    want = rnd(full, s)
+    np.testing.assert_array_equal(r.y, y)
+    np.testing.assert_array_equal(r.Y, np.clip(want, -lim, lim - 1))
+    raw = (Z << s) + acc
+    np.testing.assert_array_equal(r.Y_saturated.flags, (raw < -amax) | (raw >= amax)
+                                  | (want < -lim) | (want > lim - 1))
+    assert r.Y_saturated.flags[0].all()

@@ -35,7 +35,7 @@ MEASUREMENTS = {
     "sizes": ("dstar.reports.sizes", "reports/sweep.*: array resources against size"),
     "perf": ("dstar.benches.perf_validate",
              "reports/perf_model.*: the core's cycle model calibrated and validated on the RTL"),
-    "projection": ("dstar.reports.project", "reports/projection.*: the paper-scale projection"),
+    "projection": ("dstar.reports.projection", "reports/projection.*: the paper-scale projection"),
     "compare": ("dstar.reports.compare",
                 "reports/compare.*: the whole DSTAR core against the whole INT8 core"),
     "reference": ("dstar.reports.reference",

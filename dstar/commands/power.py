@@ -88,6 +88,11 @@ def register(sub):
     p.add_argument("--compare", type=Path, default=Path("reports/compare.json"), metavar="FILE",
                    help="the whole-core comparison whose part-area model carries the idle "
                         "energy to the paper core (default reports/compare.json)")
+    p.add_argument("--paper-chip", action="store_true",
+                   help="only project the paper chip again: read the fpga figures of the "
+                        "energy.json already in --out, take the current --projection and "
+                        "--compare, rewrite energy.json, .md and .png (no synthesis, no "
+                        "simulation, seconds)")
     p.add_argument("--out", type=Path, default=Path("reports"), metavar="DIR",
                    help="folder for energy.json, .md and .png, created if missing (default "
                         "reports)")
@@ -158,6 +163,8 @@ def run_power(args):
     from fpga.synth import SynthError
     from gen.yosys import YosysError
 
+    if args.paper_chip:
+        return _paper_chip_again(args)
     cfg = config_from_args(args)
     steps, kinds = _check(args, cfg)
     t0 = time.perf_counter()
@@ -185,3 +192,35 @@ def run_power(args):
              args.out / "energy.png": plot_png(rep)}
     print(markdown(rep).split("\n\n")[0])
     write_together(files)
+
+
+def _paper_chip_again(args):
+    """``dstar power --paper-chip``: the paper chip's entries of ``energy.json`` from its
+    measured fpga figures and the current projection and comparison."""
+    import json
+
+    from dstar.reports.energy import markdown, plot_png
+    from dstar.reports.energy_image import paper_chip_entries
+
+    path = args.out / "energy.json"
+    for flag, f in (("--out", path), ("--projection", args.projection),
+                    ("--compare", args.compare)):
+        if not f.is_file():
+            raise UserError(f"{flag}: {f} not found (--paper-chip reuses a dstar power report "
+                            "and needs the projection and the comparison)")
+    try:
+        rep = json.loads(path.read_text())
+        rep["image"]["cores"]["dstar"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path} is not a dstar power report with the energy per image "
+                        f"({type(exc).__name__}: {exc})") from None
+    check_outputs(*(args.out / n for n in OUTPUTS), inputs=[args.projection, args.compare])
+    rep.update(paper_chip_entries(rep, args.projection, args.compare))
+    rep["paper_chip"]["command"] = (f"dstar power --paper-chip --projection {args.projection} "
+                                    f"--compare {args.compare} --out {args.out}")
+    write_together({path: json_text(rep), args.out / "energy.md": markdown(rep),
+                    args.out / "energy.png": plot_png(rep)})
+    say(f"wrote {path}, .md and .png: the paper chip of {len(rep['paper_chip']['models'])} "
+        "projected models")
+    return 0
+

@@ -290,10 +290,12 @@ def _paper_markdown(rep: dict) -> list:
         "core (the array per group × the PE count ratio, the QPU per sub-channel and the VPU "
         "per beat × the lane ratio); idle energy (clock, leakage; no clock gating) per µm² "
         "of each part × its `paper` area by the whole-core comparison's part-area model "
-        f"(`{pc['compare']}`), every core every cycle; SRAM per access at the `paper` core's "
-        "buffer sizes; HBM 3.97 pJ/bit on the projection's traffic "
-        "(`dstar/reports/energy_paper.py`). Not modelled: the network between cores, the "
-        "scratchpad, the host.", "",
+        f"(`{pc['compare']}`), every core every cycle; SRAM per access in an 8 KB bank of "
+        "the paper's 80 KB per-core buffer, every HBM byte staged through one; HBM 3.97 "
+        "pJ/bit on the projection's traffic with every byte charged (weights, activations, "
+        "FMDQ's state, GEMM re-fetches, K and V, the P cache: issue 47, "
+        "`dstar/reports/energy_paper.py`). Not modelled: the network between cores, the "
+        "scratchpad's own accesses, the host.", "",
         "*Floor* columns: the lower bounds on DSTAR/INT8 of the levers (`energy_image."
         "floors`, as for the `fpga` image above): every lever to DSTAR and none to INT8 "
         "(*one-sided*), the same levers to both (*symmetric*).", "",

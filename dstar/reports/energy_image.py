@@ -256,7 +256,6 @@ def per_image(cfg, liberty, arrays: dict, *, clock_ns: float, projection, compar
     ``reports/energy.json``."""
     from dstar.benches.unit_power import dit_tiles, qpu_energy, vpu_energy
     from dstar.reports.compare_area import QPU_PARTS
-    from dstar.reports.energy_paper import project_energy
     from fpga.sram_energy import SOURCES
     from golden.config import preset
 
@@ -281,29 +280,36 @@ def per_image(cfg, liberty, arrays: dict, *, clock_ns: float, projection, compar
                  levers=lv, floors=floors(d["parts"], i8["parts"], i8["total_pj"]),
                  vpu_run=f"{vpu['events']['in_beats']:,} input beats in "
                                     f"{vpu['run_cycles']:,} cycles")
+    keep = ("cells", "area_um2", "run_cycles", "events", "total_fj", "idle_fj_per_cycle",
+            "data_fj", "data_fj_per_event", "parts", "workload", "seconds", "testbench",
+            "unbounded")
+    rep = dict(units={"qpu": {k: qpu[k] for k in keep}, "vpu": {k: vpu[k] for k in keep}},
+               image=image, qpu_power_share=image["qpu_power_share"])
+    rep.update(paper_chip_entries(dict(rep, arrays=arrays, preset=cfg.name), projection,
+                                  compare))
+    say(f"paper chip: {len(rep['paper_chip']['models'])} projected models")
+    return rep
+
+
+def paper_chip_entries(rep: dict, projection, compare) -> dict:
+    """The ``paper_chip`` and ``energy_per_image_j`` entries of ``reports/energy.json`` from
+    its measured ``fpga`` figures (``rep``: ``arrays``, ``units``, ``image``, ``preset``;
+    :func:`dstar.reports.energy_paper.fpga_side`), the projection's rows and the comparison's
+    part areas: what ``dstar power --paper-chip`` recomputes without simulating anything."""
+    from dstar.reports.energy_paper import fpga_side, project_energy
+    from golden.config import preset
+
     proj, cmp = json.loads(Path(projection).read_text()), json.loads(Path(compare).read_text())
-    fpga_side = {}
-    for side, c in cores.items():
-        per_event = {"array": fj["mpu" if side == "dstar" else "baseline"]["fj_per_event"],
-                     "vpu": fj["vpu"]["fj_per_event"]}
-        if side == "dstar":
-            per_event["qpu"] = fj["qpu"]["fj_per_event"]
-        fpga_side[side] = dict(idle=c["idle_fj_per_cycle"], parts_um2=c["parts_um2"],
-                               fj_per_event=per_event)
-    paper = project_energy(proj["rows"], cmp["paper"]["area_model"], fpga_side, cfg,
-                           d["voltage"])
+    side = fpga_side(rep)
+    paper = project_energy(proj["rows"], cmp["paper"]["area_model"], side["sides"],
+                           preset(rep["preset"]), side["voltage"])
     for r in paper:
         r["floors"] = floors(r["dstar"]["parts"], r["int8"]["parts"], r["int8"]["total_pj"])
-    say(f"paper chip: {len(paper)} projected models")
-    e_img = {"fpga": {side: c["total_pj"] * 1e-12 for side, c in cores.items()}}
+    cores = rep["image"]["cores"]
+    e_img = {"fpga": {s: c["total_pj"] * 1e-12 for s, c in cores.items()}}
     for r in paper:
         e_img[f"{r['model']} ({r['workload']})"] = {
             "dstar": r["dstar"]["energy_j"], "int8": r["int8"]["energy_j"],
             "a100": r["a100"]["energy_j"]}
-    keep = ("cells", "area_um2", "run_cycles", "events", "total_fj", "idle_fj_per_cycle",
-            "data_fj", "data_fj_per_event", "parts", "workload", "seconds", "testbench",
-            "unbounded")
-    return dict(units={"qpu": {k: qpu[k] for k in keep}, "vpu": {k: vpu[k] for k in keep}},
-                image=image, paper_chip=dict(models=paper, projection=str(projection),
-                                             compare=str(compare)),
-                energy_per_image_j=e_img, qpu_power_share=image["qpu_power_share"])
+    return dict(paper_chip=dict(models=paper, projection=str(projection), compare=str(compare)),
+                energy_per_image_j=e_img)

@@ -14,14 +14,20 @@ core by what one event touches there:
 - **idle** (clock and leakage, no clock gating): each part's idle energy per µm² of the ``fpga``
   core × that part's area on the ``paper`` core by the part-area model of the whole-core
   comparison (``reports/compare.json``), every core every cycle of the image;
-- **SRAM**: each buffer's accesses × its per-access energy (:mod:`fpga.sram_energy`) at the
-  ``paper`` core's depths (:func:`program.isa.core_for`) and row widths;
-- **HBM**: the projection's traffic (every layer's INT8 weights once per step; activations
-  larger than the scratchpad; the P cache when it does not fit) at 3.97 pJ/bit.
+- **SRAM**: each buffer's accesses × its per-access energy (:mod:`fpga.sram_energy`) at its
+  row width in a bank of the chip's buffer (:attr:`sim.chip_memory.MemorySystem.bank_bytes`:
+  the paper's 80 KB per core banked in 8 KB macros, not the ``paper`` core's RTL depths), the
+  running sums read and written once per reduction piece the projection chose; every byte
+  HBM delivers or takes (but the weights, whose writes WMEM counts) once more, written into or
+  read out of a bank;
+- **HBM**: the projection's traffic by kind (weights, activations, FMDQ's state, the GEMM
+  traffic a small buffer adds, K/V operands, the P cache; :func:`dstar.reports.project.
+  project_model`) at 3.97 pJ/bit.
 
-Not modelled: the network between cores, the scratchpad (its traffic goes to the cores'
-buffers), the host. The A100 is charged its 250 W board power over its roofline time per image
-(:mod:`dstar.reports.gpu_bound`), a bound in the GPU's favour on time.
+Not modelled: the network between cores, the scratchpad's own accesses, the host. The A100 is
+charged its 250 W board power over its roofline time per image (:mod:`dstar.reports.gpu_bound`),
+a bound in the GPU's favour on time; beside the 45 nm figures, the chip's energy carried to the
+A100's 7 nm by :data:`SCALE_7NM` (logic and SRAM apart, HBM unscaled).
 """
 
 from __future__ import annotations
@@ -31,10 +37,29 @@ import math
 from golden.config import Config
 
 __all__ = ["step_events", "image_events", "core_memories", "chip_energy", "idle_per_cycle",
-           "project_energy", "A100_WATTS"]
+           "fpga_side", "row_energy", "project_energy", "at_7nm", "A100_WATTS", "SCALE_7NM",
+           "SCALE_DEEPSCALE", "SCALE_SOURCE"]
 
 #: The A100's board power the paper quotes (W).
 A100_WATTS = 250.0
+
+#: 45 nm → 7 nm energy factors (the A100's node), logic and SRAM apart: Jouppi et al., ISCA 2021
+#: (TPUv4i), Table 3's ranges, the middle of each (multipliers 2.1-3.2× less energy for logic,
+#: SRAM 1.3-2.4×); HBM is not scaled (the same memory at either node). The paper scaled by
+#: DeepScaleTool (Sarangi and Baas, ISCAS 2021), whose 0.2473 for power at equal frequency is
+#: second-hand (``SCALE_DEEPSCALE``).
+SCALE_7NM = {"logic": 1 / 2.65, "sram": 1 / 1.85, "hbm": 1.0}
+SCALE_DEEPSCALE = 0.2473
+SCALE_SOURCE = ("Jouppi et al., ISCA 2021 (TPUv4i): 45 nm to 7 nm energy, multipliers 2.1-3.2x "
+                "and SRAM 1.3-2.4x less (middle of each range taken); HBM unscaled")
+
+
+def at_7nm(parts: dict) -> float:
+    """pJ of an image's ``parts`` (:func:`chip_energy`'s) carried to 7 nm by
+    :data:`SCALE_7NM`: ``idle`` and ``data`` parts as logic, ``sram`` parts as SRAM, ``hbm``
+    unscaled."""
+    kind = {"idle": "logic", "data": "logic", "sram": "sram", "hbm": "hbm"}
+    return sum(v * SCALE_7NM[kind[k.split(":")[0]]] for k, v in parts.items())
 
 
 def _add(ev: dict, **k):
@@ -42,10 +67,13 @@ def _add(ev: dict, **k):
         ev[name] = ev.get(name, 0) + v
 
 
-def step_events(model, cfg: Config, wl, side: str, cache: bool, cores: int) -> dict:
+def step_events(model, cfg: Config, wl, side: str, cache: bool, cores: int,
+                pieces: dict | None = None) -> dict:
     """Events of one step of ``model`` over the whole chip (module docstring). ``side``:
     ``"dstar"`` (``wl``'s bits and fill; differential layers) or ``"int8"`` (dense, one group
-    per channel, P at 8 bits)."""
+    per channel, P at 8 bits); ``pieces``: each layer's reduction pieces (the projection's
+    ``reduction_pieces``; 1 when not given): a GEMM per piece, the running sums (DSTAR's ``Y``,
+    the INT8 core's partial sums after the first piece) read and written by each."""
     from dstar.reports.project import _groups, vector_rows
 
     T, ev = cfg.tile, {}
@@ -61,15 +89,18 @@ def step_events(model, cfg: Config, wl, side: str, cache: bool, cores: int) -> d
             continue
         nt, nb = math.ceil(x.tokens / T), math.ceil(x.cout / T)
         g = groups(x.cin, wl.bits)
+        p = (pieces or {}).get(x.name, 1)
         n_gemm, n_sub = x.count * nt * nb, x.count * nt * x.cin
         _add(ev, groups_replayed=n_gemm * g, qpu_subchannels=n_sub,
              gmem_writes=x.count * nt * g, gmem_reads=n_gemm * g, wmem_reads=n_gemm * g * ports,
-             abuf_reads=n_sub * (1 if dstar else 2), abuf_writes=n_gemm * T,
-             rbuf_reads=n_gemm * T,
+             abuf_reads=n_sub * (1 if dstar else 2), abuf_writes=n_gemm * T * p,
+             rbuf_reads=n_gemm * T * p,
              wmem_writes=x.count * x.cin * nb * min(cores, nt))
+        sums = n_gemm * T * (p if dstar else p - 1)
+        if sums:
+            _add(ev, ybuf_reads=sums, ybuf_writes=sums)
         if dstar:
-            _add(ev, xbuf_reads=n_sub, xbuf_writes=n_sub, ybuf_reads=n_gemm * T,
-                 ybuf_writes=n_gemm * T)
+            _add(ev, xbuf_reads=n_sub, xbuf_writes=n_sub)
     for a in model.attentions:
         nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
         kept = max(1, round(nk * wl.kept))
@@ -104,43 +135,51 @@ def step_events(model, cfg: Config, wl, side: str, cache: bool, cores: int) -> d
     return ev
 
 
-def image_events(model, cfg: Config, wl, side: str, cores: int) -> dict:
+def image_events(model, cfg: Config, wl, side: str, cores: int,
+                 pieces: dict | None = None) -> dict:
     """:func:`step_events` over an image: ``ceil(steps / interval)`` cache steps, the rest
     reuse steps."""
     n_cache = math.ceil(model.steps / wl.interval)
     out = {}
     for cache, n in ((True, n_cache), (False, model.steps - n_cache)):
-        for k, v in step_events(model, cfg, wl, side, cache, cores).items():
+        for k, v in step_events(model, cfg, wl, side, cache, cores, pieces).items():
             out[k] = out.get(k, 0) + n * v
     return out
 
 
-def core_memories(cfg: Config) -> list:
+def core_memories(cfg: Config, bank_bytes: int) -> list:
     """The buffers of one core of ``cfg`` as the energy model sees them: ``{"module", "name",
-    "width", "size"}`` (ABUF as its ``T`` banks of one element each)."""
+    "width", "size"}``, each a ``bank_bytes`` bank of its row width (the chip's unified buffer
+    banked, :class:`sim.chip_memory.MemorySystem`; ABUF as its ``T`` banks of one element
+    each); the running sums at the accumulator's width on the INT8 core (its partial sums)."""
     from golden.layouts import gmem_layout, layout_width
-    from program.isa import core_for, row_width
+    from program.isa import row_width
 
-    core = core_for(cfg)
+    def rows(width):
+        return max(1, bank_bytes * 8 // width)
+
     mems = [dict(module="core.abuf", name=f"bank{k}", width=cfg.act_width,
-                 size=core.abuf_rows) for k in range(cfg.tile)]
+                 size=rows(cfg.act_width)) for k in range(cfg.tile)]
     for b in ("XBUF", "YBUF", "RBUF", "VBUF", "MASK"):
-        mems.append(dict(module="core", name=b.lower(), width=row_width(cfg, b),
-                         size=getattr(core, f"{b.lower()}_rows")))
+        w = cfg.tile * cfg.baseline_acc_width if b == "YBUF" and cfg.datapath == "int8" \
+            else row_width(cfg, b)
+        mems.append(dict(module="core", name=b.lower(), width=w, size=rows(w)))
     mems.append(dict(module="core.matrix.mpu", name="weights", width=cfg.cols * 8,
-                     size=core.wmem_rows))
-    mems.append(dict(module="core", name="gmem", width=layout_width(gmem_layout(cfg)),
-                     size=core.gmem_rows))
+                     size=rows(cfg.cols * 8)))
+    w = layout_width(gmem_layout(cfg))
+    mems.append(dict(module="core", name="gmem", width=w, size=rows(w)))
     return mems
 
 
 def chip_energy(events: dict, *, cores: int, cycles: float, idle_fj_per_cycle: float,
-                fj_per_event: dict, memories: list, voltage: float, hbm_bytes: float) -> dict:
+                fj_per_event: dict, memories: list, voltage: float, hbm_bytes: dict,
+                bank_bytes: int) -> dict:
     """pJ of one image: idle (every core, every cycle), data (``fj_per_event``: ``{"array",
     "qpu", "vpu"}`` at this configuration), SRAM (:func:`fpga.sram_energy.
-    sram_energy` on ``memories``), ``hbm_bytes`` of HBM traffic (the projection's). Returns
-    ``{"parts", "total_pj"}``."""
-    from fpga.sram_energy import HBM_PJ_PER_BIT, sram_energy
+    sram_energy` on ``memories``), HBM traffic (``hbm_bytes``: the projection's by kind) and its
+    staging through a ``bank_bytes`` bank (module docstring). Returns ``{"parts",
+    "total_pj"}``."""
+    from fpga.sram_energy import HBM_PJ_PER_BIT, sram_energy, sram_read_pj, sram_write_pj
 
     parts = {"idle": idle_fj_per_cycle * cycles * cores / 1e3,
              "data: array": events["groups_replayed"] * fj_per_event["array"] / 1e3,
@@ -149,7 +188,11 @@ def chip_energy(events: dict, *, cores: int, cycles: float, idle_fj_per_cycle: f
         parts["data: qpu"] = events["qpu_subchannels"] * fj_per_event["qpu"] / 1e3
     sram = sram_energy(memories, events, voltage)
     parts.update({f"sram: {k}": v for k, v in sram["by_buffer"].items()})
-    parts["hbm"] = hbm_bytes * 8 * HBM_PJ_PER_BIT
+    staged = sum(v for k, v in hbm_bytes.items() if k != "weights") * 8
+    per_bit = (sram_read_pj(64, bank_bytes // 8, voltage)
+               + sram_write_pj(64, bank_bytes // 8, voltage)) / 2 / 64
+    parts["sram: HBM staging"] = staged * per_bit
+    parts.update({f"hbm: {k}": v * 8 * HBM_PJ_PER_BIT for k, v in hbm_bytes.items()})
     return dict(parts=parts, total_pj=sum(parts.values()))
 
 
@@ -166,47 +209,73 @@ def idle_per_cycle(fpga_idle: dict, fpga_parts_um2: dict, paper_parts_um2: dict)
     return out
 
 
-def project_energy(rows: list, area_model: dict, fpga: dict, fpga_cfg: Config,
-                   voltage: float) -> list:
-    """Energy per image of each projected model (``rows``: ``reports/projection.json``'s) on the
-    DSTAR chip and the INT8 chip, and the A100's. ``area_model``: ``reports/compare.json``'s
-    ``paper.area_model`` (``{side: {"fit": {"predicted": {"parts"}}}}``); ``fpga``: per side
-    ``{"idle": {part: fJ/cycle}, "parts_um2": {part: µm²}, "fj_per_event": {"array", "qpu",
-    "vpu"}}`` of the ``fpga`` cores."""
+def fpga_side(rep: dict) -> dict:
+    """What :func:`project_energy` takes of the ``fpga`` cores from ``dstar power``'s report
+    (``reports/energy.json``): per side ``{"idle", "parts_um2", "fj_per_event"}``, and the
+    gate-level ``voltage``. Raises ``KeyError`` when the report lacks them."""
+    cores = rep["image"]["cores"]
+    fj_q = rep["units"]["qpu"]["data_fj_per_event"]["subchannels"]
+    fj_v = rep["units"]["vpu"]["data_fj_per_event"]["in_beats"]
+    out = {}
+    for side, unit in (("dstar", "mpu"), ("int8", "baseline")):
+        per_event = {"array": rep["arrays"][unit]["data_fj_per_group"], "vpu": fj_v}
+        if side == "dstar":
+            per_event["qpu"] = fj_q
+        out[side] = dict(idle=cores[side]["idle_fj_per_cycle"],
+                         parts_um2=cores[side]["parts_um2"], fj_per_event=per_event)
+    return dict(sides=out, voltage=cores["dstar"]["voltage"])
+
+
+def row_energy(row: dict, area_model: dict, fpga: dict, fpga_cfg: Config,
+               voltage: float) -> dict:
+    """Energy per image of one projected model (``row``: a row of ``reports/projection.json``,
+    its ``config`` the ``paper`` configuration's overrides and ``memory`` the chip's memories)
+    on the DSTAR chip and the INT8 chip, and the A100's. ``area_model``:
+    ``reports/compare.json``'s ``paper.area_model`` (``{side: {"fit": {"predicted":
+    {"parts"}}}}``); ``fpga``: per side ``{"idle": {part: fJ/cycle}, "parts_um2": {part: µm²},
+    "fj_per_event": {"array", "qpu", "vpu"}}`` of the ``fpga`` cores (:func:`fpga_side`)."""
     from dstar.reports.dit_shapes import MODELS
     from dstar.reports.project import Chip, Workload
     from golden.config import preset
+    from sim.chip_memory import MemorySystem
 
-    chip = Chip()
-    by_name = MODELS
-    out = []
-    for row in rows:
-        model = by_name[row["model"]]
-        wl = Workload(**row["workload"])
-        rec = dict(model=row["model"], workload=wl.name, steps=model.steps)
-        for side in ("dstar", "int8"):
-            cfg = preset("paper", datapath=side)
-            f = fpga[side]
-            scale = {"array": cfg.rows * cfg.cols / (fpga_cfg.rows * fpga_cfg.cols),
-                     "qpu": cfg.tile / fpga_cfg.tile,
-                     "vpu": cfg.vpu_lanes / fpga_cfg.vpu_lanes}
-            per_event = {k: v * scale[k] for k, v in f["fj_per_event"].items()}
-            idle = idle_per_cycle(f["idle"], f["parts_um2"],
-                                  area_model[side]["fit"]["predicted"]["parts"])
-            n_cache = math.ceil(model.steps / wl.interval)
-            r = row[side]
-            hbm = (n_cache * r["cache"]["hbm_s"] + (model.steps - n_cache) * r["reuse"]["hbm_s"]) \
-                * chip.hbm_bytes_per_s
-            ev = image_events(model, cfg, wl, side, chip.cores)
-            e = chip_energy(ev, cores=chip.cores, cycles=r["per_image_s"] * chip.freq_hz,
-                            idle_fj_per_cycle=idle, fj_per_event=per_event,
-                            memories=core_memories(cfg), voltage=voltage, hbm_bytes=hbm)
-            rec[side] = dict(e, energy_j=e["total_pj"] * 1e-12, per_image_s=r["per_image_s"],
-                             watts=e["total_pj"] * 1e-12 / r["per_image_s"],
-                             idle_fj_per_core_cycle=idle, events=ev, hbm_bytes=hbm)
-        gpu_s = row["gpu"]["per_image_s"]
-        rec["a100"] = dict(energy_j=A100_WATTS * gpu_s, per_image_s=gpu_s, watts=A100_WATTS)
-        rec["dstar_over_int8"] = rec["dstar"]["energy_j"] / rec["int8"]["energy_j"]
-        rec["a100_over_dstar"] = rec["a100"]["energy_j"] / rec["dstar"]["energy_j"]
-        out.append(rec)
-    return out
+    chip = Chip(memory=MemorySystem(**row["memory"])) if "memory" in row else Chip()
+    model = MODELS[row["model"]]
+    wl = Workload(**row["workload"])
+    rec = dict(model=row["model"], workload=wl.name, steps=model.steps)
+    for side in ("dstar", "int8"):
+        over = row.get("config", {}) if side == "dstar" else {}
+        cfg = preset("paper", datapath=side, **over)
+        f = fpga[side]
+        scale = {"array": cfg.rows * cfg.cols / (fpga_cfg.rows * fpga_cfg.cols),
+                 "qpu": cfg.tile / fpga_cfg.tile,
+                 "vpu": cfg.vpu_lanes / fpga_cfg.vpu_lanes}
+        per_event = {k: v * scale[k] for k, v in f["fj_per_event"].items()}
+        idle = idle_per_cycle(f["idle"], f["parts_um2"],
+                              area_model[side]["fit"]["predicted"]["parts"])
+        n_cache = math.ceil(model.steps / wl.interval)
+        r = row[side]
+        hbm = {k: n_cache * v + (model.steps - n_cache) * r["reuse"]["hbm_bytes"][k]
+               for k, v in r["cache"]["hbm_bytes"].items()}
+        ev = image_events(model, cfg, wl, side, chip.cores, r.get("reduction_pieces"))
+        bank = chip.memory.bank_bytes
+        e = chip_energy(ev, cores=chip.cores, cycles=r["per_image_s"] * chip.freq_hz,
+                        idle_fj_per_cycle=idle, fj_per_event=per_event,
+                        memories=core_memories(cfg, bank), voltage=voltage,
+                        hbm_bytes=hbm, bank_bytes=bank)
+        rec[side] = dict(e, energy_j=e["total_pj"] * 1e-12, per_image_s=r["per_image_s"],
+                         watts=e["total_pj"] * 1e-12 / r["per_image_s"],
+                         energy_7nm_j=at_7nm(e["parts"]) * 1e-12,
+                         idle_fj_per_core_cycle=idle, events=ev, hbm_bytes=hbm)
+    gpu_s = row["gpu"]["per_image_s"]
+    rec["a100"] = dict(energy_j=A100_WATTS * gpu_s, per_image_s=gpu_s, watts=A100_WATTS)
+    rec["dstar_over_int8"] = rec["dstar"]["energy_j"] / rec["int8"]["energy_j"]
+    rec["a100_over_dstar"] = rec["a100"]["energy_j"] / rec["dstar"]["energy_j"]
+    rec["a100_over_dstar_7nm"] = rec["a100"]["energy_j"] / rec["dstar"]["energy_7nm_j"]
+    return rec
+
+
+def project_energy(rows: list, area_model: dict, fpga: dict, fpga_cfg: Config,
+                   voltage: float) -> list:
+    """:func:`row_energy` of every row of ``reports/projection.json``."""
+    return [row_energy(row, area_model, fpga, fpga_cfg, voltage) for row in rows]

@@ -2,7 +2,8 @@
 paper's chip and run on the layer shapes of the paper's seven DiTs
 (:mod:`dstar.reports.dit_shapes`).
 
-``dstar measure projection`` → ``reports/projection.{json,md,png}``.
+``dstar measure projection`` (:mod:`dstar.reports.projection`) →
+``reports/projection.{json,md,png}``.
 
 How it scales
 -------------
@@ -15,20 +16,28 @@ How it scales
   sub-channels at ``bits`` average bits sends ``cin · bits/2`` slice columns, packed ``lanes``
   to a group at lane fill ``fill`` (both measured by ``dstar profile`` on the trained DiT, or
   the paper's values). Reductions longer than ``max_reduction`` are split and accumulated.
-* **Reduction pieces**: a core whose share of a layer is a single token tile would wait for
-  that tile's whole QUANT before its first GEMM; the compiler can split each token tile's
-  reduction into pieces (``compile_block(..., pieces=)``, program/compiler.py: the same
-  outputs, bit-exact on the RTL), so each piece's QUANT runs beside the previous piece's GEMMs.
-  For every DSTAR layer the chip takes the fastest count of :data:`PIECE_CHOICES` by this model
-  (recorded as ``reduction_pieces``); the INT8 core cannot split (its quantizer scales a whole
-  tile by one exponent), so it keeps one piece.
+* **Reduction pieces and the core's buffer** (:mod:`sim.chip_memory`): each token tile's
+  reduction may run in pieces (``compile_block(..., pieces=)``, program/compiler.py), each
+  piece's QUANT beside the previous piece's GEMMs; and the paper's 80 KB per core holds a
+  layer's working set only in pieces (a block's weights, the groups, the accumulators). For
+  every layer, DSTAR's and the INT8 core's alike (the INT8 core's pieces share the tile's
+  exponent: its numbers do not change), the chip takes the plan of :func:`linear_cost`: of
+  the plans that fit the buffer, the one whose time, the longer of its compute at its pieces
+  and its HBM traffic, is least (recorded as ``reduction_pieces``).
 * **The chip**: 32 cores share each layer (token tiles first, then column blocks; attention
   by (sequence, head, query tile), head-major, so that a core makes K and V weights only for
-  the heads its query tiles belong to: :func:`heads_per_core`); every layer's
-  INT8 weights stream from HBM once per step; a layer takes the longer of its compute and its
-  HBM traffic (a roofline per layer). The P cache (numerics §2.6 record) stays in the 512 KB
-  scratchpad when every layer's cache fits next to one layer's activations; otherwise it lives
-  in HBM and costs its write on cache steps and its read on reuse steps.
+  the heads its query tiles belong to: :func:`heads_per_core`); a layer takes the longer of
+  its compute and its HBM traffic (a roofline per layer: the working set double-buffers the
+  traffic). **Every byte is charged** (issue 47): the weights once per round of token tiles
+  (multicast to the cores that share a round), the activations of every linear layer,
+  attention and element-wise row whose tensors do not fit the 512 KB scratchpad, FMDQ's state
+  (:func:`state_bytes`: ``x̂`` and ``Y`` of every differential layer read and written every
+  step it runs, at the widths the core stores), what the plan re-fetches (groups, partial
+  sums), K and V when a core's heads do not fit half its buffer (:func:`attention_bytes`), and
+  the P cache (numerics §2.6 record), which stays in the scratchpad when every layer's cache
+  fits next to one layer's activations and otherwise lives in HBM (written on cache steps,
+  read on reuse steps). HBM capacity is checked against the weights, the state, the P cache
+  and two layers' activations (``fits_hbm``).
 * **The baseline**: the same chip with the INT8 core (``datapath = "int8"``, numerics §2.8,
   docs/architecture.md §16): the INT8 array of the same size (one beat per input channel, tile
   period ``L + rows``), dense layers (no differential quantization), the INT8 quantizer's two
@@ -55,49 +64,51 @@ at the tensor cores' peak or the minimum HBM traffic, whichever is longer, every
 the GPU's favour; ``a100_over_dstar`` is its time per image over DSTAR's, so the chip's real
 lead over an A100 is at least that.
 
-What it does not model: NoC contention, HBM latency (bandwidth only), the host, energy.
+What it does not model: NoC contention (the multicasts included), HBM latency (bandwidth
+only), HBM's own row-buffer behaviour, layer fusion (a real schedule could keep an element-wise
+row's output on chip for the next layer), the host. The energy per image is
+:mod:`dstar.reports.energy_paper`'s.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from dstar.options import Parser
-from dstar.reports.dit_shapes import MODELS, Attention, DiTModel, Linear
+from dstar.reports.dit_shapes import Attention, DiTModel, Linear
 from dstar.reports.gpu_bound import A100, roofline
 from gen.errors import UserError
-from gen.outputs import check_output_dir, read_json, save_png, write_together
-from gen.progress import say
+from gen.outputs import read_json
 from golden.config import Config, ConfigError, preset
 from program.compiler import FREE, FULL, P_READY, S_READY
+from sim.chip_memory import PAPER_MEMORY, MemorySystem, linear_plans
 from sim.core_work import Work
 from sim.perf_model import INT8_QUANT_FIXED, Timing, simulate
 from sim.timing import array_tile_period
 
 __all__ = ["Chip", "Workload", "paper_timing", "int8_timing", "int8_workload", "heads_per_core",
            "project_model", "attention_parts", "pe_utilization", "attention_bound", "linear_cycles",
-           "best_pieces", "vector_rows", "PIECE_CHOICES", "main"]
+           "stream_cycles", "linear_cost", "attention_bytes", "vector_bytes", "state_bytes",
+           "vector_rows", "load_calibration"]
 
 
 @dataclass(frozen=True)
 class Chip:
-    """The paper's chip (numerics §1)."""
+    """The paper's chip (numerics §1): its cores, clock and memories
+    (:class:`sim.chip_memory.MemorySystem`: the paper's 3.1 MB of SRAM and HBM2)."""
 
     cores: int = 32
     freq_hz: float = 1e9
-    scratchpad_bytes: int = 512 * 1024
-    hbm_bytes_per_s: float = 1.5e12
+    memory: MemorySystem = PAPER_MEMORY
 
 
 @dataclass(frozen=True)
 class Workload:
     """Statistics of the activations: FMDQ average ``bits`` of linear-layer inputs and of
     ``P`` (``p_bits``), lane ``fill``, SAR ``kept`` fraction of attention blocks and ``interval``
-    (1 cache step every ``interval`` steps)."""
+    (1 cache step every ``interval`` steps); ``dense_bits``: the average bits of an input
+    quantized whole (the first step's, against a zero state), None when unknown."""
 
     name: str
     bits: float
@@ -105,6 +116,7 @@ class Workload:
     fill: float
     kept: float
     interval: int = 2
+    dense_bits: float | None = None
 
 
 # ----------------------------------------------------------------------------- timing
@@ -196,11 +208,6 @@ def _share(n: int, cores: int) -> int:
     return math.ceil(n / cores)
 
 
-#: Reduction piece counts the chip's compiler chooses among for a DSTAR layer
-#: (program/compiler.py ``pieces``); the INT8 core cannot split (one exponent per tile).
-PIECE_CHOICES = (1, 2, 3, 4, 6, 8)
-
-
 def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: float,
                   cores: int, pieces: int = 1) -> int:
     """Cycles of one core for its share of linear layer ``x`` (``bits`` None: the INT8 array,
@@ -215,19 +222,27 @@ def linear_cycles(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: f
     nch = math.ceil(x.cin / parts)
     g = nch if bits is None else _groups(nch, bits, cfg, fill)
     if nt >= cores:
-        tiles = [(nch, g, nb)] * (_share(nt, cores) * parts)
-    else:
-        per = _share(nt * nb, cores)            # GEMMs per core, tiles of at most nb
-        tiles = [(nch, g, min(nb, per))] * (math.ceil(per / nb) * parts)
-    return _run(t, _stream(tiles))
+        return stream_cycles(t, (nch, g, nb), _share(nt, cores) * parts)
+    per = _share(nt * nb, cores)                # GEMMs per core, tiles of at most nb
+    return stream_cycles(t, (nch, g, min(nb, per)), math.ceil(per / nb) * parts)
 
 
-def best_pieces(t: Timing, cfg: Config, x: Linear, bits: float | None, fill: float,
-                cores: int) -> tuple:
-    """``(cycles, pieces)``: the fastest of :data:`PIECE_CHOICES` for a DSTAR layer (the
-    fewest pieces among equals), 1 for the INT8 array (``bits`` None)."""
-    choices = (1,) if bits is None else PIECE_CHOICES
-    return min((linear_cycles(t, cfg, x, bits, fill, cores, p), p) for p in choices)
+_STREAMS: dict = {}
+
+
+def stream_cycles(t: Timing, tile: tuple, n: int) -> int:
+    """Cycles of a GEMM stream (:func:`_stream`) of ``n`` equal tiles ``(nch, groups, gemms)``.
+    From the fourth tile on every tile adds the same cycles (the double-buffered protocol has
+    reached its steady state), so a longer stream is the fourth tile's count plus that step per
+    tile (``tests/test_project.py`` checks it against the whole run); memoized per timing."""
+    key = (id(t), tile, min(n, 4))
+    if key not in _STREAMS:
+        _STREAMS[key] = (t, {k: _run(t, _stream([tile] * k)) for k in (3, 4) if k <= n}
+                         if n >= 3 else {n: _run(t, _stream([tile] * n))})
+    runs = _STREAMS[key][1]
+    if n < 3:
+        return runs[n]
+    return runs[4] + (n - 4) * (runs[4] - runs[3]) if n >= 4 else runs[3]
 
 
 def heads_per_core(units: int, nq: int, heads: int) -> int:
@@ -429,58 +444,172 @@ def pcache_bytes(cfg: Config, a: Attention, wl: Workload) -> int:
     return math.ceil(a.seqs * a.heads * nq * kept * T * per_key / 8)
 
 
+def state_bytes(cfg: Config, x: Linear) -> float:
+    """FMDQ's state of ``x``'s ``count`` differential layers (numerics §2.5): ``x̂`` of every
+    input and ``Y`` of every output element, at the widths the core stores them
+    (``xhat_width``, ``ystate_width``)."""
+    return x.count * x.tokens * (x.cin * cfg.xhat_width + x.cout * cfg.ystate_width) / 8
+
+
+def _tile_split(x: Linear, T: int, cores: int) -> tuple:
+    """``(rounds, kb, visits)`` of a linear layer on the chip, as :func:`linear_cycles` splits
+    it: weight rounds (each core's token tiles in turn, every round needing every weight:
+    ``ceil(nt / cores)`` rounds, or one when cores share token tiles), column blocks a core
+    computes on one visit to a token tile, and the visits of all cores together."""
+    nt, nb = math.ceil(x.tokens / T), math.ceil(x.cout / T)
+    if nt >= cores:
+        return _share(nt, cores), nb, nt
+    per = _share(nt * nb, cores)
+    kb = min(nb, per)
+    return 1, kb, nt * math.ceil(nb / kb)
+
+
+def linear_cost(t: Timing, cfg: Config, x: Linear, chip: Chip, *, bits: float | None,
+                fill: float, stateful: bool) -> dict:
+    """One step of linear layer ``x`` (its ``count`` copies) on the chip with memory
+    (:mod:`sim.chip_memory`): the plan of the core's loop (pieces, resident accumulators)
+    that takes the least time, each plan's time the longer of its compute
+    (:func:`linear_cycles` at its pieces) and its HBM traffic at the chip's bandwidth.
+    ``bits`` None: the INT8 core (one group per channel, dense); ``stateful``: a differential
+    layer whose ``x̂`` and ``Y`` go to HBM and back. Returns ``{"s", "cycles", "pieces",
+    "plan", "bytes": {kind: bytes}}`` for all ``count`` layers."""
+    mem, T = chip.memory, cfg.tile
+    from golden.layouts import gmem_layout, layout_width
+    int8 = bits is None
+    gcfg = cfg.replace(datapath="int8", ystate_frac=None) if int8 else cfg
+    row = layout_width(gmem_layout(gcfg)) / 8
+    gpc = row if int8 else row * bits / 2 / (cfg.lanes * fill)
+    ab, wb = (cfg.act_width + 7) // 8, (cfg.weight_width + 7) // 8
+    rounds, kb, visits = _tile_split(x, T, chip.cores)
+    acts = x.tokens * (x.cin + x.cout) * ab
+    fixed = dict(weights=x.cin * x.cout * wb * rounds,
+                 activations=acts if acts > mem.scratchpad_bytes else 0,
+                 state=2 * state_bytes(cfg, x) / x.count if stateful else 0)
+    stage = cfg.act_width + (2 * cfg.xhat_width if stateful else 0)
+    plans = linear_plans(T=T, cin=x.cin, kb=kb, group_bytes_per_channel=gpc,
+                         acc_bits=cfg.baseline_acc_width if int8 else cfg.acc_bits,
+                         weight_bytes=wb, stage_bits=stage, buffer_bytes=mem.core_buffer_bytes,
+                         min_pieces=math.ceil(x.cin / cfg.max_reduction))
+    best = None
+    for p in plans:
+        nbytes = dict(fixed, restream=p.restream_bytes * visits)
+        cyc = linear_cycles(t, cfg, x, bits, fill, chip.cores, p.pieces)
+        s = max(cyc / chip.freq_hz, sum(nbytes.values()) / mem.hbm_bytes_per_s)
+        key = (s, sum(nbytes.values()), p.pieces)
+        if best is None or key < best[0]:
+            best = (key, dict(s=s, cycles=cyc, pieces=p.pieces, plan=asdict(p), bytes=nbytes))
+    out = best[1]
+    out["s"] *= x.count
+    out["cycles"] *= x.count
+    out["bytes"] = {k: v * x.count for k, v in out["bytes"].items()}
+    return out
+
+
+def attention_bytes(cfg: Config, a: Attention, wl: Workload | None, cache: bool, chip: Chip,
+                    pcache_in_hbm: bool) -> dict:
+    """HBM bytes of one step of attention ``a`` (its ``count`` layers): ``activations`` (Q, K
+    and V read on a cache step, V alone on a reuse step, the output written; when they do not
+    fit the scratchpad), ``operands`` (K and V as INT8 weights: when a core's heads' K and V do
+    not fit half its buffer, written once and read again for every query tile, the kept key
+    blocks of K and V), ``pcache`` (written on a cache step, read on a reuse step, when it lives
+    in HBM). ``wl`` None: every block kept."""
+    T, mem = cfg.tile, chip.memory
+    ab = (cfg.act_width + 7) // 8
+    nq, nk = math.ceil(a.queries / T), math.ceil(a.keys / T)
+    kept = nk if wl is None else max(1, round(nk * wl.kept))
+    heads = a.seqs * a.heads
+    qkv = heads * (a.queries + 2 * a.keys) * a.head_dim if cache else heads * a.keys * a.head_dim
+    tensors = (qkv + heads * a.queries * a.head_dim) * ab
+    units = _share(heads * nq, chip.cores)
+    own = heads_per_core(units, nq, heads) * a.keys * a.head_dim * 2
+    operands = 0.0
+    if own > mem.core_buffer_bytes / 2:
+        operands = heads * a.keys * a.head_dim * 2 + heads * nq * kept * T * a.head_dim * 2
+    pc = pcache_bytes(cfg, a, wl) if pcache_in_hbm and wl is not None else 0
+    return {k: v * a.count for k, v in dict(
+        activations=tensors if tensors > mem.scratchpad_bytes else 0, operands=operands,
+        pcache=pc).items()}
+
+
+#: Reads and writes of each element-wise row (:func:`vector_rows`): the gated residual reads the
+#: residual and the branch.
+_VECTOR_ACCESSES = {"layernorm": 2, "modulate": 2, "gated_residual": 3, "gelu": 2}
+
+
+def vector_bytes(cfg: Config, model: DiTModel, chip: Chip) -> float:
+    """HBM bytes of one step's element-wise rows (:func:`vector_rows`): each reads and writes
+    its activations there when a row set does not fit the scratchpad."""
+    ab = (cfg.act_width + 7) // 8
+    out = 0.0
+    for count, tokens, ops in vector_rows(model):
+        for op, n, k in ops:
+            b = tokens * n * ab
+            if b > chip.memory.scratchpad_bytes:
+                out += count * k * _VECTOR_ACCESSES[op] * b
+    return out
+
+
 def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, cfg: Config,
-                  wl: Workload) -> dict:
+                  wl: Workload, stateless: bool = False) -> dict:
     """Latency of ``model`` per step and per image on DSTAR (``t_dstar``, workload ``wl``) and on
-    the INT8 core (``t_base``, :func:`int8_workload` of ``wl``)."""
-    bw = chip.hbm_bytes_per_s
+    the INT8 core (``t_base``, :func:`int8_workload` of ``wl``), every byte charged (module
+    docstring): per step and side ``{"cache", "reuse"}`` with the seconds by part and the HBM
+    bytes by kind. ``stateless``: a DSTAR layer may run without state (its input quantized
+    whole at ``wl.dense_bits``, nothing kept) where that is faster."""
+    mem = chip.memory
+    bw = mem.hbm_bytes_per_s
     act_bytes = (cfg.act_width + 7) // 8
-
-    def layer_time(cycles, nbytes):
-        return max(cycles / chip.freq_hz, nbytes / bw)
-
     act_peak = max(x.tokens * max(x.cin, x.cout) * act_bytes for x in model.linears)
     pc_side = {side: sum(pcache_bytes(cfg, a, w) * a.count for a in model.attentions)
                for side, w in (("dstar", wl), ("int8", int8_workload(wl)))}
-    pc_on_chip = {side: pc + min(act_peak, chip.scratchpad_bytes // 2) <= chip.scratchpad_bytes
+    pc_on_chip = {side: pc + min(act_peak, mem.scratchpad_bytes // 2) <= mem.scratchpad_bytes
                   for side, pc in pc_side.items()}
-    pc_total = pc_side["dstar"]
     res = {}
-    pieces = {"dstar": {}, "int8": {}}
     for side in ("dstar", "int8"):
         t = t_dstar if side == "dstar" else t_base
         swl = wl if side == "dstar" else int8_workload(wl)
-        out = {}
+        out, pieces, modes = {}, {}, {}
         for cache in (True, False):
             lin = att = 0.0
-            mem = 0.0
             ffn_cyc = 0
+            nbytes = dict.fromkeys(("weights", "activations", "state", "restream", "operands",
+                                    "pcache"), 0.0)
             parts = dict.fromkeys(("kv", "qk", "softmax", "p_quant", "pv"), 0)
             for x in model.linears:
                 if x.cache_only and not cache:
                     continue
-                bits = wl.bits if side == "dstar" else None
-                cyc, npieces = best_pieces(t, cfg, x, bits, swl.fill, chip.cores)
+                if side == "dstar":
+                    opts = {"differential": linear_cost(t, cfg, x, chip, bits=wl.bits,
+                                                        fill=wl.fill, stateful=True)}
+                    if stateless and wl.dense_bits is not None:
+                        opts["stateless"] = linear_cost(t, cfg, x, chip, bits=wl.dense_bits,
+                                                        fill=wl.fill, stateful=False)
+                    mode = min(opts, key=lambda k: opts[k]["s"]) if cache else modes[x.name]
+                    c = opts[mode]
+                else:
+                    mode, c = "dense", linear_cost(t, cfg, x, chip, bits=None, fill=1.0,
+                                                   stateful=False)
                 if cache:
-                    pieces[side][x.name] = npieces
-                ffn_cyc += x.count * cyc if _is_ffn(x) else 0
-                wbytes = x.cin * x.cout
-                abytes = x.tokens * (x.cin + x.cout) * act_bytes
-                abytes = abytes if abytes > chip.scratchpad_bytes else 0
-                lin += x.count * layer_time(cyc, wbytes + abytes)
-                mem += x.count * (wbytes + abytes) / bw
+                    pieces[x.name], modes[x.name] = c["pieces"], mode
+                ffn_cyc += c["cycles"] if _is_ffn(x) else 0
+                lin += c["s"]
+                for k, v in c["bytes"].items():
+                    nbytes[k] += v
             for a in model.attentions:
                 part = attention_parts(t, cfg, a, swl, cache, chip.cores)
-                cyc = sum(part.values())
                 for k, v in part.items():
                     parts[k] += a.count * v
-                pc = 0 if pc_on_chip[side] else pcache_bytes(cfg, a, swl)
-                att += a.count * layer_time(cyc, pc)
-                mem += a.count * pc / bw
-            vec = vector_cycles(t, cfg, model, chip.cores) / chip.freq_hz
-            out["cache" if cache else "reuse"] = dict(linear_s=lin, attention_s=att,
-                                                      vector_s=vec, hbm_s=mem,
-                                                      total_s=lin + att + vec)
+                ab = attention_bytes(cfg, a, swl, cache, chip, not pc_on_chip[side])
+                att += max(a.count * sum(part.values()) / chip.freq_hz,
+                           sum(ab.values()) / bw)
+                for k, v in ab.items():
+                    nbytes[k] += v
+            vb = vector_bytes(cfg, model, chip)
+            nbytes["activations"] += vb
+            vec = max(vector_cycles(t, cfg, model, chip.cores) / chip.freq_hz, vb / bw)
+            out["cache" if cache else "reuse"] = dict(
+                linear_s=lin, attention_s=att, vector_s=vec,
+                hbm_s=sum(nbytes.values()) / bw, total_s=lin + att + vec, hbm_bytes=nbytes)
             if cache:
                 out["pe_utilization"] = pe_utilization(
                     model, chip, cfg, swl, ffn_cyc, sum(parts.values()), dense=side == "int8")
@@ -492,13 +621,21 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
         n_cache = math.ceil(model.steps / wl.interval)
         per_image = (n_cache * out["cache"]["total_s"]
                      + (model.steps - n_cache) * out["reuse"]["total_s"])
-        res[side] = dict(out, per_image_s=per_image, reduction_pieces=pieces[side])
-    pc_traffic = 0.0 if pc_on_chip["dstar"] else pc_total / bw
+        state = sum(state_bytes(cfg, x) for x in model.linears
+                    if modes[x.name] == "differential")
+        weights = sum(x.cin * x.cout * x.count for x in model.linears) \
+            * ((cfg.weight_width + 7) // 8)
+        hbm_used = weights + state + (0 if pc_on_chip[side] else pc_side[side]) + 2 * act_peak
+        res[side] = dict(out, per_image_s=per_image, reduction_pieces=pieces,
+                         layer_modes=modes, state_bytes=state, hbm_used_bytes=hbm_used,
+                         fits_hbm=hbm_used <= mem.hbm_capacity_bytes)
+    pc_total = pc_side["dstar"]
     res.update(model=model.name, steps=model.steps, dense_gmacs_per_step=model.macs() / 1e9,
                pcache_bytes=pc_total,
                pcache_location="scratchpad" if pc_on_chip["dstar"] else "HBM",
                int8_pcache_bytes=pc_side["int8"],
-               pcache_traffic_s_per_step=pc_traffic,
+               pcache_traffic_s_per_step=res["dstar"]["cache"]["hbm_bytes"]["pcache"] / bw,
+               on_chip_sram_bytes=mem.on_chip_bytes(chip.cores),
                speedup=res["int8"]["per_image_s"] / res["dstar"]["per_image_s"])
     gpu = roofline(model, A100)
     res.update(gpu=gpu, a100_over_dstar=gpu["per_image_s"] / res["dstar"]["per_image_s"],
@@ -544,12 +681,16 @@ def _our_workload(prof: dict, b: dict, wls: list, notes: list) -> tuple:
             / (sum(v["groups"] for v in later) * b["config"]["lanes"]))
     bits = pick["summary"]["avg_bits"]["mean"]
     kept = pick["summary"]["attention_kept_fraction"]["mean"]
+    first = b["totals"]["by_step"].get("0", {}).get("mean_act_bits")
     wls.append(Workload("ours", bits=round(bits, 2), p_bits=round(bits, 2),
-                        fill=round(fill, 3), kept=round(kept, 3)))
+                        fill=round(fill, 3), kept=round(kept, 3),
+                        dense_bits=None if first is None else round(first, 2)))
     notes.append(f"ours: trained digits DiT, profile point `{pick['name']}` (the most attention "
                  f"work removed at PSNR >= 35 dB: {bits:.2f} bits, {kept:.2f} of blocks kept; P "
                  f"bits taken equal to the activations'), lane fill {fill:.3f} from `dstar bench` "
-                 f"on the steps after the first ({packer_words(b['config'])})")
+                 f"on the steps after the first ({packer_words(b['config'])}); an input "
+                 f"quantized whole (the first step's, against a zero state) at "
+                 + (f"{first:.2f} bits" if first is not None else "bits not in the bench"))
     return wls, notes
 
 
@@ -569,157 +710,3 @@ def load_calibration(perf_model: Path) -> dict:
         raise UserError(f"{perf_model} is not a calibration of `dstar measure perf` "
                         f"({type(exc).__name__}: {exc})") from None
     return calibrated
-
-
-def run(perf_model: Path, profile: Path, bench: Path) -> dict:
-    calibrated = load_calibration(perf_model)
-    cfg = preset("paper")
-    t, notes = paper_timing(calibrated, cfg)
-    # The INT8 array has the same tile flow and drain; its GEMM is one beat per channel.
-    t_base = int8_timing(t, cfg, preset("paper", datapath="int8"))
-    chip = Chip()
-    rows = []
-    wls, wl_notes = _workloads(profile, bench)
-    for wl in wls:
-        for model in MODELS.values():
-            r = project_model(model, chip, t, t_base, cfg, wl)
-            r["workload"] = asdict(wl)
-            rows.append(r)
-            say(f"[project] {wl.name:>26} | {model.name:<18} | DSTAR "
-                f"{r['dstar']['per_image_s']:8.3f} s/image | INT8 "
-                f"{r['int8']['per_image_s']:8.3f} s | {r['speedup']:.2f}× | P cache "
-                f"{r['pcache_bytes'] / 2**20:8.1f} MiB in {r['pcache_location']}")
-    return dict(chip=asdict(chip), config_hash=cfg.hash(), timing=t.to_dict(),
-                timing_notes=notes, workload_notes=wl_notes, rows=rows)
-
-
-def markdown(rec: dict) -> str:
-    c = rec["chip"]
-    lines = ["# Paper-scale projection",
-             "",
-             "Generated by `dstar measure projection` from the RTL-calibrated core model "
-             "(`reports/perf_model.json`). Chip: "
-             f"{c['cores']} cores of the `paper` core (64×64, lanes 4), {c['freq_hz'] / 1e9:g} "
-             f"GHz, {c['scratchpad_bytes'] // 1024} KB scratchpad, HBM "
-             f"{c['hbm_bytes_per_s'] / 1e12:g} TB/s. The baseline is the same chip with the "
-             "INT8 core (`datapath = \"int8\"`: the INT8 array, dense layers, the two-pass "
-             "INT8 quantizer, the same SAR schedule and masks as DSTAR). Latency per image over "
-             "each model's usual sampling steps; a layer takes the longer of its compute and "
-             "its HBM traffic. See the module docstring of `dstar/reports/project.py` for what "
-             "is and is not modelled.", "",
-             "A100 bound: each model's dense FP16 FLOPs per step at 312 TFLOPS or its "
-             "minimum FP16 traffic at 1.555 TB/s, whichever is longer, over every step at batch "
-             "1 (`dstar/reports/gpu_bound.py`): a bound in the GPU's favour (no softmax, "
-             "normalization or launch time, perfect overlap), so a real A100 is slower and the "
-             "chip's lead over it at least the ratio shown. The paper claims up to 7.33× "
-             "lower latency than an A100.", "",
-             "Timing carried to the paper core: " + "; ".join(rec["timing_notes"]) + ".", "",
-             "Workloads: " + "; ".join(rec["workload_notes"]) + ".", ""]
-    for wl in dict.fromkeys(r["workload"]["name"] for r in rec["rows"]):
-        w = next(r["workload"] for r in rec["rows"] if r["workload"]["name"] == wl)
-        lines += [f"## Workload: {wl} (bits {w['bits']}, P bits {w['p_bits']}, lane fill "
-                  f"{w['fill']}, kept {w['kept']}, interval {w['interval']})", "",
-                  "| model | steps | dense GMAC/step | DSTAR s/image | INT8 s/image | speed-up "
-                  "| A100 bound s/image | A100 bound / DSTAR "
-                  "| cache step: linear / attn / vector ms | reuse step ms | P cache | lives in "
-                  "| P-cache traffic ms/step |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|"]
-        rows = [r for r in rec["rows"] if r["workload"]["name"] == wl]
-        for r in rows:
-            d = r["dstar"]
-            cs = d["cache"]
-            lines.append(
-                f"| {r['model']} | {r['steps']} | {r['dense_gmacs_per_step']:.0f} "
-                f"| {d['per_image_s']:.3f} | {r['int8']['per_image_s']:.3f} "
-                f"| {r['speedup']:.2f}× | {r['gpu']['per_image_s']:.3f} "
-                f"| {r['a100_over_dstar']:.2f}× | {1e3 * cs['linear_s']:.1f} / "
-                f"{1e3 * cs['attention_s']:.1f} / {1e3 * cs['vector_s']:.1f} "
-                f"| {1e3 * d['reuse']['total_s']:.1f} | {r['pcache_bytes'] / 2**20:.1f} MiB "
-                f"| {r['pcache_location']} | {1e3 * r['pcache_traffic_s_per_step']:.2f} |")
-        lines += ["", "PE utilization on a cache step (module docstring of "
-                  "`dstar/reports/project.py`; the paper reports > 88 % on FFN and > 75 % on "
-                  "attention). *Bound*: the most attention can reach on this array with "
-                  "everything but its GEMMs hidden and tiles back to back (each GEMM at least "
-                  "its drain of `rows` tokens, P·V's column blocks padded to `T`; "
-                  "`attention_bound`); *any drain*: the same with a drain of any width:", "",
-                  "| model | DSTAR FFN | DSTAR attention | bound | any drain | INT8 FFN "
-                  "| INT8 attention | bound | any drain |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in rows:
-            u = []
-            for side in ("dstar", "int8"):
-                u += [r[side]["pe_utilization"][part]["utilization"]
-                      for part in ("ffn", "attention")]
-                u += [r[side]["attention_bound"], r[side]["attention_bound_any_drain"]]
-            lines.append(f"| {r['model']} | " + " | ".join(
-                "–" if v is None else f"{100 * v:.1f} %" for v in u) + " |")
-        lines += ["", "Reduction pieces the chip's compiler takes for each DSTAR layer of a "
-                  "cache step (module docstring; 1 for every INT8 layer):", "",
-                  "| model | pieces |", "|---|---|"]
-        for r in rows:
-            pc = r["dstar"]["reduction_pieces"]
-            lines.append(f"| {r['model']} | " + ", ".join(
-                f"{k} {v}" for k, v in pc.items() if v > 1) + (" |" if any(
-                    v > 1 for v in pc.values()) else "none split |"))
-        lines += ["", "Where DSTAR's attention cycles go on a cache step (one core, share of the "
-                  "attention cycles; the parts run one after the other, so the M engine idles "
-                  "during `kv` and `softmax`, which run on the V engine):", "",
-                  "| model | K, V to INT8 weights | QKᵀ | softmax | P into the P cache | P·V |",
-                  "|---|---:|---:|---:|---:|---:|"]
-        for r in rows:
-            p = r["dstar"]["attention_parts_cycles"]
-            tot = sum(p.values()) or 1
-            lines.append(f"| {r['model']} | " + " | ".join(
-                f"{100 * p[k] / tot:.0f} %" for k in ("kv", "qk", "softmax", "p_quant", "pv"))
-                + " |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def plot(rec: dict, path):
-    """The speed-ups per model and workload, as a PNG to ``path`` (a file name or a binary file
-    object)."""
-    from matplotlib.figure import Figure
-    names = list(dict.fromkeys(r["model"] for r in rec["rows"]))
-    wls = list(dict.fromkeys(r["workload"]["name"] for r in rec["rows"]))
-    fig = Figure(figsize=(9, 4))
-    ax = fig.subplots()
-    w = 0.8 / len(wls)
-    for i, wl in enumerate(wls):
-        sp = [next(r["speedup"] for r in rec["rows"] if r["model"] == n
-                   and r["workload"]["name"] == wl) for n in names]
-        ax.bar([k + i * w for k in range(len(names))], sp, w, label=wl)
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks([k + w * (len(wls) - 1) / 2 for k in range(len(names))])
-    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("speed-up over the INT8 core (same chip)")
-    ax.set_title("Projected DSTAR latency per image (RTL-calibrated core model)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_png(fig, path, dpi=120)
-
-
-def main(argv=None, prog=None) -> int:
-    ap = Parser(prog=prog or "dstar measure projection",
-                description="Project DSTAR's latency on the paper's chip.")
-    ap.add_argument("--perf-model", default="reports/perf_model.json",
-                    help="calibrated timings (dstar measure perf)")
-    ap.add_argument("--profile", default="reports/profile.json",
-                    help="our workload statistics (dstar profile), if present")
-    ap.add_argument("--bench", default="reports/bench.json",
-                    help="our lane fill (dstar bench), if present")
-    ap.add_argument("--out-dir", default="reports", help="report directory (default: reports)")
-    a = ap.parse_args(argv)
-    out = check_output_dir(a.out_dir)
-    pm = Path(a.perf_model)
-    load_calibration(pm)
-    rec = run(pm, Path(a.profile), Path(a.bench))
-    write_together({out / "projection.json": json.dumps(rec, indent=1),
-                    out / "projection.md": markdown(rec),
-                    out / "projection.png": lambda f: plot(rec, f)})
-    say(f"[project] wrote {out / 'projection.json'}, .md and .png")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
