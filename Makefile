@@ -52,11 +52,13 @@ reports:  ## regenerate every figure REPORT.md states: synthesis, place-and-rout
 	$(MAKE) bench-acc26
 	$(BIN)/dstar sweep --reuse --jobs $(JOBS)
 	$(BIN)/dstar measure perf
+	$(BIN)/dstar measure state-quality --jobs $(JOBS)
 	$(BIN)/dstar measure projection
 	$(BIN)/dstar measure compare --reuse --jobs $(JOBS)
 	$(BIN)/dstar measure pe-area --reuse
 	$(BIN)/dstar measure reference
 	$(BIN)/dstar power
+	$(BIN)/dstar measure projection  # again: its energy per image from the energy.json just measured
 	$(BIN)/dstar dit-int --model small --steps 8 --seed 0 --preset tiny --preset fpga --sar both --json reports/dit_int.json --md reports/dit_int.md
 	$(BIN)/dstar sample --backend verilator --preset fpga --fit-buffers --steps 10 --jobs $(JOBS) --out reports
 	$(MAKE) board

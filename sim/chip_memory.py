@@ -17,7 +17,8 @@ column block whose accumulators are resident (``resident`` blocks at a time, ``c
 ceil(kb / resident)`` chunks). The working set:
 
 - the resident accumulators, ``resident · T² · acc_bits`` (the array drains into them after
-  each piece; the differential layers' stored ``Y`` is read into them and written back once);
+  each piece; the differential layers' stored ``Y`` is read into them and written back once,
+  at the width the core stores it);
 - the weight rows of one piece and column block, double-buffered (the next block's arrive while
   this one's GEMM runs), ``2 · ceil(cin / pieces) · T`` bytes;
 - the groups of one piece, double-buffered (the next piece's are made or fetched meanwhile);

@@ -42,8 +42,10 @@ def test_core_tiny_reduction_pieces(simulator):
 #: max_reduction 64: the K/V shifts by token rows, Kᵀ by chunks of 16 channels);
 #: ``padded-heads``, hidden 24 in 4 heads of 6 at T = 4 (o laid
 #: out in heads of 8, P·V's last column block writing 2 zero channels per head, proj reading
-#: them through zero weight rows).
+#: them through zero weight rows); ``stored-y`` (issue 47), YBUF at ``ystate_width`` with
+#: ``ystate_frac = 1`` (numerics §2.5: the running sums shifted back and rounded out per lane).
 VARIANTS = {
+    "stored-y": (dict(ystate_frac=1), {}),
     "long-reduction": (dict(max_reduction=32), {"DSTAR_MLP_RATIO": "3"}),
     "deep-abuf": (dict(abuf_rows=(1 << 14) + 2048), {"DSTAR_ABUF_BASE": str(1 << 14)}),
     "wide-commands": (dict(abuf_rows=(1 << 16) + 2048), {"DSTAR_ABUF_BASE": str(1 << 16)}),

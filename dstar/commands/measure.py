@@ -35,6 +35,8 @@ MEASUREMENTS = {
     "sizes": ("dstar.reports.sizes", "reports/sweep.*: array resources against size"),
     "perf": ("dstar.benches.perf_validate",
              "reports/perf_model.*: the core's cycle model calibrated and validated on the RTL"),
+    "state-quality": ("dstar.reports.state_quality",
+                      "reports/state_quality.*: the stored Y's cost in quality (IntDiT)"),
     "projection": ("dstar.reports.projection", "reports/projection.*: the paper-scale projection"),
     "compare": ("dstar.reports.compare",
                 "reports/compare.*: the whole DSTAR core against the whole INT8 core"),

@@ -255,7 +255,7 @@ def measure_paper(args, liberty: str, steps: list) -> dict:
                 qpu_share=models["dstar"]["qpu_share"], model=PAPER_MODEL,
                 workload=dataclasses.asdict(wl), workload_notes=wl_notes,
                 dstar_sram_um2=side["dstar"]["sram_um2"], int8_sram_um2=side["int8"]["sram_um2"],
-                area_model=models)
+                area_model=models, memory=dataclasses.asdict(Chip().memory))
 
 
 # ----------------------------------------------------------------------------- report

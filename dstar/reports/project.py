@@ -471,7 +471,9 @@ def linear_cost(t: Timing, cfg: Config, x: Linear, chip: Chip, *, bits: float | 
     that takes the least time, each plan's time the longer of its compute
     (:func:`linear_cycles` at its pieces) and its HBM traffic at the chip's bandwidth.
     ``bits`` None: the INT8 core (one group per channel, dense); ``stateful``: a differential
-    layer whose ``x̂`` and ``Y`` go to HBM and back. Returns ``{"s", "cycles", "pieces",
+    layer whose ``x̂`` and ``Y`` go to HBM and back, its resident accumulators the stored ``Y``
+    at ``ystate_width`` (a stored Y is rounded after each piece, numerics §2.5, as the core's
+    YBUF holds it). Returns ``{"s", "cycles", "pieces",
     "plan", "bytes": {kind: bytes}}`` for all ``count`` layers."""
     mem, T = chip.memory, cfg.tile
     from golden.layouts import gmem_layout, layout_width
@@ -487,7 +489,8 @@ def linear_cost(t: Timing, cfg: Config, x: Linear, chip: Chip, *, bits: float | 
                  state=2 * state_bytes(cfg, x) / x.count if stateful else 0)
     stage = cfg.act_width + (2 * cfg.xhat_width if stateful else 0)
     plans = linear_plans(T=T, cin=x.cin, kb=kb, group_bytes_per_channel=gpc,
-                         acc_bits=cfg.baseline_acc_width if int8 else cfg.acc_bits,
+                         acc_bits=(cfg.baseline_acc_width if int8 else
+                                   cfg.ystate_width if stateful else cfg.acc_bits),
                          weight_bytes=wb, stage_bits=stage, buffer_bytes=mem.core_buffer_bytes,
                          min_pieces=math.ceil(x.cin / cfg.max_reduction))
     best = None
