@@ -63,12 +63,12 @@ __all__ = ["core_parts", "datapath_bits", "control", "measured_error", "model_no
 #: holds); ``total`` is the flattened netlist.
 #: ``tests/test_cli_estimate.py`` checks them against the report file.
 CORE_MEASURED = {
-    "tiny": {"config_hash": "8412f18527375f8e",
-             "control": {"lut": 14251, "ff": 6244, "lutram": 160},
-             "total": {"lut_total": 35452, "ff": 12675, "dsp": 36, "bram": 50, "lutram": 182}},
-    "fpga": {"config_hash": "fea16e8b4d8cd04e",
-             "control": {"lut": 23803, "ff": 10269, "lutram": 302},
-             "total": {"lut_total": 73893, "ff": 24505, "dsp": 65, "bram": 174,
+    "tiny": {"config_hash": "c28b614f012c92b0",
+             "control": {"lut": 16540, "ff": 6294, "lutram": 160},
+             "total": {"lut_total": 37672, "ff": 12726, "dsp": 36, "bram": 49, "lutram": 182}},
+    "fpga": {"config_hash": "c8a452d83e4ad8db",
+             "control": {"lut": 28504, "ff": 10328, "lutram": 302},
+             "total": {"lut_total": 78554, "ff": 24565, "dsp": 65, "bram": 169,
                        "lutram": 247}},
 }
 

@@ -201,8 +201,9 @@ class Config:
         "Stored Y", issue 47): ``None`` (default) keeps all ``acc_bits`` (exact, ``Y = W·x̂``);
         an integer ``g`` keeps ``Y`` rounded to ``g`` bits below each output channel's LSB
         (by the channel's requantization shift) in ``ystate_width = act_width + 2 + g`` bits,
-        which cuts the state every step reads and writes. In ``[0, acc_bits - act_width -
-        2]``; ``None`` with ``datapath = "int8"`` (no state).
+        which cuts the state every step reads and writes (never wider than ``acc_bits``). In
+        ``[0, sh_max]``; ``None`` with ``datapath = "int8"`` (no state). Every preset keeps
+        :data:`YSTATE_FRAC_CHOSEN`.
     p_base_log2:
         Static base of attention probabilities: ``P`` in units of ``2**-p_base_log2``
         (numerics §2.6).
@@ -357,7 +358,7 @@ class Config:
         if self.ystate_frac is not None:
             need(self.datapath == "dstar", "ystate_frac", self.ystate_frac,
                  "None with datapath 'int8' (its dense layers keep no Y)")
-            pos_int("ystate_frac", 0, max(0, self.acc_bits - self.act_width - 2))
+            pos_int("ystate_frac", 0, self.sh_max)
         # P is 0..2**p_base_log2 - 1 <= 127 so the quantizer keeps e = 0 (numerics §2.6).
         pos_int("p_base_log2", 0, 7)
         bo = self.base_offset
@@ -556,11 +557,18 @@ class Config:
 THR_CHOSEN = (2, 7, 31)
 BASE_OFFSET_CHOSEN = -2
 
-#: The datapath and quantization point every preset uses (numerics §4, issues 27 and 28): the
-#: choices the measurements made (``reports/pe_levers.md``, ``reports/qpu_packing.md``,
-#: ``reports/profile_sweep.md``). Each preset adds its number of exponent bins.
+#: The stored Y every preset keeps (numerics §2.5, issue 47): of the fractions
+#: ``reports/state_quality.md`` measured at the operating point, the narrowest that keeps the
+#: quality rule (g = 4: 41.6 dB [40.05, 43.2], 10/10; g = 2 and 0 fall to 39.9 and 39.1 on the
+#: lower bound). 22 bits of Y in place of 33 at ``fpga`` and 38 at ``paper``.
+YSTATE_FRAC_CHOSEN = 4
+
+#: The datapath and quantization point every preset uses (numerics §4, issues 27, 28 and 47):
+#: the choices the measurements made (``reports/pe_levers.md``, ``reports/qpu_packing.md``,
+#: ``reports/profile_sweep.md``, ``reports/state_quality.md``). Each preset adds its number of
+#: exponent bins.
 CHOSEN = dict(digit_product="select", digits="booth", packer="bins", thr=THR_CHOSEN,
-              base_offset=BASE_OFFSET_CHOSEN)
+              base_offset=BASE_OFFSET_CHOSEN, ystate_frac=YSTATE_FRAC_CHOSEN)
 
 # numerics §4.
 PRESETS = {
@@ -575,8 +583,9 @@ PRESETS = {
 #: The INT8 core's own choice (``datapath = "int8"``, issue 28, ``reports/pe_area.md``): its PE
 #: without a pipeline stage is 5-7 % smaller and its critical path (1.99 ns at ``paper`` on
 #: Nangate45) still shorter than the DSTAR PE's (2.52 ns), so a baseline at DSTAR's clock takes
-#: it. :func:`preset` applies it to an INT8 configuration unless ``pe_stages`` is given.
-INT8_CHOSEN = dict(pe_stages=0)
+#: it; it keeps no state, so no stored Y. :func:`preset` applies each to an INT8 configuration
+#: unless the overrides give it.
+INT8_CHOSEN = dict(pe_stages=0, ystate_frac=None)
 
 #: Earlier defaults kept by name for the lever tables (``preset(name, variant=...)``, the CLI's
 #: ``--variant``). ``initial``: the datapath and quantization point of every preset before
@@ -586,7 +595,7 @@ INT8_CHOSEN = dict(pe_stages=0)
 VARIANTS = {
     "initial": dict(digit_product="multiply", digits="slice", weight_hop=1, act_hop=1,
                     packer="sort", pack_bins=4, open_groups=0, thr=(1, 7, 31),
-                    base_offset=None),
+                    base_offset=None, ystate_frac=None),
     "sort": dict(packer="sort", pack_bins=4, open_groups=4),
 }
 

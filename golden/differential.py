@@ -94,17 +94,26 @@ class DiffLinear:
     bias : float array (out,) or None.
     base_log2 : static base ``B`` of this layer (default ``cfg.base_log2``).
     schedule : build the QPU group schedule of every step (module docstring).
+    pieces : the reduction pieces each step runs in (default and least ``ceil(cin /
+        max_reduction)``); more only change a stored Y's rounding (numerics §2.5), as the
+        compiler's ``pieces`` do on the core.
     """
 
     def __init__(self, W, s_w, cfg: Config, bias=None, base_log2: int | None = None, name="",
-                 schedule: bool = True):
+                 schedule: bool = True, pieces: int | None = None):
         self.W = np.asarray(W, dtype=np.int64)
         self.cfg = cfg
         self.name = name
         self.schedule = schedule or cfg.overflow_detect
         cin, cout = self.W.shape
-        #: Reduction pieces (module docstring): 1 unless ``cin`` exceeds ``max_reduction``.
-        self.pieces = reduction_pieces(cin, cfg)
+        #: Reduction pieces (module docstring): 1 unless ``cin`` exceeds ``max_reduction`` or
+        #: more are asked for.
+        need = reduction_pieces(cin, cfg)
+        self.pieces = need if pieces is None else pieces
+        if not (isinstance(self.pieces, int) and need <= self.pieces <= cin):
+            raise ValueError(f"layer {name!r}: pieces must be an int in {need}..{cin} (at least "
+                             f"ceil(cin / max_reduction), at most the input channels), not "
+                             f"{pieces!r}")
         self.B = cfg.base_log2 if base_log2 is None else int(base_log2)
         self.r0 = cfg.act_frac - self.B
         self.s_w = np.asarray(s_w, dtype=np.float64)

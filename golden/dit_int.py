@@ -308,7 +308,7 @@ class IntDiTBlock:
 
     def __init__(self, params: dict, index: int, spec, cfg: Config, mask=None, *,
                  interval: int | None = None, base_log2: int | None = None, eps: float = 1e-6,
-                 schedule: bool = True):
+                 schedule: bool = True, pieces: dict | None = None):
         if not isinstance(cfg, Config):
             raise ValueError(f"cfg must be a golden.config.Config, not {type(cfg).__name__}")
         self.schedule = bool(schedule)
@@ -319,6 +319,11 @@ class IntDiTBlock:
                              f"{cfg.safe_acc_width}; the integer DiT block supports only the "
                              f"width that cannot overflow")
         self.cfg, self.spec, self.index = cfg, spec, index
+        #: Reduction pieces per layer beyond the least (``{layer: p}``; the compiler runs them).
+        self.layer_pieces = dict(pieces or {})
+        unknown = sorted(set(self.layer_pieces) - set(LAYERS))
+        if unknown:
+            raise ValueError(f"pieces: no layer {unknown[0]!r}; layers are {list(LAYERS)}")
         N, D, H, d = spec.tokens, spec.hidden, spec.heads, spec.head_dim
         for what, n, bound, name in (
                 ("spec.tokens (softmax row and P·V reduction)", N, cfg.max_reduction,
@@ -391,7 +396,7 @@ class IntDiTBlock:
     def _make_layer(self, k, Wq, s_w, bias, name):
         """Layer ``k`` of the block: a closed-loop differential FMDQ layer at its base."""
         return DiffLinear(Wq, s_w, self.cfg, bias=bias, base_log2=self.bases[k], name=name,
-                          schedule=self.schedule)
+                          schedule=self.schedule, pieces=self.layer_pieces.get(k))
 
     def _attention_scales(self, d: int):
         """The attention requantizations (module docstring); runtime exponents fold in as

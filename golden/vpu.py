@@ -950,12 +950,14 @@ class AccRequant(NamedTuple):
     y_saturated: Saturated  # outputs that saturated, with flags
 
 
-def acc_requant(Y, acc, m, sh, bias, cfg: Config) -> AccRequant:
+def acc_requant(Y, acc, m, sh, bias, cfg: Config, stored: bool = False) -> AccRequant:
     """``Y += acc`` (saturating at ``acc_bits``, never wrapping, numerics §2.5), then
     ``y = sat(rnd(Y·m + bias·2**sh, sh))`` by :func:`golden.fmdq.requantize` (numerics §2.1).
-    With ``ystate_frac`` the stored ``Y`` (``ystate_width`` bits) is the sum rounded by
+    ``stored`` (the matrix engine's GEMM into YBUF, :class:`rtl.requant.Requant`) with
+    ``ystate_frac`` set: the stored ``Y`` (``ystate_width`` bits) is the sum rounded by
     ``s = cfg.ystate_shift(sh)``: the sum is ``(Y << s) + acc`` and the returned ``Y`` is
-    ``sat(rnd(sum, s))`` at ``ystate_width`` (the table is the default's, ``s = 0``).
+    ``sat(rnd(sum, s))`` at ``ystate_width`` (the table is for ``s = 0``). The VPU's own
+    ``acc_requant`` operation keeps ``Y`` whole.
 
     ``m``, ``sh``, ``bias`` broadcast along the last axis (one per output channel); ``bias`` is in
     output LSBs (act format). The product runs on Python integers (no int64 limit).
@@ -975,19 +977,20 @@ def acc_requant(Y, acc, m, sh, bias, cfg: Config) -> AccRequant:
     =======  ===================================  ======================  ====
     """
     A, W = cfg.acc_bits, cfg.act_width
-    Y = _check("acc_requant Y", Y, cfg.ystate_width)
+    stored = stored and cfg.ystate_frac is not None
+    Y = _check("acc_requant Y", Y, cfg.ystate_width if stored else A)
     acc = _check("acc_requant acc", acc, A)
     _check("acc_requant m", m, cfg.mult_width, signed=False)
     _check("acc_requant bias", bias, W)
     # A stored Y (ystate_frac, numerics §2.5) comes back at full width by its channel's shift s
     # and goes out rounded by it; without it s = 0 and the stored Y is the full sum.
-    s = np.broadcast_to(cfg.ystate_shift(sh), np.shape(Y))
+    s = np.broadcast_to(cfg.ystate_shift(sh) if stored else 0, np.shape(Y))
     Yn, ysat = _sat((Y << s) + acc, A)
     # Rounded at a width no result reaches (|rnd(sum, sh)| <= |Y|·m + |bias| + 1), then
     # saturated here, which gives the per-element flags as well as the count.
     wide, _ = requantize(Yn, m, sh, bias, A + cfg.mult_width + 1, cfg.sh_max)
     y, nsat = _sat(wide, W)
-    if cfg.ystate_frac is not None:
+    if stored:
         Yn, zsat = _sat(rnd(Yn, s), cfg.ystate_width)
         ysat = Saturated(ysat.flags | zsat.flags)
     return AccRequant(Yn, y, ysat, nsat)

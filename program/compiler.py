@@ -45,8 +45,10 @@ tile's, and within ``max_reduction`` channels ``Y`` cannot saturate between piec
 does not (closed loop: every partial ``Y`` is ``x̂'·W`` for an ``x̂'`` in ``x̂``'s range, within
 the accumulator bound, numerics §2.5); beyond, ``Y`` saturates after each piece on the core as
 in the golden layer. Each piece's GEMM writes ``y`` of the partial ``Y``; the last piece's
-overwrites it. The INT8 core cannot split: its quantizer scales the whole tile by one exponent
-(refused).
+overwrites it. With a stored Y (``ystate_frac``, numerics §2.5; every preset's) each piece
+rounds the stored sum, so the pieces change the numbers: the golden block must run the same
+ones (``IntDiTBlock(..., pieces=)``), and other pieces are refused. The INT8 core cannot split:
+its quantizer scales the whole tile by one exponent (refused).
 
 Group-stream bound (GMEM reservation, :func:`group_rows`): a tile of ``nch`` sub-channels emits
 at most ``4·nch`` groups (at most ``b/2 <= 4`` slice columns per sub-channel and every group holds
@@ -72,7 +74,7 @@ import numpy as np
 from golden.config import Config
 from golden.dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
 from golden.layouts import VPU_OPS
-from golden.schedule import piece_bounds
+from golden.schedule import piece_bounds, reduction_pieces
 from program.heads import padded_head_dim, padded_proj, unpad
 from program.isa import (
     ADDR_BITS,
@@ -335,14 +337,15 @@ def check_pieces(blk: IntDiTBlock, pieces) -> dict:
             raise ValueError(f"pieces[{k!r}] = {p!r}: an int in 1..{cin} (the layer's input "
                              f"channels)")
         need = blk.layers[k].pieces
-        if need > 1 and p != need:
+        if p != need and reduction_pieces(cin, blk.cfg) > 1:
             raise ValueError(f"pieces[{k!r}] = {p}: the layer's {cin} input channels exceed "
                              f"max_reduction {blk.cfg.max_reduction} and run in its golden "
                              f"layer's {need} pieces; {need} only")
         if p != need and blk.cfg.ystate_frac is not None:
             raise ValueError(f"pieces[{k!r}] = {p}: a stored Y (ystate_frac "
-                             f"{blk.cfg.ystate_frac}) is rounded after every piece, so only the "
-                             f"golden layer's {need} piece(s) give its numbers; {need} only")
+                             f"{blk.cfg.ystate_frac}) is rounded after every piece, so the "
+                             f"golden block must run the same pieces: build it with "
+                             f"IntDiTBlock(..., pieces={{{k!r}: {p}}}) (it runs {need})")
         if p > 1 and dense(blk.cfg):
             raise ValueError(f"pieces[{k!r}] = {p}: the INT8 core cannot split a reduction (its "
                              f"quantizer scales a whole tile by one exponent); 1 only")
@@ -360,12 +363,13 @@ def compile_block(blk: IntDiTBlock, core: CoreConfig, pieces: dict | None = None
     check_block(blk)
     if not isinstance(abuf_base, int) or isinstance(abuf_base, bool) or abuf_base < 0:
         raise ValueError(f"abuf_base must be an integer >= 0, not {abuf_base!r}")
-    prog = CoreProgram(blk=blk, core=core, pieces=check_pieces(blk, pieces),
-                       abuf_base=abuf_base, layers=core_layers(blk))
-    if prog.layers["proj"].W.shape[0] != blk.layers["proj"].W.shape[0] \
-            and prog.pieces.get("proj", 1) != 1:
-        raise ValueError(f"pieces['proj'] = {prog.pieces['proj']}: the heads are padded "
+    layers = core_layers(blk)
+    if layers["proj"].W.shape[0] != blk.layers["proj"].W.shape[0] \
+            and (pieces or {}).get("proj", 1) != 1:
+        raise ValueError(f"pieces['proj'] = {pieces['proj']}: the heads are padded "
                          f"(program.heads), so proj runs in one piece; 1 only")
+    prog = CoreProgram(blk=blk, core=core, pieces=check_pieces(blk, pieces),
+                       abuf_base=abuf_base, layers=layers)
     _plan(prog)
     prog.check_fits()
     _lower(prog)

@@ -519,7 +519,7 @@ class CoreExecutor(VrowEngine):
             acc = execute(groups, W, cfg)[0][-1]
         Y = self.ybuf[ysrc:ysrc + T] if a["accum"] else np.zeros((T, cfg.cols), np.int64)
         try:
-            r = vpu.acc_requant(Y, acc, m, shift, bias, cfg)
+            r = vpu.acc_requant(Y, acc, m, shift, bias, cfg, stored=True)
         except ValueError as e:
             self._fail("vpu", str(e))
         self.abuf[dst:dst + T] = r.y.T

@@ -25,14 +25,15 @@ SPECS = {
 
 def block_workload(cfg: Config, steps: int, seed: int = 3, drop: bool = True,
                    mlp_ratio: float | None = None, hidden: int | None = None,
-                   heads: int | None = None):
+                   heads: int | None = None, pieces: dict | None = None):
     """``(make_block, inputs)``: a function building a fresh integer block of the preset's
     test DiT (:class:`IntDiTBlock`, or the INT8 core's :class:`golden.dit_int8.Int8DiTBlock`),
     and per step the ``(x, mod)`` the block sees when the integer DiT samples from ``seed``
     (realistic activations). ``drop`` removes a few off-diagonal SAR blocks per head
     (the diagonal stays) so that masked attention is exercised; ``mlp_ratio``, ``hidden`` and
     ``heads`` replace the test DiT's (a wider MLP or hidden size: reductions and LayerNorm rows
-    longer than ``max_reduction``)."""
+    longer than ``max_reduction``); ``pieces``: the reduction pieces the block runs (its
+    layers' ``pieces``, which a stored Y's numbers depend on, numerics §2.5)."""
     spec = SPECS.get(cfg.name, DIT_MODELS["tiny"])
     changes = dict(mlp_ratio=mlp_ratio, hidden=hidden, heads=heads)
     spec = replace(spec, **{k: v for k, v in changes.items() if v is not None})
@@ -50,6 +51,7 @@ def block_workload(cfg: Config, steps: int, seed: int = 3, drop: bool = True,
     params = im.params
 
     def make_block() -> IntDiTBlock:
-        return block_of(params, 0, spec, cfg, mask)
+        return block_of(params, 0, spec, cfg, mask,
+                        **({"pieces": pieces} if pieces and cfg.datapath == "dstar" else {}))
 
     return make_block, inputs

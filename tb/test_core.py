@@ -47,7 +47,8 @@ async def dit_block_over_steps(dut):
     ratio = os.environ.get("DSTAR_MLP_RATIO")
     shape = {k: env_int(f"DSTAR_{k.upper()}", 0) or None for k in ("hidden", "heads")}
     make_block, inputs = block_workload(cfg, steps, seed=env_int("DSTAR_WORKLOAD_SEED", 3),
-                                        mlp_ratio=float(ratio) if ratio else None, **shape)
+                                        mlp_ratio=float(ratio) if ratio else None,
+                                        pieces=pieces_from_env(), **shape)
     golden, prog = make_block(), compile_block(make_block(), tb.core, pieces_from_env(),
                                                abuf_base=env_int("DSTAR_ABUF_BASE", 0))
     ex = CoreExecutor(cfg, tb.core)

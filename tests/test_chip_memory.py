@@ -72,20 +72,21 @@ def _model(tokens=1024, D=512):
 def test_the_state_is_charged_on_dstar_alone_at_its_stored_widths(timing):
     wl = Workload("w", 4.0, 4.0, 0.9, 0.5)
     m = _model()
-    r = project_model(m, Chip(), timing, timing, CFG, wl)
+    whole = CFG.replace(ystate_frac=None)
+    r = project_model(m, Chip(), timing, timing, whole, wl)
     assert r["int8"]["cache"]["hbm_bytes"]["state"] == 0 and r["int8"]["state_bytes"] == 0
-    total = sum(state_bytes(CFG, x) for x in m.linears)
+    total = sum(state_bytes(whole, x) for x in m.linears)
     assert r["dstar"]["state_bytes"] == total
     assert r["dstar"]["cache"]["hbm_bytes"]["state"] == pytest.approx(2 * total)
     # A reuse step leaves qk's state where it is.
-    qk = state_bytes(CFG, m.linears[0])
+    qk = state_bytes(whole, m.linears[0])
     assert r["dstar"]["reuse"]["hbm_bytes"]["state"] == pytest.approx(2 * (total - qk))
-    # A stored Y (ystate_frac) keeps Y at act_width + 2 + g bits instead of acc_bits.
-    narrow = CFG.replace(ystate_frac=2)
+    # A stored Y (ystate_frac, the preset's) keeps Y at act_width + 2 + g bits, not acc_bits.
+    narrow = CFG
     r2 = project_model(m, Chip(), timing, timing, narrow, wl)
     y = sum(x.count * x.tokens * x.cout for x in m.linears) / 8
     assert r["dstar"]["state_bytes"] - r2["dstar"]["state_bytes"] == pytest.approx(
-        y * (CFG.acc_bits - narrow.ystate_width))
+        y * (whole.acc_bits - narrow.ystate_width))
     assert r2["dstar"]["per_image_s"] <= r["dstar"]["per_image_s"]
     assert r2["int8"] == r["int8"]
 

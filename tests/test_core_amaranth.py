@@ -94,7 +94,7 @@ def test_load_store_every_buffer(cfg, dut):
     p = Prog(cfg)
     data = {}
     for buf, width in (("ABUF", cfg.act_width), ("XBUF", cfg.xhat_width),
-                       ("YBUF", cfg.acc_bits)):
+                       ("YBUF", cfg.ystate_width)):
         v = rng.integers(-(1 << (width - 1)), 1 << (width - 1), (5, T))
         p.load(buf, 7, [dict(v=r) for r in v])
         data[buf] = v

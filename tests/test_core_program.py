@@ -38,6 +38,7 @@ from program.isa import (
     disassemble,
     encode,
     format_cmd,
+    host_words_per_row,
     parse_cmd,
     row_to_words,
 )
@@ -80,8 +81,11 @@ def _run(name, sar=True, interval=2, words=False, pieces=None, spec=SPEC, abuf_b
     ``(prog, ex, [(golden BlockStep, parsed output, counter delta, semaphores)])``."""
     cfg = preset(name, **overrides)
     params = init_params(spec, 1)
-    blk = IntDiTBlock(params, 0, spec, cfg, _sar_mask(cfg) if sar else None, interval=interval)
-    gold = IntDiTBlock(params, 0, spec, cfg, blk.mask, interval=interval)
+    # With a stored Y (every preset's) the pieces are the golden block's too (numerics §2.5).
+    gp = pieces if cfg.ystate_frac is not None else None
+    blk = IntDiTBlock(params, 0, spec, cfg, _sar_mask(cfg) if sar else None, interval=interval,
+                      pieces=gp)
+    gold = IntDiTBlock(params, 0, spec, cfg, blk.mask, interval=interval, pieces=gp)
     core = core_for(cfg)
     prog = compile_block(blk, core, pieces, abuf_base=abuf_base)
     ex = CoreExecutor(cfg, core)
@@ -138,13 +142,15 @@ def test_equals_golden(name, sar, interval, pattern):
 PIECES = {"qk": 2, "v": 3, "proj": 16, "fc1": 4, "fc2": 5}
 
 
-@pytest.mark.parametrize("name", ["tiny", "fpga"])
-def test_reduction_pieces_equal_golden(name):
-    """Each layer's reduction split into pieces (compiler docstring) gives the unsplit block's
-    outputs, x̂ and Y at every step; each piece is one QUANT of its channels."""
-    prog, _ex, res = _run(name, pieces=PIECES)
+@pytest.mark.parametrize("name, ystate_frac", [
+    pytest.param("tiny", None, marks=pytest.mark.slow), ("fpga", None), ("tiny", 4)])
+def test_reduction_pieces_equal_golden(name, ystate_frac):
+    """Each layer's reduction split into pieces (compiler docstring) gives, with Y whole, the
+    unsplit block's outputs, x̂ and Y at every step, and with a stored Y (the presets') the
+    golden block's that runs the same pieces; each piece is one QUANT of its channels."""
+    prog, _ex, res = _run(name, pieces=PIECES, ystate_frac=ystate_frac)
     _check_equal(prog, res, [True, False, True, False, True])
-    whole = compile_block(prog.blk, prog.core)
+    whole = compile_block(IntDiTBlock(init_params(SPEC, 1), 0, SPEC, prog.cfg), prog.core)
     for k, p in PIECES.items():
         nt = SPEC.tokens // prog.cfg.tile
         got = [c.nch for c in prog.step_commands()[slice(*prog.section(k))] if c.op == "QUANT"]
@@ -287,11 +293,12 @@ def test_reduction_pieces_refused_with_a_stored_y():
         compile_block(blk, core_preset("tiny"), {"fc2": 2})
 
 
-@pytest.mark.parametrize("name, ystate_frac", [("tiny", 0), ("fpga", 3)])
+@pytest.mark.parametrize("name, ystate_frac", [("fpga", 3)])
 def test_stored_y_equals_golden(name, ystate_frac):
-    """A stored Y (``ystate_frac``, numerics §2.5): YBUF rows of ``ystate_width`` bits, each
-    GEMM adding the stored sum brought back by its channel's shift and writing it back rounded:
-    the executor equals the golden block at every step, Y included."""
+    """A stored Y (``ystate_frac``, numerics §2.5) other than the presets' (every other test
+    here runs theirs): YBUF rows of ``ystate_width`` bits, each GEMM adding the stored sum
+    brought back by its channel's shift and writing it back rounded: the executor equals the
+    golden block at every step, Y included."""
     prog, _ex, res = _run(name, ystate_frac=ystate_frac)
     _check_equal(prog, res, [True, False, True, False, True])
     assert prog.cfg.ystate_width < prog.cfg.acc_bits
@@ -521,12 +528,13 @@ def test_counters_step(tiny_sar):
         else:
             assert not qg
         assert delta["qpu_subchannels"] == qpu["subchannels"]
-        rows = {"ABUF": 2, "VBUF": 2, "XBUF": 3, "YBUF": 4}       # words per row (tiny)
+        rows = {b: host_words_per_row(cfg, b) for b in ("ABUF", "VBUF", "XBUF", "YBUF")}
         assert delta["host_words_in"] == (N * D // T) * rows["ABUF"] + 6 * (D // T) * rows["VBUF"]
         ys = sum(prog.regions[f"{k}.Y"].rows for k in LAYERS)
         xs = sum(prog.regions[f"{k}.xhat"].rows for k in LAYERS)
         ab = sum(prog.regions[r].rows for r in ("out", "o", *[f"{k}.y" for k in LAYERS]))
-        assert delta["host_words_out"] == ab * 2 + xs * 3 + ys * 4
+        assert delta["host_words_out"] == (ab * rows["ABUF"] + xs * rows["XBUF"]
+                                           + ys * rows["YBUF"])
         sat = g.saturation
         assert delta["y_saturated"] == sum(g.layers[k].y_saturated for k in LAYERS) + \
             sat.get("s", 0) + sat["o"]                  # S and o requantize in GEMMs too

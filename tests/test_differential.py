@@ -365,7 +365,7 @@ def test_stored_y_is_refused_where_there_is_no_state_or_room():
     from golden.config import ConfigError
     with pytest.raises(ConfigError, match="ystate_frac must be None with datapath 'int8'"):
         preset("fpga", datapath="int8", ystate_frac=2)
-    with pytest.raises(ConfigError, match=r"ystate_frac must be an integer in \[0, "):
+    with pytest.raises(ConfigError, match=r"ystate_frac must be an integer in \[0, 47\]"):
         preset("tiny", ystate_frac=64)
     assert preset("tiny").ystate_width == preset("tiny").acc_bits
     assert preset("tiny", ystate_frac=2).hash() != preset("tiny").hash()

@@ -26,7 +26,7 @@ def _runs(name, edit=None, pieces=None):
     nb = SPEC.tokens // T
     mask = np.ones((SPEC.heads, nb, nb), bool)
     mask[0, 0, nb - 1] = mask[1, nb - 1, 0] = False
-    blk = IntDiTBlock(params, 0, SPEC, cfg, mask, interval=2)
+    blk = IntDiTBlock(params, 0, SPEC, cfg, mask, interval=2, pieces=pieces)
     core = core_preset(name)
     prog = compile_block(blk, core, pieces)
     step = prog.step_commands()

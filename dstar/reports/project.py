@@ -574,7 +574,7 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
         out, pieces, modes = {}, {}, {}
         for cache in (True, False):
             lin = att = 0.0
-            ffn_cyc = 0
+            ffn_cyc = compute = 0
             nbytes = dict.fromkeys(("weights", "activations", "state", "restream", "operands",
                                     "pcache"), 0.0)
             parts = dict.fromkeys(("kv", "qk", "softmax", "p_quant", "pv"), 0)
@@ -595,6 +595,7 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                 if cache:
                     pieces[x.name], modes[x.name] = c["pieces"], mode
                 ffn_cyc += c["cycles"] if _is_ffn(x) else 0
+                compute += c["cycles"]
                 lin += c["s"]
                 for k, v in c["bytes"].items():
                     nbytes[k] += v
@@ -602,6 +603,7 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                 part = attention_parts(t, cfg, a, swl, cache, chip.cores)
                 for k, v in part.items():
                     parts[k] += a.count * v
+                compute += a.count * sum(part.values())
                 ab = attention_bytes(cfg, a, swl, cache, chip, not pc_on_chip[side])
                 att += max(a.count * sum(part.values()) / chip.freq_hz,
                            sum(ab.values()) / bw)
@@ -609,9 +611,11 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                     nbytes[k] += v
             vb = vector_bytes(cfg, model, chip)
             nbytes["activations"] += vb
-            vec = max(vector_cycles(t, cfg, model, chip.cores) / chip.freq_hz, vb / bw)
+            vcyc = vector_cycles(t, cfg, model, chip.cores)
+            compute += vcyc
+            vec = max(vcyc / chip.freq_hz, vb / bw)
             out["cache" if cache else "reuse"] = dict(
-                linear_s=lin, attention_s=att, vector_s=vec,
+                linear_s=lin, attention_s=att, vector_s=vec, compute_s=compute / chip.freq_hz,
                 hbm_s=sum(nbytes.values()) / bw, total_s=lin + att + vec, hbm_bytes=nbytes)
             if cache:
                 out["pe_utilization"] = pe_utilization(
@@ -622,14 +626,16 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                     model, cfg, swl, dense=side == "int8", drain=False)
                 out["attention_parts_cycles"] = parts
         n_cache = math.ceil(model.steps / wl.interval)
-        per_image = (n_cache * out["cache"]["total_s"]
-                     + (model.steps - n_cache) * out["reuse"]["total_s"])
+        per_image, compute_image = ((n_cache * out["cache"][k]
+                                     + (model.steps - n_cache) * out["reuse"][k])
+                                    for k in ("total_s", "compute_s"))
         state = sum(state_bytes(cfg, x) for x in model.linears
                     if modes[x.name] == "differential")
         weights = sum(x.cin * x.cout * x.count for x in model.linears) \
             * ((cfg.weight_width + 7) // 8)
         hbm_used = weights + state + (0 if pc_on_chip[side] else pc_side[side]) + 2 * act_peak
-        res[side] = dict(out, per_image_s=per_image, reduction_pieces=pieces,
+        res[side] = dict(out, per_image_s=per_image, compute_per_image_s=compute_image,
+                         reduction_pieces=pieces,
                          layer_modes=modes, state_bytes=state, hbm_used_bytes=hbm_used,
                          fits_hbm=hbm_used <= mem.hbm_capacity_bytes)
     pc_total = pc_side["dstar"]

@@ -4,10 +4,12 @@
 Each lever alone and the combination, on every model of the projection, against the same INT8
 chip (which keeps no state, so no lever touches it):
 
-- **stored Y** (``ystate_frac``, numerics §2.5): ``Y`` kept between steps rounded by each output
-  channel's shift in ``act_width + 2 + g`` bits instead of ``acc_bits`` (38 at ``paper``);
-  the RTL follows it bit for bit (:class:`rtl.requant.Requant`); its quality on the integer
-  model is measured by ``dstar measure state-quality`` (:mod:`dstar.reports.state_quality`);
+- **stored Y** (``ystate_frac``, numerics §2.5; the presets' default since issue 47, at
+  :data:`golden.config.YSTATE_FRAC_CHOSEN`): ``Y`` kept between steps rounded by each output
+  channel's shift in ``act_width + 2 + g`` bits instead of ``acc_bits`` (38 at ``paper``); the
+  RTL follows it bit for bit (:class:`rtl.requant.Requant`); its quality on the integer model
+  is measured by ``dstar measure state-quality`` (:mod:`dstar.reports.state_quality`), which
+  chose the default; "Y whole" is the configuration before it;
 - **stateless layers**: a layer may run without state, its input quantized whole at the first
   step's bits (``Workload.dense_bits``, measured by ``dstar bench`` on step 0) with nothing
   kept, where the projection finds that faster; known for our statistics only;
@@ -19,17 +21,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 
-__all__ = ["LEVERS", "BUFFERS_KB", "STORED_Y_FRAC", "lever_rows", "markdown"]
+__all__ = ["LEVERS", "BUFFERS_KB", "lever_rows", "markdown"]
 
-#: Bits of the stored Y below the output's LSB the lever runs (numerics §2.5).
-STORED_Y_FRAC = 2
-
-#: name → (``paper`` configuration overrides, :func:`project_model` options).
+#: name → (``paper`` configuration overrides, :func:`project_model` options): the state before
+#: issue 47, each lever alone, the default, and the default with stateless layers.
 LEVERS = {
-    "as built": ({}, {}),
-    "stored Y": (dict(ystate_frac=STORED_Y_FRAC), {}),
-    "stateless layers": ({}, dict(stateless=True)),
-    "stored Y + stateless layers": (dict(ystate_frac=STORED_Y_FRAC), dict(stateless=True)),
+    "Y whole": (dict(ystate_frac=None), {}),
+    "Y whole + stateless layers": (dict(ystate_frac=None), dict(stateless=True)),
+    "stored Y (the default)": ({}, {}),
+    "stored Y + stateless layers": ({}, dict(stateless=True)),
 }
 
 #: Per-core buffers (KB) of the budget table; the first is the paper's.
@@ -62,6 +62,8 @@ def lever_rows(models, wls, chip, timing, energy=None, progress=None) -> list:
                 row = dict(lever=name, buffer_kb=kb, model=model.name, workload=wl.name,
                            config=over, memory=asdict(c.memory), speedup=r["speedup"],
                            dstar_s=r["dstar"]["per_image_s"], int8_s=r["int8"]["per_image_s"],
+                           dstar_compute_s=r["dstar"]["compute_per_image_s"],
+                           int8_compute_s=r["int8"]["compute_per_image_s"],
                            state_bytes=r["dstar"]["state_bytes"],
                            hbm_bytes_per_cache_step={s: sum(r[s]["cache"]["hbm_bytes"].values())
                                                      for s in ("dstar", "int8")},
@@ -91,19 +93,26 @@ def markdown(rows: list, model: str) -> list:
              "`dstar/reports/state_levers.py`), every byte charged as above, against the same "
              f"INT8 chip. {model}:", "",
              "| lever | buffer per core | statistics | DSTAR s/image | INT8 s/image | speed-up "
-             "| state GB | HBM GB per cache step DSTAR / INT8 "
+             "| compute alone DSTAR / INT8 s | state GB | HBM GB per cache step DSTAR / INT8 "
              + ("| energy DSTAR/INT8 " if has_e else "") + "| stateless layers |",
-             "|---|---:|---|---:|---:|---:|---:|---:|" + ("---:|" if has_e else "") + "---|"]
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if has_e else "") + "---|"]
     for r in rows:
         if r["model"] != model:
             continue
         h = r["hbm_bytes_per_cache_step"]
         lines.append(
             f"| {r['lever']} | {r['buffer_kb']} KB | {r['workload']} | {r['dstar_s']:.3f} "
-            f"| {r['int8_s']:.3f} | {r['speedup']:.2f}× | {r['state_bytes'] / 1e9:.2f} "
+            f"| {r['int8_s']:.3f} | {r['speedup']:.2f}× "
+            f"| {r['dstar_compute_s']:.3f} / {r['int8_compute_s']:.3f} "
+            f"| {r['state_bytes'] / 1e9:.2f} "
             f"| {h['dstar'] / 1e9:.2f} / {h['int8'] / 1e9:.2f} "
             + (f"| {r['energy_ratio']:.2f} " if has_e else "")
             + f"| {', '.join(r['stateless']) or '–'} |")
+    lines += ["", "*Compute alone*: the same chip with no memory traffic at all (every layer its "
+              "compute cycles, the plan's pieces kept): what the arrays, quantizers and VPUs "
+              "take, so the speed-up DSTAR's arithmetic gives before any byte moves; the gap "
+              "between it and the speed-up charged is what HBM costs (module docstring of "
+              "`dstar/reports/project.py`)."]
     names = list(dict.fromkeys(r["model"] for r in rows))
     levers = list(dict.fromkeys(r["lever"] for r in rows if r["buffer_kb"] == rows[0]["buffer_kb"]))
     for wl in dict.fromkeys(r["workload"] for r in rows):
