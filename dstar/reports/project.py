@@ -81,6 +81,7 @@ from dstar.reports.gpu_bound import A100, roofline
 from gen.errors import UserError
 from gen.outputs import read_json
 from golden.config import Config, ConfigError, preset
+from golden.layouts import gmem_layout, layout_width
 from program.compiler import FREE, FULL, P_READY, S_READY
 from sim.chip_memory import PAPER_MEMORY, MemorySystem, linear_plans
 from sim.core_work import Work
@@ -476,7 +477,6 @@ def linear_cost(t: Timing, cfg: Config, x: Linear, chip: Chip, *, bits: float | 
     YBUF holds it). Returns ``{"s", "cycles", "pieces",
     "plan", "bytes": {kind: bytes}}`` for all ``count`` layers."""
     mem, T = chip.memory, cfg.tile
-    from golden.layouts import gmem_layout, layout_width
     int8 = bits is None
     gcfg = cfg.replace(datapath="int8", ystate_frac=None) if int8 else cfg
     row = layout_width(gmem_layout(gcfg)) / 8
