@@ -448,7 +448,17 @@ def _energy_section(rec) -> list:
                      f"{a['run_cycles']:,}",
                      f"{(t['internal'] + t['switching'] + t['leakage']) / 1e3:,.1f}",
                      f"{a['pj_per_mac']:.3f}", "yes" if a["checked"] else "no"])
-    return ["## Energy per MAC from the gates", "", "`dstar power` (details: "
+    from golden.config import ConfigError, preset
+    try:
+        today = preset(rec.get("preset", "")).hash()
+    except (ConfigError, ValueError, KeyError):
+        today = None
+    stale = ([f"**Stale**: measured on the `{rec.get('preset')}` configuration "
+              f"{rec.get('config_hash')}, not today's default ({today}); `dstar power` "
+              "remeasures it (the "
+              "paper chip below is projected again from these figures by `dstar power "
+              "--paper-chip`).", ""] if rec.get("config_hash") != today else [])
+    return ["## Energy per MAC from the gates", "", *stale, "`dstar power` (details: "
             "`reports/energy.md`): each array's standard-cell netlist simulated on the same "
             f"{rec['workload']['macs']:,} MACs of real tiles (preset `{rec['preset']}`), every "
             "net's transitions counted, energy from the library's power tables at "
