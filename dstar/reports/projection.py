@@ -254,7 +254,7 @@ def main(argv=None, prog=None) -> int:
                     help="the part areas of the paper core (dstar measure compare), for the "
                          "energy per image, if present")
     ap.add_argument("--no-levers", action="store_true",
-                    help="leave out the levers on the state (a few minutes)")
+                    help="leave out the levers on the state (about 20 s of the run)")
     ap.add_argument("--out-dir", default="reports", help="report directory (default: reports)")
     a = ap.parse_args(argv)
     out = check_output_dir(a.out_dir)
