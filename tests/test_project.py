@@ -226,3 +226,54 @@ def test_a_long_gemm_stream_is_its_steady_state_extended(timing, tile):
     from dstar.reports.project import _run, _stream, stream_cycles
     for n in (1, 2, 3, 4, 7, 12):
         assert stream_cycles(timing, tile, n) == _run(timing, _stream([tile] * n)), n
+
+
+def test_fused_rows_charge_the_statistics_read_and_the_residual_read_only():
+    """Unfused, each block's element-wise rows move 22 hidden-wide tensors through HBM (two
+    layernorms and two modulates read and write, two gated residuals read two and write one,
+    GELU reads and writes four); fused, one read for the layernorm statistics and one residual
+    read per gated residual: 4 (``project._FUSED_ACCESSES``)."""
+    from dstar.reports.project import vector_bytes
+    chip = Chip()
+    tokens, D = 1024, 1152
+    m = DiTModel("one", 1, (Linear("blk.fc1", tokens, D, 4 * D, 3),), ())
+    unit = 3 * tokens * D * 2
+    assert unit > chip.memory.scratchpad_bytes
+    assert vector_bytes(CFG, m, chip) == 22 * unit
+    assert vector_bytes(CFG, m, chip, fused=True) == 4 * unit
+
+
+def test_free_bytes_are_charged_nothing_on_both_chips(timing):
+    m, chip = small_model(tokens=2048), Chip()
+    wl = Workload("w", 3.0, 3.0, 0.9, 0.9)
+    r0 = project_model(m, chip, timing, timing, CFG, wl)
+    r1 = project_model(m, chip, timing, timing, CFG, wl, free=("restream", "operands"))
+    assert any(r0[s]["cache"]["hbm_bytes"][k] > 0 for s in ("dstar", "int8")
+               for k in ("restream", "operands"))
+    for side in ("dstar", "int8"):
+        for step in ("cache", "reuse"):
+            h0, h1 = r0[side][step]["hbm_bytes"], r1[side][step]["hbm_bytes"]
+            assert h1["restream"] == h1["operands"] == 0
+            assert h1["state"] == h0["state"] and h1["weights"] == h0["weights"]
+        assert r1[side]["per_image_s"] <= r0[side]["per_image_s"]
+
+
+def test_targets_say_met_only_when_both_are_reached():
+    from dstar.reports import state_levers as sl
+
+    def row(lever, speedup, energy):
+        cs = dict(state=1e9, activations=1e9, weights=1e8, pcache=0.0, compute_s=1e-3,
+                  hbm_s=2e-3)
+        return dict(lever=lever, model="M", workload="ours", buffer_kb=sl.BUFFERS_KB[0],
+                    speedup=speedup, energy_ratio=energy,
+                    cache_step={"dstar": cs, "int8": cs})
+    names = ["stored Y (the default)", sl.COMBINED, list(sl.LEVERS)[-1]]
+    low = [row(n, 1.1, 0.9) for n in names]
+    assert "not met" in sl.targets(low, "M")[0]
+    assert "meets both targets on: none" in sl.targets(low, "M")[0]
+    fast_hot = [row(n, 1.6, 0.9) for n in names]
+    assert "not met" in sl.targets(fast_hot, "M")[0]
+    good = [row(n, 1.6, 0.7) for n in names]
+    assert "; met." in sl.targets(good, "M")[0]
+    assert "meets both targets on: M" in sl.targets(good, "M")[0]
+    assert sl.targets(low[:2], "M") == []

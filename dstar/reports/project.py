@@ -65,9 +65,10 @@ the GPU's favour; ``a100_over_dstar`` is its time per image over DSTAR's, so the
 lead over an A100 is at least that.
 
 What it does not model: NoC contention (the multicasts included), HBM latency (bandwidth
-only), HBM's own row-buffer behaviour, layer fusion (a real schedule could keep an element-wise
-row's output on chip for the next layer), the host. The energy per image is
-:mod:`dstar.reports.energy_paper`'s.
+only), HBM's own row-buffer behaviour, the host. Layer fusion (element-wise rows applied to a
+linear layer's tiles while they are on the core, :data:`_FUSED_ACCESSES`) is a lever
+(``fused``, :mod:`dstar.reports.state_levers`), not the default: the compiler emits each row as
+a pass of its own. The energy per image is :mod:`dstar.reports.energy_paper`'s.
 """
 
 from __future__ import annotations
@@ -466,7 +467,7 @@ def _tile_split(x: Linear, T: int, cores: int) -> tuple:
 
 
 def linear_cost(t: Timing, cfg: Config, x: Linear, chip: Chip, *, bits: float | None,
-                fill: float, stateful: bool) -> dict:
+                fill: float, stateful: bool, free: tuple = ()) -> dict:
     """One step of linear layer ``x`` (its ``count`` copies) on the chip with memory
     (:mod:`sim.chip_memory`): the plan of the core's loop (pieces, resident accumulators)
     that takes the least time, each plan's time the longer of its compute
@@ -474,8 +475,8 @@ def linear_cost(t: Timing, cfg: Config, x: Linear, chip: Chip, *, bits: float | 
     ``bits`` None: the INT8 core (one group per channel, dense); ``stateful``: a differential
     layer whose ``x̂`` and ``Y`` go to HBM and back, its resident accumulators the stored ``Y``
     at ``ystate_width`` (a stored Y is rounded after each piece, numerics §2.5, as the core's
-    YBUF holds it). Returns ``{"s", "cycles", "pieces",
-    "plan", "bytes": {kind: bytes}}`` for all ``count`` layers."""
+    YBUF holds it); ``free``: kinds of bytes charged nothing (a bound). Returns ``{"s",
+    "cycles", "pieces", "plan", "bytes": {kind: bytes}}`` for all ``count`` layers."""
     mem, T = chip.memory, cfg.tile
     int8 = bits is None
     gcfg = cfg.replace(datapath="int8", ystate_frac=None) if int8 else cfg
@@ -496,6 +497,7 @@ def linear_cost(t: Timing, cfg: Config, x: Linear, chip: Chip, *, bits: float | 
     best = None
     for p in plans:
         nbytes = dict(fixed, restream=p.restream_bytes * visits)
+        nbytes.update(dict.fromkeys(set(free) & set(nbytes), 0.0))
         cyc = linear_cycles(t, cfg, x, bits, fill, chip.cores, p.pieces)
         s = max(cyc / chip.freq_hz, sum(nbytes.values()) / mem.hbm_bytes_per_s)
         key = (s, sum(nbytes.values()), p.pieces)
@@ -534,31 +536,45 @@ def attention_bytes(cfg: Config, a: Attention, wl: Workload | None, cache: bool,
         pcache=pc).items()}
 
 
-#: Reads and writes of each element-wise row (:func:`vector_rows`): the gated residual reads the
-#: residual and the branch.
+#: Reads and writes of each element-wise row (:func:`vector_rows`) in HBM, as the compiler's
+#: block program runs them (each row a pass of its own): the gated residual reads the residual
+#: and the branch and writes the sum.
 _VECTOR_ACCESSES = {"layernorm": 2, "modulate": 2, "gated_residual": 3, "gelu": 2}
 
+#: The same with the rows fused into the linear layers beside them (``fused``; a schedule the
+#: compiler does not emit yet): LayerNorm and modulate applied to the next layer's input as its
+#: quantizer reads it, from row statistics made by one read of the residual; GELU applied to
+#: ``fc1``'s output tile before it is written; the gated residual applied to ``proj``'s and
+#: ``fc2``'s output tiles, reading the residual, its sum written in place of the branch.
+_FUSED_ACCESSES = {"layernorm": 1, "modulate": 0, "gated_residual": 1, "gelu": 0}
 
-def vector_bytes(cfg: Config, model: DiTModel, chip: Chip) -> float:
+
+def vector_bytes(cfg: Config, model: DiTModel, chip: Chip, fused: bool = False) -> float:
     """HBM bytes of one step's element-wise rows (:func:`vector_rows`): each reads and writes
-    its activations there when a row set does not fit the scratchpad."""
+    its activations there when a row set does not fit the scratchpad; ``fused``: the rows fused
+    into the linear layers beside them (:data:`_FUSED_ACCESSES`)."""
     ab = (cfg.act_width + 7) // 8
+    acc = _FUSED_ACCESSES if fused else _VECTOR_ACCESSES
     out = 0.0
     for count, tokens, ops in vector_rows(model):
         for op, n, k in ops:
             b = tokens * n * ab
             if b > chip.memory.scratchpad_bytes:
-                out += count * k * _VECTOR_ACCESSES[op] * b
+                out += count * k * acc[op] * b
     return out
 
 
 def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, cfg: Config,
-                  wl: Workload, stateless: bool = False) -> dict:
+                  wl: Workload, stateless: bool = False, fused: bool = False,
+                  free: tuple = ()) -> dict:
     """Latency of ``model`` per step and per image on DSTAR (``t_dstar``, workload ``wl``) and on
     the INT8 core (``t_base``, :func:`int8_workload` of ``wl``), every byte charged (module
     docstring): per step and side ``{"cache", "reuse"}`` with the seconds by part and the HBM
     bytes by kind. ``stateless``: a DSTAR layer may run without state (its input quantized
-    whole at ``wl.dense_bits``, nothing kept) where that is faster."""
+    whole at ``wl.dense_bits``, nothing kept) where that is faster; ``fused``: the element-wise
+    rows fused into the linear layers beside them (:func:`vector_bytes`), on both chips;
+    ``free``: kinds of HBM bytes (keys of ``hbm_bytes``) charged nothing on both chips, for a
+    bound on what a better dataflow could reach."""
     mem = chip.memory
     bw = mem.hbm_bytes_per_s
     act_bytes = (cfg.act_width + 7) // 8
@@ -583,15 +599,17 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                     continue
                 if side == "dstar":
                     opts = {"differential": linear_cost(t, cfg, x, chip, bits=wl.bits,
-                                                        fill=wl.fill, stateful=True)}
+                                                        fill=wl.fill, stateful=True,
+                                                        free=free)}
                     if stateless and wl.dense_bits is not None:
                         opts["stateless"] = linear_cost(t, cfg, x, chip, bits=wl.dense_bits,
-                                                        fill=wl.fill, stateful=False)
+                                                        fill=wl.fill, stateful=False,
+                                                        free=free)
                     mode = min(opts, key=lambda k: opts[k]["s"]) if cache else modes[x.name]
                     c = opts[mode]
                 else:
                     mode, c = "dense", linear_cost(t, cfg, x, chip, bits=None, fill=1.0,
-                                                   stateful=False)
+                                                   stateful=False, free=free)
                 if cache:
                     pieces[x.name], modes[x.name] = c["pieces"], mode
                 ffn_cyc += c["cycles"] if _is_ffn(x) else 0
@@ -605,11 +623,12 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
                     parts[k] += a.count * v
                 compute += a.count * sum(part.values())
                 ab = attention_bytes(cfg, a, swl, cache, chip, not pc_on_chip[side])
+                ab.update(dict.fromkeys(set(free) & set(ab), 0.0))
                 att += max(a.count * sum(part.values()) / chip.freq_hz,
                            sum(ab.values()) / bw)
                 for k, v in ab.items():
                     nbytes[k] += v
-            vb = vector_bytes(cfg, model, chip)
+            vb = vector_bytes(cfg, model, chip, fused)
             nbytes["activations"] += vb
             vcyc = vector_cycles(t, cfg, model, chip.cores)
             compute += vcyc

@@ -29,6 +29,7 @@ import json
 import time
 from pathlib import Path
 
+from dstar.reports import state_levers
 from gen.outputs import png_writer, write_together
 from gen.paths import REPORTS, SIM_BUILD
 from gen.tables import md_table
@@ -571,6 +572,8 @@ def _model_sections(profile, perf, proj) -> list:
                _table(["workload", "model", "steps", "DSTAR s/image", "INT8 s/image",
                        "speed-up", "A100 bound s/image", "A100 bound / DSTAR", "state GB",
                        "energy DSTAR/INT8", "P cache", "lives in"], rows), ""]
+        md += state_levers.targets(proj.get("levers", []),
+                                   proj.get("lever_model", "DiT-XL/2 512"))
     return md
 
 
