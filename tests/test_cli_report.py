@@ -123,3 +123,18 @@ def test_the_core_by_part_says_when_it_is_not_todays_default(report):
     for name, r in area["presets"].items():
         label = f"`{name}` (config `{r['config_hash']}`, not today's default"
         assert (label in text) is (r["config_hash"] != preset(name).hash()), name
+
+
+def test_the_opening_names_the_models_dstar_wins_on_with_every_byte_charged():
+    from dstar.reports.summary import _state_headline
+
+    def row(model, wl, speedup, energy, fits=True):
+        return dict(model=model, workload=dict(name=wl), speedup=speedup,
+                    energy=dict(dstar_over_int8=energy), on_chip_sram_bytes=3 * 2**20,
+                    memory=dict(hbm_capacity_bytes=40e9),
+                    dstar=dict(state_bytes=1.5e9, hbm_used_bytes=2e9, fits_hbm=fits))
+    rows = [row("DiT-XL/2 512", "ours", 1.04, 1.02), row("Flux.1-dev 1K", "ours", 1.5, 0.8, False)]
+    md = "\n".join(_state_headline(dict(rows=rows)))
+    assert "faster and cheaper on Flux.1-dev 1K; not on DiT-XL/2 512" in md
+    assert "| Flux.1-dev 1K | 3,072 | 1.50 | 2.0 (**does not fit**) | 1.50× (0.80) |" in md
+    assert _state_headline(dict(rows=[{k: v for k, v in rows[0].items() if k != "memory"}])) == []

@@ -509,6 +509,53 @@ def _xl_speedups() -> str:
     return " and ".join(got) or "(not projected)"
 
 
+def _state_headline(proj) -> list:
+    """REPORT.md's opening at paper scale (``reports/projection.json``, issue 47): per model
+    FMDQ's state, where it lives, the HBM it takes and the speed-up and energy ratio over the
+    INT8 chip with every byte charged, and the models DSTAR wins on."""
+    rows = (proj or {}).get("rows", [])
+    if not rows or "memory" not in rows[0]:
+        return []
+    from dstar.reports.dit_shapes import MODELS
+    names = list(dict.fromkeys(r["model"] for r in rows))
+    wls = list(dict.fromkeys(r["workload"]["name"] for r in rows))
+    cap = rows[0]["memory"]["hbm_capacity_bytes"]
+
+    def get(n, w):
+        return next(r for r in rows if r["model"] == n and r["workload"]["name"] == w)
+
+    def wins(r):
+        return r["speedup"] > 1 and r.get("energy", {}).get("dstar_over_int8", 2) < 1
+
+    def hidden(n):
+        return max(x.cin for x in MODELS[n].linears if x.name.endswith(("fc1", "qk")))
+    table = []
+    for n in names:
+        r0 = get(n, wls[0])
+        cells = [f"{get(n, w)['speedup']:.2f}×" + (
+            f" ({get(n, w)['energy']['dstar_over_int8']:.2f})" if "energy" in get(n, w) else "")
+            for w in wls]
+        table.append([n, hidden(n), f"{r0['dstar']['state_bytes'] / 1e9:.2f}",
+                      f"{r0['dstar']['hbm_used_bytes'] / 1e9:.1f}"
+                      + ("" if r0["dstar"]["fits_hbm"] else " (**does not fit**)"), *cells])
+    last = wls[-1]
+    won = [n for n in names if wins(get(n, last))]
+    lost = [n for n in names if not wins(get(n, last))]
+    return ["## At paper scale, every byte charged", "",
+            f"`dstar measure projection` (details below and in `reports/projection.md`): the "
+            f"paper's chip with its {rows[0]['on_chip_sram_bytes'] / 2**20:.2f} MiB of SRAM; "
+            f"FMDQ's state (x̂ and Y of every differential layer, at the widths the core "
+            f"stores) lives in HBM ({cap / 1e9:.0f} GB) and is read and written every step it "
+            f"runs, like every other tensor that does not fit. Speed-up over the same chip "
+            f"with INT8 cores (energy DSTAR/INT8 in brackets):", "",
+            _table(["model", "hidden", "state GB", "HBM used GB",
+                    *[f"{w} statistics" for w in wls]], table), "",
+            f"On the `{last}` statistics DSTAR is faster and cheaper on "
+            f"{', '.join(won) or 'no model'}; not on {', '.join(lost) or 'none'}. Its state "
+            "traffic grows with the hidden size and the compute it saves with its square, so "
+            "the wide models keep the lead the narrow ones spend waiting on HBM.", ""]
+
+
 def _floor_words(fl) -> str:
     """The lower bounds of ``energy_image.floors`` in a sentence (empty if not measured)."""
     if not fl:
@@ -613,6 +660,7 @@ def report_files(out: Path) -> tuple:
           "`make reports` runs every one of them (hours; `make bench`, `make profile` and "
           "`make board` run a part). One JSON per unit, preset and target is in "
           "`reports/units/`.", ""]
+    md += _state_headline(_load("projection"))
     md += _compare_section(_load("compare"))
     md += ["## Resources and Fmax (ECP5-85F, Yosys + nextpnr)", "",
            _table(["unit", "preset", "target", "LUT4", "carry", "LUT RAM", "FF", "DSP", "BRAM",
