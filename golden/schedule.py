@@ -552,6 +552,10 @@ def execute(groups, W, cfg: Config):
     if W.ndim != 2 or len(W) == 0 or W.shape[1] > cols:
         raise ValueError(f"W must have shape (channels >= 1, <= {cols}), not {W.shape}")
     W = np.pad(W, ((0, 0), (0, cols - W.shape[1])))
+    groups = list(groups)
+    fast = _execute_wrapping(groups, W, cfg)
+    if fast is not None:
+        return fast
     acc = Accumulator.slice_pe(cfg, (T, cols))
     accs, flags = [], []
     for g in groups:
@@ -561,6 +565,37 @@ def execute(groups, W, cfg: Config):
             accs.append(out[0])
             flags.append(out[1])
     return accs, flags
+
+
+def _execute_wrapping(groups: list, W, cfg: Config):
+    """:func:`execute` without the beat-by-beat loop, when that gives the same result: a wrapping
+    accumulator (no ``overflow_detect``) is a register modulo ``2**acc_bits``, so each tile's
+    value is its beats' ``Σ part · 2**exp`` (for a Horner PE too: its shifts and its final
+    ``<< exp`` are the same sum modulo the register) wrapped once. Only for a well-formed
+    stream (the first beat marked ``first``, every tile ended by ``last`` before the next
+    ``first``, Horner exponents not increasing within a tile); None otherwise, and the loop
+    runs (and raises where it does)."""
+    if cfg.overflow_detect or not groups:
+        return None
+    first = np.array([bool(g.first) for g in groups])
+    last = np.array([bool(g.last) for g in groups])
+    exp = np.array([int(g.exp) for g in groups], np.int64)
+    open_ = np.cumsum(first) - np.cumsum(np.concatenate(([False], last[:-1])))
+    if not first[0] or (open_ != 1).any() or not last[-1]:
+        return None
+    if cfg.alignment == "horner" and (np.diff(exp)[~first[1:]] > 0).any():
+        return None
+    if (exp < 0).any() or exp.max() > 40:
+        return None
+    valid = np.stack([g.valid for g in groups]).astype(bool)            # (G, L)
+    w = np.where(valid[:, :, None], W[np.stack([g.channel for g in groups])], 0)  # (G, L, cols)
+    digits = np.stack([g.digits for g in groups]).astype(np.int64)      # (G, T, L)
+    part = np.einsum("gtl,glc->gtc", digits, w) << exp[:, None, None]
+    starts = np.flatnonzero(first)
+    sums = np.add.reduceat(part, starts, axis=0)
+    width = cfg.acc_bits
+    accs = [_wrap(x, width) for x in sums]
+    return accs, [np.zeros(a.shape, bool) for a in accs]
 
 
 def slice_pe_execute(digits, signed, w, exp, first, last, cfg: Config):

@@ -115,6 +115,7 @@ count above 15, or a wait no engine can satisfy any more (every engine idle).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, fields
 
@@ -228,10 +229,11 @@ def core_preset(name: str, **overrides) -> CoreConfig:
     return CoreConfig(**d)
 
 
+@functools.lru_cache(maxsize=256)
 def core_for(cfg: Config) -> CoreConfig:
     """The buffer depths used for ``cfg``: those ``cfg`` sets (``abuf_rows``, ... of
     :data:`golden.config.CORE_BUFFER_ROWS`), the others from the core preset of the same name,
-    else from the default :class:`CoreConfig`."""
+    else from the default :class:`CoreConfig` (memoized: both are frozen)."""
     base = CORE_PRESETS.get(cfg.name, CoreConfig())
     return dataclasses.replace(base, **{b: getattr(cfg, b) for b in CORE_BUFFER_ROWS
                                         if getattr(cfg, b) is not None})
@@ -351,6 +353,7 @@ def vpu_row_excess(cfg: Config, op: str, n: int, cols: int) -> str | None:
     return f"VROW {op}: a VPU row of {elems} elements exceeds {name} {bound}"
 
 
+@functools.lru_cache(maxsize=256)
 def cmd_bits(cfg: Config) -> int:
     """The command width of ``cfg``'s core: :data:`CMD_BITS` when every opcode's fields fit it
     (every preset), else :data:`CMD_BITS_WIDE` (an ABUF deeper than ``2**16`` rows widens
@@ -398,7 +401,16 @@ def cmd_layout(cfg: Config, op: str) -> list:
     """Field layout of opcode ``op`` after the header (bit 13 on). Narrow fields have
     :data:`ADDR_BITS` bits, ABUF addresses :func:`abuf_bits`, GEMM ``rrow`` :func:`rbuf_bits`,
     VROW ``vb`` :func:`vbuf_bits`, wide ones :func:`addr_bits` (each the narrow width at every
-    preset)."""
+    preset). A new list each call (the layouts are memoized per configuration)."""
+    return list(_cmd_layout(cfg, op))
+
+
+@functools.lru_cache(maxsize=1024)
+def _cmd_layout(cfg: Config, op: str) -> tuple:
+    return tuple(_cmd_layout_of(cfg, op))
+
+
+def _cmd_layout_of(cfg: Config, op: str) -> list:
     A, W, B = ADDR_BITS, addr_bits(cfg), abuf_bits(cfg)
     RB, VB = rbuf_bits(cfg), vbuf_bits(cfg)
     if op in ("NOP", "END", "BARRIER"):

@@ -722,3 +722,37 @@ def test_chunk_runs_are_each_chunks_exponents_in_sorted_order(seed):
         want = [sorted(Counter(ch).items(), key=lambda r: -r[0]) for ch in chunks]
         assert ts.chunk_runs == want
         assert len(chunks) > 1 or t                 # several chunks in the first tile at least
+
+
+@SET
+@given(sched_case(), st.integers(0, 3))
+def test_the_summed_executor_equals_the_beat_by_beat_one(case, drop):
+    """:func:`execute`'s wrapping shortcut (``_execute_wrapping``) against its loop on every
+    stream: well-formed ones (the shortcut must agree bit for bit, overflow flags included)
+    and ones with a tile's ``last`` beat dropped (the shortcut must refuse and the loop run)."""
+    import golden.schedule as sch
+
+    cfg, dx, W = case
+    stream = [g for ts in schedule_matrix(dx, cfg)[1] for g in ts.groups]
+    Wp = np.pad(np.asarray(W, np.int64), ((0, 0), (0, cfg.cols - np.shape(W)[1])))
+    if drop and len(stream) > 1:
+        lasts = [i for i, g in enumerate(stream[:-1]) if g.last]
+        if lasts:
+            from dataclasses import replace
+            i = lasts[drop % len(lasts)]
+            stream[i] = replace(stream[i], last=False)
+            assert sch._execute_wrapping(stream, Wp, cfg) is None
+    fast = execute(stream, W, cfg)
+    orig = sch._execute_wrapping
+    try:
+        sch._execute_wrapping = lambda *a: None
+        slow = execute(stream, W, cfg)
+    finally:
+        sch._execute_wrapping = orig
+    assert len(fast[0]) == len(slow[0])
+    for a, b in zip(fast[0], slow[0]):
+        assert np.array_equal(a, b)
+    for a, b in zip(fast[1], slow[1]):
+        assert np.array_equal(a, b)
+    if not drop and not cfg.overflow_detect:      # the schedule's own streams take the shortcut
+        assert sch._execute_wrapping(stream, Wp, cfg) is not None
