@@ -20,11 +20,13 @@ def test_core_tiny(simulator):
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+@pytest.mark.parametrize("simulator", [
+    "verilator", pytest.param("icarus", marks=pytest.mark.slow)])
 def test_core_tiny_reduction_pieces(simulator):
     """Every layer's reduction split into pieces (program/compiler.py: a piece's QUANT beside the
     previous piece's GEMMs, each GEMM adding into Y): the cache step bit-exact against the
-    unsplit golden block, host words and counters equal to the executor's."""
+    unsplit golden block, host words and counters equal to the executor's (on Icarus, which
+    runs the testbench in the fast tier with ``test_core_tiny``, in make regress)."""
     run_cocotb("core", preset("tiny"), simulator, "tb.test_core", seed=6,
                extra_env={"DSTAR_STEPS": "1", "DSTAR_PIECES": "qk=2,v=3,proj=2,fc1=4,fc2=5"},
                testcase="dit_block_over_steps", tag="pieces")

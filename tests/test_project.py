@@ -104,7 +104,7 @@ def test_cli_writes_json_markdown_and_plot(tmp_path):
     pm.write_text(json.dumps(dict(presets=[dict(preset=k, timing=v)
                                            for k, v in calibrated().items()])))
     assert main(["--perf-model", str(pm), "--profile", str(tmp_path / "none"),
-                 "--out-dir", str(tmp_path)]) == 0
+                 "--out-dir", str(tmp_path), "--no-levers"]) == 0
     rec = json.loads((tmp_path / "projection.json").read_text())
     assert {r["model"] for r in rec["rows"]} == set(MODELS)
     assert (tmp_path / "projection.png").stat().st_size > 0
@@ -277,3 +277,26 @@ def test_targets_say_met_only_when_both_are_reached():
     assert "; met." in sl.targets(good, "M")[0]
     assert "meets both targets on: M" in sl.targets(good, "M")[0]
     assert sl.targets(low[:2], "M") == []
+
+
+def test_every_lever_is_measured_against_the_same_int8_chip(timing):
+    """:func:`state_levers.lever_rows` on a small model: a row per lever (the stateless ones
+    only where a dense-bits figure exists) and per larger buffer; the overlapped drain takes
+    no compute from either chip, the bound's charged bytes are at most every lever's."""
+    from dstar.reports import state_levers as sl
+
+    wl = Workload("w", 3.0, 3.0, 0.9, 0.9, dense_bits=7.0)
+    rows = sl.lever_rows([small_model(tokens=2048)], [wl], Chip(),
+                         lambda cfg: (timing, timing))
+    kb0 = sl.BUFFERS_KB[0]
+    assert [r["lever"] for r in rows if r["buffer_kb"] == kb0] == list(sl.LEVERS)
+    assert {r["buffer_kb"] for r in rows if r["lever"] == sl.COMBINED} == set(sl.BUFFERS_KB)
+    by = {r["lever"]: r for r in rows if r["buffer_kb"] == kb0}
+    base, drain = by["stored Y (the default)"], by["stored Y + drain overlapped"]
+    assert drain["dstar_compute_s"] <= base["dstar_compute_s"]
+    assert drain["int8_compute_s"] <= base["int8_compute_s"]
+    bound = by[list(sl.LEVERS)[-1]]
+    for side in ("dstar", "int8"):
+        assert bound["hbm_bytes_per_cache_step"][side] <= \
+            by[sl.COMBINED]["hbm_bytes_per_cache_step"][side]
+    assert by["stored Y + fused rows"]["options"] == {"fused": True}

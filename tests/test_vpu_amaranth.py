@@ -155,7 +155,7 @@ def _row_law(cfg, op, nb):
     return 2 * nb + 21 + s
 
 
-@pytest.mark.parametrize("name", ["tiny", "fpga"])
+@pytest.mark.parametrize("name", ["tiny", pytest.param("fpga", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("op", ["softmax", "softmax_mx", "layernorm"])
 def test_row_operations_take_their_docstring_cycles(op, name):
     """Back-to-back rows of ``nb`` beats, their commands queued ahead (as the core's vector
