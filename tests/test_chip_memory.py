@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from dstar.reports.dit_shapes import Attention, DiTModel, Linear
-from dstar.reports.project import Chip, Workload, paper_timing, project_model, state_bytes
 from golden.config import preset
+from models.dit_shapes import Attention, DiTModel, Linear
 from sim.chip_memory import PAPER_MEMORY, MemorySystem, linear_plan, linear_plans
+from sim.chip_model import Chip, Workload, paper_timing, project_model, state_bytes
 
 CFG = preset("paper")
 PLAN = dict(T=64, group_bytes_per_channel=47.0, acc_bits=38, weight_bytes=1, stage_bits=50)

@@ -3,7 +3,7 @@
 import pytest
 
 from dstar.reports.energy_image import image_energy
-from fpga.sram_energy import access_pj, memory_accesses, sram_energy, sram_read_pj, sram_write_pj
+from sim.sram_energy import access_pj, memory_accesses, sram_energy, sram_read_pj, sram_write_pj
 
 
 @pytest.mark.parametrize("width, kbytes, pj", [(64, 8, 10.0), (64, 32, 20.0), (64, 1024, 100.0)])
@@ -69,21 +69,21 @@ def test_the_image_sums_idle_data_and_sram():
 
 # ----------------------------------------------------------------------------- the paper chip
 def _model():
-    from dstar.reports.dit_shapes import Attention, DiTModel, Linear
+    from models.dit_shapes import Attention, DiTModel, Linear
     return DiTModel("toy", 4, (Linear("blk.fc1", 16, 32, 64),
                                Linear("blk.qk", 16, 32, 64, cache_only=True)),
                     (Attention("attn", 16, 16, 2, 8),))
 
 
 def _wl(**k):
-    from dstar.reports.project import Workload
+    from sim.chip_model import Workload
     return Workload(**dict(dict(name="t", bits=4.0, p_bits=4.0, fill=1.0, kept=1.0,
                                 interval=2), **k))
 
 
 def test_a_reuse_step_counts_what_the_core_counts():
-    from dstar.reports.energy_paper import step_events
     from golden.config import preset
+    from sim.chip_energy import step_events
     cfg = preset("tiny")                 # T = 4, lanes 4
     T, L = cfg.tile, cfg.lanes
     ev = step_events(_model(), cfg, _wl(), "dstar", cache=False, cores=2)
@@ -105,14 +105,14 @@ def test_a_reuse_step_counts_what_the_core_counts():
 
 
 def test_an_image_is_its_cache_and_reuse_steps_and_the_chip_sums_its_parts():
-    from dstar.reports.energy_paper import (
+    from golden.config import preset
+    from sim.chip_energy import (
         chip_energy,
         core_memories,
         idle_per_cycle,
         image_events,
         step_events,
     )
-    from golden.config import preset
     cfg, m = preset("tiny"), _model()
     c, r = (step_events(m, cfg, _wl(), "dstar", k, 2) for k in (True, False))
     im = image_events(m, cfg, _wl(), "dstar", 2)
@@ -132,7 +132,7 @@ def test_an_image_is_its_cache_and_reuse_steps_and_the_chip_sums_its_parts():
     assert e["parts"]["hbm: weights"] == pytest.approx(80 * 3.97)
     assert e["parts"]["hbm: state"] == pytest.approx(40 * 3.97)
     # The state's 40 bits staged through an 8 KB bank (the weights' writes WMEM counts).
-    from fpga.sram_energy import sram_read_pj, sram_write_pj
+    from sim.sram_energy import sram_read_pj, sram_write_pj
     bit = (sram_read_pj(64, 1024, 0.9) + sram_write_pj(64, 1024, 0.9)) / 128
     assert e["parts"]["sram: HBM staging"] == pytest.approx(40 * bit)
     assert e["total_pj"] == pytest.approx(sum(e["parts"].values()))
@@ -191,10 +191,10 @@ def test_the_paper_chips_events_follow_the_executor():
     VBUF and MASK reads that go with them) within 25 % below (the embedding's and the final
     layer's element-wise rows are not modelled; a few blocks of 28 at paper scale)."""
     from dstar.benches.image_events import image_events
-    from dstar.reports.dit_shapes import Attention, DiTModel, Linear, _block
-    from dstar.reports.energy_paper import step_events
     from golden.config import preset
     from models.dit import DIT_MODELS, init_params
+    from models.dit_shapes import Attention, DiTModel, Linear, _block
+    from sim.chip_energy import step_events
 
     spec, cfg = DIT_MODELS["tiny"], preset("tiny")
     ev = image_events(spec, init_params(spec, 0), cfg, steps=2, label=1, seed=0)

@@ -1,5 +1,5 @@
-"""The paper-scale projection (sim/project.py, sim/dit_shapes.py): its behaviour, not its numbers
-(those are in reports/projection.md)."""
+"""The paper-scale projection (sim/chip_model.py, models/dit_shapes.py): its behaviour, not its
+numbers (those are in reports/projection.md)."""
 
 import json
 from pathlib import Path
@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 import dstar.cli
-from dstar.reports.dit_shapes import MODELS, Attention, DiTModel, Linear
-from dstar.reports.project import Chip, Workload, paper_timing, pcache_bytes, project_model
 from dstar.reports.projection import main
 from golden.config import preset
+from models.dit_shapes import MODELS, Attention, DiTModel, Linear
+from sim.chip_model import Chip, Workload, paper_timing, pcache_bytes, project_model
 from sim.perf_model import Timing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,7 +164,7 @@ def test_a_core_makes_k_and_v_only_for_the_heads_of_its_query_tiles():
     """Head-major split: 8 query tiles per core of a head's 16 (DiT-XL/2 512 on 32 cores) touch
     one head; runs that do not divide the heads' tiles may straddle two; never more heads than
     there are."""
-    from dstar.reports.project import heads_per_core
+    from sim.chip_model import heads_per_core
 
     assert heads_per_core(8, 16, 16) == 1
     assert heads_per_core(16, 16, 16) == 1
@@ -182,8 +182,8 @@ def test_a_layer_takes_the_fastest_plan_that_fits_its_core(timing):
     traffic), and no faster plan exists. More buffer never makes it slower."""
     from dataclasses import replace
 
-    from dstar.reports.project import linear_cost, linear_cycles
     from sim.chip_memory import MemorySystem
+    from sim.chip_model import linear_cost, linear_cycles
     x = Linear("blk.fc2", 64, 4096, 1024, 1)
     chip = Chip()
     for bits in (4.0, None):
@@ -207,7 +207,7 @@ def test_attention_bound_from_the_drain_and_the_head_padding():
     on T = 64: QKᵀ at 72/72 and P·V at 72/128, equal products, so 2 / (1 + 128/72) = 0.72;
     head_dim 32: QKᵀ drain-bound at 32/64 and P·V at 32/64, 0.5 (any drain: QKᵀ 1, so
     2 / (1 + 2) = 2/3)."""
-    from dstar.reports.project import attention_bound
+    from sim.chip_model import attention_bound
 
     def model(d):
         return DiTModel("m", 1, (), (Attention("attn", 1024, 1024, 4, d, 1),))
@@ -223,7 +223,7 @@ def test_attention_bound_from_the_drain_and_the_head_padding():
 def test_a_long_gemm_stream_is_its_steady_state_extended(timing, tile):
     """:func:`stream_cycles` extends a stream's fourth tile by its steady step: equal to the
     whole run of the command-level model."""
-    from dstar.reports.project import _run, _stream, stream_cycles
+    from sim.chip_model import _run, _stream, stream_cycles
     for n in (1, 2, 3, 4, 7, 12):
         assert stream_cycles(timing, tile, n) == _run(timing, _stream([tile] * n)), n
 
@@ -232,8 +232,8 @@ def test_fused_rows_charge_the_statistics_read_and_the_residual_read_only():
     """Unfused, each block's element-wise rows move 22 hidden-wide tensors through HBM (two
     layernorms and two modulates read and write, two gated residuals read two and write one,
     GELU reads and writes four); fused, one read for the layernorm statistics and one residual
-    read per gated residual: 4 (``project._FUSED_ACCESSES``)."""
-    from dstar.reports.project import vector_bytes
+    read per gated residual: 4 (``chip_model._FUSED_ACCESSES``)."""
+    from sim.chip_model import vector_bytes
     chip = Chip()
     tokens, D = 1024, 1152
     m = DiTModel("one", 1, (Linear("blk.fc1", tokens, D, 4 * D, 3),), ())

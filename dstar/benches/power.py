@@ -21,7 +21,7 @@ the same shape, for pJ per MAC by precision.
 QPU and the VPU measured the same way (:mod:`dstar.benches.unit_power`), one digits-DiT image
 on each whole ``fpga`` core of the whole-core comparison (:mod:`dstar.reports.energy_image`:
 RTL cycles, executor events, idle energy by part, per-access SRAM energies, levers not built)
-and the paper chip on the projection's models (:mod:`dstar.reports.energy_paper`).
+and the paper chip on the projection's models (:mod:`sim.chip_energy`).
 
 The workload (:func:`workload`) is ``dstar bench``'s: the layers of one block of the trained
 digits DiT (or random weights of a named model) at the chosen steps, as the MPU's FMDQ group

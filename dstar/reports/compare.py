@@ -13,7 +13,7 @@ replaces); the cycle model of :mod:`sim.perf_model` on the same program against 
 
 ``paper`` (model): the areas of the 64×64 cores from the part-area model fitted on Nangate45
 syntheses of smaller cores of the ``paper`` family and checked on one it was not fitted on; the
-cycles per image of the projection's model (:mod:`dstar.reports.project`) for
+cycles per image of the projection's model (:mod:`sim.chip_model`) for
 :data:`PAPER_MODEL` with our measured workload statistics (the paper's when ours are missing).
 
 Ratios: ``per_um2`` is DSTAR's images per second per µm² of cells over INT8's,
@@ -101,14 +101,15 @@ def _quality(rec: dict) -> dict:
 def _model_check(cfg, spec, params, cal, steps: int, label: int, seed: int,
                  rtl_steps: list, perf_model: Path) -> dict:
     """The cycle model (``reports/perf_model.json``'s ``fpga`` calibration; the INT8 core's
-    quantizer by :func:`dstar.reports.project.int8_timing`) on the first two steps of the
+    quantizer by :func:`sim.chip_model.int8_timing`) on the first two steps of the
     first sample against the RTL's cycles of those steps."""
-    from dstar.reports.project import int8_timing, load_calibration
+    from dstar.reports.projection_inputs import load_calibration
     from models.dit_int_model import IntDiT
     from program.executor import CoreExecutor
     from program.isa import core_for
     from program.model import compile_model
     from program.sampling import CoreSampler
+    from sim.chip_model import int8_timing
     from sim.perf_model import Timing, model_program
 
     t = Timing(**load_calibration(perf_model)["fpga"])
@@ -210,16 +211,10 @@ def kept_fpga(path: Path) -> dict:
 
 # ----------------------------------------------------------------------------- paper
 def measure_paper(args, liberty: str, steps: list) -> dict:
-    from dstar.reports.dit_shapes import MODELS
-    from dstar.reports.project import (
-        Chip,
-        _workloads,
-        int8_timing,
-        load_calibration,
-        paper_timing,
-        project_model,
-    )
+    from dstar.reports.projection_inputs import load_calibration, workloads
     from fpga.synth import synthesize
+    from models.dit_shapes import MODELS
+    from sim.chip_model import Chip, int8_timing, paper_timing, project_model
 
     models = {}
     for dp in DATAPATHS:
@@ -240,7 +235,7 @@ def measure_paper(args, liberty: str, steps: list) -> dict:
                           synthesized=runs, qpu_share=round(qpu / (qpu + mpu), 4) if qpu else 0)
     cfg = preset("paper")
     t, _notes = paper_timing(load_calibration(args.perf_model), cfg)
-    wls, wl_notes = _workloads(args.profile, args.bench)
+    wls, wl_notes = workloads(args.profile, args.bench)
     wl = wls[-1]
     r = project_model(MODELS[PAPER_MODEL], Chip(), t,
                       int8_timing(t, cfg, preset("paper", datapath="int8")), cfg, wl)

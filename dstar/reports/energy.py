@@ -276,7 +276,7 @@ def _extrapolated(rep: dict) -> str:
 
 
 def _paper_markdown(rep: dict) -> list:
-    """The projected paper chip's energy per image (:mod:`dstar.reports.energy_paper`)."""
+    """The projected paper chip's energy per image (:mod:`sim.chip_energy`)."""
     pc = rep.get("paper_chip")
     if not pc:
         return []
@@ -294,7 +294,7 @@ def _paper_markdown(rep: dict) -> list:
         "the paper's 80 KB per-core buffer, every HBM byte staged through one; HBM 3.97 "
         "pJ/bit on the projection's traffic with every byte charged (weights, activations, "
         "FMDQ's state, GEMM re-fetches, K and V, the P cache: issue 47, "
-        "`dstar/reports/energy_paper.py`). Not modelled: the network between cores, the "
+        "`sim/chip_energy.py`). Not modelled: the network between cores, the "
         "scratchpad's own accesses, the host.", "",
         "*Floor* columns: the lower bounds on DSTAR/INT8 of the levers (`energy_image."
         "floors`, as for the `fpga` image above): every lever to DSTAR and none to INT8 "

@@ -14,7 +14,7 @@ of the whole-core comparison (:func:`dstar.reports.compare.fpga_config`), the en
   (``vpu_beats`` less the ``acc_requant`` beats the M engine's requantizer runs, one per
   RBUF read); each unit's data energy is its gate-level run's energy less its own idle energy
   over the run's cycles (:mod:`dstar.benches.unit_power`);
-- **SRAM energy** per access (:mod:`fpga.sram_energy`) of each RAM the synthesis keeps as a
+- **SRAM energy** per access (:mod:`sim.sram_energy`) of each RAM the synthesis keeps as a
   macro, times the image's accesses: the core's row counters and the executor's memory reads
   (:mod:`dstar.benches.image_events`); an ABUF row access is one access of each of its ``T``
   banks.
@@ -33,7 +33,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from fpga.sram_energy import sram_energy
+from sim.sram_energy import sram_energy
 
 __all__ = ["core_idle", "image_energy", "fpga_images", "levers", "floors",
            "per_image", "IMAGE", "UNIT_EVENTS", "CLOCK_PART"]
@@ -187,7 +187,7 @@ def levers(core: dict, cfg, int8_wmem_reads: int | None = None) -> dict:
       reads each channel's row once per GEMM: ``int8_wmem_reads``), the MPU's ``lanes`` reads
       per group from it.
     """
-    from fpga.sram_energy import sram_read_pj, sram_write_pj
+    from sim.sram_energy import sram_read_pj, sram_write_pj
 
     V, out = core["voltage"], {}
     cyc = core["cycles"]
@@ -228,7 +228,7 @@ def _movable(parts: dict, *, weights: float) -> float:
 def floors(dstar: dict, int8: dict, int8_total: float) -> dict:
     """Lower bounds on DSTAR/INT8 energy per image that no lever of :func:`levers` (built or
     not) can get under, from one image's parts on each side (``{part: pJ}``: a core's of
-    :func:`fpga_images` or a projected chip's of :mod:`dstar.reports.energy_paper`) and the
+    :func:`fpga_images` or a projected chip's of :mod:`sim.chip_energy`) and the
     INT8 side's total:
 
     - ``one_sided``: DSTAR with no idle energy at all (perfect clock gating and no leakage),
@@ -250,14 +250,14 @@ def floors(dstar: dict, int8: dict, int8_total: float) -> dict:
 def per_image(cfg, liberty, arrays: dict, *, clock_ns: float, projection, compare,
               progress=None) -> dict:
     """The energy per image (this module on the ``fpga`` cores,
-    :mod:`dstar.reports.energy_paper` on the projection's models) with the QPU and the VPU
+    :mod:`sim.chip_energy` on the projection's models) with the QPU and the VPU
     measured at gate level (:mod:`dstar.benches.unit_power`): the ``units``, ``image``,
     ``paper_chip``, ``energy_per_image_j`` and ``qpu_power_share`` entries of
     ``reports/energy.json``."""
     from dstar.benches.unit_power import dit_tiles, qpu_energy, vpu_energy
     from dstar.reports.compare_area import QPU_PARTS
-    from fpga.sram_energy import SOURCES
     from golden.config import preset
+    from sim.sram_energy import SOURCES
 
     say = progress or (lambda msg: None)
     tiles, qdesc = dit_tiles(cfg, steps=(1, 2), progress=say)
@@ -294,10 +294,10 @@ def per_image(cfg, liberty, arrays: dict, *, clock_ns: float, projection, compar
 def paper_chip_entries(rep: dict, projection, compare) -> dict:
     """The ``paper_chip`` and ``energy_per_image_j`` entries of ``reports/energy.json`` from
     its measured ``fpga`` figures (``rep``: ``arrays``, ``units``, ``image``, ``preset``;
-    :func:`dstar.reports.energy_paper.fpga_side`), the projection's rows and the comparison's
+    :func:`sim.chip_energy.fpga_side`), the projection's rows and the comparison's
     part areas: what ``dstar power --paper-chip`` recomputes without simulating anything."""
-    from dstar.reports.energy_paper import fpga_side, project_energy
     from golden.config import preset
+    from sim.chip_energy import fpga_side, project_energy
 
     proj, cmp = json.loads(Path(projection).read_text()), json.loads(Path(compare).read_text())
     side = fpga_side(rep)

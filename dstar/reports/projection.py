@@ -1,6 +1,6 @@
 """``dstar measure projection`` → ``reports/projection.{json,md,png}``: the paper-scale
-projection of :mod:`dstar.reports.project` on every model under each workload, every byte
-charged, with its energy per image (:mod:`dstar.reports.energy_paper`, when ``dstar power``'s
+projection of :mod:`sim.chip_model` on every model under each workload, every byte
+charged, with its energy per image (:mod:`sim.chip_energy`, when ``dstar power``'s
 and ``dstar measure compare``'s reports are there) and the levers on FMDQ's state
 (:mod:`dstar.reports.state_levers`)."""
 
@@ -13,20 +13,14 @@ from pathlib import Path
 
 from dstar.options import Parser
 from dstar.reports import state_levers
-from dstar.reports.dit_shapes import MODELS
-from dstar.reports.energy_paper import fpga_side, row_energy
-from dstar.reports.project import (
-    Chip,
-    _workloads,
-    int8_timing,
-    load_calibration,
-    paper_timing,
-    project_model,
-)
+from dstar.reports.projection_inputs import load_calibration, workloads
 from gen.errors import UserError
 from gen.outputs import check_output_dir, read_json, save_png, write_together
 from gen.progress import say
 from golden.config import ConfigError, preset
+from models.dit_shapes import MODELS
+from sim.chip_energy import fpga_side, row_energy
+from sim.chip_model import Chip, int8_timing, paper_timing, project_model
 
 __all__ = ["LEVER_MODEL", "run", "markdown", "plot", "main"]
 
@@ -37,7 +31,7 @@ LEVER_MODEL = "DiT-XL/2 512"
 
 def _energy_context(energy: Path, compare: Path) -> tuple:
     """``((area_model, fpga, fpga_cfg, voltage), note)`` for
-    :func:`dstar.reports.energy_paper.row_energy` from ``dstar power``'s and ``dstar measure
+    :func:`sim.chip_energy.row_energy` from ``dstar power``'s and ``dstar measure
     compare``'s reports, or ``(None, why)`` when either is missing."""
     if not (energy.is_file() and compare.is_file()):
         return None, (f"energy per image: not computed ({energy} or {compare} missing: run "
@@ -53,7 +47,7 @@ def _energy_context(energy: Path, compare: Path) -> tuple:
                         f"measure compare` ({type(exc).__name__}: {exc})") from None
     return (area, side["sides"], fcfg, side["voltage"]), (
         f"energy per image: the `fpga` cores' gate-level energies of {energy} carried to the "
-        f"`paper` core (`dstar/reports/energy_paper.py`), the part areas of {compare}")
+        f"`paper` core (`sim/chip_energy.py`), the part areas of {compare}")
 
 
 def run(perf_model: Path, profile: Path, bench: Path, energy: Path | None = None,
@@ -75,7 +69,7 @@ def run(perf_model: Path, profile: Path, bench: Path, energy: Path | None = None
     ectx, enote = (None, "energy per image: not asked") if energy is None else \
         _energy_context(energy, compare)
     rows = []
-    wls, wl_notes = _workloads(profile, bench)
+    wls, wl_notes = workloads(profile, bench)
     for wl in wls:
         for model in MODELS.values():
             r = project_model(model, chip, t, t_base, cfg, wl)
@@ -120,11 +114,11 @@ def markdown(rec: dict) -> str:
              "inputs or partial sums a core's 80 KB cannot hold while it computes, K and V, "
              "the P cache; each layer takes the longer of its compute and its traffic (the "
              "core's working set double-buffers it). See the module docstrings of "
-             "`dstar/reports/project.py` and `sim/chip_memory.py` for what is and is not "
+             "`sim/chip_model.py` and `sim/chip_memory.py` for what is and is not "
              "modelled.", "",
              "A100 bound: each model's dense FP16 FLOPs per step at 312 TFLOPS or its "
              "minimum FP16 traffic at 1.555 TB/s, whichever is longer, over every step at batch "
-             "1 (`dstar/reports/gpu_bound.py`): a bound in the GPU's favour (no softmax, "
+             "1 (`sim/gpu_bound.py`): a bound in the GPU's favour (no softmax, "
              "normalization or launch time, perfect overlap), so a real A100 is slower and the "
              "chip's lead over it at least the ratio shown. The paper claims up to 7.33× "
              "lower latency than an A100.", "",
@@ -175,7 +169,7 @@ def markdown(rec: dict) -> str:
             traffic.append(row)
         lines += traffic
         lines += ["", "PE utilization on a cache step (module docstring of "
-                  "`dstar/reports/project.py`; the paper reports > 88 % on FFN and > 75 % on "
+                  "`sim/chip_model.py`; the paper reports > 88 % on FFN and > 75 % on "
                   "attention). *Bound*: the most attention can reach on this array with "
                   "everything but its GEMMs hidden and tiles back to back (each GEMM at least "
                   "its drain of `rows` tokens, P·V's column blocks padded to `T`; "

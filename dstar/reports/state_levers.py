@@ -15,7 +15,7 @@ chip (which keeps no state, so no lever touches it):
   kept, where the projection finds that faster; known for our statistics only;
 - **fused rows** (a schedule, both chips): the element-wise rows applied to the linear layers'
   tiles while they are on the core instead of passes of their own through HBM
-  (:data:`dstar.reports.project._FUSED_ACCESSES`); the core's VPU can run them, the compiler
+  (:data:`sim.chip_model._FUSED_ACCESSES`); the core's VPU can run them, the compiler
   does not emit that schedule yet;
 - **drain overlapped** (a design change, both chips; modelled, not built): a second
   accumulator per PE so that a tile drains while the next accumulates, the GEMM tile period
@@ -39,7 +39,7 @@ __all__ = ["LEVERS", "COMBINED", "TARGET_SPEEDUP", "TARGET_ENERGY", "lever_rows"
 
 #: name → (``paper`` configuration overrides, options): the state before issue 47, each lever
 #: alone, the default, every lever together and a bound beyond them. Options are
-#: :func:`~dstar.reports.project.project_model`'s and ``drain_overlap`` (both chips' GEMM tile
+#: :func:`~sim.chip_model.project_model`'s and ``drain_overlap`` (both chips' GEMM tile
 #: period ``rows``).
 LEVERS = {
     "Y whole": (dict(ystate_frac=None), {}),
@@ -67,13 +67,13 @@ BUFFERS_KB = (80, 160, 320)
 
 def lever_rows(models, wls, chip, timing, energy=None, progress=None) -> list:
     """One row per lever, per-core buffer (the paper's for every lever; the others with the
-    combination), model and workload: :func:`dstar.reports.project.project_model`'s figures
+    combination), model and workload: :func:`sim.chip_model.project_model`'s figures
     that matter here and, with ``energy`` (``(area_model, fpga, fpga_cfg, voltage)`` of
-    :func:`dstar.reports.energy_paper.row_energy`), the energy per image. ``timing(cfg)`` gives
+    :func:`sim.chip_energy.row_energy`), the energy per image. ``timing(cfg)`` gives
     ``(t_dstar, t_int8)``."""
-    from dstar.reports.energy_paper import row_energy
-    from dstar.reports.project import project_model
     from golden.config import preset
+    from sim.chip_energy import row_energy
+    from sim.chip_model import project_model
 
     runs = [(name, BUFFERS_KB[0]) for name in LEVERS]
     runs += [(COMBINED, kb) for kb in BUFFERS_KB[1:]]
@@ -195,7 +195,7 @@ def markdown(rows: list, model: str) -> list:
               "compute cycles, the plan's pieces kept): what the arrays, quantizers and VPUs "
               "take, so the speed-up DSTAR's arithmetic gives before any byte moves; the gap "
               "between it and the speed-up charged is what HBM costs (module docstring of "
-              "`dstar/reports/project.py`)."]
+              "`sim/chip_model.py`)."]
     names = list(dict.fromkeys(r["model"] for r in rows))
     levers = list(dict.fromkeys(r["lever"] for r in rows if r["buffer_kb"] == rows[0]["buffer_kb"]))
     for wl in dict.fromkeys(r["workload"] for r in rows):

@@ -516,7 +516,7 @@ def _state_headline(proj) -> list:
     rows = (proj or {}).get("rows", [])
     if not rows or "memory" not in rows[0]:
         return []
-    from dstar.reports.dit_shapes import MODELS
+    from models.dit_shapes import MODELS
     names = list(dict.fromkeys(r["model"] for r in rows))
     wls = list(dict.fromkeys(r["workload"]["name"] for r in rows))
     cap = rows[0]["memory"]["hbm_capacity_bytes"]

@@ -1,11 +1,11 @@
 """A roofline bound on a GPU's time per image for the paper-scale projection
-(:mod:`dstar.reports.project`): the reference line the paper's "7.33× lower latency than an
+(:mod:`sim.chip_model`): the reference line the paper's "7.33× lower latency than an
 A100" is set against.
 
 The bound is in the GPU's favour on every count:
 
 * **work**: the model's dense FLOPs of every step (2 per multiply-accumulate, every layer and
-  both attention products, :meth:`dstar.reports.dit_shapes.DiTModel.macs`) at the tensor cores'
+  both attention products, :meth:`models.dit_shapes.DiTModel.macs`) at the tensor cores'
   dense FP16 peak, with no kernel launch, no softmax or normalization time and no idle unit;
 * **traffic**: FP16 weights read once per step, and each linear layer's input and output and
   attention's Q, K, V and output once (a fused attention that never writes the scores), at the
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from dstar.reports.dit_shapes import DiTModel
+from models.dit_shapes import DiTModel
 
 __all__ = ["GPU", "A100", "roofline"]
 

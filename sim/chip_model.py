@@ -1,6 +1,6 @@
 """Paper-scale projection: the RTL-calibrated core model (:mod:`sim.perf_model`) scaled to the
 paper's chip and run on the layer shapes of the paper's seven DiTs
-(:mod:`dstar.reports.dit_shapes`).
+(:mod:`models.dit_shapes`).
 
 ``dstar measure projection`` (:mod:`dstar.reports.projection`) →
 ``reports/projection.{json,md,png}``.
@@ -59,7 +59,7 @@ traffic has a lower utilization than shown.
 
 GPU reference
 -------------
-Each model also gets an A100 roofline bound (:mod:`dstar.reports.gpu_bound`: dense FP16 FLOPs
+Each model also gets an A100 roofline bound (:mod:`sim.gpu_bound`: dense FP16 FLOPs
 at the tensor cores' peak or the minimum HBM traffic, whichever is longer, every step), a bound in
 the GPU's favour; ``a100_over_dstar`` is its time per image over DSTAR's, so the chip's real
 lead over an A100 is at least that.
@@ -68,31 +68,28 @@ What it does not model: NoC contention (the multicasts included), HBM latency (b
 only), HBM's own row-buffer behaviour, the host. Layer fusion (element-wise rows applied to a
 linear layer's tiles while they are on the core, :data:`_FUSED_ACCESSES`) is a lever
 (``fused``, :mod:`dstar.reports.state_levers`), not the default: the compiler emits each row as
-a pass of its own. The energy per image is :mod:`dstar.reports.energy_paper`'s.
+a pass of its own. The energy per image is :mod:`sim.chip_energy`'s.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
-from dstar.reports.dit_shapes import Attention, DiTModel, Linear
-from dstar.reports.gpu_bound import A100, roofline
-from gen.errors import UserError
-from gen.outputs import read_json
-from golden.config import Config, ConfigError, preset
+from golden.config import Config, preset
 from golden.layouts import gmem_layout, layout_width
+from models.dit_shapes import Attention, DiTModel, Linear
 from program.compiler import FREE, FULL, P_READY, S_READY
 from sim.chip_memory import PAPER_MEMORY, MemorySystem, linear_plans
 from sim.core_work import Work
+from sim.gpu_bound import A100, roofline
 from sim.perf_model import INT8_QUANT_FIXED, Timing, simulate
 from sim.timing import array_tile_period
 
 __all__ = ["Chip", "Workload", "paper_timing", "int8_timing", "int8_workload", "heads_per_core",
            "project_model", "attention_parts", "pe_utilization", "attention_bound", "linear_cycles",
            "stream_cycles", "linear_cost", "attention_bytes", "vector_bytes", "state_bytes",
-           "vector_rows", "load_calibration"]
+           "vector_rows"]
 
 
 @dataclass(frozen=True)
@@ -669,72 +666,3 @@ def project_model(model: DiTModel, chip: Chip, t_dstar: Timing, t_base: Timing, 
     res.update(gpu=gpu, a100_over_dstar=gpu["per_image_s"] / res["dstar"]["per_image_s"],
                a100_over_int8=gpu["per_image_s"] / res["int8"]["per_image_s"])
     return res
-
-
-# ----------------------------------------------------------------------------- report
-def _workloads(profile: Path, bench: Path) -> tuple:
-    """``(workloads, notes)``: the paper's statistics and, when ``dstar profile`` and
-    ``dstar bench`` have run, ours (the trained digits DiT at the profile's SAR point closest to
-    the paper's setting, interval 2)."""
-    wls = [Workload("paper", bits=4.3, p_bits=4.3, fill=0.88, kept=0.63)]
-    notes = ["paper: 4.3 average bits (also used for P), lane fill 0.88 (its FFN utilisation), "
-             "37 % of attention work removed taken as 63 % of blocks kept"]
-    if not (profile.exists() and bench.exists()):
-        notes.append("ours: not available (run `dstar profile` and `dstar bench`)")
-        return wls, notes
-    prof = read_json(profile, "--profile (the report of `dstar profile`)")
-    b = read_json(bench, "--bench (the report of `dstar bench`)")
-    try:
-        return _our_workload(prof, b, wls, notes)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        raise UserError(f"{profile} or {bench} is not a report of `dstar profile` / `dstar "
-                        f"bench` ({type(exc).__name__}: {exc})") from None
-
-
-def _our_workload(prof: dict, b: dict, wls: list, notes: list) -> tuple:
-    """:func:`_workloads` from the two reports' contents."""
-    from dstar.benches.layers import packer_words
-    runs = prof["runs"]
-    sar = [r for r in runs if r.get("sar") and r.get("sar_interval") == 2]
-    if not sar:
-        notes.append("ours: the profile has no SAR point at interval 2")
-        return wls, notes
-    pick = max(sar, key=lambda r: r["summary"]["attention_work_removed"]["mean"]
-               if r["summary"]["psnr_db"]["mean"] >= 35 else -1)
-    later = [v for k, v in b["totals"]["by_step"].items() if k != "0"]
-    if not later:
-        notes.append("ours: the bench measured no step after the first")
-        return wls, notes
-    fill = (sum(v["lanes_valid"] for v in later)
-            / (sum(v["groups"] for v in later) * b["config"]["lanes"]))
-    bits = pick["summary"]["avg_bits"]["mean"]
-    kept = pick["summary"]["attention_kept_fraction"]["mean"]
-    first = b["totals"]["by_step"].get("0", {}).get("mean_act_bits")
-    wls.append(Workload("ours", bits=round(bits, 2), p_bits=round(bits, 2),
-                        fill=round(fill, 3), kept=round(kept, 3),
-                        dense_bits=None if first is None else round(first, 2)))
-    notes.append(f"ours: trained digits DiT, profile point `{pick['name']}` (the most attention "
-                 f"work removed at PSNR >= 35 dB: {bits:.2f} bits, {kept:.2f} of blocks kept; P "
-                 f"bits taken equal to the activations'), lane fill {fill:.3f} from `dstar bench` "
-                 f"on the steps after the first ({packer_words(b['config'])}); an input "
-                 f"quantized whole (the first step's, against a zero state) at "
-                 + (f"{first:.2f} bits" if first is not None else "bits not in the bench"))
-    return wls, notes
-
-
-def load_calibration(perf_model: Path) -> dict:
-    """The calibrated timings ``{preset: Timing dict}`` of ``dstar measure perf``'s
-    ``perf_model.json``; :class:`UserError` (one line) when the file is missing or is not
-    one."""
-    if not perf_model.is_file():
-        raise UserError(f"{perf_model} not found; run `dstar measure perf` first")
-    recs = read_json(perf_model, "--perf-model (the calibration of `dstar measure perf`)")
-    try:
-        calibrated = {r["preset"]: r["timing"] for r in recs["presets"]}
-        if not calibrated:
-            raise ValueError("no preset in it")
-        paper_timing(calibrated, preset("paper"))
-    except (ValueError, KeyError, TypeError, ConfigError) as exc:
-        raise UserError(f"{perf_model} is not a calibration of `dstar measure perf` "
-                        f"({type(exc).__name__}: {exc})") from None
-    return calibrated

@@ -1,5 +1,5 @@
 """Layer shapes of the seven DiTs the DSTAR paper evaluates, per denoising step: the input of the
-paper-scale projection (:mod:`dstar.reports.project`).
+paper-scale projection (:mod:`sim.chip_model`).
 
 Shapes come from the models' public configurations (hidden size, depth, heads, MLP ratio, text
 tokens); image tokens are ``(resolution / 16)²`` for every model here (an 8× VAE and 2×2

@@ -1,7 +1,7 @@
 """Projected energy per image of the paper's chip (32 cores of the ``paper`` configuration) on
 the projection's models, DSTAR against the same chip with INT8 cores and against an A100.
 
-Events per image come from the projection's work rules (:mod:`dstar.reports.project`: every
+Events per image come from the projection's work rules (:mod:`sim.chip_model`: every
 layer's token tiles, column blocks and groups at the workload's bits and lane fill, attention's
 query tiles and kept key blocks, the SAR cache and reuse steps, the block's element-wise rows),
 counted the way the core counts them (program/executor.py's counter rules and memory reads).
@@ -14,18 +14,18 @@ core by what one event touches there:
 - **idle** (clock and leakage, no clock gating): each part's idle energy per µm² of the ``fpga``
   core × that part's area on the ``paper`` core by the part-area model of the whole-core
   comparison (``reports/compare.json``), every core every cycle of the image;
-- **SRAM**: each buffer's accesses × its per-access energy (:mod:`fpga.sram_energy`) at its
+- **SRAM**: each buffer's accesses × its per-access energy (:mod:`sim.sram_energy`) at its
   row width in a bank of the chip's buffer (:attr:`sim.chip_memory.MemorySystem.bank_bytes`:
   the paper's 80 KB per core banked in 8 KB macros, not the ``paper`` core's RTL depths), the
   running sums read and written once per reduction piece the projection chose; every byte
   HBM delivers or takes (but the weights, whose writes WMEM counts) once more, written into or
   read out of a bank;
 - **HBM**: the projection's traffic by kind (weights, activations, FMDQ's state, the GEMM
-  traffic a small buffer adds, K/V operands, the P cache; :func:`dstar.reports.project.
+  traffic a small buffer adds, K/V operands, the P cache; :func:`sim.chip_model.
   project_model`) at 3.97 pJ/bit.
 
 Not modelled: the network between cores, the scratchpad's own accesses, the host. The A100 is
-charged its 250 W board power over its roofline time per image (:mod:`dstar.reports.gpu_bound`),
+charged its 250 W board power over its roofline time per image (:mod:`sim.gpu_bound`),
 a bound in the GPU's favour on time; beside the 45 nm figures, the chip's energy carried to the
 A100's 7 nm by :data:`SCALE_7NM` (logic and SRAM apart, HBM unscaled).
 """
@@ -74,7 +74,7 @@ def step_events(model, cfg: Config, wl, side: str, cache: bool, cores: int,
     per channel, P at 8 bits); ``pieces``: each layer's reduction pieces (the projection's
     ``reduction_pieces``; 1 when not given): a GEMM per piece, the running sums (DSTAR's ``Y``,
     the INT8 core's partial sums after the first piece) read and written by each."""
-    from dstar.reports.project import _groups, vector_rows
+    from sim.chip_model import _groups, vector_rows
 
     T, ev = cfg.tile, {}
     dstar = side == "dstar"
@@ -175,11 +175,11 @@ def chip_energy(events: dict, *, cores: int, cycles: float, idle_fj_per_cycle: f
                 fj_per_event: dict, memories: list, voltage: float, hbm_bytes: dict,
                 bank_bytes: int) -> dict:
     """pJ of one image: idle (every core, every cycle), data (``fj_per_event``: ``{"array",
-    "qpu", "vpu"}`` at this configuration), SRAM (:func:`fpga.sram_energy.
+    "qpu", "vpu"}`` at this configuration), SRAM (:func:`sim.sram_energy.
     sram_energy` on ``memories``), HBM traffic (``hbm_bytes``: the projection's by kind) and its
     staging through a ``bank_bytes`` bank (module docstring). Returns ``{"parts",
     "total_pj"}``."""
-    from fpga.sram_energy import HBM_PJ_PER_BIT, sram_energy, sram_read_pj, sram_write_pj
+    from sim.sram_energy import HBM_PJ_PER_BIT, sram_energy, sram_read_pj, sram_write_pj
 
     parts = {"idle": idle_fj_per_cycle * cycles * cores / 1e3,
              "data: array": events["groups_replayed"] * fj_per_event["array"] / 1e3,
@@ -234,10 +234,10 @@ def row_energy(row: dict, area_model: dict, fpga: dict, fpga_cfg: Config,
     ``reports/compare.json``'s ``paper.area_model`` (``{side: {"fit": {"predicted":
     {"parts"}}}}``); ``fpga``: per side ``{"idle": {part: fJ/cycle}, "parts_um2": {part: µm²},
     "fj_per_event": {"array", "qpu", "vpu"}}`` of the ``fpga`` cores (:func:`fpga_side`)."""
-    from dstar.reports.dit_shapes import MODELS
-    from dstar.reports.project import Chip, Workload
     from golden.config import preset
+    from models.dit_shapes import MODELS
     from sim.chip_memory import MemorySystem
+    from sim.chip_model import Chip, Workload
 
     chip = Chip(memory=MemorySystem(**row["memory"])) if "memory" in row else Chip()
     model = MODELS[row["model"]]

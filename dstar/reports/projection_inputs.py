@@ -1,0 +1,82 @@
+"""The inputs of the paper-scale projection (:mod:`sim.chip_model`) that come from this
+project's measurements: the calibrated core timings of ``dstar measure perf`` and the workload
+statistics of ``dstar profile`` and ``dstar bench``, read and checked (one-line errors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gen.errors import UserError
+from gen.outputs import read_json
+from golden.config import ConfigError, preset
+from sim.chip_model import Workload, paper_timing
+
+__all__ = ["workloads", "load_calibration"]
+
+
+def workloads(profile: Path, bench: Path) -> tuple:
+    """``(workloads, notes)``: the paper's statistics and, when ``dstar profile`` and
+    ``dstar bench`` have run, ours (the trained digits DiT at the profile's SAR point closest to
+    the paper's setting, interval 2)."""
+    wls = [Workload("paper", bits=4.3, p_bits=4.3, fill=0.88, kept=0.63)]
+    notes = ["paper: 4.3 average bits (also used for P), lane fill 0.88 (its FFN utilisation), "
+             "37 % of attention work removed taken as 63 % of blocks kept"]
+    if not (profile.exists() and bench.exists()):
+        notes.append("ours: not available (run `dstar profile` and `dstar bench`)")
+        return wls, notes
+    prof = read_json(profile, "--profile (the report of `dstar profile`)")
+    b = read_json(bench, "--bench (the report of `dstar bench`)")
+    try:
+        return _our_workload(prof, b, wls, notes)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise UserError(f"{profile} or {bench} is not a report of `dstar profile` / `dstar "
+                        f"bench` ({type(exc).__name__}: {exc})") from None
+
+
+def _our_workload(prof: dict, b: dict, wls: list, notes: list) -> tuple:
+    """:func:`workloads` from the two reports' contents."""
+    from dstar.benches.layers import packer_words
+    runs = prof["runs"]
+    sar = [r for r in runs if r.get("sar") and r.get("sar_interval") == 2]
+    if not sar:
+        notes.append("ours: the profile has no SAR point at interval 2")
+        return wls, notes
+    pick = max(sar, key=lambda r: r["summary"]["attention_work_removed"]["mean"]
+               if r["summary"]["psnr_db"]["mean"] >= 35 else -1)
+    later = [v for k, v in b["totals"]["by_step"].items() if k != "0"]
+    if not later:
+        notes.append("ours: the bench measured no step after the first")
+        return wls, notes
+    fill = (sum(v["lanes_valid"] for v in later)
+            / (sum(v["groups"] for v in later) * b["config"]["lanes"]))
+    bits = pick["summary"]["avg_bits"]["mean"]
+    kept = pick["summary"]["attention_kept_fraction"]["mean"]
+    first = b["totals"]["by_step"].get("0", {}).get("mean_act_bits")
+    wls.append(Workload("ours", bits=round(bits, 2), p_bits=round(bits, 2),
+                        fill=round(fill, 3), kept=round(kept, 3),
+                        dense_bits=None if first is None else round(first, 2)))
+    notes.append(f"ours: trained digits DiT, profile point `{pick['name']}` (the most attention "
+                 f"work removed at PSNR >= 35 dB: {bits:.2f} bits, {kept:.2f} of blocks kept; P "
+                 f"bits taken equal to the activations'), lane fill {fill:.3f} from `dstar bench` "
+                 f"on the steps after the first ({packer_words(b['config'])}); an input "
+                 f"quantized whole (the first step's, against a zero state) at "
+                 + (f"{first:.2f} bits" if first is not None else "bits not in the bench"))
+    return wls, notes
+
+
+def load_calibration(perf_model: Path) -> dict:
+    """The calibrated timings ``{preset: Timing dict}`` of ``dstar measure perf``'s
+    ``perf_model.json``; :class:`UserError` (one line) when the file is missing or is not
+    one."""
+    if not perf_model.is_file():
+        raise UserError(f"{perf_model} not found; run `dstar measure perf` first")
+    recs = read_json(perf_model, "--perf-model (the calibration of `dstar measure perf`)")
+    try:
+        calibrated = {r["preset"]: r["timing"] for r in recs["presets"]}
+        if not calibrated:
+            raise ValueError("no preset in it")
+        paper_timing(calibrated, preset("paper"))
+    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        raise UserError(f"{perf_model} is not a calibration of `dstar measure perf` "
+                        f"({type(exc).__name__}: {exc})") from None
+    return calibrated
