@@ -138,3 +138,14 @@ def test_the_opening_names_the_models_dstar_wins_on_with_every_byte_charged():
     assert "faster and cheaper on Flux.1-dev 1K; not on DiT-XL/2 512" in md
     assert "| Flux.1-dev 1K | 3,072 | 1.50 | 2.0 (**does not fit**) | 1.50× (0.80) |" in md
     assert _state_headline(dict(rows=[{k: v for k, v in rows[0].items() if k != "memory"}])) == []
+
+
+def test_a_row_measured_on_another_configuration_is_marked():
+    from dstar.reports.summary import _config_cell
+
+    assert _config_cell("tiny", preset("tiny").hash()) == "default"
+    assert _config_cell("tiny", preset("tiny", rows=8, cols=8, vpu_lanes=8).hash(), rows=8,
+                        cols=8, vpu_lanes=8) == "default"
+    assert "not today's" in _config_cell("tiny", preset("fpga").hash())
+    assert "unrecorded" in _config_cell("tiny", None)
+    assert "not today's" in _config_cell("tiny", "0123456789abcdef", rows=0)   # a bad override

@@ -231,6 +231,21 @@ def verification_lines(ver: list) -> list:
     return md
 
 
+def _is_default(preset: str, config_hash, **overrides) -> bool:
+    """Whether ``config_hash`` is today's configuration of ``preset`` (with ``overrides``)."""
+    try:
+        return config_hash == config_preset(preset, **overrides).hash()
+    except (ValueError, TypeError):
+        return False
+
+
+def _config_cell(preset: str, config_hash, **overrides) -> str:
+    """``default`` when the row was measured on today's configuration, else its hash marked."""
+    if _is_default(preset, config_hash, **overrides):
+        return "default"
+    return f"`{config_hash}` (**not today's**)" if config_hash else "**unrecorded**"
+
+
 def _table(head, rows):
     """Every column left-aligned, floats as Python writes them (the summary's own style)."""
     return md_table(head, rows, left=len(head), digits=None)
@@ -662,15 +677,22 @@ def report_files(out: Path) -> tuple:
           "`reports/units/`.", ""]
     md += _state_headline(_load("projection"))
     md += _compare_section(_load("compare"))
+    shown = [u for u in units if u["target"] != "generic"]
+    old = [u for u in shown if not _is_default(u["preset"], u["config_hash"])]
     md += ["## Resources and Fmax (ECP5-85F, Yosys + nextpnr)", "",
-           _table(["unit", "preset", "target", "LUT4", "carry", "LUT RAM", "FF", "DSP", "BRAM",
-                   "Fmax MHz", "flow", "from"],
-                  [[u["unit"], u["preset"], u["target"], u["resources"].get("lut4"),
+           *([f"**Stale**: {len(old)} of {len(shown)} rows were measured on a configuration "
+              "other than today's default of their preset (column *configuration*: its hash); "
+              "the command in *from* remeasures them.", ""] if old else []),
+           _table(["unit", "preset", "target", "configuration", "LUT4", "carry", "LUT RAM",
+                   "FF", "DSP", "BRAM", "Fmax MHz", "flow", "from"],
+                  [[u["unit"], u["preset"], u["target"], _config_cell(u["preset"],
+                                                                      u["config_hash"]),
+                    u["resources"].get("lut4"),
                     u["resources"].get("carry"), u["resources"].get("lutram"),
                     u["resources"].get("ff"), u["resources"].get("dsp"),
                     u["resources"].get("bram"),
                     None if u["fmax_mhz"] is None else f"{u['fmax_mhz']:.1f}", u["flow"],
-                    u["source"].split(" ")[0]] for u in units if u["target"] != "generic"]), ""]
+                    u["source"].split(" ")[0]] for u in shown]), ""]
     area = _load("core_area")
     if area:
         md += ["## The core by part", "", "`dstar measure core-area` (details: "
@@ -690,10 +712,19 @@ def report_files(out: Path) -> tuple:
     sweep = _load("sweep")
     if sweep:
         pts = sorted(sweep["points"], key=lambda p: (p["unit"], p["size"]))
+        cells = {id(p): _config_cell("tiny", p.get("config_hash"), rows=p["size"],
+                                     cols=p["size"], vpu_lanes=p["size"]) for p in pts}
+        old = [p for p in pts if cells[id(p)] != "default"]
         md += ["## Resources against array size", "", "`dstar measure sizes` (ECP5, DSP "
-               "blocks, the `tiny` preset with `rows = cols = vpu_lanes = n`).", "",
-               _table(["unit", "n × n", "LUT4", "carry", "FF", "DSP", "LUTs per PE"],
-                      [[p["unit"], f"{p['size']} × {p['size']}", p["resources"]["lut4"],
+               "blocks, the `tiny` preset with `rows = cols = vpu_lanes = n`; measured "
+               f"{sweep.get('generated', 'on an unrecorded date')}).", "",
+               *([f"**Stale**: {len(old)} of {len(pts)} points were measured on configurations "
+                  "other than today's (column *configuration*); `dstar measure sizes` "
+                  "remeasures them.", ""] if old else []),
+               _table(["unit", "n × n", "configuration", "LUT4", "carry", "FF", "DSP",
+                       "LUTs per PE"],
+                      [[p["unit"], f"{p['size']} × {p['size']}", cells[id(p)],
+                        p["resources"]["lut4"],
                         p["resources"]["carry"], p["resources"]["ff"], p["resources"]["dsp"],
                         f"{p['resources']['lut_total'] / p['size'] ** 2:,.0f}"] for p in pts]),
                ""]
