@@ -62,6 +62,8 @@ reports:  ## regenerate every figure REPORT.md states: synthesis, place-and-rout
 	$(BIN)/dstar dit-int --model small --steps 8 --seed 0 --preset tiny --preset fpga --sar both --json reports/dit_int.json --md reports/dit_int.md
 	$(BIN)/dstar sample --backend verilator --preset fpga --fit-buffers --steps 10 --jobs $(JOBS) --out reports
 	$(MAKE) board
+	$(MAKE) test
+	$(BIN)/dstar measure verification  # the verdicts make test just left in build/sim
 	$(BIN)/dstar report
 
 profile:  ## the trained DiT's FMDQ and SAR profile, then the threshold and base sweep that chooses the operating point (reports/profile*.*)

@@ -1,6 +1,7 @@
 """REPORT.md's verification table is built from the runner's own verdicts (``verdict.json``,
 sim/runner.py), never from the simulator's ``results.xml``: a run whose verdict is missing,
-failing, has skipped or missing tests, or is stale shows as not passing, and says why."""
+failing, has skipped or missing tests, or is stale shows as not passing, and says why. The
+verdicts reach REPORT.md through ``dstar measure verification``'s record, not a local build/."""
 
 import json
 
@@ -72,6 +73,14 @@ def _fabricate(root):
     _run(root, "qpu", "verilator", "tb.test_qpu", 1, {"a": None, "b": "skipped"}, **{"pass": True})
 
 
+def _report(tmp_path):
+    """Record ``build/sim`` (``dstar measure verification``) into the test's reports/, then
+    ``dstar report``'s files."""
+    from dstar.reports.verification import main
+    assert main(["--out-dir", str(tmp_path / "reports")]) == 0
+    return rs.report_files(tmp_path / "REPORT.md")
+
+
 def _lines(md):
     """The table's rows: (unit, simulator) -> the Markdown line."""
     rows = {}
@@ -98,14 +107,14 @@ def test_a_skipped_run_is_not_a_pass(sim_root, tmp_path):
         "skipped": ["b"], "missing": [], "extra": [], "exit_code": 0, "results": True,
         "pass": False, "reason": "cocotb tests skipped", "unix_time": 1.8e9,
         "key": "0" * 64, "identity": {}}))
-    md = rs.report_files(tmp_path / "REPORT.md")[0][tmp_path / "REPORT.md"]
+    md = _report(tmp_path)[0][tmp_path / "REPORT.md"]
     (line,) = _lines(md).values()
     assert "**not passing**" in line and "skipped: b" in line, line
 
 
 def test_only_a_clean_current_verdict_passes(sim_root, tmp_path):
     _fabricate(sim_root)
-    files, summary = rs.report_files(tmp_path / "REPORT.md")
+    files, summary = _report(tmp_path)
     md = files[tmp_path / "REPORT.md"]
     rows = _lines(md)
     assert len(rows) == 8, md
@@ -156,7 +165,25 @@ def test_the_latest_run_of_a_name_is_the_one_shown(sim_root):
     assert len(rows) == 1 and not rows[0]["passing"] and "skipped" in rows[0]["why"]
 
 
-def test_no_runs_is_said(sim_root, tmp_path):
+def test_no_runs_is_said(sim_root, tmp_path, capsys):
+    """Nothing recorded: the report says so; nothing to record: the command refuses (exit 2)
+    and writes nothing."""
+    import dstar.cli
+
     files, summary = rs.report_files(tmp_path / "REPORT.md")
-    assert "No cocotb runs in build/sim." in files[tmp_path / "REPORT.md"]
+    assert "Not recorded yet" in files[tmp_path / "REPORT.md"]
     assert summary["verification"] == 0
+    assert dstar.cli.main(["measure", "verification", "--sim-root", str(tmp_path),
+                           "--out-dir", str(tmp_path / "reports")]) == 2
+    assert "no cocotb runs in" in capsys.readouterr().err
+    assert not (tmp_path / "reports" / "verification.json").exists()
+
+
+def test_a_record_made_on_other_sources_is_marked_stale(sim_root, tmp_path):
+    _run(sim_root, "pe", "icarus", "tb.test_pe", 1, {"a": None, "b": None})
+    md = _report(tmp_path)[0][tmp_path / "REPORT.md"]
+    assert "**Stale**: recorded on RTL" not in md and "1 of 1 runs pass." in md
+    f = tmp_path / "reports" / "verification.json"
+    f.write_text(json.dumps(dict(json.loads(f.read_text()), sources="0" * 64)))
+    md = rs.report_files(tmp_path / "REPORT.md")[0][tmp_path / "REPORT.md"]
+    assert "**Stale**: recorded on RTL" in md

@@ -44,6 +44,8 @@ MEASUREMENTS = {
                   "reports/reference.*: the reference DiT family compiled on fpga and paper"),
     "pe-area": ("dstar.reports.pe_area",
                 "reports/pe_area.*: the DSTAR and INT8 PEs in standard cells, lever by lever"),
+    "verification": ("dstar.reports.verification",
+                     "reports/verification.json: the cocotb regression's verdicts (build/sim)"),
     "estimate": ("dstar.benches.estimate_calibration",
                  "fpga/estimate_calibration.json: the estimate model's fit (--calibrate|--refit)"),
 }

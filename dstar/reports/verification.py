@@ -1,0 +1,66 @@
+"""``dstar measure verification``: the regression's verdicts recorded as a result.
+
+The last cocotb run of every unit, preset, simulator and run name under ``build/sim`` (what
+``make test`` or ``make regress`` left there), judged by the runner's own verdicts
+(:func:`dstar.reports.summary.verification`: a run passes only when every expected test ran and
+passed on today's sources, testbench and tools), written to ``reports/verification.json`` with
+the digest of the RTL sources it judged them against. ``dstar report`` reads that file, not a
+local ``build/``, and marks the table stale when the sources have changed since.
+
+Takes seconds (it reads verdicts; it runs nothing). Refused (exit 2, nothing written) when
+``build/sim`` holds no cocotb run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from dstar.options import Parser
+from gen.errors import UserError
+from gen.outputs import check_output_dir, command_line, write_together
+from gen.progress import say
+
+__all__ = ["record", "main", "ROW_FIELDS"]
+
+#: The fields of a verification row that the record keeps (the table's and the unit files').
+ROW_FIELDS = ("unit", "preset", "config_hash", "simulator", "run", "module", "tests", "passed",
+              "failed", "skipped", "missing", "passing", "why", "has_verdict", "date")
+
+
+def record(sim_root: Path | None = None) -> dict:
+    """The record of ``sim_root`` (default ``build/sim``): its rows, how many pass, the RTL
+    sources' digest they were judged against, the date. :class:`UserError` when there is no
+    run."""
+    from dstar.reports.summary import SIM, verification
+    from sim.sources import digest, elaboration_sources
+
+    rows = verification(sim_root)
+    if not rows:
+        raise UserError(f"no cocotb runs in {sim_root or SIM}: run `make test` (or `make "
+                        f"regress`) first")
+    return dict(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                sources=digest(elaboration_sources()),
+                runs=len(rows), passing=sum(r["passing"] for r in rows),
+                rows=[{k: r[k] for k in ROW_FIELDS} for r in rows])
+
+
+def main(argv=None, prog=None) -> int:
+    ap = Parser(prog=prog or "dstar measure verification",
+                description="Record the cocotb regression's verdicts (build/sim) in "
+                            "reports/verification.json for REPORT.md.")
+    ap.add_argument("--sim-root", type=Path, default=None,
+                    help="the simulator builds to read (default: build/sim, or DSTAR_BUILD)")
+    ap.add_argument("--out-dir", type=Path, default=Path("reports"),
+                    help="report directory (default: reports)")
+    a = ap.parse_args(argv)
+    out = check_output_dir(a.out_dir)
+    if a.sim_root is not None and not a.sim_root.is_dir():
+        raise UserError(f"--sim-root {a.sim_root}: not a directory")
+    rec = record(a.sim_root)
+    rec["command"] = command_line() or "dstar measure verification"
+    write_together({out / "verification.json": json.dumps(rec, indent=1) + "\n"})
+    say(f"[verification] {rec['passing']} of {rec['runs']} runs pass; wrote "
+        f"{out / 'verification.json'}")
+    return 0
