@@ -35,23 +35,27 @@ from __future__ import annotations
 import math
 
 from golden.config import Config
+from models.published import DEEPSCALE_7NM, JOUPPI_7NM
+from sim.gpu_bound import A100
 
 __all__ = ["step_events", "image_events", "core_memories", "chip_energy", "idle_per_cycle",
            "fpga_side", "row_energy", "project_energy", "at_7nm", "A100_WATTS", "SCALE_7NM",
            "SCALE_DEEPSCALE", "SCALE_SOURCE"]
 
 #: The A100's board power the paper quotes (W).
-A100_WATTS = 250.0
+A100_WATTS = A100.watts
 
 #: 45 nm → 7 nm energy factors (the A100's node), logic and SRAM apart: Jouppi et al., ISCA 2021
 #: (TPUv4i), Table 3's ranges, the middle of each (multipliers 2.1-3.2× less energy for logic,
 #: SRAM 1.3-2.4×); HBM is not scaled (the same memory at either node). The paper scaled by
 #: DeepScaleTool (Sarangi and Baas, ISCAS 2021), whose 0.2473 for power at equal frequency is
 #: second-hand (``SCALE_DEEPSCALE``).
-SCALE_7NM = {"logic": 1 / 2.65, "sram": 1 / 1.85, "hbm": 1.0}
-SCALE_DEEPSCALE = 0.2473
-SCALE_SOURCE = ("Jouppi et al., ISCA 2021 (TPUv4i): 45 nm to 7 nm energy, multipliers 2.1-3.2x "
-                "and SRAM 1.3-2.4x less (middle of each range taken); HBM unscaled")
+SCALE_7NM = {k: 1 / round(sum(JOUPPI_7NM[k]) / 2, 6) for k in ("logic", "sram")} | {"hbm": 1.0}
+SCALE_DEEPSCALE = DEEPSCALE_7NM["power"]
+SCALE_SOURCE = (f"{JOUPPI_7NM['source']}: multipliers "
+                + "-".join(f"{v:g}" for v in JOUPPI_7NM["logic"]) + "x and SRAM "
+                + "-".join(f"{v:g}" for v in JOUPPI_7NM["sram"])
+                + "x less (middle of each range taken); HBM unscaled")
 
 
 def at_7nm(parts: dict) -> float:

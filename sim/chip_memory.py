@@ -40,6 +40,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from models.published import A100_40GB, PAPER_CHIP
+
 __all__ = ["MemorySystem", "PAPER_MEMORY", "LinearPlan", "linear_plans", "linear_plan", "PIECES"]
 
 
@@ -52,11 +54,11 @@ class MemorySystem:
     8 GB HBM2e stacks, the A100 40 GB's memory at the same bandwidth class; the paper gives no
     capacity)."""
 
-    scratchpad_bytes: int = 512 * 1024
-    core_buffer_bytes: int = 80 * 1024
+    scratchpad_bytes: int = PAPER_CHIP["scratchpad_bytes"]
+    core_buffer_bytes: int = PAPER_CHIP["core_buffer_bytes"]
     bank_bytes: int = 8 * 1024
-    hbm_bytes_per_s: float = 1.5e12
-    hbm_capacity_bytes: float = 40e9
+    hbm_bytes_per_s: float = PAPER_CHIP["hbm_bytes_per_s"]
+    hbm_capacity_bytes: float = A100_40GB["hbm_bytes"]
 
     def __post_init__(self):
         for f in ("scratchpad_bytes", "core_buffer_bytes", "bank_bytes"):

@@ -79,6 +79,7 @@ from dataclasses import asdict, dataclass, replace
 from golden.config import Config, preset
 from golden.layouts import gmem_layout, layout_width
 from models.dit_shapes import Attention, DiTModel, Linear
+from models.published import PAPER_CHIP
 from program.compiler import FREE, FULL, P_READY, S_READY
 from sim.chip_memory import PAPER_MEMORY, MemorySystem, linear_plans
 from sim.core_work import Work
@@ -97,8 +98,8 @@ class Chip:
     """The paper's chip (numerics §1): its cores, clock and memories
     (:class:`sim.chip_memory.MemorySystem`: the paper's 3.1 MB of SRAM and HBM2)."""
 
-    cores: int = 32
-    freq_hz: float = 1e9
+    cores: int = preset("paper").cores
+    freq_hz: float = PAPER_CHIP["freq_hz"]
     memory: MemorySystem = PAPER_MEMORY
 
 

@@ -14,8 +14,7 @@ The bound is in the GPU's favour on every count:
   steps and images are back to back at batch 1.
 
 So a real A100 is slower than this bound, and the chip's ratio to it understates the chip's
-lead. Figures: ``../shared/REFERENCES.md`` (NVIDIA A100 40 GB: 312 dense FP16 TFLOPS,
-1,555 GB/s, 250 W PCIe).
+lead. Figures: :data:`models.published.A100_40GB`.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from models.dit_shapes import DiTModel
+from models.published import A100_40GB
 
 __all__ = ["GPU", "A100", "roofline"]
 
@@ -39,7 +39,8 @@ class GPU:
 
 
 #: NVIDIA A100 40 GB (PCIe), the GPU the paper compares with.
-A100 = GPU("A100 40 GB", flops=312e12, bytes_per_s=1.555e12, watts=250.0)
+A100 = GPU(A100_40GB["name"], flops=A100_40GB["fp16_flops"],
+           bytes_per_s=A100_40GB["hbm_bytes_per_s"], watts=A100_40GB["board_w"])
 
 
 def step_bytes(model: DiTModel, gpu: GPU) -> int:

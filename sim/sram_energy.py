@@ -24,23 +24,27 @@ from __future__ import annotations
 
 import math
 
+from models.published import CACTI_45NM, HBM2, HOROWITZ_45NM
+
 __all__ = ["sram_read_pj", "sram_write_pj", "access_pj", "memory_accesses", "sram_energy",
            "HBM_PJ_PER_BIT", "SOURCES", "REFERENCE_V"]
 
 #: ``(capacity in bytes, pJ per bit read at 0.9 V)``, ascending: CACTI's 1 KB point set on
 #: Horowitz's 8 KB figure by CACTI's own 1 KB / 8 KB ratio, then Horowitz's three points.
-_POINTS = ((1024, 10.0 / 64 * 1.13 / 6.39), (8 * 1024, 10.0 / 64), (32 * 1024, 20.0 / 64),
-           (1024 * 1024, 100.0 / 64))
-REFERENCE_V = 0.9
-_WRITE_OVER_READ = 8.42 / 9.98
-HBM_PJ_PER_BIT = 3.97
+_H, _C = HOROWITZ_45NM["sram_read_64b_pj"], CACTI_45NM["read_32b_pj"]
+_POINTS = ((1024, _H[8 * 1024] / 64 * _C[1024] / _C[8 * 1024]),
+           *((kb, pj / 64) for kb, pj in sorted(_H.items())))
+REFERENCE_V = HOROWITZ_45NM["volts"]
+_WRITE_OVER_READ = CACTI_45NM["write_16k_pj"] / CACTI_45NM["read_16k_pj"]
+HBM_PJ_PER_BIT = HBM2["pj_per_bit"]
 SOURCES = {
-    "sram": "Horowitz, ISSCC 2014 (45 nm, 0.9 V; 64-bit reads of 8 KB, 32 KB and 1 MB SRAMs: "
-            "10, 20, 100 pJ), below 8 KB the slope and the write/read ratio of CACTI's 45 nm "
-            "sweep (hsharma35/bitfusion, cacti_sweep.csv: 1 KB 1.13 pJ, 8 KB 6.39 pJ a 32-bit "
-            "read; 16 KB read 9.98, write 8.42 pJ), log-log in capacity, scaled by (V / 0.9)²",
-    "hbm": "O'Connor et al., MICRO 2017: HBM2 3.97 pJ/bit (activation 1.21 + on-die movement "
-           "2.24 + I/O 0.30)",
+    "sram": (f"{HOROWITZ_45NM['source']}: 64-bit reads of 8 KB, 32 KB and 1 MB SRAMs: "
+             + ", ".join(f"{pj:g}" for _kb, pj in sorted(_H.items()))
+             + f" pJ; below 8 KB the slope and the write/read ratio of {CACTI_45NM['source']}: "
+             f"1 KB {_C[1024]} pJ, 8 KB {_C[8 * 1024]} pJ a 32-bit read; 16 KB read "
+             f"{CACTI_45NM['read_16k_pj']}, write {CACTI_45NM['write_16k_pj']} pJ; log-log in "
+             f"capacity, scaled by (V / {REFERENCE_V})²"),
+    "hbm": HBM2["source"],
 }
 
 

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 from gen.outputs import png_writer
+from models.published import BIT_FUSION, HOROWITZ_45NM
 
 __all__ = ["markdown", "plot_png", "PUBLISHED_INT8_MAC"]
 
-#: Published 45 nm energy of an 8-bit MAC, pJ: Horowitz (ISSCC 2014, 0.9 V: 8-bit multiply 0.2
-#: plus 32-bit add 0.1) and Bit Fusion's fixed 8-bit PE (ISCA 2018, its synthesis results);
-#: ``../shared/REFERENCES.md``.
-PUBLISHED_INT8_MAC = {"Horowitz ISSCC 2014 (8-bit mult + 32-bit add, 0.9 V)": 0.3,
-                      "Bit Fusion fixed 8-bit PE (45 nm, 500 MHz)": 0.236}
+#: Published 45 nm energy of an 8-bit MAC, pJ (:mod:`models.published`): Horowitz's 8-bit
+#: multiply plus 32-bit add, and Bit Fusion's fixed 8-bit PE.
+PUBLISHED_INT8_MAC = {
+    "Horowitz ISSCC 2014 (8-bit mult + 32-bit add, 0.9 V)":
+        round(HOROWITZ_45NM["mult8_pj"] + HOROWITZ_45NM["add32_pj"], 6),
+    "Bit Fusion fixed 8-bit PE (45 nm, 500 MHz)": BIT_FUSION["int8_pe_pj"]}
 
 _NAMES = {"mpu": "DSTAR MPU", "baseline": "INT8 array"}
 _GROUPS = ("pes", "array", "front end", "inputs")

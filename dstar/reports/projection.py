@@ -19,8 +19,10 @@ from gen.outputs import check_output_dir, read_json, save_png, write_together
 from gen.progress import say
 from golden.config import ConfigError, preset
 from models.dit_shapes import MODELS
+from models.published import PAPER_CHIP
 from sim.chip_energy import fpga_side, row_energy
 from sim.chip_model import Chip, int8_timing, paper_timing, project_model
+from sim.gpu_bound import A100
 
 __all__ = ["LEVER_MODEL", "run", "markdown", "plot", "main"]
 
@@ -116,12 +118,13 @@ def markdown(rec: dict) -> str:
              "core's working set double-buffers it). See the module docstrings of "
              "`sim/chip_model.py` and `sim/chip_memory.py` for what is and is not "
              "modelled.", "",
-             "A100 bound: each model's dense FP16 FLOPs per step at 312 TFLOPS or its "
-             "minimum FP16 traffic at 1.555 TB/s, whichever is longer, over every step at batch "
+             f"A100 bound: each model's dense FP16 FLOPs per step at {A100.flops / 1e12:g} "
+             f"TFLOPS or its minimum FP16 traffic at {A100.bytes_per_s / 1e12:g} TB/s, whichever "
+             "is longer, over every step at batch "
              "1 (`sim/gpu_bound.py`): a bound in the GPU's favour (no softmax, "
              "normalization or launch time, perfect overlap), so a real A100 is slower and the "
-             "chip's lead over it at least the ratio shown. The paper claims up to 7.33× "
-             "lower latency than an A100.", "",
+             "chip's lead over it at least the ratio shown. The paper claims up to "
+             f"{PAPER_CHIP['latency_vs_a100']:g}× lower latency than an A100.", "",
              "Timing carried to the paper core: " + "; ".join(rec["timing_notes"]) + ".", "",
              "Workloads: " + "; ".join(rec["workload_notes"]) + ".", "",
              rec.get("energy_note", "energy per image: not computed") + ".", ""]
