@@ -1,8 +1,8 @@
 """Every figure is reproducible by a make target: each committed report JSON names the command
 that made it (``"command"``, added by :func:`gen.outputs.write_together` to every JSON object a
-``dstar`` command writes), that command is one the Makefile's ``reports`` target runs (itself or
-through a target it names), and ``make bench`` runs exactly the command of the headline in
-``reports/bench.json``."""
+``dstar`` command writes), that command is one an experiment of the registry runs
+(dstar/experiments.py; ``make reports`` is ``dstar measure --all``), and the registry's bench
+runs exactly the command of the headline in ``reports/bench.json``."""
 
 import json
 import re
@@ -16,31 +16,12 @@ from gen import outputs
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _make_recipes() -> dict:
-    """``{target: [recipe line, ...]}`` of the Makefile, with ``$(BIN)/dstar`` as ``dstar``,
-    ``$(JOBS)`` as 2 and ``$(BENCH)`` expanded; a ``$(MAKE) T`` line is replaced by T's lines."""
-    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
-    bench = re.search(r"^BENCH\s*=\s*(.+)$", text, re.M).group(1)
-    recipes, target = {}, None
-    for line in text.splitlines():
-        m = re.match(r"^([a-z0-9-]+):", line)
-        if m:
-            target = m.group(1)
-            recipes[target] = []
-        elif line.startswith("\t") and target:
-            recipes[target].append(line.strip())
-
-    def expand(t):
-        out = []
-        for r in recipes.get(t, []):
-            sub = re.match(r"^\$\(MAKE\)\s+([a-z0-9-]+)$", r)
-            if sub:
-                out += expand(sub.group(1))
-                continue
-            r = r.replace("$(BENCH)", bench).replace("$(BIN)/dstar", "dstar")
-            out.append(" ".join(r.replace("$(JOBS)", "2").split()))
-        return out
-    return {t: expand(t) for t in recipes}
+def _registry_commands() -> list:
+    """Every ``dstar`` command of the experiment registry (what ``make reports`` runs: ``dstar
+    measure --all``), as a command line."""
+    from dstar.experiments import EXPERIMENTS, REPORT
+    return [shlex.join(c) for e in EXPERIMENTS.values() for c in e.commands
+            if c[0] == "dstar"] + [shlex.join(REPORT)]
 
 
 def _key(command: str) -> tuple:
@@ -54,9 +35,18 @@ def _reports():
     return sorted(p for p in (ROOT / "reports").rglob("*.json"))
 
 
-def test_make_bench_runs_the_headline_command():
+def test_the_registry_runs_the_headline_bench_command():
+    from dstar.experiments import EXPERIMENTS
     bench = json.loads((ROOT / "reports" / "bench.json").read_text())
-    assert _make_recipes()["bench"] == [bench["command"]]
+    assert [shlex.join(c) for c in EXPERIMENTS["bench"].commands] == [bench["command"]]
+
+
+def test_make_reports_and_the_partial_targets_run_the_registry():
+    text = (ROOT / "Makefile").read_text()
+    assert re.search(r"^reports:.*\n\t\$\(BIN\)/dstar measure --all$", text, re.M)
+    for target in ("bench", "profile", "board"):
+        assert re.search(rf"^{target}:.*\n\t\$\(BIN\)/dstar measure --only [a-z0-9,-]+$",
+                         text, re.M), target
 
 
 @pytest.mark.parametrize("path", _reports(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -64,7 +54,7 @@ def test_every_report_names_a_command_make_reports_runs(path):
     rec = json.loads(path.read_text())
     assert isinstance(rec, dict) and rec.get("command", "").startswith("dstar "), \
         f"{path.name} does not name the command that made it"
-    made = {_key(c) for c in _make_recipes()["reports"]}
+    made = {_key(c) for c in _registry_commands()}
     assert _key(rec["command"]) in made, f"make reports runs no {' '.join(_key(rec['command']))}"
 
 
