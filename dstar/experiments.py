@@ -154,11 +154,16 @@ def _tools(rtl: bool) -> tuple:
     return tuple((t, read_version(t)) for t in names)
 
 
-def fingerprint(e: Experiment) -> str:
-    """SHA-256 of what ``e`` is made of today: its code files (paths and contents), its
-    commands and the tools' versions."""
+@lru_cache(maxsize=None)
+def _code_digest(modules: tuple, rtl: bool) -> str:
     from sim.sources import digest
-    h = hashlib.sha256(digest(_code_files(e.modules, e.rtl)).encode())
+    return digest(_code_files(modules, rtl))
+
+
+def fingerprint(e: Experiment) -> str:
+    """SHA-256 of what ``e`` is made of today: its code files (paths and contents, read once
+    per process), its commands and the tools' versions."""
+    h = hashlib.sha256(_code_digest(e.modules, e.rtl).encode())
     h.update(json.dumps([list(c) for c in e.commands]).encode())
     h.update(json.dumps(_tools(e.rtl)).encode())
     return h.hexdigest()
@@ -187,7 +192,7 @@ def stale(ledger: dict | None = None, prints: dict | None = None, root: Path = R
     for name, e in EXPERIMENTS.items():
         rec, why = led.get(name), []
         if rec is None:
-            why.append("not recorded by `dstar measure --all/--stale` yet")
+            why.append("never run through the registry (`dstar measure --all/--stale/--only`)")
         else:
             if rec.get("fingerprint") != prints[name]:
                 why.append("its code, the RTL, a tool or the weights changed")

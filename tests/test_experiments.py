@@ -89,7 +89,7 @@ def test_an_unrecorded_experiment_and_a_missing_output_are_stale(prints, root):
     del led["sizes"]
     got = ex.stale(led, prints, root)
     assert set(got) == dependents({"sizes"})
-    assert "not recorded" in got["sizes"][0]
+    assert "never run through the registry" in got["sizes"][0]
     (root / "reports" / "core.json").unlink()
     try:
         got = ex.stale(current_ledger(prints), prints, root)
@@ -147,3 +147,14 @@ def test_a_corrupt_ledger_is_one_line(tmp_path):
     with pytest.raises(Exception, match="is not a ledger"):
         ex.read_ledger(f)
     assert json.loads(json.dumps(ex.read_ledger(tmp_path / "none.json"))) == {}
+
+
+def test_report_md_lists_every_experiment_with_its_state():
+    from dstar.reports.summary import registry_lines
+
+    led = {"sizes": dict(fingerprint="x", seq=1, ran="2026-12-05 01:00 UTC")}
+    md = "\n".join(registry_lines({"bench": ["needs sizes, which ran after it"]}, led))
+    assert "reruns exactly the stale ones: 1 of " in md
+    assert "| sizes | reports/sweep.json | 2026-12-05 01:00 UTC | current |" in md
+    assert "| bench | reports/bench.json | – | **stale**: needs sizes, which ran after it |" in md
+    assert md.count("\n| ") == len(ex.EXPERIMENTS) + 1

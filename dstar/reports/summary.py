@@ -258,6 +258,26 @@ def _config_cell(preset: str, config_hash, **overrides) -> str:
     return f"`{config_hash}` (**not today's**)" if config_hash else "**unrecorded**"
 
 
+def registry_lines(stale: dict | None = None, ledger: dict | None = None) -> list:
+    """REPORT.md's last section: every experiment of the registry (:mod:`dstar.experiments`),
+    when ``dstar measure`` last recorded it and, if it is stale, why (``stale``/``ledger``:
+    :func:`dstar.experiments.stale`'s and the ledger, read when not given)."""
+    from dstar import experiments as ex
+
+    led = ex.read_ledger(REPORTS / ex.LEDGER.name) if ledger is None else ledger
+    st = ex.stale(led, root=REPORTS.parent) if stale is None else stale
+    rows = [[n, ", ".join(e.outputs), led.get(n, {}).get("ran", "–"),
+             "**stale**: " + "; ".join(st[n]) if n in st else "current"]
+            for n, e in ex.EXPERIMENTS.items()]
+    return ["## Results and what is stale", "",
+            "The experiment registry (`dstar/experiments.py`): each experiment, its results, "
+            "when `dstar measure --all/--stale/--only` last ran it and whether it is stale "
+            "(its code, the RTL, a tool or the weights changed, or an experiment it reads ran "
+            "after it, or it was never run through the registry). `dstar measure --stale` "
+            f"reruns exactly the stale ones: {len(st)} of {len(rows)} now.", "",
+            _table(["experiment", "results", "last run", "state"], rows), ""]
+
+
 def _table(head, rows):
     """Every column left-aligned, floats as Python writes them (the summary's own style)."""
     return md_table(head, rows, left=len(head), digits=None)
@@ -788,6 +808,7 @@ def report_files(out: Path) -> tuple:
     perf = _load("perf_model")
     md += _model_sections(_load("profile"), perf and perf["presets"], _load("projection"))
     md += verification_lines(ver, ver_rec)
+    md += registry_lines()
     files[Path(out)] = "\n".join(md)
     return files, dict(units=len(units), verification=len(ver),
                        verification_passing=sum(v["passing"] for v in ver), out=str(out))
