@@ -29,12 +29,44 @@ from functools import lru_cache
 from pathlib import Path
 
 from gen.errors import UserError
-from gen.outputs import write_together
+from gen.outputs import data_json, json_text, write_together
 from gen.paths import ROOT
 from gen.progress import say
 
-__all__ = ["Experiment", "EXPERIMENTS", "LEDGER", "fingerprint", "stale", "run_experiments",
-           "run_experiments_report", "order", "read_ledger", "REPORT"]
+__all__ = ["MEASUREMENTS", "Experiment", "EXPERIMENTS", "LEDGER", "fingerprint", "stale",
+           "run_experiments", "run_experiments_report", "order", "read_ledger", "REPORT"]
+
+#: ``dstar measure NAME``: name → (module, what it writes). Each module has ``main(argv, prog)``.
+MEASUREMENTS = {
+    "arrays": ("dstar.reports.arrays",
+               "reports/arrays.*: MPU and INT8 array area, Fmax and simulation speed"),
+    "qpu-rate": ("dstar.benches.qpu", "reports/qpu_rate.*: QPU groups per cycle and MPU waits"),
+    "qpu-area": ("dstar.reports.qpu", "reports/qpu_area.*: the QPU's area by part (and the rate)"),
+    "vpu": ("dstar.reports.vpu", "reports/vpu.*: VPU cycles, accuracy, resources and Fmax"),
+    "core": ("dstar.reports.core", "reports/core.*: the core's cycles on a DiT block"),
+    "core-area": ("dstar.reports.core_area", "reports/core_area.*: the core's ECP5 area by part"),
+    "asic": ("dstar.reports.asic", "reports/asic_area.*: standard-cell area (Nangate45)"),
+    "pe-levers": ("dstar.reports.pe_levers", "reports/pe_levers.*: the slice PE's levers alone"),
+    "packing": ("dstar.reports.packing",
+                "reports/qpu_packing.*: open groups, lane utilization against QPU area"),
+    "sizes": ("dstar.reports.sizes", "reports/sweep.*: array resources against size"),
+    "perf": ("dstar.benches.perf_validate",
+             "reports/perf_model.*: the core's cycle model calibrated and validated on the RTL"),
+    "state-quality": ("dstar.reports.state_quality",
+                      "reports/state_quality.*: the stored Y's cost in quality (IntDiT)"),
+    "projection": ("dstar.reports.projection", "reports/projection.*: the paper-scale projection"),
+    "compare": ("dstar.reports.compare",
+                "reports/compare.*: the whole DSTAR core against the whole INT8 core"),
+    "reference": ("dstar.reports.reference",
+                  "reports/reference.*: the reference DiT family compiled on fpga and paper"),
+    "pe-area": ("dstar.reports.pe_area",
+                "reports/pe_area.*: the DSTAR and INT8 PEs in standard cells, lever by lever"),
+    "verification": ("dstar.reports.verification",
+                     "reports/verification.json: the cocotb regression's verdicts (build/sim)"),
+    "estimate": ("dstar.benches.estimate_calibration",
+                 "fpga/estimate_calibration.json: the estimate model's fit (--calibrate|--refit)"),
+}
+
 
 #: The registry's record of the last run of each experiment, beside the results it describes.
 LEDGER = ROOT / "reports" / "ledger.json"
@@ -60,7 +92,6 @@ class Experiment:
 
 
 def _measure(name: str, *opts: str, outputs=(), needs=(), rtl=True, module=None) -> Experiment:
-    from dstar.commands.measure import MEASUREMENTS
     stem = MEASUREMENTS[name][1].split(":")[0].split("/")[-1].split(".")[0]
     return Experiment(name, (("dstar", "measure", name, *opts),),
                       tuple(outputs) or (f"reports/{stem}.json",), tuple(needs),
@@ -164,8 +195,8 @@ def fingerprint(e: Experiment) -> str:
     """SHA-256 of what ``e`` is made of today: its code files (paths and contents, read once
     per process), its commands and the tools' versions."""
     h = hashlib.sha256(_code_digest(e.modules, e.rtl).encode())
-    h.update(json.dumps([list(c) for c in e.commands]).encode())
-    h.update(json.dumps(_tools(e.rtl)).encode())
+    h.update(data_json([list(c) for c in e.commands]).encode())
+    h.update(data_json(_tools(e.rtl)).encode())
     return h.hexdigest()
 
 
@@ -234,8 +265,7 @@ def run_experiments(names, ledger_path: Path = LEDGER, runner=subprocess.run) ->
         seq += 1
         led[name] = dict(fingerprint=fingerprint(e), seq=seq,
                          ran=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-        write_together({ledger_path: json.dumps(dict(experiments=led), indent=1,
-                                                sort_keys=True) + "\n"})
+        write_together({ledger_path: json_text(dict(experiments=led))})
     return 0
 
 

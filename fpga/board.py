@@ -18,7 +18,6 @@ work. The bitstream, the LPF, ``build.json`` and the record ``reports/board-<boa
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from amaranth.hdl import ClockDomain, Elaboratable, Instance, Module, Signal
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
-from gen.outputs import write_together
+from gen.outputs import json_text, write_together
 from gen.paths import REPORTS
 from gen.progress import say
 from golden.config import Config
@@ -265,7 +264,7 @@ def record_file(result: dict) -> tuple:
     rel = {k: (os.path.relpath(v, REPORTS.parent) if k == "bitstream" else v)
            for k, v in result.items() if k != "utilisation"}
     path = REPORTS / f"board-{result['board']}-{result['preset']}.json"
-    return path, json.dumps(rel, indent=2) + "\n"
+    return path, json_text(rel)
 
 
 def output_files(board: str, cfg: Config, outdir: Path) -> list:
@@ -348,7 +347,7 @@ def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: in
                   seconds=round(time.perf_counter() - t0, 1))
     rec_path, rec_text = record_file(result)
     write_together({bit: (outdir / "pnr" / f"{name}.bit").read_bytes(), lpf_out: lpf,
-                    build_json: json.dumps(result, indent=2) + "\n", rec_path: rec_text})
+                    build_json: json_text(result), rec_path: rec_text})
     if not pnr["timing_pass"]:
         raise BuildError(f"timing not met: Fmax {pnr['fmax_mhz']} MHz < {freq:g} MHz "
                          f"(bitstream written anyway: {bit}; log: {pnr['log']})")

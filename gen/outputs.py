@@ -27,6 +27,7 @@ passes ``record_command=False``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -73,8 +74,29 @@ def _with_command(text: str) -> str:
 
 
 def json_text(obj) -> str:
-    """``obj`` as the JSON text of a ``dstar`` output file (indented; NaN refused, ValueError)."""
-    return json.dumps(obj, indent=2, allow_nan=False) + "\n"
+    """``obj`` as the JSON text of a ``dstar`` result file, the one format every command writes
+    (issue 48): indented by one space, paths inside the checkout relative to it
+    (:func:`gen.paths.relative_paths`), a non-finite figure (NaN, infinity) written as ``null``,
+    other objects (paths) as their text."""
+    from gen.paths import relative_paths
+    return json.dumps(relative_paths(_finite(obj)), indent=1, allow_nan=False, default=str) \
+        + "\n"
+
+
+def data_json(obj, **options) -> str:
+    """``obj`` as the JSON of a job file, a cache entry or a key (what a testbench or a later
+    run reads back, not a result): ``json.dumps`` with ``options``, in one place."""
+    return json.dumps(obj, **options)
+
+
+def _finite(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def read_json(path, what: str):

@@ -9,7 +9,7 @@ import pytest
 
 import dstar.cli
 from dstar.cli import UserError, WorkError
-from dstar.commands.measure import MEASUREMENTS
+from dstar.experiments import MEASUREMENTS
 from gen.outputs import check_output_dir, check_outputs, write_together
 from gen.paths import ROOT
 

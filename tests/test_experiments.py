@@ -9,7 +9,7 @@ import pytest
 
 import dstar.cli
 from dstar import experiments as ex
-from dstar.commands.measure import MEASUREMENTS
+from dstar.experiments import MEASUREMENTS
 
 
 def dependents(names: set) -> set:

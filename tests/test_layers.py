@@ -232,3 +232,17 @@ def test_the_checker_finds_an_upward_import_inside_the_application(tmp_path, src
     root = _tree(tmp_path, files)
     a = src[:-3].replace("/", ".")
     assert f"{a} -> {target}" in forbidden_dstar_arrows(root)
+
+
+def test_the_application_serializes_json_in_one_place():
+    """Results are written as JSON by :func:`gen.outputs.json_text` (one format) and job files,
+    cache entries and keys by :func:`gen.outputs.data_json`: no module of the application calls
+    ``json.dumps`` itself (issue 48)."""
+    bad = []
+    for f in sorted((ROOT / "dstar").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("dumps", "dump")
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "json"):
+                bad.append(f"{f.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, bad

@@ -19,6 +19,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from gen.outputs import data_json
 from golden.config import Config
 from sim.runner import run_cocotb
 from sim.timing import array_tile_period
@@ -63,7 +64,7 @@ def measure_baseline(cfg: Config, perf: dict, simulator: str = "verilator") -> d
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "baseline.json"
         run_cocotb("baseline", cfg, simulator, "tb.test_baseline_block", seed=1,
-                   extra_env={"DSTAR_BASELINE_SHAPES": json.dumps(shapes),
+                   extra_env={"DSTAR_BASELINE_SHAPES": data_json(shapes),
                               "DSTAR_BASELINE_JSON": str(out)}, tag="block")
         return json.loads(out.read_text())
 

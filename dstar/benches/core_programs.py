@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gen.outputs import data_json
 from golden.config import Config
 from program.isa import (
     BUFFERS,
@@ -91,7 +92,7 @@ def run_programs(cfg: Config, core: CoreConfig, programs: list, simulator: str =
         raise ValueError(f"program names must be unique: {names}")
     with tempfile.TemporaryDirectory() as d:
         src, out = Path(d) / "programs.json", Path(d) / "out.json"
-        src.write_text(json.dumps([_job(cfg, core, p) for p in programs]))
+        src.write_text(data_json([_job(cfg, core, p) for p in programs]))
         env = {"DSTAR_PROGRAMS": str(src), "DSTAR_PROGRAMS_OUT": str(out)}
         run_cocotb("core", cfg, simulator, "tb.test_core_programs", seed=1, tag=tag,
                    optimize=optimize, extra_env=env)

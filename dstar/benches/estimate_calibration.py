@@ -22,7 +22,6 @@ that fails (Yosys 0.70's ``abc9`` asserts on some QPUs) is reported and left out
 
 from __future__ import annotations
 
-import json
 import time
 
 from amaranth.back import rtlil
@@ -45,6 +44,7 @@ from fpga.synth import (
     yosys_version,
 )
 from gen.errors import UserError
+from gen.outputs import data_json
 from gen.paths import FPGA_BUILD, relative
 from gen.progress import say
 from gen.tables import md_table
@@ -88,7 +88,7 @@ def synth_run(kind: str, cfg: Config, target: str, nodsp: bool) -> dict:
     if cached is not None:
         return cached
     out = synthesize_rtlil(il, top, target, nodsp=nodsp, workdir=workdir)
-    (workdir / "result.json").write_text(json.dumps(out, indent=2) + "\n")
+    (workdir / "result.json").write_text(data_json(out, indent=2) + "\n")
     return out
 
 

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from dstar.benches.inputs import block_layers, check_widths, file_layers, load_layer_weights
+from gen.outputs import data_json
 from golden.config import Config
 
 __all__ = ["MODELS", "LAYER_KINDS", "BenchLayer", "load_weights", "trace_inputs",
@@ -269,7 +270,7 @@ def workload_doc(layers: list, unit: str) -> dict:
 
 def write_workload(layers: list, unit: str, path: Path):
     """:func:`workload_doc` as the JSON file ``DSTAR_BENCH_WORKLOAD`` names."""
-    Path(path).write_text(json.dumps(workload_doc(layers, unit)))
+    Path(path).write_text(data_json(workload_doc(layers, unit)))
 
 
 def run_array(unit: str, cfg: Config, layers: list, simulator: str = "verilator",

@@ -23,7 +23,6 @@ Every stored word of every run is checked against the ISA executor in the testbe
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -40,7 +39,7 @@ from dstar.benches.perf_workloads import (
     vrow_program,
 )
 from dstar.options import Parser
-from gen.outputs import check_output_dir, save_png, write_together
+from gen.outputs import check_output_dir, json_text, save_png, write_together
 from gen.progress import say
 from golden.config import PRESETS, Config, preset
 from program.isa import core_for
@@ -365,7 +364,7 @@ def plot(records: list, path):
 
 def write_reports(records: list, out: Path):
     """``perf_model.json``, ``.md`` and ``.png`` in ``out``, written together."""
-    write_together({out / "perf_model.json": json.dumps(dict(presets=records), indent=1) + "\n",
+    write_together({out / "perf_model.json": json_text(dict(presets=records)),
                     out / "perf_model.md": markdown(records),
                     out / "perf_model.png": lambda f: plot(records, f)})
 

@@ -40,6 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from gen.outputs import data_json
 from golden.config import Config
 
 __all__ = ["workload", "array_energy", "precision_sweep", "power"]
@@ -84,7 +85,7 @@ def array_energy(unit: str, cfg: Config, doc: dict, liberty, *, clock_ns: float 
 
     with tempfile.TemporaryDirectory(prefix="dstar-power-") as d:
         wl, res = Path(d) / "workload.json", Path(d) / "result.json"
-        wl.write_text(json.dumps(doc))
+        wl.write_text(data_json(doc))
         out = {}
 
         def groups(_):

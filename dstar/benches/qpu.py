@@ -21,7 +21,7 @@ from pathlib import Path
 
 from dstar.options import Parser
 from gen.errors import UserError
-from gen.outputs import check_output_dir, write_together
+from gen.outputs import check_output_dir, data_json, json_text, write_together
 from gen.progress import say
 from golden.config import MAX_OPEN_GROUPS, PACK_BINS, PRESETS, preset
 from golden.vectors import qpu_workload_from_tiles
@@ -46,7 +46,7 @@ def run_rate(cfg, job: dict, simulator="verilator", tag: str = "rate") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp, "in.json")
         res = Path(tmp, "out.json")
-        spec.write_text(json.dumps(job))
+        spec.write_text(data_json(job))
         run_cocotb("qpu", cfg, simulator, "tb.test_qpu_rate", seed=1, tag=tag,
                    extra_env={"DSTAR_RATE_IN": str(spec), "DSTAR_RATE_OUT": str(res)})
         return json.loads(res.read_text())
@@ -141,7 +141,7 @@ def main(argv=None, prog=None):
             "exponent bin, N bins, no sort (`packer = \"bins\"`, `pack_bins`).\n\n"
             + "\n".join(rows) + "\n")
     write_together({args.out / "qpu_rate.json":
-                    json.dumps({"rows": results}, indent=2) + "\n",
+                    json_text({"rows": results}),
                     args.out / "qpu_rate.md": text})
     print(text)
     return 0

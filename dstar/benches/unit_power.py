@@ -66,6 +66,7 @@ import time
 from pathlib import Path
 from xml.etree import ElementTree
 
+from gen.outputs import data_json
 from golden.config import Config
 
 __all__ = ["GATE_OPTIONS", "run_cycles", "fj", "split_energy", "group_parts", "gate_netlist",
@@ -270,7 +271,7 @@ def qpu_energy(cfg: Config, liberty, tiles, description: dict | None = None,
                   groups=len(wl.groups))
     with tempfile.TemporaryDirectory(prefix="dstar-qpu-power-") as d:
         spec, out = Path(d) / "in.json", Path(d) / "out.json"
-        spec.write_text(json.dumps(rate_job(wl)))
+        spec.write_text(data_json(rate_job(wl)))
         r = unit_energy("qpu", cfg, liberty, "tb.test_qpu_rate",
                         {"DSTAR_RATE_IN": str(spec), "DSTAR_RATE_OUT": str(out)}, events,
                         clock_ns, tag, progress)

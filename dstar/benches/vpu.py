@@ -13,6 +13,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from gen.outputs import data_json
 from golden.layouts import VPU_OPS
 from sim.runner import run_cocotb
 
@@ -31,7 +32,7 @@ def measure(cfg, simulator: str = "verilator") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp, "cycles.json")
         run_cocotb("vpu", cfg, simulator, "tb.test_vpu_cycles", seed=1, tag="cycles",
-                   extra_env={"DSTAR_VPU_BENCH": json.dumps(dict(lengths=lens, rows=ROWS)),
+                   extra_env={"DSTAR_VPU_BENCH": data_json(dict(lengths=lens, rows=ROWS)),
                               "DSTAR_RATE_OUT": str(out)})
         r = json.loads(out.read_text())
     table = {}

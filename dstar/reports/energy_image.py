@@ -33,6 +33,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from gen.outputs import data_json
 from sim.sram_energy import sram_energy
 
 __all__ = ["core_idle", "image_energy", "fpga_images", "levers", "floors",
@@ -78,7 +79,7 @@ def core_idle(cfg, liberty, *, clock_ns: float = 1.0, progress=None) -> dict:
         net = json.loads(text)
         clk = net["modules"][top]["ports"]["clk"]["bits"][0]
         e = clock_energy(net, read_liberty(wd / "cells.lib"), clk, clock_ns, top)
-        stored.write_text(json.dumps(dict(e, netlist_sha256=digest)))
+        stored.write_text(data_json(dict(e, netlist_sha256=digest)))
     per, leak = {}, {}
     for path, p in e["parts"].items():
         name = (CLOCK_PART if path == PARTS_INPUTS else

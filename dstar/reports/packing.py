@@ -19,7 +19,6 @@ side by side in one run.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from dstar.benches.layers import load_inputs, prepare
 from dstar.options import Parser, resolve_liberty
 from fpga.synth import synthesize, yosys_version
 from gen.errors import UserError
-from gen.outputs import check_output_dir, write_together
+from gen.outputs import check_output_dir, data_json, json_text, write_together
 from gen.paths import ROOT
 from gen.progress import say
 from golden.config import preset
@@ -129,7 +128,7 @@ def main(argv=None, prog=None) -> int:
     layers_in, trace, _ = load_inputs(preset("fpga", **BENCH), steps=20)
     for label, packing in PACKINGS:
         t0 = time.perf_counter()
-        stream_key = json.dumps({k: v for k, v in packing.items() if k != "pack_windows"},
+        stream_key = data_json({k: v for k, v in packing.items() if k != "pack_windows"},
                                 sort_keys=True)
         if stream_key not in util:
             util[stream_key] = lane_utilization(packing, op, (layers_in, trace))
@@ -144,7 +143,7 @@ def main(argv=None, prog=None) -> int:
                 yosys=yosys_version(), library=library, steps=20,
                 operating_point=op["name"], bench=BENCH, rows=rows)
     text = markdown(data)
-    write_together({args.out / "qpu_packing.json": json.dumps(data, indent=1) + "\n",
+    write_together({args.out / "qpu_packing.json": json_text(data),
                     args.out / "qpu_packing.md": text})
     print(text)
     return 0

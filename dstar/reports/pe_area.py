@@ -34,7 +34,7 @@ from pathlib import Path
 from dstar.options import Parser, check_liberty, resolve_liberty
 from fpga.synth import synthesize, yosys_version
 from gen.errors import UserError
-from gen.outputs import check_output_dir, command_line, write_together
+from gen.outputs import check_output_dir, command_line, json_text, write_together
 from gen.paths import ROOT
 from gen.progress import say
 from gen.tables import md_table
@@ -201,7 +201,7 @@ def main(argv=None, prog=None) -> int:
                yosys=yosys_version(), liberty=info, presets={})
     for name in args.presets:
         rec["presets"][name] = measure(name, str(liberty), args.reuse, wls[name])
-    write_together({out / "pe_area.json": json.dumps(rec, indent=1) + "\n",
+    write_together({out / "pe_area.json": json_text(rec),
                     out / "pe_area.md": markdown(rec)})
     say(f"wrote {out / 'pe_area.json'} and .md")
     return 0

@@ -25,7 +25,6 @@ assertion) and marked ``flow: abc``.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -35,7 +34,7 @@ from dstar.options import Parser
 from fpga.pnr import PnrError, place_and_route
 from fpga.synth import BUILD_ROOT, synthesize, yosys_version
 from gen.errors import UserError
-from gen.outputs import check_output_dir, read_json, write_together
+from gen.outputs import check_output_dir, json_text, read_json, write_together
 from gen.paths import ROOT
 from gen.progress import say
 from golden.config import ConfigError, preset
@@ -262,7 +261,7 @@ def main(argv=None, prog=None):
         data["mpu"] = measure_mpu(settings, args.reuse, args.freq, args.seed,
                                   fmax=not args.no_fmax)
         data["mpu"]["multiply/slice (abc flow)"] = measure_mpu_abc(args.reuse)
-    write_together({jpath: json.dumps(data, indent=1) + "\n", mpath: markdown(data)})
+    write_together({jpath: json_text(data), mpath: markdown(data)})
     say(f"wrote {jpath} and {mpath}")
     return 0
 

@@ -6,7 +6,6 @@ and ``dstar measure compare``'s reports are there) and the levers on FMDQ's stat
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -15,7 +14,7 @@ from dstar.options import Parser
 from dstar.reports import state_levers
 from dstar.reports.projection_inputs import load_calibration, workloads
 from gen.errors import UserError
-from gen.outputs import check_output_dir, read_json, save_png, write_together
+from gen.outputs import check_output_dir, json_text, read_json, save_png, write_together
 from gen.progress import say
 from golden.config import ConfigError, preset
 from models.dit_shapes import MODELS
@@ -259,7 +258,7 @@ def main(argv=None, prog=None) -> int:
     load_calibration(pm)
     rec = run(pm, Path(a.profile), Path(a.bench), Path(a.energy), Path(a.compare),
               levers=not a.no_levers)
-    write_together({out / "projection.json": json.dumps(rec, indent=1),
+    write_together({out / "projection.json": json_text(rec),
                     out / "projection.md": markdown(rec),
                     out / "projection.png": lambda f: plot(rec, f)})
     say(f"[project] wrote {out / 'projection.json'}, .md and .png")

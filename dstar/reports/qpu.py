@@ -20,7 +20,6 @@ figure; this module renders the Markdown and holds the command line.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -45,8 +44,8 @@ from dstar.reports.qpu_area_flow import (
 from dstar.reports.qpu_area_plot import plot, plottable
 from fpga.synth import BUILD_ROOT, yosys_version
 from gen.errors import UserError, WorkError
-from gen.outputs import check_output_dir, read_json, write_together
-from gen.paths import ROOT, relative_paths
+from gen.outputs import check_output_dir, json_text, read_json, write_together
+from gen.paths import ROOT
 from gen.progress import say
 from gen.tables import md_table, tool_seconds
 from golden.config import PRESETS
@@ -385,7 +384,7 @@ def main(argv=None, prog=None) -> int:
         if rate.exists():
             data["rate"] = rate_rows(rate)
         data["plot"] = ppath.name if plottable(data) else None
-        write_together({jpath: json.dumps(relative_paths(data), indent=2, default=str) + "\n",
+        write_together({jpath: json_text(data),
                         mpath: markdown(data),
                         ppath if plottable(data) else None: lambda f: plot(data, f)})
 

@@ -45,6 +45,7 @@ from fpga.synth import (
     synthesize,
     yosys_version,
 )
+from gen.outputs import data_json
 from gen.progress import Step, say
 from golden.config import preset
 
@@ -200,7 +201,7 @@ def synthesize_hier(unit: str, cfg, *, nodsp: bool = True, reuse: bool = False,
                seconds=round(time.perf_counter() - t0, 2),
                tools={"yosys": yosys_version(), "amaranth": amaranth.__version__},
                workdir=str(workdir), log=str(workdir / "yosys.log"), script=script)
-    (workdir / "result.json").write_text(json.dumps(out, indent=2) + "\n")
+    (workdir / "result.json").write_text(data_json(out, indent=2) + "\n")
     return out
 
 

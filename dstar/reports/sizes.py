@@ -10,14 +10,13 @@ cluster with ``--scheduler``. Progress on stderr.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
 from dstar.options import Parser
 from gen.errors import UserError
-from gen.outputs import check_output_dir, write_together
-from gen.paths import ROOT, relative_paths
+from gen.outputs import check_output_dir, json_text, write_together
+from gen.paths import ROOT
 from gen.progress import say
 from golden.config import ConfigError, preset
 
@@ -76,7 +75,7 @@ def main(argv=None, prog=None) -> int:
     res = dict(points=sweep(args.sizes, args.reuse, steps, jobs=args.jobs,
                             scheduler=args.scheduler), steps=steps,
                generated=time.strftime("%Y-%m-%d"), base_preset="tiny")
-    write_together({OUT / "sweep.json": json.dumps(relative_paths(res), indent=2) + "\n"})
+    write_together({OUT / "sweep.json": json_text(res)})
     say(f"wrote {OUT / 'sweep.json'}")
     return 0
 

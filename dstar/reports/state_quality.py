@@ -15,14 +15,13 @@ sample, ``points × seeds`` samples over ``--jobs`` processes.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
 from dstar.options import Parser
 from gen.errors import UserError
-from gen.outputs import check_output_dir, command_line, write_together
+from gen.outputs import check_output_dir, command_line, json_text, write_together
 from gen.progress import say
 from gen.tables import md_table
 
@@ -142,7 +141,7 @@ def main(argv=None, prog=None) -> int:
     rec.update(command=command_line() or "dstar measure state-quality",
                generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                seconds=round(time.perf_counter() - t0, 1))
-    write_together({out / "state_quality.json": json.dumps(rec, indent=1) + "\n",
+    write_together({out / "state_quality.json": json_text(rec),
                     out / "state_quality.md": markdown(rec)})
     say(f"[state-quality] wrote {out / 'state_quality.json'} and .md")
     return 0

@@ -13,13 +13,12 @@ Takes seconds (it reads verdicts; it runs nothing). Refused (exit 2, nothing wri
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from dstar.options import Parser
 from gen.errors import UserError
-from gen.outputs import check_output_dir, command_line, write_together
+from gen.outputs import check_output_dir, command_line, json_text, write_together
 from gen.progress import say
 
 __all__ = ["record", "main", "ROW_FIELDS"]
@@ -60,7 +59,7 @@ def main(argv=None, prog=None) -> int:
         raise UserError(f"--sim-root {a.sim_root}: not a directory")
     rec = record(a.sim_root)
     rec["command"] = command_line() or "dstar measure verification"
-    write_together({out / "verification.json": json.dumps(rec, indent=1) + "\n"})
+    write_together({out / "verification.json": json_text(rec)})
     say(f"[verification] {rec['passing']} of {rec['runs']} runs pass; wrote "
         f"{out / 'verification.json'}")
     return 0

@@ -21,15 +21,14 @@ measured; nothing is typed in.
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 import time
 from pathlib import Path
 
 from dstar.options import Parser
-from gen.outputs import check_output_dir, read_json, write_together
-from gen.paths import ROOT, relative_paths
+from gen.outputs import check_output_dir, json_text, read_json, write_together
+from gen.paths import ROOT
 from gen.progress import Step, say
 from gen.tables import md_table, tool_seconds
 from golden.config import PRESETS, preset
@@ -103,7 +102,8 @@ def render(res: dict) -> str:
                   "Maximum and mean absolute error of the integer model against the float "
                   "reference over random and edge rows, and the bounds `tests/test_vpu.py` "
                   "asserts (units: output LSBs unless noted).", ""]
-        rows = [[k] + [f"{v[f]:.4g}" for f in ("max_abs", "max_bound", "mean_abs", "mean_bound")]
+        rows = [[k] + ["–" if v[f] is None or v[f] != v[f] else f"{v[f]:.4g}"
+                       for f in ("max_abs", "max_bound", "mean_abs", "mean_bound")]
                 + [v["worst"]] for k, v in a.items()]
         lines += [md_table(["function", "max", "max bound", "mean", "mean bound", "worst case"],
                          rows), ""]
@@ -159,7 +159,7 @@ def main(argv=None, prog=None) -> int:
     res["steps"] = steps
     res["host"] = dict(python=platform.python_version(), machine=platform.machine())
     res["generated"] = time.strftime("%Y-%m-%d")
-    write_together({path: json.dumps(relative_paths(res), indent=2) + "\n",
+    write_together({path: json_text(res),
                     OUT / "vpu.md": render(res)})
     say(f"wrote {path} and {OUT / 'vpu.md'}")
     return 0

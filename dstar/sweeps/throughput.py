@@ -45,6 +45,7 @@ import hashlib
 import json
 import time
 
+from gen.outputs import data_json
 from gen.paths import ROOT
 
 CACHE = ROOT / "build" / "design_sweep"
@@ -78,7 +79,7 @@ def bench_reference(bench: dict) -> dict:
 
 
 def _cache_key(ref: dict, base: dict, sizes, lanes) -> str:
-    blob = json.dumps(["v2", ref["config_hash"], ref["operating_point"], ref["steps_run"],
+    blob = data_json(["v2", ref["config_hash"], ref["operating_point"], ref["steps_run"],
                        ref["seed"], ref["steps"], ref["block"], base, sorted(sizes), sorted(lanes)],
                       sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
@@ -153,7 +154,7 @@ def workload_stats(ref: dict, base: dict, sizes, lanes, progress=None) -> dict:
         say(f"workload statistics at {n}x{n}: " + ", ".join(
             f"{L} lanes {100 * d['lane_util']:.1f} % util" for L, d in per_l.items())
             + f" ({time.perf_counter() - t0:.0f} s)")
-    path.write_text(json.dumps({str(n): {str(k): v for k, v in d.items()}
+    path.write_text(data_json({str(n): {str(k): v for k, v in d.items()}
                                 for n, d in out.items()}, indent=1) + "\n")
     return out
 
