@@ -48,7 +48,7 @@ from golden.config import Config
 
 from .liberty import cell_split, critical_path, read_liberty
 
-__all__ = ["TARGETS", "SynthError", "synthesize", "synthesize_rtlil", "synth_script",
+__all__ = ["TARGETS", "SynthError", "synthesize", "synthesize_rtlil", "synth_script", "same_design",
            "resources", "yosys_version", "BUILD_ROOT", "run_yosys", "cached_result",
            "cell_histogram"]
 
@@ -522,10 +522,22 @@ def stored_result(workdir: Path, same) -> dict | None:
     return res
 
 
+#: An RTLIL ``src`` attribute: where in the Python sources an object was made.
+_SRC_ATTRIBUTE = re.compile(r'^[ \t]*attribute \\src ".*"\n', re.M)
+
+
+def same_design(a: str, b: str) -> bool:
+    """Whether two RTLIL texts describe the same design: equal but for their ``src``
+    attributes (source file and line of each object, which move when a line of Python moves
+    or the checkout does; the netlists keep them)."""
+    return a == b or _SRC_ATTRIBUTE.sub("", a) == _SRC_ATTRIBUTE.sub("", b)
+
+
 def cached_result(workdir: Path, il: str, script: str) -> dict | None:
-    """The stored result of an identical run (same RTLIL, script and Yosys), else ``None``."""
+    """The stored result of an identical run (the same design, :func:`same_design`; the same
+    script and Yosys), else ``None``."""
     return stored_result(workdir, lambda res: (
-        (workdir / "design.il").read_text() == il and res.get("script") == script
+        same_design((workdir / "design.il").read_text(), il) and res.get("script") == script
         and res.get("tools", {}).get("yosys") == yosys_version()))
 
 
@@ -542,7 +554,8 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
     The work directory defaults to ``build/fpga/<unit>-<preset>-<config hash>/<target>[-nodsp]``
     (``DSTAR_FPGA_BUILD`` moves the root). The result adds ``unit``, ``preset``,
     ``config_hash`` and the Amaranth version to :func:`synthesize_rtlil`'s. ``reuse=True``
-    returns the stored result of an earlier run on byte-identical RTLIL with the same script and
+    returns the stored result of an earlier run on the same design (:func:`same_design`: the
+    RTLIL equal but for its ``src`` attributes) with the same script and
     Yosys version (marked ``"reused": True``; its ``seconds`` are the earlier run's; for
     ``asic`` also the same library, by sha256). ``booth``, ``parts``, ``memories`` and
     ``delay_target`` are the ``asic`` target's (:func:`synth_script`); its work directory is
@@ -566,7 +579,7 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
         digest = hashlib.sha256(Path(liberty).read_bytes()).hexdigest()
         wd = Path(workdir).resolve()
         cached = stored_result(wd, lambda res: (
-            (wd / "design.il").read_text() == il
+            same_design((wd / "design.il").read_text(), il)
             and res.get("script") == synth_script(top_name(unit), target, liberty="cells.lib",
                                                   **opts)
             and res.get("liberty", {}).get("sha256") == digest

@@ -30,6 +30,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.config import Config
+
 from .params import check_bool, check_config, check_int, check_shape
 
 __all__ = ["ctrl_layout", "slice_row_layout", "slice_col_layout", "int8_row_layout",

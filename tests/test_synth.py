@@ -295,3 +295,18 @@ def test_asic_runs_of_one_design_share_one_synthesis():
         return unit, lever_config(name, lever).hash(), booth, parts
     assert len({sig(r) for r in unique}) == len(unique) < len(RUNS)
     assert all(sig(r) == sig(unique[i]) for r, i in zip(RUNS, index))
+
+
+def test_a_stored_run_is_the_same_design_whatever_its_source_positions():
+    """Stored runs are looked up by the design, not by where in the Python sources its objects
+    were made (issue 48): RTLIL that differs only in ``src`` attributes (another checkout, a
+    moved line) is the same design; any other difference is not."""
+    from fpga.synth import same_design
+
+    a = ('attribute \\src "/a/rtl/pe.py:10"\nmodule \\top\n  attribute \\src "/a/rtl/pe.py:12"\n'
+         '  wire width 4 \\x\nend\n')
+    moved = a.replace("/a/", "/elsewhere/").replace(":12", ":13")
+    assert same_design(a, moved)
+    assert not same_design(a, moved.replace("width 4", "width 5"))
+    assert not same_design(a, a.replace('attribute \\src "/a/rtl/pe.py:12"',
+                                        'attribute \\keep 1'))
