@@ -1,9 +1,20 @@
-"""Test ordering for a short wall time on few cores: the simulator runs (marked ``cocotb``), whose
-model builds take the longest, start first, so that the many short tests fill the cores while
-the last builds finish instead of after them (pytest-xdist hands tests out in collection
-order)."""
+"""A short wall time on few cores.
+
+- Test ordering: the simulator runs (marked ``cocotb``), whose model builds take the longest,
+  start first, so that the many short tests fill the cores while the last builds finish instead
+  of after them (pytest-xdist hands tests out in collection order).
+- One BLAS thread per process: each pytest-xdist worker (and every simulator or ``dstar``
+  process it starts) already has a core to itself; OpenBLAS's own threads would spin on the
+  other worker's core (a float DiT's sampling took twice as long with them). Set here, before
+  the workers start, unless the environment says otherwise.
+"""
+
+import os
 
 import pytest
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 
 def pytest_collection_modifyitems(session, config, items):
