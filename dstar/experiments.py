@@ -131,8 +131,10 @@ def _registry() -> dict:
                    ("dstar.commands.sweep",)),
         _measure("perf"),
         _measure("state-quality", "--jobs", "2", needs=("profile-sweep",), rtl=False),
-        _measure("compare", "--reuse", "--jobs", "2", needs=("perf", "profile", "bench")),
-        _measure("projection", needs=("perf", "profile", "bench", "compare"), rtl=False),
+        _measure("compare", "--reuse", "--jobs", "2",
+                 needs=("perf", "profile", "profile-sweep", "bench")),
+        _measure("projection", needs=("perf", "profile", "profile-sweep", "bench", "compare"),
+                 rtl=False),
         _measure("pe-area", "--reuse", needs=("bench", "compare")),
         _measure("reference"),
         # dstar power writes the paper chip from the projection; the projection then takes its

@@ -300,3 +300,24 @@ def test_every_lever_is_measured_against_the_same_int8_chip(timing):
         assert bound["hbm_bytes_per_cache_step"][side] <= \
             by[sl.COMBINED]["hbm_bytes_per_cache_step"][side]
     assert by["stored Y + fused rows"]["options"] == {"fused": True}
+
+
+def test_our_bits_are_the_operating_points(tmp_path):
+    """Our workload runs at the bits of the thresholds and base a user's configuration runs
+    (``dstar profile --sweep``'s operating point), the kept blocks of the profile's SAR point;
+    a malformed operating point is one line."""
+    from dstar.reports.projection_inputs import workloads
+    from gen.errors import UserError
+
+    prof, bench = ROOT / "reports" / "profile.json", ROOT / "reports" / "bench.json"
+    op = tmp_path / "op.json"
+    op.write_text(json.dumps({"operating_point": {"name": "thr x", "seeds": [0, 1],
+                                                  "summary": {"avg_bits": {"mean": 3.77}}}}))
+    wls, notes = workloads(prof, bench, op)
+    ours = next(w for w in wls if w.name == "ours")
+    assert ours.bits == ours.p_bits == 3.77 and "operating point `thr x`" in notes[-1]
+    without = next(w for w in workloads(prof, bench, None)[0] if w.name == "ours")
+    assert without.bits != 3.77 and without.kept == ours.kept and without.fill == ours.fill
+    op.write_text(json.dumps({"operating_point": {"name": "thr x"}}))
+    with pytest.raises(UserError, match="is not a sweep of `dstar profile --sweep`"):
+        workloads(prof, bench, op)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dstar.options import Parser
 from dstar.reports import state_levers
-from dstar.reports.projection_inputs import load_calibration, workloads
+from dstar.reports.projection_inputs import OPERATING_POINT, load_calibration, workloads
 from gen.errors import UserError
 from gen.outputs import check_output_dir, json_text, read_json, save_png, write_together
 from gen.progress import say
@@ -52,10 +52,12 @@ def _energy_context(energy: Path, compare: Path) -> tuple:
 
 
 def run(perf_model: Path, profile: Path, bench: Path, energy: Path | None = None,
-        compare: Path | None = None, levers: bool = True) -> dict:
+        compare: Path | None = None, levers: bool = True,
+        operating_point: Path | None = OPERATING_POINT) -> dict:
     """The projection's record: every model under each workload on the default ``paper``
     configuration, with its energy per image when ``energy`` and ``compare`` are there, and
-    (``levers``) the levers on the state (:mod:`dstar.reports.state_levers`)."""
+    (``levers``) the levers on the state (:mod:`dstar.reports.state_levers`); our workload's
+    bits from ``operating_point`` (:func:`dstar.reports.projection_inputs.workloads`)."""
     calibrated = load_calibration(perf_model)
     cfg = preset("paper")
 
@@ -70,7 +72,7 @@ def run(perf_model: Path, profile: Path, bench: Path, energy: Path | None = None
     ectx, enote = (None, "energy per image: not asked") if energy is None else \
         _energy_context(energy, compare)
     rows = []
-    wls, wl_notes = workloads(profile, bench)
+    wls, wl_notes = workloads(profile, bench, operating_point)
     for wl in wls:
         for model in MODELS.values():
             r = project_model(model, chip, t, t_base, cfg, wl)
@@ -243,6 +245,9 @@ def main(argv=None, prog=None) -> int:
                     help="our workload statistics (dstar profile), if present")
     ap.add_argument("--bench", default="reports/bench.json",
                     help="our lane fill (dstar bench), if present")
+    ap.add_argument("--operating-point", default=str(OPERATING_POINT),
+                    help="the operating point whose average bits our workload takes (dstar "
+                         "profile --sweep), if present")
     ap.add_argument("--energy", default="reports/energy.json",
                     help="the fpga cores' gate-level energies (dstar power), for the energy "
                          "per image, if present")
@@ -257,7 +262,7 @@ def main(argv=None, prog=None) -> int:
     pm = Path(a.perf_model)
     load_calibration(pm)
     rec = run(pm, Path(a.profile), Path(a.bench), Path(a.energy), Path(a.compare),
-              levers=not a.no_levers)
+              levers=not a.no_levers, operating_point=Path(a.operating_point))
     write_together({out / "projection.json": json_text(rec),
                     out / "projection.md": markdown(rec),
                     out / "projection.png": lambda f: plot(rec, f)})
