@@ -47,6 +47,7 @@ COMMAND_MODULES = (
     "dstar.commands.dit_int",
     "dstar.commands.synth",
     "dstar.commands.report",
+    "dstar.commands.render",
     "dstar.commands.build",
     "dstar.commands.bench",
     "dstar.commands.power",

@@ -119,6 +119,11 @@ def _f(v, nd=0):
 
 
 
+def _by_size(by: dict, n: int):
+    """``by[n]`` whether ``by`` was made here (int keys) or read back from JSON (text keys)."""
+    return by[n] if n in by else by[str(n)]
+
+
 def markdown(rep: dict) -> str:
     lib, th = rep["liberty"], rep["throughput"]
     md = ["# Design-space sweep (`dstar sweep`)", "",
@@ -157,7 +162,7 @@ def markdown(rep: dict) -> str:
     if c["size"] is not None:
         md += [f"**Crossover size: {c['size']}×{c['size']}** — from there on the best DSTAR "
                "core (MPU + QPU) has more throughput per µm² than the best INT8 array "
-               f"(DSTAR/INT8 {c['ratios'][c['size']]:.2f}× there).", ""]
+               f"(DSTAR/INT8 {_by_size(c['ratios'], c['size']):.2f}× there).", ""]
     else:
         top = max(rep["sizes"])
         md += [f"**No crossover in {min(rep['sizes'])}..{top}**: the best DSTAR core (MPU + QPU) "
