@@ -29,11 +29,16 @@ def cell(v, digits: int | None = 0) -> str:
     return str(v)
 
 
-def md_table(head, rows, left: int = 1, digits: int | None = 0) -> str:
+def md_table(head, rows, left: int = 1, digits: int | None = 0, align: str | None = None) -> str:
     """A Markdown table; the first ``left`` columns are left-aligned, the rest right-aligned
-    (numbers), every cell through :func:`cell`."""
+    (numbers), or each column as ``align`` says (``l`` left, ``r`` right, one letter a column);
+    every cell through :func:`cell`."""
+    if align is None:
+        align = "l" * left + "r" * (len(head) - left)
+    if len(align) != len(head) or set(align) - {"l", "r"}:
+        raise ValueError(f"align must be one l or r per column ({len(head)}), not {align!r}")
     lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if i < left else "---:" for i in range(len(head))) + "|"]
+             "|" + "|".join("---" if a == "l" else "---:" for a in align) + "|"]
     lines += ["| " + " | ".join(cell(c, digits) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 

@@ -16,6 +16,7 @@ from dstar.reports.projection_inputs import OPERATING_POINT, load_calibration, w
 from gen.errors import UserError
 from gen.outputs import check_output_dir, json_text, read_json, save_png, write_together
 from gen.progress import say
+from gen.tables import md_table
 from golden.config import ConfigError, preset
 from models.dit_shapes import MODELS
 from models.published import PAPER_CHIP
@@ -129,86 +130,80 @@ def markdown(rec: dict) -> str:
              "Timing carried to the paper core: " + "; ".join(rec["timing_notes"]) + ".", "",
              "Workloads: " + "; ".join(rec["workload_notes"]) + ".", "",
              rec.get("energy_note", "energy per image: not computed") + ".", ""]
+    has_e = "energy" in rec["rows"][0]
     for wl in dict.fromkeys(r["workload"]["name"] for r in rec["rows"]):
         w = next(r["workload"] for r in rec["rows"] if r["workload"]["name"] == wl)
-        lines += [f"## Workload: {wl} (bits {w['bits']}, P bits {w['p_bits']}, lane fill "
-                  f"{w['fill']}, kept {w['kept']}, interval {w['interval']})", "",
-                  "| model | steps | dense GMAC/step | DSTAR s/image | INT8 s/image | speed-up "
-                  "| A100 bound s/image | A100 bound / DSTAR "
-                  "| cache step: linear / attn / vector ms | reuse step ms | P cache | lives in "
-                  "| P-cache traffic ms/step |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|"]
-        traffic = ["", "Where the bytes go (GB per cache step, DSTAR / INT8; FMDQ's state in "
-                   "GB in all, HBM in use against its capacity"
-                   + (", energy per image" if "energy" in rec["rows"][0] else "") + "):", "",
-                   "| model | weights | activations | state | GEMM re-fetch | K, V | P cache "
-                   "| state GB | HBM used GB | fits "
-                   + ("| DSTAR J | INT8 J | DSTAR/INT8 | A100 J | A100/DSTAR at 7 nm "
-                      if "energy" in rec["rows"][0] else "") + "|",
-                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
-                   + ("---:|" * 5 if "energy" in rec["rows"][0] else "")]
         rows = [r for r in rec["rows"] if r["workload"]["name"] == wl]
+        speed, traffic, util, pieces = [], [], [], []
         for r in rows:
             d = r["dstar"]
             cs = d["cache"]
-            lines.append(
-                f"| {r['model']} | {r['steps']} | {r['dense_gmacs_per_step']:.0f} "
-                f"| {d['per_image_s']:.3f} | {r['int8']['per_image_s']:.3f} "
-                f"| {r['speedup']:.2f}× | {r['gpu']['per_image_s']:.3f} "
-                f"| {r['a100_over_dstar']:.2f}× | {1e3 * cs['linear_s']:.1f} / "
-                f"{1e3 * cs['attention_s']:.1f} / {1e3 * cs['vector_s']:.1f} "
-                f"| {1e3 * d['reuse']['total_s']:.1f} | {r['pcache_bytes'] / 2**20:.1f} MiB "
-                f"| {r['pcache_location']} | {1e3 * r['pcache_traffic_s_per_step']:.2f} |")
+            speed.append([r["model"], r["steps"], f"{r['dense_gmacs_per_step']:.0f}",
+                          f"{d['per_image_s']:.3f}", f"{r['int8']['per_image_s']:.3f}",
+                          f"{r['speedup']:.2f}×", f"{r['gpu']['per_image_s']:.3f}",
+                          f"{r['a100_over_dstar']:.2f}×",
+                          f"{1e3 * cs['linear_s']:.1f} / {1e3 * cs['attention_s']:.1f} / "
+                          f"{1e3 * cs['vector_s']:.1f}", f"{1e3 * d['reuse']['total_s']:.1f}",
+                          f"{r['pcache_bytes'] / 2**20:.1f} MiB", r["pcache_location"],
+                          f"{1e3 * r['pcache_traffic_s_per_step']:.2f}"])
             hb = {s: r[s]["cache"]["hbm_bytes"] for s in ("dstar", "int8")}
             kinds = ("weights", "activations", "state", "restream", "operands", "pcache")
-            row = (f"| {r['model']} | " + " | ".join(
-                f"{hb['dstar'][k] / 1e9:.2f} / {hb['int8'][k] / 1e9:.2f}" for k in kinds)
-                + f" | {d['state_bytes'] / 1e9:.2f} | {d['hbm_used_bytes'] / 1e9:.1f} "
-                f"| {'yes' if d['fits_hbm'] else '**no**'} |")
-            if "energy" in r:
+            row = [r["model"], *(f"{hb['dstar'][k] / 1e9:.2f} / {hb['int8'][k] / 1e9:.2f}"
+                                 for k in kinds),
+                   f"{d['state_bytes'] / 1e9:.2f}", f"{d['hbm_used_bytes'] / 1e9:.1f}",
+                   "yes" if d["fits_hbm"] else "**no**"]
+            if has_e:
                 e = r["energy"]
-                row += (f" {e['dstar']['energy_j']:.3g} | {e['int8']['energy_j']:.3g} "
-                        f"| {e['dstar_over_int8']:.2f} | {e['a100']['energy_j']:.3g} "
-                        f"| {e['a100_over_dstar_7nm']:.2f} |")
+                row += [f"{e['dstar']['energy_j']:.3g}", f"{e['int8']['energy_j']:.3g}",
+                        f"{e['dstar_over_int8']:.2f}", f"{e['a100']['energy_j']:.3g}",
+                        f"{e['a100_over_dstar_7nm']:.2f}"]
             traffic.append(row)
-        lines += traffic
+            u = []
+            for side in ("dstar", "int8"):
+                u += [r[side]["pe_utilization"][part]["utilization"]
+                      for part in ("ffn", "attention")]
+                u += [r[side]["attention_bound"], r[side]["attention_bound_any_drain"]]
+            util.append([r["model"], *("–" if v is None else f"{100 * v:.1f} %" for v in u)])
+            pc = r["dstar"]["reduction_pieces"]
+            pieces.append([r["model"], ", ".join(f"{k} {v}" for k, v in pc.items() if v > 1)
+                           or "none split"])
+        lines += [f"## Workload: {wl} (bits {w['bits']}, P bits {w['p_bits']}, lane fill "
+                  f"{w['fill']}, kept {w['kept']}, interval {w['interval']})", "",
+                  md_table(["model", "steps", "dense GMAC/step", "DSTAR s/image",
+                            "INT8 s/image", "speed-up", "A100 bound s/image",
+                            "A100 bound / DSTAR", "cache step: linear / attn / vector ms",
+                            "reuse step ms", "P cache", "lives in", "P-cache traffic ms/step"],
+                           speed, align="lrrrrrrrlrrlr"),
+                  "", "Where the bytes go (GB per cache step, DSTAR / INT8; FMDQ's state in "
+                  "GB in all, HBM in use against its capacity"
+                  + (", energy per image" if has_e else "") + "):", "",
+                  md_table(["model", "weights", "activations", "state", "GEMM re-fetch",
+                            "K, V", "P cache", "state GB", "HBM used GB", "fits"]
+                           + (["DSTAR J", "INT8 J", "DSTAR/INT8", "A100 J",
+                               "A100/DSTAR at 7 nm"] if has_e else []),
+                           traffic, align="l" + "r" * 8 + "l" + "r" * (5 if has_e else 0))]
         lines += ["", "PE utilization on a cache step (module docstring of "
                   "`sim/chip_model.py`; the paper reports > 88 % on FFN and > 75 % on "
                   "attention). *Bound*: the most attention can reach on this array with "
                   "everything but its GEMMs hidden and tiles back to back (each GEMM at least "
                   "its drain of `rows` tokens, P·V's column blocks padded to `T`; "
                   "`attention_bound`); *any drain*: the same with a drain of any width:", "",
-                  "| model | DSTAR FFN | DSTAR attention | bound | any drain | INT8 FFN "
-                  "| INT8 attention | bound | any drain |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in rows:
-            u = []
-            for side in ("dstar", "int8"):
-                u += [r[side]["pe_utilization"][part]["utilization"]
-                      for part in ("ffn", "attention")]
-                u += [r[side]["attention_bound"], r[side]["attention_bound_any_drain"]]
-            lines.append(f"| {r['model']} | " + " | ".join(
-                "–" if v is None else f"{100 * v:.1f} %" for v in u) + " |")
+                  md_table(["model", "DSTAR FFN", "DSTAR attention", "bound", "any drain",
+                            "INT8 FFN", "INT8 attention", "bound", "any drain"], util)]
         lines += ["", "Reduction pieces the chip's compiler takes for each DSTAR layer of a "
                   "cache step (module docstring; 1 for every INT8 layer):", "",
-                  "| model | pieces |", "|---|---|"]
-        for r in rows:
-            pc = r["dstar"]["reduction_pieces"]
-            lines.append(f"| {r['model']} | " + ", ".join(
-                f"{k} {v}" for k, v in pc.items() if v > 1) + (" |" if any(
-                    v > 1 for v in pc.values()) else "none split |"))
+                  md_table(["model", "pieces"], pieces, left=2)]
         lines += ["", "Where DSTAR's attention cycles go on a cache step (one core, share of the "
                   "attention cycles; the parts run one after the other, so the M engine idles "
-                  "during `kv` and `softmax`, which run on the V engine):", "",
-                  "| model | K, V to INT8 weights | QKᵀ | softmax | P into the P cache | P·V |",
-                  "|---|---:|---:|---:|---:|---:|"]
+                  "during `kv` and `softmax`, which run on the V engine):", ""]
+        shares = []
         for r in rows:
             p = r["dstar"]["attention_parts_cycles"]
             tot = sum(p.values()) or 1
-            lines.append(f"| {r['model']} | " + " | ".join(
-                f"{100 * p[k] / tot:.0f} %" for k in ("kv", "qk", "softmax", "p_quant", "pv"))
-                + " |")
-        lines.append("")
+            shares.append([r["model"], *(f"{100 * p[k] / tot:.0f} %"
+                                         for k in ("kv", "qk", "softmax", "p_quant", "pv"))])
+        lines += [md_table(["model", "K, V to INT8 weights", "QKᵀ", "softmax",
+                            "P into the P cache", "P·V"], shares), ""]
     lines += state_levers.markdown(rec.get("levers", []), rec.get("lever_model", LEVER_MODEL))
     return "\n".join(lines)
 

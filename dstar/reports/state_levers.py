@@ -34,6 +34,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, replace
 
+from gen.tables import md_table
+
 __all__ = ["LEVERS", "COMBINED", "TARGET_SPEEDUP", "TARGET_ENERGY", "lever_rows", "targets",
            "markdown", "BUFFERS_KB"]
 
@@ -173,23 +175,24 @@ def markdown(rows: list, model: str) -> list:
     lines = ["## Levers on the state (issue 47)", "",
              "Each lever alone and together (module docstring of "
              "`dstar/reports/state_levers.py`), every byte charged as above, against the same "
-             f"INT8 chip. {model}:", "",
-             "| lever | buffer per core | statistics | DSTAR s/image | INT8 s/image | speed-up "
-             "| compute alone DSTAR / INT8 s | state GB | HBM GB per cache step DSTAR / INT8 "
-             + ("| energy DSTAR/INT8 " if has_e else "") + "| stateless layers |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if has_e else "") + "---|"]
+             f"INT8 chip. {model}:", ""]
+    table = []
     for r in rows:
         if r["model"] != model:
             continue
         h = r["hbm_bytes_per_cache_step"]
-        lines.append(
-            f"| {r['lever']} | {r['buffer_kb']} KB | {r['workload']} | {r['dstar_s']:.3f} "
-            f"| {r['int8_s']:.3f} | {r['speedup']:.2f}× "
-            f"| {r['dstar_compute_s']:.3f} / {r['int8_compute_s']:.3f} "
-            f"| {r['state_bytes'] / 1e9:.2f} "
-            f"| {h['dstar'] / 1e9:.2f} / {h['int8'] / 1e9:.2f} "
-            + (f"| {r['energy_ratio']:.2f} " if has_e else "")
-            + f"| {', '.join(r['stateless']) or '–'} |")
+        table.append([r["lever"], f"{r['buffer_kb']} KB", r["workload"], f"{r['dstar_s']:.3f}",
+                      f"{r['int8_s']:.3f}", f"{r['speedup']:.2f}×",
+                      f"{r['dstar_compute_s']:.3f} / {r['int8_compute_s']:.3f}",
+                      f"{r['state_bytes'] / 1e9:.2f}",
+                      f"{h['dstar'] / 1e9:.2f} / {h['int8'] / 1e9:.2f}",
+                      *([f"{r['energy_ratio']:.2f}"] if has_e else []),
+                      ", ".join(r["stateless"]) or "–"])
+    lines.append(md_table(["lever", "buffer per core", "statistics", "DSTAR s/image",
+                           "INT8 s/image", "speed-up", "compute alone DSTAR / INT8 s",
+                           "state GB", "HBM GB per cache step DSTAR / INT8",
+                           *(["energy DSTAR/INT8"] if has_e else []), "stateless layers"],
+                          table, align="lrlrrrrrr" + ("r" if has_e else "") + "l"))
     lines += ["", *targets(rows, model),
               "*Compute alone*: the same chip with no memory traffic at all (every layer its "
               "compute cycles, the plan's pieces kept): what the arrays, quantizers and VPUs "
@@ -200,9 +203,8 @@ def markdown(rows: list, model: str) -> list:
     levers = list(dict.fromkeys(r["lever"] for r in rows if r["buffer_kb"] == rows[0]["buffer_kb"]))
     for wl in dict.fromkeys(r["workload"] for r in rows):
         lines += ["", f"Speed-up over the INT8 chip at the paper's buffers, {wl} statistics"
-                  + (" (energy DSTAR/INT8 in brackets)" if has_e else "") + ":", "",
-                  "| model | " + " | ".join(levers) + " |",
-                  "|---|" + "---:|" * len(levers)]
+                  + (" (energy DSTAR/INT8 in brackets)" if has_e else "") + ":", ""]
+        table = []
         for n in names:
             cells = []
             for lv in levers:
@@ -211,5 +213,6 @@ def markdown(rows: list, model: str) -> list:
                          None)
                 cells.append("–" if r is None else f"{r['speedup']:.2f}×"
                              + (f" ({r['energy_ratio']:.2f})" if has_e else ""))
-            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+            table.append([n, *cells])
+        lines.append(md_table(["model", *levers], table))
     return lines + [""]
