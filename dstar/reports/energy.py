@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from gen.outputs import png_writer
+from gen.tables import md_table
 from models.published import BIT_FUSION, HOROWITZ_45NM
 
 __all__ = ["markdown", "plot_png", "PUBLISHED_INT8_MAC"]
@@ -47,20 +48,17 @@ def _pe_markdown(rep: dict) -> list:
              "gate-level netlist, random operands over their whole range every cycle, no "
              "bubbles, every output checked after every edge; an 8-bit MAC of the slice PE is "
              "four of its 2-bit digit products, `lanes` a cycle; reset and the tail's idle "
-             "cycles included):", "",
-             "| preset | PE | cells | area µm² | cycles | 8-bit MACs | pJ/MAC | flip-flops | "
-             "logic | leakage |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "cycles included):", ""]
     names = {"slice": "DSTAR slice PE", "int8": "INT8 PE"}
+    rows = []
     for pre, kinds in pes.items():
         for kind, r in kinds.items():
             t, m = r["total"], r["events"]["macs8"]
-            lines.append(
-                f"| {pre} | {names[kind]} | {r['cells']:,} | {r['area_um2']:,.0f} | "
-                f"{r['run_cycles']:,} | {m:,.0f} | {r['pj_per_mac']:.3f} | "
-                f"{t['sequential'] / 1e3 / m:.3f} | "
-                f"{_logic(t) / 1e3 / m:.3f} | "
-                f"{t['leakage'] / 1e3 / m:.3f} |")
-    return lines
+            rows.append([pre, names[kind], r["cells"], r["area_um2"], r["run_cycles"], m,
+                         f"{r['pj_per_mac']:.3f}", f"{t['sequential'] / 1e3 / m:.3f}",
+                         f"{_logic(t) / 1e3 / m:.3f}", f"{t['leakage'] / 1e3 / m:.3f}"])
+    return lines + [md_table(["preset", "PE", "cells", "area µm²", "cycles", "8-bit MACs",
+                              "pJ/MAC", "flip-flops", "logic", "leakage"], rows, left=2)]
 
 
 def markdown(rep: dict) -> str:
@@ -96,26 +94,24 @@ def markdown(rep: dict) -> str:
         f"{'dstar bench --quick cut' if w.get('quick') else 'every tile'}: "
         + ", ".join(f"{x['id']} ({x['tokens']}×{x['cin']}→{x['cout']})" for x in w["layers"])
         + ".",
-        "",
-        "| array | cells | area µm² | run cycles | energy pJ | pJ/MAC | internal | switching "
-        "| leakage |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        ""]
+    rows = []
     for u, a in arrays.items():
         t = a["energy"]["total"]
         tot = _total(t)
-        lines.append(
-            f"| {_NAMES.get(u, u)} | {a['cells']:,} | {a['area_um2']:,.0f} "
-            f"| {a['run_cycles']:,} | {tot / 1e3:,.1f} | {a['pj_per_mac']:.3f} | "
-            + " | ".join(f"{100 * t[k] / tot:.1f} %" for k in ("internal", "switching",
-                                                               "leakage")) + " |")
+        rows.append([_NAMES.get(u, u), a["cells"], a["area_um2"], a["run_cycles"],
+                     f"{tot / 1e3:,.1f}", f"{a['pj_per_mac']:.3f}",
+                     *(f"{100 * t[k] / tot:.1f} %" for k in ("internal", "switching",
+                                                            "leakage"))])
+    lines.append(md_table(["array", "cells", "area µm²", "run cycles", "energy pJ", "pJ/MAC",
+                           "internal", "switching", "leakage"], rows))
     lines += ["", "By part (pJ per MAC; *pes*: every PE, *array*: the array's own drain and "
               "skew logic, *front end*: the unit's input registers and control, *inputs*: the "
               "unit's input nets):", "",
-              "| array | " + " | ".join(_GROUPS) + " |", "|---|" + "---:|" * len(_GROUPS)]
-    for u, a in arrays.items():
-        g = a["by_group"]
-        lines.append(f"| {_NAMES.get(u, u)} | " + " | ".join(
-            f"{_total(g[k]) / 1e3 / w['macs']:.3f}" if k in g else "–" for k in _GROUPS) + " |")
+              md_table(["array", *_GROUPS],
+                       [[_NAMES.get(u, u), *(f"{_total(a['by_group'][k]) / 1e3 / w['macs']:.3f}"
+                                             if k in a["by_group"] else "–" for k in _GROUPS)]
+                        for u, a in arrays.items()])]
     sw = rep.get("precision_sweep")
     if sw:
         i8 = sw["int8"]["8"]
@@ -123,13 +119,11 @@ def markdown(rep: dict) -> str:
                   f"{sw['channels']} channels, every sub-channel of the MPU's tiles at one "
                   f"precision, the INT8 array's tiles uniform 8-bit; {sw['macs']:,} MACs each; "
                   "every drain beat checked):", "",
-                  "| precision | DSTAR MPU pJ/MAC | run cycles | DSTAR / INT8 |",
-                  "|---|---:|---:|---:|"]
-        for b, v in sw["dstar"].items():
-            lines.append(f"| {b} bits | {v:.3f} | {sw['runs'][f'{b}-bit']['run_cycles']:,} "
-                         f"| {v / i8:.2f} |")
-        lines.append(f"| INT8 array, 8 bits | {i8:.3f} | {sw['runs']['int8']['run_cycles']:,} "
-                     "| 1.00 |")
+                  md_table(["precision", "DSTAR MPU pJ/MAC", "run cycles", "DSTAR / INT8"],
+                           [[f"{b} bits", f"{v:.3f}", sw["runs"][f"{b}-bit"]["run_cycles"],
+                             f"{v / i8:.2f}"] for b, v in sw["dstar"].items()]
+                           + [["INT8 array, 8 bits", f"{i8:.3f}",
+                               sw["runs"]["int8"]["run_cycles"], "1.00"]])]
     logic = {}
     for u, a in arrays.items():
         g = a["by_group"].get("pes", {})
@@ -145,16 +139,17 @@ def markdown(rep: dict) -> str:
     scale = (V / 0.9) ** 2
     lines += ["", "Sanity check of the flow against published 45 nm figures for an 8-bit MAC "
               f"(scaled by (V/0.9)² = {scale:.2f} to this library's {V:g} V where the source "
-              "is at 0.9 V):", "",
-              "| source | pJ/MAC | at this voltage | INT8 array / it | INT8 PEs' logic / it "
-              "| INT8 PE alone / it | its logic / it |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
+              "is at 0.9 V):", ""]
+    rows = []
     for name, e in PUBLISHED_INT8_MAC.items():
         at = e * scale if "0.9 V" in name else e
-        lines.append(f"| {name} | {e:.3f} | {at:.3f} | {i / at:.1f}× "
-                     f"| {logic.get('baseline', 0.0) / at:.1f}× | "
-                     + (f"{pe['pj_per_mac'] / at:.1f}× | {pe['logic'] / at:.1f}× |" if pe
-                        else "– | – |"))
+        rows.append([name, f"{e:.3f}", f"{at:.3f}", f"{i / at:.1f}×",
+                     f"{logic.get('baseline', 0.0) / at:.1f}×",
+                     *((f"{pe['pj_per_mac'] / at:.1f}×", f"{pe['logic'] / at:.1f}×") if pe
+                       else ("–", "–"))])
+    lines.append(md_table(["source", "pJ/MAC", "at this voltage", "INT8 array / it",
+                           "INT8 PEs' logic / it", "INT8 PE alone / it", "its logic / it"],
+                          rows))
     lines += ["", "The published figures count one multiplier and adder busy every cycle; the "
               "arrays here also pay their pipeline and output registers, the drain and the "
               "clock of every flip-flop in every cycle of the run, idle ones included (no clock "
@@ -199,8 +194,7 @@ def _image_markdown(rep: dict) -> list:
         "the same on both cores, may be high. Every gate-level figure reads the cells' "
         "internal-power tables no further than their largest index (`fpga/power.py`): the "
         "area-mapped netlists have no buffer trees, and extrapolating the tables on their "
-        f"high-fanout nets would add {_extrapolated(rep)}.", "",
-        "| | DSTAR core | INT8 core | DSTAR/INT8 |", "|---|---:|---:|---:|"]
+        f"high-fanout nets would add {_extrapolated(rep)}.", ""]
     rows = [("RTL cycles", d["cycles"], i["cycles"], "{:,}"),
             ("cells µm²", d["area_um2"], i["area_um2"], "{:,.0f}"),
             ("idle logic µJ (clock, leakage)", d["idle_pj"] / 1e6, i["idle_pj"] / 1e6, "{:.2f}"),
@@ -208,32 +202,29 @@ def _image_markdown(rep: dict) -> list:
              "{:.2f}"),
             ("SRAM µJ", d["sram_pj"] / 1e6, i["sram_pj"] / 1e6, "{:.2f}"),
             ("**total µJ**", d["total_pj"] / 1e6, i["total_pj"] / 1e6, "{:.2f}")]
-    for name, a, b, f in rows:
-        lines.append(f"| {name} | {f.format(a)} | {f.format(b)} | {a / b:.2f} |")
-    lines.append(f"| PSNR against float, dB (the integer model the core runs) "
-                 f"| {d['psnr_db']:.2f} | {i['psnr_db']:.2f} | |")
-    lines += ["", "By part (µJ per image):", "", "| part | DSTAR core | INT8 core |",
-              "|---|---:|---:|"]
+    lines.append(md_table(["", "DSTAR core", "INT8 core", "DSTAR/INT8"],
+                          [[name, f.format(a), f.format(b), f"{a / b:.2f}"]
+                           for name, a, b, f in rows]
+                          + [["PSNR against float, dB (the integer model the core runs)",
+                              f"{d['psnr_db']:.2f}", f"{i['psnr_db']:.2f}", ""]]))
     keys = sorted(set(d["parts"]) | set(i["parts"]),
                   key=lambda k: -max(d["parts"].get(k, 0), i["parts"].get(k, 0)))
-    for k in keys:
-        lines.append(f"| {k} | " + " | ".join(
-            f"{c['parts'][k] / 1e6:.3f}" if k in c["parts"] else "–" for c in (d, i)) + " |")
-    lines += ["", "Events and energies per event (data energy: a unit's gate-level run less "
+    lines += ["", "By part (µJ per image):", "",
+              md_table(["part", "DSTAR core", "INT8 core"],
+                       [[k, *(f"{c['parts'][k] / 1e6:.3f}" if k in c["parts"] else "–"
+                              for c in (d, i))] for k in keys]),
+              "", "Events and energies per event (data energy: a unit's gate-level run less "
               "its idle cycles; SRAM: per access at the RAM's own size and width):", "",
-              "| core | unit | event | events per image | fJ per event |",
-              "|---|---|---|---:|---:|"]
-    for name, c in (("DSTAR", d), ("INT8", i)):
-        for u, e in c["events"].items():
-            lines.append(f"| {name} | {u} | `{e['event']}` | {e['count']:,} "
-                         f"| {e['fj_per_event']:,.0f} |")
-    lines += ["", "| core | RAM | width × rows | reads | writes | pJ per read |",
-              "|---|---|---|---:|---:|---:|"]
-    for name, c in (("DSTAR", d), ("INT8", i)):
-        for r in c["sram"]["rams"]:
-            if r["reads"] or r["writes"]:
-                lines.append(f"| {name} | {r['name']} | {r['width']} × {r['rows']:,} "
-                             f"| {r['reads']:,} | {r['writes']:,} | {r['read_pj']:.1f} |")
+              md_table(["core", "unit", "event", "events per image", "fJ per event"],
+                       [[name, u, f"`{e['event']}`", e["count"], f"{e['fj_per_event']:,.0f}"]
+                        for name, c in (("DSTAR", d), ("INT8", i))
+                        for u, e in c["events"].items()], left=3),
+              "", md_table(["core", "RAM", "width × rows", "reads", "writes", "pJ per read"],
+                           [[name, r["name"], f"{r['width']} × {r['rows']:,}", r["reads"],
+                             r["writes"], f"{r['read_pj']:.1f}"]
+                            for name, c in (("DSTAR", d), ("INT8", i))
+                            for r in c["sram"]["rams"] if r["reads"] or r["writes"]],
+                           left=3)]
     lv = im.get("levers")
     if lv:
         names = {"clock_gating": "clock gating: each engine's parts clocked only while it is "
@@ -244,15 +235,14 @@ def _image_markdown(rep: dict) -> list:
                                   "WMEM read once per row and GEMM"}
         lines += ["", "Levers **not built**, what each would save on this image by the same "
                   "energies (`energy_image.levers`), each alone, and the ratio with all of "
-                  "them:", "", "| lever | DSTAR saves µJ | INT8 saves µJ |", "|---|---:|---:|"]
-        for k, name in names.items():
-            lines.append(f"| {name} | " + " | ".join(
-                f"{lv[s][k] / 1e6:.2f}" if k in lv[s] else "–" for s in ("dstar", "int8"))
-                + " |")
+                  "them:", ""]
         after = {s: c["total_pj"] - sum(lv[s].values()) for s, c in im["cores"].items()}
-        lines.append(f"| **all**: DSTAR {after['dstar'] / 1e6:.2f} µJ, INT8 "
-                     f"{after['int8'] / 1e6:.2f} µJ, DSTAR/INT8 "
-                     f"**{after['dstar'] / after['int8']:.2f}** | | |")
+        lines.append(md_table(
+            ["lever", "DSTAR saves µJ", "INT8 saves µJ"],
+            [[name, *(f"{lv[s][k] / 1e6:.2f}" if k in lv[s] else "–" for s in ("dstar", "int8"))]
+             for k, name in names.items()]
+            + [[f"**all**: DSTAR {after['dstar'] / 1e6:.2f} µJ, INT8 {after['int8'] / 1e6:.2f} "
+                f"µJ, DSTAR/INT8 **{after['dstar'] / after['int8']:.2f}**", "", ""]]))
     fl = im.get("floors")
     if fl:
         lines += ["", f"**No lever gets DSTAR/INT8 under {fl['one_sided']:.2f}** on this image "
@@ -300,27 +290,25 @@ def _paper_markdown(rep: dict) -> list:
         "scratchpad's own accesses, the host.", "",
         "*Floor* columns: the lower bounds on DSTAR/INT8 of the levers (`energy_image."
         "floors`, as for the `fpga` image above): every lever to DSTAR and none to INT8 "
-        "(*one-sided*), the same levers to both (*symmetric*).", "",
-        "| model | statistics | DSTAR J | W | INT8 J | W | A100 J | DSTAR/INT8 | A100/DSTAR "
-        "| floor one-sided | floor symmetric |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        "(*one-sided*), the same levers to both (*symmetric*).", ""]
+    rows = []
     for r in pc["models"]:
         d, i, a = r["dstar"], r["int8"], r["a100"]
         fl = r.get("floors") or {}
-        lines.append(f"| {r['model']} | {r['workload']} | {d['energy_j']:.3g} | "
-                     f"{d['watts']:.0f} | {i['energy_j']:.3g} | {i['watts']:.0f} | "
-                     f"{a['energy_j']:.3g} | {r['dstar_over_int8']:.2f} | "
-                     f"{r['a100_over_dstar']:.2f} | "
-                     + " | ".join(f"{fl[k]:.2f}" if k in fl else "–"
-                                  for k in ("one_sided", "symmetric")) + " |")
+        rows.append([r["model"], r["workload"], f"{d['energy_j']:.3g}", f"{d['watts']:.0f}",
+                     f"{i['energy_j']:.3g}", f"{i['watts']:.0f}", f"{a['energy_j']:.3g}",
+                     f"{r['dstar_over_int8']:.2f}", f"{r['a100_over_dstar']:.2f}",
+                     *(f"{fl[k]:.2f}" if k in fl else "–" for k in ("one_sided", "symmetric"))])
     first = pc["models"][0]
-    lines += ["", f"By part, {first['model']} ({first['workload']} statistics), J per image:",
-              "", "| part | DSTAR chip | INT8 chip |", "|---|---:|---:|"]
     d, i = first["dstar"]["parts"], first["int8"]["parts"]
-    for k in sorted(set(d) | set(i), key=lambda k: -max(d.get(k, 0), i.get(k, 0))):
-        lines.append(f"| {k} | " + " | ".join(f"{x[k] * 1e-12:.3g}" if k in x else "–"
-                                               for x in (d, i)) + " |")
-    return lines + [""]
+    return lines + [
+        md_table(["model", "statistics", "DSTAR J", "W", "INT8 J", "W", "A100 J", "DSTAR/INT8",
+                  "A100/DSTAR", "floor one-sided", "floor symmetric"], rows, left=2),
+        "", f"By part, {first['model']} ({first['workload']} statistics), J per image:", "",
+        md_table(["part", "DSTAR chip", "INT8 chip"],
+                 [[k, *(f"{x[k] * 1e-12:.3g}" if k in x else "–" for x in (d, i))]
+                  for k in sorted(set(d) | set(i), key=lambda k: -max(d.get(k, 0),
+                                                                       i.get(k, 0)))]), ""]
 
 
 def plot_png(rep: dict):
