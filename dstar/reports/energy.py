@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gen.outputs import png_writer
 from gen.tables import md_table
-from models.published import BIT_FUSION, HOROWITZ_45NM
+from models.published import A100_40GB, BIT_FUSION, HBM2, HOROWITZ_45NM, PAPER_CHIP
 
 __all__ = ["markdown", "plot_png", "PUBLISHED_INT8_MAC"]
 
@@ -269,23 +269,31 @@ def _extrapolated(rep: dict) -> str:
 
 def _paper_markdown(rep: dict) -> list:
     """The projected paper chip's energy per image (:mod:`sim.chip_energy`)."""
+    from golden.config import preset
+    from sim.chip_memory import PAPER_MEMORY
+
     pc = rep.get("paper_chip")
     if not pc:
         return []
+    paper = preset("paper")
     lines = [
         "## Projected energy per image of the paper's chip", "",
-        "32 `paper` cores (64×64, 1 GHz) on the projection's models and times "
+        f"{paper.cores} `paper` cores ({paper.rows}×{paper.cols}, "
+        f"{PAPER_CHIP['freq_hz'] / 1e9:g} GHz) on the projection's models and times "
         f"(`{pc['projection']}`), DSTAR against the same chip with INT8 cores and against an "
-        "A100 at its 250 W board power over its roofline time (a bound in the GPU's favour on "
+        f"A100 at its {A100_40GB['board_w']:g} W board power over its roofline time (a bound "
+        "in the GPU's favour on "
         "time). Events per image by the projection's work rules counted as the core counts "
         "them; energies per event the `fpga` core's gate-level ones carried to the `paper` "
         "core (the array per group × the PE count ratio, the QPU per sub-channel and the VPU "
         "per beat × the lane ratio); idle energy (clock, leakage; no clock gating) per µm² "
         "of each part × its `paper` area by the whole-core comparison's part-area model "
-        f"(`{pc['compare']}`), every core every cycle; SRAM per access in an 8 KB bank of "
-        "the paper's 80 KB per-core buffer, every HBM byte staged through one; HBM 3.97 "
-        "pJ/bit on the projection's traffic with every byte charged (weights, activations, "
-        "FMDQ's state, GEMM re-fetches, K and V, the P cache: issue 47, "
+        f"(`{pc['compare']}`), every core every cycle; SRAM per access in an "
+        f"{PAPER_MEMORY.bank_bytes // 1024} KB bank of the paper's "
+        f"{PAPER_MEMORY.core_buffer_bytes // 1024} KB per-core buffer, every HBM byte staged "
+        f"through one; HBM {HBM2['pj_per_bit']:g} pJ/bit on the projection's traffic with "
+        "every byte charged (weights, activations, FMDQ's state, GEMM re-fetches, K and V, "
+        "the P cache: issue 47, "
         "`sim/chip_energy.py`). Not modelled: the network between cores, the "
         "scratchpad's own accesses, the host.", "",
         "*Floor* columns: the lower bounds on DSTAR/INT8 of the levers (`energy_image."

@@ -34,6 +34,7 @@ from gen.outputs import json_text, png_writer, write_together
 from gen.paths import REPORTS, SIM_BUILD
 from gen.tables import md_table
 from golden.config import preset as config_preset
+from models.published import A100_40GB
 from sim.sources import digest, elaboration_sources
 
 SIM = SIM_BUILD
@@ -541,8 +542,8 @@ def _image_lines(rec) -> list:
                  f"{r['dstar_over_int8']:.2f}", f"{r['a100_over_dstar']:.2f}",
                  f"{r['floors']['symmetric']:.2f}" if r.get("floors") else "–"]
                 for r in pc["models"]]
-        lines += ["Projected energy per image of the paper's chip (J; the A100 at 250 W over "
-                  "its roofline time; the floor as above):", "",
+        lines += ["Projected energy per image of the paper's chip (J; the A100 at "
+                  f"{A100_40GB['board_w']:g} W over its roofline time; the floor as above):", "",
                   _table(["model", "statistics", "DSTAR", "INT8 chip", "A100", "DSTAR/INT8",
                           "A100/DSTAR", "floor (same levers)"], rows), ""]
     return lines
@@ -603,6 +604,12 @@ def _state_headline(proj) -> list:
             "the wide models keep the lead the narrow ones spend waiting on HBM.", ""]
 
 
+def rows_sram(chip: dict) -> int:
+    """All SRAM of a projection's chip record: the scratchpad and every core's buffer."""
+    mem = chip.get("memory") or {}
+    return mem.get("scratchpad_bytes", 0) + chip.get("cores", 0) * mem.get("core_buffer_bytes", 0)
+
+
 def _floor_words(fl) -> str:
     """The lower bounds of ``energy_image.floors`` in a sentence (empty if not measured)."""
     if not fl:
@@ -652,13 +659,20 @@ def _model_sections(profile, perf, proj) -> list:
                  f"{r['energy']['dstar_over_int8']:.2f}" if "energy" in r else "–",
                  f"{r['pcache_bytes'] / 2**20:.1f} MiB", r["pcache_location"]]
                 for r in proj["rows"]]
+        c = proj.get("chip") or {}
+        mem = c.get("memory") or {}
         md += ["## Paper-scale projection", "", "`dstar measure projection` (details: "
-               "`reports/projection.md`): 32 `paper` cores at 1 GHz, HBM 1.5 TB/s, against the "
-               "same chip with INT8 cores (the INT8 array, dense layers, the same SAR schedule) "
-               "and against an A100 roofline bound (dense FP16 at peak or minimum traffic, in "
+               f"`reports/projection.md`): {c.get('cores', '?')} `paper` cores at "
+               f"{c.get('freq_hz', 0) / 1e9:g} GHz, HBM {mem.get('hbm_bytes_per_s', 0) / 1e12:g} "
+               "TB/s, against the same chip with INT8 cores (the INT8 array, dense layers, the "
+               "same SAR schedule) and against an A100 roofline bound (dense FP16 at peak or "
+               "minimum traffic, in "
                "the GPU's favour: the chip's lead over a real A100 is at least the ratio shown)."
-               + (" **Every byte charged** (issue 47): the chip has the paper's 3.1 MB of SRAM "
-                  "(512 KB scratchpad, 80 KB per core), and whatever does not fit it (weights, "
+               + (" **Every byte charged** (issue 47): the chip has the paper's "
+                  f"{rows_sram(c) / 2**20:.2f} MiB of SRAM "
+                  f"({mem.get('scratchpad_bytes', 0) // 1024} KB scratchpad, "
+                  f"{mem.get('core_buffer_bytes', 0) // 1024} KB per core), and whatever does "
+                  "not fit it (weights, "
                   "activations, FMDQ's state x̂ and Y, the GEMM re-fetches a small buffer "
                   "forces, K and V, the P cache) moves through HBM every step; the levers on "
                   "the state and what more SRAM would buy are in the report." if charged else ""),
