@@ -107,6 +107,7 @@ COMMANDS = {
     "synth": (["synth", "pe", "--json", "{o}"], "FILE"),
     "estimate": (["estimate", "core", "--json", "{o}"], "FILE"),
     "report": (["report", "-o", "{o}"], "FILE"),
+    "render": (["render", "--all", "--out-dir", "{o}"], "DIR"),
     "build": (["build", "--board", "ulx3s", "-o", "{o}"], "DIR"),
     "bench": (["bench", "--out", "{o}"], "DIR"),
     "power": (["power", "--preset", "tiny", "--weights", "random", "--model", "tiny",

@@ -21,7 +21,7 @@ def _registry_commands() -> list:
     measure --all``), as a command line."""
     from dstar.experiments import EXPERIMENTS, REPORT
     return [shlex.join(c) for e in EXPERIMENTS.values() for c in e.commands
-            if c[0] == "dstar"] + [shlex.join(REPORT)]
+            if c[0] == "dstar"] + [shlex.join(REPORT), "dstar measure --all"]
 
 
 def _key(command: str) -> tuple:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from gen.errors import UserError
-from gen.outputs import read_json, write_together
+from gen.outputs import check_output_dir, read_json, write_together
 from gen.paths import REPORTS
 
 __all__ = ["RENDERERS", "render", "register"]
@@ -69,6 +69,8 @@ def register(sub):
     p.add_argument("--all", action="store_true", help="every report whose result is there")
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 naming the reports whose Markdown differs")
+    p.add_argument("--out-dir", type=Path, default=None, metavar="DIR",
+                   help="where the Markdown goes (default: beside the results, reports/)")
     p.set_defaults(func=run)
 
 
@@ -77,11 +79,12 @@ def run(args) -> int:
     if bad or (not args.names) == (not args.all):
         raise UserError(f"name reports ({', '.join(RENDERERS)}) or --all"
                         + (f"; not a report: {', '.join(bad)}" if bad else ""))
+    out = REPORTS if args.out_dir is None else check_output_dir(args.out_dir)
     names = list(RENDERERS) if args.all else args.names
     names = [n for n in names if (REPORTS / RENDERERS[n][0]).is_file() or not args.all]
-    files = dict(render(n) for n in names)
+    files = {Path(out) / p.name: t for p, t in (render(n) for n in names)}
     if args.check:
-        differ = [str(p.relative_to(REPORTS.parent)) for p, t in files.items()
+        differ = [_shown(p) for p, t in files.items()
                   if not p.is_file() or p.read_text() != t]
         if differ:
             print(f"dstar render: not what today's code renders: {', '.join(differ)}",
@@ -90,5 +93,12 @@ def run(args) -> int:
         print(f"{len(files)} reports render as committed")
         return 0
     write_together(files)
-    print("rendered " + ", ".join(str(p.relative_to(REPORTS.parent)) for p in files))
+    print("rendered " + ", ".join(_shown(p) for p in files))
     return 0
+
+
+def _shown(p: Path) -> str:
+    try:
+        return str(Path(p).resolve().relative_to(REPORTS.parent.resolve()))
+    except ValueError:
+        return str(p)
