@@ -253,8 +253,6 @@ def run_experiments(names, ledger_path: Path = LEDGER, runner=subprocess.run) ->
     """Run ``names`` in registry order, each command in a process of its own from the
     checkout; after each experiment whose commands all succeed, record its fingerprint in the
     ledger (written at once). Stops at the first failure: one line, status 1."""
-    led = read_ledger(ledger_path)
-    seq = max((r.get("seq", 0) for r in led.values()), default=0)
     for name in order(names):
         e = EXPERIMENTS[name]
         for cmd in e.commands:
@@ -264,11 +262,21 @@ def run_experiments(names, ledger_path: Path = LEDGER, runner=subprocess.run) ->
             if rc != 0:
                 raise SystemExit(_fail(f"{name}: `{shlex.join(cmd)}` exited with {rc}"))
             say(f"[measure] {name}: done in {time.perf_counter() - t0:.0f} s")
-        seq += 1
-        led[name] = dict(fingerprint=fingerprint(e), seq=seq,
+        _record(ledger_path, name, fingerprint(e))
+    return 0
+
+
+def _record(ledger_path: Path, name: str, print_: str):
+    """Add ``name``'s run to the ledger, read again under a lock at the moment of writing (two
+    registry runs at once each keep the other's records)."""
+    from gen.paths import BUILD
+    from sim.runner import _locked
+    with _locked(BUILD / "ledger.lock"):
+        led = read_ledger(ledger_path)
+        seq = max((r.get("seq", 0) for r in led.values()), default=0) + 1
+        led[name] = dict(fingerprint=print_, seq=seq,
                          ran=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
         write_together({ledger_path: json_text(dict(experiments=led))})
-    return 0
 
 
 #: What renders REPORT.md after a registry run.

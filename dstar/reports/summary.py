@@ -214,8 +214,6 @@ def verification_lines(ver: list, rec: dict | None = None) -> list:
     """REPORT.md's verification section from :func:`verification`'s rows as ``dstar measure
     verification`` recorded them (``rec``: its record, for the date and the sources digest;
     stale when today's RTL sources differ)."""
-    from sim.sources import digest, elaboration_sources
-
     md = ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
           "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`), "
           "recorded by `dstar measure verification` (`reports/verification.json`"
@@ -232,7 +230,9 @@ def verification_lines(ver: list, rec: dict | None = None) -> list:
     if not ver:
         return md + ["The record holds no run.", ""]
     ok = sum(r["passing"] for r in ver)
-    md += [f"{ok} of {len(ver)} runs pass." + ("" if ok == len(ver) else
+    older = (f" ({rec['older']} older runs in the build folder, made on other sources, are left "
+             "out.)" if rec.get("older") else "")
+    md += [f"{ok} of {len(ver)} runs pass.{older}" + ("" if ok == len(ver) else
                                                 " A run that does not is marked **not passing**, "
                                                 "with why."), "",
            _table(["unit", "preset", "config", "run", "simulator", "tests passed", "verdict",

@@ -1,11 +1,13 @@
 """``dstar measure verification``: the regression's verdicts recorded as a result.
 
 The last cocotb run of every unit, preset, simulator and run name under ``build/sim`` (what
-``make test`` or ``make regress`` left there), judged by the runner's own verdicts
-(:func:`dstar.reports.summary.verification`: a run passes only when every expected test ran and
-passed on today's sources, testbench and tools), written to ``reports/verification.json`` with
-the digest of the RTL sources it judged them against. ``dstar report`` reads that file, not a
-local ``build/``, and marks the table stale when the sources have changed since.
+``make test`` or ``make regress`` left there) made on today's sources, testbench and tools,
+judged by the runner's own verdicts (:func:`dstar.reports.summary.verification`: a run passes
+only when every expected test ran and passed), written to ``reports/verification.json`` with
+the digest of the RTL sources; runs left over from earlier sources are counted (``older``) and
+left out, so the record is the regression just run, not whatever a build folder holds.
+``dstar report`` reads that file, not a local ``build/``, and marks the table stale when the
+sources have changed since.
 
 Takes seconds (it reads verdicts; it runs nothing). Refused (exit 2, nothing written) when
 ``build/sim`` holds no cocotb run.
@@ -36,13 +38,24 @@ def record(sim_root: Path | None = None) -> dict:
     from sim.sources import digest, elaboration_sources
 
     rows = verification(sim_root)
-    if not rows:
-        raise UserError(f"no cocotb runs in {sim_root or SIM}: run `make test` (or `make "
-                        f"regress`) first")
+    current = [r for r in rows if not _stale(r)]
+    if not current:
+        raise UserError(f"no cocotb run on today's sources in {sim_root or SIM}"
+                        + (f" ({len(rows)} older ones)" if rows else "")
+                        + ": run `make test` (or `make regress`) first")
     return dict(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 sources=digest(elaboration_sources()),
-                runs=len(rows), passing=sum(r["passing"] for r in rows),
-                rows=[{k: r[k] for k in ROW_FIELDS} for r in rows])
+                runs=len(current), passing=sum(r["passing"] for r in current),
+                older=len(rows) - len(current),
+                rows=[{k: r[k] for k in ROW_FIELDS} for r in current])
+
+
+def _stale(row: dict) -> bool:
+    """Whether a run was made on other sources, testbench or tools than today's (a leftover
+    of an earlier regression, not a result of this one; a verdict without a valid key is not
+    one: it stays in the record, not passing)."""
+    return any(w.startswith("stale") and w.endswith("since the run")
+               for w in row["why"].split("; "))
 
 
 def main(argv=None, prog=None) -> int:
