@@ -10,7 +10,7 @@ left out, so the record is the regression just run, not whatever a build folder 
 sources have changed since.
 
 Takes seconds (it reads verdicts; it runs nothing). Refused (exit 2, nothing written) when
-``build/sim`` holds no cocotb run.
+``build/sim`` holds no cocotb run made on today's sources.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ ROW_FIELDS = ("unit", "preset", "config_hash", "simulator", "run", "module", "te
 
 
 def record(sim_root: Path | None = None) -> dict:
-    """The record of ``sim_root`` (default ``build/sim``): its rows, how many pass, the RTL
-    sources' digest they were judged against, the date. :class:`UserError` when there is no
-    run."""
+    """The record of ``sim_root`` (default ``build/sim``): its runs on today's sources, how
+    many pass, how many older ones were left out, the sources' digest, the date.
+    :class:`UserError` when there is no run on today's sources."""
     from dstar.reports.summary import SIM, verification
     from sim.sources import digest, elaboration_sources
 
