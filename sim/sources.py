@@ -61,16 +61,8 @@ def imported_modules(name: str, root: Path = ROOT) -> set[str]:
     f = module_file(name, root)
     if f is None:
         return set()
-    tree = ast.parse(f.read_text(), filename=str(f))
-    is_package = f.name == "__init__.py"
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = _resolve(node.module, node.level, name, is_package)
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    st = f.stat()
+    found = _import_names(name, str(f), st.st_mtime_ns, st.st_size)
     out = set()
     for mod in found:
         parts = mod.split(".")
@@ -79,6 +71,23 @@ def imported_modules(name: str, root: Path = ROOT) -> set[str]:
             if module_file(sub, root) is not None:
                 out.add(sub)
     return out
+
+
+@lru_cache(maxsize=4096)
+def _import_names(name: str, path: str, mtime_ns: int, size: int) -> frozenset:
+    """Every name module ``name`` (file ``path``) imports, as written (parsed once per version
+    of the file: the key holds its modification time and size)."""
+    tree = ast.parse(Path(path).read_text(), filename=path)
+    is_package = Path(path).name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(node.module, node.level, name, is_package)
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    return frozenset(found)
 
 
 def import_closure(roots, root: Path = ROOT) -> list[Path]:
