@@ -29,7 +29,11 @@ from pathlib import Path
 
 from gen.yosys import run_yosys, yosys_version
 
-__all__ = ["GateSources", "gate_sources", "part_of"]
+__all__ = ["GateSources", "gate_sources", "part_of", "GATE_OPTIONS"]
+
+#: The ``asic`` synthesis options of every gate-level netlist (the power runs and the whole-core
+#: areas): the hierarchy kept so each cell knows its part, Yosys's Booth multipliers.
+GATE_OPTIONS = dict(parts=True, booth=True)
 
 #: The prefix ``flatten`` gives a cell of a submodule instance: ``$flatten\array.\pe_0_1.``.
 _FLAT = re.compile(r"^\$flatten((?:\\[^.]+\.)+)")

@@ -11,7 +11,7 @@ the library has no SRAM cells. Their energy is charged per access instead:
   costs CACTI's write/read ratio at 16 KB (8.42 / 9.98). An access of a ``w``-bit row costs
   ``w`` times the per-bit figure of the memory's own capacity (no banking assumed: a 1 MB
   buffer pays the 1 MB figure), scaled by ``(V / 0.9 V)²`` to the gate-level library's voltage.
-  Extra read ports add area (``dstar.reports.compare_area``), not energy per access, here.
+  Extra read ports add area (``fpga.core_parts``), not energy per access, here.
 - **HBM2**: 3.97 pJ per bit moved (O'Connor et al., MICRO 2017: row activation 1.21, on-die
   data movement 2.24, I/O 0.30), at its own voltage (not scaled).
 

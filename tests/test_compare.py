@@ -1,4 +1,4 @@
-"""The whole-core comparison's arithmetic (dstar/reports/compare.py, compare_area.py): modules go
+"""The whole-core comparison's arithmetic (dstar/reports/compare.py, fpga/core_parts.py): modules go
 to the right parts, the part-area model reproduces a quadratic exactly and reports its held-out
 error, RAMs count per read port, the ratios are throughput per area, the INT8 core's buffers are
 what the model needs, and bad input is refused before any work."""
@@ -7,7 +7,7 @@ import pytest
 
 import dstar.cli
 from dstar.reports.compare import fpga_config, ratios, verdict
-from dstar.reports.compare_area import (
+from fpga.core_parts import (
     CHECK_SIZE,
     FIT_SIZES,
     MPU_PARTS,

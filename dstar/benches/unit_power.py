@@ -66,6 +66,7 @@ import time
 from pathlib import Path
 from xml.etree import ElementTree
 
+from fpga.gate import GATE_OPTIONS
 from gen.outputs import data_json
 from golden.config import Config
 
@@ -76,8 +77,7 @@ __all__ = ["GATE_OPTIONS", "run_cycles", "fj", "split_energy", "group_parts", "g
 #: The ASIC flow's options for every gate-level netlist: the hierarchy kept (each cell knows its
 #: part) and Yosys's Booth multipliers (``synth -booth``: 25 % less energy and 22 % less area for
 #: the INT8 PE's 8-bit multiplier, nothing for the slice PE, which has none); the whole-core
-#: comparison's netlists use the same (:data:`dstar.reports.compare_area.ASIC_OPTIONS`).
-GATE_OPTIONS = dict(parts=True, booth=True)
+#: comparison's netlists use the same (:data:`fpga.core_parts.ASIC_OPTIONS`).
 
 _TIME_NS = {"fs": 1e-6, "ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 

@@ -7,7 +7,7 @@ integer golden; the same labels and seeds), each core's buffers as deep as the w
 on it (nothing streams; the INT8 core keeps no ``x̂``/``Y``, so those have one row). Cycles per
 image from the RTL; quality against the float sampler (PSNR with a 95 % Student-t interval over
 the samples, classifier agreement); each core's Nangate45 cell area by part, RAMs left out as
-macros and listed by bits, with an SRAM estimate (:mod:`dstar.reports.compare_area`); ECP5 LUTs
+macros and listed by bits, with an SRAM estimate (:mod:`fpga.core_parts`); ECP5 LUTs
 with every multiplier in LUTs (``synth_ecp5 -nodsp``: a DSP block counted at the LUTs it
 replaces); the cycle model of :mod:`sim.perf_model` on the same program against the RTL's cycles.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from dstar.options import Parser, check_liberty, resolve_liberty
-from dstar.reports.compare_area import (
+from fpga.core_parts import (
     ASIC_OPTIONS,
     CHECK_SIZE,
     FIT_SIZES,

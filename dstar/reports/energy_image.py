@@ -4,7 +4,7 @@ For one image of the digits DiT (20 DDIM steps) on the DSTAR ``fpga`` core and o
 of the whole-core comparison (:func:`dstar.reports.compare.fpga_config`), the energy is the sum of
 
 - **idle energy** of every part: the core's Nangate45 netlist (:func:`fpga.synth.synthesize`,
-  ``asic``, the whole-core options :data:`dstar.reports.compare_area.ASIC_OPTIONS`), one clock
+  ``asic``, the whole-core options :data:`fpga.core_parts.ASIC_OPTIONS`), one clock
   cycle in which only the clock moves (:func:`fpga.power.clock_energy`: flip-flop clock pins,
   the clock net's ``½·C·V²``, leakage), by part, times the image's RTL cycles (no clock gating,
   as the RTL is);
@@ -58,9 +58,9 @@ UNIT_EVENTS = {
 def core_idle(cfg, liberty, *, clock_ns: float = 1.0, progress=None) -> dict:
     """``{"fj_per_cycle": {part: fJ}, "leakage_fj_per_cycle", "voltage", "cells", "area_um2",
     "parts_um2", "memories", "workdir"}``: one idle cycle of the whole core by part
-    (:data:`dstar.reports.compare_area.PARTS`), with the part areas and the RAMs; the cycle's
+    (:data:`fpga.core_parts.PARTS`), with the part areas and the RAMs; the cycle's
     energy is kept beside the netlist (``idle-<clock>ns.json``, with the netlist's digest)."""
-    from dstar.reports.compare_area import ASIC_OPTIONS, core_area, part_of
+    from fpga.core_parts import ASIC_OPTIONS, core_area, part_of
     from fpga.liberty import read_liberty
     from fpga.power import PARTS_INPUTS, clock_energy
     from fpga.synth import synthesize
@@ -256,7 +256,7 @@ def per_image(cfg, liberty, arrays: dict, *, clock_ns: float, projection, compar
     ``paper_chip``, ``energy_per_image_j`` and ``qpu_power_share`` entries of
     ``reports/energy.json``."""
     from dstar.benches.unit_power import dit_tiles, qpu_energy, vpu_energy
-    from dstar.reports.compare_area import QPU_PARTS
+    from fpga.core_parts import QPU_PARTS
     from golden.config import preset
     from sim.sram_energy import SOURCES
 

@@ -3,7 +3,7 @@
 ``dstar measure pe-area [--presets fpga paper] [--liberty FILE.lib]`` writes
 ``reports/pe_area.json`` and ``reports/pe_area.md``: one PE of each preset's default
 configuration synthesized alone on the standard-cell library (:func:`fpga.synth.synthesize`,
-``asic`` target, the whole-core comparison's options :data:`dstar.reports.compare_area.ASIC_OPTIONS`
+``asic`` target, the whole-core comparison's options :data:`fpga.core_parts.ASIC_OPTIONS`
 without the hierarchy), then the same PE with each lever of :data:`DSTAR_LEVERS` alone, and the
 INT8 PE (``baseline_pe``) of the INT8 core's configuration (``datapath="int8"``) with each of
 :data:`INT8_LEVERS`. A PE synthesized alone is the array's
@@ -101,7 +101,7 @@ def levers(name: str) -> list:
 
 def measure(name: str, liberty: str, reuse: bool, wl: dict) -> dict:
     """Synthesize every lever of a preset; ``{workload, rows: {kind/label: row}}``."""
-    from dstar.reports.compare_area import ASIC_OPTIONS
+    from fpga.core_parts import ASIC_OPTIONS
 
     opts = {k: v for k, v in ASIC_OPTIONS.items() if k != "parts"}
     rows = {}

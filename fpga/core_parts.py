@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dstar.benches.unit_power import GATE_OPTIONS
 from golden.config import Config, preset
+
+from .gate import GATE_OPTIONS
 
 __all__ = ["PARTS", "part_of", "core_area", "sram_um2", "family_config", "fit_parts",
            "SRAM_UM2_PER_BIT", "SRAM_SOURCE", "FIT_SIZES", "CHECK_SIZE", "MPU_PARTS",
@@ -80,7 +81,7 @@ def _memories(res: dict) -> list:
     work directory's ``memories.il``)."""
     mems = res["memories"]["list"]
     if mems and "read_ports" not in mems[0]:
-        from fpga.synth import _memories as parse
+        from .synth import _memories as parse
         mems = parse((Path(res["workdir"]) / "memories.il").read_text())
     return [m for m in mems if not m["rom"]]
 
