@@ -91,11 +91,11 @@ class Experiment:
     rtl: bool = True
 
 
-def _measure(name: str, *opts: str, outputs=(), needs=(), rtl=True, module=None) -> Experiment:
+def _measure(name: str, *opts: str, needs=(), rtl=True) -> Experiment:
+    """``dstar measure name opts``: its result is the JSON :data:`MEASUREMENTS` names."""
     stem = MEASUREMENTS[name][1].split(":")[0].split("/")[-1].split(".")[0]
-    return Experiment(name, (("dstar", "measure", name, *opts),),
-                      tuple(outputs) or (f"reports/{stem}.json",), tuple(needs),
-                      (module or MEASUREMENTS[name][0],), rtl)
+    return Experiment(name, (("dstar", "measure", name, *opts),), (f"reports/{stem}.json",),
+                      tuple(needs), (MEASUREMENTS[name][0],), rtl)
 
 
 _BENCH = ("dstar", "bench", "--preset", "fpga", "--weights", "trained", "--seed", "0",

@@ -25,9 +25,10 @@ core by what one event touches there:
   project_model`) at 3.97 pJ/bit.
 
 Not modelled: the network between cores, the scratchpad's own accesses, the host. The A100 is
-charged its 250 W board power over its roofline time per image (:mod:`sim.gpu_bound`),
-a bound in the GPU's favour on time; beside the 45 nm figures, the chip's energy carried to the
-A100's 7 nm by :data:`SCALE_7NM` (logic and SRAM apart, HBM unscaled).
+charged its board power (:data:`models.published.A100_40GB`) over its roofline time per image
+(:mod:`sim.gpu_bound`), a bound in the GPU's favour on time; beside the 45 nm figures, the
+chip's energy carried to the A100's 7 nm by :data:`SCALE_7NM` (logic and SRAM apart, HBM
+unscaled).
 """
 
 from __future__ import annotations
@@ -39,11 +40,9 @@ from models.published import DEEPSCALE_7NM, JOUPPI_7NM
 from sim.gpu_bound import A100
 
 __all__ = ["step_events", "image_events", "core_memories", "chip_energy", "idle_per_cycle",
-           "fpga_side", "row_energy", "project_energy", "at_7nm", "A100_WATTS", "SCALE_7NM",
+           "fpga_side", "row_energy", "project_energy", "at_7nm", "SCALE_7NM",
            "SCALE_DEEPSCALE", "SCALE_SOURCE"]
 
-#: The A100's board power the paper quotes (W).
-A100_WATTS = A100.watts
 
 #: 45 nm → 7 nm energy factors (the A100's node), logic and SRAM apart: Jouppi et al., ISCA 2021
 #: (TPUv4i), Table 3's ranges, the middle of each (multipliers 2.1-3.2× less energy for logic,
@@ -272,7 +271,7 @@ def row_energy(row: dict, area_model: dict, fpga: dict, fpga_cfg: Config,
                          energy_7nm_j=at_7nm(e["parts"]) * 1e-12,
                          idle_fj_per_core_cycle=idle, events=ev, hbm_bytes=hbm)
     gpu_s = row["gpu"]["per_image_s"]
-    rec["a100"] = dict(energy_j=A100_WATTS * gpu_s, per_image_s=gpu_s, watts=A100_WATTS)
+    rec["a100"] = dict(energy_j=A100.watts * gpu_s, per_image_s=gpu_s, watts=A100.watts)
     rec["dstar_over_int8"] = rec["dstar"]["energy_j"] / rec["int8"]["energy_j"]
     rec["a100_over_dstar"] = rec["a100"]["energy_j"] / rec["dstar"]["energy_j"]
     rec["a100_over_dstar_7nm"] = rec["a100"]["energy_j"] / rec["dstar"]["energy_7nm_j"]

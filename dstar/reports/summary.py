@@ -604,12 +604,6 @@ def _state_headline(proj) -> list:
             "the wide models keep the lead the narrow ones spend waiting on HBM.", ""]
 
 
-def rows_sram(chip: dict) -> int:
-    """All SRAM of a projection's chip record: the scratchpad and every core's buffer."""
-    mem = chip.get("memory") or {}
-    return mem.get("scratchpad_bytes", 0) + chip.get("cores", 0) * mem.get("core_buffer_bytes", 0)
-
-
 def _floor_words(fl) -> str:
     """The lower bounds of ``energy_image.floors`` in a sentence (empty if not measured)."""
     if not fl:
@@ -669,7 +663,7 @@ def _model_sections(profile, perf, proj) -> list:
                "minimum traffic, in "
                "the GPU's favour: the chip's lead over a real A100 is at least the ratio shown)."
                + (" **Every byte charged** (issue 47): the chip has the paper's "
-                  f"{rows_sram(c) / 2**20:.2f} MiB of SRAM "
+                  f"{proj['rows'][0].get('on_chip_sram_bytes', 0) / 2**20:.2f} MiB of SRAM "
                   f"({mem.get('scratchpad_bytes', 0) // 1024} KB scratchpad, "
                   f"{mem.get('core_buffer_bytes', 0) // 1024} KB per core), and whatever does "
                   "not fit it (weights, "
