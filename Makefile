@@ -30,7 +30,7 @@ regress:  ## the long tier: every preset on both simulators, many seeds, random 
 	$(BIN)/pip install --quiet -e '.[dev,train]'
 	DSTAR_REGRESS=1 $(BIN)/python -m pytest -q -n $(JOBS)
 
-reports:  ## regenerate every figure REPORT.md states: every experiment of dstar/experiments.py in dependency order, then REPORT.md (hours; dstar measure --stale reruns only what changed)
+reports:  ## regenerate every figure REPORT.md states: every experiment of dstar_rtl/app/experiments.py in dependency order, then REPORT.md (hours; dstar measure --stale reruns only what changed)
 	$(BIN)/dstar measure --all
 
 profile:  ## the trained DiT's FMDQ and SAR profile, then the threshold and base sweep that chooses the operating point (reports/profile*.*)

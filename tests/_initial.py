@@ -4,6 +4,6 @@ base); the default datapath is checked end to end by the core's and the sampling
 
 from functools import partial
 
-from golden.config import preset as _preset
+from dstar_rtl.golden.config import preset as _preset
 
 preset = partial(_preset, variant="initial")

@@ -29,6 +29,6 @@ def _no_library_beside_the_project(request, tmp_path_factory, monkeypatch):
     regress``) measures on the real Nangate45 and keeps the default. ``.ci/run`` proves the rest,
     subprocesses included, in a clone with nothing beside it."""
     if request.node.get_closest_marker("slow") is None:
-        import fpga.liberty
+        import dstar_rtl.flows.liberty
         missing = tmp_path_factory.getbasetemp() / "no-shared" / "nangate45_typ.lib.gz"
-        monkeypatch.setattr(fpga.liberty, "NANGATE", missing)
+        monkeypatch.setattr(dstar_rtl.flows.liberty, "NANGATE", missing)

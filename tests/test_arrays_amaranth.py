@@ -5,14 +5,14 @@ import gc
 import numpy as np
 import pytest
 
-from golden.config import preset
-from golden.layouts import drain_layout, unpack
-from golden.vectors import baseline_workload, mpu_workload, random_group_stream
-from rtl.baseline import Baseline
-from rtl.mpu import MPU
-from rtl.pe import SlicePE
-from sim.amaranth_array import run_array, run_array_reset
-from sim.timing import array_first_beats, array_latency, array_tile_period
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.layouts import drain_layout, unpack
+from dstar_rtl.golden.vectors import baseline_workload, mpu_workload, random_group_stream
+from dstar_rtl.perf.timing import array_first_beats, array_latency, array_tile_period
+from dstar_rtl.rtl.baseline import Baseline
+from dstar_rtl.rtl.mpu import MPU
+from dstar_rtl.rtl.pe import SlicePE
+from dstar_rtl.sim.amaranth_array import run_array, run_array_reset
 
 KINDS = ("mixed", "zero", "max", "outlier")
 

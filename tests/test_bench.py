@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-import dstar.cli
-from golden.config import preset
+import dstar_rtl.app.cli
+from dstar_rtl.golden.config import preset
 
 KEYS = {"generated", "command", "preset", "config", "config_hash", "workload", "simulator",
         "tools", "resources", "simulation", "rows", "totals", "runtime_s"}
@@ -23,11 +23,11 @@ QUICK = ["bench", "--preset", "tiny", "--weights", "random", "--model", "tiny", 
 
 @pytest.fixture(autouse=True)
 def only_bench(monkeypatch):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.commands.bench",))
+    monkeypatch.setattr(dstar_rtl.app.cli, "COMMAND_MODULES", ("dstar_rtl.app.commands.bench",))
 
 
 def run_dstar(capsys, *argv):
-    rc = dstar.cli.main([str(a) for a in argv])
+    rc = dstar_rtl.app.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -99,12 +99,11 @@ def test_quick_bench_icarus(tmp_path, capsys):
     (["bench", "--liberty", "{d}/none.lib"], "none.lib: file not found"),
 ])
 def test_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
-    import dstar.benches.layers
-
+    import dstar_rtl.app.benches.layers
     def never(*a, **k):
         raise AssertionError("the bench ran on bad input")
-    monkeypatch.setattr(dstar.benches.layers, "trace_inputs", never)
-    monkeypatch.setattr(dstar.benches.layers, "run_array", never)
+    monkeypatch.setattr(dstar_rtl.app.benches.layers, "trace_inputs", never)
+    monkeypatch.setattr(dstar_rtl.app.benches.layers, "run_array", never)
     (tmp_path / "file").write_text("keep")
     _any_dit_files(tmp_path)
     kept = sorted(p.name for p in tmp_path.iterdir())
@@ -122,7 +121,7 @@ def test_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
 def _any_dit_files(d):
     """A two-layer "model" as a user brings it: a trace (3 steps, 4 tokens) and weights in the
     (out, in) layout, plus broken variants of the weights."""
-    from analysis.trace import write_trace
+    from dstar_rtl.analysis.trace import write_trace
 
     rng = np.random.default_rng(3)
     x = rng.normal(0, 1, (3, 4, 4)).cumsum(axis=0)          # slowly changing inputs
@@ -157,17 +156,17 @@ def test_any_dit_from_a_trace_and_weights_every_step(tmp_path, capsys):
 # ------------------------------------------------- outputs, with the simulation patched out
 @pytest.fixture
 def fake_bench(monkeypatch):
-    """``dstar.benches.layers.bench`` replaced by a stub report (no DiT run, no simulator)."""
-    import dstar.benches.layers
-
+    """``dstar_rtl.app.benches.layers.bench`` replaced by a stub report (no DiT run, no
+    simulator)."""
+    import dstar_rtl.app.benches.layers
     calls = []
 
     def bench(cfg, **kw):
         calls.append(kw)
         return {"rows": [], "totals": {}, "preset": cfg.name}
-    monkeypatch.setattr(dstar.benches.layers, "bench", bench)
-    monkeypatch.setattr(dstar.benches.layers, "text", lambda rep: "the table")
-    monkeypatch.setattr(dstar.benches.layers, "markdown", lambda rep: "# bench\n")
+    monkeypatch.setattr(dstar_rtl.app.benches.layers, "bench", bench)
+    monkeypatch.setattr(dstar_rtl.app.benches.layers, "text", lambda rep: "the table")
+    monkeypatch.setattr(dstar_rtl.app.benches.layers, "markdown", lambda rep: "# bench\n")
     return calls
 
 
@@ -186,13 +185,12 @@ def test_missing_out_folder_is_created(tmp_path, capsys, fake_bench):
 def test_outputs_appear_together(tmp_path, capsys, fake_bench, monkeypatch):
     """bench.json and bench.md used to be written one after the other: a failure writing the
     second left the first. Now neither appears, nor the folder made for them."""
-    import dstar.benches.layers
-
+    import dstar_rtl.app.benches.layers
     def md_that_fails(rep):
         def write(f):
             raise OSError(28, "No space left on device")
         return write
-    monkeypatch.setattr(dstar.benches.layers, "markdown", md_that_fails)
+    monkeypatch.setattr(dstar_rtl.app.benches.layers, "markdown", md_that_fails)
     rc, text, err = run_dstar(capsys, *QUICK, "--out", tmp_path / "new")
     assert rc == 1
     assert err.splitlines()[-1] == (f"dstar: error: cannot write {tmp_path / 'new' / 'bench.md'}"
@@ -201,11 +199,10 @@ def test_outputs_appear_together(tmp_path, capsys, fake_bench, monkeypatch):
 
 
 def test_simulation_mismatch_is_one_line_status_1(tmp_path, capsys, monkeypatch):
-    import dstar.benches.layers
-
+    import dstar_rtl.app.benches.layers
     def mismatch(cfg, **kw):
         raise AssertionError("mpu: drain beat 3 of block 0 differs from golden; log: /x/run.log")
-    monkeypatch.setattr(dstar.benches.layers, "bench", mismatch)
+    monkeypatch.setattr(dstar_rtl.app.benches.layers, "bench", mismatch)
     rc, out, err = run_dstar(capsys, *QUICK, "--out", tmp_path)
     assert rc == 1 and out == ""
     assert err == ("dstar: error: mpu: drain beat 3 of block 0 differs from golden; log: "
@@ -223,10 +220,10 @@ def _operating_point(path, bases, thr=(2, 11, 47)):
 def test_operating_point_sets_each_layers_thresholds_and_base(tmp_path):
     """The layers quantize with the operating point's thresholds and their own base; the arrays
     keep the preset's configuration."""
-    from analysis.profile import load_operating_point
-    from dstar.benches.inputs import LinearSpec
-    from dstar.benches.layers import layer_configs
-    from golden.config import preset
+    from dstar_rtl.analysis.profile import load_operating_point
+    from dstar_rtl.app.benches.inputs import LinearSpec
+    from dstar_rtl.app.benches.layers import layer_configs
+    from dstar_rtl.golden.config import preset
 
     cfg = preset("tiny")
     w = np.zeros((4, 4))
@@ -269,8 +266,8 @@ def test_bad_operating_point_is_one_line(tmp_path, capsys):
 def test_fabric_only_ratio_counts_dsp_blocks_at_the_luts_they_replace():
     """With the ``-nodsp`` resources of both arrays, the totals give the LUT ratio and the
     throughput per LUT with every multiplier in fabric, beside the ratio with DSP blocks."""
-    from dstar.benches.layers import BenchLayer, summarize
-    from golden.config import preset
+    from dstar_rtl.app.benches.layers import BenchLayer, summarize
+    from dstar_rtl.golden.config import preset
 
     cfg = preset("tiny")
     bl = BenchLayer(name="l", kind="fc1", step=0, cache_step=True, tokens=4, cin=4, cout=4,
@@ -295,9 +292,9 @@ def test_array_areas_take_each_array_at_its_best():
     area ratio is the speed-up over the area ratio."""
     from pathlib import Path
 
-    from dstar.benches.layers import _row
-    from dstar.benches.resources import array_areas, unit_config
-    from fpga.synth import synthesize
+    from dstar_rtl.app.benches.layers import _row
+    from dstar_rtl.app.benches.resources import array_areas, unit_config
+    from dstar_rtl.flows.synth import synthesize
 
     lib = Path(__file__).parent / "data" / "tiny_cells.lib"
     cfg = preset("tiny", rows=2, cols=2)

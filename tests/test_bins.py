@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _ref import tile_columns
-from golden.config import PACK_BINS, ConfigError
-from golden.schedule import (
+from dstar_rtl.golden.config import PACK_BINS, ConfigError
+from dstar_rtl.golden.schedule import (
     bin_cycles,
     bin_events,
     bin_index,

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golden.bitonic import apply_network, compare_exchanges, network, sort_key
-from golden.config import preset
+from dstar_rtl.golden.bitonic import apply_network, compare_exchanges, network, sort_key
+from dstar_rtl.golden.config import preset
 
 SIZES = [1, 2, 4, 8, 16, 32, 64]
 SET = settings(max_examples=200, deadline=None)

@@ -1,4 +1,4 @@
-"""Board tops (fpga/board.py) and ``dstar build``: its argument handling, and its outputs and
+"""Board tops (flows/board.py) and ``dstar build``: its argument handling, and its outputs and
 errors with every tool patched out. The bitstream flow itself runs in ``make reports`` / by hand
 (minutes of place and route), not here."""
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-import dstar.cli
-from fpga.board import BOARDS, ULX3STop
-from golden.config import preset
-from program.isa import core_for
+import dstar_rtl.app.cli
+from dstar_rtl.flows.board import BOARDS, ULX3STop
+from dstar_rtl.golden.config import preset
+from dstar_rtl.program.isa import core_for
 
 
 def test_ulx3s_top_prepares_with_uart_pins_and_clock():
@@ -25,7 +25,7 @@ def test_ulx3s_top_prepares_with_uart_pins_and_clock():
 
 
 def test_bad_board_and_baud_are_one_line(capsys):
-    assert dstar.cli.main(["build", "--board", "nope"]) == 2
+    assert dstar_rtl.app.cli.main(["build", "--board", "nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("dstar: error:") and "nope" in err and "\n" not in err
     assert set(BOARDS) == {"ulx3s"}
@@ -39,7 +39,7 @@ def test_bad_baud_is_refused():
 
 # ----------------------------------------------------- dstar build: input checks and outputs
 def _build(capsys, *argv):
-    rc = dstar.cli.main(["build", "--board", "ulx3s", *map(str, argv)])
+    rc = dstar_rtl.app.cli.main(["build", "--board", "ulx3s", *map(str, argv)])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -58,11 +58,10 @@ def _build(capsys, *argv):
 def test_build_bad_input_is_refused_before_any_work(tmp_path, capsys, monkeypatch, argv, frag):
     """``--baud 0`` used to exit 2 only after creating the output folder (and a baud rate the
     clock cannot make after elaborating the core)."""
-    import fpga.board
-
+    import dstar_rtl.flows.board
     def never(*a, **k):
         raise AssertionError("the build started on bad input")
-    monkeypatch.setattr(fpga.board, "build", never)
+    monkeypatch.setattr(dstar_rtl.flows.board, "build", never)
     (tmp_path / "file").write_text("x")
     argv = [a.format(d=tmp_path) for a in argv]
     if "-o" not in argv:
@@ -80,10 +79,9 @@ def fake_flow(monkeypatch, tmp_path):
     import subprocess
     from types import SimpleNamespace
 
-    import fpga.board
-    import fpga.pnr
-    import fpga.synth
-
+    import dstar_rtl.flows.board
+    import dstar_rtl.flows.pnr
+    import dstar_rtl.flows.synth
     state = SimpleNamespace(timing=True, pack_fails=False, pnr_timeout=None, pnr_hangs=False)
 
     class Platform:
@@ -102,8 +100,9 @@ def fake_flow(monkeypatch, tmp_path):
         workdir.mkdir(parents=True)
         state.pnr_timeout = kw.get("timeout")
         if state.pnr_hangs:
-            raise fpga.pnr.PnrError(f"nextpnr-ecp5 timed out after {kw['timeout']} s; log: "
-                                    f"{workdir / 'nextpnr.log'}")
+            raise dstar_rtl.flows.pnr.PnrError(f"nextpnr-ecp5 timed out after {kw['timeout']} "
+                                               f"s; log: "
+                                               f"{workdir / 'nextpnr.log'}")
         (workdir / "board.config").write_text("cfg")
         return dict(fmax_mhz=30.0 if state.timing else 20.0, timing_pass=state.timing,
                     utilisation={}, log=str(workdir / "nextpnr.log"), tools={})
@@ -114,11 +113,11 @@ def fake_flow(monkeypatch, tmp_path):
         (cwd / args[-1]).write_bytes(b"BIT")
         return subprocess.CompletedProcess(args, 0, "", "")
 
-    monkeypatch.setattr(fpga.board, "_platform", lambda board: Platform())
-    monkeypatch.setattr(fpga.board, "synthesize_rtlil", synth)
-    monkeypatch.setattr(fpga.board, "place_and_route", pnr)
-    monkeypatch.setattr(fpga.board.subprocess, "run", run)
-    monkeypatch.setattr(fpga.board, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(dstar_rtl.flows.board, "_platform", lambda board: Platform())
+    monkeypatch.setattr(dstar_rtl.flows.board, "synthesize_rtlil", synth)
+    monkeypatch.setattr(dstar_rtl.flows.board, "place_and_route", pnr)
+    monkeypatch.setattr(dstar_rtl.flows.board.subprocess, "run", run)
+    monkeypatch.setattr(dstar_rtl.flows.board, "REPORTS", tmp_path / "reports")
     return state
 
 
@@ -171,7 +170,7 @@ def test_build_missing_timing_is_status_1_with_the_outputs(tmp_path, capsys, fak
 
 # ------------------------------------------------ the core's clock (PLL) and the DSP refusal
 def test_pll_params_make_the_clock_exactly_within_the_pll_limits():
-    from fpga.board import PLL_PFD_MHZ, PLL_VCO_MHZ, pll_params
+    from dstar_rtl.flows.board import PLL_PFD_MHZ, PLL_VCO_MHZ, pll_params
 
     for mhz in (40, 50, 60, 62.5, 75, 100):
         p = pll_params(25, mhz)
@@ -188,7 +187,7 @@ def test_pll_params_make_the_clock_exactly_within_the_pll_limits():
 
 @pytest.mark.parametrize("mhz, cpb", [(None, 217), (25, 217), (50, 434), (62.5, 543)])
 def test_uart_divisor_follows_the_core_clock(mhz, cpb):
-    from fpga.board import check_build
+    from dstar_rtl.flows.board import check_build
 
     assert check_build("ulx3s", preset("tiny"), 115200, mhz) == cpb
 
@@ -199,15 +198,14 @@ def test_pll_top_elaborates_with_the_pll_and_the_uart_divisor(monkeypatch):
     ``sync`` clock (also its feedback), and the UART gets the divisor of the PLL's clock."""
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-    import rtl.uart_core
-
+    import dstar_rtl.rtl.uart_core
     seen = []
-    real = rtl.uart_core.UartCore.__init__
+    real = dstar_rtl.rtl.uart_core.UartCore.__init__
 
     def spy(self, *a, cycles_per_bit, **k):
         seen.append(cycles_per_bit)
         real(self, *a, cycles_per_bit=cycles_per_bit, **k)
-    monkeypatch.setattr(rtl.uart_core.UartCore, "__init__", spy)
+    monkeypatch.setattr(dstar_rtl.rtl.uart_core.UartCore, "__init__", spy)
     cfg = preset("tiny")
     plan = ULX3S_85F_Platform().prepare(ULX3STop(cfg, core_for(cfg), clock_mhz=50.0),
                                         name="dstar_ulx3s")
@@ -252,11 +250,10 @@ def test_top_without_pll_runs_on_the_board_clock():
 ])
 def test_build_bad_clock_or_too_many_dsps_is_refused_before_any_work(tmp_path, capsys,
                                                                      monkeypatch, argv, frag):
-    import fpga.board
-
+    import dstar_rtl.flows.board
     def never(*a, **k):
         raise AssertionError("the build started on bad input")
-    monkeypatch.setattr(fpga.board, "build", never)
+    monkeypatch.setattr(dstar_rtl.flows.board, "build", never)
     rc, out, err = _build(capsys, *argv, "-o", tmp_path / "out")
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("dstar: error: ") and frag in err, err
@@ -264,8 +261,8 @@ def test_build_bad_clock_or_too_many_dsps_is_refused_before_any_work(tmp_path, c
 
 
 def test_dsp_refusal_passes_the_select_datapath_and_the_tiny_core():
-    from fpga.board import check_build, dsp_blocks
-    from fpga.estimate_core import CORE_MEASURED
+    from dstar_rtl.flows.board import check_build, dsp_blocks
+    from dstar_rtl.flows.estimate_core import CORE_MEASURED
 
     # A measured core's own count; others the estimate's (multiplying PEs: one block per lane).
     assert dsp_blocks(preset("tiny")) == CORE_MEASURED["tiny"]["total"]["dsp"]
@@ -280,8 +277,7 @@ def test_dsp_refusal_passes_the_select_datapath_and_the_tiny_core():
 def test_build_with_the_pll_records_the_core_clock(tmp_path, capsys, fake_flow, monkeypatch):
     """The build constrains place and route to the PLL's clock, takes that clock's Fmax (not
     the board clock's) and records the clock and the UART divisor."""
-    import fpga.pnr
-
+    import dstar_rtl.flows.pnr
     seen = {}
 
     def pnr(netlist, *, workdir, freq_mhz, **kw):
@@ -295,7 +291,7 @@ def test_build_with_the_pll_records_the_core_clock(tmp_path, capsys, fake_flow, 
                               "pass": v["achieved"] >= v["constraint"]}
                           for k, v in fmax.items()},
                     log=str(workdir / "nextpnr.log"), tools={})
-    monkeypatch.setattr(fpga.board, "place_and_route", pnr)
+    monkeypatch.setattr(dstar_rtl.flows.board, "place_and_route", pnr)
     out, files = _outputs(tmp_path)
     rc, text, err = _build(capsys, "-o", out, "--clock-mhz", "50")
     assert rc == 0, err
@@ -310,7 +306,7 @@ def test_a_boards_renamed_clock_keeps_its_critical_path():
     """On the board nextpnr renames the one clock (``clk25`` becomes the global net
     ``$glbnet$clk``): the name that finds its Fmax also finds its critical path, not the
     asynchronous ones beside it."""
-    from fpga.pnr import _clock_key, _critical_path
+    from dstar_rtl.flows.pnr import _clock_key, _critical_path
 
     def path(a, b, delay):
         return {"from": a, "to": b, "path": [

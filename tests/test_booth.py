@@ -8,8 +8,8 @@ from _initial import preset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from golden.layouts import group_layout, unpack
-from golden.schedule import (
+from dstar_rtl.golden.layouts import group_layout, unpack
+from dstar_rtl.golden.schedule import (
     Accumulator,
     booth_digits,
     digit_values,
@@ -19,7 +19,7 @@ from golden.schedule import (
     slice_digits,
     value_digits,
 )
-from golden.vectors import random_differences, random_weights
+from dstar_rtl.golden.vectors import random_differences, random_weights
 
 SET = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DX_LO, DX_HI = -(2 ** 17), 2 ** 17 - 1
@@ -182,7 +182,7 @@ def test_booth_straddling_partial_sum_needs_the_booth_width():
 
 
 def test_random_group_streams_and_digit_width():
-    from golden.vectors import random_group_stream
+    from dstar_rtl.golden.vectors import random_group_stream
     cfg = preset("tiny", digits="booth")
     assert cfg.digit_width == 3 and preset("tiny").digit_width == 2
     wl = random_group_stream(cfg, np.random.default_rng(1), [3, 1, 5])

@@ -17,9 +17,9 @@ import sys
 import numpy as np
 import pytest
 
-from models import checkpoint as ckpt
-from models.digits import TRAINED_PATH, load_trained
-from models.dit import DiT, DiTSpec, _pos_embed
+from dstar_rtl.models import checkpoint as ckpt
+from dstar_rtl.models.digits import TRAINED_PATH, load_trained
+from dstar_rtl.models.dit import DiT, DiTSpec, _pos_embed
 
 # A tiny reference-layout DiT with every size distinct where a mix-up would hide: 3 channels,
 # patch 2, a 3x3 token grid (6x6 image), hidden 8, 2 heads, MLP 12 (ratio 1.5), 4 classes + null,

@@ -16,10 +16,10 @@ sampling itself is replaced by a sentinel: reaching it means the checks passed.
 import numpy as np
 import pytest
 
-import dstar.benches.sample
-import dstar.cli
-from models.checkpoint import export_checkpoint
-from models.dit import DIT_MODELS, init_params
+import dstar_rtl.app.benches.sample
+import dstar_rtl.app.cli
+from dstar_rtl.models.checkpoint import export_checkpoint
+from dstar_rtl.models.dit import DIT_MODELS, init_params
 
 SPEC = DIT_MODELS["tiny"]
 
@@ -49,7 +49,7 @@ def checkpoint(request, tmp_path_factory):
 def no_sampling(monkeypatch):
     def loaded(*a, **k):
         raise Loaded()
-    monkeypatch.setattr(dstar.benches.sample, "run_samples", loaded)
+    monkeypatch.setattr(dstar_rtl.app.benches.sample, "run_samples", loaded)
 
 
 def _sample(capsys, path, out):
@@ -58,7 +58,7 @@ def _sample(capsys, path, out):
     argv = ["sample", "--backend", "float", "--weights", str(path), "--heads", str(SPEC.heads),
             "--preset", "tiny", "--steps", "1", "--labels", "0", "--out", str(out)]
     try:
-        rc = dstar.cli.main(argv)
+        rc = dstar_rtl.app.cli.main(argv)
     except Loaded:
         rc = None
     cap = capsys.readouterr()

@@ -1,4 +1,4 @@
-"""The chip's memories (sim/chip_memory.py) and every byte the projection charges (issue 47):
+"""The chip's memories (perf/chip_memory.py) and every byte the projection charges (issue 47):
 behaviour, not figures (those are in reports/projection.md)."""
 
 import math
@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from golden.config import preset
-from models.dit_shapes import Attention, DiTModel, Linear
-from sim.chip_memory import PAPER_MEMORY, MemorySystem, linear_plan, linear_plans
-from sim.chip_model import Chip, Workload, paper_timing, project_model, state_bytes
+from dstar_rtl.golden.config import preset
+from dstar_rtl.models.dit_shapes import Attention, DiTModel, Linear
+from dstar_rtl.perf.chip_memory import PAPER_MEMORY, MemorySystem, linear_plan, linear_plans
+from dstar_rtl.perf.chip_model import Chip, Workload, paper_timing, project_model, state_bytes
 
 CFG = preset("paper")
 PLAN = dict(T=64, group_bytes_per_channel=47.0, acc_bits=38, weight_bytes=1, stage_bits=50)

@@ -7,22 +7,23 @@ import os
 import numpy as np
 import pytest
 
-import dstar.cli
+import dstar_rtl.app.cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-ANALYSIS_MODULES = ("dstar.commands.trace", "dstar.commands.fmdq", "dstar.commands.sar",
-                    "dstar.commands.dit", "dstar.commands.dit_int")
+ANALYSIS_MODULES = ("dstar_rtl.app.commands.trace", "dstar_rtl.app.commands.fmdq",
+                    "dstar_rtl.app.commands.sar",
+                    "dstar_rtl.app.commands.dit", "dstar_rtl.app.commands.dit_int")
 
 
 @pytest.fixture(autouse=True)
 def only_analysis(monkeypatch):
     # Register only this module's subcommands: these tests must not depend on the elaboration
     # stack (Amaranth, Yosys) that other subcommands import.
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ANALYSIS_MODULES)
+    monkeypatch.setattr(dstar_rtl.app.cli, "COMMAND_MODULES", ANALYSIS_MODULES)
 
 
 def run_dstar(capsys, *argv):
-    rc = dstar.cli.main([str(a) for a in argv])
+    rc = dstar_rtl.app.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -30,13 +31,13 @@ def run_dstar(capsys, *argv):
 @pytest.fixture(scope="module")
 def trace_file(tmp_path_factory):
     p = tmp_path_factory.mktemp("trace") / "t.npz"
-    assert dstar.cli.main(["trace", "--model", "tiny", "--steps", "3", "--seed", "1",
+    assert dstar_rtl.app.cli.main(["trace", "--model", "tiny", "--steps", "3", "--seed", "1",
                          "-o", str(p)]) == 0
     return p
 
 
 def test_trace_fmdq_sar_outputs(tmp_path, capsys, trace_file):
-    from analysis.trace import load_trace
+    from dstar_rtl.analysis.trace import load_trace
 
     tr = load_trace(trace_file)
     assert tr["blocks.0.attn.qkv.x"].shape == (3, 16, 16)
@@ -184,11 +185,10 @@ def test_a_failing_output_leaves_no_output_and_no_folder(tmp_path, capsys, trace
 ])
 def test_dit_int_checks_every_run_before_the_first(tmp_path, capsys, monkeypatch, argv, frag):
     """dit-int's per-preset base check used to run inside the work, after the float run."""
-    import models.dit_int_compare
-
+    import dstar_rtl.models.dit_int_compare
     def never(*a, **k):
         raise AssertionError("a run started on bad input")
-    monkeypatch.setattr(models.dit_int_compare, "compare_int", never)
+    monkeypatch.setattr(dstar_rtl.models.dit_int_compare, "compare_int", never)
     (tmp_path / "file").write_text("x")
     rc, out, err = run_dstar(capsys, "dit-int", "--model", "tiny", "--steps", "1",
                          *[a.format(d=tmp_path) for a in argv])
@@ -200,13 +200,12 @@ def test_dit_int_checks_every_run_before_the_first(tmp_path, capsys, monkeypatch
 @pytest.mark.parametrize("command", ["trace", "dit", "dit-int"])
 def test_a_layer_too_wide_is_refused_before_sampling(tmp_path, capsys, monkeypatch, command):
     """max_reduction used to be checked after the float run (trace) or inside the work."""
-    import models.dit
-    import models.dit_int_compare
-
+    import dstar_rtl.models.dit
+    import dstar_rtl.models.dit_int_compare
     def never(*a, **k):
         raise AssertionError("sampling started on bad input")
-    for mod, name in ((models.dit, "record_trace"), (models.dit, "compare"),
-                      (models.dit_int_compare, "compare_int")):
+    for mod, name in ((dstar_rtl.models.dit, "record_trace"), (dstar_rtl.models.dit, "compare"),
+                      (dstar_rtl.models.dit_int_compare, "compare_int")):
         monkeypatch.setattr(mod, name, never)
     out = ["-o", tmp_path / "t.npz"] if command == "trace" else ["--json", tmp_path / "o.json"]
     rc, text, err = run_dstar(capsys, command, "--model", "tiny", "--set", "max_reduction=8", *out)

@@ -1,6 +1,6 @@
-"""``dstar estimate core`` (fpga/estimate_core.py): the core's estimate composed from the MPU's,
+"""``dstar estimate core`` (flows/estimate_core.py): the core's estimate composed from the MPU's,
 the QPU's and the VPU's parts, structurally counted buffers and the measured control line; and
-``dstar measure estimate`` (dstar/benches/estimate_calibration.py) where it needs no synthesis:
+``dstar measure estimate`` (app/benches/estimate_calibration.py) where it needs no synthesis:
 the refit
 of the stored measurements, the runs still missing (none), its refusals. No synthesis here."""
 
@@ -10,25 +10,31 @@ from pathlib import Path
 
 import pytest
 
-import dstar.benches.estimate_calibration as calibration
-import dstar.cli
-from fpga import estimate_coef
-from fpga.estimate import CALIBRATION, CALIBRATION_RUNS, VALIDATION_RUNS, estimate
-from fpga.estimate_core import COMPUTE_PARTS, CORE_MEASURED, ENGINE_PARTS, control, measured_error
-from golden.config import preset
+import dstar_rtl.app.benches.estimate_calibration as calibration
+import dstar_rtl.app.cli
+from dstar_rtl.flows import estimate_coef
+from dstar_rtl.flows.estimate import CALIBRATION, CALIBRATION_RUNS, VALIDATION_RUNS, estimate
+from dstar_rtl.flows.estimate_core import (
+    COMPUTE_PARTS,
+    CORE_MEASURED,
+    ENGINE_PARTS,
+    control,
+    measured_error,
+)
+from dstar_rtl.golden.config import preset
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
 def only_synth(monkeypatch):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES",
-                        ("dstar.commands.synth", "dstar.commands.measure"))
+    monkeypatch.setattr(dstar_rtl.app.cli, "COMMAND_MODULES",
+                        ("dstar_rtl.app.commands.synth", "dstar_rtl.app.commands.measure"))
 
 
 def test_cli_estimate_core(tmp_path, capsys):
     """``dstar generate core`` exists, so ``dstar estimate core`` does too (it was refused)."""
-    rc = dstar.cli.main(["estimate", "core", "--json", str(tmp_path / "new" / "core.json")])
+    rc = dstar_rtl.app.cli.main(["estimate", "core", "--json", str(tmp_path / "new" / "core.json")])
     out, err = capsys.readouterr()
     assert rc == 0 and err == ""
     assert out.startswith("estimate core, preset tiny")
@@ -85,7 +91,7 @@ def test_core_estimate_against_the_measured_cores():
     the control line: the check is on the composed parts and the structural RAM counts); the
     DSP blocks (the VPU's lanes and softmax output lanes, its scalar units, the requantizer's
     and the dispatcher's; the PEs have none) exactly, with mul2dsp's rule for a one-bit piece
-    (fpga.estimate_parts.dsp_blocks)."""
+    (flows.estimate_parts.dsp_blocks)."""
     for name, e in measured_error().items():
         assert abs(e["lut"]) <= 0.05 and abs(e["ff"]) <= 0.02, (name, e)
         assert e["dsp"] == 0, (name, e)
@@ -108,7 +114,7 @@ def test_measure_estimate_refit_reproduces_the_stored_calibration(tmp_path, monk
     out_file = tmp_path / "estimate_calibration.json"
     monkeypatch.setattr(estimate_coef, "CALIBRATION_FILE", out_file)
     monkeypatch.setattr(calibration, "synth_run", _no_synthesis)
-    rc = dstar.cli.main(["measure", "estimate", "--refit", "--write"])
+    rc = dstar_rtl.app.cli.main(["measure", "estimate", "--refit", "--write"])
     out, err = capsys.readouterr()
     assert rc == 0
     assert out_file.read_text() == stored
@@ -132,12 +138,12 @@ def test_measure_estimate_missing_measures_only_what_is_missing(monkeypatch, cap
     refuses stored measurements of another Yosys."""
     monkeypatch.setattr(calibration, "synth_run", _no_synthesis)
     monkeypatch.setattr(calibration, "yosys_version", lambda: CALIBRATION["yosys"])
-    rc = dstar.cli.main(["measure", "estimate", "--calibrate", "--missing"])
+    rc = dstar_rtl.app.cli.main(["measure", "estimate", "--calibrate", "--missing"])
     out, err = capsys.readouterr()
     assert rc == 0 and "measuring the 0 runs with no stored measurement" in err
     assert f"| mpu tiny | fitted | {CALIBRATION['measured']['mpu tiny']['lut']:,} |" in out
     monkeypatch.setattr(calibration, "yosys_version", lambda: "0.1")
-    rc = dstar.cli.main(["measure", "estimate", "--calibrate", "--missing"])
+    rc = dstar_rtl.app.cli.main(["measure", "estimate", "--calibrate", "--missing"])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
     assert err == (f"dstar: error: the stored measurements are of Yosys {CALIBRATION['yosys']}, "
@@ -147,7 +153,7 @@ def test_measure_estimate_missing_measures_only_what_is_missing(monkeypatch, cap
 @pytest.mark.parametrize("argv", [[], ["--write"], ["--calibrate", "--refit"],
                                   ["--refit", "--missing"]])
 def test_measure_estimate_refuses_bad_options(argv, capsys):
-    rc = dstar.cli.main(["measure", "estimate", *argv])
+    rc = dstar_rtl.app.cli.main(["measure", "estimate", *argv])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
     assert err.startswith("dstar: error: dstar measure estimate: ") and err.count("\n") == 1

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import dstar.cli
-from dstar.cli import UserError, WorkError
-from dstar.experiments import MEASUREMENTS
-from gen.outputs import check_output_dir, check_outputs, write_together
-from gen.paths import ROOT
+import dstar_rtl.app.cli
+from dstar_rtl.app.cli import UserError, WorkError
+from dstar_rtl.app.experiments import MEASUREMENTS
+from dstar_rtl.gen.outputs import check_output_dir, check_outputs, write_together
+from dstar_rtl.gen.paths import ROOT
 
 
 # ------------------------------------------------------------------------------ the helper
@@ -126,7 +126,7 @@ NO_OUTPUT = {"toolchain"}
 
 
 def test_the_table_covers_every_subcommand():
-    parser = dstar.cli.build_parser()
+    parser = dstar_rtl.app.cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert set(sub.choices) == set(COMMANDS) | NO_OUTPUT
     assert not set(COMMANDS) & NO_OUTPUT
@@ -135,28 +135,30 @@ def test_the_table_covers_every_subcommand():
 @pytest.fixture
 def no_work(monkeypatch):
     """Every command's work fails the test at once: bad output paths are refused before it."""
-    import analysis.profile
-    import dstar.benches.layers
-    import dstar.benches.power
-    import dstar.benches.sample
-    import dstar.reports.packing
-    import dstar.reports.summary
-    import fpga.board
-    import fpga.synth
-    import gen.generate
-    import models.dit
-    import models.dit_int_compare
-
+    import dstar_rtl.analysis.profile
+    import dstar_rtl.app.benches.layers
+    import dstar_rtl.app.benches.power
+    import dstar_rtl.app.benches.sample
+    import dstar_rtl.app.reports.packing
+    import dstar_rtl.app.reports.summary
+    import dstar_rtl.flows.board
+    import dstar_rtl.flows.synth
+    import dstar_rtl.gen.generate
+    import dstar_rtl.models.dit
+    import dstar_rtl.models.dit_int_compare
     def never(*a, **k):
         raise AssertionError("the command started its work on bad input")
-    for mod, name in ((gen.generate, "to_rtlil"), (models.dit, "record_trace"),
-                      (models.dit, "compare"), (models.dit_int_compare, "compare_int"),
-                      (fpga.synth, "synthesize"), (dstar.reports.summary, "report_files"),
-                      (fpga.board, "build"), (dstar.benches.layers, "bench"),
-                      (dstar.benches.power, "power"),
-                      (analysis.profile, "run_profile"), (dstar.benches.sample, "run_samples"),
-                      (dstar.reports.packing, "load_inputs"),
-                      (dstar.reports.packing, "synthesize")):
+    for mod, name in ((dstar_rtl.gen.generate, "to_rtlil"), (dstar_rtl.models.dit, "record_trace"),
+                      (dstar_rtl.models.dit, "compare"), (dstar_rtl.models.dit_int_compare,
+                                                          "compare_int"),
+                      (dstar_rtl.flows.synth, "synthesize"), (dstar_rtl.app.reports.summary,
+                                                              "report_files"),
+                      (dstar_rtl.flows.board, "build"), (dstar_rtl.app.benches.layers, "bench"),
+                      (dstar_rtl.app.benches.power, "power"),
+                      (dstar_rtl.analysis.profile, "run_profile"), (dstar_rtl.app.benches.sample,
+                                                                    "run_samples"),
+                      (dstar_rtl.app.reports.packing, "load_inputs"),
+                      (dstar_rtl.app.reports.packing, "synthesize")):
         monkeypatch.setattr(mod, name, never)
 
 
@@ -165,7 +167,7 @@ def _run(capsys, tmp_path, argv, o):
     (tmp_path / "dir").mkdir()
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     o = o.format(d=tmp_path)
-    rc = dstar.cli.main([a.format(d=tmp_path, o=o) for a in argv])
+    rc = dstar_rtl.app.cli.main([a.format(d=tmp_path, o=o) for a in argv])
     out, err = capsys.readouterr()
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
     return rc, out, err
@@ -205,7 +207,7 @@ def test_every_measurement_refuses_an_unknown_option_in_one_line(tmp_path, capsy
     current folder nor in ``reports/``."""
     monkeypatch.chdir(tmp_path)
     before = _reports_stamp()
-    rc = dstar.cli.main(["measure", name, "--bogus-option"])
+    rc = dstar_rtl.app.cli.main(["measure", name, "--bogus-option"])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("dstar: error: "), err
@@ -215,7 +217,7 @@ def test_every_measurement_refuses_an_unknown_option_in_one_line(tmp_path, capsy
 
 
 def test_toolchain_refuses_bad_jobs_before_any_work(capsys, monkeypatch):
-    from sim import toolchain
+    from dstar_rtl.sim import toolchain
 
     def never(*a, **k):
         raise AssertionError("the command started its work on bad input")
@@ -223,18 +225,18 @@ def test_toolchain_refuses_bad_jobs_before_any_work(capsys, monkeypatch):
     monkeypatch.setattr(toolchain, "main", never)
     for argv in (["toolchain", "--jobs", "0"], ["toolchain", "--check", "-j", "-1"],
                  ["toolchain", "--bogus-option"]):
-        assert dstar.cli.main(argv) == 2
+        assert dstar_rtl.app.cli.main(argv) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.count("\n") == 1 and err.startswith("dstar: error: "), err
 
 
 def test_toolchain_failure_is_one_line_and_exit_1(capsys, monkeypatch):
-    from sim import toolchain
+    from dstar_rtl.sim import toolchain
 
     def fail(*a, **k):
         raise RuntimeError("yosys: the YoWASP cache did not keep its compiled code")
     monkeypatch.setattr(toolchain, "warm", fail)
-    assert dstar.cli.main(["toolchain"]) == 1
+    assert dstar_rtl.app.cli.main(["toolchain"]) == 1
     out, err = capsys.readouterr()
     assert out == "" and err == ("dstar: error: toolchain: yosys: the YoWASP cache did not keep "
                                  "its compiled code\n")

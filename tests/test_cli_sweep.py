@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-import dstar.cli
-import fpga.synth
-from dstar.sweeps.design import bench_packing
-from dstar.sweeps.report import crossover, pareto_front
-from golden.config import preset
+import dstar_rtl.app.cli
+import dstar_rtl.flows.synth
+from dstar_rtl.app.sweeps.design import bench_packing
+from dstar_rtl.app.sweeps.report import crossover, pareto_front
+from dstar_rtl.golden.config import preset
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
@@ -21,12 +21,13 @@ ROOT = Path(__file__).parent.parent
 
 @pytest.fixture(autouse=True)
 def only_sweep(monkeypatch, tmp_path_factory):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.commands.sweep",))
-    monkeypatch.setattr(fpga.synth, "BUILD_ROOT", tmp_path_factory.getbasetemp() / "fpga")
+    monkeypatch.setattr(dstar_rtl.app.cli, "COMMAND_MODULES", ("dstar_rtl.app.commands.sweep",))
+    monkeypatch.setattr(dstar_rtl.flows.synth, "BUILD_ROOT",
+                        tmp_path_factory.getbasetemp() / "fpga")
 
 
 def run_dstar(capsys, *argv):
-    rc = dstar.cli.main([str(a) for a in argv])
+    rc = dstar_rtl.app.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -118,8 +119,8 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
 def test_act_hop_lever():
     """``act_hop`` is swept with every ``weight_hop`` for both arrays; the configuration names,
     the PE kinds synthesized, the arrays' PE sums and the tile period follow it."""
-    from dstar.sweeps.area import _sig, pe_sum
-    from dstar.sweeps.design import (
+    from dstar_rtl.app.sweeps.area import _sig, pe_sum
+    from dstar_rtl.app.sweeps.design import (
         _measured_variants,
         baseline_variants,
         config_for,
@@ -127,7 +128,7 @@ def test_act_hop_lever():
         plan_jobs,
         variants,
     )
-    from dstar.sweeps.throughput import tile_period
+    from dstar_rtl.app.sweeps.throughput import tile_period
 
     d = variants([4], [1], ["select"], ["booth"], ["derived"], ["1", "rows"], ["1", "cols"])
     b = baseline_variants([1], ["1", "rows"], ["1", "cols"])

@@ -8,21 +8,22 @@ import os
 
 import pytest
 
-import dstar.cli
-import fpga.synth
-from fpga.estimate import estimate
-from golden.config import preset
+import dstar_rtl.app.cli
+import dstar_rtl.flows.synth
+from dstar_rtl.flows.estimate import estimate
+from dstar_rtl.golden.config import preset
 
 
 @pytest.fixture(autouse=True)
 def only_synth(monkeypatch, tmp_path_factory):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.commands.synth",))
+    monkeypatch.setattr(dstar_rtl.app.cli, "COMMAND_MODULES", ("dstar_rtl.app.commands.synth",))
     # Synthesis writes to a private build root, never to the shared build/fpga.
-    monkeypatch.setattr(fpga.synth, "BUILD_ROOT", tmp_path_factory.getbasetemp() / "fpga")
+    monkeypatch.setattr(dstar_rtl.flows.synth, "BUILD_ROOT",
+                        tmp_path_factory.getbasetemp() / "fpga")
 
 
 def run_dstar(capsys, *argv):
-    rc = dstar.cli.main([str(a) for a in argv])
+    rc = dstar_rtl.app.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -129,11 +130,11 @@ def test_synth_asic_gz_json(tmp_path, capsys):
 
 
 def test_synth_yosys_failure_is_one_line(tmp_path, monkeypatch, capsys):
-    from fpga.synth import SynthError
+    from dstar_rtl.flows.synth import SynthError
 
     def fail(*a, **k):
         raise SynthError("yosys failed (exit 1): ERROR: boom; log: /x/yosys.log")
-    monkeypatch.setattr(fpga.synth, "synthesize", fail)
+    monkeypatch.setattr(dstar_rtl.flows.synth, "synthesize", fail)
     rc, out, err = run_dstar(capsys, "synth", "pe", "--json", tmp_path / "new" / "s.json")
     assert rc == 1 and out == ""
     assert err.splitlines()[-1] == "dstar: error: yosys failed (exit 1): ERROR: boom; log: " \
@@ -197,7 +198,7 @@ BAD = [
 def test_bad_input_one_line_no_output(tmp_path, capsys, monkeypatch, argv, frag):
     _liberty(tmp_path / "mini.lib")
     ran = []
-    monkeypatch.setattr(fpga.synth, "synthesize_rtlil", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(dstar_rtl.flows.synth, "synthesize_rtlil", lambda *a, **k: ran.append(a))
     before = set(os.listdir(tmp_path))
     argv = [a.format(d=tmp_path) for a in argv]
     if "--json" not in argv:

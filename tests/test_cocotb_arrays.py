@@ -12,10 +12,10 @@ import random
 
 import pytest
 
-from golden.config import ConfigError, preset
-from sim.runner import run_cocotb
+from dstar_rtl.golden.config import ConfigError, preset
+from dstar_rtl.sim.runner import run_cocotb
 
-MODULES = {"mpu": "tb.test_mpu", "baseline": "tb.test_baseline"}
+MODULES = {"mpu": "dstar_rtl.tb.test_mpu", "baseline": "dstar_rtl.tb.test_baseline"}
 
 FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator")]
 SLOW = [("fpga", "icarus")]
@@ -64,7 +64,7 @@ def test_array_regression_long(unit, preset_name, simulator, seed):
                                        dict(digit_product="select")])
 def test_mpu_datapath_levers(simulator, overrides):
     """Issue 15's PE levers in the MPU (the fast tier runs Booth through the QPU → MPU chain)."""
-    run_cocotb("mpu", preset("tiny", **overrides), simulator, "tb.test_mpu", seed=6,
+    run_cocotb("mpu", preset("tiny", **overrides), simulator, "dstar_rtl.tb.test_mpu", seed=6,
                extra_env={"DSTAR_TILES": "20"}, tag="levers")
 
 
@@ -98,4 +98,4 @@ def test_random_configurations(simulator, index):
     seed = int(os.environ.get("DSTAR_SEED", "20261130")) + index
     cfg = random_config(random.Random(seed))
     print(f"random configuration seed {seed}: {cfg.to_dict()}")
-    run_cocotb("mpu", cfg, simulator, "tb.test_mpu", seed=seed, tag="random")
+    run_cocotb("mpu", cfg, simulator, "dstar_rtl.tb.test_mpu", seed=seed, tag="random")

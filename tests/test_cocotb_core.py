@@ -5,8 +5,8 @@ ABUF deeper than the narrow fields in ``make regress``: the executor runs the la
 
 import pytest
 
-from golden.config import preset
-from sim.runner import run_cocotb
+from dstar_rtl.golden.config import preset
+from dstar_rtl.sim.runner import run_cocotb
 
 
 @pytest.mark.cocotb
@@ -15,7 +15,7 @@ def test_core_tiny(simulator):
     # Verilator: cache, reuse, cache (the state carried across a reuse step); Icarus, about
     # ten times slower per cycle: the cache step (every step on Icarus in make regress).
     steps = "3" if simulator == "verilator" else "1"
-    run_cocotb("core", preset("tiny"), simulator, "tb.test_core", seed=1,
+    run_cocotb("core", preset("tiny"), simulator, "dstar_rtl.tb.test_core", seed=1,
                extra_env={"DSTAR_STEPS": steps})
 
 
@@ -27,7 +27,7 @@ def test_core_tiny_reduction_pieces(simulator):
     previous piece's GEMMs, each GEMM adding into Y): the cache step bit-exact against the
     unsplit golden block, host words and counters equal to the executor's (on Icarus, which
     runs the testbench in the fast tier with ``test_core_tiny``, in make regress)."""
-    run_cocotb("core", preset("tiny"), simulator, "tb.test_core", seed=6,
+    run_cocotb("core", preset("tiny"), simulator, "dstar_rtl.tb.test_core", seed=6,
                extra_env={"DSTAR_STEPS": "1", "DSTAR_PIECES": "qk=2,v=3,proj=2,fc1=4,fc2=5"},
                testcase="dit_block_over_steps", tag="pieces")
 
@@ -71,7 +71,7 @@ VARIANTS = {
 def test_core_tiny_variant(variant, simulator):
     """Bit-exact against the golden block, host words and counters equal to the executor's."""
     overrides, env = VARIANTS[variant]
-    run_cocotb("core", preset("tiny", **overrides), simulator, "tb.test_core", seed=2,
+    run_cocotb("core", preset("tiny", **overrides), simulator, "dstar_rtl.tb.test_core", seed=2,
                extra_env={"DSTAR_STEPS": "1", **env}, testcase="dit_block_over_steps",
                tag=variant)
 
@@ -83,7 +83,7 @@ def test_int8_core_tiny(simulator):
     """The INT8 core (``datapath = "int8"``, numerics §2.8): the same block and testbench against
     ``Int8DiTBlock``, a cache and a reuse step (the testbench runs on Icarus in the fast tier
     with the DSTAR core; the INT8 core on Icarus in make regress)."""
-    run_cocotb("core", preset("tiny", datapath="int8"), simulator, "tb.test_core", seed=4,
+    run_cocotb("core", preset("tiny", datapath="int8"), simulator, "dstar_rtl.tb.test_core", seed=4,
                extra_env={"DSTAR_STEPS": "2"}, testcase="dit_block_over_steps", tag="int8")
 
 
@@ -91,7 +91,7 @@ def test_int8_core_tiny(simulator):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_int8_core_fpga(simulator):
-    run_cocotb("core", preset("fpga", datapath="int8"), simulator, "tb.test_core", seed=5,
+    run_cocotb("core", preset("fpga", datapath="int8"), simulator, "dstar_rtl.tb.test_core", seed=5,
                extra_env={"DSTAR_STEPS": "4"}, tag="int8-fpga")
 
 
@@ -99,7 +99,7 @@ def test_int8_core_fpga(simulator):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_core_fpga(simulator):
-    run_cocotb("core", preset("fpga"), simulator, "tb.test_core", seed=2,
+    run_cocotb("core", preset("fpga"), simulator, "dstar_rtl.tb.test_core", seed=2,
                extra_env={"DSTAR_STEPS": "4"}, tag="fpga")
 
 
@@ -107,7 +107,7 @@ def test_core_fpga(simulator):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_core_tiny_long(simulator):
-    run_cocotb("core", preset("tiny"), simulator, "tb.test_core", seed=3,
+    run_cocotb("core", preset("tiny"), simulator, "dstar_rtl.tb.test_core", seed=3,
                extra_env={"DSTAR_STEPS": "8", "DSTAR_WORKLOAD_SEED": "7"}, tag="long")
 
 
@@ -115,10 +115,10 @@ def test_core_tiny_long(simulator):
 def test_core_perf_record():
     """The perf bench on ``tiny`` (Verilator): its record is consistent (figures are for
     reports/core.md, not asserted here)."""
-    from dstar.benches.core import MATRIX_SECTIONS, baseline_side_by_side, measure
-    from program.compiler import compile_block
-    from program.isa import core_for
-    from program.workloads import block_workload
+    from dstar_rtl.app.benches.core import MATRIX_SECTIONS, baseline_side_by_side, measure
+    from dstar_rtl.program.compiler import compile_block
+    from dstar_rtl.program.isa import core_for
+    from dstar_rtl.program.workloads import block_workload
 
     cfg = preset("tiny")
     perf = measure(cfg, steps=2, optimize=False)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from golden.config import preset
-from sim.runner import SIMULATORS, run_cocotb
+from dstar_rtl.golden.config import preset
+from dstar_rtl.sim.runner import SIMULATORS, run_cocotb
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG = preset("tiny")
@@ -29,9 +29,9 @@ HERE = "tests/test_cocotb_measure_benches.py"
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_baseline_block(simulator):
-    """``dstar.benches.core.measure_baseline`` (``tb.test_baseline_block``) on a one-tile-per-head
+    """``app.benches.core.measure_baseline`` (``tb.test_baseline_block``) on a one-tile-per-head
     block (every matrix section, one or two tiles each): every drain beat checked."""
-    from dstar.benches.core import MATRIX_SECTIONS, measure_baseline
+    from dstar_rtl.app.benches.core import MATRIX_SECTIONS, measure_baseline
 
     T = CFG.tile
     perf = dict(spec=dict(tokens=T, hidden=T, heads=1, head_dim=T, mlp=T), mask_kept=1)
@@ -46,7 +46,7 @@ def test_mpu_speed(simulator, tmp_path):
     """``tb.test_mpu_speed`` as ``dstar measure arrays`` runs it (its knobs), two short tiles on
     the regression's build instead of a private ``-O2`` one: the stream checked beat for beat."""
     out = tmp_path / "speed.json"
-    run_cocotb("mpu", CFG, simulator, "tb.test_mpu_speed", seed=1, tag="speed",
+    run_cocotb("mpu", CFG, simulator, "dstar_rtl.tb.test_mpu_speed", seed=1, tag="speed",
                extra_env={"DSTAR_SPEED_JSON": str(out), "DSTAR_SPEED_TILES": "2",
                           "DSTAR_SPEED_CHANNELS": "8"})
     r = json.loads(out.read_text())
@@ -57,11 +57,11 @@ def test_mpu_speed(simulator, tmp_path):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_vpu_cycles(simulator):
-    """``dstar.benches.vpu.measure`` (``tb.test_vpu_cycles``) as ``dstar measure vpu`` runs it
+    """``app.benches.vpu.measure`` (``tb.test_vpu_cycles``) as ``dstar measure vpu`` runs it
     (every operation, three row lengths, three rows each: about a second on tiny), every output
     checked against golden."""
-    from dstar.benches.vpu import lengths, measure
-    from golden.layouts import VPU_OPS
+    from dstar_rtl.app.benches.vpu import lengths, measure
+    from dstar_rtl.golden.layouts import VPU_OPS
 
     r = measure(CFG, simulator)
     assert r["simulator"] == simulator and set(r["table"]) == set(VPU_OPS)
@@ -72,9 +72,9 @@ def test_vpu_cycles(simulator):
 
 @pytest.mark.cocotb
 def test_core_perf_icarus():
-    """``dstar.benches.core.measure`` (``tb.test_core_perf``) on Icarus, one cache step: every
+    """``app.benches.core.measure`` (``tb.test_core_perf``) on Icarus, one cache step: every
     section's outputs checked against the golden block (Verilator: tests/test_cocotb_core.py)."""
-    from dstar.benches.core import measure
+    from dstar_rtl.app.benches.core import measure
 
     perf = measure(CFG, steps=1, optimize=False, simulator="icarus", model_speed=False)
     assert [s["cache"] for s in perf["steps"]] == [True] and perf["sim"]["model"] is None
@@ -84,13 +84,13 @@ def test_core_perf_icarus():
 
 @pytest.mark.cocotb
 def test_core_programs_icarus():
-    """``dstar.benches.core_programs.run_programs`` (``tb.test_core_programs``) on Icarus: one
+    """``app.benches.core_programs.run_programs`` (``tb.test_core_programs``) on Icarus: one
     layer's
     init and one counter-read step, every stored word checked against the ISA executor
     (Verilator: tests/test_perf_model.py)."""
-    from dstar.benches.core_programs import counter_reads, run_programs
-    from dstar.benches.perf_workloads import plain_program, shapes
-    from program.isa import core_for
+    from dstar_rtl.app.benches.core_programs import counter_reads, run_programs
+    from dstar_rtl.app.benches.perf_workloads import plain_program, shapes
+    from dstar_rtl.program.isa import core_for
 
     prog = plain_program(CFG, shapes(CFG, "validation", steps=1)[0]).program
     out = run_programs(CFG, core_for(CFG), [prog], "icarus", tag="fast")
@@ -102,13 +102,13 @@ def test_core_programs_icarus():
 
 @pytest.mark.cocotb
 def test_qpu_rate_verilator():
-    """``dstar.benches.qpu.run_rate`` (``tb.test_qpu_rate``) on Verilator, two difference tiles:
+    """``app.benches.qpu.run_rate`` (``tb.test_qpu_rate``) on Verilator, two difference tiles:
     both output streams compared with golden beat for beat (Icarus, and a changed beat failing:
     tests/test_cocotb_qpu.py)."""
     import numpy as np
 
-    from dstar.benches.qpu import rate_job, run_rate
-    from golden.vectors import qpu_workload_from_tiles
+    from dstar_rtl.app.benches.qpu import rate_job, run_rate
+    from dstar_rtl.golden.vectors import qpu_workload_from_tiles
 
     rng = np.random.default_rng(3)
     tiles = [rng.integers(-300, 300, (CFG.tile, 6)) for _ in range(2)]
@@ -120,40 +120,45 @@ def test_qpu_rate_verilator():
 # ---------------------------------------------------------------------------- the ledger
 #: ``{tb module: {simulator: [fast tests that run it there, "file::function"]}}``.
 FAST_RUNS = {
-    "tb.test_baseline": dict.fromkeys(SIMULATORS, [
+    "dstar_rtl.tb.test_baseline": dict.fromkeys(SIMULATORS, [
         "tests/test_cocotb_arrays.py::test_array_regression"]),
-    "tb.test_baseline_block": dict.fromkeys(SIMULATORS, [f"{HERE}::test_baseline_block"]),
-    "tb.test_bench_layers": {
+    "dstar_rtl.tb.test_baseline_block": dict.fromkeys(SIMULATORS, [f"{HERE}::test_baseline_block"]),
+    "dstar_rtl.tb.test_bench_layers": {
         "verilator": ["tests/test_bench.py::test_quick_bench_verilator"],
         "icarus": ["tests/test_bench.py::test_any_dit_from_a_trace_and_weights_every_step",
                    "tests/test_bench.py::test_any_dit_at_an_operating_point"]},
-    "tb.test_chain": dict.fromkeys(SIMULATORS, [
+    "dstar_rtl.tb.test_chain": dict.fromkeys(SIMULATORS, [
         "tests/test_cocotb_qpu.py::test_qpu_regression"]),
-    "tb.test_core": dict.fromkeys(SIMULATORS, ["tests/test_cocotb_core.py::test_core_tiny"]),
-    "tb.test_core_perf": {
+    "dstar_rtl.tb.test_core": dict.fromkeys(SIMULATORS,
+                                            ["tests/test_cocotb_core.py::test_core_tiny"]),
+    "dstar_rtl.tb.test_core_perf": {
         "verilator": ["tests/test_cocotb_core.py::test_core_perf_record"],
         "icarus": [f"{HERE}::test_core_perf_icarus"]},
-    "tb.test_core_programs": {
+    "dstar_rtl.tb.test_core_programs": {
         "verilator": ["tests/test_perf_model.py::test_model_matches_the_rtl_core_tiny"],
         "icarus": [f"{HERE}::test_core_programs_icarus"]},
-    "tb.test_core_reset": dict.fromkeys(SIMULATORS, [
+    "dstar_rtl.tb.test_core_reset": dict.fromkeys(SIMULATORS, [
         "tests/test_cocotb_reset.py::test_reset_mid_stream"]),
-    "tb.test_mpu": dict.fromkeys(SIMULATORS, [
+    "dstar_rtl.tb.test_mpu": dict.fromkeys(SIMULATORS, [
         "tests/test_cocotb_arrays.py::test_array_regression"]),
-    "tb.test_mpu_speed": dict.fromkeys(SIMULATORS, [f"{HERE}::test_mpu_speed"]),
-    "tb.test_pe": dict.fromkeys(SIMULATORS, ["tests/test_cocotb_pe.py::test_pe_regression"]),
-    "tb.test_qpu": dict.fromkeys(SIMULATORS, ["tests/test_cocotb_qpu.py::test_qpu_regression"]),
-    "tb.test_qpu_rate": {
+    "dstar_rtl.tb.test_mpu_speed": dict.fromkeys(SIMULATORS, [f"{HERE}::test_mpu_speed"]),
+    "dstar_rtl.tb.test_pe": dict.fromkeys(SIMULATORS,
+                                          ["tests/test_cocotb_pe.py::test_pe_regression"]),
+    "dstar_rtl.tb.test_qpu": dict.fromkeys(SIMULATORS,
+                                           ["tests/test_cocotb_qpu.py::test_qpu_regression"]),
+    "dstar_rtl.tb.test_qpu_rate": {
         "verilator": [f"{HERE}::test_qpu_rate_verilator"],
         "icarus": ["tests/test_cocotb_qpu.py::test_the_rate_bench_checks_both_output_streams"]},
-    "tb.test_sample": dict.fromkeys(SIMULATORS, [
+    "dstar_rtl.tb.test_sample": dict.fromkeys(SIMULATORS, [
         "tests/test_cocotb_sample.py::test_tiny_model_on_the_core"]),
-    "tb.test_uart_core": dict.fromkeys(SIMULATORS, [
+    "dstar_rtl.tb.test_uart_core": dict.fromkeys(SIMULATORS, [
         "tests/test_cocotb_uart.py::test_uart_core_layer"]),
-    "tb.test_uart_vpu": dict.fromkeys(SIMULATORS, ["tests/test_cocotb_uart.py::test_uart_vpu"]),
-    "tb.test_vpu": dict.fromkeys(SIMULATORS, ["tests/test_cocotb_vpu.py::test_vpu_regression"]),
-    "tb.test_vpu_cycles": dict.fromkeys(SIMULATORS, [f"{HERE}::test_vpu_cycles"]),
-    "tb.test_vpu_reset": dict.fromkeys(SIMULATORS, [
+    "dstar_rtl.tb.test_uart_vpu": dict.fromkeys(SIMULATORS,
+                                                ["tests/test_cocotb_uart.py::test_uart_vpu"]),
+    "dstar_rtl.tb.test_vpu": dict.fromkeys(SIMULATORS,
+                                           ["tests/test_cocotb_vpu.py::test_vpu_regression"]),
+    "dstar_rtl.tb.test_vpu_cycles": dict.fromkeys(SIMULATORS, [f"{HERE}::test_vpu_cycles"]),
+    "dstar_rtl.tb.test_vpu_reset": dict.fromkeys(SIMULATORS, [
         "tests/test_cocotb_reset.py::test_reset_mid_stream"]),
 }
 
@@ -174,7 +179,7 @@ def test_every_testbench_runs_on_both_simulators_in_the_fast_tier():
     """:data:`FAST_RUNS` covers exactly the ``tb/test_*.py`` files on disk, each on every
     simulator, and names only existing ``cocotb`` tests not marked ``slow`` (as a whole: the
     marks of single parameters are not read, the entry names the function of the fast ones)."""
-    on_disk = {f"tb.{p.stem}" for p in (ROOT / "tb").glob("test_*.py")}
+    on_disk = {f"dstar_rtl.tb.{p.stem}" for p in (ROOT / "dstar_rtl" / "tb").glob("test_*.py")}
     missing, gone = sorted(on_disk - set(FAST_RUNS)), sorted(set(FAST_RUNS) - on_disk)
     assert not missing, f"testbenches with no fast-tier run listed in FAST_RUNS: {missing}"
     assert not gone, f"FAST_RUNS lists testbenches that are gone: {gone}"

@@ -10,8 +10,8 @@ simulators, more seeds and longer random streams.
 
 import pytest
 
-from golden.config import preset
-from sim.runner import run_cocotb
+from dstar_rtl.golden.config import preset
+from dstar_rtl.sim.runner import run_cocotb
 
 CONFIGS = {
     "tiny": ("pe", dict()),
@@ -48,7 +48,8 @@ SLOW = [(c, s) for c in CONFIGS for s in ("verilator", "icarus") if (c, s) not i
 
 def _run(name, simulator, seed, **kw):
     unit, overrides = CONFIGS[name]
-    return run_cocotb(unit, preset("tiny", **overrides), simulator, "tb.test_pe", seed=seed, **kw)
+    return run_cocotb(unit, preset("tiny", **overrides), simulator, "dstar_rtl.tb.test_pe",
+                      seed=seed, **kw)
 
 
 @pytest.mark.cocotb

@@ -6,12 +6,12 @@ import shutil
 
 import pytest
 
-from golden.config import preset
-from sim.runner import run_cocotb, unit_dir
+from dstar_rtl.golden.config import preset
+from dstar_rtl.sim.runner import run_cocotb, unit_dir
 
 FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator")]
 SLOW = [("fpga", "icarus")]
-UNITS = {"qpu": "tb.test_qpu", "qpu_mpu": "tb.test_chain"}
+UNITS = {"qpu": "dstar_rtl.tb.test_qpu", "qpu_mpu": "dstar_rtl.tb.test_chain"}
 # The chain on the fpga preset is a long Verilator build; the Amaranth-simulator chain test
 # covers that preset in `make test`, cocotb covers it in `make regress`.
 FAST_CASES = [(u, p, s) if p == "tiny" else pytest.param(u, p, s, marks=pytest.mark.slow)
@@ -45,7 +45,7 @@ def test_qpu_regression(unit, preset_name, simulator):
 @pytest.mark.parametrize("simulator, tiles", BOOTH)
 def test_chain_booth(simulator, tiles):
     run_cocotb("qpu_mpu", preset("tiny", digits="booth", digit_product="select"), simulator,
-               "tb.test_chain", seed=1,
+               "dstar_rtl.tb.test_chain", seed=1,
                extra_env={"DSTAR_TILES": tiles}, tag="booth")
 
 
@@ -53,7 +53,7 @@ def test_chain_booth(simulator, tiles):
 @pytest.mark.parametrize("simulator, windows", OPEN)
 def test_qpu_open_groups(simulator, windows):
     run_cocotb("qpu", preset("tiny", packer="sort", open_groups=4, pack_windows=windows),
-               simulator, "tb.test_qpu",
+               simulator, "dstar_rtl.tb.test_qpu",
                seed=4, extra_env={"DSTAR_TILES": "6"}, tag=f"open-w{windows}")
 
 
@@ -86,7 +86,8 @@ def test_qpu_regression_long(unit, preset_name, simulator, seed):
                                        dict(open_groups=1, digits="booth", lanes=2),
                                        dict(open_groups=4, sort_n=16, pack_windows=2)])
 def test_qpu_configurations(simulator, overrides):
-    run_cocotb("qpu", preset("tiny", variant="sort", **overrides), simulator, "tb.test_qpu",
+    run_cocotb("qpu", preset("tiny", variant="sort", **overrides), simulator,
+               "dstar_rtl.tb.test_qpu",
                seed=5, tag="cfg")
 
 
@@ -96,8 +97,8 @@ def test_the_rate_bench_checks_both_output_streams():
     golden beat for beat: a golden workload passes, one changed reconstruction beat fails."""
     import numpy as np
 
-    from dstar.benches.qpu import rate_job, run_rate
-    from golden.vectors import qpu_workload_from_tiles
+    from dstar_rtl.app.benches.qpu import rate_job, run_rate
+    from dstar_rtl.golden.vectors import qpu_workload_from_tiles
 
     cfg = preset("tiny")
     rng = np.random.default_rng(3)

@@ -5,10 +5,10 @@ tests/test_cocotb_qpu.py)."""
 
 import pytest
 
-from golden.config import preset
-from sim.runner import run_cocotb
+from dstar_rtl.golden.config import preset
+from dstar_rtl.sim.runner import run_cocotb
 
-MODULES = {"vpu": "tb.test_vpu_reset", "core": "tb.test_core_reset"}
+MODULES = {"vpu": "dstar_rtl.tb.test_vpu_reset", "core": "dstar_rtl.tb.test_core_reset"}
 
 
 @pytest.mark.cocotb

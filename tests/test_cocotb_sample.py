@@ -1,4 +1,4 @@
-"""The whole DiT sampled on the generated core (tb.test_sample through dstar.benches.sample): the
+"""The whole DiT sampled on the generated core (tb.test_sample through app.benches.sample): the
 tiny
 model for 2 steps on both simulators (``make test``); in ``make regress`` the tiny model with
 every layer streamed and two batch rows on both, and the trained digits DiT at ``fpga`` with
@@ -12,9 +12,9 @@ import json
 import numpy as np
 import pytest
 
-from dstar.benches.sample import run_samples
-from golden.config import preset
-from models.dit import DIT_MODELS, init_params
+from dstar_rtl.app.benches.sample import run_samples
+from dstar_rtl.golden.config import preset
+from dstar_rtl.models.dit import DIT_MODELS, init_params
 
 
 @pytest.mark.cocotb
@@ -70,7 +70,7 @@ def test_tiny_model_streamed_with_guidance(simulator):
 def test_digits_on_the_fpga_core(tmp_path, capsys):
     """The regress run of issue 18: the trained digits DiT, fpga datapath, buffers fitted,
     10 DDIM steps, labels 0-9, two simulator runs side by side."""
-    from dstar.cli import main
+    from dstar_rtl.app.cli import main
 
     rc = main(["sample", "--backend", "verilator", "--preset", "fpga", "--fit-buffers",
                "--steps", "10", "--jobs", "2", "--out", str(tmp_path)])
@@ -88,9 +88,9 @@ def test_hidden_96_reference_checkpoint_on_the_fpga_core(tmp_path, capsys):
     """Issue 31: a reference-layout checkpoint (hidden 96, 6 blocks, 6 heads, MLP 384: fc2 has
     more input channels than the fpga preset's max_reduction 256) samples on the fpga core with
     the default preset, buffers fitted, bit-exact at every step; fc2 runs in 2 pieces."""
-    from dstar.cli import main
-    from models.checkpoint import to_reference
-    from models.dit import DiTSpec
+    from dstar_rtl.app.cli import main
+    from dstar_rtl.models.checkpoint import to_reference
+    from dstar_rtl.models.dit import DiTSpec
 
     spec = DiTSpec(image_size=16, patch=2, channels=1, hidden=96, depth=6, heads=6,
                    mlp_ratio=4.0, classes=10)
@@ -128,9 +128,9 @@ def test_reduced_dit_s_checkpoint_on_the_fpga_core(tmp_path, capsys, simulator):
     VPU takes each LayerNorm row twice) and deepens the buffers; the heads are wider than a
     sub-channel row (64·8 > 256: K/V shifts by token rows), qkv/proj/fc1 in 2 pieces, fc2 in
     6; bit-exact at every step."""
-    from dstar.cli import main
-    from models.checkpoint import to_reference
-    from models.dit import DiTSpec
+    from dstar_rtl.app.cli import main
+    from dstar_rtl.models.checkpoint import to_reference
+    from dstar_rtl.models.dit import DiTSpec
 
     spec = DiTSpec(image_size=8, patch=2, channels=4, hidden=384, depth=1, heads=6,
                    mlp_ratio=4.0, classes=1000, freq_dim=256)

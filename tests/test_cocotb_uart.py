@@ -10,8 +10,8 @@ compiles in a fraction of an ``-O2`` build's time and runs a few thousand cycles
 
 import pytest
 
-from golden.config import preset
-from sim.runner import run_cocotb
+from dstar_rtl.golden.config import preset
+from dstar_rtl.sim.runner import run_cocotb
 
 SIMULATORS = ["verilator", "icarus"]
 # The random rows (a quarter of a million cycles) run in the long tier only.
@@ -21,7 +21,7 @@ FAST_CASES = ["every_operation_over_the_uart", "errors_are_reported_and_the_link
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_uart_vpu(simulator):
-    run_cocotb("uart_vpu", preset("tiny"), simulator, "tb.test_uart_vpu", seed=1,
+    run_cocotb("uart_vpu", preset("tiny"), simulator, "dstar_rtl.tb.test_uart_vpu", seed=1,
                testcase=FAST_CASES)
 
 
@@ -31,7 +31,7 @@ def test_uart_vpu(simulator):
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_uart_vpu_random_rows(simulator, seed):
     """Random and edge rows of every operation, lengths up to max_reduction."""
-    run_cocotb("uart_vpu", preset("tiny"), simulator, "tb.test_uart_vpu", seed=seed,
+    run_cocotb("uart_vpu", preset("tiny"), simulator, "dstar_rtl.tb.test_uart_vpu", seed=seed,
                testcase=["random_rows_over_the_uart"], extra_env={"DSTAR_UART_RANDOM": "3"},
                tag="random")
 
@@ -42,7 +42,7 @@ def test_uart_core_layer(simulator):
     """A differential layer through the simulated UART into the generated core: two steps on
     Verilator (the state carried over the link), one on Icarus, about ten times slower per cycle
     (two in make regress)."""
-    run_cocotb("uart_core", preset("tiny"), simulator, "tb.test_uart_core", seed=1,
+    run_cocotb("uart_core", preset("tiny"), simulator, "dstar_rtl.tb.test_uart_core", seed=1,
                extra_env={"DSTAR_STEPS": "2" if simulator == "verilator" else "1"})
 
 
@@ -50,5 +50,5 @@ def test_uart_core_layer(simulator):
 @pytest.mark.cocotb
 def test_uart_core_layer_two_steps_on_icarus():
     """The second step of the layer on Icarus too (``make regress``)."""
-    run_cocotb("uart_core", preset("tiny"), "icarus", "tb.test_uart_core", seed=1,
+    run_cocotb("uart_core", preset("tiny"), "icarus", "dstar_rtl.tb.test_uart_core", seed=1,
                extra_env={"DSTAR_STEPS": "2"}, tag="long")

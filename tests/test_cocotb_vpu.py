@@ -4,8 +4,8 @@ runs in Amaranth's simulator, tests/test_vpu_amaranth.py; fpga, more rows and se
 
 import pytest
 
-from golden.config import preset
-from sim.runner import run_cocotb
+from dstar_rtl.golden.config import preset
+from dstar_rtl.sim.runner import run_cocotb
 
 FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator"), ("fpga", "icarus")]
 
@@ -15,7 +15,7 @@ FAST = [("tiny", "verilator"), ("tiny", "icarus"), ("fpga", "verilator"), ("fpga
                          [p if p[0] == "tiny" else pytest.param(*p, marks=pytest.mark.slow)
                           for p in FAST])
 def test_vpu_regression(preset_name, simulator):
-    run_cocotb("vpu", preset(preset_name), simulator, "tb.test_vpu", seed=1,
+    run_cocotb("vpu", preset(preset_name), simulator, "dstar_rtl.tb.test_vpu", seed=1,
                extra_env={"DSTAR_ROWS": "4"})
 
 
@@ -24,7 +24,7 @@ def test_vpu_regression(preset_name, simulator):
 @pytest.mark.parametrize("seed", [2, 3])
 @pytest.mark.parametrize("preset_name, simulator", FAST)
 def test_vpu_regression_long(preset_name, simulator, seed):
-    run_cocotb("vpu", preset(preset_name), simulator, "tb.test_vpu", seed=seed,
+    run_cocotb("vpu", preset(preset_name), simulator, "dstar_rtl.tb.test_vpu", seed=seed,
                extra_env={"DSTAR_ROWS": "24"}, tag="long")
 
 
@@ -33,4 +33,4 @@ def test_vpu_regression_long(preset_name, simulator, seed):
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_vpu_odd_lanes(simulator):
     run_cocotb("vpu", preset("tiny", vpu_lanes=3, max_reduction=20, ln_row_max=50), simulator,
-               "tb.test_vpu", seed=5, tag="cfg")
+               "dstar_rtl.tb.test_vpu", seed=5, tag="cfg")

@@ -1,13 +1,13 @@
-"""The whole-core comparison's arithmetic (dstar/reports/compare.py, fpga/core_parts.py): modules go
+"""The whole-core comparison's arithmetic (app/reports/compare.py, flows/core_parts.py): modules go
 to the right parts, the part-area model reproduces a quadratic exactly and reports its held-out
 error, RAMs count per read port, the ratios are throughput per area, the INT8 core's buffers are
 what the model needs, and bad input is refused before any work."""
 
 import pytest
 
-import dstar.cli
-from dstar.reports.compare import fpga_config, ratios, verdict
-from fpga.core_parts import (
+import dstar_rtl.app.cli
+from dstar_rtl.app.reports.compare import fpga_config, ratios, verdict
+from dstar_rtl.flows.core_parts import (
     CHECK_SIZE,
     FIT_SIZES,
     MPU_PARTS,
@@ -82,7 +82,7 @@ def test_ratios_are_throughput_per_area():
 
 
 def test_each_core_holds_the_whole_model_and_the_int8_core_no_state():
-    from models.digits import load_trained
+    from dstar_rtl.models.digits import load_trained
 
     spec, params = load_trained()
     d, i = fpga_config("dstar", spec, params), fpga_config("int8", spec, params)
@@ -100,7 +100,7 @@ def test_each_core_holds_the_whole_model_and_the_int8_core_no_state():
     (["--perf-model", "/nonexistent.json"], "dstar measure perf"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, msg):
-    rc = dstar.cli.main(["measure", "compare", *argv, "--out-dir", str(tmp_path / "o")])
+    rc = dstar_rtl.app.cli.main(["measure", "compare", *argv, "--out-dir", str(tmp_path / "o")])
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1 and msg in err
     assert not (tmp_path / "o").exists()
@@ -109,7 +109,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv,
 def test_without_a_library_the_default_one_is_missed_last(tmp_path, capsys):
     """A user's clone has no library beside it (the fast tier's fixture makes that so here):
     with every other input right, the one line says to pass --liberty."""
-    rc = dstar.cli.main(["measure", "compare", "--out-dir", str(tmp_path / "o")])
+    rc = dstar_rtl.app.cli.main(["measure", "compare", "--out-dir", str(tmp_path / "o")])
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert "no standard-cell library: pass --liberty FILE" in err
@@ -117,9 +117,9 @@ def test_without_a_library_the_default_one_is_missed_last(tmp_path, capsys):
 
 
 def test_resolve_liberty(tmp_path, monkeypatch):
-    import fpga.liberty
-    from dstar.options import resolve_liberty
-    from gen.errors import UserError
+    import dstar_rtl.flows.liberty
+    from dstar_rtl.app.options import resolve_liberty
+    from dstar_rtl.gen.errors import UserError
 
     given = tmp_path / "cells.lib"
     given.write_text("library (x) { }\n")
@@ -129,14 +129,14 @@ def test_resolve_liberty(tmp_path, monkeypatch):
     assert resolve_liberty(None, needed=False) is None
     with pytest.raises(UserError, match="no standard-cell library"):
         resolve_liberty(None)
-    monkeypatch.setattr(fpga.liberty, "NANGATE", given)
+    monkeypatch.setattr(dstar_rtl.flows.liberty, "NANGATE", given)
     assert resolve_liberty(None) == given
 
 
 def test_paper_alone_keeps_only_an_fpga_object_of_todays_configurations(tmp_path, capsys):
     import json
 
-    from models.digits import load_trained
+    from dstar_rtl.models.digits import load_trained
 
     spec, params = load_trained()
     cores = {dp: dict(config_hash=fpga_config(dp, spec, params).hash())
@@ -146,11 +146,11 @@ def test_paper_alone_keeps_only_an_fpga_object_of_todays_configurations(tmp_path
     cores["int8"]["config_hash"] = "0" * 16
     (out / "compare.json").write_text(json.dumps(dict(fpga=dict(cores=cores), generated="x")))
     before = (out / "compare.json").read_text()
-    rc = dstar.cli.main(["measure", "compare", "--presets", "paper", "--out-dir", str(out)])
+    rc = dstar_rtl.app.cli.main(["measure", "compare", "--presets", "paper", "--out-dir", str(out)])
     err = capsys.readouterr().err
     assert rc == 2 and "the int8 fpga core of" in err and "0000000000000000" in err
     assert (out / "compare.json").read_text() == before and len(list(out.iterdir())) == 1
-    from dstar.reports.compare import kept_fpga
+    from dstar_rtl.app.reports.compare import kept_fpga
 
     cores["int8"]["config_hash"] = fpga_config("int8", spec, params).hash()
     (out / "compare.json").write_text(json.dumps(dict(fpga=dict(cores=cores), generated="x")))
@@ -158,7 +158,7 @@ def test_paper_alone_keeps_only_an_fpga_object_of_todays_configurations(tmp_path
 
 
 def test_report_md_opens_with_the_whole_core_comparison():
-    from dstar.reports.summary import _compare_section
+    from dstar_rtl.app.reports.summary import _compare_section
 
     q = dict(psnr_db=dict(mean=42.0, lo=41.0, hi=43.0), classifier_with_float=10, samples=10)
     core = dict(quality=q, average_bits=4.5)
@@ -172,7 +172,7 @@ def test_report_md_opens_with_the_whole_core_comparison():
     assert "Not measured yet" in "\n".join(_compare_section(None))
     # Measured before the comparison recorded its RTL: stale; on today's sources: not.
     assert "**Stale**: the `fpga` figures were measured on RTL sources" in text
-    from sim.sources import digest, elaboration_sources
+    from dstar_rtl.sim.sources import digest, elaboration_sources
     rec["fpga"]["rtl_sources"] = digest(elaboration_sources())
     assert "Stale" not in "\n".join(_compare_section(rec))
     rec["fpga"]["rtl_sources"] = "0" * 64

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from golden.config import PRESETS, Config, ConfigError, preset
+from dstar_rtl.golden.config import PRESETS, Config, ConfigError, preset
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -248,7 +248,8 @@ def test_stable_hash_is_deterministic_across_processes():
     assert re.fullmatch(r"[0-9a-f]{16}", h)
     out = subprocess.run(
         [sys.executable, "-c",
-         "from golden.config import preset; print(preset('fpga', thr=(2, 9, 40)).hash())"],
+         "from dstar_rtl.golden.config import preset; "
+         "print(preset('fpga', thr=(2, 9, 40)).hash())"],
         cwd=ROOT, capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": "123"})
     assert out.stdout.strip() == h
 
@@ -276,7 +277,7 @@ def test_to_dict_is_json_and_round_trips():
 def test_parameters_added_later_enter_the_hash_only_when_changed():
     """A configuration that builds the same hardware as before keeps its hash; the new
     parameters at another value give another hash."""
-    from golden.config import HASH_IF_CHANGED
+    from dstar_rtl.golden.config import HASH_IF_CHANGED
 
     def tiny(**kw):
         return preset("tiny", variant="initial", **kw)
@@ -297,7 +298,7 @@ def test_parameters_added_later_enter_the_hash_only_when_changed():
                                                                             (1, 7, 31))])
 def test_set_values_parse_as_typed(text, value):
     """``--set overflow_detect=true`` used to be refused (only Python's ``True`` parsed)."""
-    from dstar.options import parse_overrides
+    from dstar_rtl.app.options import parse_overrides
 
     assert parse_overrides([f"x={text}".replace("x", "acc_width", 1)]) == {"acc_width": value}
 
@@ -305,8 +306,8 @@ def test_set_values_parse_as_typed(text, value):
 def test_core_buffer_depths_are_parameters():
     """``--set abuf_rows=...`` like any parameter: a depth the configuration sets replaces the
     core preset's, the others stay the preset's; unset depths leave the hash alone."""
-    from golden.config import CORE_BUFFER_ROWS
-    from program.isa import CORE_PRESETS, CoreConfig, core_for
+    from dstar_rtl.golden.config import CORE_BUFFER_ROWS
+    from dstar_rtl.program.isa import CORE_PRESETS, CoreConfig, core_for
 
     assert core_for(preset("fpga")) == CORE_PRESETS["fpga"]
     assert core_for(Config()) == CoreConfig()

@@ -10,13 +10,13 @@ import math
 import numpy as np
 import pytest
 
-from golden import vpu as gv
-from golden.config import preset
-from golden.differential import DiffLinear
-from golden.fmdq import requant_params
-from golden.layouts import VPU_OPS
-from program.executor import CoreExecutor
-from program.isa import (
+from dstar_rtl.golden import vpu as gv
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.differential import DiffLinear
+from dstar_rtl.golden.fmdq import requant_params
+from dstar_rtl.golden.layouts import VPU_OPS
+from dstar_rtl.program.executor import CoreExecutor
+from dstar_rtl.program.isa import (
     BUFFERS,
     COUNTERS,
     CYCLE_COUNTERS,
@@ -27,8 +27,8 @@ from program.isa import (
     row_to_words,
     words_to_row,
 )
-from rtl.core import Core
-from sim.amaranth_core import run_core
+from dstar_rtl.rtl.core import Core
+from dstar_rtl.sim.amaranth_core import run_core
 
 T = 4
 
@@ -362,7 +362,7 @@ def _differential_layer_over_steps(cfg, dut):
 def _errors_case(cfg, kind):
     p = Prog(cfg)
     if kind == "opcode":
-        bad = len(__import__("program.isa", fromlist=["OPCODES"]).OPCODES)
+        bad = len(__import__("dstar_rtl.program.isa", fromlist=["OPCODES"]).OPCODES)
         p.cmds.append(bad)                       # a raw word with an unknown opcode
     elif kind == "address":
         p.cmds.append(Cmd("LOAD", dict(buf=BUFFERS.index("ABUF"), addr=2040, count=16)))

@@ -2,8 +2,8 @@
 variant, e.g. the one the core estimator is calibrated on, is not passed off as the default), and
 a variant that does not exist is refused before any synthesis."""
 
-import dstar.cli
-from dstar.reports.core_area import render
+import dstar_rtl.app.cli
+from dstar_rtl.app.reports.core_area import render
 
 
 def _res(variant):
@@ -20,11 +20,11 @@ def test_the_report_names_the_variant_and_the_configuration():
 
 
 def test_an_unknown_variant_is_refused_before_any_work(capsys, monkeypatch):
-    import dstar.reports.core_area as core_area
+    import dstar_rtl.app.reports.core_area as core_area
 
     def never(*a, **k):
         raise AssertionError("synthesis started on bad input")
     monkeypatch.setattr(core_area, "synthesize_core", never)
-    assert dstar.cli.main(["measure", "core-area", "--variant", "nope"]) == 2
+    assert dstar_rtl.app.cli.main(["measure", "core-area", "--variant", "nope"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "argument --variant: invalid choice" in err

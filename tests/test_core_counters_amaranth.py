@@ -11,13 +11,13 @@ import numpy as np
 from amaranth.hdl import Fragment, Signal
 from amaranth.sim import Simulator
 
-from golden.config import preset
-from golden.layouts import VPU_OPS
-from program import isa
-from program.executor import COUNTER_MAX, CoreExecutor
-from rtl.core import Core
-from sim.amaranth_streams import stream_get, stream_put
-from sim.timing import core_store_latency
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.layouts import VPU_OPS
+from dstar_rtl.perf.timing import core_store_latency
+from dstar_rtl.program import isa
+from dstar_rtl.program.executor import COUNTER_MAX, CoreExecutor
+from dstar_rtl.rtl.core import Core
+from dstar_rtl.sim.amaranth_streams import stream_get, stream_put
 
 
 def counter_registers(frag) -> dict:

@@ -6,14 +6,14 @@ address fields, and a corrupted word named by the comparison the cocotb loop use
 import numpy as np
 import pytest
 
-from golden.config import ConfigError, preset
-from golden.layouts import VPU_OPS
-from models.dit import DIT_MODELS, calibrate_masks, init_params, start_noise
-from models.dit_int_model import IntDiT
-from program import isa
-from program.executor import CoreExecutor
-from program.model import compile_model, resident_depths
-from program.sampling import CoreSampler, assert_equal
+from dstar_rtl.golden.config import ConfigError, preset
+from dstar_rtl.golden.layouts import VPU_OPS
+from dstar_rtl.models.dit import DIT_MODELS, calibrate_masks, init_params, start_noise
+from dstar_rtl.models.dit_int_model import IntDiT
+from dstar_rtl.program import isa
+from dstar_rtl.program.executor import CoreExecutor
+from dstar_rtl.program.model import compile_model, resident_depths
+from dstar_rtl.program.sampling import CoreSampler, assert_equal
 
 SPEC = DIT_MODELS["tiny"]
 
@@ -26,7 +26,7 @@ def params():
 @pytest.fixture(scope="module")
 def digits():
     """The trained digits DiT at ``fpga`` (the integer model) and its resident depths."""
-    from models.digits import load_trained
+    from dstar_rtl.models.digits import load_trained
 
     spec, p = load_trained()
     model = IntDiT(spec, p, preset("fpga"))
@@ -75,7 +75,7 @@ def test_a_model_wider_than_max_reduction():
     tensor equal to the integer model's over three steps."""
     from dataclasses import replace
 
-    from program.model import deepened
+    from dstar_rtl.program.model import deepened
 
     spec = replace(SPEC, hidden=32, heads=4)
     cfg = preset("tiny", max_reduction=16, ln_row_max=32)
@@ -240,7 +240,7 @@ def test_eps_drops_the_padding(digits):
     big = preset("fpga", **depths)
     with pytest.raises(ValueError, match=r"LOAD.addr = \d+ does not fit its 14 bits"):
         compile_model(model, isa.core_for(big))          # the model's cfg has 14-bit fields
-    from models.digits import load_trained
+    from dstar_rtl.models.digits import load_trained
 
     spec, p = load_trained()
     model = IntDiT(spec, p, big)

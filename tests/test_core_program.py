@@ -7,14 +7,14 @@ event counters follow the rules of program/executor.py."""
 import numpy as np
 import pytest
 
-from golden.config import preset
-from golden.dit_int import LAYERS, IntDiTBlock
-from golden.dit_int8 import Int8DiTBlock
-from golden.fmdq import quantize_subchannels, to_fixed
-from golden.layouts import VPU_OPS
-from golden.schedule import schedule_tile
-from models.dit import DiTSpec, init_params
-from program.compiler import (
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.dit_int import LAYERS, IntDiTBlock
+from dstar_rtl.golden.dit_int8 import Int8DiTBlock
+from dstar_rtl.golden.fmdq import quantize_subchannels, to_fixed
+from dstar_rtl.golden.layouts import VPU_OPS
+from dstar_rtl.golden.schedule import schedule_tile
+from dstar_rtl.models.dit import DiTSpec, init_params
+from dstar_rtl.program.compiler import (
     FREE,
     FULL,
     P_READY,
@@ -24,8 +24,8 @@ from program.compiler import (
     emit_vrow,
     make_cmd,
 )
-from program.executor import CoreError, CoreExecutor
-from program.isa import (
+from dstar_rtl.program.executor import CoreError, CoreExecutor
+from dstar_rtl.program.isa import (
     BUFFERS,
     COUNTERS,
     CoreConfig,
@@ -612,10 +612,10 @@ def test_store_counters():
 
 def test_encoding_doc_is_current():
     """docs/core_isa.md is the encoding program/isa.py generates (regenerate with
-    ``python -m program.isa fpga > docs/core_isa.md``)."""
+    ``python -m dstar_rtl.program.isa fpga > docs/core_isa.md``)."""
     from pathlib import Path
 
-    from program.isa import encoding_markdown
+    from dstar_rtl.program.isa import encoding_markdown
     doc = Path(__file__).resolve().parent.parent / "docs" / "core_isa.md"
     assert doc.read_text() == encoding_markdown(preset("fpga")), \
-        "docs/core_isa.md is stale: python -m program.isa fpga > docs/core_isa.md"
+        "docs/core_isa.md is stale: python -m dstar_rtl.program.isa fpga > docs/core_isa.md"

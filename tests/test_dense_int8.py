@@ -10,17 +10,23 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from golden.config import ConfigError, preset
-from golden.dense_int8 import DenseInt8Linear, execute, quantize_matrix, quantize_tile, requant_int8
-from golden.differential import quantize_weights
-from golden.dit_int import LAYERS
-from golden.dit_int8 import Int8DiTBlock, make_block
-from golden.fmdq import rnd, to_fixed
-from golden.layouts import gmem_layout, int8_group_layout, pack, unpack
-from models.dit import DiT, DiTSpec, init_params
-from program.compiler import compile_block
-from program.executor import CoreError, CoreExecutor
-from program.isa import COUNTERS, assemble, core_preset
+from dstar_rtl.golden.config import ConfigError, preset
+from dstar_rtl.golden.dense_int8 import (
+    DenseInt8Linear,
+    execute,
+    quantize_matrix,
+    quantize_tile,
+    requant_int8,
+)
+from dstar_rtl.golden.differential import quantize_weights
+from dstar_rtl.golden.dit_int import LAYERS
+from dstar_rtl.golden.dit_int8 import Int8DiTBlock, make_block
+from dstar_rtl.golden.fmdq import rnd, to_fixed
+from dstar_rtl.golden.layouts import gmem_layout, int8_group_layout, pack, unpack
+from dstar_rtl.models.dit import DiT, DiTSpec, init_params
+from dstar_rtl.program.compiler import compile_block
+from dstar_rtl.program.executor import CoreError, CoreExecutor
+from dstar_rtl.program.isa import COUNTERS, assemble, core_preset
 
 SPEC = DiTSpec(image_size=8, patch=2, hidden=16, heads=2, depth=1)   # N 16, D 16, d 8, M 32
 
@@ -89,7 +95,7 @@ def test_clamped_shift_is_exact_without_bias(cfg):
     lim = 1 << (cfg.act_width - 1)
     for _ in range(400):
         s = float(2.0 ** rng.uniform(-12, 2))
-        from golden.fmdq import requant_params
+        from dstar_rtl.golden.fmdq import requant_params
         m, sh = requant_params(s, cfg.mult_width)
         e = int(rng.integers(0, 25))
         acc = int(rng.integers(-300, 300)) * int(rng.integers(0, 2))
@@ -204,6 +210,6 @@ def test_compiled_block_equals_golden(name):
 
 def test_executor_refuses_differential_quant(cfg):
     ex = CoreExecutor(cfg, core_preset("tiny"))
-    from program.compiler import make_cmd
+    from dstar_rtl.program.compiler import make_cmd
     with pytest.raises(CoreError, match="operand error: QUANT diff on the INT8 core"):
         ex.run([make_cmd(cfg, "QUANT", src=0, nch=4, gdst=0, diff=1)])

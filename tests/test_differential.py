@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _ref import ref_rnd
-from golden.differential import DiffLinear, quantize_weights
-from golden.fmdq import requant_params
+from dstar_rtl.golden.differential import DiffLinear, quantize_weights
+from dstar_rtl.golden.fmdq import requant_params
 
 ACT_LO, ACT_HI = -(2 ** 15), 2 ** 15 - 1   # act_width = 16
 
@@ -166,7 +166,7 @@ def test_long_reduction_runs_in_pieces_with_the_whole_numerics():
     """40 input channels at max_reduction 16: three pieces (13, 13, 14 channels), each scheduled
     as its own tiles, whose quantization is the whole difference's and whose Y is W·x̂ (closed
     loop, nothing saturating), step after step."""
-    from golden.schedule import quantize_counted
+    from dstar_rtl.golden.schedule import quantize_counted
     cfg = preset("tiny", max_reduction=16)
     rng = np.random.default_rng(7)
     W = rng.integers(-127, 128, size=(40, 8))
@@ -300,7 +300,7 @@ def test_stored_y_is_the_running_sum_rounded_by_the_channel_shift(g):
     stored ``Y`` brought back by its channel's shift ``s``, gives ``y`` from that full sum, and
     keeps it rounded by ``s`` in ``ystate_width`` bits: the exact running sum's, within half a
     stored LSB per step, and the output within an LSB of the exact path's per step."""
-    from golden.fmdq import requantize, rnd
+    from dstar_rtl.golden.fmdq import requantize, rnd
 
     cfg = preset("fpga", ystate_frac=g)
     exact, narrow = layer(preset("fpga"), 64, 16, seed=3), layer(cfg, 64, 16, seed=3)
@@ -339,7 +339,7 @@ def test_stored_y_with_pieces_rounds_after_each_piece():
     """A long reduction with a stored Y: each piece's full sum is rounded back into the stored
     Y, as the core's GEMM writes YBUF after each piece; ``y`` comes from the last piece's full
     sum."""
-    from golden.fmdq import requantize, rnd
+    from dstar_rtl.golden.fmdq import requantize, rnd
 
     cfg = preset("tiny", max_reduction=16, ystate_frac=1)
     rng = np.random.default_rng(9)
@@ -362,7 +362,7 @@ def test_stored_y_with_pieces_rounds_after_each_piece():
 
 
 def test_stored_y_is_refused_where_there_is_no_state_or_room():
-    from golden.config import ConfigError
+    from dstar_rtl.golden.config import ConfigError
     with pytest.raises(ConfigError, match="ystate_frac must be None with datapath 'int8'"):
         preset("fpga", datapath="int8", ystate_frac=2)
     with pytest.raises(ConfigError, match=r"ystate_frac must be an integer in \[0, 47\]"):

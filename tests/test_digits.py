@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from golden.config import preset
-from models import digits
-from models.dit import (
+from dstar_rtl.golden.config import preset
+from dstar_rtl.models import digits
+from dstar_rtl.models.dit import (
     DIT_MODELS,
     DiT,
     QuantizedDiT,
@@ -70,7 +70,8 @@ def test_trained_weights_load_with_spec_shapes(trained):
 
 def test_missing_weights_name_the_file_and_the_command(tmp_path):
     missing = tmp_path / "none.npz"
-    with pytest.raises(FileNotFoundError, match=r"none\.npz.*python -m models\.train_dit"):
+    with pytest.raises(FileNotFoundError,
+                       match=r"none\.npz.*python -m dstar_rtl\.models\.train_dit"):
         digits.load_trained(missing)
 
 
@@ -133,7 +134,7 @@ def test_profile_layers_match_the_exact_layers():
 def test_mean_ci_is_a_t_interval():
     from scipy.stats import t
 
-    from analysis.profile import mean_ci
+    from dstar_rtl.analysis.profile import mean_ci
 
     v = [1.0, 2.0, 4.0, 7.0]
     ci = mean_ci(v)
@@ -145,7 +146,7 @@ def test_mean_ci_is_a_t_interval():
 
 
 def test_layer_types():
-    from analysis.profile import LAYER_TYPES, layer_type
+    from dstar_rtl.analysis.profile import LAYER_TYPES, layer_type
 
     spec = DIT_MODELS["small"]
     names = linear_layer_names(spec) + ["blocks.0.attn.qkv[qk]", "blocks.1.attn.qkv[v]"]
@@ -153,7 +154,7 @@ def test_layer_types():
 
 
 def test_cli_profile_quick(tmp_path, capsys):
-    from dstar.cli import main
+    from dstar_rtl.app.cli import main
 
     assert main(["profile", "--quick", "--out-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -173,19 +174,19 @@ def test_cli_profile_quick(tmp_path, capsys):
 
 
 def test_cli_profile_missing_weights_is_one_line(tmp_path, capsys):
-    from dstar.cli import main
+    from dstar_rtl.app.cli import main
 
     rc = main(["profile", "--quick", "--weights", str(tmp_path / "x.npz"),
                "--out-dir", str(tmp_path)])
     err = capsys.readouterr().err
-    assert rc == 2 and err.count("\n") == 1 and "models.train_dit" in err
+    assert rc == 2 and err.count("\n") == 1 and "dstar_rtl.models.train_dit" in err
 
 
 @pytest.mark.slow
 def test_training_smoke(tmp_path):
     """A few optimizer steps of a tiny model; its saved JAX samples match NumPy sampling. Needs
     the ``train`` extra (JAX), which ``make regress`` installs."""
-    from models import train_dit
+    from dstar_rtl.models import train_dit
 
     out = tmp_path / "w.npz"
     assert train_dit.main(["--out", str(out), "--steps", "3", "--batch", "8", "--hidden", "32",
@@ -212,7 +213,7 @@ def _pt(name, bits, psnr_mean, screen, confirm=None):
 
 
 def test_select_point_fewest_bits_among_confirmed():
-    from analysis.profile import select_point
+    from dstar_rtl.analysis.profile import select_point
 
     pts = [_pt("a", 3.0, 45, True, confirm=39), _pt("b", 3.5, 44, True, confirm=43),
            _pt("c", 3.2, 38, False), _pt("d", 4.0, 50, True)]
@@ -224,7 +225,7 @@ def test_select_point_fewest_bits_among_confirmed():
 
 
 def test_layer_base_dit_is_quantized_dit_at_a_uniform_base(trained):
-    from analysis.profile import LayerBaseDiT
+    from dstar_rtl.analysis.profile import LayerBaseDiT
 
     spec, params = trained
     cfg = preset("fpga")
@@ -242,7 +243,7 @@ def quick_sweep():
     """The quick sweep with a PSNR target one 2-step confirmation meets and another misses (at
     the paper's 40 dB no point of a 1-step sweep passes: with one or two DDIM steps the x0
     prediction amplifies the integer model's error in eps)."""
-    from analysis.profile import ThresholdSweep, run_sweep
+    from dstar_rtl.analysis.profile import ThresholdSweep, run_sweep
 
     logs = []
     rep = run_sweep(preset("fpga"), ThresholdSweep.quick(min_psnr_db=0.0), log=logs.append)
@@ -250,7 +251,7 @@ def quick_sweep():
 
 
 def test_sweep_table_has_every_point(quick_sweep):
-    from analysis.profile import sweep_markdown
+    from dstar_rtl.analysis.profile import sweep_markdown
 
     rep, logs = quick_sweep
     g = rep["grid"]
@@ -272,7 +273,7 @@ def test_sweep_table_has_every_point(quick_sweep):
 
 
 def test_sweep_choice_follows_the_rule(quick_sweep):
-    from analysis.profile import meets_rule, screens
+    from dstar_rtl.analysis.profile import meets_rule, screens
 
     rep, _ = quick_sweep
     rule = {k: rep["rule"][k] for k in ("min_psnr_db", "min_agreement")}
@@ -296,7 +297,11 @@ def test_sweep_choice_follows_the_rule(quick_sweep):
 def test_sweep_report_files_and_operating_point(quick_sweep, tmp_path):
     import io
 
-    from analysis.profile import load_operating_point, sweep_report_files, sweep_report_names
+    from dstar_rtl.analysis.profile import (
+        load_operating_point,
+        sweep_report_files,
+        sweep_report_names,
+    )
 
     rep, _ = quick_sweep
     files = sweep_report_files(rep, tmp_path)
@@ -313,8 +318,8 @@ def test_sweep_report_files_and_operating_point(quick_sweep, tmp_path):
 
 
 def test_sweep_without_a_passing_point_says_so(tmp_path, capsys):
-    from analysis.profile import load_operating_point
-    from dstar.cli import main
+    from dstar_rtl.analysis.profile import load_operating_point
+    from dstar_rtl.app.cli import main
 
     rc = main(["profile", "--sweep", "--quick", "--thr2", "1", "--base-offsets=0",
                "--min-psnr", "1000", "--out-dir", str(tmp_path)])

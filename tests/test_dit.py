@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from golden.config import preset
-from golden.fmdq_stats import LayerStats
-from models.dit import (
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.fmdq_stats import LayerStats
+from dstar_rtl.models.dit import (
     DiT,
     DiTSpec,
     QuantizedDiT,
@@ -194,7 +194,7 @@ def test_quantized_needs_masks_for_sar(cfg):
 
 
 def test_layer_stats_weights_elements_and_ignores_padding(cfg):
-    from golden.schedule import schedule_matrix
+    from dstar_rtl.golden.schedule import schedule_matrix
 
     # 6 tokens on T = 4: tile 0 has 4 real rows, tile 1 has 2. Channel 0 is zero, channel 1 needs
     # 8 bits in tile 0 and 2 bits in tile 1.

@@ -10,14 +10,14 @@ import os
 import numpy as np
 import pytest
 
-import dstar.cli
-from golden.config import preset
-from golden.dit_int import LAYERS, IntDiTBlock, kv_e_max, pack_pcache, unpack_pcache
-from golden.fmdq import to_fixed
-from golden.sar import PRECISION_CODE_BITS, quantize_p
-from golden.vpu import recon_matrix
-from models.dit import DIT_MODELS, DiT, init_params
-from models.dit_int_compare import compare_int
+import dstar_rtl.app.cli
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.dit_int import LAYERS, IntDiTBlock, kv_e_max, pack_pcache, unpack_pcache
+from dstar_rtl.golden.fmdq import to_fixed
+from dstar_rtl.golden.sar import PRECISION_CODE_BITS, quantize_p
+from dstar_rtl.golden.vpu import recon_matrix
+from dstar_rtl.models.dit import DIT_MODELS, DiT, init_params
+from dstar_rtl.models.dit_int_compare import compare_int
 
 SPEC = DIT_MODELS["tiny"]   # 16 tokens of 16 features, 2 heads of 8, one block
 STEPS = 5
@@ -357,11 +357,11 @@ def test_bad_step_inputs(cfg, x, mod, match):
 # ------------------------------------------------------------------------------ command line
 @pytest.fixture
 def only_analysis(monkeypatch):
-    monkeypatch.setattr(dstar.cli, "COMMAND_MODULES", ("dstar.commands.dit_int",))
+    monkeypatch.setattr(dstar_rtl.app.cli, "COMMAND_MODULES", ("dstar_rtl.app.commands.dit_int",))
 
 
 def _dstar(capsys, *argv):
-    rc = dstar.cli.main([str(a) for a in argv])
+    rc = dstar_rtl.app.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
-import dstar.cli
-from golden.config import preset
-from golden.dit_int import IntDiTBlock
-from golden.fmdq import to_fixed
-from models.digits import psnr
-from models.dit import DIT_MODELS, DiT, ddim_sample, init_params
-from models.dit_int_model import IntDiT, ddim_sample_float, ddim_sample_int, guided_eps
+import dstar_rtl.app.cli
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.dit_int import IntDiTBlock
+from dstar_rtl.golden.fmdq import to_fixed
+from dstar_rtl.models.digits import psnr
+from dstar_rtl.models.dit import DIT_MODELS, DiT, ddim_sample, init_params
+from dstar_rtl.models.dit_int_model import IntDiT, ddim_sample_float, ddim_sample_int, guided_eps
 
 SPEC = DIT_MODELS["tiny"]
 CFG = preset("tiny")
@@ -89,7 +89,7 @@ def test_average_bits_counts_every_layer(params):
 
 
 def run_dstar(capsys, *argv):
-    rc = dstar.cli.main([str(a) for a in argv])
+    rc = dstar_rtl.app.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -153,17 +153,17 @@ def test_dstar_sample_labels_digits_with_the_classifier(tmp_path, capsys):
 def test_an_rtl_mismatch_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
     """The loop's first difference (its result file's ``error``) becomes the command's one-line
     error, exit 1, and no output appears."""
-    import sim.runner
-    from sim.sample_job import JOB_ENV, read_job, write_result
+    import dstar_rtl.sim.runner
+    from dstar_rtl.sim.sample_job import JOB_ENV, read_job, write_result
 
     def fake_run(unit, cfg, simulator, module, *, extra_env, **kw):
         job = read_job(extra_env[JOB_ENV])
         write_result(job.result, error="sample 0 (label 1) step 1 row 0: eps: first difference "
                                        "at index (3, 2): got 5, expected 4")
-        raise AssertionError("tb.test_sample on verilator: 1 of 1 tests failed")
+        raise AssertionError("dstar_rtl.tb.test_sample on verilator: 1 of 1 tests failed")
 
-    monkeypatch.setattr(sim.runner, "build", lambda *a, **k: None)
-    monkeypatch.setattr(sim.runner, "run_cocotb", fake_run)
+    monkeypatch.setattr(dstar_rtl.sim.runner, "build", lambda *a, **k: None)
+    monkeypatch.setattr(dstar_rtl.sim.runner, "run_cocotb", fake_run)
     out = tmp_path / "out"
     rc, stdout, err = run_dstar(capsys, "sample", "--backend", "verilator", "--model", "tiny",
                                 "--preset", "tiny", "--steps", "2", "--labels", "1", "--out", out)
@@ -176,7 +176,7 @@ def test_an_rtl_mismatch_is_one_line_and_writes_nothing(tmp_path, capsys, monkey
 def test_without_the_schedule_the_same_integers_and_precision_counters(params):
     """``schedule=False`` (the sweep's fast path) gives the same model output and the same
     precision counters as the full group schedule, step by step (SAR on, cache and reuse)."""
-    from analysis.calibration import calibrate
+    from dstar_rtl.analysis.calibration import calibrate
 
     spec = DIT_MODELS["tiny"]
     cfg = preset("tiny")
@@ -196,8 +196,8 @@ def test_without_the_schedule_the_same_integers_and_precision_counters(params):
 
 
 def test_calibration_bases_are_the_profiled_ones_plus_the_offset(params):
-    from analysis.calibration import calibrate
-    from models.dit import calibrate_masks, linear_layer_names
+    from dstar_rtl.analysis.calibration import calibrate
+    from dstar_rtl.models.dit import calibrate_masks, linear_layer_names
 
     spec = DIT_MODELS["tiny"]
     cfg = preset("tiny", base_offset=-1)

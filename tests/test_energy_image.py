@@ -2,8 +2,14 @@
 
 import pytest
 
-from dstar.reports.energy_image import image_energy
-from sim.sram_energy import access_pj, memory_accesses, sram_energy, sram_read_pj, sram_write_pj
+from dstar_rtl.app.reports.energy_image import image_energy
+from dstar_rtl.perf.sram_energy import (
+    access_pj,
+    memory_accesses,
+    sram_energy,
+    sram_read_pj,
+    sram_write_pj,
+)
 
 
 @pytest.mark.parametrize("width, kbytes, pj", [(64, 8, 10.0), (64, 32, 20.0), (64, 1024, 100.0)])
@@ -69,21 +75,21 @@ def test_the_image_sums_idle_data_and_sram():
 
 # ----------------------------------------------------------------------------- the paper chip
 def _model():
-    from models.dit_shapes import Attention, DiTModel, Linear
+    from dstar_rtl.models.dit_shapes import Attention, DiTModel, Linear
     return DiTModel("toy", 4, (Linear("blk.fc1", 16, 32, 64),
                                Linear("blk.qk", 16, 32, 64, cache_only=True)),
                     (Attention("attn", 16, 16, 2, 8),))
 
 
 def _wl(**k):
-    from sim.chip_model import Workload
+    from dstar_rtl.perf.chip_model import Workload
     return Workload(**dict(dict(name="t", bits=4.0, p_bits=4.0, fill=1.0, kept=1.0,
                                 interval=2), **k))
 
 
 def test_a_reuse_step_counts_what_the_core_counts():
-    from golden.config import preset
-    from sim.chip_energy import step_events
+    from dstar_rtl.golden.config import preset
+    from dstar_rtl.perf.chip_energy import step_events
     cfg = preset("tiny")                 # T = 4, lanes 4
     T, L = cfg.tile, cfg.lanes
     ev = step_events(_model(), cfg, _wl(), "dstar", cache=False, cores=2)
@@ -105,8 +111,8 @@ def test_a_reuse_step_counts_what_the_core_counts():
 
 
 def test_an_image_is_its_cache_and_reuse_steps_and_the_chip_sums_its_parts():
-    from golden.config import preset
-    from sim.chip_energy import (
+    from dstar_rtl.golden.config import preset
+    from dstar_rtl.perf.chip_energy import (
         chip_energy,
         core_memories,
         idle_per_cycle,
@@ -132,7 +138,7 @@ def test_an_image_is_its_cache_and_reuse_steps_and_the_chip_sums_its_parts():
     assert e["parts"]["hbm: weights"] == pytest.approx(80 * 3.97)
     assert e["parts"]["hbm: state"] == pytest.approx(40 * 3.97)
     # The state's 40 bits staged through an 8 KB bank (the weights' writes WMEM counts).
-    from sim.sram_energy import sram_read_pj, sram_write_pj
+    from dstar_rtl.perf.sram_energy import sram_read_pj, sram_write_pj
     bit = (sram_read_pj(64, 1024, 0.9) + sram_write_pj(64, 1024, 0.9)) / 128
     assert e["parts"]["sram: HBM staging"] == pytest.approx(40 * bit)
     assert e["total_pj"] == pytest.approx(sum(e["parts"].values()))
@@ -142,7 +148,7 @@ def test_an_image_is_its_cache_and_reuse_steps_and_the_chip_sums_its_parts():
 
 
 def test_the_executor_events_must_equal_the_cores_counters():
-    from dstar.benches.image_events import check_against_rtl
+    from dstar_rtl.app.benches.image_events import check_against_rtl
     ev = dict(per_step=[dict(step=0, counters=dict(groups_replayed=5, commands=3))])
     assert check_against_rtl(ev, [dict(core_counters=dict(groups_replayed=5, commands=3,
                                                            cycles=9))]) == 2
@@ -153,8 +159,8 @@ def test_the_executor_events_must_equal_the_cores_counters():
 
 
 def test_levers_by_hand():
-    from dstar.reports.energy_image import levers
-    from golden.config import preset
+    from dstar_rtl.app.reports.energy_image import levers
+    from dstar_rtl.golden.config import preset
     cfg = preset("tiny")
     core = dict(voltage=0.9, cycles=100, busy=dict(busy_M=60, busy_Q=10, busy_V=0, busy_H=5),
                 idle_fj_per_cycle={"array PEs": 1000.0, "VPU": 500.0, "dispatcher": 300.0},
@@ -175,7 +181,7 @@ def test_levers_by_hand():
 def test_floors_by_hand():
     """The bounds drop idle energy and the group memory and charge DSTAR's weights at the INT8
     side's cost; the one-sided bound keeps the INT8 side whole."""
-    from dstar.reports.energy_image import floors
+    from dstar_rtl.app.reports.energy_image import floors
     dstar = {"idle: VPU": 50.0, "data: array": 10.0, "sram: weights": 40.0, "sram: gmem": 30.0,
              "sram: ybuf": 5.0}
     int8 = {"idle": 70.0, "data: array": 20.0, "sram: weights": 25.0, "sram: gmem": 15.0}
@@ -190,11 +196,11 @@ def test_the_paper_chips_events_follow_the_executor():
     steps: the quantized sub-channels, XBUF and RBUF accesses exactly; the VPU's beats (and the
     VBUF and MASK reads that go with them) within 25 % below (the embedding's and the final
     layer's element-wise rows are not modelled; a few blocks of 28 at paper scale)."""
-    from dstar.benches.image_events import image_events
-    from golden.config import preset
-    from models.dit import DIT_MODELS, init_params
-    from models.dit_shapes import Attention, DiTModel, Linear, _block
-    from sim.chip_energy import step_events
+    from dstar_rtl.app.benches.image_events import image_events
+    from dstar_rtl.golden.config import preset
+    from dstar_rtl.models.dit import DIT_MODELS, init_params
+    from dstar_rtl.models.dit_shapes import Attention, DiTModel, Linear, _block
+    from dstar_rtl.perf.chip_energy import step_events
 
     spec, cfg = DIT_MODELS["tiny"], preset("tiny")
     ev = image_events(spec, init_params(spec, 0), cfg, steps=2, label=1, seed=0)

@@ -1,14 +1,14 @@
-"""The analytic estimate (:mod:`fpga.estimate`) against real ECP5 synthesis.
+"""The analytic estimate (:mod:`flows.estimate`) against real ECP5 synthesis.
 
-Every comparison synthesizes with :func:`fpga.synth.synthesize` (``reuse=True``: a stored result
+Every comparison synthesizes with :func:`flows.synth.synthesize` (``reuse=True``: a stored result
 of byte-identical RTLIL, script and Yosys is taken, e.g. one that ``dstar measure estimate
 --calibrate`` made; otherwise Yosys runs) and asserts the relative error of the estimate's LUT
-total and flip-flops against the documented tolerance ``fpga.estimate.TOLERANCE`` (LUTs 25 %,
+total and flip-flops against the documented tolerance ``flows.estimate.TOLERANCE`` (LUTs 25 %,
 flip-flops 10 %; the arrays' flip-flops and their DSP and RAM blocks must be exact).
 
 Measured errors in per cent, estimate / synthesis - 1, of the calibration of 2026-12-01 (Yosys
-0.70; stored in ``fpga/estimate_calibration.json``, read as ``fpga.estimate.CALIBRATION``; "-":
-the synthesis failed, see ``fpga.estimate.CALIBRATION_RUNS``). The held-out runs took no part in
+0.70; stored in ``flows/estimate_calibration.json``, read as ``flows.estimate.CALIBRATION``; "-":
+the synthesis failed, see ``flows.estimate.CALIBRATION_RUNS``). The held-out runs took no part in
 the fit: they are the estimate's error.
 
 ::
@@ -90,8 +90,8 @@ import time
 import pytest
 from _initial import preset
 
-from fpga import estimate_coef, estimate_parts
-from fpga.estimate import (
+from dstar_rtl.flows import estimate_coef, estimate_parts
+from dstar_rtl.flows.estimate import (
     CALIBRATION,
     CALIBRATION_RUNS,
     TARGETS,
@@ -102,11 +102,11 @@ from fpga.estimate import (
     estimate,
     fit,
 )
-from fpga.synth import synthesize
-from gen.paths import ROOT
-from golden.layouts import COUNTER_NAMES
-from rtl.chunker import SLOTS
-from rtl.qpu import QPU
+from dstar_rtl.flows.synth import synthesize
+from dstar_rtl.gen.paths import ROOT
+from dstar_rtl.golden.layouts import COUNTER_NAMES
+from dstar_rtl.rtl.chunker import SLOTS
+from dstar_rtl.rtl.qpu import QPU
 
 ARRAYS = ("pe", "mpu", "baseline")
 
@@ -186,18 +186,18 @@ def test_calibration_is_the_fit_of_its_measurements():
 
 
 def test_calibration_file_is_the_stored_calibration():
-    """``CALIBRATION`` is read from ``fpga/estimate_calibration.json``, which is in the layout
+    """``CALIBRATION`` is read from ``flows/estimate_calibration.json``, which is in the layout
     the calibration writes (so that ``--write`` after ``--refit`` changes nothing), and the file
     is shipped as package data."""
     path = estimate_coef.CALIBRATION_FILE
-    assert path == ROOT / "fpga" / "estimate_calibration.json"
+    assert path == ROOT / "dstar_rtl" / "flows" / "estimate_calibration.json"
     assert estimate_coef.load_calibration(path) == CALIBRATION
     assert estimate_coef.calibration_text(CALIBRATION) == path.read_text()
     assert list(CALIBRATION) == ["yosys", "date", "coef", "error", "validation", "measured"]
     assert list(CALIBRATION["measured"]) == [r[0] for r in CALIBRATION_RUNS + VALIDATION_RUNS]
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert path.name in project["tool"]["setuptools"]["package-data"]["fpga"]
+    assert path.name in project["tool"]["setuptools"]["package-data"]["dstar_rtl.flows"]
 
 
 def test_rtl_constants_are_the_rtls():

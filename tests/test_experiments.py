@@ -1,4 +1,4 @@
-"""The experiment registry (dstar/experiments.py): dependency order, what is stale after an
+"""The experiment registry (app/experiments.py): dependency order, what is stale after an
 input changes (exactly the changed experiments and what depends on them), the ledger a run
 writes, and the command line of ``dstar measure --all/--stale``."""
 
@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import dstar.cli
-from dstar import experiments as ex
-from dstar.experiments import MEASUREMENTS
+import dstar_rtl.app.cli
+from dstar_rtl.app import experiments as ex
+from dstar_rtl.app.experiments import MEASUREMENTS
 
 
 def dependents(names: set) -> set:
@@ -129,14 +129,14 @@ def test_a_run_records_each_experiment_in_order_and_stops_at_a_failure(tmp_path,
     (["measure", "--all", "--stale"], "not allowed with argument"),
 ])
 def test_the_command_line_is_checked_before_any_work(argv, frag, capsys):
-    assert dstar.cli.main(argv) == 2
+    assert dstar_rtl.app.cli.main(argv) == 2
     err = capsys.readouterr().err
     assert frag in err and err.count("\n") == 1
 
 
 def test_all_dry_run_lists_every_experiment_and_runs_nothing(capsys, monkeypatch):
     monkeypatch.setattr(ex, "run_experiments", lambda *a, **k: pytest.fail("ran"))
-    assert dstar.cli.main(["measure", "--all", "--dry-run"]) == 0
+    assert dstar_rtl.app.cli.main(["measure", "--all", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out] == list(ex.EXPERIMENTS)
 
@@ -150,7 +150,7 @@ def test_a_corrupt_ledger_is_one_line(tmp_path):
 
 
 def test_report_md_lists_every_experiment_with_its_state():
-    from dstar.reports.summary import registry_lines
+    from dstar_rtl.app.reports.summary import registry_lines
 
     led = {"sizes": dict(fingerprint="x", seq=1, ran="2026-12-05 01:00 UTC")}
     md = "\n".join(registry_lines({"bench": ["needs sizes, which ran after it"]}, led))

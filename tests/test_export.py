@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from dstar.cli import main
-from gen.export import c_header, fusesoc_core, instance_name
-from golden import layouts as gl
-from golden.config import PRECISIONS, THR8, Config, preset
+from dstar_rtl.app.cli import main
+from dstar_rtl.gen.export import c_header, fusesoc_core, instance_name
+from dstar_rtl.golden import layouts as gl
+from dstar_rtl.golden.config import PRECISIONS, THR8, Config, preset
 
 ROOT = Path(__file__).resolve().parents[1]
 UNITS = ("pe", "qpu", "vpu")
@@ -225,8 +225,8 @@ def test_core_names_files_top_and_targets(unit):
 
 
 # ---------------------------------------------------------------------------- determinism
-_DUMP = ("import hashlib, sys; from gen.export import c_header, fusesoc_core; "
-         "from golden.config import preset; cfg = preset('tiny'); "
+_DUMP = ("import hashlib, sys; from dstar_rtl.gen.export import c_header, fusesoc_core; "
+         "from dstar_rtl.golden.config import preset; cfg = preset('tiny'); "
          "print(hashlib.sha256(''.join(c_header(u, cfg) + fusesoc_core(u, cfg, 'out.v') "
          "for u in sys.argv[1:]).encode()).hexdigest())")
 
@@ -252,7 +252,7 @@ def test_same_configuration_gives_the_same_bytes():
 @pytest.mark.parametrize("unit", [u if u != "qpu" else pytest.param(u, marks=pytest.mark.slow)
                                   for u in UNITS])          # the QPU's header: make regress
 def test_cli_writes_core_and_header_beside_the_verilog(tmp_path, capsys, unit):
-    from sim.runner import simulator_path
+    from dstar_rtl.sim.runner import simulator_path
 
     out = tmp_path / f"dstar_{unit}.v"
     assert main(["generate", unit, "--preset", "tiny", "--fusesoc", "--header",
@@ -307,7 +307,7 @@ def test_core_header_matches_the_instruction_set(tmp_path, unit):
     """The core's header carries its instruction set (opcodes, every command field, buffers,
     rows, host words per row, error codes, counters), each value checked by the compiler
     against program.isa."""
-    from program import isa
+    from dstar_rtl.program import isa
 
     cfg = preset("tiny")
     (tmp_path / "dstar.h").write_text(c_header(unit, cfg))

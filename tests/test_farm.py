@@ -1,4 +1,4 @@
-"""The job farm (fpga/farm.py): local processes and a Dask cluster give the same results in the
+"""The job farm (flows/farm.py): local processes and a Dask cluster give the same results in the
 same order; a failing job is named and does not stop the others."""
 
 import os
@@ -6,7 +6,7 @@ import os
 import distributed
 import pytest
 
-from fpga.farm import JobError, run_jobs
+from dstar_rtl.flows.farm import JobError, run_jobs
 
 
 def square_and_pid(x, offset=0):

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _ref import ref_quantize, ref_rnd
-from golden.fmdq import (
+from dstar_rtl.golden.fmdq import (
     dequant,
     fpot,
     quantize_subchannels,

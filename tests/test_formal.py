@@ -38,11 +38,11 @@ import pytest
 from _initial import preset
 from amaranth.hdl import Assert, Elaboratable, Module, Signal
 
-import sim.formal as formal
-from golden.bitonic import network
-from rtl.packer import Packer
-from sim.formal import SolverResponseError, no_reset, run_formal
-from sim.formal_props import PackerProps, SorterProps, cover_names, reverse_comparator
+import dstar_rtl.sim.formal as formal
+from dstar_rtl.golden.bitonic import network
+from dstar_rtl.rtl.packer import Packer
+from dstar_rtl.sim.formal import SolverResponseError, no_reset, run_formal
+from dstar_rtl.sim.formal_props import PackerProps, SorterProps, cover_names, reverse_comparator
 
 KEY_WIDTH = preset("tiny").exp_width + 1      # the QPU's sort key: valid bit over the exponent
 ALL = ("sorted", "keys", "perm", "golden")

@@ -4,11 +4,18 @@ import json
 
 import pytest
 
-from dstar.cli import main
-from gen.units import UNITS, inspect_unit, layout_doc, record_ports, stream_layouts, top_name
-from golden import layouts as gl
-from golden.config import preset
-from golden.layouts import (
+from dstar_rtl.app.cli import main
+from dstar_rtl.gen.units import (
+    UNITS,
+    inspect_unit,
+    layout_doc,
+    record_ports,
+    stream_layouts,
+    top_name,
+)
+from dstar_rtl.golden import layouts as gl
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.layouts import (
     baseline_group_layout,
     drain_layout,
     group_layout,
@@ -106,7 +113,7 @@ def test_manifest_layouts_are_the_signatures_and_golden_agrees():
         assert set(got) == set(ports), unit
         for name, fields in ports.items():
             assert got[name] == layout_doc(fields), (unit, name)
-    from program import isa
+    from dstar_rtl.program import isa
     for unit, cmd in (("core", "cmd"), ("uart_core", "link_in0")):
         got = stream_layouts(unit, cfg)
         assert got[cmd] == {op: layout_doc(isa.header_layout() + isa.cmd_layout(cfg, op))
@@ -164,11 +171,10 @@ def test_bad_parameters_fail_with_one_line_and_no_file(tmp_path, capsys, args, m
 # ------------------------------------------------------------------ bad input, tool failure
 def _no_yosys(monkeypatch):
     """Make any Yosys run fail the test: bad input must be refused before elaboration."""
-    import gen.generate
-
+    import dstar_rtl.gen.generate
     def never(*a, **k):
         raise AssertionError("Yosys ran on bad input")
-    monkeypatch.setattr(gen.generate, "run_yosys", never)
+    monkeypatch.setattr(dstar_rtl.gen.generate, "run_yosys", never)
 
 
 @pytest.mark.parametrize("name, args, message", [
@@ -215,13 +221,13 @@ def test_missing_output_folder_is_created(tmp_path, capsys):
 def test_yosys_failure_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
     """A Yosys failure used to print a traceback. Now: one line naming the error, exit status 1
     (the input was fine, the tool failed), and the files that were there are untouched."""
-    import gen.generate
-    from gen.yosys import YosysError
+    import dstar_rtl.gen.generate
+    from dstar_rtl.gen.yosys import YosysError
 
     def fail(*a, **k):
         raise YosysError("yosys failed (exit 1): ERROR: Module `dstar_pe' not found!\n"
                          "-- log tail --\nEnd of script.")
-    monkeypatch.setattr(gen.generate, "run_yosys", fail)
+    monkeypatch.setattr(dstar_rtl.gen.generate, "run_yosys", fail)
     out = tmp_path / "pe.v"
     out.write_text("old")
     rc = main(["generate", "pe", "--header", "-o", str(out)])
@@ -232,7 +238,7 @@ def test_yosys_failure_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypa
 
 
 def test_yosys_error_names_the_first_error_on_its_first_line():
-    from gen.yosys import YosysError, run_yosys
+    from dstar_rtl.gen.yosys import YosysError, run_yosys
 
     with pytest.raises(YosysError) as e:
         run_yosys("read_rtlil missing.il", {})

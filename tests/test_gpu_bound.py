@@ -1,11 +1,11 @@
-"""The A100 roofline bound of the paper-scale projection (sim/gpu_bound.py)."""
+"""The A100 roofline bound of the paper-scale projection (perf/gpu_bound.py)."""
 
 from dataclasses import replace
 
 import pytest
 
-from models.dit_shapes import MODELS, Attention, DiTModel, Linear
-from sim.gpu_bound import A100, roofline, step_bytes
+from dstar_rtl.models.dit_shapes import MODELS, Attention, DiTModel, Linear
+from dstar_rtl.perf.gpu_bound import A100, roofline, step_bytes
 
 
 def tiny_model(tokens=64, steps=10):

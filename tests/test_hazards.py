@@ -8,13 +8,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from golden.config import preset
-from golden.dit_int import IntDiTBlock
-from golden.layouts import VPU_OPS
-from models.dit import DiTSpec, init_params
-from program.compiler import S_READY, compile_block
-from program.hazards import accesses, check_program, hazards
-from program.isa import Cmd, core_preset
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.dit_int import IntDiTBlock
+from dstar_rtl.golden.layouts import VPU_OPS
+from dstar_rtl.models.dit import DiTSpec, init_params
+from dstar_rtl.program.compiler import S_READY, compile_block
+from dstar_rtl.program.hazards import accesses, check_program, hazards
+from dstar_rtl.program.isa import Cmd, core_preset
 
 SPEC = DiTSpec(image_size=8, patch=2, hidden=16, heads=2, depth=1)   # N 16, D 16, d 8
 
@@ -122,10 +122,10 @@ def test_without_overlap_nothing_is_checked_against_the_vrows():
 def test_whole_model_step_has_no_hazard():
     """The tiny DiT's step program (every block, the embedding and the final layer, the ABUF
     tensors placed by lifetime) on a cache step: no hazard."""
-    from models.dit import DIT_MODELS, start_noise
-    from models.dit_int_model import IntDiT
-    from program import isa
-    from program.model import compile_model
+    from dstar_rtl.models.dit import DIT_MODELS, start_noise
+    from dstar_rtl.models.dit_int_model import IntDiT
+    from dstar_rtl.program import isa
+    from dstar_rtl.program.model import compile_model
 
     spec = DIT_MODELS["tiny"]
     cfg = preset("tiny")
@@ -142,11 +142,11 @@ def test_whole_model_step_has_no_hazard():
 def test_trained_digits_model_on_fpga_has_no_hazard():
     """The program `dstar sample` runs on the fpga core (the trained digits DiT, buffers deep
     enough to hold it, 6,240 commands a step): no hazard on a cache step (about half a minute)."""
-    from models.digits import load_trained
-    from models.dit import start_noise
-    from models.dit_int_model import IntDiT
-    from program import isa
-    from program.model import compile_model, resident_depths
+    from dstar_rtl.models.digits import load_trained
+    from dstar_rtl.models.dit import start_noise
+    from dstar_rtl.models.dit_int_model import IntDiT
+    from dstar_rtl.program import isa
+    from dstar_rtl.program.model import compile_model, resident_depths
 
     spec, p = load_trained()
     cfg = preset("fpga", **resident_depths(IntDiT(spec, p, preset("fpga"))))

@@ -18,8 +18,14 @@ import tomllib
 
 ROOT = Path(__file__).parent.parent
 # The top-level packages the wheel packs, read from pyproject.toml (a copied list went stale).
-PACKAGES = sorted({p.split(".")[0] for p in tomllib.loads(
-    (ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]})
+PACKAGES = sorted({p.rstrip("*").split(".")[0] for p in tomllib.loads(
+    (ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]})
+
+
+def test_the_wheel_packs_one_top_level_package():
+    """Nothing generic (``models``, ``sim``, ``gen``, ...) lands in a user's site-packages."""
+    assert PACKAGES == ["dstar_rtl"]
+    assert sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()) == PACKAGES
 
 
 def _run(argv, cwd, env, timeout=1200):
@@ -54,6 +60,9 @@ def test_a_plain_install_runs_the_base_commands(tmp_path):
     _ok(_run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", wheels, src],
              tmp_path, env))
     (wheel,) = wheels.glob("dstar_rtl-*.whl")
+    import zipfile
+    tops = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"dstar_rtl"}, tops
     venv = tmp_path / "venv"
     _ok(_run([sys.executable, "-m", "venv", venv], tmp_path, env))
     py, dstar = venv / "bin" / "python", venv / "bin" / "dstar"

@@ -1,10 +1,11 @@
 """The layering of docs/architecture.md §1, checked on every import the source holds.
 
-``golden`` (the numerics) ← ``models`` ← {``analysis``, ``program``} and ``program`` ← ``rtl`` ←
-``gen`` ← {``fpga``, ``sim``} ← ``tb``, with the application ``dstar`` on top: a package imports
-only the packages below it (``fpga`` and ``sim`` never each other, the RTL only the core's
-program package besides the numerics), and nothing but the tests imports ``dstar``. Imports
-inside functions count like any other, and no package's modules import each other in a cycle.
+Inside the one top-level package ``dstar_rtl``: ``golden`` (the numerics) ← ``models`` ←
+{``analysis``, ``program``} and ``program`` ← ``rtl`` ← ``gen`` ← ``perf`` (the performance
+models) ← {``flows``, ``sim``} ← ``tb``, with the application ``app`` on top: a package imports
+only the packages below it (``flows`` and ``sim`` never each other, the RTL only the core's
+program package besides the numerics), and nothing but the tests imports ``app``. Imports inside
+functions count like any other, and no package's modules import each other in a cycle.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.sources import PACKAGES, ROOT, imported_modules, module_file
+from dstar_rtl.sim.sources import PACKAGE, PACKAGES, ROOT, imported_modules, module_file
 
 #: What each package may import besides itself.
 ALLOWED = {
@@ -24,18 +25,26 @@ ALLOWED = {
     "program": {"golden", "models"},
     "rtl": {"golden", "program"},
     "gen": {"golden", "program", "rtl"},
-    "fpga": {"golden", "models", "program", "rtl", "gen"},
-    "sim": {"golden", "models", "program", "rtl", "gen"},
-    "tb": {"golden", "models", "program", "rtl", "gen", "fpga", "sim"},
-    "dstar": {"golden", "models", "analysis", "program", "rtl", "gen", "fpga", "sim", "tb"},
+    "perf": {"golden", "models", "program", "rtl", "gen"},
+    "flows": {"golden", "models", "program", "rtl", "gen", "perf"},
+    "sim": {"golden", "models", "program", "rtl", "gen", "perf"},
+    "tb": {"golden", "models", "program", "rtl", "gen", "perf", "flows", "sim"},
+    "app": {"golden", "models", "analysis", "program", "rtl", "gen", "perf", "flows", "sim", "tb"},
 }
+
+
+def layer(mod: str) -> str | None:
+    """The package of ``dstar_rtl`` that module ``mod`` belongs to (``None`` for the top
+    package itself)."""
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else None
 
 
 def modules(root: Path = ROOT) -> list[str]:
     """Every module of the project's packages (and their subpackages) under ``root``."""
     out = []
     for pk in PACKAGES:
-        for f in (root / pk).rglob("*.py"):
+        for f in (root / PACKAGE / pk).rglob("*.py"):
             parts = f.relative_to(root).with_suffix("").parts
             out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return sorted(out)
@@ -45,10 +54,10 @@ def forbidden_arrows(root: Path = ROOT) -> list[str]:
     """``"a.b -> c.d"`` for every import of a package that ``ALLOWED`` does not grant."""
     bad = []
     for mod in modules(root):
-        pk = mod.split(".")[0]
+        pk = layer(mod)
         for dep in sorted(imported_modules(mod, root)):
-            dpk = dep.split(".")[0]
-            if dpk != pk and dpk not in ALLOWED[pk]:
+            dpk = layer(dep)
+            if dpk is not None and dpk != pk and dpk not in ALLOWED[pk]:
                 bad.append(f"{mod} -> {dep}")
     return bad
 
@@ -58,7 +67,7 @@ def dynamic_arrows(root: Path = ROOT) -> list[str]:
     forbidden arrow: a string constant or f-string that starts with a package name."""
     bad = []
     for mod in modules(root):
-        pk = mod.split(".")[0]
+        pk = layer(mod)
         path = module_file(mod, root)
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and getattr(node.func, "attr",
@@ -69,7 +78,7 @@ def dynamic_arrows(root: Path = ROOT) -> list[str]:
                 text = arg.value if isinstance(arg, ast.Constant) else (
                     arg.values[0].value if isinstance(arg, ast.JoinedStr) and arg.values
                     and isinstance(arg.values[0], ast.Constant) else "")
-                dpk = str(text).split(".")[0]
+                dpk = layer(str(text)) if str(text).startswith(f"{PACKAGE}.") else None
                 if dpk in ALLOWED and dpk != pk and dpk not in ALLOWED[pk]:
                     bad.append(f"{mod} -> {text}")
     return bad
@@ -79,7 +88,7 @@ def cycles(root: Path = ROOT) -> list[list[str]]:
     """Import cycles among the modules of one package (each cycle once, as found)."""
     mods = set(modules(root))
     graph = {m: {d for d in imported_modules(m, root) if d in mods and d != m
-                 and d.split(".")[0] == m.split(".")[0] and "." in d} for m in mods}
+                 and layer(d) == layer(m) and d.count(".") > 1} for m in mods}
     state, found = {}, []
 
     def visit(m, stack):
@@ -117,72 +126,77 @@ def test_no_import_cycle_inside_a_package():
 
 def _tree(tmp_path, files: dict) -> Path:
     for name, text in files.items():
-        path = tmp_path.joinpath(*name.split("/"))
+        path = tmp_path.joinpath(PACKAGE, *name.split("/"))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    (tmp_path / PACKAGE).mkdir(exist_ok=True)
+    (tmp_path / PACKAGE / "__init__.py").touch()
     for pk in PACKAGES:
-        (tmp_path / pk).mkdir(exist_ok=True)
-        (tmp_path / pk / "__init__.py").touch()
+        (tmp_path / PACKAGE / pk).mkdir(exist_ok=True)
+        (tmp_path / PACKAGE / pk / "__init__.py").touch()
     return tmp_path
 
 
 @pytest.mark.parametrize("text, target", [
-    ("from fpga.synth import synthesize\n", "fpga.synth"),
-    ("def f():\n    import sim.runner\n", "sim.runner"),
-    ("def f():\n    from dstar import cli\n", "dstar.cli"),
+    ("from dstar_rtl.flows.synth import synthesize\n", "dstar_rtl.flows.synth"),
+    ("def f():\n    import dstar_rtl.sim.runner\n", "dstar_rtl.sim.runner"),
+    ("def f():\n    from dstar_rtl.app import cli\n", "dstar_rtl.app.cli"),
+    ("from ..perf import chip_model\n", "dstar_rtl.perf.chip_model"),
 ])
 def test_the_checker_finds_an_upward_import(tmp_path, text, target):
-    root = _tree(tmp_path, {"gen/a.py": text, "fpga/synth.py": "", "sim/runner.py": "",
-                            "dstar/cli.py": ""})
-    pk = target.split(".")[0]
-    assert forbidden_arrows(root) == [f"gen.a -> {pk}", f"gen.a -> {target}"]
+    root = _tree(tmp_path, {"gen/a.py": text, "flows/synth.py": "", "sim/runner.py": "",
+                            "app/cli.py": "", "perf/chip_model.py": ""})
+    pk = target.rsplit(".", 1)[0]
+    assert forbidden_arrows(root) == [f"dstar_rtl.gen.a -> {pk}",
+                                      f"dstar_rtl.gen.a -> {target}"]
 
 
-def test_the_checker_finds_fpga_and_sim_importing_each_other(tmp_path):
-    root = _tree(tmp_path, {"fpga/a.py": "from sim import b\n", "sim/b.py": ""})
-    assert forbidden_arrows(root) == ["fpga.a -> sim", "fpga.a -> sim.b"]
+def test_the_checker_finds_flows_and_sim_importing_each_other(tmp_path):
+    root = _tree(tmp_path, {"flows/a.py": "from dstar_rtl.sim import b\n", "sim/b.py": ""})
+    assert forbidden_arrows(root) == ["dstar_rtl.flows.a -> dstar_rtl.sim",
+                                      "dstar_rtl.flows.a -> dstar_rtl.sim.b"]
 
 
 def test_the_checker_finds_a_module_named_by_string(tmp_path):
-    root = _tree(tmp_path, {"sim/a.py": "import importlib\n"
-                                        "def f(m):\n    importlib.import_module(f'tb.{m}')\n"})
-    assert dynamic_arrows(root) == ["sim.a -> tb."]
+    root = _tree(tmp_path, {"sim/a.py": "import importlib\ndef f(m):\n"
+                                        "    importlib.import_module(f'dstar_rtl.tb.{m}')\n"})
+    assert dynamic_arrows(root) == ["dstar_rtl.sim.a -> dstar_rtl.tb."]
 
 
 def test_the_checker_finds_a_cycle(tmp_path):
     root = _tree(tmp_path, {"golden/a.py": "from .b import x\n",
                             "golden/b.py": "def f():\n    from .a import y\n"})
-    assert cycles(root) == [["golden.a", "golden.b", "golden.a"]]
+    assert cycles(root) == [["dstar_rtl.golden.a", "dstar_rtl.golden.b", "dstar_rtl.golden.a"]]
 
 
 @pytest.mark.parametrize("src, target", [
-    ("golden/a.py", "models.dit"),          # the numerics import no model
-    ("golden/a.py", "program.isa"),         # ... nor the core's ISA or compiler
-    ("models/a.py", "program.model"),       # a model knows no core
-    ("models/a.py", "analysis.profile"),
-    ("analysis/a.py", "program.compiler"),
-    ("program/a.py", "analysis.trace"),
-    ("program/a.py", "rtl.core"),           # the compiler does not reach into the RTL
-    ("rtl/a.py", "models.dit"),             # the RTL takes the ISA, not the models
+    ("golden/a.py", "dstar_rtl.models.dit"),          # the numerics import no model
+    ("golden/a.py", "dstar_rtl.program.isa"),         # ... nor the core's ISA or compiler
+    ("models/a.py", "dstar_rtl.program.model"),       # a model knows no core
+    ("models/a.py", "dstar_rtl.analysis.profile"),
+    ("analysis/a.py", "dstar_rtl.program.compiler"),
+    ("program/a.py", "dstar_rtl.analysis.trace"),
+    ("program/a.py", "dstar_rtl.rtl.core"),           # the compiler does not reach into the RTL
+    ("rtl/a.py", "dstar_rtl.models.dit"),             # the RTL takes the ISA, not the models
 ])
 def test_the_checker_finds_a_planted_upward_import_in_each_package(tmp_path, src, target):
     mod, name = target.rsplit(".", 1)
     root = _tree(tmp_path, {src: f"def f():\n    from {mod} import {name}\n",
-                            f"{mod.replace('.', '/')}/{name}.py": ""})
-    a = src[:-3].replace("/", ".")
+                            f"{mod.split('.', 1)[1].replace('.', '/')}/{name}.py": ""})
+    a = "dstar_rtl." + src[:-3].replace("/", ".")
     assert forbidden_arrows(root) == [f"{a} -> {mod}", f"{a} -> {target}"]
 
 
 def test_golden_holds_the_numerics_alone():
     """The numerics reference stays small enough to read in an hour: under 6,000 lines, none of
     them the core's software, the models or the analyses."""
-    lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "golden").glob("*.py"))
+    lines = sum(len(p.read_text().splitlines()) for p in (ROOT / PACKAGE / "golden").glob("*.py"))
     assert lines < 6000, lines
-    names = {p.stem for p in (ROOT / "golden").glob("*.py")}
+    names = {p.stem for p in (ROOT / PACKAGE / "golden").glob("*.py")}
     assert not names & {"core_isa", "core_compiler", "dit", "checkpoint", "profile", "trace"}
 
 
-#: Inside the application: the shared pieces (``dstar.cli``, ``dstar.options``) ← ``benches`` ←
+#: Inside the application: the shared pieces (``app.cli``, ``app.options``) ← ``benches`` ←
 #: ``reports`` ← ``sweeps`` ← ``commands`` (the command line reaches its modules by name).
 DSTAR_ALLOWED = {
     "benches": {"top"},
@@ -193,8 +207,8 @@ DSTAR_ALLOWED = {
 
 
 def _dstar_room(mod: str) -> str:
-    parts = mod.split(".")
-    return parts[1] if len(parts) > 2 or parts[-1] in DSTAR_ALLOWED else "top"
+    parts = mod.split(".")[2:]
+    return parts[0] if len(parts) > 1 or parts[-1] in DSTAR_ALLOWED else "top"
 
 
 def forbidden_dstar_arrows(root: Path = ROOT) -> list[str]:
@@ -202,11 +216,11 @@ def forbidden_dstar_arrows(root: Path = ROOT) -> list[str]:
     grant (the shared pieces import no room)."""
     bad = []
     for mod in modules(root):
-        if not mod.startswith("dstar.") or mod == "dstar.cli":
+        if not mod.startswith("dstar_rtl.app.") or mod == "dstar_rtl.app.cli":
             continue
         room = _dstar_room(mod)
         for dep in sorted(imported_modules(mod, root)):
-            if dep.startswith("dstar.") and dep != "dstar":
+            if dep.startswith("dstar_rtl.app."):
                 to = _dstar_room(dep)
                 if to != room and to not in DSTAR_ALLOWED.get(room, set()):
                     bad.append(f"{mod} -> {dep}")
@@ -214,23 +228,24 @@ def forbidden_dstar_arrows(root: Path = ROOT) -> list[str]:
 
 
 def test_the_application_rooms_import_one_way():
-    assert {p.name for p in (ROOT / "dstar").iterdir() if (p / "__init__.py").is_file()} == \
-        set(DSTAR_ALLOWED)
+    app = ROOT / PACKAGE / "app"
+    assert {p.name for p in app.iterdir() if (p / "__init__.py").is_file()} == set(DSTAR_ALLOWED)
     assert forbidden_dstar_arrows() == []
 
 
 @pytest.mark.parametrize("src, target", [
-    ("dstar/benches/a.py", "dstar.reports.b"),
-    ("dstar/reports/a.py", "dstar.commands.b"),
-    ("dstar/sweeps/a.py", "dstar.commands.b"),
-    ("dstar/options.py", "dstar.benches.b"),
+    ("app/benches/a.py", "dstar_rtl.app.reports.b"),
+    ("app/reports/a.py", "dstar_rtl.app.commands.b"),
+    ("app/sweeps/a.py", "dstar_rtl.app.commands.b"),
+    ("app/options.py", "dstar_rtl.app.benches.b"),
 ])
 def test_the_checker_finds_an_upward_import_inside_the_application(tmp_path, src, target):
-    files = {src: f"from {target} import x\n", target.replace(".", "/") + ".py": ""}
+    files = {src: f"from {target} import x\n",
+             target.split(".", 1)[1].replace(".", "/") + ".py": ""}
     for room in DSTAR_ALLOWED:
-        files[f"dstar/{room}/__init__.py"] = ""
+        files[f"app/{room}/__init__.py"] = ""
     root = _tree(tmp_path, files)
-    a = src[:-3].replace("/", ".")
+    a = "dstar_rtl." + src[:-3].replace("/", ".")
     assert f"{a} -> {target}" in forbidden_dstar_arrows(root)
 
 
@@ -239,7 +254,7 @@ def test_the_application_serializes_json_in_one_place():
     cache entries and keys by :func:`gen.outputs.data_json`: no module of the application calls
     ``json.dumps`` itself (issue 48)."""
     bad = []
-    for f in sorted((ROOT / "dstar").rglob("*.py")):
+    for f in sorted((ROOT / PACKAGE / "app").rglob("*.py")):
         for node in ast.walk(ast.parse(f.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and node.func.attr in ("dumps", "dump")

@@ -8,7 +8,7 @@ from _initial import preset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from golden.layouts import (
+from dstar_rtl.golden.layouts import (
     baseline_group_layout,
     drain_layout,
     group_layout,
@@ -18,7 +18,7 @@ from golden.layouts import (
     unpack,
     weight_load_layout,
 )
-from golden.schedule import schedule_matrix
+from dstar_rtl.golden.schedule import schedule_matrix
 
 LAYOUTS = [group_layout, baseline_group_layout, drain_layout, weight_load_layout, recon_layout]
 CONFIGS = [preset("tiny"), preset("fpga"), preset("tiny", lanes=2, max_reduction=5),

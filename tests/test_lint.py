@@ -3,10 +3,10 @@ waivers of ``sim/lint.vlt``."""
 
 import pytest
 
-from gen.units import top_name
-from golden.config import preset
-from sim.lint import lint
-from sim.runner import ensure_verilog
+from dstar_rtl.gen.units import top_name
+from dstar_rtl.golden.config import preset
+from dstar_rtl.sim.lint import lint
+from dstar_rtl.sim.runner import ensure_verilog
 
 VARIANTS = {
     "tiny": ("tiny", {}),

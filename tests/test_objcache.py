@@ -3,8 +3,8 @@ compiler that records each call."""
 
 import sys
 
-from sim import objcache
-from sim.objcache import compile_cached
+from dstar_rtl.sim import objcache
+from dstar_rtl.sim.objcache import compile_cached
 
 FAKE_CXX = """\
 import sys, pathlib

@@ -7,27 +7,27 @@ import gc
 import pytest
 from amaranth.hdl import unsigned
 
-from golden.config import preset
-from golden.vpu import vpu_tables
-from program.isa import core_for
-from rtl.array import ArrayUnit, SystolicArray
-from rtl.chunker import ChunkAssembler, descriptor_layout
-from rtl.core import Core
-from rtl.core_abuf import SkewedBuffer
-from rtl.core_dispatch import Dispatcher
-from rtl.core_layouts import MemRead, MemWrite
-from rtl.core_matrix import MatrixEngine
-from rtl.core_quant import QuantEngine
-from rtl.core_vector import VectorEngine
-from rtl.mpu import MPU
-from rtl.packer import Packer
-from rtl.pe import Int8PE, OutputStationaryPE, SlicePE, slice_col_layout, slice_row_layout
-from rtl.sorter import BitonicSorter
-from rtl.stream_queue import StreamQueue
-from rtl.uart_core import UartCore
-from rtl.vpu import VPU
-from rtl.vpu_lane import VPULane
-from rtl.vpu_scalar import LayerNormRsqrt, SoftmaxRecip
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.vpu import vpu_tables
+from dstar_rtl.program.isa import core_for
+from dstar_rtl.rtl.array import ArrayUnit, SystolicArray
+from dstar_rtl.rtl.chunker import ChunkAssembler, descriptor_layout
+from dstar_rtl.rtl.core import Core
+from dstar_rtl.rtl.core_abuf import SkewedBuffer
+from dstar_rtl.rtl.core_dispatch import Dispatcher
+from dstar_rtl.rtl.core_layouts import MemRead, MemWrite
+from dstar_rtl.rtl.core_matrix import MatrixEngine
+from dstar_rtl.rtl.core_quant import QuantEngine
+from dstar_rtl.rtl.core_vector import VectorEngine
+from dstar_rtl.rtl.mpu import MPU
+from dstar_rtl.rtl.packer import Packer
+from dstar_rtl.rtl.pe import Int8PE, OutputStationaryPE, SlicePE, slice_col_layout, slice_row_layout
+from dstar_rtl.rtl.sorter import BitonicSorter
+from dstar_rtl.rtl.stream_queue import StreamQueue
+from dstar_rtl.rtl.uart_core import UartCore
+from dstar_rtl.rtl.vpu import VPU
+from dstar_rtl.rtl.vpu_lane import VPULane
+from dstar_rtl.rtl.vpu_scalar import LayerNormRsqrt, SoftmaxRecip
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 
@@ -160,7 +160,7 @@ def test_mem_ports_compare_by_depth_and_shape():
 
 
 def test_dispatcher_has_one_engine_port_per_engine():
-    from rtl.core_dispatch import ENGINES, EnginePort
+    from dstar_rtl.rtl.core_dispatch import ENGINES, EnginePort
     dsp = Dispatcher(CFG, core=CORE)
     member = dsp.signature.members["engines"]
     assert member.signature == EnginePort() and member.dimensions == (len(ENGINES),)

@@ -14,9 +14,9 @@ from _initial import preset
 from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
-from rtl.pe import Int8PE, SlicePE
-from sim.pe_vectors import SECTIONS, check_run, input_ports, output_ports, pe_case
-from sim.timing import pe_latency
+from dstar_rtl.perf.timing import pe_latency
+from dstar_rtl.rtl.pe import Int8PE, SlicePE
+from dstar_rtl.sim.pe_vectors import SECTIONS, check_run, input_ports, output_ports, pe_case
 
 SLICE_CONFIGS = {
     "tiny": dict(),

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-import dstar.cli
-import dstar.reports.pe_area as pe_area
-from golden.config import preset
+import dstar_rtl.app.cli
+import dstar_rtl.app.reports.pe_area as pe_area
+from dstar_rtl.golden.config import preset
 
 
 def _fake_synthesize(calls):
@@ -40,7 +40,7 @@ def test_each_lever_is_its_own_configuration_and_the_ratios_follow(reports, monk
     monkeypatch.setattr(pe_area, "synthesize", _fake_synthesize(calls))
     liberty = reports / "cells.lib"
     liberty.write_text("library (x) { }\n")
-    assert dstar.cli.main(["measure", "pe-area", "--liberty", str(liberty),
+    assert dstar_rtl.app.cli.main(["measure", "pe-area", "--liberty", str(liberty),
                            "--out-dir", str(reports)]) == 0
     rec = json.loads((reports / "pe_area.json").read_text())
     n = len(pe_area.DSTAR_LEVERS) + len(pe_area.INT8_LEVERS)
@@ -78,14 +78,15 @@ def test_bad_input_is_refused_before_any_synthesis(reports, monkeypatch, capsys)
         raise AssertionError("synthesis started on bad input")
     monkeypatch.setattr(pe_area, "synthesize", never)
     missing = reports / "nope.lib"
-    assert dstar.cli.main(["measure", "pe-area", "--liberty", str(missing),
+    assert dstar_rtl.app.cli.main(["measure", "pe-area", "--liberty", str(missing),
                            "--out-dir", str(reports)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "nope.lib: file not found" in err
     (reports / "bench.json").unlink()
     liberty = reports / "cells.lib"
     liberty.write_text("library (x) { }\n")
-    assert dstar.cli.main(["measure", "pe-area", "--liberty", str(liberty), "--presets", "fpga",
+    assert dstar_rtl.app.cli.main(["measure", "pe-area", "--liberty", str(liberty), "--presets",
+                                   "fpga",
                            "--out-dir", str(reports)]) == 2
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and "bench.json not found" in err

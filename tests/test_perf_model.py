@@ -1,14 +1,14 @@
-"""The core's cycle model (sim/perf_model.py): its rules on hand-made command streams, and its
+"""The core's cycle model (perf/perf_model.py): its rules on hand-made command streams, and its
 calibration and validation against the RTL core's own counters (tiny preset on Verilator in
 ``make test``; the full set of shapes and the fpga preset in ``make regress``)."""
 
 import pytest
 
-from dstar.benches.perf_workloads import isolated, layer_steps, shapes
-from golden.config import preset
-from program.isa import BUFFERS, core_for
-from sim.core_work import Work, trace_work
-from sim.perf_model import Timing, buffer_bytes, simulate
+from dstar_rtl.app.benches.perf_workloads import isolated, layer_steps, shapes
+from dstar_rtl.golden.config import preset
+from dstar_rtl.perf.core_work import Work, trace_work
+from dstar_rtl.perf.perf_model import Timing, buffer_bytes, simulate
+from dstar_rtl.program.isa import BUFFERS, core_for
 
 CFG = preset("tiny")
 T = Timing.structural(CFG)
@@ -90,7 +90,7 @@ def test_work_trace_counts_every_command_and_the_skips():
 
 
 def test_isolated_program_keeps_skip_ranges():
-    from program.isa import Cmd
+    from dstar_rtl.program.isa import Cmd
     cmds = [Cmd("SKIP", dict(count=2)), Cmd("NOP", {}), Cmd("NOP", {}), Cmd("END", {})]
     iso = isolated(cmds)
     assert iso[1].op == "SKIP" and iso[1].args["count"] == 4
@@ -102,7 +102,7 @@ def test_model_matches_the_rtl_core_tiny():
     """Calibrate on the tiny core (Verilator) and validate on two other layer shapes over two
     steps: every compute section and every whole step within 3 % of the RTL's ``cycles`` (ten
     shapes in make regress)."""
-    from dstar.benches.perf_validate import run
+    from dstar_rtl.app.benches.perf_validate import run
     rec = run(CFG, "verilator", n_validation=2, steps=2, block_steps=0, optimize=False)
     assert rec["shapes"] == 2
     s = rec["summary"]
@@ -117,7 +117,7 @@ def test_model_matches_the_rtl_core_tiny():
 @pytest.mark.parametrize("name", ["tiny", "fpga"])
 def test_model_matches_the_rtl_core_full(name):
     """The report's set: 10 validation shapes over 3 steps and the DiT block over 4 steps."""
-    from dstar.benches.perf_validate import run
+    from dstar_rtl.app.benches.perf_validate import run
     rec = run(preset(name), "verilator")
     assert rec["shapes"] >= 10
     assert rec["summary"]["step"]["max"] < 0.03, rec["summary"]
@@ -129,8 +129,8 @@ def test_program_runner_on_icarus():
     """The program-runner testbench (tb/test_core_programs.py) on Icarus: a layer's isolated
     and plain runs, every stored word checked against the executor; the counters agree with
     Verilator's (the RTL is cycle-exact on both)."""
-    from dstar.benches.core_programs import run_programs
-    from dstar.benches.perf_workloads import isolated_program, plain_program
+    from dstar_rtl.app.benches.core_programs import run_programs
+    from dstar_rtl.app.benches.perf_workloads import isolated_program, plain_program
     s = shapes(CFG, "validation", steps=2)[0]
     progs = [isolated_program(CFG, s), plain_program(CFG, s).program]
     core = core_for(CFG)
@@ -156,8 +156,8 @@ def test_vrow_law_interpolates_between_measured_row_lengths():
 
 def test_vrow_fit_recovers_a_law_from_isolated_commands():
     """Two row counts at one row length tell the fixed cycles apart; every row length gets its
-    own cycles per row (dstar.benches.perf_validate._fit_vrow)."""
-    from dstar.benches.perf_validate import _fit_vrow
+    own cycles per row (app.benches.perf_validate._fit_vrow)."""
+    from dstar_rtl.app.benches.perf_validate import _fit_vrow
     law = {1: 12.0, 4: 13.0, 10: 18.0}
     pts = [(r, r * nb, 7 + r * law[nb]) for r, nb in ((4, 1), (12, 1), (8, 4), (4, 10))]
     fit = _fit_vrow({"kv_amax/tok": pts})
@@ -169,7 +169,7 @@ def test_vrow_fit_recovers_a_law_from_isolated_commands():
 def test_vrow_fit_tells_a_latency_growing_with_the_row_apart():
     """Two row counts at two row lengths: the fixed cycles, those per beat of the last row
     (softmax_mx's output pass after the last row's exponentials) and those per row."""
-    from dstar.benches.perf_validate import _fit_vrow
+    from dstar_rtl.app.benches.perf_validate import _fit_vrow
     law = {1: 4.0, 4: 5.5, 10: 10.0}
     pts = [(r, r * nb, 7 + 3 * nb + r * law[nb])
            for r, nb in ((4, 1), (12, 1), (8, 4), (4, 10), (12, 10))]

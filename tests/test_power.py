@@ -1,13 +1,13 @@
-"""The energy arithmetic of fpga/power.py on a hand-made netlist and library (every figure
-computed here by hand), the toggle readers, the part names of fpga/gate.py, and `dstar power`'s
+"""The energy arithmetic of flows/power.py on a hand-made netlist and library (every figure
+computed here by hand), the toggle readers, the part names of flows/gate.py, and `dstar power`'s
 refusals. The gate-level measurement itself runs in make regress (tests/test_power_gate.py)."""
 
 import pytest
 
-import dstar.cli
-from fpga.gate import part_of
-from fpga.liberty import parse_liberty, read_liberty
-from fpga.power import energy, toggles_from_coverage, toggles_from_vcd
+import dstar_rtl.app.cli
+from dstar_rtl.flows.gate import part_of
+from dstar_rtl.flows.liberty import parse_liberty, read_liberty
+from dstar_rtl.flows.power import energy, toggles_from_coverage, toggles_from_vcd
 
 LIB = """
 library(power_test) {
@@ -166,7 +166,7 @@ def test_toggles_from_vcd(tmp_path):
 
 
 def run_dstar(capsys, *argv):
-    rc = dstar.cli.main([str(a) for a in argv])
+    rc = dstar_rtl.app.cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -203,9 +203,9 @@ def test_precision_workload_holds_one_precision(name, bits):
     product of the dequantized tiles (golden.schedule.execute, checked by the MPU's tests)."""
     import numpy as np
 
-    from golden.config import preset
-    from golden.fmdq import quantize_subchannels
-    from golden.vectors import precision_differences, precision_workload
+    from dstar_rtl.golden.config import preset
+    from dstar_rtl.golden.fmdq import quantize_subchannels
+    from dstar_rtl.golden.vectors import precision_differences, precision_workload
     cfg = preset(name)
     rng = np.random.default_rng(bits)
     dx = precision_differences(rng, cfg, cfg.tile, 40, bits)
@@ -219,8 +219,8 @@ def test_precision_workload_holds_one_precision(name, bits):
 def test_precision_workload_refuses_other_precisions():
     import numpy as np
 
-    from golden.config import preset
-    from golden.vectors import precision_differences
+    from dstar_rtl.golden.config import preset
+    from dstar_rtl.golden.vectors import precision_differences
     with pytest.raises(ValueError, match=r"bits must be one of \(2, 4, 6, 8\), not 3"):
         precision_differences(np.random.default_rng(0), preset("tiny"), 4, 4, 3)
 
@@ -242,7 +242,7 @@ def test_the_image_inputs_are_checked_before_any_work(tmp_path, capsys, text, ma
 
 def test_a_quiet_cycle_is_energy_with_only_the_clock_moving(lib):
     """The direct idle cycle equals :func:`energy` with the clock net's two transitions."""
-    from fpga.power import clock_energy
+    from dstar_rtl.flows.power import clock_energy
     fast, slow = clock_energy(NETLIST, lib, 3, 2.0), energy(NETLIST, lib, {3: 2}, 2.0)
     for part, p in slow["parts"].items():
         for k, v in p.items():

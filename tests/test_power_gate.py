@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-import dstar.cli
-from dstar.benches.resources import NANGATE, unit_config
-from golden.config import preset
+import dstar_rtl.app.cli
+from dstar_rtl.app.benches.resources import NANGATE, unit_config
+from dstar_rtl.golden.config import preset
 
 #: The library is the user's (never in the project): the Nangate45 copy beside it, as `dstar
 #: power` defaults to; without it these fail naming the missing file.
@@ -17,16 +17,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.cocotb]
 
 
 def _netlist(unit, cfg):
-    from fpga.gate import gate_sources
-    from fpga.synth import synthesize
+    from dstar_rtl.flows.gate import gate_sources
+    from dstar_rtl.flows.synth import synthesize
     res = synthesize(unit, cfg, "asic", liberty=NANGATE, parts=True, reuse=True)
     return gate_sources(res["workdir"])
 
 
-@pytest.mark.parametrize("unit, module", [("baseline", "tb.test_baseline"),
-                                          ("mpu", "tb.test_mpu")])
+@pytest.mark.parametrize("unit, module", [("baseline", "dstar_rtl.tb.test_baseline"),
+                                          ("mpu", "dstar_rtl.tb.test_mpu")])
 def test_gate_level_netlist_passes_the_rtl_testbench(unit, module):
-    from sim.runner import run_cocotb
+    from dstar_rtl.sim.runner import run_cocotb
     cfg = unit_config(unit, preset("tiny"))
     run_cocotb(unit, cfg, "verilator", module, seed=3, netlist=_netlist(unit, cfg), tag="gate")
 
@@ -35,13 +35,13 @@ def test_two_transition_counts_agree():
     """The same run (same seed, testbench and netlist) counted by Verilator's toggle coverage
     and from its VCD: the coverage counts every evaluation within a time step (the testbench's
     writes land after the clock edge's), so it may count more, within a few percent."""
-    from fpga.power import toggles_from_coverage, toggles_from_vcd
-    from sim.runner import run_cocotb
+    from dstar_rtl.flows.power import toggles_from_coverage, toggles_from_vcd
+    from dstar_rtl.sim.runner import run_cocotb
     cfg = unit_config("baseline", preset("tiny"))
     g = _netlist("baseline", cfg)
-    a = run_cocotb("baseline", cfg, "verilator", "tb.test_baseline", seed=1, netlist=g,
+    a = run_cocotb("baseline", cfg, "verilator", "dstar_rtl.tb.test_baseline", seed=1, netlist=g,
                    testcase="random_tiles", waves=True, tag="vcd")
-    b = run_cocotb("baseline", cfg, "verilator", "tb.test_baseline", seed=1, netlist=g,
+    b = run_cocotb("baseline", cfg, "verilator", "dstar_rtl.tb.test_baseline", seed=1, netlist=g,
                    testcase="random_tiles", toggles=True, tag="toggles")
     vcd, _ = toggles_from_vcd(a.test_dir / "dump.vcd", g.top, g.ports)
     cov = toggles_from_coverage(b.test_dir / "coverage.dat", g.top, g.ports)
@@ -52,7 +52,8 @@ def test_two_transition_counts_agree():
 
 
 def test_dstar_power_on_tiny(tmp_path, capsys):
-    rc = dstar.cli.main(["power", "--preset", "tiny", "--weights", "random", "--model", "tiny",
+    rc = dstar_rtl.app.cli.main(["power", "--preset", "tiny", "--weights", "random", "--model",
+                                 "tiny",
                          "--no-image", "--out", str(tmp_path)])
     out, err = capsys.readouterr()
     assert rc == 0, err

@@ -1,4 +1,4 @@
-"""The paper-scale projection (sim/chip_model.py, models/dit_shapes.py): its behaviour, not its
+"""The paper-scale projection (perf/chip_model.py, models/dit_shapes.py): its behaviour, not its
 numbers (those are in reports/projection.md)."""
 
 import json
@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-import dstar.cli
-from dstar.reports.projection import main
-from golden.config import preset
-from models.dit_shapes import MODELS, Attention, DiTModel, Linear
-from sim.chip_model import Chip, Workload, paper_timing, pcache_bytes, project_model
-from sim.perf_model import Timing
+import dstar_rtl.app.cli
+from dstar_rtl.app.reports.projection import main
+from dstar_rtl.golden.config import preset
+from dstar_rtl.models.dit_shapes import MODELS, Attention, DiTModel, Linear
+from dstar_rtl.perf.chip_model import Chip, Workload, paper_timing, pcache_bytes, project_model
+from dstar_rtl.perf.perf_model import Timing
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,7 +19,7 @@ CFG = preset("paper")
 
 
 def calibrated(offset_fpga=0):
-    """Timing dicts as dstar.benches.perf_validate writes them: structural values plus offsets."""
+    """Timing dicts as app.benches.perf_validate writes them: structural values plus offsets."""
     out = {}
     for name in ("tiny", "fpga"):
         s = Timing.structural(preset(name))
@@ -90,7 +90,7 @@ def test_missing_calibration_is_one_line_and_exit_2(tmp_path, capsys, content):
     pm = tmp_path / "perf_model.json"
     if content is not None:
         pm.write_text(content)
-    rc = dstar.cli.main(["measure", "projection", "--perf-model", str(pm),
+    rc = dstar_rtl.app.cli.main(["measure", "projection", "--perf-model", str(pm),
                          "--out-dir", str(tmp_path / "out")])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
@@ -152,7 +152,7 @@ def test_a_malformed_profile_or_bench_is_one_line_and_exit_2(tmp_path, capsys, w
              "bench": ROOT / "reports" / "bench.json"}
     files[which] = tmp_path / f"{which}.json"
     files[which].write_text(content)
-    rc = dstar.cli.main(["measure", "projection", "--perf-model", str(pm), "--profile",
+    rc = dstar_rtl.app.cli.main(["measure", "projection", "--perf-model", str(pm), "--profile",
                          str(files["profile"]), "--bench", str(files["bench"]),
                          "--out-dir", str(tmp_path / "out")])
     out, err = capsys.readouterr()
@@ -164,7 +164,7 @@ def test_a_core_makes_k_and_v_only_for_the_heads_of_its_query_tiles():
     """Head-major split: 8 query tiles per core of a head's 16 (DiT-XL/2 512 on 32 cores) touch
     one head; runs that do not divide the heads' tiles may straddle two; never more heads than
     there are."""
-    from sim.chip_model import heads_per_core
+    from dstar_rtl.perf.chip_model import heads_per_core
 
     assert heads_per_core(8, 16, 16) == 1
     assert heads_per_core(16, 16, 16) == 1
@@ -182,8 +182,8 @@ def test_a_layer_takes_the_fastest_plan_that_fits_its_core(timing):
     traffic), and no faster plan exists. More buffer never makes it slower."""
     from dataclasses import replace
 
-    from sim.chip_memory import MemorySystem
-    from sim.chip_model import linear_cost, linear_cycles
+    from dstar_rtl.perf.chip_memory import MemorySystem
+    from dstar_rtl.perf.chip_model import linear_cost, linear_cycles
     x = Linear("blk.fc2", 64, 4096, 1024, 1)
     chip = Chip()
     for bits in (4.0, None):
@@ -207,7 +207,7 @@ def test_attention_bound_from_the_drain_and_the_head_padding():
     on T = 64: QKᵀ at 72/72 and P·V at 72/128, equal products, so 2 / (1 + 128/72) = 0.72;
     head_dim 32: QKᵀ drain-bound at 32/64 and P·V at 32/64, 0.5 (any drain: QKᵀ 1, so
     2 / (1 + 2) = 2/3)."""
-    from sim.chip_model import attention_bound
+    from dstar_rtl.perf.chip_model import attention_bound
 
     def model(d):
         return DiTModel("m", 1, (), (Attention("attn", 1024, 1024, 4, d, 1),))
@@ -223,7 +223,7 @@ def test_attention_bound_from_the_drain_and_the_head_padding():
 def test_a_long_gemm_stream_is_its_steady_state_extended(timing, tile):
     """:func:`stream_cycles` extends a stream's fourth tile by its steady step: equal to the
     whole run of the command-level model."""
-    from sim.chip_model import _run, _stream, stream_cycles
+    from dstar_rtl.perf.chip_model import _run, _stream, stream_cycles
     for n in (1, 2, 3, 4, 7, 12):
         assert stream_cycles(timing, tile, n) == _run(timing, _stream([tile] * n)), n
 
@@ -233,7 +233,7 @@ def test_fused_rows_charge_the_statistics_read_and_the_residual_read_only():
     layernorms and two modulates read and write, two gated residuals read two and write one,
     GELU reads and writes four); fused, one read for the layernorm statistics and one residual
     read per gated residual: 4 (``chip_model._FUSED_ACCESSES``)."""
-    from sim.chip_model import vector_bytes
+    from dstar_rtl.perf.chip_model import vector_bytes
     chip = Chip()
     tokens, D = 1024, 1152
     m = DiTModel("one", 1, (Linear("blk.fc1", tokens, D, 4 * D, 3),), ())
@@ -259,7 +259,7 @@ def test_free_bytes_are_charged_nothing_on_both_chips(timing):
 
 
 def test_targets_say_met_only_when_both_are_reached():
-    from dstar.reports import state_levers as sl
+    from dstar_rtl.app.reports import state_levers as sl
 
     def row(lever, speedup, energy):
         cs = dict(state=1e9, activations=1e9, weights=1e8, pcache=0.0, compute_s=1e-3,
@@ -283,7 +283,7 @@ def test_every_lever_is_measured_against_the_same_int8_chip(timing):
     """:func:`state_levers.lever_rows` on a small model: a row per lever (the stateless ones
     only where a dense-bits figure exists) and per larger buffer; the overlapped drain takes
     no compute from either chip, the bound's charged bytes are at most every lever's."""
-    from dstar.reports import state_levers as sl
+    from dstar_rtl.app.reports import state_levers as sl
 
     wl = Workload("w", 3.0, 3.0, 0.9, 0.9, dense_bits=7.0)
     rows = sl.lever_rows([small_model(tokens=2048)], [wl], Chip(),
@@ -306,8 +306,8 @@ def test_our_bits_are_the_operating_points(tmp_path):
     """Our workload runs at the bits of the thresholds and base a user's configuration runs
     (``dstar profile --sweep``'s operating point), the kept blocks of the profile's SAR point;
     a malformed operating point is one line."""
-    from dstar.reports.projection_inputs import workloads
-    from gen.errors import UserError
+    from dstar_rtl.app.reports.projection_inputs import workloads
+    from dstar_rtl.gen.errors import UserError
 
     prof, bench = ROOT / "reports" / "profile.json", ROOT / "reports" / "bench.json"
     op = tmp_path / "op.json"

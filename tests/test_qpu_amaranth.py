@@ -8,26 +8,26 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
-from golden.bitonic import apply_network
-from golden.config import preset
-from golden.fmdq import dequant, quantize_subchannels
-from golden.layouts import pack, qpu_config_layout
-from golden.schedule import COUNTER_MAX, COUNTER_NAMES, execute, value_digits
-from golden.vectors import (
+from dstar_rtl.golden.bitonic import apply_network
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.fmdq import dequant, quantize_subchannels
+from dstar_rtl.golden.layouts import pack, qpu_config_layout
+from dstar_rtl.golden.schedule import COUNTER_MAX, COUNTER_NAMES, execute, value_digits
+from dstar_rtl.golden.vectors import (
     drain_words,
     exponent_sweep,
     qpu_workload,
     random_differences,
     random_weights,
 )
-from rtl.chain import QuantizedMatmul
-from rtl.qpu import QPU
-from rtl.qpu_front import QuantizeSlice
-from rtl.sorter import BitonicSorter
-from sim.amaranth_array import ArrayRun
-from sim.amaranth_qpu import run_qpu
-from sim.amaranth_streams import stream_get, stream_put
-from sim.timing import BINS_FIXED, array_latency, qpu_latency
+from dstar_rtl.perf.timing import BINS_FIXED, array_latency, qpu_latency
+from dstar_rtl.rtl.chain import QuantizedMatmul
+from dstar_rtl.rtl.qpu import QPU
+from dstar_rtl.rtl.qpu_front import QuantizeSlice
+from dstar_rtl.rtl.sorter import BitonicSorter
+from dstar_rtl.sim.amaranth_array import ArrayRun
+from dstar_rtl.sim.amaranth_qpu import run_qpu
+from dstar_rtl.sim.amaranth_streams import stream_get, stream_put
 
 KINDS = ("mixed", "zero", "max", "outlier", "sweep")
 
@@ -203,7 +203,7 @@ def test_chain_qpu_into_mpu(preset_name, code):
     out = ArrayRun([], [], [], -1)
 
     async def feed(ctx):
-        from golden.layouts import weight_load_layout
+        from dstar_rtl.golden.layouts import weight_load_layout
         for c, row in enumerate(W):
             ctx.set(dut.wload.payload.as_value(),
                     pack(weight_load_layout(cfg), dict(w=row, channel=c)))
@@ -250,7 +250,7 @@ def test_counters_saturate_at_32_bits():
 @pytest.mark.parametrize("name", sorted(n for n in QPU_CONFIGS if n.startswith("bins")))
 def test_bins_take_the_cycles_the_model_counts(name):
     """With no input gaps and the outputs always ready, a tile's last group leaves the QPU
-    :func:`golden.schedule.bin_cycles` + :data:`sim.timing.BINS_FIXED` cycles after its
+    :func:`golden.schedule.bin_cycles` + :data:`perf.timing.BINS_FIXED` cycles after its
     first sub-channel entered (what the core's cycle model charges a QUANT): on tiles of every
     kind, one per run."""
     overrides, B, thr = QPU_CONFIGS[name]

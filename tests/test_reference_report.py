@@ -1,9 +1,9 @@
-"""``dstar measure reference`` (dstar/reports/reference.py): the reference family's shapes, a
+"""``dstar measure reference`` (app/reports/reference.py): the reference family's shapes, a
 refusal named in one line, a compiled row's counts, and the report's tables."""
 
 import pytest
 
-from dstar.reports.reference import FAMILY, compile_row, markdown, reference_spec
+from dstar_rtl.app.reports.reference import FAMILY, compile_row, markdown, reference_spec
 
 
 def test_family_shapes():
@@ -21,9 +21,9 @@ def test_fpga_raises_ln_row_max_and_deepens_abuf_past_the_128_bit_command(monkey
     commands are 160 bits; the report names both."""
     import dataclasses
 
-    import dstar.reports.reference as ref
-    from models.dit import init_params
-    from program.isa import cmd_bits
+    import dstar_rtl.app.reports.reference as ref
+    from dstar_rtl.models.dit import init_params
+    from dstar_rtl.program.isa import cmd_bits
     spec = dataclasses.replace(reference_spec("DiT-S/2"), depth=1)
     monkeypatch.setattr(ref, "reference_spec", lambda name: spec)
     rec, prog = compile_row("DiT-S/2", init_params(spec, 0), "fpga")
@@ -37,8 +37,8 @@ def test_fpga_raises_ln_row_max_and_deepens_abuf_past_the_128_bit_command(monkey
 def test_a_small_model_compiles_with_its_counts(monkeypatch):
     """A family member shrunk to the tiny preset's scale compiles: its commands, host words and
     fc2 pieces counted from the program."""
-    import dstar.reports.reference as ref
-    from models.dit import DiTSpec, init_params
+    import dstar_rtl.app.reports.reference as ref
+    from dstar_rtl.models.dit import DiTSpec, init_params
     small = DiTSpec(image_size=8, patch=2, channels=4, hidden=16, depth=1, heads=2,
                     mlp_ratio=5.0, classes=4, freq_dim=16)
     monkeypatch.setattr(ref, "reference_spec", lambda name: small)
@@ -52,7 +52,7 @@ def test_a_small_model_compiles_with_its_counts(monkeypatch):
 
 
 def test_report_md_lines():
-    from dstar.reports.summary import _reference_section
+    from dstar_rtl.app.reports.summary import _reference_section
     assert _reference_section(None) == [] and _reference_section({"rows": []}) == []
     rec = dict(rows=[dict(model="DiT-S/2", preset="fpga", status="refused", reason="why"),
                      dict(model="DiT-S/2", preset="paper", status="compiled",
@@ -62,7 +62,7 @@ def test_report_md_lines():
     assert "| DiT-S/2 | fpga | refused: why |" in text
     assert "| DiT-S/2 | paper | compiled, 6,614 commands per step |" in text
     assert "executor equal to the integer model's (161 s)" in text
-    from dstar.reports.reference import H96
+    from dstar_rtl.app.reports.reference import H96
     rec["step_times"] = dict(model=dict(H96), preset="fpga", pieces={"fc2": 2},
                              executor_s_per_step=16.8, rtl_s_per_step=11.7,
                              rtl_cycles_per_step=587604.0, rtl_bit_exact=True)
@@ -71,7 +71,7 @@ def test_report_md_lines():
 
 
 def test_step_times_in_the_report():
-    from dstar.reports.reference import H96
+    from dstar_rtl.app.reports.reference import H96
     st = dict(model=dict(H96), preset="fpga", steps=2, pieces={"fc2": 2},
               executor_s_per_step=17.6, rtl_build_s=240.0, rtl_s_per_step=30.2,
               rtl_bit_exact=True, rtl_cycles_per_step=586660.0)
@@ -87,8 +87,8 @@ def test_step_times_in_the_report():
 def test_dit_s_first_step_on_the_paper_executor():
     """Issue 31: DiT-S/2 (random weights, 256 tokens) compiles at paper and its first step on the
     ISA executor equals the integer model's, every stored tensor compared (about 3 minutes)."""
-    from dstar.reports.reference import run_first_step
-    from models.dit import init_params
+    from dstar_rtl.app.reports.reference import run_first_step
+    from dstar_rtl.models.dit import init_params
     params = init_params(reference_spec("DiT-S/2"), 0)
     rec, prog = compile_row("DiT-S/2", params, "paper")
     assert rec["status"] == "compiled", rec.get("reason")

@@ -7,13 +7,13 @@ import shutil
 
 import pytest
 
-import dstar.cli
-import dstar.commands.render as rd
-from gen.paths import REPORTS
+import dstar_rtl.app.cli
+import dstar_rtl.app.commands.render as rd
+from dstar_rtl.gen.paths import REPORTS
 
 
 def test_every_committed_report_renders_as_committed(capsys):
-    assert dstar.cli.main(["render", "--all", "--check"]) == 0, capsys.readouterr().err
+    assert dstar_rtl.app.cli.main(["render", "--all", "--check"]) == 0, capsys.readouterr().err
     assert f"{len(rd.RENDERERS)} reports render as committed" in capsys.readouterr().out
 
 
@@ -24,9 +24,9 @@ def test_a_report_that_differs_is_named_and_rendering_restores_it(tmp_path, monk
     orig = rd.render
     monkeypatch.setattr(rd, "REPORTS", tmp_path)
     monkeypatch.setattr(rd, "render", lambda n: orig(n, tmp_path))
-    assert dstar.cli.main(["render", "state-quality", "--check"]) == 1
+    assert dstar_rtl.app.cli.main(["render", "state-quality", "--check"]) == 1
     assert f"not what today's code renders: {tmp_path.name}/{md}" in capsys.readouterr().err
-    assert dstar.cli.main(["render", "state-quality"]) == 0
+    assert dstar_rtl.app.cli.main(["render", "state-quality"]) == 0
     assert (tmp_path / md).read_text() == (REPORTS / md).read_text()
 
 
@@ -36,6 +36,6 @@ def test_a_report_that_differs_is_named_and_rendering_restores_it(tmp_path, monk
     (["render", "--all", "vpu"], "name reports"),
 ])
 def test_bad_input_is_one_line(argv, frag, capsys):
-    assert dstar.cli.main(argv) == 2
+    assert dstar_rtl.app.cli.main(argv) == 2
     err = capsys.readouterr().err
     assert frag in err and err.count("\n") == 1

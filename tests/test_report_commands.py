@@ -1,7 +1,7 @@
 """Every figure is reproducible by a make target: each committed report JSON names the command
 that made it (``"command"``, added by :func:`gen.outputs.write_together` to every JSON object a
 ``dstar`` command writes), that command is one an experiment of the registry runs
-(dstar/experiments.py; ``make reports`` is ``dstar measure --all``), and the registry's bench
+(app/experiments.py; ``make reports`` is ``dstar measure --all``), and the registry's bench
 runs exactly the command of the headline in ``reports/bench.json``."""
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gen import outputs
+from dstar_rtl.gen import outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _registry_commands() -> list:
     """Every ``dstar`` command of the experiment registry (what ``make reports`` runs: ``dstar
     measure --all``), as a command line."""
-    from dstar.experiments import EXPERIMENTS, REPORT
+    from dstar_rtl.app.experiments import EXPERIMENTS, REPORT
     return [shlex.join(c) for e in EXPERIMENTS.values() for c in e.commands
             if c[0] == "dstar"] + [shlex.join(REPORT), "dstar measure --all"]
 
@@ -36,7 +36,7 @@ def _reports():
 
 
 def test_the_registry_runs_the_headline_bench_command():
-    from dstar.experiments import EXPERIMENTS
+    from dstar_rtl.app.experiments import EXPERIMENTS
     bench = json.loads((ROOT / "reports" / "bench.json").read_text())
     assert [shlex.join(c) for c in EXPERIMENTS["bench"].commands] == [bench["command"]]
 
@@ -77,7 +77,7 @@ def test_every_json_output_of_a_command_records_it(tmp_path):
 
 
 def test_the_dstar_command_line_is_recorded(tmp_path, capsys):
-    from dstar.cli import main
+    from dstar_rtl.app.cli import main
 
     rc = main(["sample", "--model", "tiny", "--backend", "float", "--steps", "1", "--labels",
                "1", "--out", str(tmp_path)])

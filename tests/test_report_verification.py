@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-import dstar.reports.summary as rs
-from sim import runner
+import dstar_rtl.app.reports.summary as rs
+from dstar_rtl.sim import runner
 
 TOOLS = {"amaranth": "0.5.10", "yosys": "0.70", "cocotb": "2.1.0", "verilator": "5.048",
          "icarus": "Icarus Verilog version 11.0"}
@@ -61,22 +61,28 @@ def _run(root, unit, simulator, module, seed, cases, verdict=True, folder=HASH, 
 
 def _fabricate(root):
     both = {"a": None, "b": None}
-    _run(root, "pe", "icarus", "tb.test_pe", 1, both)                              # passes
-    _run(root, "pe", "verilator", "tb.test_pe", 1, {"a": None, "b": "skipped"})    # skipped
-    _run(root, "mpu", "icarus", "tb.test_mpu", 1, {"a": None}, expected=["a", "b"])  # missing
-    _run(root, "mpu", "verilator", "tb.test_mpu", 1, {"a": "failure", "b": None})  # failed
-    _run(root, "vpu", "icarus", "tb.test_vpu", 1, both, identity={"sources": "0" * 64})
-    _run(root, "vpu", "verilator", "tb.test_vpu", 1, both,
+    _run(root, "pe", "icarus", "dstar_rtl.tb.test_pe", 1,
+         both)                              # passes
+    _run(root, "pe", "verilator", "dstar_rtl.tb.test_pe", 1, {"a": None,
+                                                              "b": "skipped"})    # skipped
+    _run(root, "mpu", "icarus", "dstar_rtl.tb.test_mpu", 1, {"a": None}, expected=["a",
+                                                                                   "b"])  # missing
+    _run(root, "mpu", "verilator", "dstar_rtl.tb.test_mpu", 1, {"a": "failure",
+                                                                "b": None})  # failed
+    _run(root, "vpu", "icarus", "dstar_rtl.tb.test_vpu", 1, both, identity={"sources": "0" * 64})
+    _run(root, "vpu", "verilator", "dstar_rtl.tb.test_vpu", 1, both,
          identity={"tools": {**runner.tool_versions("verilator"), "verilator": "5.040"}})
-    _run(root, "qpu", "icarus", "tb.test_qpu", 1, both, verdict=False)             # no verdict
+    _run(root, "qpu", "icarus", "dstar_rtl.tb.test_qpu", 1, both,
+         verdict=False)             # no verdict
     # a verdict that says pass although a test was skipped is not believed
-    _run(root, "qpu", "verilator", "tb.test_qpu", 1, {"a": None, "b": "skipped"}, **{"pass": True})
+    _run(root, "qpu", "verilator", "dstar_rtl.tb.test_qpu", 1, {"a": None, "b": "skipped"},
+         **{"pass": True})
 
 
 def _report(tmp_path):
     """Record ``build/sim`` (``dstar measure verification``) into the test's reports/, then
     ``dstar report``'s files."""
-    from dstar.reports.verification import main
+    from dstar_rtl.app.reports.verification import main
     assert main(["--out-dir", str(tmp_path / "reports")]) == 0
     return rs.report_files(tmp_path / "REPORT.md")
 
@@ -98,12 +104,13 @@ def test_a_skipped_run_is_not_a_pass(sim_root, tmp_path):
     d = sim_root / f"pe-tiny-{HASH}" / "runs" / "verilator-test_pe-1"
     d.mkdir(parents=True)
     (d / "results.xml").write_text(
-        '<testsuites><testsuite name="tb.test_pe"><testcase classname="tb.test_pe" name="a">'
-        '</testcase><testcase classname="tb.test_pe" name="b"><skipped /></testcase>'
+        '<testsuites><testsuite name="dstar_rtl.tb.test_pe">'
+        '<testcase classname="dstar_rtl.tb.test_pe" name="a">'
+        '</testcase><testcase classname="dstar_rtl.tb.test_pe" name="b"><skipped /></testcase>'
         "</testsuite></testsuites>")
     (d / "verdict.json").write_text(json.dumps({
         "unit": "pe", "preset": "tiny", "config_hash": HASH, "simulator": "verilator",
-        "module": "tb.test_pe", "expected": ["a", "b"], "passed": ["a"], "failed": [],
+        "module": "dstar_rtl.tb.test_pe", "expected": ["a", "b"], "passed": ["a"], "failed": [],
         "skipped": ["b"], "missing": [], "extra": [], "exit_code": 0, "results": True,
         "pass": False, "reason": "cocotb tests skipped", "unix_time": 1.8e9,
         "key": "0" * 64, "identity": {}}))
@@ -141,10 +148,11 @@ def test_verification_rows_say_why(sim_root):
 
 def test_a_stale_testbench_or_an_unreadable_verdict_does_not_pass(sim_root):
     both = {"a": None, "b": None}
-    _run(sim_root, "pe", "icarus", "tb.test_pe", 1, both, identity={"testbench": "1" * 64})
-    d = _run(sim_root, "mpu", "icarus", "tb.test_mpu", 1, both)
+    _run(sim_root, "pe", "icarus", "dstar_rtl.tb.test_pe", 1, both,
+         identity={"testbench": "1" * 64})
+    d = _run(sim_root, "mpu", "icarus", "dstar_rtl.tb.test_mpu", 1, both)
     (d / runner.VERDICT).write_text("{not json")
-    _run(sim_root, "vpu", "icarus", "tb.test_vpu", 1, both, key="0" * 64)   # a forged key
+    _run(sim_root, "vpu", "icarus", "dstar_rtl.tb.test_vpu", 1, both, key="0" * 64)   # a forged key
     rows = {r["unit"]: r for r in rs.verification()}
     assert not any(r["passing"] for r in rows.values())
     assert "stale: testbench" in rows["pe"]["why"]
@@ -156,8 +164,8 @@ def test_the_latest_run_of_a_name_is_the_one_shown(sim_root):
     """A later failing run of the same unit, preset, simulator and run name (in another
     configuration's folder) hides an earlier passing one."""
     both = {"a": None, "b": None}
-    _run(sim_root, "pe", "icarus", "tb.test_pe", 1, both)
-    _run(sim_root, "pe", "icarus", "tb.test_pe", 1, {"a": None, "b": "skipped"},
+    _run(sim_root, "pe", "icarus", "dstar_rtl.tb.test_pe", 1, both)
+    _run(sim_root, "pe", "icarus", "dstar_rtl.tb.test_pe", 1, {"a": None, "b": "skipped"},
          folder="f" * 16, unix_time=1.9e9)
     rows = rs.verification()
     assert len(rows) == 1 and not rows[0]["passing"] and "skipped" in rows[0]["why"]
@@ -166,19 +174,18 @@ def test_the_latest_run_of_a_name_is_the_one_shown(sim_root):
 def test_no_runs_is_said(sim_root, tmp_path, capsys):
     """Nothing recorded: the report says so; nothing to record: the command refuses (exit 2)
     and writes nothing."""
-    import dstar.cli
-
+    import dstar_rtl.app.cli
     files, summary = rs.report_files(tmp_path / "REPORT.md")
     assert "Not recorded yet" in files[tmp_path / "REPORT.md"]
     assert summary["verification"] == 0
-    assert dstar.cli.main(["measure", "verification", "--sim-root", str(tmp_path),
+    assert dstar_rtl.app.cli.main(["measure", "verification", "--sim-root", str(tmp_path),
                            "--out-dir", str(tmp_path / "reports")]) == 2
     assert "no cocotb run on today's sources in" in capsys.readouterr().err
     assert not (tmp_path / "reports" / "verification.json").exists()
 
 
 def test_a_record_made_on_other_sources_is_marked_stale(sim_root, tmp_path):
-    _run(sim_root, "pe", "icarus", "tb.test_pe", 1, {"a": None, "b": None})
+    _run(sim_root, "pe", "icarus", "dstar_rtl.tb.test_pe", 1, {"a": None, "b": None})
     md = _report(tmp_path)[0][tmp_path / "REPORT.md"]
     assert "**Stale**: recorded on RTL" not in md and "1 of 1 runs pass." in md
     f = tmp_path / "reports" / "verification.json"
@@ -189,12 +196,13 @@ def test_a_record_made_on_other_sources_is_marked_stale(sim_root, tmp_path):
 
 def test_runs_left_over_from_other_sources_are_counted_and_left_out(sim_root, tmp_path):
     """The record is the regression just run: a stale leftover is not a failing row of it."""
-    from dstar.reports.verification import record
+    from dstar_rtl.app.reports.verification import record
 
     both = {"a": None, "b": None}
-    _run(sim_root, "pe", "icarus", "tb.test_pe", 1, both)
-    _run(sim_root, "vpu", "icarus", "tb.test_vpu", 1, both, identity={"sources": "0" * 64})
-    _run(sim_root, "mpu", "icarus", "tb.test_mpu", 1, {"a": "failure", "b": None})
+    _run(sim_root, "pe", "icarus", "dstar_rtl.tb.test_pe", 1, both)
+    _run(sim_root, "vpu", "icarus", "dstar_rtl.tb.test_vpu", 1, both,
+         identity={"sources": "0" * 64})
+    _run(sim_root, "mpu", "icarus", "dstar_rtl.tb.test_mpu", 1, {"a": "failure", "b": None})
     rec = record()
     assert (rec["runs"], rec["passing"], rec["older"]) == (2, 1, 1)
     assert {r["unit"] for r in rec["rows"]} == {"pe", "mpu"}

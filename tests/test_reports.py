@@ -1,8 +1,8 @@
 """The report generators import and render Markdown tables from a small fake result (no tools
-run; the figures themselves come from ``dstar measure arrays`` / ``dstar.reports.qpu``)."""
+run; the figures themselves come from ``dstar measure arrays`` / ``app.reports.qpu``)."""
 
-from dstar.reports import arrays as report_arrays
-from dstar.reports import qpu as report_qpu
+from dstar_rtl.app.reports import arrays as report_arrays
+from dstar_rtl.app.reports import qpu as report_qpu
 
 
 def test_markdown_writers_render_tables():
@@ -49,7 +49,7 @@ def test_markdown_writers_render_tables():
 
 
 def test_vpu_report_renders_every_section():
-    from dstar.reports import vpu as report_vpu
+    from dstar_rtl.app.reports import vpu as report_vpu
 
     cyc = dict(vpu_lanes=4, max_reduction=8, rows=3, lengths=[4, 8], ops=["gelu"],
                sim_cycles_per_second=1000,
@@ -73,8 +73,8 @@ def test_vpu_report_renders_every_section():
 def test_packing_report_renders_and_refuses_bad_paths(tmp_path):
     import pytest
 
-    from dstar.reports import packing as report_packing
-    from gen.errors import UserError
+    from dstar_rtl.app.reports import packing as report_packing
+    from dstar_rtl.gen.errors import UserError
 
     row = dict(open_groups=0, pack_windows=1, groups=1000, lanes_valid=3600, lane_util=0.9,
                config_hash="abc",
@@ -101,7 +101,7 @@ def test_the_qpu_rate_file_is_read_by_its_rows(tmp_path):
 
     import pytest
 
-    from gen.errors import UserError
+    from dstar_rtl.gen.errors import UserError
 
     row = dict(preset="fpga", phase="steady state", groups_per_cycle=0.5)
     path = tmp_path / "qpu_rate.json"

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from golden.config import bitlen, preset
-from golden.vpu import acc_requant
-from rtl.requant import Requant
+from dstar_rtl.golden.config import bitlen, preset
+from dstar_rtl.golden.vpu import acc_requant
+from dstar_rtl.rtl.requant import Requant
 
 SH_W = 8
 

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from golden.config import preset
-from sim import runner
-from sim.runner import check_results, expected_tests, run_cocotb
-from sim.sources import ROOT, digest, elaboration_sources, import_closure
+from dstar_rtl.golden.config import preset
+from dstar_rtl.sim import runner
+from dstar_rtl.sim.runner import check_results, expected_tests, run_cocotb
+from dstar_rtl.sim.sources import ROOT, digest, elaboration_sources, import_closure
 
 NO_TESTS = """\
 import cocotb
@@ -64,18 +64,20 @@ def test_missing_results_fail(tmp_path):
 
 
 def test_expected_tests_come_from_the_module():
-    names = expected_tests("tb.test_mpu")
+    names = expected_tests("dstar_rtl.tb.test_mpu")
     assert names[:4] == ["random_tiles", "every_exponent", "arbitrary_groups", "cycles"]
     assert len(set(names)) == len(names)
-    assert expected_tests("tb.test_mpu", ["cycles"]) == ["cycles"]
-    with pytest.raises(ValueError, match="testcase \\['no_such_test'\\] not in tb.test_mpu"):
-        expected_tests("tb.test_mpu", ["no_such_test"])
+    assert expected_tests("dstar_rtl.tb.test_mpu", ["cycles"]) == ["cycles"]
+    with pytest.raises(ValueError,
+                       match="testcase \\['no_such_test'\\] not in dstar_rtl.tb.test_mpu"):
+        expected_tests("dstar_rtl.tb.test_mpu", ["no_such_test"])
 
 
 def test_unknown_testcase_is_refused_before_any_build(monkeypatch):
     monkeypatch.setattr(runner, "build", lambda *a, **k: pytest.fail("built anyway"))
     with pytest.raises(ValueError, match="no_such_test"):
-        run_cocotb("mpu", preset("tiny"), "icarus", "tb.test_mpu", testcase=["no_such_test"])
+        run_cocotb("mpu", preset("tiny"), "icarus", "dstar_rtl.tb.test_mpu",
+                   testcase=["no_such_test"])
 
 
 @pytest.fixture
@@ -92,8 +94,8 @@ def no_tests_module(tmp_path, monkeypatch):
 def test_a_module_without_tests_is_refused(no_tests_module):
     with pytest.raises(ValueError, match=f"{no_tests_module} defines no cocotb test"):
         expected_tests(no_tests_module)
-    with pytest.raises(ValueError, match="testcase selects no test of tb.test_mpu"):
-        expected_tests("tb.test_mpu", [])
+    with pytest.raises(ValueError, match="testcase selects no test of dstar_rtl.tb.test_mpu"):
+        expected_tests("dstar_rtl.tb.test_mpu", [])
 
 
 def test_a_run_of_a_module_without_tests_fails_before_any_build(no_tests_module, monkeypatch):
@@ -131,7 +133,7 @@ def _fake_run(tmp_path, monkeypatch, cases, code=0, expected=("a", "b"), **kw):
     monkeypatch.setattr(runner, "expected_tests", lambda m, t: list(expected))
     monkeypatch.setattr(runner, "build", lambda *a, **k: tmp_path / "pe-tiny-x" / "icarus")
     monkeypatch.setattr(cocotb_tools.runner, "get_runner", lambda sim: _FakeSimulator(cases, code))
-    return run_cocotb("pe", preset("tiny"), "icarus", "tb.test_pe", seed=3, **kw)
+    return run_cocotb("pe", preset("tiny"), "icarus", "dstar_rtl.tb.test_pe", seed=3, **kw)
 
 
 def _verdict(tmp_path):
@@ -145,11 +147,11 @@ def test_a_passing_run_leaves_its_verdict(tmp_path, monkeypatch):
     v = _verdict(tmp_path)
     assert v["pass"] is True and v["reason"] is None
     assert (v["unit"], v["preset"], v["config_hash"], v["simulator"], v["module"]) == (
-        "pe", "tiny", preset("tiny").hash(), "icarus", "tb.test_pe")
+        "pe", "tiny", preset("tiny").hash(), "icarus", "dstar_rtl.tb.test_pe")
     assert v["expected"] == v["passed"] == ["a", "b"]
     assert v["failed"] == v["skipped"] == v["missing"] == v["extra"] == [] and v["exit_code"] == 0
     assert v["time"] and v["unix_time"] > 0
-    identity = runner.run_identity("pe", preset("tiny").hash(), "icarus", "tb.test_pe")
+    identity = runner.run_identity("pe", preset("tiny").hash(), "icarus", "dstar_rtl.tb.test_pe")
     assert v["identity"] == identity and v["key"] == runner.run_key(identity)
 
 
@@ -178,7 +180,7 @@ def test_a_run_that_does_not_finish_leaves_no_verdict(tmp_path, monkeypatch):
             raise KeyboardInterrupt
     monkeypatch.setattr(cocotb_tools.runner, "get_runner", lambda sim: Crash())
     with pytest.raises(KeyboardInterrupt):
-        run_cocotb("pe", preset("tiny"), "icarus", "tb.test_pe", seed=3)
+        run_cocotb("pe", preset("tiny"), "icarus", "dstar_rtl.tb.test_pe", seed=3)
     assert not (tmp_path / "pe-tiny-x" / "runs" / "icarus-test_pe-3" / runner.VERDICT).exists()
 
 
@@ -192,8 +194,8 @@ def test_a_run_that_writes_no_results_does_not_pass_on_an_earlier_runs(tmp_path,
         def test(self, **_):
             pass
     monkeypatch.setattr(cocotb_tools.runner, "get_runner", lambda sim: Silent())
-    with pytest.raises(AssertionError, match="no results from tb.test_pe on icarus"):
-        run_cocotb("pe", preset("tiny"), "icarus", "tb.test_pe", seed=3)
+    with pytest.raises(AssertionError, match="no results from dstar_rtl.tb.test_pe on icarus"):
+        run_cocotb("pe", preset("tiny"), "icarus", "dstar_rtl.tb.test_pe", seed=3)
     assert _verdict(tmp_path)["pass"] is False
 
 
@@ -206,7 +208,8 @@ def test_real_run_missing_a_test_fails(monkeypatch):
     try:
         with pytest.raises(AssertionError,
                            match="ran \\['cycles'\\], expected \\['cycles', 'ghost'\\]"):
-            run_cocotb("mpu", preset("tiny"), "icarus", "tb.test_mpu", testcase=["cycles"],
+            run_cocotb("mpu", preset("tiny"), "icarus", "dstar_rtl.tb.test_mpu",
+                       testcase=["cycles"],
                        seed=1, tag="runner")
         v = json.loads((run_dir / runner.VERDICT).read_text())
         assert v["pass"] is False and v["passed"] == ["cycles"] and v["missing"] == ["ghost"]
@@ -217,45 +220,49 @@ def test_real_run_missing_a_test_fails(monkeypatch):
 # ------------------------------------------------------------------------------- build cache key
 
 def test_cache_key_covers_the_golden_modules_elaboration_reads():
-    files = {str(f.relative_to(ROOT)) for f in elaboration_sources()}
+    files = {str(f.relative_to(ROOT / "dstar_rtl")) for f in elaboration_sources()}
     for f in ("golden/vpu.py", "golden/schedule.py", "golden/fmdq.py", "golden/sar.py",
               "golden/config.py", "golden/layouts.py", "golden/bitonic.py", "program/isa.py",
               "rtl/core.py", "gen/generate.py"):
-        assert (ROOT / f).is_file(), f
+        assert (ROOT / "dstar_rtl" / f).is_file(), f
         assert f in files, f
 
 
 def test_cache_key_leaves_out_the_command_line_testbenches_and_flows():
-    """The command line (``dstar/cli.py``, ``dstar/commands/*.py``) is not elaboration: a help
+    """The command line (``app/cli.py``, ``app/commands/*.py``) is not elaboration: a help
     string
     must not rebuild every model; nor are the testbenches or the FPGA flow. The files checked
     must exist, so that a move cannot leave this test checking nothing."""
     files = set(elaboration_sources())
-    cli = [ROOT / "dstar" / "cli.py", *sorted((ROOT / "dstar" / "commands").glob("*.py"))]
-    tbs = sorted((ROOT / "tb").glob("*.py"))
-    flows = sorted((ROOT / "fpga").glob("*.py"))
+    pkg = ROOT / "dstar_rtl"
+    cli = [pkg / "app" / "cli.py", *sorted((pkg / "app" / "commands").glob("*.py"))]
+    tbs = sorted((pkg / "tb").glob("*.py"))
+    flows = sorted((pkg / "flows").glob("*.py"))
     assert cli[0].is_file() and len(cli) >= 5, cli
     assert len(tbs) >= 5 and len(flows) >= 3, (tbs, flows)
     assert not files & {*cli, *tbs, *flows}, sorted(files & {*cli, *tbs, *flows})
     # nothing from those packages at all, whatever is added to them later
-    assert not [f for f in files if f.relative_to(ROOT).parts[0] in ("dstar", "tb", "fpga")]
+    assert not [f for f in files if f.relative_to(pkg).parts[0] in ("app", "tb", "flows")]
 
 
 def test_cache_key_follows_imports_inside_functions(tmp_path):
-    pkg = tmp_path / "rtl"
-    pkg.mkdir()
+    top = tmp_path / "dstar_rtl"
+    pkg = top / "rtl"
+    pkg.mkdir(parents=True)
+    (top / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("def f():\n    from .b import x\n    from golden import c\n")
+    (pkg / "a.py").write_text("def f():\n    from .b import x\n"
+                              "    from dstar_rtl.golden import c\n")
     (pkg / "b.py").write_text("x = 1\n")
-    (tmp_path / "golden").mkdir()
-    (tmp_path / "golden" / "__init__.py").write_text("")
-    (tmp_path / "golden" / "c.py").write_text("import numpy\n")
-    got = {str(f.relative_to(tmp_path)) for f in import_closure(["rtl.a"], tmp_path)}
-    assert got == {"rtl/__init__.py", "rtl/a.py", "rtl/b.py", "golden/__init__.py",
-                   "golden/c.py"}
-    before = digest(import_closure(["rtl.a"], tmp_path), tmp_path)
-    (tmp_path / "golden" / "c.py").write_text("import numpy  # edited\n")
-    assert digest(import_closure(["rtl.a"], tmp_path), tmp_path) != before
+    (top / "golden").mkdir()
+    (top / "golden" / "__init__.py").write_text("")
+    (top / "golden" / "c.py").write_text("import numpy\n")
+    got = {str(f.relative_to(top)) for f in import_closure(["dstar_rtl.rtl.a"], tmp_path)}
+    assert got == {"__init__.py", "rtl/__init__.py", "rtl/a.py", "rtl/b.py",
+                   "golden/__init__.py", "golden/c.py"}
+    before = digest(import_closure(["dstar_rtl.rtl.a"], tmp_path), tmp_path)
+    (top / "golden" / "c.py").write_text("import numpy  # edited\n")
+    assert digest(import_closure(["dstar_rtl.rtl.a"], tmp_path), tmp_path) != before
 
 
 def test_cache_key_is_a_superset_of_what_elaboration_loads():
@@ -264,14 +271,14 @@ def test_cache_key_is_a_superset_of_what_elaboration_loads():
     code = (
         "import json, sys\n"
         "before = set(sys.modules)\n"
-        "from golden.config import preset\n"
-        "from gen.generate import to_rtlil\n"
+        "from dstar_rtl.golden.config import preset\n"
+        "from dstar_rtl.gen.generate import to_rtlil\n"
         "for u in ('uart_core', 'vpu', 'pe'):\n"
         "    to_rtlil(u, preset('tiny'))\n"
         "print(json.dumps(sorted(m for m in set(sys.modules) - before)))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
-    from sim.sources import module_file
+    from dstar_rtl.sim.sources import module_file
     loaded = {module_file(m) for m in json.loads(out.splitlines()[-1])} - {None}
     assert loaded and loaded <= set(elaboration_sources()), loaded - set(elaboration_sources())
 
@@ -350,7 +357,7 @@ def test_keys_are_stable_for_the_same_versions_and_change_with_any(tmp_path, ver
     def keys():
         return (runner.verilog_key(), runner.build_recipe(v, "verilator"),
                 runner.build_recipe(v, "icarus"),
-                runner.run_key(runner.run_identity("pe", "h", "icarus", "tb.test_pe")))
+                runner.run_key(runner.run_identity("pe", "h", "icarus", "dstar_rtl.tb.test_pe")))
     first = keys()
     assert keys() == first
     for tool, changes in (("amaranth", (1, 0, 0, 1)), ("yosys", (1, 0, 0, 1)),

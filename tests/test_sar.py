@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _ref import ref_quantize, ref_rnd
-from golden.config import preset
-from golden.sar import (
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.sar import (
     PRECISION_CODE_BITS,
     SARAttention,
     block_importance,

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _ref import ref_digits, ref_quantize, tile_columns
-from golden.fmdq import quantize_subchannels
-from golden.schedule import (
+from dstar_rtl.golden.fmdq import quantize_subchannels
+from dstar_rtl.golden.schedule import (
     COUNTER_MAX,
     Accumulator,
     Counters,
@@ -23,7 +23,7 @@ from golden.schedule import (
     slice_digits,
     slice_pe_execute,
 )
-from golden.vectors import random_differences, random_weights
+from dstar_rtl.golden.vectors import random_differences, random_weights
 
 SET = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DX_LO, DX_HI = -(2 ** 17), 2 ** 17 - 1   # act_width + 2 = 18 bits
@@ -612,7 +612,7 @@ def test_packing_groups_by_hand():
     the second chunk is read ascending, its first run (2: 1) refills the open group of
     exponent 2 (2 + 1 = 3 descriptors, one group): 3 groups. Whole tile: 5 → 1, 2: 3 → 1,
     7 → 1: 3 groups."""
-    from golden.schedule import packing_groups
+    from dstar_rtl.golden.schedule import packing_groups
 
     runs = [[(5, 3), (2, 2)], [(7, 1), (2, 1)]]
     assert packing_groups(runs, 4, "chunk") == 4
@@ -630,7 +630,7 @@ def test_packing_groups_by_hand():
 @pytest.mark.parametrize("seed", range(6))
 def test_packings_count_the_schedules_groups_and_never_more(seed):
     """``chunk`` is the schedule's own group count; merging partial groups never adds one."""
-    from golden.schedule import packing_groups
+    from dstar_rtl.golden.schedule import packing_groups
 
     rng = np.random.default_rng(seed)
     cfg = preset("tiny", sort_n=8, lanes=int(rng.choice([2, 4])))
@@ -652,7 +652,7 @@ def test_open_groups_by_hand():
     emits it short (last chunk), slot 1's with 8, 9 (full), and 10 goes out alone: 4 groups
     where the chunked packing needs 5. With one slot the run 3 of chunk 0 finds no free slot and
     goes out at once."""
-    from golden.schedule import pack_tile
+    from dstar_rtl.golden.schedule import pack_tile
 
     runs = [[(5, [0, 1, 2, 3, 4]), (3, [5, 6])], [(5, [7]), (3, [8, 9, 10])]]
     two = preset("tiny", lanes=4, open_groups=2)
@@ -730,7 +730,7 @@ def test_the_summed_executor_equals_the_beat_by_beat_one(case, drop):
     """:func:`execute`'s wrapping shortcut (``_execute_wrapping``) against its loop on every
     stream: well-formed ones (the shortcut must agree bit for bit, overflow flags included)
     and ones with a tile's ``last`` beat dropped (the shortcut must refuse and the loop run)."""
-    import golden.schedule as sch
+    import dstar_rtl.golden.schedule as sch
 
     cfg, dx, W = case
     stream = [g for ts in schedule_matrix(dx, cfg)[1] for g in ts.groups]

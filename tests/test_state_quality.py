@@ -1,10 +1,10 @@
-"""dstar measure state-quality (dstar/reports/state_quality.py): its points, its refusals and its
+"""dstar measure state-quality (app/reports/state_quality.py): its points, its refusals and its
 table; the measurement itself is make reports' (minutes)."""
 
 import pytest
 
-import dstar.cli
-from dstar.reports.state_quality import FRACS, PIECES, markdown, points
+import dstar_rtl.app.cli
+from dstar_rtl.app.reports.state_quality import FRACS, PIECES, markdown, points
 
 
 def test_every_fraction_at_the_operating_point_and_one_finer():
@@ -20,7 +20,8 @@ def test_every_fraction_at_the_operating_point_and_one_finer():
     (["--jobs", "0"], "--jobs >= 1"),
     (["--operating-point", "/nonexistent.json"], "--operating-point /nonexistent.json")])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, msg):
-    rc = dstar.cli.main(["measure", "state-quality", *argv, "--out-dir", str(tmp_path / "o")])
+    rc = dstar_rtl.app.cli.main(["measure", "state-quality", *argv, "--out-dir",
+                                 str(tmp_path / "o")])
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1 and msg in err
     assert not (tmp_path / "o").exists()

@@ -1,4 +1,5 @@
-"""rtl.stream_queue.StreamQueue: the same cycle behaviour as the SyncFIFOBuffered it wraps, the
+"""dstar_rtl.rtl.stream_queue.StreamQueue: the same cycle behaviour as the SyncFIFOBuffered it
+wraps, the
 latency and credit rules of its docstring, and its parameter checks."""
 
 import gc
@@ -10,7 +11,7 @@ from amaranth.lib import data
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.sim import Simulator
 
-from rtl.stream_queue import StreamQueue
+from dstar_rtl.rtl.stream_queue import StreamQueue
 
 # The refused (and the never elaborated) queues below warn "created but never used" when
 # collected; gc.collect() in those tests makes that happen under their filter.

@@ -1,4 +1,4 @@
-"""Smoke tests of the synthesis and place-and-route flow (``fpga.synth``, ``fpga.pnr``) on the
+"""Smoke tests of the synthesis and place-and-route flow (``flows.synth``, ``flows.pnr``) on the
 tiny preset's PE. The area figures themselves come from ``dstar measure arrays``."""
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from _initial import preset
 
-from fpga.synth import SynthError, resources, synth_script, synthesize, synthesize_rtlil
+from dstar_rtl.flows.synth import SynthError, resources, synth_script, synthesize, synthesize_rtlil
 
 CFG = preset("tiny")
 
@@ -27,7 +27,7 @@ def test_generic(tmp_path):
 
 
 def test_memory_bits_parse():
-    from fpga.synth import _memory_bits
+    from dstar_rtl.flows.synth import _memory_bits
 
     dump = ("  cell $mem_v2 $1\n    parameter \\ABITS 6\n    parameter \\SIZE 64\n"
             "    parameter \\WIDTH 32\n  end\n"
@@ -127,7 +127,7 @@ def test_ice40(tmp_path):
 
 @pytest.mark.slow
 def test_pnr(tmp_path):
-    from fpga.pnr import parse_fmax_log, place_and_route
+    from dstar_rtl.flows.pnr import parse_fmax_log, place_and_route
 
     r = synthesize("pe", CFG, "ecp5", nodsp=True, workdir=tmp_path / "syn")
     p = place_and_route(r["netlist"], workdir=tmp_path / "pnr", freq_mhz=50)
@@ -244,14 +244,14 @@ def test_asic_parts_sum_to_total(tmp_path):
     assert r["resources"]["area"] == pytest.approx(r["resources"]["yosys_area"])
     assert r["resources"]["ram_bits"] > 0 and r["resources"]["macros"] == {"$mem_v2": 1}
     assert [m["name"] for m in r["memories"]["list"] if not m["rom"]] == ["weights"]
-    from dstar.reports.asic import parts_of
+    from dstar_rtl.app.reports.asic import parts_of
     parts = parts_of(r)
     assert parts["PEs"]["modules"] == 4
     assert sum(p["area"] for p in parts.values()) == pytest.approx(r["resources"]["area"])
 
 
 def test_liberty_table_lookup():
-    from fpga.liberty import parse_liberty, read_liberty
+    from dstar_rtl.flows.liberty import parse_liberty, read_liberty
 
     lib = read_liberty(TINY_LIB)
     assert lib["cells"]["DFF"]["sequential"] and not lib["cells"]["NAND2"]["sequential"]
@@ -268,7 +268,7 @@ def test_liberty_table_lookup():
 
 def test_known_abc9_assertions_are_recognised():
     """Both of Yosys 0.70's abc9 assertions seen here take the abc fallback; other errors not."""
-    from fpga.synth import SynthError, _abc9_assertion
+    from dstar_rtl.flows.synth import SynthError, _abc9_assertion
 
     assert _abc9_assertion(SynthError("ERROR: Assert `x' failed in kernel/rtlil.cc:3091."))
     assert _abc9_assertion(SynthError(
@@ -287,7 +287,7 @@ def test_asic_runs_of_one_design_share_one_synthesis():
     """`dstar measure asic`: levers whose overrides equal the preset's default are the same
     design (same configuration hash, work directory): each design is synthesized once, so no two
     parallel jobs write one directory, and every run maps to a design with its signature."""
-    from dstar.reports.asic import RUNS, distinct_runs, lever_config
+    from dstar_rtl.app.reports.asic import RUNS, distinct_runs, lever_config
     unique, index = distinct_runs(RUNS)
 
     def sig(r):
@@ -301,7 +301,7 @@ def test_a_stored_run_is_the_same_design_whatever_its_source_positions():
     """Stored runs are looked up by the design, not by where in the Python sources its objects
     were made (issue 48): RTLIL that differs only in ``src`` attributes (another checkout, a
     moved line) is the same design; any other difference is not."""
-    from fpga.synth import same_design
+    from dstar_rtl.flows.synth import same_design
 
     a = ('attribute \\src "/a/rtl/pe.py:10"\nmodule \\top\n  attribute \\src "/a/rtl/pe.py:12"\n'
          '  wire width 4 \\x\nend\n')

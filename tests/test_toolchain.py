@@ -7,8 +7,8 @@ import importlib.util
 
 import pytest
 
-from sim import toolchain
-from sim.toolchain import FIRST_RUN_MESSAGE, TOOLS, Tool, needs_compile, warm
+from dstar_rtl.sim import toolchain
+from dstar_rtl.sim.toolchain import FIRST_RUN_MESSAGE, TOOLS, Tool, needs_compile, warm
 
 
 def _fake(tmp_path, monkeypatch, body):

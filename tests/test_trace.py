@@ -8,7 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from analysis.trace import (
+from dstar_rtl.analysis.trace import (
     analyze_fmdq,
     analyze_sar,
     load_trace,
@@ -17,7 +17,7 @@ from analysis.trace import (
     validate_trace,
     write_trace,
 )
-from golden.config import preset
+from dstar_rtl.golden.config import preset
 
 
 def _probs(S=2, H=1, N=8, seed=0):

@@ -8,10 +8,10 @@ import pytest
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
-from rtl.host_link import HostLink
-from rtl.uart import UARTRx, UARTTx
-from sim.amaranth_streams import stream_get, stream_put
-from sim.host_driver import (
+from dstar_rtl.rtl.host_link import HostLink
+from dstar_rtl.rtl.uart import UARTRx, UARTTx
+from dstar_rtl.sim.amaranth_streams import stream_get, stream_put
+from dstar_rtl.sim.host_driver import (
     QUERY,
     Frame,
     FrameDecoder,

@@ -6,12 +6,12 @@ link port, bit-exact against the ISA executor, and the status reply's user bits 
 import numpy as np
 from amaranth.sim import Simulator
 
-from golden.config import preset
-from program import isa
-from program.executor import CoreExecutor
-from rtl.uart_core import UartCore
-from sim.amaranth_uart import AmaranthUartTransport
-from sim.host_driver import HostDriver
+from dstar_rtl.golden.config import preset
+from dstar_rtl.program import isa
+from dstar_rtl.program.executor import CoreExecutor
+from dstar_rtl.rtl.uart_core import UartCore
+from dstar_rtl.sim.amaranth_uart import AmaranthUartTransport
+from dstar_rtl.sim.host_driver import HostDriver
 
 CFG = preset("tiny")
 CPB = 4                      # the shortest bit time the UART accepts: the fewest cycles

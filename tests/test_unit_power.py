@@ -1,4 +1,4 @@
-"""dstar/benches/unit_power.py: its pure parts (a run's cycles from cocotb's results, the split
+"""app/benches/unit_power.py: its pure parts (a run's cycles from cocotb's results, the split
 into idle and data energy, the parts grouped, the QPU's tiles of the trained DiT), and in make
 regress (the last test, marked slow) the gate-level measurement itself: the QPU at tiny mapped to
 the Nangate45 cells on a few random tiles, bit-exact against golden, its energy split
@@ -7,8 +7,8 @@ consistently."""
 import numpy as np
 import pytest
 
-from dstar.benches.resources import NANGATE
-from dstar.benches.unit_power import (
+from dstar_rtl.app.benches.resources import NANGATE
+from dstar_rtl.app.benches.unit_power import (
     dit_tiles,
     fj,
     group_parts,
@@ -16,10 +16,10 @@ from dstar.benches.unit_power import (
     run_cycles,
     split_energy,
 )
-from fpga.liberty import read_liberty
-from fpga.power import bounded_library
-from golden.config import preset
-from golden.vectors import qpu_workload
+from dstar_rtl.flows.liberty import read_liberty
+from dstar_rtl.flows.power import bounded_library
+from dstar_rtl.golden.config import preset
+from dstar_rtl.golden.vectors import qpu_workload
 
 XML = """<?xml version='1.0' encoding='utf-8'?>
 <testsuites name="cocotb tests"><testsuite name="tb.t" tests="2">

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _ref import ref_rnd
-from analysis.vpu_accuracy import (
+from dstar_rtl.analysis.vpu_accuracy import (
     METRICS,
     bounds,
     check,
@@ -23,12 +23,12 @@ from analysis.vpu_accuracy import (
     measure,
     softmax_cases,
 )
-from golden import vpu
-from golden.config import ConfigError, preset
-from golden.differential import DiffLinear, quantize_weights
-from golden.fmdq import quantize_tile_matrix, requant_params, requantize
-from golden.sar import expand_mask, p_to_int, weight_operand
-from golden.vpu import (
+from dstar_rtl.golden import vpu
+from dstar_rtl.golden.config import ConfigError, preset
+from dstar_rtl.golden.differential import DiffLinear, quantize_weights
+from dstar_rtl.golden.fmdq import quantize_tile_matrix, requant_params, requantize
+from dstar_rtl.golden.sar import expand_mask, p_to_int, weight_operand
+from dstar_rtl.golden.vpu import (
     VPUTables,
     acc_requant,
     diff_delta,
@@ -577,9 +577,9 @@ def test_acc_requant_with_a_stored_y():
     (saturated at ``acc_bits``) gives y, and Y goes out rounded by the shift at
     ``ystate_width`` with its saturation in the flags; the same rule as
     :class:`golden.differential.DiffLinear`."""
-    from golden.config import preset as full_preset
-    from golden.fmdq import requantize, rnd
-    from golden.vpu import acc_requant
+    from dstar_rtl.golden.config import preset as full_preset
+    from dstar_rtl.golden.fmdq import requantize, rnd
+    from dstar_rtl.golden.vpu import acc_requant
 
     cfg = full_preset("tiny", ystate_frac=2)
     rng = np.random.default_rng(5)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from golden.config import ConfigError, preset
-from golden.layouts import VPU_OPS, pack, vpu_cmd_layout, vpu_out_layout
-from golden.vpu import VPUTables
-from golden.vpu_stream import (
+from dstar_rtl.golden.config import ConfigError, preset
+from dstar_rtl.golden.layouts import VPU_OPS, pack, vpu_cmd_layout, vpu_out_layout
+from dstar_rtl.golden.vpu import VPUTables
+from dstar_rtl.golden.vpu_stream import (
     bench_rows,
     check_output,
     cmd_word,
@@ -23,11 +23,11 @@ from golden.vpu_stream import (
     out_beats,
     random_rows,
 )
-from rtl.arith import tree_stages
-from rtl.vpu import ROWS, VPU
-from sim.amaranth_streams import stream_get, stream_put
-from sim.amaranth_vpu import run_vpu
-from sim.timing import vpu_latency
+from dstar_rtl.perf.timing import vpu_latency
+from dstar_rtl.rtl.arith import tree_stages
+from dstar_rtl.rtl.vpu import ROWS, VPU
+from dstar_rtl.sim.amaranth_streams import stream_get, stream_put
+from dstar_rtl.sim.amaranth_vpu import run_vpu
 
 CONFIGS = {
     "tiny": preset("tiny"),
@@ -296,7 +296,7 @@ def test_an_output_beat_after_the_expected_ones_fails():
 @pytest.mark.parametrize("name", ["tiny", "lanes3"])
 def test_latency_is_within_the_trailing_window_bound(name):
     """Every operation, rows of one element and of ``max_reduction``: from a row's last input
-    beat to its first output beat takes at most :func:`sim.timing.vpu_latency` cycles (the
+    beat to its first output beat takes at most :func:`perf.timing.vpu_latency` cycles (the
     sinks' trailing windows are twice that)."""
     cfg = CONFIGS[name]
     rows = [bench_rows(cfg, op, n, 1, seed=n)[0] for op in VPU_OPS

@@ -1,0 +1,108 @@
+"""``dstar render``: rebuild a report's Markdown from its stored result, without measuring
+(issue 48).
+
+:data:`RENDERERS` names, per report, its stored JSON, its Markdown and the function that makes
+the one from the other (each measurement's own ``markdown``/``render``). ``dstar render NAME``
+rewrites ``reports/<md>`` from ``reports/<json>``; ``dstar render --all`` every one whose JSON is
+there; ``--check`` writes nothing and exits 1 naming the reports whose Markdown is not what
+today's code renders from their result (``tests/test_render.py`` keeps the committed reports
+so). Takes seconds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+from dstar_rtl.gen.errors import UserError
+from dstar_rtl.gen.outputs import check_output_dir, read_json, write_together
+from dstar_rtl.gen.paths import REPORTS
+
+__all__ = ["RENDERERS", "render", "register"]
+
+#: report → (stored JSON, Markdown, "module:function" rendering the record, how the record is
+#: passed: ``None`` whole, else the key of the part the function takes).
+RENDERERS = {
+    "arrays": ("arrays.json", "arrays.md", "dstar_rtl.app.reports.arrays:markdown", None),
+    "asic": ("asic_area.json", "asic_area.md", "dstar_rtl.app.reports.asic:render", None),
+    "bench": ("bench.json", "bench.md", "dstar_rtl.app.benches.layers:markdown", None),
+    "compare": ("compare.json", "compare.md", "dstar_rtl.app.reports.compare:markdown", None),
+    "core": ("core.json", "core.md", "dstar_rtl.app.reports.core:render", None),
+    "core-area": ("core_area.json", "core_area.md", "dstar_rtl.app.reports.core_area:render", None),
+    "design-sweep": ("design_sweep.json", "design_sweep.md", "dstar_rtl.app.sweeps.report:markdown",
+                     None),
+    "energy": ("energy.json", "energy.md", "dstar_rtl.app.reports.energy:markdown", None),
+    "packing": ("qpu_packing.json", "qpu_packing.md", "dstar_rtl.app.reports.packing:markdown",
+                None),
+    "pe-area": ("pe_area.json", "pe_area.md", "dstar_rtl.app.reports.pe_area:markdown", None),
+    "pe-levers": ("pe_levers.json", "pe_levers.md", "dstar_rtl.app.reports.pe_levers:markdown",
+                  None),
+    "perf": ("perf_model.json", "perf_model.md", "dstar_rtl.app.benches.perf_validate:markdown",
+             "presets"),
+    "profile": ("profile.json", "profile.md", "dstar_rtl.analysis.profile:markdown", None),
+    "profile-sweep": ("profile_sweep.json", "profile_sweep.md",
+                      "dstar_rtl.analysis.profile:sweep_markdown",
+                      None),
+    "projection": ("projection.json", "projection.md", "dstar_rtl.app.reports.projection:markdown",
+                   None),
+    "qpu-area": ("qpu_area.json", "qpu_area.md", "dstar_rtl.app.reports.qpu:markdown", None),
+    "reference": ("reference.json", "reference.md", "dstar_rtl.app.reports.reference:markdown",
+                  None),
+    "state-quality": ("state_quality.json", "state_quality.md",
+                      "dstar_rtl.app.reports.state_quality:markdown", None),
+    "vpu": ("vpu.json", "vpu.md", "dstar_rtl.app.reports.vpu:render", None),
+}
+
+
+def render(name: str, reports: Path = REPORTS) -> tuple:
+    """``(Markdown path, text)`` of report ``name`` rendered from its stored result."""
+    js, md, fn, part = RENDERERS[name]
+    rec = read_json(reports / js, f"the result of {name}")
+    mod, func = fn.split(":")
+    text = getattr(importlib.import_module(mod), func)(rec if part is None else rec[part])
+    return reports / md, text
+
+
+def register(sub):
+    p = sub.add_parser("render", help="rebuild reports' Markdown from their stored results "
+                                      "(measures nothing)",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="reports to render: " + ", ".join(RENDERERS))
+    p.add_argument("--all", action="store_true", help="every report whose result is there")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 naming the reports whose Markdown differs")
+    p.add_argument("--out-dir", type=Path, default=None, metavar="DIR",
+                   help="where the Markdown goes (default: beside the results, reports/)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    bad = [n for n in args.names if n not in RENDERERS]
+    if bad or (not args.names) == (not args.all):
+        raise UserError(f"name reports ({', '.join(RENDERERS)}) or --all"
+                        + (f"; not a report: {', '.join(bad)}" if bad else ""))
+    out = REPORTS if args.out_dir is None else check_output_dir(args.out_dir)
+    names = list(RENDERERS) if args.all else args.names
+    names = [n for n in names if (REPORTS / RENDERERS[n][0]).is_file() or not args.all]
+    files = {Path(out) / p.name: t for p, t in (render(n) for n in names)}
+    if args.check:
+        differ = [_shown(p) for p, t in files.items()
+                  if not p.is_file() or p.read_text() != t]
+        if differ:
+            print(f"dstar render: not what today's code renders: {', '.join(differ)}",
+                  file=sys.stderr)
+            return 1
+        print(f"{len(files)} reports render as committed")
+        return 0
+    write_together(files)
+    print("rendered " + ", ".join(_shown(p) for p in files))
+    return 0
+
+
+def _shown(p: Path) -> str:
+    try:
+        return str(Path(p).resolve().relative_to(REPORTS.parent.resolve()))
+    except ValueError:
+        return str(p)

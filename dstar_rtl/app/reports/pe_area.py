@@ -1,0 +1,211 @@
+"""Issue-28 report: the DSTAR PE against the INT8 PE in standard cells, lever by lever.
+
+``dstar measure pe-area [--presets fpga paper] [--liberty FILE.lib]`` writes
+``reports/pe_area.json`` and ``reports/pe_area.md``: one PE of each preset's default
+configuration synthesized alone on the standard-cell library (:func:`flows.synth.synthesize`,
+``asic`` target, the whole-core comparison's options :data:`flows.core_parts.ASIC_OPTIONS`
+without the hierarchy), then the same PE with each lever of :data:`DSTAR_LEVERS` alone, and the
+INT8 PE (``baseline_pe``) of the INT8 core's configuration (``datapath="int8"``) with each of
+:data:`INT8_LEVERS`. A PE synthesized alone is the array's
+PE as :mod:`gen.units` builds it: with the presets' broadcast operands (``weight_hop``,
+``act_hop`` > 1) its operands arrive as wires, as in every PE of the array but the few that
+register them.
+
+Each row gives the cells' area (combinational and sequential), flip-flops, the critical path
+(:func:`flows.liberty.critical_path`: NLDM tables, no wire load), and the PE's rate on a workload:
+values per cycle ``lanes × fill / (bits / 2)`` for DSTAR (a 2-bit digit per lane and cycle;
+``bits`` the average activation bits, ``fill`` the lane utilization) and 1 for INT8, so that
+``µm² per value/cycle`` sets area against throughput and ``PE per µm² vs INT8`` is the INT8 PE's
+µm² per value/cycle over the row's. The workload per preset (:func:`workload`): ``paper`` the
+whole-core comparison's (``reports/compare.json``: the projection's ``ours``), ``fpga`` the
+bench's (``reports/bench.json``: trained digits DiT). A lever that changes ``lanes`` keeps the
+preset's measured fill: the fill at another width is not measured (an upper bound for 8 lanes).
+A narrower saturating accumulator (``overflow_detect``) is exact only while its sticky flag stays
+clear; the report says so beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from dstar_rtl.app.options import Parser, check_liberty, resolve_liberty
+from dstar_rtl.flows.synth import synthesize, yosys_version
+from dstar_rtl.gen.errors import UserError
+from dstar_rtl.gen.outputs import check_output_dir, command_line, json_text, write_together
+from dstar_rtl.gen.paths import ROOT
+from dstar_rtl.gen.progress import say
+from dstar_rtl.gen.tables import md_table
+from dstar_rtl.golden.config import preset
+
+__all__ = ["DSTAR_LEVERS", "INT8_LEVERS", "workload", "levers", "measure", "unused_int8_levers",
+           "markdown", "main"]
+
+OUT = ROOT / "reports"
+PRESETS = ("fpga", "paper")
+
+#: DSTAR PE levers, each alone from the preset's default: label → Config overrides (a callable
+#: of the default configuration where the value depends on it).
+DSTAR_LEVERS = {
+    "default": {},
+    "accumulator 4 bits narrower, saturating": lambda c: dict(acc_width=c.acc_bits - 4,
+                                                              overflow_detect=True),
+    "accumulator as wide as INT8's, saturating": lambda c: dict(
+        acc_width=c.baseline_acc_width, overflow_detect=True),
+    "pe_stages 0": dict(pe_stages=0),
+    "pe_stages 2": dict(pe_stages=2),
+    "lanes 2": dict(lanes=2),
+    "lanes 8": dict(lanes=8),
+    "slice digits": dict(digits="slice"),
+    "multiplied products": dict(digit_product="multiply"),
+    "operands registered at every PE": dict(weight_hop=1, act_hop=1),
+}
+#: INT8 PE levers, each alone from the INT8 core's default (``datapath="int8"``: the preset
+#: with :data:`golden.config.INT8_CHOSEN`, no PE pipeline stage).
+INT8_LEVERS = {
+    "default": {},
+    "pe_stages 1": dict(pe_stages=1),
+    "pe_stages 2": dict(pe_stages=2),
+    "operands registered at every PE": dict(weight_hop=1, act_hop=1),
+}
+
+
+def workload(name: str, out: Path) -> dict:
+    """``{bits, fill, source}`` of the preset's workload (module docstring); a missing report is
+    a :class:`UserError` naming the command that writes it."""
+    if name == "paper":
+        path = out / "compare.json"
+        if not path.is_file():
+            raise UserError(f"{path} not found; run `dstar measure compare` first")
+        w = json.loads(path.read_text())["paper"]["workload"]
+        return dict(bits=w["bits"], fill=w["fill"],
+                    source=f"reports/compare.json, paper workload {w['name']!r}")
+    path = out / "bench.json"
+    if not path.is_file():
+        raise UserError(f"{path} not found; run `dstar measure bench` (make bench) first")
+    t = json.loads(path.read_text())["totals"]["all"]
+    return dict(bits=round(t["mean_act_bits"], 3), fill=round(t["lane_util"], 4),
+                source="reports/bench.json, trained digits DiT (make bench)")
+
+
+def levers(name: str) -> list:
+    """``[(pe kind, label, overrides)]`` of a preset: DSTAR's levers then INT8's."""
+    base = preset(name)
+    rows = [("dstar", label, over(base) if callable(over) else over)
+            for label, over in DSTAR_LEVERS.items()]
+    return rows + [("int8", label, dict(datapath="int8", **over))
+                   for label, over in INT8_LEVERS.items()]
+
+
+def measure(name: str, liberty: str, reuse: bool, wl: dict) -> dict:
+    """Synthesize every lever of a preset; ``{workload, rows: {kind/label: row}}``."""
+    from dstar_rtl.flows.core_parts import ASIC_OPTIONS
+
+    opts = {k: v for k, v in ASIC_OPTIONS.items() if k != "parts"}
+    rows = {}
+    for kind, label, over in levers(name):
+        cfg = preset(name, **over)
+        unit = "pe" if kind == "dstar" else "baseline_pe"
+        say(f"pe-area {name}: {kind} {label} ...")
+        r = synthesize(unit, cfg, "asic", liberty=liberty, reuse=reuse, **opts)
+        res = r["resources"]
+        rate = (cfg.lanes * wl["fill"] / (wl["bits"] / 2)) if kind == "dstar" else 1.0
+        rows[f"{kind}/{label}"] = dict(
+            kind=kind, lever=label, overrides=over, config_hash=cfg.hash(),
+            area_um2=round(res["area"], 1), comb_um2=round(res["combinational_area"], 1),
+            seq_um2=round(res["sequential_area"], 1), ff=res["ff"],
+            acc_bits=cfg.baseline_acc_width if kind == "int8" else cfg.acc_bits,
+            critical_ns=(r.get("timing") or {}).get("delay"),
+            values_per_cycle=round(rate, 4), um2_per_value=round(res["area"] / rate, 1),
+            seconds=r.get("seconds"))
+    ref = rows["int8/default"]["um2_per_value"]
+    base = rows["dstar/default"]["area_um2"]
+    for row in rows.values():
+        row["per_um2_vs_int8"] = round(ref / row["um2_per_value"], 3)
+        if row["kind"] == "dstar":
+            row["area_vs_default"] = round(row["area_um2"] / base - 1, 4)
+    return dict(workload=wl, rows=rows)
+
+
+def unused_int8_levers(rows: dict) -> list:
+    """INT8 rows smaller than the INT8 default whose critical path is no longer than the DSTAR
+    default's: optimizations a clock-matched INT8 baseline could take and its default does
+    not."""
+    ref, d = rows["int8/default"], rows["dstar/default"]
+    return [r for r in rows.values()
+            if r["kind"] == "int8" and r["area_um2"] < ref["area_um2"]
+            and r["critical_ns"] and d["critical_ns"] and r["critical_ns"] <= d["critical_ns"]]
+
+
+def markdown(rec: dict) -> str:
+    md = ["# The DSTAR PE against the INT8 PE in standard cells, lever by lever", "",
+          f"Generated {rec['generated']} by `{rec['command']}`; Yosys {rec['yosys']}, library "
+          f"{rec['liberty']['name']} (sha256 `{rec['liberty']['sha256'][:16]}`), `synth -booth` "
+          "as in the whole-core comparison. One PE alone per row (as the array builds it: the "
+          "presets broadcast their operands, so they arrive as wires); each lever alone from "
+          "the preset's default, INT8's from the INT8 core's (`datapath = \"int8\"`, no PE "
+          "stage). Rate: values per cycle = lanes × fill / (bits / 2) for DSTAR, "
+          "1 for INT8; *per µm² vs INT8* is the INT8 default's µm² per value/cycle over the "
+          "row's. Critical path from the library's NLDM tables, no wire load.", ""]
+    for name, p in rec["presets"].items():
+        wl = p["workload"]
+        md += [f"## `{name}`", "",
+               f"Workload: {wl['bits']} average bits, lane fill {wl['fill']} ({wl['source']}). "
+               "Rows with other lanes keep this fill (not measured at their width).", ""]
+        head = ["PE", "lever", "µm²", "vs default", "comb.", "seq.", "FF", "acc bits",
+                "critical ns", "values/cycle", "µm² per value/cycle", "per µm² vs INT8"]
+        body = []
+        for row in p["rows"].values():
+            vs = (f"{100 * row['area_vs_default']:+.1f} %" if "area_vs_default" in row
+                  else "")
+            body.append([row["kind"].upper() if row["kind"] == "int8" else "DSTAR",
+                         row["lever"], f"{row['area_um2']:,.1f}", vs,
+                         f"{row['comb_um2']:,.1f}", f"{row['seq_um2']:,.1f}", row["ff"],
+                         row["acc_bits"],
+                         f"{row['critical_ns']:.2f}" if row["critical_ns"] else "–",
+                         f"{row['values_per_cycle']:.2f}", f"{row['um2_per_value']:,.1f}",
+                         f"{row['per_um2_vs_int8']:.2f}×"])
+        md += [md_table(head, body), ""]
+        unused = unused_int8_levers(p["rows"])
+        if unused:
+            names = "; ".join(f"{r['lever']} ({r['area_um2']:,.1f} µm², "
+                              f"{r['critical_ns']:.2f} ns)" for r in unused)
+            md += ["INT8 levers that make its PE smaller without a longer critical path than "
+                   f"the DSTAR default's, which the INT8 core's default does not take: {names}.",
+                   ""]
+    md += ["A saturating accumulator narrower than the derived width (numerics §2.1) is exact "
+           "only while its sticky overflow flag stays clear: the flag, not this table, says "
+           "whether a model fits it.", ""]
+    return "\n".join(md)
+
+
+def main(argv=None, prog=None) -> int:
+    ap = Parser(prog=prog or "dstar measure pe-area", description=__doc__.split("\n")[0])
+    ap.add_argument("--presets", nargs="+", choices=PRESETS, default=list(PRESETS),
+                    help="presets to measure (default: fpga paper)")
+    ap.add_argument("--liberty", type=Path, default=None,
+                    help="standard-cell library (default: the Nangate45 library beside the "
+                         "project)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse stored synthesis results of identical designs and scripts")
+    ap.add_argument("--out-dir", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    out = check_output_dir(args.out_dir)
+    liberty = resolve_liberty(args.liberty)
+    info = check_liberty(liberty)
+    wls = {name: workload(name, out) for name in args.presets}
+    rec = dict(command=command_line() or "dstar measure pe-area",
+               generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               yosys=yosys_version(), liberty=info, presets={})
+    for name in args.presets:
+        rec["presets"][name] = measure(name, str(liberty), args.reuse, wls[name])
+    write_together({out / "pe_area.json": json_text(rec),
+                    out / "pe_area.md": markdown(rec)})
+    say(f"wrote {out / 'pe_area.json'} and .md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""``dstar measure projection`` → ``reports/projection.{json,md,png}``: the paper-scale
+projection of :mod:`perf.chip_model` on every model under each workload, every byte
+charged, with its energy per image (:mod:`perf.chip_energy`, when ``dstar power``'s
+and ``dstar measure compare``'s reports are there) and the levers on FMDQ's state
+(:mod:`app.reports.state_levers`)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from dstar_rtl.app.options import Parser
+from dstar_rtl.app.reports import state_levers
+from dstar_rtl.app.reports.projection_inputs import OPERATING_POINT, load_calibration, workloads
+from dstar_rtl.gen.errors import UserError
+from dstar_rtl.gen.outputs import check_output_dir, json_text, read_json, save_png, write_together
+from dstar_rtl.gen.progress import say
+from dstar_rtl.gen.tables import md_table
+from dstar_rtl.golden.config import ConfigError, preset
+from dstar_rtl.models.dit_shapes import MODELS
+from dstar_rtl.models.published import PAPER_CHIP
+from dstar_rtl.perf.chip_energy import fpga_side, row_energy
+from dstar_rtl.perf.chip_model import Chip, int8_timing, paper_timing, project_model
+from dstar_rtl.perf.gpu_bound import A100
+
+__all__ = ["LEVER_MODEL", "run", "markdown", "plot", "main"]
+
+
+#: The model the levers' table details (the paper's headline model).
+LEVER_MODEL = "DiT-XL/2 512"
+
+
+def _energy_context(energy: Path, compare: Path) -> tuple:
+    """``((area_model, fpga, fpga_cfg, voltage), note)`` for
+    :func:`perf.chip_energy.row_energy` from ``dstar power``'s and ``dstar measure
+    compare``'s reports, or ``(None, why)`` when either is missing."""
+    if not (energy.is_file() and compare.is_file()):
+        return None, (f"energy per image: not computed ({energy} or {compare} missing: run "
+                      f"`dstar power` and `dstar measure compare`)")
+    rep = read_json(energy, "--energy (the report of `dstar power`)")
+    cmp = read_json(compare, "--compare (the report of `dstar measure compare`)")
+    try:
+        side = fpga_side(rep)
+        area = cmp["paper"]["area_model"]
+        fcfg = preset(rep["preset"])
+    except (KeyError, TypeError, ConfigError) as exc:
+        raise UserError(f"{energy} or {compare} is not a report of `dstar power` / `dstar "
+                        f"measure compare` ({type(exc).__name__}: {exc})") from None
+    return (area, side["sides"], fcfg, side["voltage"]), (
+        f"energy per image: the `fpga` cores' gate-level energies of {energy} carried to the "
+        f"`paper` core (`perf/chip_energy.py`), the part areas of {compare}")
+
+
+def run(perf_model: Path, profile: Path, bench: Path, energy: Path | None = None,
+        compare: Path | None = None, levers: bool = True,
+        operating_point: Path | None = OPERATING_POINT) -> dict:
+    """The projection's record: every model under each workload on the default ``paper``
+    configuration, with its energy per image when ``energy`` and ``compare`` are there, and
+    (``levers``) the levers on the state (:mod:`app.reports.state_levers`); our workload's
+    bits from ``operating_point`` (:func:`app.reports.projection_inputs.workloads`)."""
+    calibrated = load_calibration(perf_model)
+    cfg = preset("paper")
+
+    def timing(c):
+        t, _ = paper_timing(calibrated, c)
+        # The INT8 array has the same tile flow and drain; its GEMM is one beat per channel.
+        return t, int8_timing(t, c, preset("paper", datapath="int8"))
+
+    t, notes = paper_timing(calibrated, cfg)
+    t_base = timing(cfg)[1]
+    chip = Chip()
+    ectx, enote = (None, "energy per image: not asked") if energy is None else \
+        _energy_context(energy, compare)
+    rows = []
+    wls, wl_notes = workloads(profile, bench, operating_point)
+    for wl in wls:
+        for model in MODELS.values():
+            r = project_model(model, chip, t, t_base, cfg, wl)
+            r.update(workload=asdict(wl), config={}, memory=asdict(chip.memory))
+            if ectx is not None:
+                r["energy"] = {k: v for k, v in row_energy(r, *ectx).items()
+                               if k not in ("model", "workload", "steps")}
+                for side in ("dstar", "int8"):
+                    r["energy"][side].pop("events")
+            rows.append(r)
+            say(f"[project] {wl.name:>26} | {model.name:<18} | DSTAR "
+                f"{r['dstar']['per_image_s']:8.3f} s/image | INT8 "
+                f"{r['int8']['per_image_s']:8.3f} s | {r['speedup']:.2f}× | state "
+                f"{r['dstar']['state_bytes'] / 1e9:6.2f} GB")
+    lever = state_levers.lever_rows(MODELS.values(), wls, chip, timing, ectx, say) \
+        if levers else []
+    return dict(chip=asdict(chip), config_hash=cfg.hash(), timing=t.to_dict(),
+                timing_notes=notes, workload_notes=wl_notes, energy_note=enote, rows=rows,
+                levers=lever, lever_model=LEVER_MODEL)
+
+
+def markdown(rec: dict) -> str:
+    c = rec["chip"]
+    mem = c["memory"]
+    sram = mem["scratchpad_bytes"] + c["cores"] * mem["core_buffer_bytes"]
+    lines = ["# Paper-scale projection",
+             "",
+             "Generated by `dstar measure projection` from the RTL-calibrated core model "
+             "(`reports/perf_model.json`). Chip: "
+             f"{c['cores']} cores of the `paper` core (64×64, lanes 4), {c['freq_hz'] / 1e9:g} "
+             f"GHz, the paper's memory: {mem['scratchpad_bytes'] // 1024} KB scratchpad and "
+             f"{mem['core_buffer_bytes'] // 1024} KB per core ({sram / 2**20:.2f} MiB of SRAM "
+             f"on the chip, banked in {mem['bank_bytes'] // 1024} KB macros), HBM "
+             f"{mem['hbm_bytes_per_s'] / 1e12:g} TB/s and {mem['hbm_capacity_bytes'] / 1e9:g} "
+             "GB. The baseline is the same chip with the "
+             "INT8 core (`datapath = \"int8\"`: the INT8 array, dense layers, the two-pass "
+             "INT8 quantizer, the same SAR schedule and masks as DSTAR). Latency per image over "
+             "each model's usual sampling steps. **Every byte charged** (issue 47, "
+             "`perf/chip_memory.py`): whatever does not fit the chip's SRAM lives in HBM and "
+             "moves there every step: the weights, the activations, FMDQ's state (x̂ and Y of "
+             "every differential layer at the widths the core stores them), the quantized "
+             "inputs or partial sums a core's 80 KB cannot hold while it computes, K and V, "
+             "the P cache; each layer takes the longer of its compute and its traffic (the "
+             "core's working set double-buffers it). See the module docstrings of "
+             "`perf/chip_model.py` and `perf/chip_memory.py` for what is and is not "
+             "modelled.", "",
+             f"A100 bound: each model's dense FP16 FLOPs per step at {A100.flops / 1e12:g} "
+             f"TFLOPS or its minimum FP16 traffic at {A100.bytes_per_s / 1e12:g} TB/s, whichever "
+             "is longer, over every step at batch "
+             "1 (`perf/gpu_bound.py`): a bound in the GPU's favour (no softmax, "
+             "normalization or launch time, perfect overlap), so a real A100 is slower and the "
+             "chip's lead over it at least the ratio shown. The paper claims up to "
+             f"{PAPER_CHIP['latency_vs_a100']:g}× lower latency than an A100.", "",
+             "Timing carried to the paper core: " + "; ".join(rec["timing_notes"]) + ".", "",
+             "Workloads: " + "; ".join(rec["workload_notes"]) + ".", "",
+             rec.get("energy_note", "energy per image: not computed") + ".", ""]
+    has_e = "energy" in rec["rows"][0]
+    for wl in dict.fromkeys(r["workload"]["name"] for r in rec["rows"]):
+        w = next(r["workload"] for r in rec["rows"] if r["workload"]["name"] == wl)
+        rows = [r for r in rec["rows"] if r["workload"]["name"] == wl]
+        speed, traffic, util, pieces = [], [], [], []
+        for r in rows:
+            d = r["dstar"]
+            cs = d["cache"]
+            speed.append([r["model"], r["steps"], f"{r['dense_gmacs_per_step']:.0f}",
+                          f"{d['per_image_s']:.3f}", f"{r['int8']['per_image_s']:.3f}",
+                          f"{r['speedup']:.2f}×", f"{r['gpu']['per_image_s']:.3f}",
+                          f"{r['a100_over_dstar']:.2f}×",
+                          f"{1e3 * cs['linear_s']:.1f} / {1e3 * cs['attention_s']:.1f} / "
+                          f"{1e3 * cs['vector_s']:.1f}", f"{1e3 * d['reuse']['total_s']:.1f}",
+                          f"{r['pcache_bytes'] / 2**20:.1f} MiB", r["pcache_location"],
+                          f"{1e3 * r['pcache_traffic_s_per_step']:.2f}"])
+            hb = {s: r[s]["cache"]["hbm_bytes"] for s in ("dstar", "int8")}
+            kinds = ("weights", "activations", "state", "restream", "operands", "pcache")
+            row = [r["model"], *(f"{hb['dstar'][k] / 1e9:.2f} / {hb['int8'][k] / 1e9:.2f}"
+                                 for k in kinds),
+                   f"{d['state_bytes'] / 1e9:.2f}", f"{d['hbm_used_bytes'] / 1e9:.1f}",
+                   "yes" if d["fits_hbm"] else "**no**"]
+            if has_e:
+                e = r["energy"]
+                row += [f"{e['dstar']['energy_j']:.3g}", f"{e['int8']['energy_j']:.3g}",
+                        f"{e['dstar_over_int8']:.2f}", f"{e['a100']['energy_j']:.3g}",
+                        f"{e['a100_over_dstar_7nm']:.2f}"]
+            traffic.append(row)
+            u = []
+            for side in ("dstar", "int8"):
+                u += [r[side]["pe_utilization"][part]["utilization"]
+                      for part in ("ffn", "attention")]
+                u += [r[side]["attention_bound"], r[side]["attention_bound_any_drain"]]
+            util.append([r["model"], *("–" if v is None else f"{100 * v:.1f} %" for v in u)])
+            pc = r["dstar"]["reduction_pieces"]
+            pieces.append([r["model"], ", ".join(f"{k} {v}" for k, v in pc.items() if v > 1)
+                           or "none split"])
+        lines += [f"## Workload: {wl} (bits {w['bits']}, P bits {w['p_bits']}, lane fill "
+                  f"{w['fill']}, kept {w['kept']}, interval {w['interval']})", "",
+                  md_table(["model", "steps", "dense GMAC/step", "DSTAR s/image",
+                            "INT8 s/image", "speed-up", "A100 bound s/image",
+                            "A100 bound / DSTAR", "cache step: linear / attn / vector ms",
+                            "reuse step ms", "P cache", "lives in", "P-cache traffic ms/step"],
+                           speed, align="lrrrrrrrlrrlr"),
+                  "", "Where the bytes go (GB per cache step, DSTAR / INT8; FMDQ's state in "
+                  "GB in all, HBM in use against its capacity"
+                  + (", energy per image" if has_e else "") + "):", "",
+                  md_table(["model", "weights", "activations", "state", "GEMM re-fetch",
+                            "K, V", "P cache", "state GB", "HBM used GB", "fits"]
+                           + (["DSTAR J", "INT8 J", "DSTAR/INT8", "A100 J",
+                               "A100/DSTAR at 7 nm"] if has_e else []),
+                           traffic, align="l" + "r" * 8 + "l" + "r" * (5 if has_e else 0))]
+        lines += ["", "PE utilization on a cache step (module docstring of "
+                  "`perf/chip_model.py`; the paper reports > 88 % on FFN and > 75 % on "
+                  "attention). *Bound*: the most attention can reach on this array with "
+                  "everything but its GEMMs hidden and tiles back to back (each GEMM at least "
+                  "its drain of `rows` tokens, P·V's column blocks padded to `T`; "
+                  "`attention_bound`); *any drain*: the same with a drain of any width:", "",
+                  md_table(["model", "DSTAR FFN", "DSTAR attention", "bound", "any drain",
+                            "INT8 FFN", "INT8 attention", "bound", "any drain"], util)]
+        lines += ["", "Reduction pieces the chip's compiler takes for each DSTAR layer of a "
+                  "cache step (module docstring; 1 for every INT8 layer):", "",
+                  md_table(["model", "pieces"], pieces, left=2)]
+        lines += ["", "Where DSTAR's attention cycles go on a cache step (one core, share of the "
+                  "attention cycles; the parts run one after the other, so the M engine idles "
+                  "during `kv` and `softmax`, which run on the V engine):", ""]
+        shares = []
+        for r in rows:
+            p = r["dstar"]["attention_parts_cycles"]
+            tot = sum(p.values()) or 1
+            shares.append([r["model"], *(f"{100 * p[k] / tot:.0f} %"
+                                         for k in ("kv", "qk", "softmax", "p_quant", "pv"))])
+        lines += [md_table(["model", "K, V to INT8 weights", "QKᵀ", "softmax",
+                            "P into the P cache", "P·V"], shares), ""]
+    lines += state_levers.markdown(rec.get("levers", []), rec.get("lever_model", LEVER_MODEL))
+    return "\n".join(lines)
+
+
+def plot(rec: dict, path):
+    """The speed-ups per model and workload, as a PNG to ``path`` (a file name or a binary file
+    object)."""
+    from matplotlib.figure import Figure
+    names = list(dict.fromkeys(r["model"] for r in rec["rows"]))
+    wls = list(dict.fromkeys(r["workload"]["name"] for r in rec["rows"]))
+    fig = Figure(figsize=(9, 4))
+    ax = fig.subplots()
+    w = 0.8 / len(wls)
+    for i, wl in enumerate(wls):
+        sp = [next(r["speedup"] for r in rec["rows"] if r["model"] == n
+                   and r["workload"]["name"] == wl) for n in names]
+        ax.bar([k + i * w for k in range(len(names))], sp, w, label=wl)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks([k + w * (len(wls) - 1) / 2 for k in range(len(names))])
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("speed-up over the INT8 core (same chip)")
+    ax.set_title("Projected DSTAR latency per image (RTL-calibrated core model)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_png(fig, path, dpi=120)
+
+
+def main(argv=None, prog=None) -> int:
+    ap = Parser(prog=prog or "dstar measure projection",
+                description="Project DSTAR's latency on the paper's chip.")
+    ap.add_argument("--perf-model", default="reports/perf_model.json",
+                    help="calibrated timings (dstar measure perf)")
+    ap.add_argument("--profile", default="reports/profile.json",
+                    help="our workload statistics (dstar profile), if present")
+    ap.add_argument("--bench", default="reports/bench.json",
+                    help="our lane fill (dstar bench), if present")
+    ap.add_argument("--operating-point", default=str(OPERATING_POINT),
+                    help="the operating point whose average bits our workload takes (dstar "
+                         "profile --sweep), if present")
+    ap.add_argument("--energy", default="reports/energy.json",
+                    help="the fpga cores' gate-level energies (dstar power), for the energy "
+                         "per image, if present")
+    ap.add_argument("--compare", default="reports/compare.json",
+                    help="the part areas of the paper core (dstar measure compare), for the "
+                         "energy per image, if present")
+    ap.add_argument("--no-levers", action="store_true",
+                    help="leave out the levers on the state (about 20 s of the run)")
+    ap.add_argument("--out-dir", default="reports", help="report directory (default: reports)")
+    a = ap.parse_args(argv)
+    out = check_output_dir(a.out_dir)
+    pm = Path(a.perf_model)
+    load_calibration(pm)
+    rec = run(pm, Path(a.profile), Path(a.bench), Path(a.energy), Path(a.compare),
+              levers=not a.no_levers, operating_point=Path(a.operating_point))
+    write_together({out / "projection.json": json_text(rec),
+                    out / "projection.md": markdown(rec),
+                    out / "projection.png": lambda f: plot(rec, f)})
+    say(f"[project] wrote {out / 'projection.json'}, .md and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

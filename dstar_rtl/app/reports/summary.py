@@ -1,0 +1,822 @@
+"""``dstar report``: one JSON per (unit, preset, target) and ``REPORT.md`` from the measured
+reports in ``reports/`` and the last cocotb regression in ``build/sim``.
+
+Nothing is measured here; every figure comes from a file another command wrote (the command is
+named beside each table), so the summary is reproducible from those files alone:
+
+* synthesis and Fmax: ``reports/arrays.json`` (PE, MPU, baseline), ``reports/qpu_area.json``,
+  ``reports/vpu.json``, ``reports/core_area.json``, ``reports/sweep.json``;
+* the core on a DiT block: ``reports/core.json``; a whole DiT sampled on it:
+  ``reports/sample.json`` (``dstar sample``);
+* the MPU against the INT8 array on DiT layers: ``reports/bench.json`` (``dstar bench``);
+* the trained workload's profile: ``reports/profile.json`` (``dstar profile``);
+* the arrays' energy per MAC from gate-level simulation: ``reports/energy.json`` (``dstar
+  power``);
+* the reference DiT family compiled on the presets: ``reports/reference.json`` (``dstar
+  measure reference``);
+* the core cycle model against the RTL and the paper-scale projection:
+  ``reports/perf_model.json`` (``dstar measure perf``), ``reports/projection.json``
+  (``dstar measure projection``);
+* verification: the runner's verdict (``verdict.json``, :mod:`sim.runner`) of every cocotb run
+  under ``build/sim/<unit>-<preset>-<hash>/runs/`` (the last run of each test module, per
+  simulator); a run without a verdict, or whose verdict fails, skips or misses a test, or is
+  stale (run on other sources, testbench or tools than today's), is listed as not passing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from dstar_rtl.app.reports import state_levers
+from dstar_rtl.gen.outputs import json_text, png_writer, write_together
+from dstar_rtl.gen.paths import REPORTS, SIM_BUILD
+from dstar_rtl.gen.tables import md_table
+from dstar_rtl.golden.config import preset as config_preset
+from dstar_rtl.models.published import A100_40GB
+from dstar_rtl.sim.sources import digest, elaboration_sources
+
+SIM = SIM_BUILD
+
+__all__ = ["collect_units", "verification", "verification_lines", "write_report",
+           "report_files", "side_folder"]
+
+
+def _load(name: str):
+    p = REPORTS / f"{name}.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _entry(unit, preset, target, res, source, config_hash=None, fmax=None, tools=None,
+           flow=None):
+    return dict(unit=unit, preset=preset, target=target, config_hash=config_hash,
+                resources={k: v for k, v in (res or {}).items()}, fmax_mhz=fmax,
+                tools=tools or {}, flow=flow or "flat", source=source)
+
+
+def collect_units() -> list:
+    """Every (unit, preset, target) with resources found in ``reports/``."""
+    out = []
+    arr = _load("arrays")
+    if arr:
+        for unit, targets in arr.get("synthesis", {}).items():
+            for target, r in targets.items():
+                pnr = arr.get("pnr", {}).get(f"{unit}-{target}", {})
+                out.append(_entry(unit, arr["preset"], target, r.get("resources"),
+                                  "reports/arrays.json (dstar measure arrays)",
+                                  arr.get("config_hash"), pnr.get("fmax_mhz"), r.get("tools"),
+                                  r.get("flow")))
+    qpu = _load("qpu_area")
+    if qpu:
+        for preset, p in qpu.get("presets", {}).items():
+            for target, r in p.get("qpu", {}).items():
+                if isinstance(r, dict) and "resources" in r:
+                    out.append(_entry("qpu", preset, target, r["resources"],
+                                      "reports/qpu_area.json (dstar measure qpu-area)",
+                                      p.get("config_hash"), None, r.get("tools"), r.get("flow")))
+    vpu = _load("vpu")
+    if vpu and "fpga" in vpu:
+        f = vpu["fpga"]
+        for target in ("ecp5", "ecp5-nodsp"):
+            if target in f:
+                out.append(_entry("vpu", "fpga", target, f[target].get("resources"),
+                                  "reports/vpu.json (dstar measure vpu)",
+                                  f.get("config_hash"),
+                                  f.get("pnr", {}).get("fmax_mhz") if target == "ecp5" else None,
+                                  f[target].get("tools")))
+    core = _load("core_area")
+    if core:
+        for preset, r in core.get("presets", {}).items():
+            out.append(_entry("core", preset, "ecp5", r["total"],
+                              "reports/core_area.json (dstar measure core-area)",
+                              r.get("config_hash"), None, r.get("tools"),
+                              "abc, module by module"))
+    return out
+
+
+def _names(what, names) -> str:
+    return f"{what} {', '.join(map(str, names))}"
+
+
+def _judge_verdict(v: dict, current) -> list:
+    """Why the verdict ``v`` is not a pass (``[]`` when it is): the runner's own faults, then
+    staleness against ``current(unit, config_hash, simulator, module)``, today's
+    :func:`sim.runner.run_identity`."""
+    from dstar_rtl.sim.runner import run_key
+
+    why = []
+    if not v.get("expected"):
+        why.append("no tests expected")
+    if v.get("failed"):
+        why.append(_names("failed:", v["failed"]))
+    if v.get("skipped"):
+        why.append(_names("skipped:", v["skipped"]))
+    if v.get("missing"):
+        why.append(_names("missing:", v["missing"]))
+    if v.get("extra"):
+        why.append(_names("unexpected:", v["extra"]))
+    if not v.get("results", True):
+        why.append("no results.xml")
+    if v.get("exit_code") != 0:
+        why.append(f"simulator exit {v.get('exit_code')}")
+    if v.get("pass") is not True and not why:
+        why.append(f"runner: {v.get('reason') or 'failed'}")
+    rec = v.get("identity")
+    try:
+        now = current(v["unit"], v["config_hash"], v["simulator"], v["module"])
+    except (OSError, SyntaxError, ValueError) as exc:   # a source that no longer reads
+        return why + [f"stale: cannot key today's sources ({type(exc).__name__}: {exc})"]
+    if not isinstance(rec, dict) or v.get("key") != run_key(rec):
+        return why + ["stale: the verdict carries no valid key"]
+    if run_key(now) != v["key"]:
+        changed = [label for k, label in (("sources", "RTL/generator sources"),
+                                          ("testbench", "testbench"))
+                   if rec.get(k) != now.get(k)]
+        old, new = rec.get("tools") or {}, now.get("tools") or {}
+        changed += [f"{t} {old.get(t)} -> {new.get(t)}" for t in sorted(set(old) | set(new))
+                    if old.get(t) != new.get(t)]
+        why.append("stale: " + (", ".join(changed) if changed else "key differs") +
+                   " since the run")
+    return why
+
+
+def _run_row(run_dir: Path, current) -> dict | None:
+    """One row of the verification table from a run folder (``None`` when it is not one)."""
+    from dstar_rtl.sim.runner import VERDICT
+
+    unit_dir = run_dir.parent.parent.name
+    parts = unit_dir.rsplit("-", 2)
+    if len(parts) != 3:
+        return None
+    unit, preset, chash = parts
+    sim, _, rest = run_dir.name.partition("-")
+    module = rest.rsplit("-", 1)[0] if rest[-1:].isdigit() else rest
+    row = dict(unit=unit, preset=preset, config_hash=chash, simulator=sim, run=rest,
+               module=module, tests=0, passed=0, failed=0, skipped=0, missing=0)
+    f = run_dir / VERDICT
+    v = None
+    if not f.is_file():
+        why = ["no verdict (a run without the runner's judgement: interrupted, or older than "
+               "verdicts)"]
+    else:
+        try:
+            v = json.loads(f.read_text())
+        except (OSError, ValueError) as exc:
+            why = [f"unreadable verdict ({type(exc).__name__})"]
+        if v is not None and not (isinstance(v, dict) and all(
+                isinstance(v.get(k), str) for k in ("unit", "config_hash", "simulator",
+                                                     "module"))):
+            v, why = None, ["unreadable verdict (no unit, config, simulator or module)"]
+    if v is None:
+        mtime = max([run_dir.stat().st_mtime] + [p.stat().st_mtime for p in run_dir.iterdir()])
+    else:
+        why = _judge_verdict(v, current)
+        mtime = float(v.get("unix_time") or f.stat().st_mtime)
+        row.update(unit=v["unit"], preset=v.get("preset", preset),
+                   config_hash=v["config_hash"], simulator=v["simulator"],
+                   module=v["module"].rsplit(".", 1)[-1],
+                   tests=len(v.get("expected") or []), passed=len(v.get("passed") or []),
+                   failed=len(v.get("failed") or []), skipped=len(v.get("skipped") or []),
+                   missing=len(v.get("missing") or []))
+    row.update(passing=not why, why="; ".join(why), has_verdict=v is not None, mtime=mtime,
+               date=time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime)))
+    return row
+
+
+def verification(sim_root: Path | None = None) -> list:
+    """The last cocotb run of every (unit, preset, simulator, run name) under ``build/sim``
+    (``sim_root``), judged by its verdict (:data:`sim.runner.VERDICT`) alone: ``passing`` only
+    when the runner passed it, no test failed, was skipped or is missing, and it is not stale;
+    ``why`` says what is wrong otherwise. ``tests`` is the number of tests expected."""
+    from dstar_rtl.sim.runner import run_identity
+
+    root = SIM if sim_root is None else Path(sim_root)
+    memo = {}
+
+    def current(*key):
+        if key not in memo:
+            memo[key] = run_identity(*key)
+        return memo[key]
+
+    rows = {}
+    for run_dir in sorted(p for p in root.glob("*/runs/*") if p.is_dir()):
+        row = _run_row(run_dir, current)
+        if row is None:
+            continue
+        key = (row["unit"], row["preset"], row["simulator"], row["run"])
+        if key not in rows or rows[key]["mtime"] < row["mtime"]:
+            rows[key] = row
+    return sorted(rows.values(), key=lambda r: (r["unit"], r["preset"], r["run"], r["simulator"]))
+
+
+def verification_lines(ver: list, rec: dict | None = None) -> list:
+    """REPORT.md's verification section from :func:`verification`'s rows as ``dstar measure
+    verification`` recorded them (``rec``: its record, for the date and the sources digest;
+    stale when today's RTL sources differ)."""
+    md = ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
+          "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`), "
+          "recorded by `dstar measure verification` (`reports/verification.json`"
+          + (f", {rec['generated']}" if rec else "") + "). Each "
+          "run is judged by the runner's own verdict (`verdict.json` beside its results): it "
+          "passes only when every expected test ran and passed, none was skipped, the "
+          "simulator exited cleanly, and it ran on the sources, testbench and tools of the "
+          "day it was recorded.", ""]
+    if rec is None:
+        return md + ["Not recorded yet: run `make test`, then `dstar measure verification`.", ""]
+    if rec.get("sources") != digest(elaboration_sources()):
+        md += ["**Stale**: recorded on RTL or generator sources other than today's; `make test` "
+               "and `dstar measure verification` record them again.", ""]
+    if not ver:
+        return md + ["The record holds no run.", ""]
+    ok = sum(r["passing"] for r in ver)
+    older = (f" ({rec['older']} older runs in the build folder, made on other sources, are left "
+             "out.)" if rec.get("older") else "")
+    md += [f"{ok} of {len(ver)} runs pass.{older}" + ("" if ok == len(ver) else
+                                                " A run that does not is marked **not passing**, "
+                                                "with why."), "",
+           _table(["unit", "preset", "config", "run", "simulator", "tests passed", "verdict",
+                   "date"],
+                  [[r["unit"], r["preset"], r["config_hash"], r["run"], r["simulator"],
+                    f"{r['passed']}/{r['tests']}" if r["has_verdict"] else "?",
+                    "pass" if r["passing"] else f"**not passing**: {r['why']}", r["date"]]
+                   for r in ver]), ""]
+    return md
+
+
+def _is_default(preset: str, config_hash, **overrides) -> bool:
+    """Whether ``config_hash`` is today's configuration of ``preset`` (with ``overrides``)."""
+    try:
+        return config_hash == config_preset(preset, **overrides).hash()
+    except (ValueError, TypeError):
+        return False
+
+
+def _config_cell(preset: str, config_hash, **overrides) -> str:
+    """``default`` when the row was measured on today's configuration, else its hash marked."""
+    if _is_default(preset, config_hash, **overrides):
+        return "default"
+    return f"`{config_hash}` (**not today's**)" if config_hash else "**unrecorded**"
+
+
+def registry_lines(stale: dict | None = None, ledger: dict | None = None) -> list:
+    """REPORT.md's last section: every experiment of the registry (:mod:`app.experiments`),
+    when ``dstar measure`` last recorded it and, if it is stale, why (``stale``/``ledger``:
+    :func:`app.experiments.stale`'s and the ledger, read when not given)."""
+    from dstar_rtl.app import experiments as ex
+
+    led = ex.read_ledger(REPORTS / ex.LEDGER.name) if ledger is None else ledger
+    st = ex.stale(led, root=REPORTS.parent) if stale is None else stale
+    rows = [[n, ", ".join(e.outputs), led.get(n, {}).get("ran", "–"),
+             "**stale**: " + "; ".join(st[n]) if n in st else "current"]
+            for n, e in ex.EXPERIMENTS.items()]
+    return ["## Results and what is stale", "",
+            "The experiment registry (`app/experiments.py`): each experiment, its results, "
+            "when `dstar measure --all/--stale/--only` last ran it and whether it is stale "
+            "(its code, the RTL, a tool or the weights changed, or an experiment it reads ran "
+            "after it, or it was never run through the registry). `dstar measure --stale` "
+            f"reruns exactly the stale ones: {len(st)} of {len(rows)} now.", "",
+            _table(["experiment", "results", "last run", "state"], rows), ""]
+
+
+def _table(head, rows):
+    """Every column left-aligned, floats as Python writes them (the summary's own style)."""
+    return md_table(head, rows, left=len(head), digits=None)
+
+
+def _sweep_plot(sweep: dict):
+    """The size-sweep figure as a writer of PNG bytes to a binary file object."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots(1, 2)
+    for unit in sorted({p["unit"] for p in sweep["points"]}):
+        pts = sorted((p for p in sweep["points"] if p["unit"] == unit), key=lambda p: p["size"])
+        xs = [p["size"] ** 2 for p in pts]
+        ax[0].plot(xs, [p["resources"]["lut_total"] for p in pts], "o-", label=unit)
+        ax[1].plot(xs, [p["resources"]["ff"] for p in pts], "o-", label=unit)
+    for a, lab in zip(ax, ("LUTs (LUT4 + carry + LUT RAM)", "flip-flops")):
+        a.set_xlabel("PEs (rows × cols)")
+        a.set_ylabel(lab)
+        a.grid(alpha=0.3)
+        a.legend()
+    fig.suptitle("ECP5 resources against array size (tiny preset otherwise)")
+    fig.tight_layout()
+    return png_writer(fig, dpi=110)
+
+
+def _bench_section(bench: dict) -> list:
+    """REPORT.md lines for ``reports/bench.json`` (``dstar bench``)."""
+    def f(v, pct=False):
+        return None if v is None else (f"{100 * v:.1f} %" if pct else f"{v:.2f}")
+
+    wl = bench["workload"]
+    res = bench.get("resources", {})
+    src = "; ".join(f"{u}: {e['source']}" for u, e in res.items() if e) or "none"
+    rows = [[r["layer"], f"{r['step']} ({r['step_kind']})", r["cycles_dstar"], r["cycles_int8"],
+             f(r["cycles_ratio"]), f(r["lut_ratio"]), f(r["tput_per_lut_ratio"]),
+             f(r["lane_util"], True)] for r in bench["rows"]]
+    for t in [*bench["totals"]["by_step"].values(), bench["totals"]["all"]]:
+        rows.append([f"**{t['layer']}**", None, t["cycles_dstar"], t["cycles_int8"],
+                     f(t["cycles_ratio"]), f(t["lut_ratio"]), f(t["tput_per_lut_ratio"]),
+                     f(t["lane_util"], True)])
+    a = bench["totals"]["all"]
+    extra = []
+    if a.get("tput_per_area_ratio") is not None:
+        lib = (bench.get("areas") or {}).get("library") or {}
+        extra.append(f"Cell area ({lib.get('name', 'standard cells')}): DSTAR/INT8 "
+                     f"{f(a['area_ratio'])}, throughput per area "
+                     f"**{f(a['tput_per_area_ratio'])}×**.")
+    if a.get("tput_per_second_ratio") is not None:
+        fm = bench.get("fmax") or {}
+        extra.append(f"Fmax on ECP5: MPU {fm.get('mpu', {}).get('fmax_mhz')} MHz, INT8 array "
+                     f"{fm.get('baseline', {}).get('fmax_mhz')} MHz; throughput per second at each "
+                     f"one's own clock **{f(a['tput_per_second_ratio'])}×**.")
+    extra += _whole_system(bench, _load("qpu_packing"))
+    return ["## Component view: the MPU alone against the INT8 array on DiT layers", "",
+            "Parts against parts, not the design's figure (that is the whole-core comparison "
+            "above).", "",
+            f"`{bench.get('command') or 'dstar bench'}` (details: `reports/bench.md`): preset "
+            f"`{bench['preset']}` (config `{bench['config_hash']}`), weights `{wl['weights']}`, "
+            f"steps {', '.join(map(str, wl['steps_run']))} of {wl['steps']}, "
+            f"{bench['simulator']}; every output checked against golden. Resources: {src}.", "",
+            _table(["layer", "step", "DSTAR cycles", "INT8 cycles", "INT8/DSTAR cycles",
+                    "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util"], rows), "",
+            *([" ".join(extra), ""] if extra else [])]
+
+
+def _whole_system(bench: dict, packing: dict | None) -> list:
+    """The bench's per-µm² ratio counted as a whole design needs it: the MPU cannot run without
+    the QPU that makes its group stream, and both arrays load their weights. The QPU's cell area
+    is ``dstar measure packing``'s at the bench's exact configuration (same hash); absent that,
+    the line says the ratio above leaves the QPU out."""
+    a, areas = bench["totals"]["all"], bench.get("areas") or {}
+    if a.get("tput_per_area_ratio") is None or "mpu" not in areas or "baseline" not in areas:
+        return []
+    qpu = next((r["asic"]["area"] for r in ((packing or {}).get("rows") or {}).values()
+                if r.get("config_hash") == bench["config_hash"] and r.get("asic")), None)
+    if qpu is None:
+        return ["The ratio per area sets the MPU alone against the INT8 array: the QPU it needs "
+                "is not counted (no `reports/qpu_packing.json` row at this configuration)."]
+    mpu, int8 = areas["mpu"]["area"], areas["baseline"]["area"]
+    ratio = (mpu + qpu) / int8
+    loads = a.get("weight_load_cycles") or 0
+    with_loads = (a["cycles_int8"] + loads) / (a["cycles_dstar"] + loads)
+    return [f"That ratio sets the MPU alone against the INT8 array. **Counted as a design**, the "
+            f"MPU needs the QPU that makes its group stream ({qpu:,.0f} µm² at this "
+            f"configuration, `reports/qpu_packing.json`): MPU + QPU {mpu + qpu:,.0f} µm² "
+            f"against the INT8 array's {int8:,.0f} µm² ({ratio:.2f}×), so DSTAR's throughput "
+            f"per µm² is **{a['cycles_ratio'] / ratio:.2f}×** the INT8 array's, and "
+            f"**{with_loads / ratio:.2f}×** with the weight loads ({loads:,} cycles on each "
+            f"array) counted (the MPU alone: {with_loads / a['area_ratio']:.2f}×). Left out: "
+            f"the weight memories (macros; the MPU's has {bench['config']['lanes']} read ports, "
+            f"one per lane, against the INT8 array's 1), the other buffers, the VPU and the "
+            f"control on both sides, and the INT8 "
+            f"design's activation quantizer. {_bench_config_words(bench)} The whole-core "
+            f"comparison above counts everything."]
+
+
+def _bench_config_words(bench: dict) -> str:
+    """Whether the bench measured the configuration a user gets by default (its preset's hash)."""
+    name = bench["preset"]
+    if bench["config_hash"] == config_preset(name).hash():
+        return (f"This is the configuration a user gets by default (the `{name}` preset as it "
+                f"is today).")
+    return (f"This is the bench's configuration (its `--set` levers), not the `{name}` preset a "
+            f"user gets by default today.")
+
+
+def _compare_section(rec) -> list:
+    """REPORT.md's headline: ``reports/compare.json`` (``dstar measure compare``), the whole DSTAR
+    core against the whole INT8 core."""
+    if not rec:
+        return ["## The whole DSTAR core against the whole INT8 core", "",
+                "Not measured yet (`dstar measure compare`). The figures below set parts against "
+                "parts; none of them is the design's.", ""]
+    f, p = rec["fpga"], rec.get("paper")
+    d, i = f["cores"]["dstar"], f["cores"]["int8"]
+    q = lambda c: c["quality"]["psnr_db"]     # noqa: E731
+    rows = [["`fpga` (RTL)", f"{f['dstar_cycles_per_image']:,.0f} / "
+             f"{f['int8_cycles_per_image']:,.0f}", f"{f['dstar_um2']:,.0f} / {f['int8_um2']:,.0f}",
+             f"**{f['per_um2']:.2f}**", f"{f['per_um2_with_sram']:.2f}", f"{f['per_lut']:.2f}",
+             f"{100 * f['qpu_share']:.1f} %"],
+            ["`paper` (model)", "not measured in this run", "", "", "", "", ""] if p is None else
+            [f"`paper` (model, {p['model']})", f"{p['dstar_cycles_per_image']:,.0f} / "
+             f"{p['int8_cycles_per_image']:,.0f}", f"{p['dstar_um2']:,.0f} / {p['int8_um2']:,.0f}",
+             f"**{p['per_um2']:.2f}**", f"{p['per_um2_with_sram']:.2f}", "–",
+             f"{100 * p['qpu_share']:.1f} %"]]
+    now = digest(elaboration_sources())
+    stale = [k for k in ("fpga", "paper") if rec.get(k) and rec[k].get("rtl_sources") != now]
+    note = ([f"**Stale**: the {' and '.join(f'`{k}`' for k in stale)} "
+             "figures were measured on RTL sources "
+             "other than today's (or before the comparison recorded them); they are those of the "
+             "cores then, and `dstar measure compare` remeasures them.", ""] if stale else [])
+    if p is not None and "memory" not in p:
+        note += ["**Stale**: the `paper` row's cycles per image come from the projection before "
+                 "every byte was charged (issue 47: FMDQ's state, the activations and the GEMM "
+                 "re-fetches of the paper's 3.1 MB of SRAM in HBM); today's projection "
+                 "(`reports/projection.md`, below) puts DSTAR at "
+                 + _xl_speedups() + " the INT8 chip's speed on DiT-XL/2 512, and "
+                 "`dstar measure compare --presets paper` remeasures the row.", ""]
+    return ["## The whole DSTAR core against the whole INT8 core", "",
+            *note,
+            f"`{rec.get('command', 'dstar measure compare')}` (details: `reports/compare.md`): "
+            "the same generator's core with DSTAR's QPU and MPU or with the INT8 array and an "
+            "INT8 quantizer (`datapath = \"int8\"`), everything else the same. `fpga`: the "
+            f"trained digits DiT sampled end to end on both RTL cores ({f['steps']} DDIM steps, "
+            f"{len(f['labels'])} labels, bit-exact at every step); `paper`: a part-area model "
+            "checked on a held-out size, cycles from the projection's model. Ratios are DSTAR "
+            "over INT8, images per second per area.", "",
+            f"**{rec['verdict']}**", "",
+            _table(["preset", "cycles per image DSTAR / INT8", "cells µm² DSTAR / INT8",
+                    "per µm²", "per µm² with SRAM", "per ECP5 LUT", "QPU / (QPU + MPU)"], rows),
+            "",
+            f"Quality at `fpga` (PSNR against float, 95 % interval over samples; classifier "
+            f"agreement with float): DSTAR {q(d)['mean']} [{q(d)['lo']}, {q(d)['hi']}] dB, "
+            f"{d['quality']['classifier_with_float']}/{d['quality']['samples']}; INT8 "
+            f"{q(i)['mean']} [{q(i)['lo']}, {q(i)['hi']}] dB, "
+            f"{i['quality']['classifier_with_float']}/{i['quality']['samples']}. Average "
+            f"activation bits (the cores' counters): DSTAR {d['average_bits']:.2f}, INT8 "
+            f"{i['average_bits']:.2f}.", ""]
+
+
+def _sample_section(rec) -> list:
+    """REPORT.md lines for ``reports/sample.json`` (``dstar sample`` on an RTL backend)."""
+    if not rec or "core" not in rec:
+        return []
+    core, agree = rec["core"], rec.get("classifier_agreement") or {}
+    psnr = [s["psnr_db"] for s in rec["samples"] if s["psnr_db"] is not None]
+    row = [rec["backend"], rec["config"]["name"], len(rec["samples"]), rec["steps"],
+           "yes" if core["bit_exact"] else "no", round(core["cycles_per_step"]["mean"]),
+           round(core["cycles_per_image"]),
+           f"{min(psnr):.1f}-{max(psnr):.1f}" if psnr else None,
+           f"{agree['with_float']}/{agree['samples']}" if "with_float" in agree else None,
+           f"{rec['seconds']:.0f}"]
+    return ["## A whole DiT sampled on the core", "", "`dstar sample --backend ...` (details: "
+            "`reports/sample.md`, the images in `reports/sample.png`).", "",
+            _table(["simulator", "datapath", "samples", "steps", "bit-exact", "cycles/step",
+                    "cycles/image", "PSNR vs float dB", "classifier = float", "seconds"],
+                   [row]), ""]
+
+
+def _reference_section(rec) -> list:
+    """REPORT.md lines for ``reports/reference.json`` (``dstar measure reference``)."""
+    if not rec or not rec.get("rows"):
+        return []
+    rows = [[r["model"], r["preset"],
+             f"compiled, {r['step_commands']:,} commands per step"
+             + (f" ({r['command_bits']}-bit)" if r.get("command_bits", 128) != 128 else "")
+             if r["status"] == "compiled" else f"refused: {r['reason']}"] for r in rec["rows"]]
+    tail = [f"First step of {run['model']} on the `{run['preset']}` ISA executor equal to the "
+            f"integer model's ({run['seconds']:.0f} s)." for run in rec.get("runs") or []
+            if "seconds" in run]
+    tail += [""] if tail else []
+    st = rec.get("step_times") or {}
+    if "rtl_s_per_step" in st:
+        tail += [f"Time per step of the hidden-{st['model']['hidden']} reference-layout model "
+                 f"at `{st['preset']}` (fc2 in {st['pieces']['fc2']} pieces): the executor "
+                 f"{st['executor_s_per_step']:.1f} s, the Verilator core "
+                 f"{st['rtl_s_per_step']:.1f} s ({st['rtl_cycles_per_step']:,.0f} cycles, "
+                 f"{'bit-exact' if st['rtl_bit_exact'] else 'NOT bit-exact'}).", ""]
+    return ["## The reference DiT family", "", "`dstar measure reference` (details: "
+            "`reports/reference.md`): each model at 256 tokens with random weights, compiled "
+            "onto one core of each preset (buffers deepened and `ln_row_max` raised where the "
+            "model needs it).", "",
+            _table(["model", "preset", "status"], rows), ""] + tail
+
+
+def _energy_section(rec) -> list:
+    """REPORT.md lines for ``reports/energy.json`` (``dstar power``)."""
+    if not rec or "arrays" not in rec:
+        return []
+    names = {"mpu": "DSTAR MPU", "baseline": "INT8 array"}
+    rows = []
+    for u, a in rec["arrays"].items():
+        t = a["energy"]["total"]
+        rows.append([names.get(u, u), f"{a['cells']:,}", f"{a['area_um2']:,.0f}",
+                     f"{a['run_cycles']:,}",
+                     f"{(t['internal'] + t['switching'] + t['leakage']) / 1e3:,.1f}",
+                     f"{a['pj_per_mac']:.3f}", "yes" if a["checked"] else "no"])
+    from dstar_rtl.golden.config import ConfigError, preset
+    try:
+        today = preset(rec.get("preset", "")).hash()
+    except (ConfigError, ValueError, KeyError):
+        today = None
+    stale = ([f"**Stale**: measured on the `{rec.get('preset')}` configuration "
+              f"{rec.get('config_hash')}, not today's default ({today}); `dstar power` "
+              "remeasures it (the "
+              "paper chip below is projected again from these figures by `dstar power "
+              "--paper-chip`).", ""] if rec.get("config_hash") != today else [])
+    return ["## Energy per MAC from the gates", "", *stale, "`dstar power` (details: "
+            "`reports/energy.md`): each array's standard-cell netlist simulated on the same "
+            f"{rec['workload']['macs']:,} MACs of real tiles (preset `{rec['preset']}`), every "
+            "net's transitions counted, energy from the library's power tables at "
+            f"{rec['clock_ns']:g} ns; the arrays alone (no QPU, no weight buffers: the MPU's has "
+            "`lanes` read ports, the INT8 array's one, so this favours DSTAR). DSTAR/INT8 "
+            f"**{rec['ratio_dstar_over_int8']:.2f}** per MAC."
+            + ("" if not rec.get("precision_sweep") else
+               " On tiles held at one precision, DSTAR/INT8 per MAC: " + ", ".join(
+                   f"{b} bits {v / rec['precision_sweep']['int8']['8']:.2f}"
+                   for b, v in rec["precision_sweep"]["dstar"].items()) + "."), "",
+            _table(["array", "cells", "area µm²", "cycles", "energy pJ", "pJ/MAC",
+                    "checked against golden"], rows), ""] + _image_lines(rec)
+
+
+def _image_lines(rec) -> list:
+    """REPORT.md lines for the energy per image of ``reports/energy.json``, if measured."""
+    im, pc = rec.get("image"), rec.get("paper_chip")
+    if not im:
+        return []
+    d, i = im["cores"]["dstar"], im["cores"]["int8"]
+    lines = ["Energy per image (`reports/energy.md`): one digits-DiT image on each whole `fpga` "
+             "core (sampled on the RTL, bit-exact; events from the executor, equal to the "
+             "core's counters; idle energy of every part, gate-level data energy of the "
+             "arrays, QPU and VPU, published per-access SRAM energies): **DSTAR "
+             f"{d['total_pj'] / 1e6:.2f} µJ, INT8 {i['total_pj'] / 1e6:.2f} µJ, DSTAR/INT8 "
+             f"{d['total_pj'] / i['total_pj']:.2f}** (SRAM {d['sram_pj'] / 1e6:.2f} against "
+             f"{i['sram_pj'] / 1e6:.2f} µJ); the QPU {100 * im['qpu_power_share']:.1f} % of the "
+             "DSTAR core's energy." + _floor_words(im.get("floors")), ""]
+    if pc:
+        rows = [[r["model"], r["workload"], f"{r['dstar']['energy_j']:.3g}",
+                 f"{r['int8']['energy_j']:.3g}", f"{r['a100']['energy_j']:.3g}",
+                 f"{r['dstar_over_int8']:.2f}", f"{r['a100_over_dstar']:.2f}",
+                 f"{r['floors']['symmetric']:.2f}" if r.get("floors") else "–"]
+                for r in pc["models"]]
+        lines += ["Projected energy per image of the paper's chip (J; the A100 at "
+                  f"{A100_40GB['board_w']:g} W over its roofline time; the floor as above):", "",
+                  _table(["model", "statistics", "DSTAR", "INT8 chip", "A100", "DSTAR/INT8",
+                          "A100/DSTAR", "floor (same levers)"], rows), ""]
+    return lines
+
+
+def _xl_speedups() -> str:
+    """DiT-XL/2 512's speed-ups of ``reports/projection.json`` (each workload), in words."""
+    proj = _load("projection") or {}
+    got = [f"{r['speedup']:.2f}× ({r['workload']['name']} statistics)"
+           for r in proj.get("rows", []) if r["model"] == "DiT-XL/2 512"]
+    return " and ".join(got) or "(not projected)"
+
+
+def _state_headline(proj) -> list:
+    """REPORT.md's opening at paper scale (``reports/projection.json``, issue 47): per model
+    FMDQ's state, where it lives, the HBM it takes and the speed-up and energy ratio over the
+    INT8 chip with every byte charged, and the models DSTAR wins on."""
+    rows = (proj or {}).get("rows", [])
+    if not rows or "memory" not in rows[0]:
+        return []
+    from dstar_rtl.models.dit_shapes import MODELS
+    names = list(dict.fromkeys(r["model"] for r in rows))
+    wls = list(dict.fromkeys(r["workload"]["name"] for r in rows))
+    cap = rows[0]["memory"]["hbm_capacity_bytes"]
+
+    def get(n, w):
+        return next(r for r in rows if r["model"] == n and r["workload"]["name"] == w)
+
+    def wins(r):
+        return r["speedup"] > 1 and r.get("energy", {}).get("dstar_over_int8", 2) < 1
+
+    def hidden(n):
+        return max(x.cin for x in MODELS[n].linears if x.name.endswith(("fc1", "qk")))
+    table = []
+    for n in names:
+        r0 = get(n, wls[0])
+        cells = [f"{get(n, w)['speedup']:.2f}×" + (
+            f" ({get(n, w)['energy']['dstar_over_int8']:.2f})" if "energy" in get(n, w) else "")
+            for w in wls]
+        table.append([n, hidden(n), f"{r0['dstar']['state_bytes'] / 1e9:.2f}",
+                      f"{r0['dstar']['hbm_used_bytes'] / 1e9:.1f}"
+                      + ("" if r0["dstar"]["fits_hbm"] else " (**does not fit**)"), *cells])
+    last = wls[-1]
+    won = [n for n in names if wins(get(n, last))]
+    lost = [n for n in names if not wins(get(n, last))]
+    return ["## At paper scale, every byte charged", "",
+            f"`dstar measure projection` (details below and in `reports/projection.md`): the "
+            f"paper's chip with its {rows[0]['on_chip_sram_bytes'] / 2**20:.2f} MiB of SRAM; "
+            f"FMDQ's state (x̂ and Y of every differential layer, at the widths the core "
+            f"stores) lives in HBM ({cap / 1e9:.0f} GB) and is read and written every step it "
+            f"runs, like every other tensor that does not fit. Speed-up over the same chip "
+            f"with INT8 cores (energy DSTAR/INT8 in brackets):", "",
+            _table(["model", "hidden", "state GB", "HBM used GB",
+                    *[f"{w} statistics" for w in wls]], table), "",
+            f"On the `{last}` statistics DSTAR is faster and cheaper on "
+            f"{', '.join(won) or 'no model'}; not on {', '.join(lost) or 'none'}. Its state "
+            "traffic grows with the hidden size and the compute it saves with its square, so "
+            "the wide models keep the lead the narrow ones spend waiting on HBM.", ""]
+
+
+def _floor_words(fl) -> str:
+    """The lower bounds of ``energy_image.floors`` in a sentence (empty if not measured)."""
+    if not fl:
+        return ""
+    return (" No clock-gating or memory lever gets DSTAR/INT8 under "
+            f"{fl['one_sided']:.2f} (every lever to DSTAR, none to INT8) or "
+            f"{fl['symmetric']:.2f} (the same levers to both).")
+
+
+def _model_sections(profile, perf, proj) -> list:
+    """REPORT.md lines for the profile, the cycle model's validation and the projection."""
+    md = []
+    if profile:
+        runs = profile["runs"]
+
+        def ci(s, scale=1.0, fmt="{:.2f}"):
+            return (fmt.format(scale * s["mean"]) + " [" + fmt.format(scale * s["lo"]) + ", "
+                    + fmt.format(scale * s["hi"]) + "]")
+        md += ["## Trained DiT: FMDQ and SAR profile", "", f"`dstar profile` (details: "
+               f"`reports/profile.md`): {len(profile['seeds'])} seeds, {profile['steps']} DDIM "
+               "steps, means with 95 % Student-t intervals.", "",
+               _table(["point", "avg bits", "attention work removed", "PSNR vs float dB",
+                       "quantized accuracy"],
+                      [[r["name"], ci(r["summary"]["avg_bits"]),
+                        ci(r["summary"]["attention_work_removed"]),
+                        ci(r["summary"]["psnr_db"], fmt="{:.1f}"),
+                        ci(r["summary"]["quant_correct"])] for r in runs]), ""]
+    if perf:
+        rows = []
+        for r in perf:
+            s, b = r["summary"], r["block_summary"]
+            rows.append([r["preset"], r["shapes"], f"{100 * s['compute']['max']:.2f} %",
+                         f"{100 * s['step']['max']:.2f} %", f"{100 * s['step']['mean']:.2f} %",
+                         f"{100 * b['step']['max']:.2f} %" if b.get("step") else None])
+        md += ["## Core cycle model against the RTL", "", "`dstar measure perf` "
+               "(details: `reports/perf_model.md`): error of the model's cycles against the RTL "
+               "core's `cycles` counter on layer shapes not used for calibration.", "",
+               _table(["preset", "layer shapes", "max error (compute)", "max error (step)",
+                       "mean error (step)", "DiT block max error (step)"], rows), ""]
+    if proj:
+        charged = "memory" in proj.get("chip", {})
+        rows = [[r["workload"]["name"], r["model"], r["steps"], f"{r['dstar']['per_image_s']:.3f}",
+                 f"{r['int8']['per_image_s']:.3f}", f"{r['speedup']:.2f}×",
+                 *((f"{r['gpu']['per_image_s']:.3f}", f"{r['a100_over_dstar']:.2f}×")
+                   if "gpu" in r else ("–", "–")),
+                 f"{r['dstar'].get('state_bytes', 0) / 1e9:.2f}" if charged else "–",
+                 f"{r['energy']['dstar_over_int8']:.2f}" if "energy" in r else "–",
+                 f"{r['pcache_bytes'] / 2**20:.1f} MiB", r["pcache_location"]]
+                for r in proj["rows"]]
+        c = proj.get("chip") or {}
+        mem = c.get("memory") or {}
+        md += ["## Paper-scale projection", "", "`dstar measure projection` (details: "
+               f"`reports/projection.md`): {c.get('cores', '?')} `paper` cores at "
+               f"{c.get('freq_hz', 0) / 1e9:g} GHz, HBM {mem.get('hbm_bytes_per_s', 0) / 1e12:g} "
+               "TB/s, against the same chip with INT8 cores (the INT8 array, dense layers, the "
+               "same SAR schedule) and against an A100 roofline bound (dense FP16 at peak or "
+               "minimum traffic, in "
+               "the GPU's favour: the chip's lead over a real A100 is at least the ratio shown)."
+               + (" **Every byte charged** (issue 47): the chip has the paper's "
+                  f"{proj['rows'][0].get('on_chip_sram_bytes', 0) / 2**20:.2f} MiB of SRAM "
+                  f"({mem.get('scratchpad_bytes', 0) // 1024} KB scratchpad, "
+                  f"{mem.get('core_buffer_bytes', 0) // 1024} KB per core), and whatever does "
+                  "not fit it (weights, "
+                  "activations, FMDQ's state x̂ and Y, the GEMM re-fetches a small buffer "
+                  "forces, K and V, the P cache) moves through HBM every step; the levers on "
+                  "the state and what more SRAM would buy are in the report." if charged else ""),
+               "",
+               _table(["workload", "model", "steps", "DSTAR s/image", "INT8 s/image",
+                       "speed-up", "A100 bound s/image", "A100 bound / DSTAR", "state GB",
+                       "energy DSTAR/INT8", "P cache", "lives in"], rows), ""]
+        md += state_levers.targets(proj.get("levers", []),
+                                   proj.get("lever_model", "DiT-XL/2 512"))
+    return md
+
+
+def side_folder(out) -> Path:
+    """The folder beside REPORT.md ``out`` that holds ``units/*.json`` and ``sweep.png``."""
+    return Path(out).resolve().parent / "reports"
+
+
+def write_report(out: Path) -> dict:
+    """Write ``out`` (REPORT.md) and, beside it, ``reports/units/*.json`` and
+    ``reports/sweep.png`` (so REPORT.md's relative links hold wherever it is written), all
+    together (:func:`gen.outputs.write_together`); returns a summary dict."""
+    files, summary = report_files(out)
+    write_together(files)
+    return summary
+
+
+def report_files(out: Path) -> tuple:
+    """``({path: content}, summary)``: REPORT.md ``out`` and the files beside it, unwritten."""
+    files = {}
+    units = collect_units()
+    ver_rec = _load("verification")
+    ver = ver_rec["rows"] if ver_rec else []
+    side = side_folder(out)
+    udir = side / "units"
+    for u in units:
+        vs = [dict(simulator=v["simulator"], run=v["run"], config_hash=v["config_hash"],
+                   tests=v["tests"], passed=v["passed"], failed=v["failed"],
+                   passing=v["passing"], why=v["why"], date=v["date"])
+              for v in ver if v["unit"] == u["unit"] and v["preset"] == u["preset"]]
+        files[udir / f"{u['unit']}-{u['preset']}-{u['target']}.json"] = (
+            json_text(dict(u, verification=vs)))
+
+    md = ["# DSTAR RTL: report", "",
+          f"Regenerated by `dstar report` on {time.strftime('%Y-%m-%d')} from the measured files "
+          "in `reports/` (the regression's verdicts too: `reports/verification.json`, recorded "
+          "by `dstar measure verification`); each table names the command "
+          "that measures its figures, each report's JSON records it (`\"command\"`), and "
+          "`make reports` runs every one of them (hours; `make bench`, `make profile` and "
+          "`make board` run a part). One JSON per unit, preset and target is in "
+          "`reports/units/`.", ""]
+    md += _state_headline(_load("projection"))
+    md += _compare_section(_load("compare"))
+    shown = [u for u in units if u["target"] != "generic"]
+    old = [u for u in shown if not _is_default(u["preset"], u["config_hash"])]
+    md += ["## Resources and Fmax (ECP5-85F, Yosys + nextpnr)", "",
+           *([f"**Stale**: {len(old)} of {len(shown)} rows were measured on a configuration "
+              "other than today's default of their preset (column *configuration*: its hash); "
+              "the command in *from* remeasures them.", ""] if old else []),
+           _table(["unit", "preset", "target", "configuration", "LUT4", "carry", "LUT RAM",
+                   "FF", "DSP", "BRAM", "Fmax MHz", "flow", "from"],
+                  [[u["unit"], u["preset"], u["target"], _config_cell(u["preset"],
+                                                                      u["config_hash"]),
+                    u["resources"].get("lut4"),
+                    u["resources"].get("carry"), u["resources"].get("lutram"),
+                    u["resources"].get("ff"), u["resources"].get("dsp"),
+                    u["resources"].get("bram"),
+                    None if u["fmax_mhz"] is None else f"{u['fmax_mhz']:.1f}", u["flow"],
+                    u["source"].split(" ")[0]] for u in shown]), ""]
+    area = _load("core_area")
+    if area:
+        md += ["## The core by part", "", "`dstar measure core-area` (details: "
+               "`reports/core_area.md`).", ""]
+        for name, r in area["presets"].items():
+            tot = max(1, r["total"].get("lut4", 1))
+            rows = sorted(r["parts"].items(), key=lambda kv: -kv[1].get("lut4", 0))
+            when = ("" if r.get("config_hash") == config_preset(name).hash() else
+                    f" (config `{r.get('config_hash')}`, not today's default: measured before a "
+                    f"default switch)")
+            md += [f"`{name}`{when}:", "",
+                   _table(["part", "LUT4", "share", "FF", "DSP", "BRAM"],
+                          [[p, v.get("lut4"), f"{100 * v.get('lut4', 0) / tot:.1f} %",
+                            v.get("ff"), v.get("dsp"), v.get("bram")] for p, v in rows]), ""]
+        if (side / "core_area.png").exists():
+            md += ["![core area by part](reports/core_area.png)", ""]
+    sweep = _load("sweep")
+    if sweep:
+        pts = sorted(sweep["points"], key=lambda p: (p["unit"], p["size"]))
+        cells = {id(p): _config_cell("tiny", p.get("config_hash"), rows=p["size"],
+                                     cols=p["size"], vpu_lanes=p["size"]) for p in pts}
+        old = [p for p in pts if cells[id(p)] != "default"]
+        md += ["## Resources against array size", "", "`dstar measure sizes` (ECP5, DSP "
+               "blocks, the `tiny` preset with `rows = cols = vpu_lanes = n`; measured "
+               f"{sweep.get('generated', 'on an unrecorded date')}).", "",
+               *([f"**Stale**: {len(old)} of {len(pts)} points were measured on configurations "
+                  "other than today's (column *configuration*); `dstar measure sizes` "
+                  "remeasures them.", ""] if old else []),
+               _table(["unit", "n × n", "configuration", "LUT4", "carry", "FF", "DSP",
+                       "LUTs per PE"],
+                      [[p["unit"], f"{p['size']} × {p['size']}", cells[id(p)],
+                        p["resources"]["lut4"],
+                        p["resources"]["carry"], p["resources"]["ff"], p["resources"]["dsp"],
+                        f"{p['resources']['lut_total'] / p['size'] ** 2:,.0f}"] for p in pts]),
+               ""]
+        files[side / "sweep.png"] = _sweep_plot(sweep)
+        md += ["![resources against array size](reports/sweep.png)", ""]
+    boards = sorted(REPORTS.glob("board-*.json"))
+    if boards:
+        rows = []
+        for f in boards:
+            b = json.loads(f.read_text())
+            r = b["resources"]
+            rows.append([b["board"], b["preset"], r.get("lut4"), r.get("ff"), r.get("dsp"),
+                         r.get("bram"), f"{b['fmax_mhz']}", f"{b['constraint_mhz']:g}",
+                         "met" if b["timing_pass"] else "NOT met", b["baud"],
+                         f"{b['seconds']:.0f}"])
+        md += ["## Board builds", "", "`make board`, i.e. `dstar build --board ulx3s --preset "
+               "tiny` (the core behind the UART host link; bitstream in `build/board/`).", "",
+               _table(["board", "preset", "LUT4", "FF", "DSP", "BRAM", "Fmax MHz",
+                       "target MHz", "timing", "baud", "seconds"], rows), ""]
+    core = _load("core")
+    if core:
+        md += ["## The core on a DiT block", "", "`dstar measure core` (details: "
+               "`reports/core.md`).", ""]
+        for preset, r in core["presets"].items():
+            perf = r["perf"]
+            rows = []
+            for sb in r["baseline"]:
+                tm = sum(b["core_m_busy"] for b in sb["rows"])
+                tb = sum(b.get("baseline_rtl_cycles") or b["baseline_array_cycles"]
+                         for b in sb["rows"])
+                st = perf["steps"][sb["step"]]
+                rows.append([sb["step"], sb["kind"], st["cycles"], tm, tb,
+                             f"{tb / tm:.2f}×" if tm else None])
+            md += [f"`{preset}`:", "",
+                   _table(["step", "kind", "cycles", "DSTAR M busy", "INT8 baseline array",
+                           "baseline / DSTAR"], rows), ""]
+            lanes = r.get("lanes", {})
+            md += ["Lane utilisation (last cache step): " + ", ".join(
+                f"{k} {100 * v['util']:.1f} %" for k, v in lanes.items() if v.get("util")) +
+                   ".", ""]
+    md += _sample_section(_load("sample"))
+    md += _reference_section(_load("reference"))
+    bench = _load("bench")
+    if bench:
+        md += _bench_section(bench)
+    md += _energy_section(_load("energy"))
+    perf = _load("perf_model")
+    md += _model_sections(_load("profile"), perf and perf["presets"], _load("projection"))
+    md += verification_lines(ver, ver_rec)
+    md += registry_lines()
+    files[Path(out)] = "\n".join(md)
+    return files, dict(units=len(units), verification=len(ver),
+                       verification_passing=sum(v["passing"] for v in ver), out=str(out))

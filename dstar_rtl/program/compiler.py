@@ -1,0 +1,801 @@
+"""The DSTAR core's compiler: one :class:`golden.dit_int.IntDiTBlock` → a core program
+(:mod:`program.isa` commands) whose sequential execution (:mod:`program.executor`) equals the
+block bit for bit at every step.
+
+Program structure
+-----------------
+*Init* (once): LOAD the weights of every layer into WMEM, the requantization rows into RBUF, the
+SAR masks into MASK, LOAD ``zero`` the x̂ (XBUF) and ``Y`` (YBUF) state regions; END.
+
+*Step* (the same command list every step; the host sends ``x`` and the six adaLN vectors)::
+
+    LOAD ABUF x; LOAD VBUF shift1..gate2; VPARAM eps_q
+    VROW layernorm x → ln1; VROW modulate ln1 → a
+    SKIP [qk layer]                                   cache steps only
+    v layer
+    SKIP [per head: kv_amax/kv_quant K → WMEM Kᵀ;      cache steps only
+          per query tile: QCFG B; QUANT Q; (QCFG r0 = 0; QUANT the previous tile's P →
+          its P-cache region, beside the GEMMs;) GEMM per kept key block → S (and each
+          query's max over the kept keys → RMAX); BARRIER; VROW softmax_mx S → P (MASK row,
+          RMAX); after the last tile QCFG r0 = 0; QUANT its P]
+    per head: kv_amax/kv_quant V → WMEM; per query tile and column block: GEMM P-cache → o
+    BARRIER; proj layer; VROW gated_residual → h1; layernorm → ln2; modulate → m
+    fc1 layer; VROW gelu; fc2 layer; VROW gated_residual → out
+    STORE out, o, per layer y, x̂, Y; STEP interval; END
+
+*A differential layer* (cin → cout, ``nt = N/T`` token tiles, ``nb = cout/T`` column blocks):
+QCFG (B, thr); then ``QUANT 0``; for each tile τ: ``QUANT τ+1`` (diff, into GMEM slot
+``(τ+1) % 2``), then the ``nb`` GEMMs of τ (accum). Semaphore 0 (*full*): every QUANT signals
+it, the first GEMM of each tile waits on it. Semaphore 1 (*free*): the last GEMM of tile τ
+signals it when a QUANT ``τ+2`` exists, and that QUANT waits on it. So the QUANT of τ+1 runs
+while the GEMMs of τ run, every wait is met in program order and both counts are 0 at the end
+of the layer. A BARRIER ends each layer (its output is read next by a VROW or a QUANT).
+
+*Reduction pieces* (``compile_block(..., pieces={layer: p})``, DSTAR only; a layer of more than
+``max_reduction`` input channels always runs in its golden layer's ``ceil(cin /
+max_reduction)`` pieces, :attr:`golden.differential.DiffLinear.pieces`): each token tile's
+``cin`` input channels are quantized and multiplied in ``p`` pieces of ``floor`` or
+``ceil(cin / p)`` channels (:func:`piece_bounds`), each piece a tile of the protocol above
+(its own QUANT into the next slot, ``nb`` GEMMs with ``wbase`` advanced to the piece's first
+channel, all with ``accum``), so the QUANT of piece ``k+1`` runs beside the GEMMs of piece
+``k``; a core with a single token tile otherwise waits for the whole tile's QUANT. The pieces'
+``Y`` updates add up
+to the unsplit one: FMDQ quantizes each sub-channel on its own, so the pieces' slices are the
+tile's, and within ``max_reduction`` channels ``Y`` cannot saturate between pieces while ``x̂``
+does not (closed loop: every partial ``Y`` is ``x̂'·W`` for an ``x̂'`` in ``x̂``'s range, within
+the accumulator bound, numerics §2.5); beyond, ``Y`` saturates after each piece on the core as
+in the golden layer. Each piece's GEMM writes ``y`` of the partial ``Y``; the last piece's
+overwrites it. With a stored Y (``ystate_frac``, numerics §2.5; every preset's) each piece
+rounds the stored sum, so the pieces change the numbers: the golden block must run the same
+ones (``IntDiTBlock(..., pieces=)``), and other pieces are refused. The INT8 core cannot split:
+its quantizer scales the whole tile by one exponent (refused).
+
+Group-stream bound (GMEM reservation, :func:`group_rows`): a tile of ``nch`` sub-channels emits
+at most ``4·nch`` groups (at most ``b/2 <= 4`` slice columns per sub-channel and every group holds
+at least one valid lane), or exactly 1 when every sub-channel is zero; ``4·nch`` is reached (e.g.
+two 8-bit sub-channels per chunk with exponents of different parity). Each slot and each P-cache
+region reserves ``4·nch`` rows.
+
+**The INT8 core** (``cfg.datapath == "int8"``, numerics §2.8) runs the same programs with dense
+layers: no QCFG, QUANT without ``diff``, GEMM without ``accum``, no ``x̂``/``Y`` regions (they
+have 0 rows: nothing is zeroed, loaded or stored), and at most ``nch`` groups per tile (one per
+sub-channel), so the slots and P-cache regions reserve ``nch`` rows.
+
+The ``qk`` outputs are stored every step; on a reuse step ABUF still holds those of the last cache
+step, which equal ``requant(Y_qk)`` of the unchanged state (:meth:`CoreProgram.expected`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dstar_rtl.golden.config import Config
+from dstar_rtl.golden.dit_int import LAYERS, MOD_NAMES, BlockStep, IntDiTBlock
+from dstar_rtl.golden.layouts import VPU_OPS
+from dstar_rtl.golden.schedule import piece_bounds, reduction_pieces
+from dstar_rtl.program.heads import padded_head_dim, padded_proj, unpad
+from dstar_rtl.program.isa import (
+    ADDR_BITS,
+    BUFFERS,
+    Cmd,
+    CoreConfig,
+    buffer_depth,
+    check_core,
+    cmd_layout,
+    host_words_per_row,
+    row_to_words,
+    rows_tensor,
+    rows_ysum,
+    tensor_rows,
+    vpu_row_excess,
+    words_to_row,
+)
+
+__all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
+           "group_rows", "dense", "emit_layer", "piece_bounds", "check_pieces",
+           "ELEMENTWISE", "vrow_chunks", "emit_vrow", "emit_token_rows",
+           "emit_block_body", "weight_words", "rbuf_words",
+           "attention_words", "memory_table", "regions_end", "check_block", "check_bias"]
+
+FULL, FREE = 1 << 0, 1 << 1          # semaphore masks: group slot full / free
+S_READY, P_READY = 1 << 2, 1 << 3    # attention: a query tile's scores (and RMAX) / P written
+SREG_K, SREG_V = 0, 1                # shift registers of K and V (one head at a time)
+MAX_COUNT = (1 << ADDR_BITS) - 1     # largest count field
+BUF_ORDER = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "GMEM")
+
+
+def dense(cfg: Config) -> bool:
+    """Whether ``cfg``'s core runs dense layers (the INT8 datapath) rather than differential
+    ones."""
+    return cfg.datapath == "int8"
+
+
+def group_rows(cfg: Config, nch: int) -> int:
+    """GMEM rows reserved for the group stream of a tile of ``nch`` sub-channels (module
+    docstring): ``4·nch`` (DSTAR), ``nch`` (INT8)."""
+    return nch if dense(cfg) else 4 * nch
+
+
+def make_cmd(cfg: Config, op: str, wait: int = 0, signal: int = 0, **fields) -> Cmd:
+    """A :class:`~program.isa.Cmd` with every field of ``op`` present (0 unless given), so
+    that it equals its own decoded word."""
+    lay = cmd_layout(cfg, op)
+    names = [f[0] for f in lay]
+    extra = set(fields) - set(names)
+    if extra:
+        raise ValueError(f"{op} has no field(s) {sorted(extra)}")
+    args = {}
+    for name, w, dims, _s in lay:
+        v = fields.get(name, 0 if not dims else [0] * int(np.prod(dims)))
+        args[name] = [int(x) for x in v] if dims else int(v)
+        for x in args[name] if dims else [args[name]]:
+            if not 0 <= x < 1 << w:
+                raise ValueError(f"{op}.{name} = {x} does not fit its {w} bits: the "
+                                 f"configuration's buffer depths (abuf_rows ...) set the "
+                                 f"address widths, so deepen the buffers there, not only in "
+                                 f"the CoreConfig")
+    return Cmd(op, args, wait, signal)
+
+
+@dataclass(frozen=True)
+class Region:
+    """Rows ``base .. base+rows-1`` of ``buf`` named ``name``."""
+
+    buf: str
+    name: str
+    base: int
+    rows: int
+
+
+@dataclass
+class CoreProgram:
+    """A compiled block (:func:`compile_block`): commands, host streams, memory map."""
+
+    blk: IntDiTBlock
+    core: CoreConfig
+    regions: dict = field(default_factory=dict)
+    init: list = field(default_factory=list)
+    step: list = field(default_factory=list)
+    sections: list = field(default_factory=list)    # (name, start, stop) into step
+    init_words: list = field(default_factory=list)
+    stores: list = field(default_factory=list)      # (key, region name) in STORE order
+    pieces: dict = field(default_factory=dict)      # layer -> reduction pieces (default 1)
+    abuf_base: int = 0                              # first ABUF row of the block's regions
+    layers: dict = field(default_factory=dict)      # the layers as the core runs them
+
+    @property
+    def head_dim_padded(self) -> int:
+        """The head width of ``o``'s layout: ``d`` rounded up to a multiple of ``T``
+        (:mod:`program.heads`)."""
+        return padded_head_dim(self.blk.spec.head_dim, self.cfg.tile)
+
+    # ------------------------------------------------------------------ commands
+    def init_commands(self) -> list:
+        """The one-time program (weights, RBUF, masks, zero state; END)."""
+        return list(self.init)
+
+    def init_host_words(self) -> list:
+        """The host words the init program's LOADs consume."""
+        return list(self.init_words)
+
+    def step_commands(self) -> list:
+        """The program of one denoising step (identical every step)."""
+        return list(self.step)
+
+    def section(self, name: str) -> tuple:
+        """``(start, stop)`` of the named part of :meth:`step_commands` (see :attr:`sections`)."""
+        for n, a, b in self.sections:
+            if n == name:
+                return a, b
+        raise KeyError(f"no section {name!r}; sections are {[s[0] for s in self.sections]}")
+
+    # ------------------------------------------------------------------ host data
+    @property
+    def cfg(self) -> Config:
+        """The block's configuration."""
+        return self.blk.cfg
+
+    def step_host_words(self, x, mod) -> list:
+        """Host words of one step: ``x`` (N, D) into ABUF, then ``mod`` (6, D) into VBUF (act
+        format integers, as :meth:`golden.dit_int.IntDiTBlock.step` takes them)."""
+        s = self.blk.spec
+        x = np.asarray(x, np.int64).reshape(s.tokens, s.hidden)
+        mod = np.asarray(mod, np.int64).reshape(len(MOD_NAMES), s.hidden)
+        words = []
+        for r in tensor_rows(x, self.cfg.tile):
+            words += row_to_words(self.cfg, "ABUF", {"v": r})
+        for r in mod.reshape(-1, self.cfg.tile):
+            words += row_to_words(self.cfg, "VBUF", {"v": r})
+        return words
+
+    def parse_step_output(self, words) -> dict:
+        """The words STOREd by one step → ``{key: int64 array}`` in the shapes of
+        :meth:`expected`."""
+        cfg, s = self.cfg, self.blk.spec
+        N, T = s.tokens, cfg.tile
+        words, out, pos = list(words), {}, 0
+        for key, rname in self.stores:
+            reg = self.regions[rname]
+            wpr = host_words_per_row(cfg, reg.buf)
+            need = reg.rows * wpr
+            if pos + need > len(words):
+                raise ValueError(f"output stream ends inside {key!r} ({len(words)} words)")
+            rows = np.array([words_to_row(cfg, reg.buf, words[pos + i * wpr:pos + (i + 1) * wpr])
+                             ["v"] for i in range(reg.rows)], np.int64)
+            pos += need
+            out[key] = (rows_ysum if reg.buf == "YBUF" else rows_tensor)(rows, N, T)
+        if pos != len(words):
+            raise ValueError(f"output stream has {len(words) - pos} words past the last region")
+        H, d, dp = s.heads, s.head_dim, self.head_dim_padded
+        out["o"] = out["o"].reshape(N, H, dp)[..., :d].transpose(1, 0, 2)
+        if dp != d and "proj.xhat" in out:
+            out["proj.xhat"] = unpad(out["proj.xhat"], H, d, dp)
+        return out
+
+    def expected(self, step: BlockStep) -> dict:
+        """The golden values of :meth:`parse_step_output`'s keys for one
+        :class:`~golden.dit_int.BlockStep`: ``out`` (N, D), ``o`` (H, N, d) and per layer
+        ``<layer>.y``, ``<layer>.xhat``, ``<layer>.Y``. For ``qk`` on a reuse step ``y`` is the
+        last cache step's (what ABUF still holds). The INT8 core has no ``xhat`` and ``Y``
+        keys."""
+        cfg = self.cfg
+        res = {"out": step.out, "o": step.attn.o}
+        for k in LAYERS:
+            ls = step.layers[k]
+            res[f"{k}.y"] = ls.y
+            if not dense(cfg):
+                res[f"{k}.xhat"], res[f"{k}.Y"] = ls.xhat, ls.Y
+        return {k: np.asarray(v, np.int64) for k, v in res.items()}
+
+    # ------------------------------------------------------------------ memory
+    def memory_map(self) -> str:
+        """A readable table of the regions: buffer, name, base, rows (and the depth used)."""
+        return memory_table(self.regions, self.core)
+
+    def rows_used(self, buf: str) -> int:
+        """Rows of ``buf`` the program needs (end of its highest region)."""
+        return regions_end(self.regions, buf)
+
+    def check_fits(self):
+        """Raise ValueError naming the first buffer whose regions exceed its depth."""
+        for buf in BUF_ORDER:
+            need, depth = self.rows_used(buf), buffer_depth(self.core, buf)
+            if need > depth:
+                raise ValueError(f"the program does not fit {buf}: it needs {need} rows, the "
+                                 f"core has {depth} (CoreConfig.{buf.lower()}_rows)")
+
+
+def regions_end(regions: dict, buf: str) -> int:
+    """The end of the highest region of ``buf`` among ``regions`` (0 when none)."""
+    return max((r.base + r.rows for r in regions.values() if r.buf == buf), default=0)
+
+
+def memory_table(regions: dict, core: CoreConfig, marked=frozenset(), name_width: int = 14,
+                 mark: str = "") -> str:
+    """A memory map as a readable table: per buffer (:data:`BUF_ORDER`) its regions (buffer,
+    name, base, rows; ``mark`` after those named in ``marked``), then the rows used and the
+    depth."""
+    lines = [f"{'buffer':<7}{'region':<{name_width}}{'base':>7}{'rows':>7}"]
+    for buf in BUF_ORDER:
+        regs = [r for r in regions.values() if r.buf == buf]
+        for r in regs:
+            lines.append(f"{buf:<7}{r.name:<{name_width}}{r.base:>7}{r.rows:>7}"
+                         + (mark if r.name in marked else ""))
+        if regs:
+            lines.append(f"{buf:<7}{'(used/depth)':<{name_width}}{regions_end(regions, buf):>7}"
+                         f"{buffer_depth(core, buf):>7}")
+    return "\n".join(lines)
+
+
+def check_block(blk: IntDiTBlock):
+    """What the core needs of a block (raises ValueError naming it): every dimension but the
+    head dim a multiple of ``T`` (a head dim that is not is padded, :mod:`program.heads`),
+    closed-loop layers, the interval within STEP's field, biases within the act format,
+    ``eps_q`` within VPARAM's."""
+    cfg = blk.cfg
+    check_core(cfg)
+    s = blk.spec
+    T = cfg.tile
+    dims = (("N (tokens)", s.tokens), ("D (hidden)", s.hidden), ("M (MLP width)", s.mlp_hidden))
+    for what, v in dims:
+        if v % T:
+            raise ValueError(f"{what} = {v} is not a multiple of the tile size T = {T}")
+    if not cfg.closed_loop:
+        raise ValueError("the core implements closed-loop differential layers only "
+                         "(cfg.closed_loop is False)")
+    if not 1 <= blk.interval <= 255:
+        raise ValueError(f"SAR interval {blk.interval} does not fit STEP.interval (1..255)")
+    for k in LAYERS:
+        check_bias(cfg, blk.layers[k], f"{k!r} ({blk.layers[k].name})")
+    if not 0 <= blk.eps_q < 1 << 64:
+        raise ValueError(f"LayerNorm eps_q {blk.eps_q} does not fit VPARAM.value (64 bits)")
+
+
+def check_bias(cfg: Config, lay, what: str):
+    """Raise ValueError when layer ``what``'s biases (act LSBs) do not fit ``act_width``."""
+    lim = 1 << (cfg.act_width - 1)
+    b = lay.bias_int
+    if b.min(initial=0) < -lim or b.max(initial=0) >= lim:
+        raise ValueError(f"layer {what}: bias {int(np.abs(b).max())} LSBs does not fit "
+                         f"act_width {cfg.act_width}")
+
+
+def check_pieces(blk: IntDiTBlock, pieces) -> dict:
+    """``pieces`` (``{layer: count}`` or None) checked against ``blk`` (ValueError naming the
+    layer and the allowed values); returns the dict. A layer longer than ``max_reduction``
+    runs in its golden layer's pieces (``pieces``: ``Y`` saturates after each, so another split
+    could differ), and so does every layer with a stored Y (``ystate_frac``: rounded after each
+    piece)."""
+    pieces = dict(pieces or {})
+    for k, p in pieces.items():
+        if k not in LAYERS:
+            raise ValueError(f"pieces: no layer {k!r}; layers are {list(LAYERS)}")
+        cin = blk.layers[k].W.shape[0]
+        if not isinstance(p, int) or isinstance(p, bool) or not 1 <= p <= cin:
+            raise ValueError(f"pieces[{k!r}] = {p!r}: an int in 1..{cin} (the layer's input "
+                             f"channels)")
+        need = blk.layers[k].pieces
+        if p != need and reduction_pieces(cin, blk.cfg) > 1:
+            raise ValueError(f"pieces[{k!r}] = {p}: the layer's {cin} input channels exceed "
+                             f"max_reduction {blk.cfg.max_reduction} and run in its golden "
+                             f"layer's {need} pieces; {need} only")
+        if p != need and blk.cfg.ystate_frac is not None:
+            raise ValueError(f"pieces[{k!r}] = {p}: a stored Y (ystate_frac "
+                             f"{blk.cfg.ystate_frac}) is rounded after every piece, so the "
+                             f"golden block must run the same pieces: build it with "
+                             f"IntDiTBlock(..., pieces={{{k!r}: {p}}}) (it runs {need})")
+        if p > 1 and dense(blk.cfg):
+            raise ValueError(f"pieces[{k!r}] = {p}: the INT8 core cannot split a reduction (its "
+                             f"quantizer scales a whole tile by one exponent); 1 only")
+    return pieces
+
+
+def compile_block(blk: IntDiTBlock, core: CoreConfig, pieces: dict | None = None,
+                  abuf_base: int = 0) -> CoreProgram:
+    """Lower ``blk`` to a :class:`CoreProgram` for a core of buffer depths ``core`` (module
+    docstring); ``pieces``: ``{layer: p}`` splits that layer's reduction into ``p`` pieces
+    (module docstring; default 1 each, more beyond ``max_reduction``); ``abuf_base``: the first
+    ABUF row of the block's activations (the rows below stay free). Raises ValueError for a
+    dimension that is not a multiple of ``T``, a bias beyond ``act_width``, an open-loop
+    configuration, a bad ``pieces`` or ``abuf_base``, or a program that does not fit."""
+    check_block(blk)
+    if not isinstance(abuf_base, int) or isinstance(abuf_base, bool) or abuf_base < 0:
+        raise ValueError(f"abuf_base must be an integer >= 0, not {abuf_base!r}")
+    layers = core_layers(blk)
+    if layers["proj"].W.shape[0] != blk.layers["proj"].W.shape[0] \
+            and (pieces or {}).get("proj", 1) != 1:
+        raise ValueError(f"pieces['proj'] = {pieces['proj']}: the heads are padded "
+                         f"(program.heads), so proj runs in one piece; 1 only")
+    prog = CoreProgram(blk=blk, core=core, pieces=check_pieces(blk, pieces),
+                       abuf_base=abuf_base, layers=layers)
+    _plan(prog)
+    prog.check_fits()
+    _lower(prog)
+    return prog
+
+
+def core_layers(blk: IntDiTBlock) -> dict:
+    """The block's layers as the core runs them: ``proj`` reads the heads padded to a multiple
+    of ``T`` when ``T`` does not divide the head dim (:func:`program.heads.padded_proj`)."""
+    s = blk.spec
+    dp = padded_head_dim(s.head_dim, blk.cfg.tile)
+    layers = dict(blk.layers)
+    if dp != s.head_dim:
+        layers["proj"] = padded_proj(blk.layers["proj"], s.heads, s.head_dim, dp)
+    return layers
+
+
+def _plan(prog: CoreProgram):
+    """Allocate every region (the memory map) in ``prog.regions``."""
+    blk, cfg = prog.blk, prog.cfg
+    s, T = blk.spec, cfg.tile
+    N, D, H, M = s.tokens, s.hidden, s.heads, s.mlp_hidden
+    d, dp, layers = s.head_dim, prog.head_dim_padded, prog.layers
+    nt = N // T
+    top = dict.fromkeys(BUF_ORDER, 0)
+    top["ABUF"] = prog.abuf_base
+
+    def take(buf, name, rows):
+        prog.regions[name] = Region(buf, name, top[buf], rows)
+        top[buf] += rows
+
+    widths = {"x": D, "ln1": D, "a": D, "qk.y": 2 * D, "v.y": D, "S": None, "P": None,
+              "o": H * dp,
+              "proj.y": D, "h1": D, "ln2": D, "m": D, "fc1.y": M, "gelu": M, "fc2.y": D, "out": D}
+    for name, C in widths.items():
+        # S, P: T queries × N keys, twice (query tile qa uses the half qa % 2)
+        take("ABUF", name, 2 * N if C is None else nt * C)
+    state = 0 if dense(cfg) else 1       # the INT8 core keeps no x̂ and no Y
+    for k in LAYERS:
+        take("XBUF", f"{k}.xhat", state * nt * layers[k].W.shape[0])
+    for k in LAYERS:
+        take("YBUF", f"{k}.Y", state * N * layers[k].W.shape[1] // T)
+    for k in LAYERS:
+        cin, cout = layers[k].W.shape
+        take("WMEM", f"{k}.W", cin * cout // T)
+    take("WMEM", "K^T", nt * d)          # row kb·d + c: K[kb·T + lane, c] (one head)
+    take("WMEM", "V", (dp // T) * N)     # row cb·N + key: V[key, cb·T + lane] (one head)
+    for k in LAYERS:
+        take("RBUF", f"{k}.r", layers[k].W.shape[1] // T)
+    take("RBUF", "S.r", 1)
+    take("RBUF", "O.r", 1)
+    for name in MOD_NAMES:
+        take("VBUF", name, D // T)
+    take("MASK", "mask", H * nt)         # row h·nt + query tile
+    slot = group_rows(cfg, max(layers[k].W.shape[0] for k in LAYERS))
+    take("GMEM", "slot0", slot)
+    take("GMEM", "slot1", slot)
+    take("GMEM", "pcache", H * nt * group_rows(cfg, N))   # region (h·nt + qa)·group_rows(N)
+
+
+# ================================================================================ lowering
+class Emitter:
+    """Appends commands to a list; :meth:`section` marks named parts, :meth:`skip` wraps a part in
+    SKIPs, and every command carries a *tag* (None, or the name of the host tensor a LOAD reads
+    or a STORE writes, with the row offset into it) in :attr:`tags`, parallel to :attr:`cmds`."""
+
+    def __init__(self, cfg: Config):
+        self.cfg, self.cmds, self.tags, self.sections = cfg, [], [], []
+        self._mark = None
+
+    def __call__(self, op: str, wait: int = 0, signal: int = 0, tag=None, **f):
+        """Append one command (:func:`make_cmd`)."""
+        self.cmds.append(make_cmd(self.cfg, op, wait, signal, **f))
+        self.tags.append(tag)
+
+    def section(self, name):
+        """End the open section (if any) here and open ``name`` (None: open none)."""
+        if self._mark is not None:
+            self.sections.append((self._mark[0], self._mark[1], len(self.cmds)))
+        self._mark = None if name is None else (name, len(self.cmds))
+
+    def skip(self, body: "Emitter"):
+        """``body``'s commands behind SKIPs of at most :data:`MAX_COUNT` commands each."""
+        for i in range(0, len(body.cmds), MAX_COUNT):
+            part = body.cmds[i:i + MAX_COUNT]
+            self("SKIP", count=len(part))
+            self.cmds.extend(part)
+            self.tags.extend(body.tags[i:i + MAX_COUNT])
+
+    def transfer(self, op: str, buf: str, reg: Region, zero: int = 0, key: str | None = None):
+        """LOAD/STORE of a whole region, split at :data:`MAX_COUNT` rows; ``key`` names the host
+        tensor the rows come from or go to (the tag ``(key, first row)`` of each command)."""
+        for a in range(0, reg.rows, MAX_COUNT):
+            f = dict(buf=BUFFERS.index(buf), addr=reg.base + a, count=min(MAX_COUNT, reg.rows - a))
+            if op == "LOAD":
+                f["zero"] = zero
+            self(op, tag=None if key is None else (key, a), **f)
+
+
+#: VPU operations that work element by element along a row (their VBUF operands per channel,
+#: ``gated_residual``'s ``c`` an ABUF row like ``a``): a row longer than ``max_reduction`` runs
+#: as several VROWs over consecutive channels (:func:`vrow_chunks`).
+ELEMENTWISE = ("modulate", "gelu", "gated_residual")
+
+
+def vrow_chunks(cfg: Config, op: str, n: int) -> list:
+    """``(first channel, channels)`` of the VROWs one token row of ``n`` elements runs in: one
+    for a row of at most ``max_reduction`` or a LayerNorm row of at most ``ln_row_max`` (the VPU
+    takes a longer one twice); an :data:`ELEMENTWISE` operation's longer row in chunks of the
+    largest multiple of ``T`` within ``max_reduction`` (a VROW writes whole ``T``-element
+    beats), the last one shorter. Raises ValueError for a softmax row longer than
+    ``max_reduction`` or a LayerNorm row longer than ``ln_row_max`` (they need their whole row
+    in the VPU)."""
+    if n <= (cfg.ln_max if op == "layernorm" else cfg.max_reduction):
+        return [(0, n)]
+    if op == "layernorm":
+        raise ValueError(f"a layernorm row of {n} elements exceeds ln_row_max {cfg.ln_max} "
+                         f"(--set ln_row_max={n} lets the VPU take it twice)")
+    if op not in ELEMENTWISE:
+        raise ValueError(f"a {op} row of {n} elements exceeds max_reduction "
+                         f"{cfg.max_reduction} (the VPU holds a whole row)")
+    step = cfg.max_reduction // cfg.tile * cfg.tile
+    return [(c0, min(step, n - c0)) for c0 in range(0, n, step)]
+
+
+def emit_vrow(e: Emitter, op: str, **f):
+    """Append a VROW of the VPU operation named ``op``. Raises ValueError for a VPU row the
+    core would refuse (``operand``): more than ``max_reduction`` elements (a LayerNorm row: more
+    than ``ln_row_max``; the sub-channel walk: ``n·T``)."""
+    why = vpu_row_excess(e.cfg, op, f["n"], f.get("cols", 0))
+    if why:
+        raise ValueError(why)
+    e("VROW", vop=VPU_OPS.index(op), **f)
+
+
+def emit_token_rows(e: Emitter, op: str, N: int, n: int, C: int, a: int, dst: int, **f):
+    """VROW ``op`` over ``N`` token rows of ``n`` channels (ABUF ``a`` and ``dst``, token-tile
+    stride ``C``), in the VROWs of :func:`vrow_chunks`: each chunk's ABUF operands from its first
+    channel, its VBUF operands (``vb``, modulate's ``c``) from its first VBUF row."""
+    T = e.cfg.tile
+    for c0, m in vrow_chunks(e.cfg, op, n):
+        g = {k: v + (c0 if (k, op) == ("c", "gated_residual") else c0 // T)
+             for k, v in f.items()}
+        emit_vrow(e, op, R=N, n=m, a=a + c0, C=C, dst=dst + c0, **g)
+
+
+def emit_kv(e: Emitter, cfg: Config, a: int, C: int, N: int, d: int, sreg: int,
+            kt: int | None = None):
+    """The K/V shift of one head (``kv_amax`` into SREG ``sreg``) over its ``d`` channels of
+    ``N`` tokens at ABUF ``a`` (token-tile stride ``C``), and for K (``kt``: its WMEM base) the
+    INT8 ``Kᵀ`` rows ``kt + kb·d + c``. One sub-channel row per token tile (``d·T`` elements)
+    while that fits ``max_reduction``; beyond it the shift takes one token row per token
+    (``d`` elements; the running max continues over every command of the VROW) and ``Kᵀ`` one
+    VROW per token tile and chunk of at most ``max_reduction / T`` channels."""
+    T = cfg.tile
+    nt = N // T
+    if d * T <= cfg.max_reduction:
+        walk = dict(cols=1, R=nt, n=d, a=a, C=C, sreg=sreg)
+        emit_vrow(e, "kv_amax", **walk)
+        if kt is not None:
+            emit_vrow(e, "kv_quant", dst=kt, **walk)
+        return
+    emit_vrow(e, "kv_amax", R=N, n=d, a=a, C=C, sreg=sreg)
+    if kt is None:
+        return
+    step = max(1, cfg.max_reduction // T)
+    for kb in range(nt):
+        for c0 in range(0, d, step):
+            emit_vrow(e, "kv_quant", cols=1, R=1, n=min(step, d - c0), a=a + kb * C + c0, C=C,
+                      dst=kt + kb * d + c0, sreg=sreg)
+
+
+def _layer(prog, e: Emitter, k: str, src: str):
+    """One differential layer ``k`` of ``prog.blk`` reading ABUF region ``src``."""
+    lay = prog.layers[k]
+    emit_layer(e, prog.cfg, lay, prog.blk.spec.tokens, prog.regions, k, src,
+               pieces=prog.pieces.get(k, lay.pieces))
+
+
+def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces: int = 1):
+    """One linear layer (module docstring): ``lay`` (a :class:`golden.differential.DiffLinear`, or
+    on the INT8 core a dense :class:`golden.dense_int8.DenseInt8Linear`) over ``N`` tokens read
+    from ``R[src]``, each token tile's reduction in ``pieces`` pieces (:func:`piece_bounds`);
+    ``R`` maps ``<k>.xhat``, ``<k>.Y``, ``<k>.W``, ``<k>.r``, ``<k>.y``, ``slot0`` and ``slot1``
+    to their regions."""
+    T = cfg.tile
+    cin, cout = lay.W.shape
+    nt, nb = N // T, cout // T
+    slots = (R["slot0"].base, R["slot1"].base)
+    xa, xh, Yb = R[src].base, R[f"{k}.xhat"].base, R[f"{k}.Y"].base
+    wb, rb, ya = R[f"{k}.W"].base, R[f"{k}.r"].base, R[f"{k}.y"].base
+    diff = 0 if dense(cfg) else 1
+    if diff:
+        e("QCFG", base_log2=lay.B, thr=list(cfg.thr))
+
+    # The protocol's tiles: (token tile, first channel, channels) in order.
+    tiles = [(t, c0, n) for t in range(nt) for c0, n in piece_bounds(cin, pieces)]
+
+    def quant(i):
+        t, c0, n = tiles[i]
+        e("QUANT", wait=FREE if i >= 2 else 0, signal=FULL, src=xa + t * cin + c0,
+          xsrc=(xh + t * cin + c0) * diff, nch=n, gdst=slots[i % 2], diff=diff)
+
+    quant(0)
+    for i, (t, c0, _n) in enumerate(tiles):
+        if i + 1 < len(tiles):
+            quant(i + 1)
+        for j in range(nb):
+            e("GEMM", wait=FULL if j == 0 else 0,
+              signal=FREE if j == nb - 1 and i + 2 < len(tiles) else 0, gsrc=slots[i % 2],
+              wbase=wb + j * cin + c0, ysrc=(Yb + (t * nb + j) * T) * diff, rrow=rb + j,
+              dst=ya + t * cout + j * T, accum=diff)
+    e("BARRIER")
+
+
+def weight_words(cfg: Config, lay) -> list:
+    """The host words of a layer's WMEM rows: per column block ``j``, per input channel ``c``,
+    ``W[c, j·T .. j·T+T-1]``."""
+    T = cfg.tile
+    cin, cout = lay.W.shape
+    return [w for j in range(cout // T) for c in range(cin)
+            for w in row_to_words(cfg, "WMEM", {"w": lay.W[c, j * T:(j + 1) * T]})]
+
+
+def rbuf_words(cfg: Config, lay) -> list:
+    """The host words of a layer's RBUF rows (``m``, ``sh``, bias of each column block)."""
+    T = cfg.tile
+    words = []
+    for j in range(lay.W.shape[1] // T):
+        sl = slice(j * T, (j + 1) * T)
+        words += row_to_words(cfg, "RBUF", {"m": lay.m[sl], "sh": lay.sh[sl],
+                                            "bias": lay.bias_int[sl]})
+    return words
+
+
+def attention_words(cfg: Config, blk: IntDiTBlock) -> tuple:
+    """The host words of a block's two attention RBUF rows (``S.r``, ``O.r``) and of its MASK
+    rows (row ``h·nt + query tile``, bit ``kb`` = key block kept)."""
+    T, nt = cfg.tile, blk.spec.tokens // cfg.tile
+    r = []
+    for m, sh in ((blk.s_m, blk.s_sh), (blk.o_m, blk.o_sh)):
+        r += row_to_words(cfg, "RBUF", {"m": [m] * T, "sh": [sh] * T, "bias": [0] * T})
+    mask = []
+    for h in range(blk.spec.heads):
+        for qa in range(nt):
+            bits = sum(1 << kb for kb in range(nt) if blk.mask[h, qa, kb])
+            mask += row_to_words(cfg, "MASK", {"bits": bits})
+    return r, mask
+
+
+def _attention_cache(prog: CoreProgram, e: Emitter):
+    """Cache-step part: per head Kᵀ into WMEM; per query tile S, softmax, P into the P cache,
+    software-pipelined on two halves of S and P: query tile qa's softmax (a VROW with
+    ``overlap``) runs while the Q engine quantizes tile qa+1's queries and the matrix engine
+    computes its S (finding each query's max on the way, RMAX); then P of tile qa is quantized.
+    Semaphores: ``S_READY`` (the last S GEMM of a tile, once RMAX holds its maxima) before the
+    softmax, ``P_READY`` (the softmax) before P's QUANT. The rest is ordered by the engines
+    themselves: a softmax issues only once the previous one is done, after P's QUANT of the
+    tile before (so tile qa+2's S GEMMs, issued after softmax qa+1, never overwrite the half
+    softmax qa reads, and softmax qa+2 never the half P's QUANT of qa reads, the Q engine taking
+    one command at a time)."""
+    blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    s, T = blk.spec, cfg.tile
+    N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
+    nt = N // T
+    qk, kt = R["qk.y"].base, R["K^T"].base
+    slots = (R["slot0"].base, R["slot1"].base)
+
+    def scores(h, qa):
+        if not dense(cfg):
+            e("QCFG", base_log2=blk.B, thr=list(cfg.thr))
+        e("QUANT", signal=FULL, src=qk + qa * 2 * D + h * d, nch=d, gdst=slots[qa % 2])
+        kept = [kb for kb in range(nt) if blk.mask[h, qa, kb]]
+        for i, kb in enumerate(kept):
+            # The drain finds each query's max over the kept keys (RMAX) on the way.
+            e("GEMM", wait=FULL if i == 0 else 0, signal=S_READY if i == len(kept) - 1 else 0,
+              gsrc=slots[qa % 2], wbase=kt + kb * d, rrow=R["S.r"].base,
+              dst=R["S"].base + (qa % 2) * N + kb * T, use_sreg=1, sreg=SREG_K,
+              rmax=1 if i == 0 else 2)
+        if not kept:                      # nothing to wait for: signal the softmax anyway
+            e("NOP", signal=S_READY)
+
+    for h in range(H):
+        emit_kv(e, cfg, qk + D + h * d, 2 * D, N, d, SREG_K, kt)
+        scores(h, 0)
+        for qa in range(nt):
+            emit_vrow(e, "softmax_mx", wait=S_READY, signal=P_READY, overlap=1, R=T, n=N,
+                      a=R["S"].base + (qa % 2) * N, C=N, vb=R["mask"].base + h * nt + qa,
+                      dst=R["P"].base + (qa % 2) * N)
+            if qa + 1 < nt:
+                scores(h, qa + 1)
+            if not dense(cfg):
+                e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
+            e("QUANT", wait=P_READY, src=R["P"].base + (qa % 2) * N, nch=N,
+              gdst=_pcache(prog, h, qa), pcache=1)
+    e("BARRIER")
+
+
+def _pcache(prog: CoreProgram, h: int, qa: int) -> int:
+    """GMEM base of the P-cache region of head ``h``, query tile ``qa`` (``group_rows(N)`` rows
+    each)."""
+    N = prog.blk.spec.tokens
+    return prog.regions["pcache"].base + (h * (N // prog.cfg.tile) + qa) * group_rows(prog.cfg, N)
+
+
+def _attention_every(prog: CoreProgram, e: Emitter):
+    """Every step: per head V into WMEM, then ``o`` = P-cache · V per query tile, column block."""
+    blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    s, T = blk.spec, cfg.tile
+    N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
+    dp = padded_head_dim(d, T)      # o's head width (program.heads)
+    vw = R["V"].base
+    for h in range(H):
+        # The head's max |v| over sub-channels (one VPU row per token tile, as for K: a
+        # token-row walk pays each row's fixed cycles N times); its INT8 rows by token rows,
+        # the layout the P·V GEMM reads (WMEM row = key, T columns of the head).
+        a = R["v.y"].base + h * d
+        emit_kv(e, cfg, a, D, N, d, SREG_V)
+        emit_vrow(e, "kv_quant", R=N, n=d, a=a, C=D, dst=vw, sreg=SREG_V)
+        for qa in range(N // T):
+            for cb in range(dp // T):
+                e("GEMM", gsrc=_pcache(prog, h, qa), wbase=vw + cb * N, rrow=R["O.r"].base,
+                  dst=R["o"].base + (qa * H + h) * dp + cb * T, use_sreg=1, sreg=SREG_V,
+                  pcache=1)
+    e("BARRIER")
+
+
+def _init(prog: CoreProgram):
+    """Init commands and host words: weights, RBUF rows, masks, zero x̂/Y state; END."""
+    blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    e, words = Emitter(cfg), []
+    for k in LAYERS:
+        e.transfer("LOAD", "WMEM", R[f"{k}.W"])
+        words += weight_words(cfg, prog.layers[k])
+    for k in LAYERS:
+        e.transfer("LOAD", "RBUF", R[f"{k}.r"])
+        words += rbuf_words(cfg, prog.layers[k])
+    rwords, mwords = attention_words(cfg, blk)
+    e.transfer("LOAD", "RBUF", R["S.r"])
+    e.transfer("LOAD", "RBUF", R["O.r"])
+    e.transfer("LOAD", "MASK", R["mask"])
+    words += rwords + mwords
+    for buf, suffix in (("XBUF", "xhat"), ("YBUF", "Y")):
+        regs = [R[f"{k}.{suffix}"] for k in LAYERS]
+        whole = Region(buf, suffix, regs[0].base, sum(r.rows for r in regs))   # contiguous
+        e.transfer("LOAD", buf, whole, zero=1)
+    e("END")
+    prog.init, prog.init_words = e.cmds, words
+
+
+def emit_block_body(prog, e: Emitter, prefix: str = ""):
+    """The step of one block from ``ln1`` to ``res2`` (module docstring), one section per part
+    (named ``prefix + part``). ``prog`` has ``blk``, ``cfg`` and ``regions``, the last mapping
+    the block's region names (``x``, ``out``, ``ln1`` ..., ``<layer>.W`` ..., ``shift1`` ...)
+    to regions; ``prog.around(e, k, when)`` (if present) is called ``"before"`` and ``"after"``
+    each layer ``k``, inside the layer's SKIP for ``qk``."""
+    blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    s = blk.spec
+    N, D, M = s.tokens, s.hidden, s.mlp_hidden
+    around = getattr(prog, "around", None)
+
+    def layer(em, k, src):
+        if around:
+            around(em, k, "before")
+        _layer(prog, em, k, src)
+        if around:
+            around(em, k, "after")
+
+    def vr(op, a, dst, n=D, C=D, **f):
+        emit_token_rows(e, op, N, n, C, R[a].base, R[dst].base, **f)
+
+    vb = {k: R[k].base for k in MOD_NAMES}
+    e.section(prefix + "ln1")
+    vr("layernorm", "x", "ln1")
+    e.section(prefix + "mod1")
+    vr("modulate", "ln1", "a", vb=vb["shift1"], c=vb["scale1"])
+    e.section(prefix + "qk")
+    sub = Emitter(cfg)
+    layer(sub, "qk", "a")
+    e.skip(sub)
+    e.section(prefix + "v")
+    layer(e, "v", "a")
+    e.section(prefix + "attn.cache")
+    sub = Emitter(cfg)
+    _attention_cache(prog, sub)
+    e.skip(sub)
+    e.section(prefix + "attn.pv")
+    _attention_every(prog, e)
+    e.section(prefix + "proj")
+    layer(e, "proj", "o")
+    e.section(prefix + "res1")
+    vr("gated_residual", "x", "h1", vb=vb["gate1"], c=R["proj.y"].base)
+    e.section(prefix + "ln2")
+    vr("layernorm", "h1", "ln2")
+    e.section(prefix + "mod2")
+    vr("modulate", "ln2", "m", vb=vb["shift2"], c=vb["scale2"])
+    e.section(prefix + "fc1")
+    layer(e, "fc1", "m")
+    e.section(prefix + "gelu")
+    vr("gelu", "fc1.y", "gelu", n=M, C=M)
+    e.section(prefix + "fc2")
+    layer(e, "fc2", "gelu")
+    e.section(prefix + "res2")
+    vr("gated_residual", "h1", "out", vb=vb["gate2"], c=R["fc2.y"].base)
+
+
+def _lower(prog: CoreProgram):
+    """Fill ``prog``'s init and step programs, sections and STORE list."""
+    blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    D = blk.spec.hidden
+    _init(prog)
+    e = Emitter(cfg)
+    e.section("load")
+    e.transfer("LOAD", "ABUF", R["x"])
+    e.transfer("LOAD", "VBUF", Region("VBUF", "mod", R["shift1"].base,
+                                      len(MOD_NAMES) * D // cfg.tile))
+    e("VPARAM", value=blk.eps_q)
+    emit_block_body(prog, e)
+    e.section("store")
+    prog.stores = [("out", "out"), ("o", "o")]
+    for k in LAYERS:
+        prog.stores += [(f"{k}.y", f"{k}.y")] + ([] if dense(cfg) else
+                                                 [(f"{k}.xhat", f"{k}.xhat"), (f"{k}.Y", f"{k}.Y")])
+    for _key, rname in prog.stores:
+        e.transfer("STORE", R[rname].buf, R[rname])
+    e("STEP", interval=blk.interval)
+    e("END")
+    e.section(None)
+    prog.step, prog.sections = e.cmds, e.sections

@@ -1,0 +1,727 @@
+"""The DSTAR core's compiler for a whole DiT: :class:`models.dit_int_model.IntDiT` → a core program
+whose sequential execution equals the integer model bit for bit at every step.
+
+A block is lowered exactly as :mod:`program.compiler` lowers one (the same command sequence
+over this program's memory map, :func:`program.compiler.emit_block_body`); around the blocks
+come the patch embedding, the position embedding and the final layer.
+
+Program structure
+-----------------
+*Init* (once): LOAD every resident layer's weights (WMEM), every layer's requantization rows and
+the blocks' attention rows (RBUF), the SAR masks (MASK), the position embedding (ABUF ``pos``) and
+the gate ``1.0`` (VBUF ``one``); END. Before each sample's first step
+:func:`zero_state_commands` zeroes every resident ``x̂`` (XBUF) and ``Y`` (YBUF) and brings the
+STEP phase back to 0.
+
+**ABUF by lifetime.** Every activation tensor of a step lives from the command that writes it to
+the last that reads it; tensors whose lifetimes do not meet share rows (first fit, in order of
+definition). The batch rows run one after the other and share the placement.
+
+*Step* (the same command list every step; every batch row in turn, then the last line)::
+
+    LOAD ABUF patches; LOAD VBUF mods (every block's six adaLN vectors, then the final two)
+    VPARAM eps_q
+    x_embed layer (patches → x_embed.y)
+    VROW gated_residual pos + 1.0 · x_embed.y → h.0;  STORE h.0              ("h0")
+    block i (x = h.i, out = h.(i+1));  STORE out                            ("blocks.i.out")
+    VROW layernorm → ln;  VROW modulate → f;  STORE f                        ("f")
+    final.linear layer (f → eps);  STORE eps                                 ("eps")
+    STORE CNT ("counters");  STEP interval;  END
+
+**Streamed layers.** A layer's weights (WMEM), ``x̂`` (XBUF) or ``Y`` (YBUF) that do not fit the
+core stay with the host: all streamed objects of a buffer share one *window* region (as large as
+the largest of them). Around such a layer the step LOADs its weights (the same words every step)
+and its state (the words the host kept from the step before: zero before the first), and after
+its BARRIER it STOREs the state back. :func:`compile_model` keeps every object resident when its
+buffer can hold them all; otherwise it streams the largest objects of that buffer first until the
+rest fit (``stream`` forces every object of the named buffers to stream). The state transfers of
+the ``qk`` layers lie inside their SKIP, so a reuse step neither sends nor returns them
+(:meth:`ModelProgram.transfers`).
+
+**Padding.** A patch size below the tile size ``T`` (e.g. 2×2 patches of one channel, 4 values,
+at ``T = 8``) is padded to the next multiple of ``T``: the patch embedding gets zero input
+channels (zero weight rows), the final layer zero output channels (zero weights, bias and
+multiplier). Every value is unchanged: a zero sub-channel quantizes to zero and contributes
+nothing, a zero output channel requantizes to zero. The host pads the patches and drops the
+padded channels of ``eps``; only the QPU counters see the extra (zero) sub-channels.
+
+Host tensors (:meth:`ModelProgram.host_words`, :meth:`ModelProgram.parse_output`) are named by
+*keys*: ``patches``, ``mods``, ``<layer>.W``, ``<layer>.xhat``, ``<layer>.Y`` (layers
+``x_embed``, ``blocks.<i>.<qk|v|proj|fc1|fc2>``, ``final.linear``), ``h0``, ``blocks.<i>.out``,
+``f``, ``eps``, ``counters``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+
+from dstar_rtl.golden.dit_int import LAYERS, MOD_NAMES
+from dstar_rtl.golden.schedule import Counters
+from dstar_rtl.models.dit_int_model import IntDiT, ModelStep
+from dstar_rtl.program.compiler import (
+    BUF_ORDER,
+    Emitter,
+    Region,
+    attention_words,
+    check_bias,
+    check_block,
+    core_layers,
+    dense,
+    emit_block_body,
+    emit_layer,
+    emit_token_rows,
+    group_rows,
+    memory_table,
+    rbuf_words,
+    regions_end,
+    weight_words,
+)
+from dstar_rtl.program.heads import padded_head_dim
+from dstar_rtl.program.isa import (
+    BUFFERS,
+    COUNTERS,
+    CoreConfig,
+    abuf_bits,
+    buffer_depth,
+    check_core,
+    host_words_per_row,
+    row_to_words,
+    rows_tensor,
+    rows_ysum,
+    tensor_rows,
+    words_to_row,
+    ysum_rows,
+)
+
+__all__ = ["compile_model", "ModelProgram", "STREAMABLE", "layer_names",
+           "zero_state_commands", "resident_depths", "deepened", "quant_counters"]
+
+#: Buffers whose per-layer objects may stay with the host and stream through the host port.
+STREAMABLE = ("WMEM", "XBUF", "YBUF")
+_SUFFIX = {"WMEM": "W", "XBUF": "xhat", "YBUF": "Y"}
+#: ABUF tensors of one block in compile_block's order, in units of D (None: 2·N rows, the
+#: double-buffered score and P tiles; "M": M).
+_SCRATCH = {"ln1": 1, "a": 1, "qk.y": 2, "v.y": 1, "S": None, "P": None, "o": 1, "proj.y": 1,
+            "h1": 1, "ln2": 1, "m": 1, "fc1.y": "M", "gelu": "M", "fc2.y": 1}
+
+
+def quant_counters(model: IntDiT, steps: list) -> dict:
+    """The QPU counters (``qpu_<name>``, :data:`golden.layouts.COUNTER_NAMES`) a core adds while
+    it runs one model step of every batch row (``steps``: each row's
+    :class:`~models.dit_int_model.ModelStep`), recomputed from the integer golden: every QUANT
+    of the step, in the same tiles.
+
+    - each differential layer that ran (the golden's counters; the patch embedding's input is
+      padded to a multiple of T with zero channels, each a zero sub-channel per token tile: the
+      one thing this lowering adds);
+    - every block's attention (:attr:`golden.dit_int.AttnStep.counters`: on a cache step ``Q``
+      and ``P`` per query tile).
+    """
+    T = model.cfg.tile
+    total = Counters()
+    pad = _pad_to(model.x_embed.W.shape[0], T) - model.x_embed.W.shape[0]
+    tiles = -(-model.spec.tokens // T)
+    for ms in steps:
+        for name, v in ms.quant_counters().items():
+            total.add(name, v)
+        total.add("subchannels", pad * tiles)
+        total.add("subchannels_zero", pad * tiles)
+    return {f"qpu_{k}": v for k, v in total.values.items()}
+
+
+def layer_names(depth: int) -> list:
+    """The model's differential layers in execution order."""
+    return ["x_embed"] + [f"blocks.{i}.{k}" for i in range(depth) for k in LAYERS] + \
+        ["final.linear"]
+
+
+def _pad_to(n: int, T: int) -> int:
+    return -(-n // T) * T
+
+
+@dataclass
+class ModelProgram:
+    """A compiled model (:func:`compile_model`): commands with their host-tensor tags, the
+    memory map and the host side of every transfer."""
+
+    model: IntDiT
+    core: CoreConfig
+    rows: int = 1
+    layers: dict = field(default_factory=dict)      # name → the core's (padded) layer
+    weights: dict = field(default_factory=dict)     # "<layer>.W" → its WMEM host words
+    patch_values: int = 0                           # values of a patch before padding
+    regions: dict = field(default_factory=dict)
+    streamed: dict = field(default_factory=dict)    # buffer → streamed layer names
+    streamed_rows: dict = field(default_factory=dict)   # buffer → streamed (row, layer)
+    init: list = field(default_factory=list)
+    init_words: list = field(default_factory=list)
+    step: list = field(default_factory=list)
+    tags: list = field(default_factory=list)        # parallel to step: ((row, key), first)
+    sections: list = field(default_factory=list)
+
+    @property
+    def cfg(self):
+        """The configuration."""
+        return self.model.cfg
+
+    @property
+    def interval(self) -> int:
+        """The SAR interval of every block (1 without blocks)."""
+        return self.model.blocks[0].interval if self.model.blocks else 1
+
+    @property
+    def patch_dim(self) -> tuple:
+        """``(patch values, padded to T)``."""
+        return self.patch_values, self.layers["x_embed"].W.shape[0]
+
+    # ------------------------------------------------------------------ transfers
+    def transfers(self, cache: bool) -> list:
+        """The host transfers of one step in order: ``(op, row, key, first row, rows, buffer)``
+        for every LOAD (not ``zero``) and STORE the core runs on a cache (``cache``) or reuse
+        step; ``row`` is the batch row (None for ``counters``)."""
+        out, i = [], 0
+        while i < len(self.step):
+            c = self.step[i]
+            if c.op == "SKIP" and not cache:
+                i += 1 + c.count
+                continue
+            tag = self.tags[i]
+            if tag is not None and c.op in ("LOAD", "STORE") and not c.args.get("zero"):
+                (row, key), first = tag
+                out.append((c.op, row, key, first, c.count, BUFFERS[c.buf]))
+            i += 1
+        return out
+
+    def is_cache_step(self, t: int) -> bool:
+        """Whether step ``t`` (from 0) is a SAR cache step (the core's STEP phase is 0)."""
+        return t % self.interval == 0
+
+    # ------------------------------------------------------------------ host data
+    def _rows(self, key: str, value) -> np.ndarray:
+        """A host tensor → its buffer rows (``(rows, T)`` lanes)."""
+        T = self.cfg.tile
+        if key == "mods":
+            return np.asarray(value, np.int64).reshape(-1, T)
+        return (ysum_rows if key.endswith(".Y") else tensor_rows)(value, T)
+
+    def _tensor(self, key: str, rows: np.ndarray):
+        """Inverse of :meth:`_rows` for an ABUF, XBUF or YBUF tensor of ``N`` tokens."""
+        return (rows_ysum if key.endswith(".Y") else rows_tensor)(
+            rows, self.model.spec.tokens, self.cfg.tile)
+
+    def initial_state(self) -> list:
+        """The host's copy of every streamed state before the first step, per batch row:
+        zeros."""
+        N, states = self.model.spec.tokens, []
+        for r in range(self.rows):
+            state = {}
+            for name in self.streamed.get("XBUF", []):
+                state[f"{name}.xhat"] = np.zeros((N, self.layers[name].W.shape[0]), np.int64)
+            for name in self.streamed.get("YBUF", []):
+                state[f"{name}.Y"] = np.zeros((N, self.layers[name].W.shape[1]), np.int64)
+            states.append(state)
+        return states
+
+    def host_words(self, inputs: list, states: list, cache: bool) -> list:
+        """The host words of one step: per batch row its
+        :class:`models.dit_int_model.HostInputs` and the host's copy of its streamed state
+        (:meth:`initial_state`, then :meth:`next_state`), in the order of the step's LOADs."""
+        if len(inputs) != self.rows or len(states) != self.rows:
+            raise ValueError(f"the program runs {self.rows} batch row(s): give that many inputs "
+                             f"and states, not {len(inputs)} and {len(states)}")
+        P, Pp = self.patch_dim
+        data = []
+        for inp, state in zip(inputs, states):
+            patches = np.zeros((self.model.spec.tokens, Pp), np.int64)
+            patches[:, :P] = inp.patches
+            mods = np.concatenate([np.asarray(inp.mods, np.int64).reshape(-1),
+                                   np.asarray(inp.final_mod, np.int64).reshape(-1)])
+            data.append(dict(state, patches=patches, mods=mods))
+        words = []
+        rows_of = {}
+        for op, row, key, first, count, buf in self.transfers(cache):
+            if op != "LOAD":
+                continue
+            if key.endswith(".W"):
+                wpr = host_words_per_row(self.cfg, "WMEM")
+                words += self.weights[key][first * wpr:(first + count) * wpr]
+                continue
+            if (row, key) not in rows_of:
+                rows_of[row, key] = self._rows(key, data[row][key])
+            for r in rows_of[row, key][first:first + count]:
+                words += row_to_words(self.cfg, buf, {"v": r})
+        return words
+
+    def parse_output(self, words, cache: bool) -> tuple:
+        """The words one step STOREd → ``(per batch row {key: int64 array}, counters {name:
+        value})``; raises ValueError when the stream is short or long."""
+        rows, pos = {}, 0
+        words = list(words)
+        for op, row, key, first, count, buf in self.transfers(cache):
+            if op != "STORE":
+                continue
+            wpr = host_words_per_row(self.cfg, buf)
+            need = count * wpr
+            if pos + need > len(words):
+                raise ValueError(f"output stream ends inside {key!r} ({len(words)} words)")
+            if buf == "CNT":
+                rows.setdefault((row, key), []).extend(words[pos:pos + need])
+            else:
+                rows.setdefault((row, key), []).extend(
+                    words_to_row(self.cfg, buf, words[pos + i * wpr:pos + (i + 1) * wpr])["v"]
+                    for i in range(count))
+            pos += need
+        if pos != len(words):
+            raise ValueError(f"output stream has {len(words) - pos} words past the last region")
+        out, counters = [{} for _ in range(self.rows)], {}
+        for (row, key), r in rows.items():
+            if key == "counters":
+                counters = dict(zip(COUNTERS, (int(w) for w in r)))
+            else:
+                out[row][key] = self._tensor(key, np.array(r, np.int64))
+        return out, counters
+
+    def next_state(self, out: dict) -> dict:
+        """The host's copy of the streamed state after a step whose parsed output is ``out``
+        (a reuse step leaves the ``qk`` state as it was)."""
+        return {k: v for k, v in out.items() if k.endswith((".xhat", ".Y"))}
+
+    def eps(self, out: dict) -> np.ndarray:
+        """The model output (N, patch values) of a parsed step output (padding dropped)."""
+        return out["eps"][:, :self.patch_dim[0]]
+
+    def expected(self, ms: ModelStep, cache: bool, row: int = 0) -> dict:
+        """The golden values of batch row ``row``'s :meth:`parse_output` keys after the integer
+        model's step ``ms`` of that row."""
+        res = {"h0": ms.h0, "f": ms.f, "eps": self._pad_cols(ms.eps, "final.linear")}
+        for i, b in enumerate(ms.blocks):
+            res[f"blocks.{i}.out"] = b.out
+        for op, r, key, *_ in self.transfers(cache):
+            if r != row or op != "STORE" or not key.endswith((".xhat", ".Y")):
+                continue
+            name, what = key.rsplit(".", 1)
+            if name in ms.state:
+                v = ms.state[name][0 if what == "xhat" else 1]
+            else:
+                i, k = name.split(".")[1:]
+                ls = ms.blocks[int(i)].layers[k]
+                v = ls.xhat if what == "xhat" else ls.Y
+            res[key] = self._pad_cols(v, name, rows_in=what == "xhat")
+        return {k: np.asarray(v, np.int64) for k, v in res.items()}
+
+    def expected_counters(self, steps: list) -> dict:
+        """The QPU counters the core adds in one step of every batch row (``steps``, the golden
+        rows' :class:`ModelStep`): :func:`quant_counters`."""
+        if len(steps) != self.rows:
+            raise ValueError(f"the program runs {self.rows} batch row(s), not {len(steps)}")
+        return quant_counters(self.model, steps)
+
+    def _pad_cols(self, v, name: str, rows_in: bool = False):
+        """``v`` (N, C) with zero columns up to the core layer's padded width (a ``proj`` input
+        with padded heads: its columns where the heads put them, :mod:`program.heads`)."""
+        v = np.asarray(v, np.int64)
+        lay = self.layers[name]
+        cin, cout = lay.W.shape
+        if rows_in and hasattr(lay, "real_in"):
+            out = np.zeros((v.shape[0], cin), np.int64)
+            out[:, lay.real_in] = v
+            return out
+        want = cin if rows_in else cout
+        return np.pad(v, ((0, 0), (0, want - v.shape[1]))) if v.shape[1] < want else v
+
+    # ------------------------------------------------------------------ memory
+    def memory_map(self) -> str:
+        """A readable table of the regions (streamed objects share their buffer's window)."""
+        streamed = {f"{n}.W" if r is None else _state(r, n, _SUFFIX[buf])
+                    for buf, objs in self.streamed_rows.items() for r, n in objs}
+        return memory_table(self.regions, self.core, streamed, name_width=24,
+                            mark=" (streamed)")
+
+    def rows_used(self, buf: str) -> int:
+        """Rows of ``buf`` the program needs."""
+        return regions_end(self.regions, buf)
+
+
+def compile_model(model: IntDiT, core: CoreConfig, *, rows: int = 1, stream=()) -> ModelProgram:
+    """Lower ``model`` to a :class:`ModelProgram` for a core of buffer depths ``core`` (module
+    docstring). ``rows``: batch rows per step (2 for classifier-free guidance), each with its own
+    state and P-cache; ``stream``: buffers of :data:`STREAMABLE` whose objects all stream (the
+    others stream only what does not fit). Raises ValueError naming the dimension, value or
+    buffer that does not fit."""
+    cfg = model.cfg
+    check_core(cfg)
+    for blk in model.blocks:
+        check_block(blk)
+    if not isinstance(rows, int) or isinstance(rows, bool) or not 1 <= rows <= 16:
+        raise ValueError(f"rows must be an integer in 1..16, not {rows!r}")
+    bad = sorted(set(stream) - set(STREAMABLE))
+    if bad:
+        raise ValueError(f"stream: {bad} cannot stream; allowed buffers are {list(STREAMABLE)}")
+    if not cfg.closed_loop:         # (check_block says so too, for a model with blocks)
+        raise ValueError("the core implements closed-loop differential layers only "
+                         "(cfg.closed_loop is False)")
+    s, T = model.spec, cfg.tile
+    for what, v in (("N (tokens)", s.tokens), ("D (hidden)", s.hidden)):
+        if v % T:
+            raise ValueError(f"{what} = {v} is not a multiple of the tile size T = {T}")
+    if any(b.eps_q != model.eps_q for b in model.blocks):
+        raise ValueError("every LayerNorm of the model must use the same eps (one VPARAM)")
+    prog = ModelProgram(model=model, core=core, rows=rows)
+    _core_layers(prog)
+    _plan(prog, set(stream))
+    _lower(prog)
+    return prog
+
+
+def deepened(cfg, depths: dict) -> tuple:
+    """``(configuration, deeper)``: ``cfg`` with each buffer at least ``depths[buffer]`` rows
+    deep (``{"abuf_rows": rows, ...}``, e.g. :func:`resident_depths`) and the depths that grew.
+    The configuration's depths set the command fields' widths (:func:`program.isa.core_for`),
+    so a deeper core is a new configuration, and a model for it is built from that."""
+    import dataclasses
+
+    from dstar_rtl.program.isa import core_for
+
+    have = core_for(cfg).to_dict()
+    deeper = {k: v for k, v in depths.items() if v > have[k]}
+    return (dataclasses.replace(cfg, **deeper) if deeper else cfg), deeper
+
+
+def resident_depths(model: IntDiT, *, rows: int = 1, streamed: bool = False) -> dict:
+    """The buffer depths (``abuf_rows`` ...: rows) at which ``model`` with ``rows`` batch rows
+    runs with nothing streamed (for ``--set``), or with ``streamed`` every layer of
+    :data:`STREAMABLE` buffers streamed (the least depths it runs at); raises ValueError when
+    even the deepest core cannot hold it."""
+    from dstar_rtl.golden.config import core_rows_limit
+
+    deepest = CoreConfig(**{f: core_rows_limit(f) for f in CoreConfig.__dataclass_fields__})
+    prog = ModelProgram(model=model, core=deepest, rows=rows)     # the memory map only
+    _core_layers(prog)
+    _plan(prog, set(STREAMABLE) if streamed else set())
+    return {f"{b.lower()}_rows": prog.rows_used(b) for b in BUF_ORDER}
+
+
+def _core_layers(prog: ModelProgram):
+    """Every differential layer as the core runs it (the patch embedding's input and the final
+    layer's output padded to a multiple of T); the biases of the two checked (the blocks' are
+    by check_block)."""
+    m, cfg = prog.model, prog.cfg
+    T = cfg.tile
+    P = m.x_embed.W.shape[0]
+    Pp = _pad_to(P, T)
+    prog.patch_values = P
+    xe, fin = m.x_embed, m.final
+    prog.layers["x_embed"] = SimpleNamespace(
+        W=np.pad(xe.W, ((0, Pp - P), (0, 0))), B=xe.B, m=xe.m, sh=xe.sh, bias_int=xe.bias_int,
+        pieces=xe.pieces)
+    pad = Pp - fin.W.shape[1]
+    prog.layers["final.linear"] = SimpleNamespace(
+        W=np.pad(fin.W, ((0, 0), (0, pad))), B=fin.B, m=np.pad(fin.m, (0, pad)),
+        sh=np.pad(fin.sh, (0, pad)), bias_int=np.pad(fin.bias_int, (0, pad)),
+        pieces=fin.pieces)
+    for i, blk in enumerate(m.blocks):
+        for k, lay in core_layers(blk).items():
+            prog.layers[f"blocks.{i}.{k}"] = lay
+    order = layer_names(len(m.blocks))
+    prog.layers = {n: prog.layers[n] for n in order}
+    for n in ("x_embed", "final.linear"):
+        check_bias(cfg, prog.layers[n], repr(n))
+    prog.weights = {f"{n}.W": weight_words(cfg, lay) for n, lay in prog.layers.items()}
+
+
+def _object_rows(prog: ModelProgram, buf: str, name: str) -> int:
+    """Rows of layer ``name``'s weights (WMEM), ``x̂`` (XBUF) or ``Y`` (YBUF)."""
+    cin, cout = prog.layers[name].W.shape
+    N, T = prog.model.spec.tokens, prog.cfg.tile
+    state = 0 if dense(prog.cfg) else 1      # the INT8 core keeps no x̂ and no Y
+    return {"WMEM": cin * cout // T, "XBUF": state * N // T * cin,
+            "YBUF": state * N * cout // T}[buf]
+
+
+def _state(r: int, name: str, suffix: str) -> str:
+    """Region name of batch row ``r``'s ``x̂`` / ``Y`` (or P-cache) of ``name``."""
+    return f"r{r}.{name}.{suffix}"
+
+
+def _plan(prog: ModelProgram, force: set):
+    """The memory map: fixed regions, then per streamable buffer resident objects and a window
+    (objects: each layer's weights; each batch row's ``x̂`` and ``Y`` of each layer)."""
+    m, cfg = prog.model, prog.cfg
+    s, T = m.spec, cfg.tile
+    N, D, H = s.tokens, s.hidden, s.heads
+    nt = N // T
+    depth = len(m.blocks)
+    top = dict.fromkeys(BUF_ORDER, 0)
+
+    def take(buf, name, rows, base=None):
+        b = top[buf] if base is None else base
+        prog.regions[name] = Region(buf, name, b, rows)
+        if base is None:
+            top[buf] += rows
+        return prog.regions[name]
+
+    top["ABUF"] = _place_abuf(prog)
+    for name in prog.layers:
+        take("RBUF", f"{name}.r", prog.layers[name].W.shape[1] // T)
+    for i in range(depth):
+        take("RBUF", f"blocks.{i}.S.r", 1)
+        take("RBUF", f"blocks.{i}.O.r", 1)
+    take("VBUF", "mods", (len(MOD_NAMES) * depth + 2) * D // T)
+    for i in range(depth):
+        for j, n in enumerate(MOD_NAMES):
+            take("VBUF", f"blocks.{i}.{n}", D // T, base=(i * len(MOD_NAMES) + j) * D // T)
+    base = len(MOD_NAMES) * depth * D // T
+    take("VBUF", "final.shift", D // T, base=base)
+    take("VBUF", "final.scale", D // T, base=base + D // T)
+    take("VBUF", "one", D // T)
+    for i in range(depth):
+        take("MASK", f"blocks.{i}.mask", H * nt)
+    if depth:
+        d = s.head_dim
+        take("WMEM", "K^T", nt * d)
+        v = take("WMEM", "V", padded_head_dim(d, T) // T * N)
+        reach = 1 << abuf_bits(cfg)           # VROW kv_quant's dst field (ABUF's width)
+        if v.base + v.rows > reach:
+            raise ValueError(f"K^T and V of one head need {v.base + v.rows} WMEM rows; VROW "
+                             f"reaches {reach}")
+    slot = group_rows(cfg, max(lay.W.shape[0] for lay in prog.layers.values()))
+    take("GMEM", "slot0", slot)
+    take("GMEM", "slot1", slot)
+    pc = H * nt * group_rows(cfg, N)
+    if prog.interval == 1 and depth:     # no reuse step: the P-cache lives inside one block
+        shared = take("GMEM", "pcache", pc)
+        for r in range(prog.rows):
+            for i in range(depth):
+                prog.regions[_state(r, f"blocks.{i}", "pcache")] = shared
+    else:
+        for r in range(prog.rows):
+            for i in range(depth):
+                take("GMEM", _state(r, f"blocks.{i}", "pcache"), pc)
+    over = [f"{buf} needs {top[buf]} rows, the core has {buffer_depth(prog.core, buf)} "
+            f"({buf.lower()}_rows)" for buf in BUF_ORDER
+            if buf not in STREAMABLE and top[buf] > buffer_depth(prog.core, buf)]
+    if over:
+        raise ValueError("the model does not fit: " + "; ".join(over))
+    for buf in STREAMABLE:
+        rows_of = [None] if buf == "WMEM" else list(range(prog.rows))
+        objs = [(r, n) for r in rows_of for n in prog.layers]
+        size = {o: _object_rows(prog, buf, o[1]) for o in objs}
+        room = buffer_depth(prog.core, buf) - top[buf]
+        streamed = list(objs) if buf in force else []
+        if buf not in force and sum(size.values()) > room:
+            for o in sorted(objs, key=lambda o: -size[o]):
+                streamed.append(o)
+                rest = sum(size[k] for k in objs if k not in streamed)
+                if rest + max(size[k] for k in streamed) <= room:
+                    break
+        window = max((size[o] for o in streamed), default=0)
+        if window + sum(size[o] for o in objs if o not in streamed) > room:
+            raise ValueError(f"the model does not fit: {buf} needs {top[buf] + window} rows "
+                             f"even with every layer streamed, the core has "
+                             f"{buffer_depth(prog.core, buf)} ({buf.lower()}_rows)")
+        wbase = top[buf]
+        top[buf] += window
+        for o in objs:
+            r, n = o
+            key = f"{n}.W" if r is None else _state(r, n, _SUFFIX[buf])
+            take(buf, key, size[o], base=wbase if o in streamed else None)
+        prog.streamed[buf] = list(dict.fromkeys(n for _, n in streamed))
+        prog.streamed_rows[buf] = streamed
+
+
+def _abuf_ops(prog: ModelProgram) -> tuple:
+    """One batch row's step as a sequence of ``(written, read)`` ABUF tensor names (a layer,
+    a VROW, a STORE or an attention part is one entry), and every tensor's rows."""
+    m, T = prog.model, prog.cfg.tile
+    s = m.spec
+    N, D, M, nt = s.tokens, s.hidden, s.mlp_hidden, s.tokens // T
+    Pp = prog.layers["x_embed"].W.shape[0]
+    rows = {"patches": nt * Pp, "x_embed.y": nt * D, "ln": nt * D, "f": nt * D,
+            "final.linear.y": nt * Pp}
+    ops = [(["patches"], []), (["x_embed.y"], ["patches"]), (["h.0"], ["x_embed.y"]),
+           ([], ["h.0"])]
+    for i in range(len(m.blocks)):
+        b = {n: f"blocks.{i}.{n}" for n in _SCRATCH}
+        for n, w in _SCRATCH.items():
+            rows[b[n]] = 2 * N if w is None else nt * (M if w == "M" else w * D)
+        rows[b["o"]] = nt * s.heads * padded_head_dim(s.head_dim, T)    # program.heads
+        x, out = f"h.{i}", f"h.{i + 1}"
+        ops += [([b["ln1"]], [x]), ([b["a"]], [b["ln1"]]), ([b["qk.y"]], [b["a"]]),
+                ([b["v.y"]], [b["a"]]), ([b["S"], b["P"]], [b["qk.y"]]), ([b["o"]], [b["v.y"]]),
+                ([b["proj.y"]], [b["o"]]), ([b["h1"]], [x, b["proj.y"]]),
+                ([b["ln2"]], [b["h1"]]), ([b["m"]], [b["ln2"]]), ([b["fc1.y"]], [b["m"]]),
+                ([b["gelu"]], [b["fc1.y"]]), ([b["fc2.y"]], [b["gelu"]]),
+                ([out], [b["h1"], b["fc2.y"]]), ([], [out])]
+    depth = len(m.blocks)
+    ops += [(["ln"], [f"h.{depth}"]), (["f"], ["ln"]), ([], ["f"]), (["final.linear.y"], ["f"]),
+            ([], ["final.linear.y"])]
+    for i in range(depth + 1):
+        rows[f"h.{i}"] = nt * D
+    return ops, rows
+
+
+def _place_abuf(prog: ModelProgram) -> int:
+    """ABUF regions by lifetime: ``pos`` (constant) first, then every tensor of
+    :func:`_abuf_ops` at the lowest base where it overlaps no tensor alive at the same time (a
+    tensor lives from the entry that writes it to the last that reads it, both included; the
+    batch rows run one after the other and share the placement). Returns the rows used."""
+    ops, rows = _abuf_ops(prog)
+    life = {}
+    for k, (written, read) in enumerate(ops):
+        for n in written + read:
+            a, b = life.get(n, (k, k))
+            life[n] = (min(a, k), max(b, k))
+    pos = Region("ABUF", "pos", 0, prog.model.spec.tokens // prog.cfg.tile * prog.model.spec.hidden)
+    prog.regions["pos"] = pos
+    placed = []
+    for n in sorted(life, key=lambda n: (life[n][0], -rows[n])):
+        a, b = life[n]
+        busy = sorted((r.base, r.base + r.rows) for r, (c, d) in placed if c <= b and a <= d)
+        base = pos.rows
+        for lo, hi in busy:
+            if base + rows[n] <= lo:
+                break
+            base = max(base, hi)
+        reg = Region("ABUF", n, base, rows[n])
+        prog.regions[n] = reg
+        placed.append((reg, (a, b)))
+    return max([pos.rows] + [r.base + r.rows for r, _ in placed])
+
+
+def _layer_regions(prog: ModelProgram, r: int, name: str, k: str | None = None) -> dict:
+    """Batch row ``r``'s regions of layer ``name`` under the names emit_layer reads (``k`` or
+    ``name``: ``<k>.xhat``, ``<k>.Y``, ``<k>.W``, ``<k>.r``)."""
+    R, k = prog.regions, k or name
+    return {f"{k}.xhat": R[_state(r, name, "xhat")], f"{k}.Y": R[_state(r, name, "Y")],
+            f"{k}.W": R[f"{name}.W"], f"{k}.r": R[f"{name}.r"]}
+
+
+def _block_view(prog: ModelProgram, r: int, i: int):
+    """Block ``i`` of batch row ``r`` as :func:`program.compiler.emit_block_body` sees it:
+    its :class:`~golden.dit_int.IntDiTBlock` and its region names mapped onto the model's map."""
+    R = prog.regions
+    view = {"x": R[f"h.{i}"], "out": R[f"h.{i + 1}"],
+            "K^T": R["K^T"], "V": R["V"], "slot0": R["slot0"], "slot1": R["slot1"],
+            "pcache": R[_state(r, f"blocks.{i}", "pcache")]}
+    for n in _SCRATCH:
+        view[n] = R[f"blocks.{i}.{n}"]
+    for k in LAYERS:
+        view.update(_layer_regions(prog, r, f"blocks.{i}.{k}", k))
+    for n in ("S.r", "O.r", "mask", *MOD_NAMES):
+        view[n] = R[f"blocks.{i}.{n}"]
+
+    def around(e, k, when):
+        _around(prog, e, r, f"blocks.{i}.{k}", when)
+    return SimpleNamespace(blk=prog.model.blocks[i], cfg=prog.cfg, regions=view, around=around,
+                           layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={})
+
+
+def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
+    """The host transfers of a layer's streamed objects: LOADs before it, STOREs after it."""
+    R = prog.regions
+    for buf in STREAMABLE if when == "before" else ("XBUF", "YBUF"):
+        obj = (None if buf == "WMEM" else r, name)
+        if obj not in prog.streamed_rows[buf]:
+            continue
+        suffix = _SUFFIX[buf]
+        reg = R[f"{name}.W"] if buf == "WMEM" else R[_state(r, name, suffix)]
+        e.transfer("LOAD" if when == "before" else "STORE", buf, reg, key=(r, f"{name}.{suffix}"))
+
+
+def _layer(prog: ModelProgram, e: Emitter, r: int, name: str, src: str):
+    R = dict(_layer_regions(prog, r, name), slot0=prog.regions["slot0"],
+             slot1=prog.regions["slot1"])
+    R[src], R[f"{name}.y"] = prog.regions[src], prog.regions[f"{name}.y"]
+    _around(prog, e, r, name, "before")
+    lay = prog.layers[name]
+    emit_layer(e, prog.cfg, lay, prog.model.spec.tokens, R, name, src, pieces=lay.pieces)
+    _around(prog, e, r, name, "after")
+
+
+def _init(prog: ModelProgram):
+    """Init commands and host words (module docstring)."""
+    m, cfg, R = prog.model, prog.cfg, prog.regions
+    e, words = Emitter(cfg), []
+    for name in prog.layers:
+        if (None, name) not in prog.streamed_rows["WMEM"]:
+            e.transfer("LOAD", "WMEM", R[f"{name}.W"])
+            words += prog.weights[f"{name}.W"]
+    for name, lay in prog.layers.items():
+        e.transfer("LOAD", "RBUF", R[f"{name}.r"])
+        words += rbuf_words(cfg, lay)
+    for i, blk in enumerate(m.blocks):
+        rwords, mwords = attention_words(cfg, blk)
+        e.transfer("LOAD", "RBUF", R[f"blocks.{i}.S.r"])
+        e.transfer("LOAD", "RBUF", R[f"blocks.{i}.O.r"])
+        e.transfer("LOAD", "MASK", R[f"blocks.{i}.mask"])
+        words += rwords + mwords
+    e.transfer("LOAD", "ABUF", R["pos"])
+    for row in prog._rows("pos", m.pos):
+        words += row_to_words(cfg, "ABUF", {"v": row})
+    e.transfer("LOAD", "VBUF", R["one"])
+    for row in m.one.reshape(-1, cfg.tile):
+        words += row_to_words(cfg, "VBUF", {"v": row})
+    prog.init_words = words
+    e("END")
+    prog.init = e.cmds
+
+
+def _lower(prog: ModelProgram):
+    """The init and step programs (module docstring): every batch row in turn, then STEP."""
+    m, cfg, R = prog.model, prog.cfg, prog.regions
+    N, D = m.spec.tokens, m.spec.hidden
+    _init(prog)
+    e = Emitter(cfg)
+    for r in range(prog.rows):
+        p = f"r{r}." if prog.rows > 1 else ""
+        e.section(p + "load")
+        e.transfer("LOAD", "ABUF", R["patches"], key=(r, "patches"))
+        e.transfer("LOAD", "VBUF", R["mods"], key=(r, "mods"))
+        e("VPARAM", value=m.eps_q)
+        e.section(p + "x_embed")
+        _layer(prog, e, r, "x_embed", "patches")
+        e.section(p + "pos")
+        emit_token_rows(e, "gated_residual", N, D, D, R["pos"].base, R["h.0"].base,
+                        vb=R["one"].base, c=R["x_embed.y"].base)
+        e.transfer("STORE", "ABUF", R["h.0"], key=(r, "h0"))
+        for i in range(len(m.blocks)):
+            view = _block_view(prog, r, i)
+            emit_block_body(view, e, prefix=f"{p}blocks.{i}.")
+            e.section(f"{p}blocks.{i}.store")
+            e.transfer("STORE", "ABUF", view.regions["out"], key=(r, f"blocks.{i}.out"))
+        h = R[f"h.{len(m.blocks)}"]
+        e.section(p + "final.norm")
+        emit_token_rows(e, "layernorm", N, D, D, h.base, R["ln"].base)
+        emit_token_rows(e, "modulate", N, D, D, R["ln"].base, R["f"].base,
+                        vb=R["final.shift"].base, c=R["final.scale"].base)
+        e.transfer("STORE", "ABUF", R["f"], key=(r, "f"))
+        e.section(p + "final.linear")
+        _layer(prog, e, r, "final.linear", "f")
+        e.section(p + "store")
+        e.transfer("STORE", "ABUF", R["final.linear.y"], key=(r, "eps"))
+    e.section("end")
+    e.transfer("STORE", "CNT", Region("CNT", "counters", 0, len(COUNTERS)),
+               key=(None, "counters"))
+    e("STEP", interval=prog.interval)
+    e("END")
+    e.section(None)
+    prog.step, prog.tags, prog.sections = e.cmds, e.tags, e.sections
+
+
+def zero_state_commands(prog: ModelProgram, steps_done: int = 0) -> list:
+    """The program that starts a new trajectory: LOAD ``zero`` of every resident ``x̂`` and
+    ``Y`` region and, after ``steps_done`` steps, the STEPs that bring the phase back to 0 (a
+    cache step); END. The streamed state is the host's (:meth:`ModelProgram.initial_state`)."""
+    e = Emitter(prog.cfg)
+    for _ in range(-steps_done % prog.interval):
+        e("STEP", interval=prog.interval)
+    for buf in ("XBUF", "YBUF"):
+        for r in range(prog.rows):
+            for name in prog.layers:
+                if (r, name) not in prog.streamed_rows[buf]:
+                    e.transfer("LOAD", buf, prog.regions[_state(r, name, _SUFFIX[buf])], zero=1)
+    e("END")
+    return e.cmds
