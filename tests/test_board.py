@@ -223,13 +223,28 @@ def test_pll_top_elaborates_with_the_pll_and_the_uart_divisor(monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
-def test_top_without_pll_runs_on_the_board_clock():
+def test_top_without_pll_runs_on_the_board_clock(monkeypatch):
+    """The board's own 25 MHz asked for: no PLL, and the UART's divisor from the board clock
+    (the top's own logic, elaborated without the core's; the default clock's RTLIL holds no
+    EHXPLLL, test_ulx3s_top_prepares_with_uart_pins_and_clock)."""
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-    cfg = preset("tiny")      # the board's own 25 MHz asked for: no PLL (default: the test above)
-    plan = ULX3S_85F_Platform().prepare(ULX3STop(cfg, core_for(cfg), clock_mhz=25.0),
-                                        name="dstar_ulx3s")
-    assert "EHXPLLL" not in plan.files["dstar_ulx3s.il"]
+    import dstar_rtl.flows.board
+    import dstar_rtl.rtl.uart_core
+    seen = []
+    real = dstar_rtl.rtl.uart_core.UartCore.__init__
+
+    def spy(self, *a, cycles_per_bit, **k):
+        seen.append(cycles_per_bit)
+        real(self, *a, cycles_per_bit=cycles_per_bit, **k)
+
+    def no_pll(*a, **k):
+        raise AssertionError("a PLL for the board's own clock")
+    monkeypatch.setattr(dstar_rtl.rtl.uart_core.UartCore, "__init__", spy)
+    monkeypatch.setattr(dstar_rtl.flows.board, "pll_params", no_pll)
+    cfg = preset("tiny")
+    ULX3STop(cfg, core_for(cfg), clock_mhz=25.0).elaborate(ULX3S_85F_Platform())
+    assert seen == [round(25e6 / 115200)]
 
 
 @pytest.mark.parametrize("argv, frag", [
