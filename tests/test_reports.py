@@ -94,21 +94,29 @@ def test_packing_report_renders_and_refuses_bad_paths(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_the_qpu_rate_file_is_read_by_its_rows(tmp_path):
-    """qpu_rate.json holds ``{"rows": ...}`` beside the command line; a file of the earlier
-    layout (rows at the top level) is refused with one line, not read as rows."""
+def test_the_qpu_rate_file_is_read_as_its_type(tmp_path):
+    """qpu_rate.json is a typed result (app.benches.qpu.QpuRate) that the QPU area report loads
+    as its type; a file of the earlier layout (rows by key, no kind or schema) is refused with
+    one line, not read as rows."""
     import json
 
     import pytest
 
+    from dstar_rtl.app.benches.qpu import QpuRate, QpuRateRow
+    from dstar_rtl.app.results import Provenance
     from dstar_rtl.gen.errors import UserError
 
-    row = dict(preset="fpga", phase="steady state", groups_per_cycle=0.5)
+    row = QpuRateRow(preset="fpga", packing="bins 4", packer="bins", open_groups=0,
+                     pack_windows=1, phase="steady state", config_hash="abc", subchannels=10,
+                     groups=20, subchannels_per_cycle=0.5, groups_per_cycle=0.9,
+                     groups_per_subchannel=2.0, mpu_wait_cycles=3, first_group_latency=7,
+                     lane_fill=0.5, sim_cycles_per_second=1e4, tiles=2, pack_bins=4)
     path = tmp_path / "qpu_rate.json"
-    path.write_text(json.dumps({"rows": {"fpga/bins 4/steady state": row},
+    path.write_text(QpuRate(Provenance.unrecorded("dstar measure qpu-rate"), (row,)).to_json())
+    got = report_qpu.rate_rows(path)
+    assert list(got) == ["fpga/bins 4/steady state"]
+    assert got["fpga/bins 4/steady state"]["groups_per_cycle"] == 0.9
+    path.write_text(json.dumps({"rows": {"fpga/bins 4/steady state": {"preset": "fpga"}},
                                 "command": "dstar measure qpu-rate"}))
-    assert report_qpu.rate_rows(path) == {"fpga/bins 4/steady state": row}
-    path.write_text(json.dumps({"fpga/bins 4/steady state": row,
-                                "command": "dstar measure qpu-rate"}))
-    with pytest.raises(UserError, match="holds no rows .* run `dstar measure qpu-rate` again"):
+    with pytest.raises(UserError, match="a result of kind None, not 'qpu-rate'"):
         report_qpu.rate_rows(path)

@@ -186,6 +186,13 @@ def _code_files(modules: tuple, rtl: bool) -> tuple:
 
 
 @lru_cache(maxsize=None)
+def tool_versions(rtl: bool) -> tuple:
+    """``((tool, version), ...)`` of the tools an experiment's results depend on: Amaranth, and
+    Yosys, cocotb and both simulators when it elaborates the RTL (``rtl``)."""
+    return _tools(rtl)
+
+
+@lru_cache(maxsize=None)
 def _tools(rtl: bool) -> tuple:
     from dstar_rtl.sim.runner import read_version
     names = ("amaranth", "yosys", "cocotb", "verilator", "icarus") if rtl else ("amaranth",)

@@ -8,8 +8,9 @@ consuming one group per cycle would wait for the QPU (bubbles in the group strea
 first and last group). ``--open-groups K ...`` measures each preset with each number of open
 partial groups in the packer (``cfg.open_groups``) on the same tiles, side by side, and each
 ``K > 0`` with each ``--pack-windows`` setting (``cfg.pack_windows``), and the exponent bins
-(``cfg.packer = "bins"``) with each ``--pack-bins`` count. Writes ``reports/qpu_rate.json``
-(``{"rows": {key: row}, "command"}``) and ``reports/qpu_rate.md``.
+(``cfg.packer = "bins"``) with each ``--pack-bins`` count. The result is :class:`QpuRate`
+(``reports/qpu_rate.json``, a row per preset, packing and phase), its table
+``reports/qpu_rate.md``; :data:`MEASUREMENT` runs it (:mod:`app.measurement`).
 """
 
 from __future__ import annotations
@@ -17,18 +18,22 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from dstar_rtl.app.options import Parser
+from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import check_output_dir, data_json, json_text, write_together
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.gen.progress import say
+from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import MAX_OPEN_GROUPS, PACK_BINS, PRESETS, preset
 from dstar_rtl.golden.vectors import qpu_workload_from_tiles
 from dstar_rtl.models.difference_tiles import dit_difference_tiles
-from dstar_rtl.sim.runner import ROOT, run_cocotb
+from dstar_rtl.sim.runner import run_cocotb
 
-__all__ = ["measure", "rate_job", "run_rate", "main"]
+__all__ = ["measure", "rate_job", "run_rate", "QpuRateOptions", "QpuRateRow", "QpuRate",
+           "measure_rates", "markdown", "MEASUREMENT", "main"]
 
 
 def rate_job(wl) -> dict:
@@ -70,68 +75,119 @@ def measure(cfg, tiles, simulator="verilator") -> dict:
                 sim_cycles_per_second=r["total_cycles"] / r["wall_seconds"])
 
 
-def main(argv=None, prog=None):
-    ap = Parser(prog=prog or "dstar measure qpu-rate", description=__doc__.splitlines()[0])
-    ap.add_argument("--presets", nargs="+", default=["tiny", "fpga"], choices=sorted(PRESETS),
-                    help="presets to measure (default: tiny fpga)")
-    ap.add_argument("--steps", type=int, default=4,
-                    help="DDIM steps of the reference DiT run (at least 2; default 4)")
-    ap.add_argument("--open-groups", type=int, nargs="+", default=[0, 4], metavar="K",
-                    help="open partial groups of the packer to measure (default: 0 4)")
-    ap.add_argument("--pack-windows", type=int, nargs="+", default=[1, 2], metavar="W",
-                    help="packer windows per cycle to measure with open groups (default: 1 2)")
-    ap.add_argument("--pack-bins", type=int, nargs="*", default=[4, 8], metavar="N",
-                    help="exponent-bin counts of packer = bins to measure (default: 4 8; none: "
-                         "the sorting packer only)")
-    ap.add_argument("--out", type=Path, default=ROOT / "reports",
-                    help="report directory (default: reports/)")
-    args = ap.parse_args(argv)
-    check_output_dir(args.out)
-    bad = [k for k in args.open_groups if not 0 <= k <= MAX_OPEN_GROUPS]
-    if bad:
-        raise UserError(f"--open-groups must lie in 0..{MAX_OPEN_GROUPS}, not {bad[0]}")
-    bad = [w for w in args.pack_windows if w not in (1, 2)]
-    if bad:
-        raise UserError(f"--pack-windows must be 1 or 2, not {bad[0]}")
-    bad = [n for n in args.pack_bins if n not in PACK_BINS]
-    if bad:
-        raise UserError(f"--pack-bins must be one of {PACK_BINS}, not {bad[0]}")
-    if args.steps < 2:
-        raise UserError(f"--steps must be at least 2 (step 0 and a steady-state step), "
-                        f"not {args.steps}")
+@dataclass(frozen=True)
+class QpuRateOptions:
+    """What ``dstar measure qpu-rate`` measures (checked at construction)."""
+
+    presets: tuple[str, ...] = option(("tiny", "fpga"), "presets to measure",
+                                      choices=sorted(PRESETS))
+    steps: int = option(4, "DDIM steps of the reference DiT run (at least 2)")
+    open_groups: tuple[int, ...] = option((0, 4), "open partial groups of the packer to "
+                                          "measure", metavar="K")
+    pack_windows: tuple[int, ...] = option((1, 2), "packer windows per cycle to measure with "
+                                           "open groups", metavar="W")
+    pack_bins: tuple[int, ...] = option((4, 8), "exponent-bin counts of packer = bins to "
+                                        "measure (none: the sorting packer only)", metavar="N",
+                                        nargs="*")
+
+    def __post_init__(self):
+        bad = [p for p in self.presets if p not in PRESETS]
+        if bad:
+            raise UserError(f"--presets must be among {sorted(PRESETS)}, not {bad[0]!r}")
+        bad = [k for k in self.open_groups if not 0 <= k <= MAX_OPEN_GROUPS]
+        if bad:
+            raise UserError(f"--open-groups must lie in 0..{MAX_OPEN_GROUPS}, not {bad[0]}")
+        bad = [w for w in self.pack_windows if w not in (1, 2)]
+        if bad:
+            raise UserError(f"--pack-windows must be 1 or 2, not {bad[0]}")
+        bad = [n for n in self.pack_bins if n not in PACK_BINS]
+        if bad:
+            raise UserError(f"--pack-bins must be one of {PACK_BINS}, not {bad[0]}")
+        if self.steps < 2:
+            raise UserError(f"--steps must be at least 2 (step 0 and a steady-state step), "
+                            f"not {self.steps}")
+
+
+@dataclass(frozen=True)
+class QpuRateRow:
+    """One preset, packing and phase: the QPU's rate (:func:`measure`)."""
+
+    preset: str
+    packing: str
+    packer: str
+    open_groups: int
+    pack_windows: int
+    phase: str
+    config_hash: str
+    subchannels: int
+    groups: int
+    subchannels_per_cycle: float
+    groups_per_cycle: float
+    groups_per_subchannel: float
+    mpu_wait_cycles: int
+    first_group_latency: int
+    lane_fill: float
+    sim_cycles_per_second: float
+    tiles: int
+    pack_bins: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.preset}/{self.packing}/{self.phase}"
+
+
+@dataclass(frozen=True)
+class QpuRate(Result):
+    """``reports/qpu_rate.json``: a row per preset, packing and phase."""
+
+    KIND = "qpu-rate"
+    rows: tuple[QpuRateRow, ...]
+
+
+def measure_rates(opts: QpuRateOptions) -> QpuRate:
+    """Every preset of ``opts`` with every packing, on the first step's and the steady state's
+    tiles (progress on stderr)."""
     variants = [(f"sort, open {k}, windows {w}",
                  dict(packer="sort", open_groups=k, pack_windows=w))
-                for k in args.open_groups for w in (args.pack_windows if k else [1])]
+                for k in opts.open_groups for w in (opts.pack_windows if k else [1])]
     variants += [(f"bins {n}", dict(packer="bins", open_groups=0, pack_windows=1, pack_bins=n))
-                 for n in args.pack_bins]
-    results = {}
-    for name in args.presets:
-        tiles = dit_difference_tiles(preset(name), steps=args.steps)
+                 for n in opts.pack_bins]
+    rows, configs = [], {}
+    for name in opts.presets:
+        tiles = dit_difference_tiles(preset(name), steps=opts.steps)
         for label, over in variants:
             cfg = preset(name, **over)
+            configs[f"{name}/{label}"] = cfg.hash()
             for phase, sel in (("first step", lambda t: t == 0),
                                ("steady state", lambda t: t > 0)):
                 chosen = [dx for _, step, _, dx in tiles if sel(step)]
                 t0 = time.time()
                 say(f"[qpu rate] {name} {label} {phase}: {len(chosen)} tiles ...")
                 r = measure(cfg, chosen)
-                r["tiles"] = len(chosen)
-                results[f"{name}/{label}/{phase}"] = dict(preset=name, packing=label, **over,
-                                                          phase=phase, config_hash=cfg.hash(),
-                                                          **r)
+                rows.append(QpuRateRow(preset=name, packing=label, **over, phase=phase,
+                                       config_hash=cfg.hash(), tiles=len(chosen), **r))
                 say(f"[qpu rate]   {r['groups_per_cycle']:.3f} groups/cycle, "
                     f"{r['mpu_wait_cycles']} MPU wait cycles ({time.time() - t0:.0f} s)")
-    rows = ["| preset | packing | phase | tiles | sub-channels | groups | "
-            "sub-ch/cycle | groups/cycle | groups/sub-ch | MPU wait cycles | lane fill |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in results.values():
-        rows.append(f"| {r['preset']} | {r['packing']} | {r['phase']} | "
-                    f"{r['tiles']} | "
-                    f"{r['subchannels']} | "
-                    f"{r['groups']} | {r['subchannels_per_cycle']:.3f} | "
-                    f"{r['groups_per_cycle']:.3f} | {r['groups_per_subchannel']:.2f} | "
-                    f"{r['mpu_wait_cycles']} | {r['lane_fill']:.1%} |")
-    text = ("# QPU rate on the reference DiT's differences\n\n"
+    return QpuRate(Provenance.of_run("qpu-rate", configs), rows=tuple(rows))
+
+
+#: The rate table: header, cell of a row.
+RATE_TABLE = (
+    ("preset", lambda r: r.preset), ("packing", lambda r: r.packing),
+    ("phase", lambda r: r.phase), ("tiles", lambda r: str(r.tiles)),
+    ("sub-channels", lambda r: str(r.subchannels)), ("groups", lambda r: str(r.groups)),
+    ("sub-ch/cycle", lambda r: f"{r.subchannels_per_cycle:.3f}"),
+    ("groups/cycle", lambda r: f"{r.groups_per_cycle:.3f}"),
+    ("groups/sub-ch", lambda r: f"{r.groups_per_subchannel:.2f}"),
+    ("MPU wait cycles", lambda r: str(r.mpu_wait_cycles)),
+    ("lane fill", lambda r: f"{r.lane_fill:.1%}"))
+
+
+def markdown(result: QpuRate) -> str:
+    """``reports/qpu_rate.md`` from its result."""
+    table = md_table([h for h, _ in RATE_TABLE],
+                     [[f(r) for _, f in RATE_TABLE] for r in result.rows], left=len(RATE_TABLE))
+    return ("# QPU rate on the reference DiT's differences\n\n"
             "Generated by `dstar measure qpu-rate` (Verilator, no input gaps, output always "
             "ready). *MPU wait cycles*: cycles between the first and the last group in which no "
             "group was available to an MPU that takes one per cycle. *Packing*: `sort` sorts "
@@ -139,12 +195,18 @@ def main(argv=None, prog=None):
             "chunks of a tile (`open_groups`) and packing *windows* per cycle (`pack_windows`: "
             "2 also emits the window after a stored one); `bins N` keeps one open group per "
             "exponent bin, N bins, no sort (`packer = \"bins\"`, `pack_bins`).\n\n"
-            + "\n".join(rows) + "\n")
-    write_together({args.out / "qpu_rate.json":
-                    json_text({"rows": results}),
-                    args.out / "qpu_rate.md": text})
-    print(text)
-    return 0
+            + table + "\n")
+
+
+MEASUREMENT = Measurement(
+    name="qpu-rate", stem="qpu_rate",
+    summary="The QPU's groups per cycle and the MPU's waits on the reference DiT's closed-loop "
+            "differences, on the generated QPU under Verilator.", options=QpuRateOptions,
+    result=QpuRate, measure=measure_rates, render=markdown)
+
+
+def main(argv=None, prog=None):
+    return MEASUREMENT.main(argv, prog)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ from dstar_rtl.gen.paths import REPORTS
 __all__ = ["RENDERERS", "render", "register"]
 
 #: report → (stored JSON, Markdown, "module:function" rendering the record, how the record is
-#: passed: ``None`` whole, else the key of the part the function takes).
+#: passed: ``None`` whole, ``"typed"`` loaded as its type by the module's
+#: :class:`app.measurement.Measurement` named after the colon, else the key of the part the
+#: function takes).
 RENDERERS = {
     "arrays": ("arrays.json", "arrays.md", "dstar_rtl.app.reports.arrays:markdown", None),
     "asic": ("asic_area.json", "asic_area.md", "dstar_rtl.app.reports.asic:render", None),
@@ -47,6 +49,8 @@ RENDERERS = {
     "projection": ("projection.json", "projection.md", "dstar_rtl.app.reports.projection:markdown",
                    None),
     "qpu-area": ("qpu_area.json", "qpu_area.md", "dstar_rtl.app.reports.qpu:markdown", None),
+    "qpu-rate": ("qpu_rate.json", "qpu_rate.md", "dstar_rtl.app.benches.qpu:MEASUREMENT",
+                 "typed"),
     "reference": ("reference.json", "reference.md", "dstar_rtl.app.reports.reference:markdown",
                   None),
     "state-quality": ("state_quality.json", "state_quality.md",
@@ -58,9 +62,12 @@ RENDERERS = {
 def render(name: str, reports: Path = REPORTS) -> tuple:
     """``(Markdown path, text)`` of report ``name`` rendered from its stored result."""
     js, md, fn, part = RENDERERS[name]
-    rec = read_json(reports / js, f"the result of {name}")
     mod, func = fn.split(":")
-    text = getattr(importlib.import_module(mod), func)(rec if part is None else rec[part])
+    obj = getattr(importlib.import_module(mod), func)
+    if part == "typed":
+        return reports / md, obj.render(obj.result.load(reports / js))
+    rec = read_json(reports / js, f"the result of {name}")
+    text = obj(rec if part is None else rec[part])
     return reports / md, text
 
 

@@ -43,7 +43,7 @@ from dstar_rtl.app.reports.qpu_area_flow import (
 )
 from dstar_rtl.app.reports.qpu_area_plot import plot, plottable
 from dstar_rtl.flows.synth import BUILD_ROOT, yosys_version
-from dstar_rtl.gen.errors import UserError, WorkError
+from dstar_rtl.gen.errors import WorkError
 from dstar_rtl.gen.outputs import check_output_dir, json_text, read_json, write_together
 from dstar_rtl.gen.paths import ROOT
 from dstar_rtl.gen.progress import say
@@ -292,13 +292,13 @@ def markdown(data: dict) -> str:
 
 
 def rate_rows(path: Path) -> dict:
-    """The rows of ``dstar measure qpu-rate``'s JSON (``{"rows": {key: row}}``); a file of
-    another layout is a :class:`~gen.errors.UserError`."""
-    rows = read_json(path, "the QPU rate").get("rows")
-    if not isinstance(rows, dict):
-        raise UserError(f"{path} holds no rows (an earlier layout): run `dstar measure "
-                        f"qpu-rate` again")
-    return rows
+    """The rows of ``dstar measure qpu-rate``'s result (:class:`app.benches.qpu.QpuRate`, loaded
+    as its type: a file of another kind or schema is a :class:`~gen.errors.UserError`), as this
+    report stores them: ``{key: row}``."""
+    from dstar_rtl.app.benches.qpu import QpuRate
+    from dstar_rtl.app.results import plain
+
+    return {r.key: plain(r) for r in QpuRate.load(path).rows}
 
 
 def _comparison(data) -> list:

@@ -1,0 +1,119 @@
+"""One runner for every measurement: options from a dataclass, a typed result, files written
+together.
+
+A :class:`Measurement` is a function from an options dataclass to a :class:`app.results.Result`
+and a renderer from that result to Markdown. :meth:`Measurement.main` does the rest the same
+way for all of them: the command line from the options' fields (``--name-with-dashes``, the
+field's type, its default, its ``help`` metadata; tuples take one or more values, booleans are
+switches), ``--out DIR`` (default ``reports/``), the options' own checks (their
+``__post_init__`` raises :class:`gen.errors.UserError` naming the option, what was given and
+what would work) before any work, the result and its Markdown written together
+(``DIR/STEM.json``, ``DIR/STEM.md``), and ``--markdown-only``, which renders the stored result
+again without measuring.
+
+An options field with ``metadata={"help": ..., "choices": ..., "metavar": ...}`` documents
+itself; ``typing.Literal`` fields take their choices from the type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dstar_rtl.app.options import Parser
+from dstar_rtl.gen.outputs import check_output_dir, write_together
+from dstar_rtl.gen.paths import REPORTS
+
+__all__ = ["Measurement", "option"]
+
+
+def option(default, help: str, **meta):
+    """An options field: its default and its help text (``choices``, ``metavar`` optional)."""
+    kw = {"default_factory": lambda: default} if isinstance(default, (list, dict)) else \
+        {"default": default}
+    return dataclasses.field(metadata={"help": help, **meta}, **kw)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """``name`` (``dstar measure NAME``), ``stem`` (its files, ``STEM.json`` and ``STEM.md``),
+    ``options`` (a frozen dataclass), ``measure`` (options → result), ``result`` (the result's
+    type) and ``render`` (result → Markdown)."""
+
+    name: str
+    stem: str
+    summary: str
+    options: type
+    result: type
+    measure: Callable
+    render: Callable
+
+    def parser(self, prog: str | None = None) -> Parser:
+        p = Parser(prog=prog or f"dstar measure {self.name}", description=self.summary)
+        hints = typing.get_type_hints(self.options)
+        for f in dataclasses.fields(self.options):
+            _add_option(p, f, hints[f.name])
+        p.add_argument("--out", type=Path, default=REPORTS,
+                       help=f"folder of {self.stem}.json and {self.stem}.md (default: reports/)")
+        p.add_argument("--markdown-only", action="store_true",
+                       help=f"render {self.stem}.md again from the stored {self.stem}.json, "
+                            f"measuring nothing")
+        return p
+
+    def main(self, argv=None, prog: str | None = None) -> int:
+        args = self.parser(prog).parse_args(argv)
+        out = check_output_dir(args.out)
+        json_path, md_path = out / f"{self.stem}.json", out / f"{self.stem}.md"
+        if args.markdown_only:
+            result = self.result.load(json_path)
+            write_together({md_path: self.render(result)})
+            return 0
+        opts = self.options(**{f.name: _value(getattr(args, f.name))
+                               for f in dataclasses.fields(self.options)})
+        result = self.measure(opts)
+        text = self.render(result)
+        write_together({json_path: result.to_json(), md_path: text}, record_command=False)
+        print(text)
+        return 0
+
+
+def _add_option(p: Parser, f: dataclasses.Field, tp):
+    flag = "--" + f.name.replace("_", "-")
+    meta = dict(f.metadata)
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    kw = dict(help=f"{meta.pop('help', '')} (default: {_shown(default)})", dest=f.name,
+              default=default, **meta)
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        p.add_argument(flag, action="store_true", **{k: v for k, v in kw.items()
+                                                     if k in ("help", "dest", "default")})
+        return
+    if origin is typing.Literal:
+        kw.setdefault("choices", typing.get_args(tp))
+        tp = type(typing.get_args(tp)[0])
+    if origin in (tuple, list):
+        item = typing.get_args(tp)[0]
+        if typing.get_origin(item) is typing.Literal:
+            kw.setdefault("choices", typing.get_args(item))
+            item = type(typing.get_args(item)[0])
+        kw.setdefault("nargs", "+")
+        p.add_argument(flag, type=item, **kw)
+        return
+    if origin in (typing.Union, types.UnionType):
+        tp = next(a for a in typing.get_args(tp) if a is not type(None))
+    p.add_argument(flag, type=tp, **kw)
+
+
+def _value(v):
+    """An option's value as the options dataclass holds it (a list of values as a tuple)."""
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _shown(default) -> str:
+    if isinstance(default, (tuple, list)):
+        return " ".join(map(str, default)) or "none"
+    return str(default)

@@ -1,0 +1,131 @@
+"""Typed results (app/results.py) and the one measurement runner (app/measurement.py): a result
+goes to JSON and back unchanged, a file of another kind, schema or shape is refused in one line
+naming the field, and a measurement's command line, checks and outputs come from its options
+dataclass and result type alone."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.results import Provenance, Result
+from dstar_rtl.gen.errors import UserError
+
+
+@dataclass(frozen=True)
+class Point:
+    x: int
+    y: float | None = None
+
+
+@dataclass(frozen=True)
+class Curve(Result):
+    KIND = "curve"
+    name: str
+    points: tuple[Point, ...]
+    by_name: dict[str, float]
+
+
+def _curve(**kw) -> Curve:
+    base = dict(name="c", points=(Point(1, 0.5), Point(2)), by_name={"a": 1.0})
+    return Curve(Provenance("dstar measure curve", "2026-12-05 07:00 UTC", "ab" * 32,
+                            {"yosys": "0.70"}, {"tiny": "c28b"}), **{**base, **kw})
+
+
+def test_a_result_round_trips_through_its_json(tmp_path):
+    c = _curve()
+    path = tmp_path / "curve.json"
+    path.write_text(c.to_json())
+    data = json.loads(path.read_text())
+    assert list(data)[:3] == ["kind", "schema", "provenance"]
+    assert Curve.load(path) == c
+
+
+def test_a_non_finite_figure_is_stored_as_null_and_read_as_nan(tmp_path):
+    path = tmp_path / "curve.json"
+    path.write_text(_curve(by_name={"a": float("nan")}).to_json())
+    assert json.loads(path.read_text())["by_name"] == {"a": None}
+    assert Curve.load(path).by_name["a"] != Curve.load(path).by_name["a"]     # NaN
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.update(kind="line"), "a result of kind 'line', not 'curve'"),
+    (lambda d: d.update(schema=0), "schema 0 of 'curve'; this version reads schema 1"),
+    (lambda d: d.pop("name"), "Curve.name is missing"),
+    (lambda d: d.update(extra=1), "Curve has no field 'extra'"),
+    (lambda d: d["points"][0].update(x="one"),
+     r"Curve.points\[0\]: Point.x: expected int, not 'one'"),
+    (lambda d: d.update(points={}), "Curve.points: expected a list"),
+    (lambda d: d["by_name"].update(a=True), r"by_name\['a'\]: expected float, not True"),
+])
+def test_a_file_that_does_not_fit_the_type_is_refused_naming_the_field(tmp_path, edit,
+                                                                        message):
+    data = _curve().to_data()
+    edit(data)
+    path = tmp_path / "curve.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError, match=message) as e:
+        Curve.load(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+
+
+@dataclass(frozen=True)
+class CurveOptions:
+    n: int = option(2, "points to measure")
+    names: tuple[str, ...] = option(("a",), "curve names")
+    fast: bool = option(False, "measure fast")
+
+    def __post_init__(self):
+        if self.n < 1:
+            raise UserError(f"--n must be at least 1, not {self.n}")
+
+
+def _measure(opts: CurveOptions) -> Curve:
+    return Curve(Provenance.of_run(), name=",".join(opts.names),
+                 points=tuple(Point(k, 0.5 * k) for k in range(opts.n)),
+                 by_name={n: float(opts.fast) for n in opts.names})
+
+
+CURVE = Measurement("curve", "curve", "A curve.", CurveOptions, Curve, _measure,
+                    lambda r: f"# {r.name}\n\n{len(r.points)} points\n")
+
+
+def test_the_runner_builds_the_command_line_from_the_options(tmp_path, capsys):
+    assert CURVE.main(["--n", "3", "--names", "x", "y", "--fast", "--out", str(tmp_path)]) == 0
+    res = Curve.load(tmp_path / "curve.json")
+    assert res.name == "x,y" and len(res.points) == 3 and res.by_name == {"x": 1.0, "y": 1.0}
+    assert (tmp_path / "curve.md").read_text() == "# x,y\n\n3 points\n"
+    assert res.provenance.date is not None
+    text = CURVE.parser().format_help()
+    assert "points to measure (default: 2)" in text and "curve names (default: a)" in text
+
+
+def test_bad_options_are_refused_before_any_work(tmp_path):
+    with pytest.raises(UserError, match="--n must be at least 1, not 0"):
+        CURVE.main(["--n", "0", "--out", str(tmp_path / "out")])
+    with pytest.raises(UserError, match="invalid int value"):
+        CURVE.main(["--n", "many", "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_markdown_only_renders_the_stored_result_again(tmp_path):
+    CURVE.main(["--out", str(tmp_path)])
+    (tmp_path / "curve.md").write_text("edited")
+    before = (tmp_path / "curve.json").read_text()
+    assert CURVE.main(["--markdown-only", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "curve.md").read_text() == "# a\n\n2 points\n"
+    assert (tmp_path / "curve.json").read_text() == before
+
+
+def test_the_qpu_rate_is_a_typed_measurement():
+    """The first measurement on the runner: its stored result loads as its type and renders
+    its committed table (tests/test_render.py keeps every report so)."""
+    from dstar_rtl.app.benches.qpu import MEASUREMENT, QpuRate
+    from dstar_rtl.gen.paths import REPORTS
+
+    res = QpuRate.load(REPORTS / "qpu_rate.json")
+    assert res.rows and all(0 < r.groups_per_cycle <= 2 for r in res.rows)
+    assert MEASUREMENT.render(res) == (REPORTS / "qpu_rate.md").read_text()
