@@ -83,7 +83,7 @@ class CurveOptions:
             raise UserError(f"--n must be at least 1, not {self.n}")
 
 
-def _measure(opts: CurveOptions) -> Curve:
+def _measure(opts: CurveOptions, previous) -> Curve:
     return Curve(Provenance.of_run(), name=",".join(opts.names),
                  points=tuple(Point(k, 0.5 * k) for k in range(opts.n)),
                  by_name={n: float(opts.fast) for n in opts.names})

@@ -1,8 +1,9 @@
 """One runner for every measurement: options from a dataclass, a typed result, files written
 together.
 
-A :class:`Measurement` is a function from an options dataclass to a :class:`app.results.Result`
-and a renderer from that result to Markdown. :meth:`Measurement.main` does the rest the same
+A :class:`Measurement` is a function from an options dataclass (and the stored result, for a
+measurement that keeps the parts it is told to skip) to a :class:`app.results.Result`, and a
+renderer from that result to Markdown. :meth:`Measurement.main` does the rest the same
 way for all of them: the command line from the options' fields (``--name-with-dashes``, the
 field's type, its default, its ``help`` metadata; tuples take one or more values, booleans are
 switches), ``--out DIR`` (default ``reports/``), the options' own checks (their
@@ -41,8 +42,9 @@ def option(default, help: str, **meta):
 @dataclass(frozen=True)
 class Measurement:
     """``name`` (``dstar measure NAME``), ``stem`` (its files, ``STEM.json`` and ``STEM.md``),
-    ``options`` (a frozen dataclass), ``measure`` (options → result), ``result`` (the result's
-    type) and ``render`` (result → Markdown)."""
+    ``options`` (a frozen dataclass), ``measure`` (``(options, previous) → result``, where
+    ``previous()`` is the stored result, ``None`` when there is none, a UserError when it cannot
+    be read as its type), ``result`` (the result's type) and ``render`` (result → Markdown)."""
 
     name: str
     stem: str
@@ -74,7 +76,9 @@ class Measurement:
             return 0
         opts = self.options(**{f.name: _value(getattr(args, f.name))
                                for f in dataclasses.fields(self.options)})
-        result = self.measure(opts)
+        def previous():
+            return self.result.load(json_path) if json_path.is_file() else None
+        result = self.measure(opts, previous)
         text = self.render(result)
         write_together({json_path: result.to_json(), md_path: text}, record_command=False)
         print(text)

@@ -144,9 +144,9 @@ class QpuRate(Result):
     rows: tuple[QpuRateRow, ...]
 
 
-def measure_rates(opts: QpuRateOptions) -> QpuRate:
+def measure_rates(opts: QpuRateOptions, previous=None) -> QpuRate:
     """Every preset of ``opts`` with every packing, on the first step's and the steady state's
-    tiles (progress on stderr)."""
+    tiles (progress on stderr; ``previous``, the stored result, is not needed)."""
     variants = [(f"sort, open {k}, windows {w}",
                  dict(packer="sort", open_groups=k, pack_windows=w))
                 for k in opts.open_groups for w in (opts.pack_windows if k else [1])]

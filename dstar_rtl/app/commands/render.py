@@ -55,7 +55,7 @@ RENDERERS = {
                   None),
     "state-quality": ("state_quality.json", "state_quality.md",
                       "dstar_rtl.app.reports.state_quality:markdown", None),
-    "vpu": ("vpu.json", "vpu.md", "dstar_rtl.app.reports.vpu:render", None),
+    "vpu": ("vpu.json", "vpu.md", "dstar_rtl.app.reports.vpu:MEASUREMENT", "typed"),
 }
 
 

@@ -30,22 +30,27 @@ import time
 from pathlib import Path
 
 from dstar_rtl.app.reports import state_levers
+from dstar_rtl.app.reports.vpu import Vpu
 from dstar_rtl.gen.outputs import json_text, png_writer, write_together
-from dstar_rtl.gen.paths import REPORTS, SIM_BUILD
+from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import preset as config_preset
 from dstar_rtl.models.published import A100_40GB
 from dstar_rtl.sim.sources import digest, elaboration_sources
 
-SIM = SIM_BUILD
-
-__all__ = ["collect_units", "verification", "verification_lines", "write_report",
+__all__ = ["collect_units", "verification_lines", "write_report",
            "report_files", "side_folder"]
 
 
 def _load(name: str):
     p = REPORTS / f"{name}.json"
     return json.loads(p.read_text()) if p.exists() else None
+
+
+def _load_result(kind: type, name: str):
+    """``reports/NAME.json`` loaded as its type (:mod:`app.results`), ``None`` when absent."""
+    p = REPORTS / f"{name}.json"
+    return kind.load(p) if p.exists() else None
 
 
 def _entry(unit, preset, target, res, source, config_hash=None, fmax=None, tools=None,
@@ -75,16 +80,13 @@ def collect_units() -> list:
                     out.append(_entry("qpu", preset, target, r["resources"],
                                       "reports/qpu_area.json (dstar measure qpu-area)",
                                       p.get("config_hash"), None, r.get("tools"), r.get("flow")))
-    vpu = _load("vpu")
-    if vpu and "fpga" in vpu:
-        f = vpu["fpga"]
-        for target in ("ecp5", "ecp5-nodsp"):
-            if target in f:
-                out.append(_entry("vpu", "fpga", target, f[target].get("resources"),
-                                  "reports/vpu.json (dstar measure vpu)",
-                                  f.get("config_hash"),
-                                  f.get("pnr", {}).get("fmax_mhz") if target == "ecp5" else None,
-                                  f[target].get("tools")))
+    vpu = _load_result(Vpu, "vpu")
+    if vpu is not None and vpu.fpga is not None:
+        f = vpu.fpga
+        for target, run in (("ecp5", f.ecp5), ("ecp5-nodsp", f.ecp5_nodsp)):
+            out.append(_entry("vpu", "fpga", target, run.resources.as_dict(),
+                              "reports/vpu.json (dstar measure vpu)", f.config_hash,
+                              f.pnr.fmax_mhz if target == "ecp5" else None, run.tools))
     core = _load("core_area")
     if core:
         for preset, r in core.get("presets", {}).items():
@@ -95,124 +97,10 @@ def collect_units() -> list:
     return out
 
 
-def _names(what, names) -> str:
-    return f"{what} {', '.join(map(str, names))}"
-
-
-def _judge_verdict(v: dict, current) -> list:
-    """Why the verdict ``v`` is not a pass (``[]`` when it is): the runner's own faults, then
-    staleness against ``current(unit, config_hash, simulator, module)``, today's
-    :func:`sim.runner.run_identity`."""
-    from dstar_rtl.sim.runner import run_key
-
-    why = []
-    if not v.get("expected"):
-        why.append("no tests expected")
-    if v.get("failed"):
-        why.append(_names("failed:", v["failed"]))
-    if v.get("skipped"):
-        why.append(_names("skipped:", v["skipped"]))
-    if v.get("missing"):
-        why.append(_names("missing:", v["missing"]))
-    if v.get("extra"):
-        why.append(_names("unexpected:", v["extra"]))
-    if not v.get("results", True):
-        why.append("no results.xml")
-    if v.get("exit_code") != 0:
-        why.append(f"simulator exit {v.get('exit_code')}")
-    if v.get("pass") is not True and not why:
-        why.append(f"runner: {v.get('reason') or 'failed'}")
-    rec = v.get("identity")
-    try:
-        now = current(v["unit"], v["config_hash"], v["simulator"], v["module"])
-    except (OSError, SyntaxError, ValueError) as exc:   # a source that no longer reads
-        return why + [f"stale: cannot key today's sources ({type(exc).__name__}: {exc})"]
-    if not isinstance(rec, dict) or v.get("key") != run_key(rec):
-        return why + ["stale: the verdict carries no valid key"]
-    if run_key(now) != v["key"]:
-        changed = [label for k, label in (("sources", "RTL/generator sources"),
-                                          ("testbench", "testbench"))
-                   if rec.get(k) != now.get(k)]
-        old, new = rec.get("tools") or {}, now.get("tools") or {}
-        changed += [f"{t} {old.get(t)} -> {new.get(t)}" for t in sorted(set(old) | set(new))
-                    if old.get(t) != new.get(t)]
-        why.append("stale: " + (", ".join(changed) if changed else "key differs") +
-                   " since the run")
-    return why
-
-
-def _run_row(run_dir: Path, current) -> dict | None:
-    """One row of the verification table from a run folder (``None`` when it is not one)."""
-    from dstar_rtl.sim.runner import VERDICT
-
-    unit_dir = run_dir.parent.parent.name
-    parts = unit_dir.rsplit("-", 2)
-    if len(parts) != 3:
-        return None
-    unit, preset, chash = parts
-    sim, _, rest = run_dir.name.partition("-")
-    module = rest.rsplit("-", 1)[0] if rest[-1:].isdigit() else rest
-    row = dict(unit=unit, preset=preset, config_hash=chash, simulator=sim, run=rest,
-               module=module, tests=0, passed=0, failed=0, skipped=0, missing=0)
-    f = run_dir / VERDICT
-    v = None
-    if not f.is_file():
-        why = ["no verdict (a run without the runner's judgement: interrupted, or older than "
-               "verdicts)"]
-    else:
-        try:
-            v = json.loads(f.read_text())
-        except (OSError, ValueError) as exc:
-            why = [f"unreadable verdict ({type(exc).__name__})"]
-        if v is not None and not (isinstance(v, dict) and all(
-                isinstance(v.get(k), str) for k in ("unit", "config_hash", "simulator",
-                                                     "module"))):
-            v, why = None, ["unreadable verdict (no unit, config, simulator or module)"]
-    if v is None:
-        mtime = max([run_dir.stat().st_mtime] + [p.stat().st_mtime for p in run_dir.iterdir()])
-    else:
-        why = _judge_verdict(v, current)
-        mtime = float(v.get("unix_time") or f.stat().st_mtime)
-        row.update(unit=v["unit"], preset=v.get("preset", preset),
-                   config_hash=v["config_hash"], simulator=v["simulator"],
-                   module=v["module"].rsplit(".", 1)[-1],
-                   tests=len(v.get("expected") or []), passed=len(v.get("passed") or []),
-                   failed=len(v.get("failed") or []), skipped=len(v.get("skipped") or []),
-                   missing=len(v.get("missing") or []))
-    row.update(passing=not why, why="; ".join(why), has_verdict=v is not None, mtime=mtime,
-               date=time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime)))
-    return row
-
-
-def verification(sim_root: Path | None = None) -> list:
-    """The last cocotb run of every (unit, preset, simulator, run name) under ``build/sim``
-    (``sim_root``), judged by its verdict (:data:`sim.runner.VERDICT`) alone: ``passing`` only
-    when the runner passed it, no test failed, was skipped or is missing, and it is not stale;
-    ``why`` says what is wrong otherwise. ``tests`` is the number of tests expected."""
-    from dstar_rtl.sim.runner import run_identity
-
-    root = SIM if sim_root is None else Path(sim_root)
-    memo = {}
-
-    def current(*key):
-        if key not in memo:
-            memo[key] = run_identity(*key)
-        return memo[key]
-
-    rows = {}
-    for run_dir in sorted(p for p in root.glob("*/runs/*") if p.is_dir()):
-        row = _run_row(run_dir, current)
-        if row is None:
-            continue
-        key = (row["unit"], row["preset"], row["simulator"], row["run"])
-        if key not in rows or rows[key]["mtime"] < row["mtime"]:
-            rows[key] = row
-    return sorted(rows.values(), key=lambda r: (r["unit"], r["preset"], r["run"], r["simulator"]))
-
-
 def verification_lines(ver: list, rec: dict | None = None) -> list:
-    """REPORT.md's verification section from :func:`verification`'s rows as ``dstar measure
-    verification`` recorded them (``rec``: its record, for the date and the sources digest;
+    """REPORT.md's verification section from the rows of
+    :func:`app.reports.verification.verification` as ``dstar measure verification`` recorded
+    them (``rec``: its record, for the date and the sources digest;
     stale when today's RTL sources differ)."""
     md = ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
           "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`), "

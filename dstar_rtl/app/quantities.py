@@ -1,0 +1,103 @@
+"""Typed quantities that several results hold: a synthesis run's resources, a place-and-route
+run's timing (issue 48: typed quantities in place of dict arithmetic).
+
+Each type is built from what the flows return (:func:`flows.synth.synthesize`,
+:func:`flows.pnr.place_and_route`) with ``from_flow`` and stored inside a result
+(:mod:`app.results`); a figure a flow did not report is ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+__all__ = ["Resources", "SynthRun", "CriticalPath", "PnrRun", "StepTime"]
+
+
+@dataclass(frozen=True)
+class Resources:
+    """An ECP5 netlist's cells (``synth_ecp5``'s statistics as :mod:`flows.synth` reads them):
+    LUT4s, carry cells (two LUTs each), DSP blocks, block RAMs, LUT RAMs, wide multiplexers,
+    flip-flops, ``lut_total`` (LUT4s plus two per carry cell) and all cells."""
+
+    lut4: int | None = None
+    carry: int | None = None
+    dsp: int | None = None
+    bram: int | None = None
+    lutram: int | None = None
+    widemux: int | None = None
+    ff: int | None = None
+    lut_total: int | None = None
+    cells: int | None = None
+
+    @classmethod
+    def from_flow(cls, res: dict) -> Resources:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in res.items() if k in known})
+
+    def as_dict(self) -> dict:
+        """The figures the flow reported, as the flows' own dict."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class SynthRun:
+    """One synthesis: its resources, wall seconds, tool versions, work folder and whether the
+    stored run of an identical design was reused."""
+
+    resources: Resources
+    seconds: float | None = None
+    tools: dict[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+    reused: bool = False
+
+    @classmethod
+    def from_flow(cls, r: dict) -> SynthRun:
+        return cls(Resources.from_flow(r["resources"]), r.get("seconds"), r.get("tools", {}),
+                   r.get("workdir"), r.get("reused", False))
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """nextpnr's critical path: its end points, delay split into logic and routing (ns), and
+    its logic levels."""
+
+    start: str | None = None
+    end: str | None = None
+    delay_ns: float | None = None
+    logic_ns: float | None = None
+    routing_ns: float | None = None
+    logic_levels: int | None = None
+
+
+@dataclass(frozen=True)
+class PnrRun:
+    """One place and route: Fmax against the constraint, whether timing was met, wall seconds,
+    tool versions, the device's cells used and available, the critical path."""
+
+    fmax_mhz: float
+    constraint_mhz: float
+    timing_pass: bool
+    seconds: float | None = None
+    reused: bool = False
+    tools: dict[str, str] = field(default_factory=dict)
+    utilisation: dict[str, dict[str, int]] = field(default_factory=dict)
+    critical_path: CriticalPath = field(default_factory=CriticalPath)
+
+    @classmethod
+    def from_flow(cls, p: dict) -> PnrRun:
+        cp = p.get("critical_path") or {}
+        return cls(p["fmax_mhz"], p["constraint_mhz"], p["timing_pass"], p.get("seconds"),
+                   p.get("reused", False), p.get("tools", {}), p.get("utilisation", {}),
+                   CriticalPath(**{f.name: cp.get(f.name) for f in fields(CriticalPath)}))
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """A measurement's step (:class:`gen.progress.Step`): its name, wall seconds, status and
+    the machine's one-minute load average when it ended."""
+
+    step: str
+    seconds: float
+    status: str
+    load_avg_1min: float | None = None
