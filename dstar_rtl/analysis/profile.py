@@ -791,7 +791,7 @@ def load_operating_point(path=None) -> dict:
     from pathlib import Path
 
     path = Path(path) if path is not None else \
-        Path(__file__).resolve().parent.parent / "reports" / SWEEP_NAMES[0]
+        Path(__file__).resolve().parents[2] / "reports" / SWEEP_NAMES[0]
     rep = json.loads(path.read_text())
     op = rep.get("operating_point")
     if op is None:

@@ -34,13 +34,14 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from dstar_rtl.gen.paths import ROOT
+
 __all__ = ["NANGATE", "read_liberty", "parse_liberty", "net_timing", "critical_path",
            "cell_split"]
 
 #: Where the reports look for the standard-cell library (Nangate45, the paper's node) when none
 #: is given: beside the project, never inside it (ASIC flows do not ship their PDK).
-NANGATE = (Path(__file__).resolve().parent.parent.parent / "shared" / "pdk" / "nangate45"
-           / "nangate45_typ.lib.gz")
+NANGATE = ROOT.parent / "shared" / "pdk" / "nangate45" / "nangate45_typ.lib.gz"
 
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}();:,]|[^\s{}();:,"]+')
 
