@@ -41,7 +41,13 @@ __all__ = ["NANGATE", "read_liberty", "parse_liberty", "net_timing", "critical_p
 
 #: Where the reports look for the standard-cell library (Nangate45, the paper's node) when none
 #: is given: beside the project, never inside it (ASIC flows do not ship their PDK).
-NANGATE = ROOT.parent / "shared" / "pdk" / "nangate45" / "nangate45_typ.lib.gz"
+def default_library() -> Path:
+    """Nangate45's typical corner where a developer keeps it: ``shared/pdk/nangate45/`` beside
+    the checkout."""
+    return ROOT.parent / "shared" / "pdk" / "nangate45" / "nangate45_typ.lib.gz"
+
+
+NANGATE = default_library()
 
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}();:,]|[^\s{}();:,"]+')
 
