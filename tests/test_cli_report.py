@@ -51,8 +51,10 @@ def test_the_bench_is_counted_as_a_design(report):
     from dstar_rtl.gen.paths import ROOT
 
     bench = json.loads((ROOT / "reports" / "bench.json").read_text())
-    rows = json.loads((ROOT / "reports" / "qpu_packing.json").read_text())["rows"]
-    qpu = [r["asic"]["area"] for r in rows.values() if r["config_hash"] == bench["config_hash"]]
+    from dstar_rtl.app.reports.packing import Packing
+
+    rows = Packing.load(ROOT / "reports" / "qpu_packing.json").rows
+    qpu = [r.asic.area for r in rows if r.config_hash == bench["config_hash"] and r.asic]
     text = report[0].read_text()
     if not qpu:           # the two reports measured different configurations: said, not mixed
         assert "the QPU it needs is not counted (no `reports/qpu_packing.json` row" in text

@@ -75,19 +75,25 @@ def test_vpu_report_renders_every_section():
 
 
 def test_packing_report_renders_and_refuses_bad_paths(tmp_path):
+    import dataclasses
+
     import pytest
 
+    from dstar_rtl.app.quantities import AsicArea, Library, Resources
     from dstar_rtl.app.reports import packing as report_packing
+    from dstar_rtl.app.results import Provenance
     from dstar_rtl.gen.errors import UserError
 
-    row = dict(open_groups=0, pack_windows=1, groups=1000, lanes_valid=3600, lane_util=0.9,
-               config_hash="abc",
-               ecp5=dict(lut4=100, carry=10, lut_total=120, ff=50, flow="abc"),
-               asic=dict(area=1234.5, combinational_area=1000.0, sequential_area=234.5, ff=50))
-    md = report_packing.markdown(dict(generated="today", yosys="0", steps=20, operating_point="op",
-                                      library=dict(name="lib", sha256="0" * 64),
-                                      rows={"sort, open 0, windows 1": row,
-                                            "bins 4": dict(row, packer="bins", asic=None)}))
+    row = report_packing.PackingRow(
+        label="sort, open 0, windows 1", packer="sort", open_groups=0, pack_windows=1,
+        groups=1000, lanes_valid=3600, lane_util=0.9, config_hash="abc",
+        ecp5=Resources(lut4=100, carry=10, lut_total=120, ff=50), ecp5_flow="abc",
+        asic=AsicArea(area=1234.5, combinational_area=1000.0, sequential_area=234.5, ff=50))
+    res = report_packing.Packing(
+        Provenance.unrecorded(date="today"), yosys="0", library=Library("lib", sha256="0" * 64),
+        steps=20, operating_point="op", bench={},
+        rows=(row, dataclasses.replace(row, label="bins 4", packer="bins", asic=None)))
+    md = report_packing.markdown(report_packing.Packing.from_data(res.to_data()))
     assert ("| sort, open 0, windows 1 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | 1,234.5 | "
             "1,000.0 | 234.5 |") in md
     assert "| bins 4 | 1,000 | 90.0 % | 100 | 10 | 120 | 50 | – | – | – |" in md

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dstar_rtl.app.options import Parser
 from dstar_rtl.gen.outputs import check_output_dir, write_together
-from dstar_rtl.gen.paths import REPORTS
+from dstar_rtl.gen.paths import REPORTS, relative
 
 __all__ = ["Measurement", "option"]
 
@@ -59,7 +59,7 @@ class Measurement:
         hints = typing.get_type_hints(self.options)
         for f in dataclasses.fields(self.options):
             _add_option(p, f, hints[f.name])
-        p.add_argument("--out", type=Path, default=REPORTS,
+        p.add_argument("--out", type=Path, default=REPORTS, metavar="DIR",
                        help=f"folder of {self.stem}.json and {self.stem}.md (default: reports/)")
         p.add_argument("--markdown-only", action="store_true",
                        help=f"render {self.stem}.md again from the stored {self.stem}.json, "
@@ -89,8 +89,10 @@ def _add_option(p: Parser, f: dataclasses.Field, tp):
     flag = "--" + f.name.replace("_", "-")
     meta = dict(f.metadata)
     default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-    kw = dict(help=f"{meta.pop('help', '')} (default: {_shown(default)})", dest=f.name,
-              default=default, **meta)
+    text = meta.pop("help", "")
+    if default is not None and not isinstance(default, bool) and "default:" not in text:
+        text += f" (default: {_shown(default)})"
+    kw = dict(help=text, dest=f.name, default=default, **meta)
     origin = typing.get_origin(tp)
     if tp is bool:
         p.add_argument(flag, action="store_true", **{k: v for k, v in kw.items()
@@ -109,6 +111,8 @@ def _add_option(p: Parser, f: dataclasses.Field, tp):
         return
     if origin in (typing.Union, types.UnionType):
         tp = next(a for a in typing.get_args(tp) if a is not type(None))
+    if tp is Path:
+        kw.setdefault("metavar", "FILE")
     p.add_argument(flag, type=tp, **kw)
 
 
@@ -120,4 +124,6 @@ def _value(v):
 def _shown(default) -> str:
     if isinstance(default, (tuple, list)):
         return " ".join(map(str, default)) or "none"
+    if isinstance(default, Path):
+        return relative(default)
     return str(default)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-__all__ = ["Resources", "SynthRun", "CriticalPath", "PnrRun", "StepTime"]
+__all__ = ["Resources", "SynthRun", "CriticalPath", "PnrRun", "StepTime", "AsicArea", "Library"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +101,31 @@ class StepTime:
     seconds: float
     status: str
     load_avg_1min: float | None = None
+
+
+@dataclass(frozen=True)
+class AsicArea:
+    """A standard-cell netlist's cell area (µm²), its combinational and sequential parts and its
+    flip-flops (``dstar synth --target asic``, buffers as macros)."""
+
+    area: float
+    combinational_area: float | None = None
+    sequential_area: float | None = None
+    ff: int | None = None
+
+    @classmethod
+    def from_flow(cls, res: dict) -> AsicArea:
+        return cls(**{f.name: res.get(f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Library:
+    """The standard-cell library a result was measured on: its name, file and SHA-256."""
+
+    name: str | None
+    file: str | None = None
+    sha256: str | None = None
+
+    @classmethod
+    def from_flow(cls, lib: dict) -> Library:
+        return cls(**{f.name: lib.get(f.name) for f in fields(cls)})

@@ -2,8 +2,8 @@
 partial groups, or the exponent bins of ``packer = "bins"``), lane utilization against QPU area,
 side by side in one run.
 
-``dstar measure packing`` writes ``reports/qpu_packing.json`` and
-``reports/qpu_packing.md``:
+``dstar measure packing`` writes ``reports/qpu_packing.json`` (the typed result :class:`Packing`)
+and ``reports/qpu_packing.md`` through the one measurement runner (:data:`MEASUREMENT`):
 
 1. lane utilization (valid lanes / (groups · lanes)) of the group streams of the whole sampling
    run that ``dstar bench`` measures (the trained digits DiT, every layer of block 0 plus
@@ -20,15 +20,19 @@ side by side in one run.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from dstar_rtl.analysis.profile import load_operating_point
 from dstar_rtl.app.benches.layers import load_inputs, prepare
-from dstar_rtl.app.options import Parser, resolve_liberty
+from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.options import resolve_liberty
+from dstar_rtl.app.quantities import AsicArea, Library, Resources
+from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.flows.synth import synthesize, yosys_version
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import check_output_dir, data_json, json_text, write_together
-from dstar_rtl.gen.paths import ROOT
+from dstar_rtl.gen.outputs import data_json
+from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.progress import say
 from dstar_rtl.golden.config import preset
 
@@ -55,41 +59,95 @@ def lane_utilization(packing: dict, operating_point, inputs, steps=20) -> dict:
     return dict(groups=groups, lanes_valid=valid, lane_util=valid / (groups * cfg.lanes))
 
 
-def qpu_area(packing: dict, liberty, reuse) -> dict:
+@dataclass(frozen=True)
+class PackingOptions:
+    """What ``dstar measure packing`` reads (checked at construction)."""
+
+    liberty: Path | None = option(None, "standard-cell library for the ASIC area (default: the "
+                                        "Nangate45 library beside the project when it is "
+                                        "there, else no ASIC area)")
+    operating_point: Path = option(REPORTS / "profile_sweep.json",
+                                   "the profile sweep whose operating point the streams use")
+    reuse: bool = option(False, "reuse stored identical Yosys runs")
+
+    def __post_init__(self):
+        if not Path(self.operating_point).is_file():
+            raise UserError(f"--operating-point: operating point file not found: "
+                            f"{self.operating_point}")
+        resolve_liberty(self.liberty, needed=False)
+
+
+@dataclass(frozen=True)
+class PackingRow:
+    """One packing: its parameters, the bench workload's groups and valid lanes, and its QPU's
+    ECP5 cells (``abc -lut 4``) and cell area."""
+
+    label: str
+    packer: str
+    open_groups: int
+    pack_windows: int
+    groups: int
+    lanes_valid: int
+    lane_util: float
+    config_hash: str
+    ecp5: Resources
+    ecp5_flow: str | None
+    asic: AsicArea | None
+    pack_bins: int | None = None
+
+
+@dataclass(frozen=True)
+class Packing(Result):
+    """``reports/qpu_packing.json``: a row per packing of :data:`PACKINGS`."""
+
+    KIND = "packing"
+    yosys: str
+    library: Library | None
+    steps: int
+    operating_point: str
+    bench: dict[str, str | int]
+    rows: tuple[PackingRow, ...]
+
+
+def qpu_area(packing: dict, liberty, reuse) -> tuple:
+    """The QPU of ``packing`` alone: ``(config hash, ECP5 resources, ECP5 flow, cell area or
+    None, library or None)``."""
     cfg = preset("fpga", **BENCH, **packing)
-    out = dict(config_hash=cfg.hash())
     r = synthesize("qpu", cfg, "ecp5", nodsp=True, abc9=False, reuse=reuse)
-    out["ecp5"] = dict(r["resources"], flow=r.get("flow"))
+    asic = library = None
     if liberty:
         a = synthesize("qpu", cfg, "asic", liberty=liberty, reuse=reuse)
-        out["asic"] = {k: a["resources"].get(k)
-                       for k in ("area", "combinational_area", "sequential_area", "ff")}
-        out["library"] = {k: a["liberty"].get(k) for k in ("name", "file", "sha256")}
-    return out
+        asic, library = AsicArea.from_flow(a["resources"]), Library.from_flow(a["liberty"])
+    return cfg.hash(), Resources.from_flow(r["resources"]), r.get("flow"), asic, library
 
 
-def markdown(data: dict) -> str:
-    lib = data.get("library") or {}
+def _area(a: AsicArea | None, name: str) -> str:
+    v = None if a is None else getattr(a, name)
+    return "–" if v is None else f"{v:,.1f}"
+
+
+def markdown(data: Packing) -> str:
+    """``reports/qpu_packing.md`` from its result."""
+    lib = data.library or Library(None)
     rows = ["| packing | groups | lane util | ECP5 LUT4 | CCU2C | LUT total | FF | "
             "area µm² | comb. | seq. |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for label, r in data["rows"].items():
-        e, a = r["ecp5"], r.get("asic") or {}
-        rows.append(f"| {label} | {r['groups']:,} | "
-                    f"{100 * r['lane_util']:.1f} % | {e['lut4']:,} | "
-                    f"{e['carry']:,} | {e['lut_total']:,} | {e['ff']:,} | "
-                    + " | ".join(f"{a[x]:,.1f}" if a.get(x) is not None else "–"
-                                 for x in ("area", "combinational_area", "sequential_area")) + " |")
+    for r in data.rows:
+        e = r.ecp5
+        rows.append(f"| {r.label} | {r.groups:,} | {100 * r.lane_util:.1f} % | {e.lut4:,} | "
+                    f"{e.carry:,} | {e.lut_total:,} | {e.ff:,} | "
+                    + " | ".join(_area(r.asic, x) for x in
+                                 ("area", "combinational_area", "sequential_area")) + " |")
     return "\n".join([
         "# How the QPU forms lane groups: lane utilization against QPU area",
         "",
-        f"Generated by `dstar measure packing` on {data['generated']}; Yosys "
-        f"{data['yosys']}; library {lib.get('name', '–')} (sha256 "
-        f"`{(lib.get('sha256') or '–')[:16]}`).",
+        f"Generated by `dstar measure packing` on {data.provenance.date}; Yosys "
+        f"{data.yosys}; library {lib.name or '–'} (sha256 "
+        f"`{(lib.sha256 or '–')[:16]}`).",
         "",
-        f"`fpga` preset with {', '.join(f'`{k}={v}`' for k, v in BENCH.items())}. Lane "
+        f"`fpga` preset with {', '.join(f'`{k}={v}`' for k, v in data.bench.items())}. Lane "
         "utilization over the whole sampling run `dstar bench` measures (trained digits DiT, "
-        f"{data['steps']} steps, operating point `{data['operating_point']}`), from the golden "
+        f"{data.steps} steps, operating point `{data.operating_point}`), from the golden "
         "schedule that the RTL QPU reproduces bit for bit. QPU alone, one Yosys process per run: "
         "ECP5 `synth_ecp5 -nodsp` with `abc -lut 4` (LUT total = LUT4 + 2 × CCU2C), and the "
         "liberty flow of `dstar synth --target asic` (buffers as macros). *sort*: chunks of "
@@ -104,49 +162,43 @@ def markdown(data: dict) -> str:
     ])
 
 
-def main(argv=None, prog=None) -> int:
-    ap = Parser(prog=prog or "dstar measure packing", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "reports",
-                    help="report directory (default: reports/)")
-    ap.add_argument("--liberty", type=Path, default=None,
-                    help="standard-cell library for the ASIC area (default: the Nangate45 "
-                         "library beside the project when it is there, else no ASIC area)")
-    ap.add_argument("--operating-point", type=Path, default=ROOT / "reports/profile_sweep.json",
-                    help="the profile sweep whose operating point the streams use")
-    ap.add_argument("--reuse", action="store_true", help="reuse stored identical Yosys runs")
-    args = ap.parse_args(argv)
-    check_output_dir(args.out)
-    if not args.operating_point.is_file():
-        raise UserError(f"--operating-point: operating point file not found: "
-                        f"{args.operating_point}")
+def measure(opts: PackingOptions, previous=None) -> Packing:
+    """Every packing of :data:`PACKINGS`: lane utilization on the bench workload and the QPU's
+    area (progress on stderr)."""
     try:
-        op = load_operating_point(args.operating_point)
+        op = load_operating_point(opts.operating_point)
     except (ValueError, KeyError) as why:
-        raise UserError(f"--operating-point {args.operating_point}: {why}") from None
-    args.liberty = resolve_liberty(args.liberty, needed=False)
-    rows, library, util = {}, None, {}
+        raise UserError(f"--operating-point {opts.operating_point}: {why}") from None
+    liberty = resolve_liberty(opts.liberty, needed=False)
+    rows, library, util, configs = [], None, {}, {}
     layers_in, trace, _ = load_inputs(preset("fpga", **BENCH), steps=20)
     for label, packing in PACKINGS:
         t0 = time.perf_counter()
         stream_key = data_json({k: v for k, v in packing.items() if k != "pack_windows"},
-                                sort_keys=True)
+                               sort_keys=True)
         if stream_key not in util:
             util[stream_key] = lane_utilization(packing, op, (layers_in, trace))
-        row = dict(packing, **util[stream_key])
-        row.update(qpu_area(packing, args.liberty, args.reuse))
-        library = row.pop("library", None) or library
-        rows[label] = row
-        say(f"{label}: lane util {100 * row['lane_util']:.1f} %, ECP5 LUT "
-            f"{row['ecp5']['lut_total']:,}, FF {row['ecp5']['ff']:,} "
-            f"({time.perf_counter() - t0:.0f} s)")
-    data = dict(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                yosys=yosys_version(), library=library, steps=20,
-                operating_point=op["name"], bench=BENCH, rows=rows)
-    text = markdown(data)
-    write_together({args.out / "qpu_packing.json": json_text(data),
-                    args.out / "qpu_packing.md": text})
-    print(text)
-    return 0
+        chash, ecp5, flow, asic, lib = qpu_area(packing, liberty, opts.reuse)
+        library = lib or library
+        configs[label] = chash
+        rows.append(PackingRow(label=label, **packing, **util[stream_key], config_hash=chash,
+                               ecp5=ecp5, ecp5_flow=flow, asic=asic))
+        say(f"{label}: lane util {100 * rows[-1].lane_util:.1f} %, ECP5 LUT "
+            f"{ecp5.lut_total:,}, FF {ecp5.ff:,} ({time.perf_counter() - t0:.0f} s)")
+    return Packing(Provenance.of_run("packing", configs), yosys=yosys_version(),
+                   library=library, steps=20, operating_point=op["name"], bench=dict(BENCH),
+                   rows=tuple(rows))
+
+
+MEASUREMENT = Measurement(
+    name="packing", stem="qpu_packing",
+    summary="How the QPU forms lane groups: lane utilization on the bench workload against the "
+            "QPU's ECP5 cells and cell area, for each packing.", options=PackingOptions,
+    result=Packing, measure=measure, render=markdown)
+
+
+def main(argv=None, prog=None) -> int:
+    return MEASUREMENT.main(argv, prog)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from dstar_rtl.app.reports import state_levers
+from dstar_rtl.app.reports.packing import Packing
 from dstar_rtl.app.reports.vpu import Vpu
 from dstar_rtl.gen.outputs import json_text, png_writer, write_together
 from dstar_rtl.gen.paths import REPORTS
@@ -220,7 +221,7 @@ def _bench_section(bench: dict) -> list:
         extra.append(f"Fmax on ECP5: MPU {fm.get('mpu', {}).get('fmax_mhz')} MHz, INT8 array "
                      f"{fm.get('baseline', {}).get('fmax_mhz')} MHz; throughput per second at each "
                      f"one's own clock **{f(a['tput_per_second_ratio'])}×**.")
-    extra += _whole_system(bench, _load("qpu_packing"))
+    extra += _whole_system(bench, _load_result(Packing, "qpu_packing"))
     return ["## Component view: the MPU alone against the INT8 array on DiT layers", "",
             "Parts against parts, not the design's figure (that is the whole-core comparison "
             "above).", "",
@@ -233,7 +234,7 @@ def _bench_section(bench: dict) -> list:
             *([" ".join(extra), ""] if extra else [])]
 
 
-def _whole_system(bench: dict, packing: dict | None) -> list:
+def _whole_system(bench: dict, packing: Packing | None) -> list:
     """The bench's per-µm² ratio counted as a whole design needs it: the MPU cannot run without
     the QPU that makes its group stream, and both arrays load their weights. The QPU's cell area
     is ``dstar measure packing``'s at the bench's exact configuration (same hash); absent that,
@@ -241,8 +242,8 @@ def _whole_system(bench: dict, packing: dict | None) -> list:
     a, areas = bench["totals"]["all"], bench.get("areas") or {}
     if a.get("tput_per_area_ratio") is None or "mpu" not in areas or "baseline" not in areas:
         return []
-    qpu = next((r["asic"]["area"] for r in ((packing or {}).get("rows") or {}).values()
-                if r.get("config_hash") == bench["config_hash"] and r.get("asic")), None)
+    qpu = next((r.asic.area for r in (packing.rows if packing else ())
+                if r.config_hash == bench["config_hash"] and r.asic), None)
     if qpu is None:
         return ["The ratio per area sets the MPU alone against the INT8 array: the QPU it needs "
                 "is not counted (no `reports/qpu_packing.json` row at this configuration)."]
