@@ -20,7 +20,7 @@ def test_every_fraction_at_the_operating_point_and_one_finer():
     (["--jobs", "0"], "--jobs >= 1"),
     (["--operating-point", "/nonexistent.json"], "--operating-point /nonexistent.json")])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, msg):
-    rc = dstar_rtl.app.cli.main(["measure", "state-quality", *argv, "--out-dir",
+    rc = dstar_rtl.app.cli.main(["measure", "state-quality", *argv, "--out",
                                  str(tmp_path / "o")])
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1 and msg in err
@@ -28,13 +28,22 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv,
 
 
 def test_the_table_says_which_point_keeps_the_rule():
+    from dstar_rtl.app.reports.state_quality import StateQuality
+    from dstar_rtl.app.results import Provenance, plain
+
     ci = dict(mean=41.0, lo=40.2, hi=41.8, n=10)
-    s = dict(psnr_db=ci, avg_bits=dict(mean=3.5), agreement_count=[10, 10])
-    rec = dict(points=[dict(name="base -2, Y whole", ystate_width=33, summary=s, passes=True),
-                       dict(name="base -2, stored Y, g = 2", ystate_width=20,
-                            summary=dict(s, psnr_db=dict(ci, lo=39.9)), passes=False)],
-               command="dstar measure state-quality", generated="today", seconds=1.0,
-               preset="fpga", thr=[2, 7, 31], steps=20, seeds=10, acc_bits=33)
+    s = dict(psnr_db=ci, avg_bits=dict(ci, mean=3.5), agrees_with_float=ci,
+             agreement_count=[10, 10], agreement_exact=dict(lo=0.7, hi=1.0), quant_correct=ci,
+             share_saturated=ci, mix={}, layer_types={})
+    point = dict(name="base -2, Y whole", base_offset=-2, ystate_frac=None, ystate_width=33,
+                 max_reduction=256, summary=s, passes=True)
+    rec = StateQuality.from_data(dict(
+        kind="state-quality", schema=1,
+        provenance=plain(Provenance.unrecorded("dstar measure state-quality", "today")),
+        points=[point, dict(point, name="base -2, stored Y, g = 2", ystate_frac=2,
+                            ystate_width=20, summary=dict(s, psnr_db=dict(ci, lo=39.9)),
+                            passes=False)],
+        seconds=1.0, preset="fpga", thr=[2, 7, 31], steps=20, seeds=10, acc_bits=33))
     md = markdown(rec)
     assert "| base -2, Y whole | 33 | 3.50 | 41.00 [40.20, 41.80] | 10/10 | passes |" in md
     assert "| base -2, stored Y, g = 2 | 20 | 3.50 | 41.00 [39.90, 41.80] | 10/10 | fails |" in md

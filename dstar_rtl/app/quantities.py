@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-__all__ = ["Resources", "SynthRun", "CriticalPath", "PnrRun", "StepTime", "AsicArea", "Library"]
+__all__ = ["Resources", "SynthRun", "CriticalPath", "PnrRun", "StepTime", "AsicArea", "Library",
+           "Interval", "Bounds", "QualitySummary"]
 
 
 @dataclass(frozen=True)
@@ -129,3 +130,40 @@ class Library:
     @classmethod
     def from_flow(cls, lib: dict) -> Library:
         return cls(**{f.name: lib.get(f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean over ``n`` samples with its 95 % Student-t interval ``[lo, hi]``."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """An interval without a mean (the exact binomial interval of an agreement count)."""
+
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class QualitySummary:
+    """The quality of a sampling point over its seeds (:func:`analysis.profile._sweep_summary`):
+    average activation bits, PSNR against the float sample, the classifier's agreement with the
+    float sample (per seed, its count ``(k, n)`` and its exact interval), the share of
+    quantizations that are exact, of saturated values, the bit mix and the bits by layer
+    type."""
+
+    avg_bits: Interval
+    psnr_db: Interval
+    agrees_with_float: Interval
+    agreement_count: tuple[int, ...]
+    agreement_exact: Bounds
+    quant_correct: Interval
+    share_saturated: Interval
+    mix: dict[str, float]
+    layer_types: dict[str, dict[str, float]]

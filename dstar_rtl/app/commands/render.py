@@ -54,7 +54,7 @@ RENDERERS = {
     "reference": ("reference.json", "reference.md", "dstar_rtl.app.reports.reference:markdown",
                   None),
     "state-quality": ("state_quality.json", "state_quality.md",
-                      "dstar_rtl.app.reports.state_quality:markdown", None),
+                      "dstar_rtl.app.reports.state_quality:MEASUREMENT", "typed"),
     "vpu": ("vpu.json", "vpu.md", "dstar_rtl.app.reports.vpu:MEASUREMENT", "typed"),
 }
 
