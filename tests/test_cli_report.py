@@ -118,13 +118,14 @@ def test_report_files_appear_together(tmp_path, capsys, monkeypatch):
 def test_the_core_by_part_says_when_it_is_not_todays_default(report):
     """A core-area report measured before a default switch is labelled, not passed off as the
     configuration a user gets."""
+    from dstar_rtl.app.reports.core_area import CoreArea
     from dstar_rtl.gen.paths import ROOT
 
-    area = json.loads((ROOT / "reports" / "core_area.json").read_text())
+    area = CoreArea.load(ROOT / "reports" / "core_area.json")
     text = report[0].read_text()
-    for name, r in area["presets"].items():
-        label = f"`{name}` (config `{r['config_hash']}`, not today's default"
-        assert (label in text) is (r["config_hash"] != preset(name).hash()), name
+    for name, r in area.presets.items():
+        label = f"`{name}` (config `{r.config_hash}`, not today's default"
+        assert (label in text) is (r.config_hash != preset(name).hash()), name
 
 
 def test_the_opening_names_the_models_dstar_wins_on_with_every_byte_charged():

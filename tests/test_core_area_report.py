@@ -7,11 +7,14 @@ from dstar_rtl.app.reports.core_area import render
 
 
 def _res(variant):
-    part = dict(lut4=10, ff=5, carry=1, dsp=0, bram=0, lutram=0)
-    return {"presets": {"tiny": dict(preset="tiny", variant=variant, config_hash="abc",
-                                     parts={"VPU": part}, total=part, seconds=1.0,
-                                     tools={"yosys": "0.70"})},
-            "generated": "2026-12-02"}
+    from dstar_rtl.app.quantities import Resources
+    from dstar_rtl.app.reports.core_area import CoreArea, CoreParts
+    from dstar_rtl.app.results import Provenance
+
+    part = Resources(lut4=10, ff=5, carry=1, dsp=0, bram=0, lutram=0)
+    return CoreArea(Provenance.unrecorded(date="2026-12-02"), presets={"tiny": CoreParts(
+        preset="tiny", variant=variant, config_hash="abc", parts={"VPU": part}, total=part,
+        seconds=1.0, tools={"yosys": "0.70"}, workdir="w")}, steps=())
 
 
 def test_the_report_names_the_variant_and_the_configuration():

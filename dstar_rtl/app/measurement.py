@@ -9,8 +9,8 @@ field's type, its default, its ``help`` metadata; tuples take one or more values
 switches), ``--out DIR`` (default ``reports/``), the options' own checks (their
 ``__post_init__`` raises :class:`gen.errors.UserError` naming the option, what was given and
 what would work) before any work, the result and its Markdown written together
-(``DIR/STEM.json``, ``DIR/STEM.md``), and ``--markdown-only``, which renders the stored result
-again without measuring.
+(``DIR/STEM.json``, ``DIR/STEM.md`` and the measurement's figures), and ``--markdown-only``,
+which renders the stored result (its Markdown and figures) again without measuring.
 
 An options field with ``metadata={"help": ..., "choices": ..., "metavar": ...}`` documents
 itself; ``typing.Literal`` fields take their choices from the type.
@@ -53,6 +53,9 @@ class Measurement:
     result: type
     measure: Callable
     render: Callable
+    #: result → ``{file name: writer}`` of its figures (``writer(binary file)``, e.g.
+    #: :func:`gen.outputs.png_writer`), written beside the result; none by default.
+    figures: Callable | None = None
 
     def parser(self, prog: str | None = None) -> Parser:
         p = Parser(prog=prog or f"dstar measure {self.name}", description=self.summary)
@@ -72,7 +75,7 @@ class Measurement:
         json_path, md_path = out / f"{self.stem}.json", out / f"{self.stem}.md"
         if args.markdown_only:
             result = self.result.load(json_path)
-            write_together({md_path: self.render(result)})
+            write_together({md_path: self.render(result), **self._figures(result, out)})
             return 0
         opts = self.options(**{f.name: _value(getattr(args, f.name))
                                for f in dataclasses.fields(self.options)})
@@ -80,9 +83,15 @@ class Measurement:
             return self.result.load(json_path) if json_path.is_file() else None
         result = self.measure(opts, previous)
         text = self.render(result)
-        write_together({json_path: result.to_json(), md_path: text}, record_command=False)
+        write_together({json_path: result.to_json(), md_path: text,
+                        **self._figures(result, out)}, record_command=False)
         print(text)
         return 0
+
+
+    def _figures(self, result, out: Path) -> dict:
+        made = self.figures(result) if self.figures is not None else {}
+        return {out / name: writer for name, writer in made.items()}
 
 
 def _add_option(p: Parser, f: dataclasses.Field, tp):

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.outputs import command_line, json_text, read_json
 
-__all__ = ["Provenance", "Result", "now", "plain"]
+__all__ = ["Provenance", "Result", "now", "plain", "build"]
 
 #: The date format of every result (UTC, to the minute).
 DATE_FORMAT = "%Y-%m-%d %H:%M UTC"
@@ -129,6 +129,12 @@ def plain(obj):
     if isinstance(obj, Path):
         return str(obj)
     return obj
+
+
+def build(tp, value, where: str = "result"):
+    """``value`` (plain data, e.g. what a bench returns) as the typed ``tp`` (a dataclass of
+    a result); a UserError naming ``where`` and the field when it does not fit."""
+    return _build(tp, value, where)
 
 
 def _build(tp, value, where: str):

@@ -4,9 +4,9 @@ cells of each part of the core (PE array, MPU front end and weight memory, QPU w
 VPU, activation and other buffers, the four engines, the dispatcher) summed over its module
 subtree.
 
-``dstar measure core-area [--presets tiny fpga]`` writes ``reports/core_area.json``,
-``reports/core_area.md`` and ``reports/core_area.png`` (stacked LUT and flip-flop bars per
-part).
+``dstar measure core-area [--presets tiny fpga]`` writes ``reports/core_area.json`` (the typed
+result :class:`CoreArea`), ``reports/core_area.md`` and ``reports/core_area.png`` (stacked LUT
+and flip-flop bars per part) through the one measurement runner (:data:`MEASUREMENT`).
 """
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 
-from dstar_rtl.app.options import Parser
+from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.quantities import Resources, StepTime
+from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.flows.synth import BUILD_ROOT, resources, run_yosys, synth_script, yosys_version
-from dstar_rtl.gen.outputs import check_output_dir, json_text, save_png, write_together
-from dstar_rtl.gen.paths import ROOT
-from dstar_rtl.gen.progress import Step, say
+from dstar_rtl.gen.errors import UserError
+from dstar_rtl.gen.outputs import png_writer
+from dstar_rtl.gen.progress import Step
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import PRESETS, VARIANTS, preset
-
-OUT = ROOT / "reports"
 
 #: Parts of the core, by module path prefix under the top (longest prefix wins).
 PARTS = [
@@ -75,7 +76,50 @@ def breakdown(stats: dict, top: str) -> dict:
     return parts
 
 
-def synthesize_core(name: str, steps: list, variant: str | None = None) -> dict:
+@dataclass(frozen=True)
+class CoreAreaOptions:
+    """What ``dstar measure core-area`` synthesizes (checked at construction)."""
+
+    presets: tuple[str, ...] = option(("tiny", "fpga"), "presets to synthesize",
+                                      choices=sorted(PRESETS))
+    variant: str | None = option(None, "a variant of the presets (golden.config.VARIANTS) "
+                                       "instead of their default configuration",
+                                 choices=sorted(VARIANTS))
+
+    def __post_init__(self):
+        bad = [p for p in self.presets if p not in PRESETS]
+        if bad:
+            raise UserError(f"--presets must be among {sorted(PRESETS)}, not {bad[0]!r}")
+        if self.variant is not None and self.variant not in VARIANTS:
+            raise UserError(f"--variant must be one of {sorted(VARIANTS)}, not "
+                            f"{self.variant!r}")
+
+
+@dataclass(frozen=True)
+class CoreParts:
+    """One preset's core synthesized module by module: ECP5 cells by part and in total (the
+    flattened netlist), Yosys's seconds, versions and work folder."""
+
+    preset: str
+    variant: str | None
+    config_hash: str
+    parts: dict[str, Resources]
+    total: Resources
+    seconds: float
+    tools: dict[str, str]
+    workdir: str
+
+
+@dataclass(frozen=True)
+class CoreArea(Result):
+    """``reports/core_area.json``: the core's ECP5 area by part for each preset."""
+
+    KIND = "core-area"
+    presets: dict[str, CoreParts]
+    steps: tuple[StepTime, ...]
+
+
+def synthesize_core(name: str, steps: list, variant: str | None = None) -> CoreParts:
     from dstar_rtl.gen.generate import to_rtlil
     from dstar_rtl.gen.units import top_name
 
@@ -95,80 +139,82 @@ def synthesize_core(name: str, steps: list, variant: str | None = None) -> dict:
     parts = {p: resources("ecp5", cells) for p, cells in breakdown(stats, top).items()}
     total = json.loads((wd / "stat.json").read_text())
     cells = {k: v for k, v in total["design"]["num_cells_by_type"].items() if k != "$scopeinfo"}
-    return dict(preset=name, variant=variant, config_hash=cfg.hash(), parts=parts,
-                total=resources("ecp5", cells), seconds=round(secs, 1),
-                tools={"yosys": yosys_version()}, workdir=str(wd))
+    return CoreParts(preset=name, variant=variant, config_hash=cfg.hash(),
+                     parts={k: Resources.from_flow(v) for k, v in parts.items()},
+                     total=Resources.from_flow(resources("ecp5", cells)), seconds=round(secs, 1),
+                     tools={"yosys": yosys_version()}, workdir=str(wd))
 
 
-def render(res: dict) -> str:
+def _n(v) -> int:
+    return v or 0
+
+
+def render(res: CoreArea) -> str:
+    """``reports/core_area.md`` from its result."""
     md = ["# Area of the core by part (ECP5)", "",
-          "`synth_ecp5` with every module mapped on its own (`fpga/core_area.py`), cells summed "
-          "over each part's module subtree. LUT4 counts logic LUTs (carries and LUT RAM apart); "
-          "the sum of the parts equals the flattened netlist's total up to the cross-module "
-          "optimisation flattening adds afterwards.", ""]
-    for name, r in res["presets"].items():
-        rows = sorted(r["parts"].items(), key=lambda kv: -kv[1].get("lut4", 0))
-        tot = r["total"]
-        var = f", variant `{r['variant']}`" if r.get("variant") else ""
-        md += [f"## `{name}` preset{var} (config `{r['config_hash']}`)", "",
+          "`synth_ecp5` with every module mapped on its own (`app/reports/core_area.py`), cells "
+          "summed over each part's module subtree. LUT4 counts logic LUTs (carries and LUT RAM "
+          "apart); the sum of the parts equals the flattened netlist's total up to the "
+          "cross-module optimisation flattening adds afterwards.", ""]
+    for name, r in res.presets.items():
+        rows = sorted(r.parts.items(), key=lambda kv: -_n(kv[1].lut4))
+        tot = r.total
+        var = f", variant `{r.variant}`" if r.variant else ""
+        md += [f"## `{name}` preset{var} (config `{r.config_hash}`)", "",
                md_table(["part", "LUT4", "share", "FF", "carry", "DSP", "BRAM", "LUT RAM"],
-                      [[p, v.get("lut4", 0),
-                        f"{100 * v.get('lut4', 0) / max(1, tot.get('lut4', 1)):.1f} %",
-                        v.get("ff", 0), v.get("carry", 0), v.get("dsp", 0), v.get("bram", 0),
-                        v.get("lutram", 0)] for p, v in rows] +
-                      [["**total (flattened)**", tot.get("lut4", 0), "", tot.get("ff", 0),
-                        tot.get("carry", 0), tot.get("dsp", 0), tot.get("bram", 0),
-                        tot.get("lutram", 0)]]), "",
-               f"Yosys {r['tools']['yosys']}, {r['seconds']:.0f} s.", ""]
-    md += ["![area by part](core_area.png)", "", f"Generated {res['generated']}.", ""]
+                        [[p, _n(v.lut4), f"{100 * _n(v.lut4) / max(1, tot.lut4 or 1):.1f} %",
+                          _n(v.ff), _n(v.carry), _n(v.dsp), _n(v.bram), _n(v.lutram)]
+                         for p, v in rows] +
+                        [["**total (flattened)**", _n(tot.lut4), "", _n(tot.ff), _n(tot.carry),
+                          _n(tot.dsp), _n(tot.bram), _n(tot.lutram)]]), "",
+               f"Yosys {r.tools['yosys']}, {r.seconds:.0f} s.", ""]
+    md += ["![area by part](core_area.png)", "", f"Generated {res.provenance.date}.", ""]
     return "\n".join(md)
 
 
-def plot(res: dict, path):
-    """Stacked LUT and flip-flop bars per part, as a PNG to ``path`` (a file name or a binary
-    file object)."""
+def plot(res: CoreArea):
+    """Stacked LUT and flip-flop bars per part (a matplotlib figure)."""
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
-    names = list(res["presets"])
-    parts = sorted({p for n in names for p in res["presets"][n]["parts"]},
-                   key=lambda p: -max(res["presets"][n]["parts"].get(p, {}).get("lut4", 0)
-                                      for n in names))
+    names = list(res.presets)
+    parts = sorted({p for n in names for p in res.presets[n].parts},
+                   key=lambda p: -max(_n(getattr(res.presets[n].parts.get(p, Resources()),
+                                                 "lut4")) for n in names))
     colors = {p: colormaps["tab20"](i % 20) for i, p in enumerate(parts)}
     fig = Figure(figsize=(11, 4.5))
     axes = fig.subplots(1, 2)
     for ax, key, label in ((axes[0], "lut4", "LUT4"), (axes[1], "ff", "flip-flops")):
         bottom = [0] * len(names)
         for p in parts:
-            vals = [res["presets"][n]["parts"].get(p, {}).get(key, 0) for n in names]
+            vals = [_n(getattr(res.presets[n].parts.get(p, Resources()), key)) for n in names]
             ax.bar(names, vals, bottom=bottom, label=p, color=colors[p])
             bottom = [b + v for b, v in zip(bottom, vals)]
         ax.set_title(f"core {label} by part (ECP5)")
         ax.set_ylabel(label)
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    save_png(fig, path, dpi=110)
+    return fig
+
+
+def measure(opts: CoreAreaOptions, previous=None) -> CoreArea:
+    """Every preset of ``opts`` synthesized module by module (progress on stderr)."""
+    steps: list = []
+    presets = {name: synthesize_core(name, steps, opts.variant) for name in opts.presets}
+    return CoreArea(Provenance.of_run("core-area", {n: r.config_hash for n, r in presets.items()}),
+                    presets=presets, steps=tuple(StepTime(**s) for s in steps))
+
+
+MEASUREMENT = Measurement(
+    name="core-area", stem="core_area",
+    summary="The core's ECP5 area by part: every module mapped on its own, cells summed over "
+            "each part's module subtree.", options=CoreAreaOptions, result=CoreArea,
+    measure=measure, render=render,
+    figures=lambda res: {"core_area.png": png_writer(plot(res), dpi=110)})
 
 
 def main(argv=None, prog=None) -> int:
-    ap = Parser(prog=prog or "dstar measure core-area", description=__doc__.split("\n")[0])
-    ap.add_argument("--presets", nargs="+", default=["tiny", "fpga"], choices=sorted(PRESETS),
-                    help="presets to synthesize (default: tiny fpga)")
-    ap.add_argument("--variant", choices=sorted(VARIANTS), default=None,
-                    help="a variant of the presets (golden.config.VARIANTS) instead of their "
-                         "default configuration")
-    args = ap.parse_args(argv)
-    check_output_dir(OUT)
-    steps, res = [], {"presets": {}}
-    for name in args.presets:
-        res["presets"][name] = synthesize_core(name, steps, args.variant)
-    res["steps"] = steps
-    res["generated"] = time.strftime("%Y-%m-%d")
-    write_together({OUT / "core_area.json": json_text(res),
-                    OUT / "core_area.md": render(res),
-                    OUT / "core_area.png": lambda f: plot(res, f)})
-    say(f"wrote {OUT / 'core_area.md'}, .json, .png")
-    return 0
+    return MEASUREMENT.main(argv, prog)
 
 
 if __name__ == "__main__":

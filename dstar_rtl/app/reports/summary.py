@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 
 from dstar_rtl.app.reports import state_levers
+from dstar_rtl.app.reports.core import Core
+from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.packing import Packing
 from dstar_rtl.app.reports.vpu import Vpu
 from dstar_rtl.gen.outputs import json_text, png_writer, write_together
@@ -88,13 +90,12 @@ def collect_units() -> list:
             out.append(_entry("vpu", "fpga", target, run.resources.as_dict(),
                               "reports/vpu.json (dstar measure vpu)", f.config_hash,
                               f.pnr.fmax_mhz if target == "ecp5" else None, run.tools))
-    core = _load("core_area")
-    if core:
-        for preset, r in core.get("presets", {}).items():
-            out.append(_entry("core", preset, "ecp5", r["total"],
+    core = _load_result(CoreArea, "core_area")
+    if core is not None:
+        for preset, r in core.presets.items():
+            out.append(_entry("core", preset, "ecp5", r.total.as_dict(),
                               "reports/core_area.json (dstar measure core-area)",
-                              r.get("config_hash"), None, r.get("tools"),
-                              "abc, module by module"))
+                              r.config_hash, None, r.tools, "abc, module by module"))
     return out
 
 
@@ -624,20 +625,20 @@ def report_files(out: Path) -> tuple:
                     u["resources"].get("bram"),
                     None if u["fmax_mhz"] is None else f"{u['fmax_mhz']:.1f}", u["flow"],
                     u["source"].split(" ")[0]] for u in shown]), ""]
-    area = _load("core_area")
-    if area:
+    area = _load_result(CoreArea, "core_area")
+    if area is not None:
         md += ["## The core by part", "", "`dstar measure core-area` (details: "
                "`reports/core_area.md`).", ""]
-        for name, r in area["presets"].items():
-            tot = max(1, r["total"].get("lut4", 1))
-            rows = sorted(r["parts"].items(), key=lambda kv: -kv[1].get("lut4", 0))
-            when = ("" if r.get("config_hash") == config_preset(name).hash() else
-                    f" (config `{r.get('config_hash')}`, not today's default: measured before a "
+        for name, r in area.presets.items():
+            tot = max(1, r.total.lut4 or 1)
+            rows = sorted(r.parts.items(), key=lambda kv: -(kv[1].lut4 or 0))
+            when = ("" if r.config_hash == config_preset(name).hash() else
+                    f" (config `{r.config_hash}`, not today's default: measured before a "
                     f"default switch)")
             md += [f"`{name}`{when}:", "",
                    _table(["part", "LUT4", "share", "FF", "DSP", "BRAM"],
-                          [[p, v.get("lut4"), f"{100 * v.get('lut4', 0) / tot:.1f} %",
-                            v.get("ff"), v.get("dsp"), v.get("bram")] for p, v in rows]), ""]
+                          [[p, v.lut4, f"{100 * (v.lut4 or 0) / tot:.1f} %", v.ff, v.dsp, v.bram]
+                           for p, v in rows]), ""]
         if (side / "core_area.png").exists():
             md += ["![core area by part](reports/core_area.png)", ""]
     sweep = _load("sweep")
@@ -675,27 +676,22 @@ def report_files(out: Path) -> tuple:
                "tiny` (the core behind the UART host link; bitstream in `build/board/`).", "",
                _table(["board", "preset", "LUT4", "FF", "DSP", "BRAM", "Fmax MHz",
                        "target MHz", "timing", "baud", "seconds"], rows), ""]
-    core = _load("core")
-    if core:
+    core = _load_result(Core, "core")
+    if core is not None:
         md += ["## The core on a DiT block", "", "`dstar measure core` (details: "
                "`reports/core.md`).", ""]
-        for preset, r in core["presets"].items():
-            perf = r["perf"]
+        for preset, r in core.presets.items():
             rows = []
-            for sb in r["baseline"]:
-                tm = sum(b["core_m_busy"] for b in sb["rows"])
-                tb = sum(b.get("baseline_rtl_cycles") or b["baseline_array_cycles"]
-                         for b in sb["rows"])
-                st = perf["steps"][sb["step"]]
-                rows.append([sb["step"], sb["kind"], st["cycles"], tm, tb,
+            for sb in r.baseline:
+                tm = sum(b.core_m_busy for b in sb.rows)
+                tb = sum(b.baseline for b in sb.rows)
+                rows.append([sb.step, sb.kind, r.perf.steps[sb.step].cycles, tm, tb,
                              f"{tb / tm:.2f}×" if tm else None])
             md += [f"`{preset}`:", "",
                    _table(["step", "kind", "cycles", "DSTAR M busy", "INT8 baseline array",
                            "baseline / DSTAR"], rows), ""]
-            lanes = r.get("lanes", {})
             md += ["Lane utilisation (last cache step): " + ", ".join(
-                f"{k} {100 * v['util']:.1f} %" for k, v in lanes.items() if v.get("util")) +
-                   ".", ""]
+                f"{k} {100 * v.util:.1f} %" for k, v in r.lanes.items() if v.util) + ".", ""]
     md += _sample_section(_load("sample"))
     md += _reference_section(_load("reference"))
     bench = _load("bench")
