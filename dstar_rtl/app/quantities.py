@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-__all__ = ["Resources", "SynthRun", "CriticalPath", "PnrRun", "StepTime", "AsicArea", "Library",
-           "Interval", "Bounds", "QualitySummary"]
+__all__ = ["Resources", "FlowRun", "SynthRun", "Hop", "CriticalPath", "PnrRun", "StepTime",
+           "AsicArea", "Library", "Interval", "Bounds", "QualitySummary"]
 
 
 @dataclass(frozen=True)
 class Resources:
-    """An ECP5 netlist's cells (``synth_ecp5``'s statistics as :mod:`flows.synth` reads them):
-    LUT4s, carry cells (two LUTs each), DSP blocks, block RAMs, LUT RAMs, wide multiplexers,
-    flip-flops, ``lut_total`` (LUT4s plus two per carry cell) and all cells."""
+    """A netlist's cells as :mod:`flows.synth` reads them: on the ECP5 LUT4s, carry cells (two
+    LUTs each), DSP blocks, block RAMs, LUT RAMs, wide multiplexers, flip-flops, ``lut_total``
+    (LUT4s plus two per carry cell) and all cells; on generic gates the cells, flip-flops,
+    memory bits and transistors (``stat -tech cmos``)."""
 
     lut4: int | None = None
     carry: int | None = None
@@ -29,6 +30,8 @@ class Resources:
     ff: int | None = None
     lut_total: int | None = None
     cells: int | None = None
+    memory_bits: int | None = None
+    transistors: int | None = None
 
     @classmethod
     def from_flow(cls, res: dict) -> Resources:
@@ -39,6 +42,20 @@ class Resources:
         """The figures the flow reported, as the flows' own dict."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class FlowRun:
+    """One synthesis as a table row needs it: its resources, wall seconds and LUT mapper
+    (``flat``: ``synth_ecp5``'s abc9; ``abc``: ``abc -lut 4``)."""
+
+    resources: Resources
+    seconds: float | None = None
+    flow: str | None = None
+
+    @classmethod
+    def from_flow(cls, r: dict) -> FlowRun:
+        return cls(Resources.from_flow(r["resources"]), r.get("seconds"), r.get("flow"))
 
 
 @dataclass(frozen=True)
@@ -59,9 +76,21 @@ class SynthRun:
 
 
 @dataclass(frozen=True)
+class Hop:
+    """The slowest routing hop of a path: its net, delay (ns), end cells and their places."""
+
+    net: str | None
+    delay_ns: float
+    from_cell: str
+    to_cell: str
+    from_loc: tuple[int, ...] | None = None
+    to_loc: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class CriticalPath:
-    """nextpnr's critical path: its end points, delay split into logic and routing (ns), and
-    its logic levels."""
+    """nextpnr's critical path (:func:`flows.pnr.critical_path`): its end points, delay split
+    into logic and routing (ns), its logic levels, its slowest hop and the RTL lines along it."""
 
     start: str | None = None
     end: str | None = None
@@ -69,6 +98,15 @@ class CriticalPath:
     logic_ns: float | None = None
     routing_ns: float | None = None
     logic_levels: int | None = None
+    worst_hop: Hop | None = None
+    rtl_sources: tuple[str, ...] = ()
+
+    @classmethod
+    def from_flow(cls, cp: dict | None) -> CriticalPath | None:
+        if cp is None:
+            return None
+        from dstar_rtl.app.results import build
+        return build(cls, cp, "critical path")
 
 
 @dataclass(frozen=True)
@@ -87,10 +125,9 @@ class PnrRun:
 
     @classmethod
     def from_flow(cls, p: dict) -> PnrRun:
-        cp = p.get("critical_path") or {}
         return cls(p["fmax_mhz"], p["constraint_mhz"], p["timing_pass"], p.get("seconds"),
                    p.get("reused", False), p.get("tools", {}), p.get("utilisation", {}),
-                   CriticalPath(**{f.name: cp.get(f.name) for f in fields(CriticalPath)}))
+                   CriticalPath.from_flow(p.get("critical_path")) or CriticalPath())
 
 
 @dataclass(frozen=True)

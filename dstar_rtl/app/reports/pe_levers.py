@@ -1,6 +1,7 @@
 """Issue-15 report: the slice PE's datapath levers (``digit_product``, ``digits``) measured alone.
 
-``dstar measure pe-levers`` writes ``reports/pe_levers.json`` and ``reports/pe_levers.md``:
+``dstar measure pe-levers`` writes ``reports/pe_levers.json`` (the typed result :class:`PeLevers`)
+and ``reports/pe_levers.md`` through the one measurement runner (:data:`MEASUREMENT`):
 
 1. one PE (unit ``pe``) of the ``fpga`` preset for each lever setting, ``digit_product`` in
    {multiply, select} × ``digits`` in {slice, booth}, and the INT8 PE (``baseline_pe``), with
@@ -27,15 +28,14 @@ from __future__ import annotations
 
 import os
 import platform
-import time
-from pathlib import Path
+from dataclasses import dataclass
 
-from dstar_rtl.app.options import Parser
+from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.quantities import CriticalPath, FlowRun
+from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.flows.pnr import PnrError, place_and_route
 from dstar_rtl.flows.synth import BUILD_ROOT, synthesize, yosys_version
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import check_output_dir, json_text, read_json, write_together
-from dstar_rtl.gen.paths import ROOT
 from dstar_rtl.gen.progress import say
 from dstar_rtl.golden.config import ConfigError, preset
 
@@ -64,6 +64,56 @@ MPU_FMAX = ("select/booth", "select/booth/bcast", "select/booth/xbcast",
 VARIANTS = (("ecp5", False, "ecp5"), ("ecp5", True, "ecp5-nodsp"), ("generic", False, "generic"))
 
 
+@dataclass(frozen=True)
+class LeverRow:
+    """One PE or MPU: its lever settings (``None``: the preset's), its synthesis on the ECP5
+    with and without DSP blocks and on generic gates, and its Fmax (or why there is none)."""
+
+    label: str
+    unit: str
+    config_hash: str
+    digit_product: str | None = None
+    digits: str | None = None
+    weight_hop: int | None = None
+    act_hop: int | None = None
+    pe_stages: int | None = None
+    ecp5: FlowRun | None = None
+    ecp5_nodsp: FlowRun | None = None
+    generic: FlowRun | None = None
+    fmax_mhz: float | None = None
+    pnr_seconds: float | None = None
+    critical_path: CriticalPath | None = None
+    fmax_error: str | None = None
+
+
+@dataclass(frozen=True)
+class PnrSettings:
+    """nextpnr's constraint (MHz), seed and device of the Fmax figures."""
+
+    freq_mhz: float
+    seed: int
+    device: str
+
+
+@dataclass(frozen=True)
+class PeLevers(Result):
+    """``reports/pe_levers.json``: a row per PE setting and, with ``--mpu``, per MPU."""
+
+    KIND = "pe-levers"
+    host: dict[str, int | str]
+    tools: dict[str, str]
+    preset: str
+    pnr: PnrSettings
+    pe: tuple[LeverRow, ...]
+    mpu: tuple[LeverRow, ...] = ()
+
+
+def _row(label: str, unit: str, cfg, over: dict, runs: dict, fmax: dict) -> LeverRow:
+    return LeverRow(label=label, unit=unit, config_hash=cfg.hash(), **over,
+                    **{vl.replace("-", "_"): FlowRun.from_flow(r) for vl, r in runs.items()},
+                    **fmax)
+
+
 def _synth(unit, cfg, target, nodsp, reuse, force_abc=False):
     """One run through :func:`flows.synth.synthesize` (its abc9 fallback included);
     ``force_abc``: map with ``abc -lut 4`` from the start, the flow the fallback takes."""
@@ -84,77 +134,72 @@ def _fmax(unit, cfg, netlist, freq, seed, reuse) -> dict:
     except PnrError as exc:
         return dict(fmax_error=str(exc))
     return dict(fmax_mhz=p["fmax_mhz"], pnr_seconds=p.get("seconds"),
-                critical_path=p.get("critical_path"))
+                critical_path=CriticalPath.from_flow(p.get("critical_path")))
 
 
-def measure_pe(freq, seed, reuse, fmax=True):
-    out = {}
+def measure_pe(freq, seed, reuse, fmax=True) -> tuple:
+    out = []
     units = [("pe", _label(dp, dg), dict(digit_product=dp, digits=dg)) for dp, dg in SETTINGS]
     units += [(unit, label, over) for label, (unit, over) in EXTRA_PE.items()]
     for unit, label, over in units:
         cfg = preset("fpga", **over)
-        row = dict(unit=unit, config_hash=cfg.hash(), **over)
+        runs, fm = {}, {}
         for target, nodsp, vl in VARIANTS:
-            r = _synth(unit, cfg, target, nodsp, reuse)
-            row[vl] = dict(resources=r["resources"], seconds=r.get("seconds"),
-                           flow=r.get("flow"))
-            if vl == "generic":
-                row[vl]["transistors"] = r.get("transistors")
-            if vl == "ecp5":
-                netlist = r.get("netlist")
+            r = runs[vl] = _synth(unit, cfg, target, nodsp, reuse)
             say(f"  {label} {vl}: {r['resources']}")
         if fmax:
-            row.update(_fmax(unit, cfg, netlist, freq, seed, reuse))
-            say(f"  {label} Fmax {row.get('fmax_mhz')}")
-        out[label] = row
-    return out
+            fm = _fmax(unit, cfg, runs["ecp5"].get("netlist"), freq, seed, reuse)
+            say(f"  {label} Fmax {fm.get('fmax_mhz')}")
+        out.append(_row(label, unit, cfg, over, runs, fm))
+    return tuple(out)
 
 
-def measure_mpu_abc(reuse):
+def measure_mpu_abc(reuse) -> LeverRow:
     """``multiply/slice`` through the ``abc -lut 4`` flow too: the flow ``select`` takes when
     abc9 asserts, so that the MPU comparison is like for like."""
-    cfg = preset("fpga", digit_product="multiply", digits="slice")
-    row = dict(unit="mpu", config_hash=cfg.hash(), digit_product="multiply", digits="slice")
+    over = dict(digit_product="multiply", digits="slice")
+    cfg = preset("fpga", **over)
+    runs = {}
     for target, nodsp, vl in VARIANTS[:2]:
-        r = _synth("mpu", cfg, target, nodsp, reuse, force_abc=True)
-        row[vl] = dict(resources=r["resources"], seconds=r.get("seconds"), flow=r.get("flow"))
+        r = runs[vl] = _synth("mpu", cfg, target, nodsp, reuse, force_abc=True)
         say(f"  mpu multiply/slice (abc) {vl}: {r['resources']}")
-    return row
+    return _row("multiply/slice (abc flow)", "mpu", cfg, over, runs, {})
 
 
-def measure_mpu(settings, reuse, freq=100.0, seed=1, fmax=True):
+def measure_mpu(settings, reuse, freq=100.0, seed=1, fmax=True) -> tuple:
     """The ``fpga`` MPU for each ``(label, overrides)``; the rows of :data:`MPU_FMAX` are also
     placed and routed (the ECP5 netlist, out of context, PEs kept as modules during synthesis
     and flattened after mapping, as :mod:`flows.synth` does)."""
-    out = {}
+    out = []
     for label, over in settings:
         cfg = preset("fpga", **over)
-        row = dict(unit="mpu", config_hash=cfg.hash(), **over)
+        runs, fm = {}, {}
         for target, nodsp, vl in VARIANTS[:2]:
             if over.get("digit_product") == "select" and nodsp:
                 continue        # no multiplier: -nodsp maps the same netlist
-            r = _synth("mpu", cfg, target, nodsp, reuse)
-            row[vl] = dict(resources=r["resources"], seconds=r.get("seconds"),
-                           flow=r.get("flow"))
-            if vl == "ecp5":
-                netlist = r.get("netlist")
+            r = runs[vl] = _synth("mpu", cfg, target, nodsp, reuse)
             say(f"  mpu {label} {vl}: {r['resources']}")
         if fmax and label in MPU_FMAX:
-            row.update(_fmax("mpu", cfg, netlist, freq, seed, reuse))
-            say(f"  mpu {label} Fmax {row.get('fmax_mhz')}")
-        out[label] = row
-    return out
+            fm = _fmax("mpu", cfg, runs["ecp5"].get("netlist"), freq, seed, reuse)
+            say(f"  mpu {label} Fmax {fm.get('fmax_mhz')}")
+        out.append(_row(label, "mpu", cfg, over, runs, fm))
+    return tuple(out)
 
 
-def _lut(r):
-    return r["resources"]["lut_total"]
+def _lut(r: FlowRun) -> int:
+    return r.resources.lut_total
 
 
-def markdown(data) -> str:
-    pe = data["pe"]
+def _fmax_cell(row: LeverRow):
+    return row.fmax_mhz if row.fmax_mhz is not None else (row.fmax_error or "–")
+
+
+def markdown(data: PeLevers) -> str:
+    """``reports/pe_levers.md`` from its result."""
+    pe = {r.label: r for r in data.pe}
     lines = ["# Slice-PE datapath levers (`fpga` preset)", "",
-             f"Generated by `dstar measure pe-levers` on {data['date']} (Yosys "
-             f"{data['tools']['yosys']}). `digit_product`: `multiply` writes `digit * w` (Yosys "
+             f"Generated by `dstar measure pe-levers` on {data.provenance.date} (Yosys "
+             f"{data.tools['yosys']}). `digit_product`: `multiply` writes `digit * w` (Yosys "
              "infers `$mul`, a MULT18X18D per lane on ECP5), `select` picks the weight's "
              "multiples with the negations as carry-ins of the adder tree. `digits`: `slice` "
              "(2-bit slices, top one signed) or `booth` (radix-4 Booth, {-2..2}, 3-bit digits). "
@@ -164,24 +209,22 @@ def markdown(data) -> str:
              "LUT4 | CCU2C | FF | generic cells | transistors | Fmax MHz |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for label, row in pe.items():
-        e, n, g = row["ecp5"]["resources"], row["ecp5-nodsp"]["resources"], row["generic"]
-        lines.append(f"| {label} | {e['lut_total']} | {e['lut4']} | {e['carry']} | {e['ff']} | "
-                     f"{e['dsp']} | {n['lut_total']} | {n['lut4']} | {n['carry']} | {n['ff']} | "
-                     f"{g['resources']['cells']} | {g.get('transistors')} | "
-                     f"{row.get('fmax_mhz', row.get('fmax_error', '–'))} |")
+        e, n, g = row.ecp5.resources, row.ecp5_nodsp.resources, row.generic.resources
+        lines.append(f"| {label} | {e.lut_total} | {e.lut4} | {e.carry} | {e.ff} | "
+                     f"{e.dsp} | {n.lut_total} | {n.lut4} | {n.carry} | {n.ff} | "
+                     f"{g.cells} | {g.transistors} | {_fmax_cell(row)} |")
     base = pe["multiply/slice"]
     lines += ["", "Against `multiply/slice` (the PE before issue 15), ECP5 `-nodsp` LUT total and "
               "generic transistors:", ""]
     for label, row in pe.items():
         if label in ("multiply/slice",):
             continue
-        dl = _lut(row["ecp5-nodsp"]) - _lut(base["ecp5-nodsp"])
-        dt = row["generic"]["transistors"] - base["generic"]["transistors"]
+        dl = _lut(row.ecp5_nodsp) - _lut(base.ecp5_nodsp)
+        tr, tb = row.generic.resources.transistors, base.generic.resources.transistors
         lines.append(f"- {label}: {dl:+d} LUT "
-                     f"({_lut(row['ecp5-nodsp']) / _lut(base['ecp5-nodsp']):.2f}×), "
-                     f"{dt:+d} transistors "
-                     f"({row['generic']['transistors'] / base['generic']['transistors']:.2f}×)")
-    if data.get("mpu"):
+                     f"({_lut(row.ecp5_nodsp) / _lut(base.ecp5_nodsp):.2f}×), "
+                     f"{tr - tb:+d} transistors ({tr / tb:.2f}×)")
+    if data.mpu:
         lines += ["", "## MPU", "",
                   "`flow` is the LUT mapper: `flat` is `synth_ecp5`'s abc9; abc9 asserts on the "
                   "select MPUs, which then go through `abc -lut 4` (`abc`), so `multiply/slice` "
@@ -190,15 +233,15 @@ def markdown(data) -> str:
                   "| MPU | variant | LUT total | LUT4 | CCU2C | FF | MULT18X18D | DP16KD | flow | "
                   "Yosys s | Fmax MHz |",
                   "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
-        for label, row in data["mpu"].items():
-            for vl in ("ecp5", "ecp5-nodsp"):
-                if vl not in row:
+        for row in data.mpu:
+            for vl, run in (("ecp5", row.ecp5), ("ecp5-nodsp", row.ecp5_nodsp)):
+                if run is None:
                     continue
-                r = row[vl]["resources"]
-                lines.append(f"| {label} | {vl} | {r['lut_total']} | {r['lut4']} | {r['carry']} | "
-                             f"{r['ff']} | {r['dsp']} | {r['bram']} | {row[vl].get('flow')} | "
-                             f"{row[vl].get('seconds')} | "
-                             f"{row.get('fmax_mhz', '–') if vl == 'ecp5' else '–'} |")
+                r = run.resources
+                fm = row.fmax_mhz if row.fmax_mhz is not None else "–"
+                lines.append(f"| {row.label} | {vl} | {r.lut_total} | {r.lut4} | {r.carry} | "
+                             f"{r.ff} | {r.dsp} | {r.bram} | {run.flow} | {run.seconds} | "
+                             f"{fm if vl == 'ecp5' else '–'} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -224,46 +267,49 @@ def mpu_settings(text: str) -> list:
     return settings
 
 
+@dataclass(frozen=True)
+class PeLeversOptions:
+    """What ``dstar measure pe-levers`` measures (checked at construction)."""
+
+    freq: float = option(100.0, "nextpnr constraint, MHz")
+    seed: int = option(1, "nextpnr seed")
+    reuse: bool = option(False, "reuse stored synthesis/P&R results of identical runs")
+    no_fmax: bool = option(False, "skip place and route (no Fmax)")
+    mpu: bool = option(False, "also measure the MPU (step 3)")
+    mpu_settings: str = option("multiply/slice,select/slice,select/booth," + ",".join(EXTRA_MPU),
+                               "comma-separated MPU rows of --mpu: DIGIT_PRODUCT/DIGITS or an "
+                               "extra row's label")
+
+    def __post_init__(self):
+        if not self.freq > 0:
+            raise UserError(f"--freq must be positive, not {self.freq:g}")
+        mpu_settings(self.mpu_settings)
+
+
+def measure(opts: PeLeversOptions, previous=None) -> PeLevers:
+    """Every PE setting and, with ``--mpu``, every MPU row (progress on stderr)."""
+    pe = measure_pe(opts.freq, opts.seed, opts.reuse, fmax=not opts.no_fmax)
+    mpu = ()
+    if opts.mpu:
+        mpu = measure_mpu(mpu_settings(opts.mpu_settings), opts.reuse, opts.freq, opts.seed,
+                          fmax=not opts.no_fmax) + (measure_mpu_abc(opts.reuse),)
+    return PeLevers(Provenance.of_run("pe-levers", {r.label: r.config_hash for r in pe + mpu}),
+                    host=dict(cpus=os.cpu_count(), machine=platform.machine()),
+                    tools=dict(yosys=yosys_version()), preset="fpga",
+                    pnr=PnrSettings(freq_mhz=opts.freq, seed=opts.seed, device="85k"),
+                    pe=pe, mpu=mpu)
+
+
+MEASUREMENT = Measurement(
+    name="pe-levers", stem="pe_levers",
+    summary="The slice PE's datapath levers (digit_product, digits, operand hops, stages) "
+            "measured alone: ECP5 and generic synthesis and Fmax of one PE, and with --mpu of "
+            "the MPU.", options=PeLeversOptions, result=PeLevers, measure=measure,
+    render=markdown)
+
+
 def main(argv=None, prog=None):
-    ap = Parser(prog=prog or "dstar measure pe-levers", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "reports"),
-                    help="report directory (default: reports/)")
-    ap.add_argument("--freq", type=float, default=100.0,
-                    help="nextpnr constraint, MHz (default 100)")
-    ap.add_argument("--seed", type=int, default=1, help="nextpnr seed (default 1)")
-    ap.add_argument("--reuse", action="store_true",
-                    help="reuse stored synthesis/P&R results of identical runs")
-    ap.add_argument("--no-fmax", action="store_true", help="skip place and route (no Fmax)")
-    ap.add_argument("--mpu", action="store_true", help="also measure the MPU (step 3)")
-    ap.add_argument("--mpu-settings", default="multiply/slice,select/slice,select/booth,"
-                    + ",".join(EXTRA_MPU),
-                    help="comma-separated MPU rows of --mpu: DIGIT_PRODUCT/DIGITS or an extra "
-                         "row's label")
-    ap.add_argument("--markdown-only", action="store_true",
-                    help="only rewrite pe_levers.md from an existing pe_levers.json")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    check_output_dir(out)
-    jpath, mpath = out / "pe_levers.json", out / "pe_levers.md"
-    if args.markdown_only:
-        data = read_json(jpath, "--markdown-only")
-        write_together({mpath: markdown(data)})
-        return 0
-    if not args.freq > 0:
-        raise UserError(f"--freq must be positive, not {args.freq:g}")
-    settings = mpu_settings(args.mpu_settings) if args.mpu else []
-    data = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                host=dict(cpus=os.cpu_count(), machine=platform.machine()),
-                tools=dict(yosys=yosys_version()), preset="fpga",
-                pnr=dict(freq_mhz=args.freq, seed=args.seed, device="85k"))
-    data["pe"] = measure_pe(args.freq, args.seed, args.reuse, fmax=not args.no_fmax)
-    if args.mpu:
-        data["mpu"] = measure_mpu(settings, args.reuse, args.freq, args.seed,
-                                  fmax=not args.no_fmax)
-        data["mpu"]["multiply/slice (abc flow)"] = measure_mpu_abc(args.reuse)
-    write_together({jpath: json_text(data), mpath: markdown(data)})
-    say(f"wrote {jpath} and {mpath}")
-    return 0
+    return MEASUREMENT.main(argv, prog)
 
 
 if __name__ == "__main__":
