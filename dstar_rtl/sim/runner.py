@@ -211,7 +211,13 @@ def _build_flags(simulator: str, optimize: bool, toggles: bool = False) -> tuple
         "OPT_SLOW=-O0",
         # Verilator's run-time library: compiled once, shared by every model.
         f"OBJCACHE={_objcache_path()}"]
-    return ["-Wno-fatal"] + (["--coverage-toggle"] if toggles else []) + ["ports.vlt"], makeflags
+    # Unoptimized models in one C++ file: at -O0 the compile is dominated by parsing the same
+    # headers once per file, so one file takes about 30 % less compiler time than Verilator's
+    # default split (the core at tiny: 14.5 s against 20.8 s of CPU); an -O2 model keeps the
+    # split (one huge file at -O2 takes the compiler far longer and more memory).
+    split = [] if optimize else ["--output-split", "0"]
+    return (["-Wno-fatal"] + split + (["--coverage-toggle"] if toggles else []) + ["ports.vlt"],
+            makeflags)
 
 
 def build_recipe(verilog, simulator: str, waves: bool = False,
