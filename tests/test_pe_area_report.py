@@ -41,32 +41,33 @@ def test_each_lever_is_its_own_configuration_and_the_ratios_follow(reports, monk
     liberty = reports / "cells.lib"
     liberty.write_text("library (x) { }\n")
     assert dstar_rtl.app.cli.main(["measure", "pe-area", "--liberty", str(liberty),
-                           "--out-dir", str(reports)]) == 0
-    rec = json.loads((reports / "pe_area.json").read_text())
+                           "--out", str(reports), "--inputs", str(reports)]) == 0
+    rec = pe_area.PeArea.load(reports / "pe_area.json")
     n = len(pe_area.DSTAR_LEVERS) + len(pe_area.INT8_LEVERS)
     assert len(calls) == 2 * n and all(c[2] == "asic" and c[3] for c in calls)
     assert len({c[1] for c in calls if c[0] == "pe"}) == 2 * len(pe_area.DSTAR_LEVERS)
     for name, wl in (("fpga", (4.0, 0.5)), ("paper", (2.0, 1.0))):
-        rows = rec["presets"][name]["rows"]
+        rows = rec.presets[name].rows
+        by = {f"{r.kind}/{r.lever}": r for r in rows}
         bits, fill = wl
-        for row in rows.values():
-            cfg = preset(name, **row["overrides"])
-            if row["kind"] == "dstar":
-                assert row["values_per_cycle"] == pytest.approx(cfg.lanes * fill / (bits / 2))
-                assert row["area_um2"] == pytest.approx(
+        for row in rows:
+            cfg = preset(name, **row.overrides)
+            if row.kind == "dstar":
+                assert row.values_per_cycle == pytest.approx(cfg.lanes * fill / (bits / 2))
+                assert row.area_um2 == pytest.approx(
                     100 * cfg.lanes + 10 * cfg.acc_bits + 7 * cfg.pe_stages)
             else:
-                assert row["values_per_cycle"] == 1.0
-            assert row["per_um2_vs_int8"] == pytest.approx(
-                rows["int8/default"]["um2_per_value"] / row["um2_per_value"], abs=1e-3)
-        narrow = rows["dstar/accumulator as wide as INT8's, saturating"]
-        assert narrow["acc_bits"] == preset(name).baseline_acc_width
-        assert narrow["overrides"]["overflow_detect"] is True
-        assert rows["int8/default"]["overrides"] == {"datapath": "int8"}
+                assert row.values_per_cycle == 1.0
+            assert row.per_um2_vs_int8 == pytest.approx(
+                by["int8/default"].um2_per_value / row.um2_per_value, abs=1e-3)
+        narrow = by["dstar/accumulator as wide as INT8's, saturating"]
+        assert narrow.acc_bits == preset(name).baseline_acc_width
+        assert narrow.overrides["overflow_detect"] is True
+        assert by["int8/default"].overrides == {"datapath": "int8"}
         assert preset(name, datapath="int8").pe_stages == 0    # the INT8 core's own choice
         # Registered operands shrink the fake INT8 PE, its path no longer than DSTAR's: a lever
         # the INT8 default leaves unused, which the report names.
-        assert [r["lever"] for r in pe_area.unused_int8_levers(rows)] == [
+        assert [r.lever for r in pe_area.unused_int8_levers(rows)] == [
             "operands registered at every PE"]
     md = (reports / "pe_area.md").read_text()
     assert "| DSTAR | lanes 8 |" in md and "| INT8 | pe_stages 1 |" in md
@@ -79,7 +80,7 @@ def test_bad_input_is_refused_before_any_synthesis(reports, monkeypatch, capsys)
     monkeypatch.setattr(pe_area, "synthesize", never)
     missing = reports / "nope.lib"
     assert dstar_rtl.app.cli.main(["measure", "pe-area", "--liberty", str(missing),
-                           "--out-dir", str(reports)]) == 2
+                           "--out", str(reports), "--inputs", str(reports)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "nope.lib: file not found" in err
     (reports / "bench.json").unlink()
@@ -87,7 +88,7 @@ def test_bad_input_is_refused_before_any_synthesis(reports, monkeypatch, capsys)
     liberty.write_text("library (x) { }\n")
     assert dstar_rtl.app.cli.main(["measure", "pe-area", "--liberty", str(liberty), "--presets",
                                    "fpga",
-                           "--out-dir", str(reports)]) == 2
+                           "--out", str(reports), "--inputs", str(reports)]) == 2
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and "bench.json not found" in err
     assert not (reports / "pe_area.json").exists() and not (reports / "pe_area.md").exists()

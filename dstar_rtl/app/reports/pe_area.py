@@ -1,7 +1,8 @@
 """Issue-28 report: the DSTAR PE against the INT8 PE in standard cells, lever by lever.
 
 ``dstar measure pe-area [--presets fpga paper] [--liberty FILE.lib]`` writes
-``reports/pe_area.json`` and ``reports/pe_area.md``: one PE of each preset's default
+``reports/pe_area.json`` (the typed result :class:`PeArea`) and ``reports/pe_area.md`` through
+the one measurement runner (:data:`MEASUREMENT`): one PE of each preset's default
 configuration synthesized alone on the standard-cell library (:func:`flows.synth.synthesize`,
 ``asic`` target, the whole-core comparison's options :data:`flows.core_parts.ASIC_OPTIONS`
 without the hierarchy), then the same PE with each lever of :data:`DSTAR_LEVERS` alone, and the
@@ -28,22 +29,23 @@ from __future__ import annotations
 
 import json
 import sys
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from dstar_rtl.app.options import Parser, check_liberty, resolve_liberty
+from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.options import check_liberty, resolve_liberty
+from dstar_rtl.app.quantities import Library
+from dstar_rtl.app.results import Provenance, Result, build
 from dstar_rtl.flows.synth import synthesize, yosys_version
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import check_output_dir, command_line, json_text, write_together
-from dstar_rtl.gen.paths import ROOT
+from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import preset
 
 __all__ = ["DSTAR_LEVERS", "INT8_LEVERS", "workload", "levers", "measure", "unused_int8_levers",
-           "markdown", "main"]
+           "markdown", "main", "PeArea", "PeAreaOptions", "PeRow", "MEASUREMENT"]
 
-OUT = ROOT / "reports"
 PRESETS = ("fpga", "paper")
 
 #: DSTAR PE levers, each alone from the preset's default: label → Config overrides (a callable
@@ -70,6 +72,54 @@ INT8_LEVERS = {
     "pe_stages 2": dict(pe_stages=2),
     "operands registered at every PE": dict(weight_hop=1, act_hop=1),
 }
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The workload a preset's rates come from: average activation bits, lane fill, source."""
+
+    bits: float
+    fill: float
+    source: str
+
+
+@dataclass(frozen=True)
+class PeRow:
+    """One PE with one lever: its cells' area (µm², combinational and sequential), flip-flops,
+    accumulator bits, critical path (ns), rate (values per cycle), area per value and cycle, and
+    that against the INT8 default's; for DSTAR rows the area against DSTAR's default."""
+
+    kind: str
+    lever: str
+    overrides: dict[str, int | str | bool]
+    config_hash: str
+    area_um2: float
+    comb_um2: float
+    seq_um2: float
+    ff: int
+    acc_bits: int
+    critical_ns: float | None
+    values_per_cycle: float
+    um2_per_value: float
+    seconds: float | None
+    per_um2_vs_int8: float
+    area_vs_default: float | None = None
+
+
+@dataclass(frozen=True)
+class PresetPes:
+    workload: Workload
+    rows: tuple[PeRow, ...]
+
+
+@dataclass(frozen=True)
+class PeArea(Result):
+    """``reports/pe_area.json``: every lever's PE for each preset."""
+
+    KIND = "pe-area"
+    yosys: str
+    liberty: Library
+    presets: dict[str, PresetPes]
 
 
 def workload(name: str, out: Path) -> dict:
@@ -129,49 +179,52 @@ def measure(name: str, liberty: str, reuse: bool, wl: dict) -> dict:
     return dict(workload=wl, rows=rows)
 
 
-def unused_int8_levers(rows: dict) -> list:
+def _row(rows, kind: str, lever: str) -> PeRow:
+    return next(r for r in rows if r.kind == kind and r.lever == lever)
+
+
+def unused_int8_levers(rows) -> list:
     """INT8 rows smaller than the INT8 default whose critical path is no longer than the DSTAR
     default's: optimizations a clock-matched INT8 baseline could take and its default does
     not."""
-    ref, d = rows["int8/default"], rows["dstar/default"]
-    return [r for r in rows.values()
-            if r["kind"] == "int8" and r["area_um2"] < ref["area_um2"]
-            and r["critical_ns"] and d["critical_ns"] and r["critical_ns"] <= d["critical_ns"]]
+    ref, d = _row(rows, "int8", "default"), _row(rows, "dstar", "default")
+    return [r for r in rows
+            if r.kind == "int8" and r.area_um2 < ref.area_um2
+            and r.critical_ns and d.critical_ns and r.critical_ns <= d.critical_ns]
 
 
-def markdown(rec: dict) -> str:
+def markdown(rec: PeArea) -> str:
+    """``reports/pe_area.md`` from its result."""
     md = ["# The DSTAR PE against the INT8 PE in standard cells, lever by lever", "",
-          f"Generated {rec['generated']} by `{rec['command']}`; Yosys {rec['yosys']}, library "
-          f"{rec['liberty']['name']} (sha256 `{rec['liberty']['sha256'][:16]}`), `synth -booth` "
+          f"Generated {rec.provenance.date} by `{rec.provenance.command}`; Yosys {rec.yosys}, "
+          f"library {rec.liberty.name} (sha256 `{rec.liberty.sha256[:16]}`), `synth -booth` "
           "as in the whole-core comparison. One PE alone per row (as the array builds it: the "
           "presets broadcast their operands, so they arrive as wires); each lever alone from "
           "the preset's default, INT8's from the INT8 core's (`datapath = \"int8\"`, no PE "
           "stage). Rate: values per cycle = lanes × fill / (bits / 2) for DSTAR, "
           "1 for INT8; *per µm² vs INT8* is the INT8 default's µm² per value/cycle over the "
           "row's. Critical path from the library's NLDM tables, no wire load.", ""]
-    for name, p in rec["presets"].items():
-        wl = p["workload"]
+    for name, p in rec.presets.items():
+        wl = p.workload
         md += [f"## `{name}`", "",
-               f"Workload: {wl['bits']} average bits, lane fill {wl['fill']} ({wl['source']}). "
+               f"Workload: {wl.bits:g} average bits, lane fill {wl.fill:g} ({wl.source}). "
                "Rows with other lanes keep this fill (not measured at their width).", ""]
         head = ["PE", "lever", "µm²", "vs default", "comb.", "seq.", "FF", "acc bits",
                 "critical ns", "values/cycle", "µm² per value/cycle", "per µm² vs INT8"]
         body = []
-        for row in p["rows"].values():
-            vs = (f"{100 * row['area_vs_default']:+.1f} %" if "area_vs_default" in row
-                  else "")
-            body.append([row["kind"].upper() if row["kind"] == "int8" else "DSTAR",
-                         row["lever"], f"{row['area_um2']:,.1f}", vs,
-                         f"{row['comb_um2']:,.1f}", f"{row['seq_um2']:,.1f}", row["ff"],
-                         row["acc_bits"],
-                         f"{row['critical_ns']:.2f}" if row["critical_ns"] else "–",
-                         f"{row['values_per_cycle']:.2f}", f"{row['um2_per_value']:,.1f}",
-                         f"{row['per_um2_vs_int8']:.2f}×"])
+        for row in p.rows:
+            vs = f"{100 * row.area_vs_default:+.1f} %" if row.area_vs_default is not None else ""
+            body.append([row.kind.upper() if row.kind == "int8" else "DSTAR",
+                         row.lever, f"{row.area_um2:,.1f}", vs,
+                         f"{row.comb_um2:,.1f}", f"{row.seq_um2:,.1f}", row.ff, row.acc_bits,
+                         f"{row.critical_ns:.2f}" if row.critical_ns else "–",
+                         f"{row.values_per_cycle:.2f}", f"{row.um2_per_value:,.1f}",
+                         f"{row.per_um2_vs_int8:.2f}×"])
         md += [md_table(head, body), ""]
-        unused = unused_int8_levers(p["rows"])
+        unused = unused_int8_levers(p.rows)
         if unused:
-            names = "; ".join(f"{r['lever']} ({r['area_um2']:,.1f} µm², "
-                              f"{r['critical_ns']:.2f} ns)" for r in unused)
+            names = "; ".join(f"{r.lever} ({r.area_um2:,.1f} µm², {r.critical_ns:.2f} ns)"
+                              for r in unused)
             md += ["INT8 levers that make its PE smaller without a longer critical path than "
                    f"the DSTAR default's, which the INT8 core's default does not take: {names}.",
                    ""]
@@ -181,30 +234,50 @@ def markdown(rec: dict) -> str:
     return "\n".join(md)
 
 
-def main(argv=None, prog=None) -> int:
-    ap = Parser(prog=prog or "dstar measure pe-area", description=__doc__.split("\n")[0])
-    ap.add_argument("--presets", nargs="+", choices=PRESETS, default=list(PRESETS),
-                    help="presets to measure (default: fpga paper)")
-    ap.add_argument("--liberty", type=Path, default=None,
-                    help="standard-cell library (default: the Nangate45 library beside the "
-                         "project)")
-    ap.add_argument("--reuse", action="store_true",
-                    help="reuse stored synthesis results of identical designs and scripts")
-    ap.add_argument("--out-dir", type=Path, default=OUT)
-    args = ap.parse_args(argv)
-    out = check_output_dir(args.out_dir)
-    liberty = resolve_liberty(args.liberty)
+@dataclass(frozen=True)
+class PeAreaOptions:
+    """What ``dstar measure pe-area`` measures (checked at construction)."""
+
+    presets: tuple[str, ...] = option(PRESETS, "presets to measure", choices=PRESETS)
+    liberty: Path | None = option(None, "standard-cell library (default: the Nangate45 library "
+                                        "beside the project)")
+    reuse: bool = option(False, "reuse stored synthesis results of identical designs and "
+                                "scripts")
+    inputs: Path = option(REPORTS, "folder of bench.json and compare.json, whose workloads the "
+                                   "rates come from", metavar="DIR")
+
+    def __post_init__(self):
+        bad = [p for p in self.presets if p not in PRESETS]
+        if bad:
+            raise UserError(f"--presets must be among {list(PRESETS)}, not {bad[0]!r}")
+        for name in self.presets:       # the workloads it reads, before any synthesis
+            workload(name, Path(self.inputs))
+        check_liberty(resolve_liberty(self.liberty))
+
+
+def measure_pes(opts: PeAreaOptions, previous=None) -> PeArea:
+    """Every lever's PE for each preset of ``opts`` (progress on stderr)."""
+    liberty = resolve_liberty(opts.liberty)
     info = check_liberty(liberty)
-    wls = {name: workload(name, out) for name in args.presets}
-    rec = dict(command=command_line() or "dstar measure pe-area",
-               generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               yosys=yosys_version(), liberty=info, presets={})
-    for name in args.presets:
-        rec["presets"][name] = measure(name, str(liberty), args.reuse, wls[name])
-    write_together({out / "pe_area.json": json_text(rec),
-                    out / "pe_area.md": markdown(rec)})
-    say(f"wrote {out / 'pe_area.json'} and .md")
-    return 0
+    presets = {}
+    for name in opts.presets:
+        m = measure(name, str(liberty), opts.reuse, workload(name, Path(opts.inputs)))
+        presets[name] = build(PresetPes, dict(workload=m["workload"],
+                                              rows=list(m["rows"].values())), f"pe-area {name}")
+    return PeArea(Provenance.of_run("pe-area", {f"{n}/{r.kind}/{r.lever}": r.config_hash
+                                                for n, p in presets.items() for r in p.rows}),
+                  yosys=yosys_version(), liberty=Library.from_flow(info), presets=presets)
+
+
+MEASUREMENT = Measurement(
+    name="pe-area", stem="pe_area",
+    summary="The DSTAR PE against the INT8 PE in standard cells, lever by lever: area, critical "
+            "path and area per value and cycle on each preset's workload.",
+    options=PeAreaOptions, result=PeArea, measure=measure_pes, render=markdown)
+
+
+def main(argv=None, prog=None) -> int:
+    return MEASUREMENT.main(argv, prog)
 
 
 if __name__ == "__main__":
