@@ -129,3 +129,21 @@ def test_the_qpu_rate_is_a_typed_measurement():
     res = QpuRate.load(REPORTS / "qpu_rate.json")
     assert res.rows and all(0 < r.groups_per_cycle <= 2 for r in res.rows)
     assert MEASUREMENT.render(res) == (REPORTS / "qpu_rate.md").read_text()
+
+
+def test_the_registry_commands_of_the_typed_measurements_parse():
+    """Every ``dstar measure NAME ...`` that make reports runs parses with the options of NAME's
+    typed measurement (a renamed option would otherwise fail only in make reports)."""
+    import importlib
+
+    from dstar_rtl.app.experiments import EXPERIMENTS, MEASUREMENTS
+
+    typed = 0
+    for e in EXPERIMENTS.values():
+        for c in e.commands:
+            if c[:2] == ("dstar", "measure") and c[2] in MEASUREMENTS:
+                m = getattr(importlib.import_module(MEASUREMENTS[c[2]][0]), "MEASUREMENT", None)
+                if m is not None:
+                    m.parser().parse_args(list(c[3:]))
+                    typed += 1
+    assert typed >= 8
