@@ -4,6 +4,16 @@ refusal named in one line, a compiled row's counts, and the report's tables."""
 import pytest
 
 from dstar_rtl.app.reports.reference import FAMILY, compile_row, markdown, reference_spec
+from dstar_rtl.app.results import Provenance, plain
+
+
+def _ref(rows, runs=(), step_times=None):
+    """A typed reference result from plain rows, runs and step times."""
+    from dstar_rtl.app.reports.reference import Reference
+
+    return Reference.from_data(dict(
+        kind="reference", schema=1, provenance=plain(Provenance.unrecorded("c", "d")),
+        rows=list(rows), runs=list(runs), step_times=step_times))
 
 
 def test_family_shapes():
@@ -30,7 +40,7 @@ def test_fpga_raises_ln_row_max_and_deepens_abuf_past_the_128_bit_command(monkey
     assert rec["status"] == "compiled", rec.get("reason")
     assert rec["raised"] == {"ln_row_max": 384} and rec["deepened"]["abuf_rows"] > 1 << 16
     assert cmd_bits(prog.cfg) == 160 and rec["command_bits"] == 160
-    text = markdown(dict(date="d", command="c", rows=[rec], runs=[]))
+    text = markdown(_ref([rec]))
     assert "| DiT-S/2 | fpga (ln_row_max 384) | compiled |" in text
 
 
@@ -47,27 +57,28 @@ def test_a_small_model_compiles_with_its_counts(monkeypatch):
     assert rec["step_commands"] == len(prog.step) and rec["pieces"]["fc2"] == 1
     c = rec["cache_step"]
     assert c["words_in"] > 0 and c["words_out"] > 0 and 0 <= c["streamed_words"] <= c["words_in"]
-    text = markdown(dict(date="d", command="dstar measure reference", rows=[rec], runs=[]))
+    text = markdown(_ref([rec]))
     assert "| DiT-S/2 | fpga | compiled |" in text and f"{rec['step_commands']:,}" in text
 
 
 def test_report_md_lines():
     from dstar_rtl.app.reports.summary import _reference_section
-    assert _reference_section(None) == [] and _reference_section({"rows": []}) == []
-    rec = dict(rows=[dict(model="DiT-S/2", preset="fpga", status="refused", reason="why"),
-                     dict(model="DiT-S/2", preset="paper", status="compiled",
-                          step_commands=6614)],
-               runs=[dict(model="DiT-S/2", preset="paper", seconds=160.6, commands=6614)])
-    text = "\n".join(_reference_section(rec))
+    assert _reference_section(None) == [] and _reference_section(_ref([])) == []
+    shape = dict(tokens=256, hidden=384, depth=12, heads=6, mlp=1536)
+    rows = [dict(model="DiT-S/2", preset="fpga", status="refused", reason="why", **shape),
+            dict(model="DiT-S/2", preset="paper", status="compiled", step_commands=6614,
+                 **shape)]
+    runs = [dict(model="DiT-S/2", preset="paper", seconds=160.6, commands=6614)]
+    text = "\n".join(_reference_section(_ref(rows, runs)))
     assert "| DiT-S/2 | fpga | refused: why |" in text
     assert "| DiT-S/2 | paper | compiled, 6,614 commands per step |" in text
     assert "executor equal to the integer model's (161 s)" in text
     from dstar_rtl.app.reports.reference import H96
-    rec["step_times"] = dict(model=dict(H96), preset="fpga", pieces={"fc2": 2},
-                             executor_s_per_step=16.8, rtl_s_per_step=11.7,
-                             rtl_cycles_per_step=587604.0, rtl_bit_exact=True)
+    st = dict(model=dict(H96), preset="fpga", steps=2, pieces={"fc2": 2},
+              executor_s_per_step=16.8, rtl_s_per_step=11.7, rtl_cycles_per_step=587604.0,
+              rtl_bit_exact=True)
     assert ("the executor 16.8 s, the Verilator core 11.7 s (587,604 cycles, bit-exact)"
-            in "\n".join(_reference_section(rec)))
+            in "\n".join(_reference_section(_ref(rows, runs, st))))
 
 
 def test_step_times_in_the_report():
@@ -75,12 +86,12 @@ def test_step_times_in_the_report():
     st = dict(model=dict(H96), preset="fpga", steps=2, pieces={"fc2": 2},
               executor_s_per_step=17.6, rtl_build_s=240.0, rtl_s_per_step=30.2,
               rtl_bit_exact=True, rtl_cycles_per_step=586660.0)
-    text = markdown(dict(date="d", command="c", rows=[], runs=[], step_times=st))
+    text = markdown(_ref([], step_times=st))
     assert "the ISA executor **17.6 s** per step" in text
     assert "the Verilator core **30.2 s** per step (586,660 cycles, bit-exact at every step" in text
     st = {k: v for k, v in st.items() if not k.startswith("rtl")}
     assert "the ISA executor **17.6 s** per step (every stored tensor checked)." in markdown(
-        dict(date="d", command="c", rows=[], runs=[], step_times=st))
+        _ref([], step_times=st))
 
 
 @pytest.mark.slow

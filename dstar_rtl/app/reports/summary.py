@@ -33,6 +33,7 @@ from dstar_rtl.app.reports import state_levers
 from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.packing import Packing
+from dstar_rtl.app.reports.reference import Reference
 from dstar_rtl.app.reports.vpu import Vpu
 from dstar_rtl.gen.outputs import json_text, png_writer, write_together
 from dstar_rtl.gen.paths import REPORTS
@@ -349,25 +350,25 @@ def _sample_section(rec) -> list:
                    [row]), ""]
 
 
-def _reference_section(rec) -> list:
+def _reference_section(rec: Reference | None) -> list:
     """REPORT.md lines for ``reports/reference.json`` (``dstar measure reference``)."""
-    if not rec or not rec.get("rows"):
+    if rec is None or not rec.rows:
         return []
-    rows = [[r["model"], r["preset"],
-             f"compiled, {r['step_commands']:,} commands per step"
-             + (f" ({r['command_bits']}-bit)" if r.get("command_bits", 128) != 128 else "")
-             if r["status"] == "compiled" else f"refused: {r['reason']}"] for r in rec["rows"]]
-    tail = [f"First step of {run['model']} on the `{run['preset']}` ISA executor equal to the "
-            f"integer model's ({run['seconds']:.0f} s)." for run in rec.get("runs") or []
-            if "seconds" in run]
+    rows = [[r.model, r.preset,
+             f"compiled, {r.step_commands:,} commands per step"
+             + (f" ({r.command_bits}-bit)" if (r.command_bits or 128) != 128 else "")
+             if r.status == "compiled" else f"refused: {r.reason}"] for r in rec.rows]
+    tail = [f"First step of {run.model} on the `{run.preset}` ISA executor equal to the "
+            f"integer model's ({run.seconds:.0f} s)." for run in rec.runs
+            if run.seconds is not None]
     tail += [""] if tail else []
-    st = rec.get("step_times") or {}
-    if "rtl_s_per_step" in st:
-        tail += [f"Time per step of the hidden-{st['model']['hidden']} reference-layout model "
-                 f"at `{st['preset']}` (fc2 in {st['pieces']['fc2']} pieces): the executor "
-                 f"{st['executor_s_per_step']:.1f} s, the Verilator core "
-                 f"{st['rtl_s_per_step']:.1f} s ({st['rtl_cycles_per_step']:,.0f} cycles, "
-                 f"{'bit-exact' if st['rtl_bit_exact'] else 'NOT bit-exact'}).", ""]
+    st = rec.step_times
+    if st is not None and st.rtl_s_per_step is not None:
+        tail += [f"Time per step of the hidden-{st.model['hidden']} reference-layout model "
+                 f"at `{st.preset}` (fc2 in {st.pieces['fc2']} pieces): the executor "
+                 f"{st.executor_s_per_step:.1f} s, the Verilator core "
+                 f"{st.rtl_s_per_step:.1f} s ({st.rtl_cycles_per_step:,.0f} cycles, "
+                 f"{'bit-exact' if st.rtl_bit_exact else 'NOT bit-exact'}).", ""]
     return ["## The reference DiT family", "", "`dstar measure reference` (details: "
             "`reports/reference.md`): each model at 256 tokens with random weights, compiled "
             "onto one core of each preset (buffers deepened and `ln_row_max` raised where the "
@@ -693,7 +694,7 @@ def report_files(out: Path) -> tuple:
             md += ["Lane utilisation (last cache step): " + ", ".join(
                 f"{k} {100 * v.util:.1f} %" for k, v in r.lanes.items() if v.util) + ".", ""]
     md += _sample_section(_load("sample"))
-    md += _reference_section(_load("reference"))
+    md += _reference_section(_load_result(Reference, "reference"))
     bench = _load("bench")
     if bench:
         md += _bench_section(bench)
