@@ -147,3 +147,11 @@ def test_the_registry_commands_of_the_typed_measurements_parse():
                     m.parser().parse_args(list(c[3:]))
                     typed += 1
     assert typed >= 8
+
+
+def test_a_typed_measurement_refuses_an_unknown_preset_at_construction():
+    from dstar_rtl.app.reports.core import CoreOptions
+
+    with pytest.raises(UserError, match=r"--presets must be among \['fpga', 'paper', 'tiny'\], "
+                                        r"not 'huge'"):
+        CoreOptions(presets=("fpga", "huge"))

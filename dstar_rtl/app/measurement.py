@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dstar_rtl.app.options import Parser
+from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.outputs import check_output_dir, write_together
 from dstar_rtl.gen.paths import REPORTS, relative
 
-__all__ = ["Measurement", "option"]
+__all__ = ["Measurement", "option", "check_among"]
 
 
 def option(default, help: str, **meta):
@@ -37,6 +38,14 @@ def option(default, help: str, **meta):
     kw = {"default_factory": lambda: default} if isinstance(default, (list, dict)) else \
         {"default": default}
     return dataclasses.field(metadata={"help": help, **meta}, **kw)
+
+
+def check_among(flag: str, values, allowed) -> None:
+    """An options check: every one of ``values`` (given as ``flag``) is one of ``allowed``, else
+    a UserError naming the first that is not and what would work."""
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise UserError(f"{flag} must be among {sorted(allowed)}, not {bad[0]!r}")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.measurement import Measurement, check_among, option
 from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.outputs import data_json
@@ -91,9 +91,7 @@ class QpuRateOptions:
                                         nargs="*")
 
     def __post_init__(self):
-        bad = [p for p in self.presets if p not in PRESETS]
-        if bad:
-            raise UserError(f"--presets must be among {sorted(PRESETS)}, not {bad[0]!r}")
+        check_among("--presets", self.presets, PRESETS)
         bad = [k for k in self.open_groups if not 0 <= k <= MAX_OPEN_GROUPS]
         if bad:
             raise UserError(f"--open-groups must lie in 0..{MAX_OPEN_GROUPS}, not {bad[0]}")

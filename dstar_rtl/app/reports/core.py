@@ -14,7 +14,7 @@ import platform
 import sys
 from dataclasses import dataclass
 
-from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.measurement import Measurement, check_among, option
 from dstar_rtl.app.quantities import StepTime
 from dstar_rtl.app.results import Provenance, Result, build
 from dstar_rtl.gen.errors import UserError
@@ -33,9 +33,7 @@ class CoreOptions:
     steps: int = option(4, "DiT-block steps to run")
 
     def __post_init__(self):
-        bad = [p for p in self.presets if p not in PRESETS]
-        if bad:
-            raise UserError(f"--presets must be among {sorted(PRESETS)}, not {bad[0]!r}")
+        check_among("--presets", self.presets, PRESETS)
         if self.steps < 1:
             raise UserError(f"--steps must be at least 1, not {self.steps}")
 

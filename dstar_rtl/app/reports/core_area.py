@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.measurement import Measurement, check_among, option
 from dstar_rtl.app.quantities import Resources, StepTime
 from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.flows.synth import BUILD_ROOT, resources, run_yosys, synth_script, yosys_version
@@ -87,9 +87,7 @@ class CoreAreaOptions:
                                  choices=sorted(VARIANTS))
 
     def __post_init__(self):
-        bad = [p for p in self.presets if p not in PRESETS]
-        if bad:
-            raise UserError(f"--presets must be among {sorted(PRESETS)}, not {bad[0]!r}")
+        check_among("--presets", self.presets, PRESETS)
         if self.variant is not None and self.variant not in VARIANTS:
             raise UserError(f"--variant must be one of {sorted(VARIANTS)}, not "
                             f"{self.variant!r}")

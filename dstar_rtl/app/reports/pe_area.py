@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.measurement import Measurement, check_among, option
 from dstar_rtl.app.options import check_liberty, resolve_liberty
 from dstar_rtl.app.quantities import Library
 from dstar_rtl.app.results import Provenance, Result, build
@@ -247,9 +247,7 @@ class PeAreaOptions:
                                    "rates come from", metavar="DIR")
 
     def __post_init__(self):
-        bad = [p for p in self.presets if p not in PRESETS]
-        if bad:
-            raise UserError(f"--presets must be among {list(PRESETS)}, not {bad[0]!r}")
+        check_among("--presets", self.presets, PRESETS)
         for name in self.presets:       # the workloads it reads, before any synthesis
             workload(name, Path(self.inputs))
         check_liberty(resolve_liberty(self.liberty))

@@ -28,10 +28,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.measurement import Measurement, check_among, option
 from dstar_rtl.app.quantities import PnrRun, StepTime, SynthRun
 from dstar_rtl.app.results import Provenance, Result
-from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.progress import Step
 from dstar_rtl.gen.tables import md_table, tool_seconds
 from dstar_rtl.golden.config import PRESETS, preset
@@ -50,9 +49,7 @@ class VpuOptions:
                                       "figures)")
 
     def __post_init__(self):
-        bad = [p for p in self.presets if p not in PRESETS]
-        if bad:
-            raise UserError(f"--presets must be among {sorted(PRESETS)}, not {bad[0]!r}")
+        check_among("--presets", self.presets, PRESETS)
 
 
 @dataclass(frozen=True)
