@@ -307,8 +307,8 @@ def _worktree() -> dict:
         except (OSError, subprocess.SubprocessError):
             return ""
     return dict(commit=git("rev-parse", "HEAD").strip(),
-                modified=[ln[3:] for ln in git("status", "--porcelain", "--", "rtl", "golden",
-                                                 "gen").splitlines()])
+                modified=[ln[3:] for ln in git("status", "--porcelain", "--", "dstar_rtl/rtl",
+                                                 "dstar_rtl/golden", "dstar_rtl/gen").splitlines()])
 
 
 def main(argv=None, prog=None) -> int:
