@@ -80,13 +80,22 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
     packer = bench_packing(bench_cfg["config"])
     qpu_key = f"qpu-{bench_cfg['preset']}"
     asic = tmp_path / "asic_area.json"
-    asic.write_text(json.dumps(dict(
-        liberty=dict(sha256=hashlib.sha256(lib.read_bytes()).hexdigest()),
-        units={qpu_key: dict(area=1000.0, config_hash=preset(bench_cfg["preset"],
-                                                             **packer).hash(), parts={
-            "front": dict(area=200.0), "chunker": dict(area=200.0),
-            "sorter": dict(area=300.0), "packer": dict(area=100.0),
-            "top (glue, stream control)": dict(area=200.0)})})))
+    from dstar_rtl.app.quantities import Library
+    from dstar_rtl.app.reports.asic import AsicReport, AsicUnit, PartArea, Worktree
+    from dstar_rtl.app.results import Provenance
+
+    parts = {p: PartArea(area=a, combinational=a, sequential=0.0, ff=0, modules=1)
+             for p, a in (("front", 200.0), ("chunker", 200.0), ("sorter", 300.0),
+                          ("packer", 100.0), ("top (glue, stream control)", 200.0))}
+    qpu = AsicUnit(area=1000.0, combinational=1000.0, sequential=0.0, ff=0, cells=1, ram_bits=0,
+                   rom_bits=0, delay_ns=None, levels=None, seconds=None, booth=False,
+                   config_hash=preset(bench_cfg["preset"], **packer).hash(), lever="",
+                   same_design_as=None, memories=(), parts=parts)
+    asic.write_text(AsicReport(
+        Provenance.unrecorded(), liberty=Library("dstar_tiny", "tiny_cells.lib",
+                                                 hashlib.sha256(lib.read_bytes()).hexdigest()),
+        yosys="0.70", units={qpu_key: qpu}, best={}, ratios={}, levers={}, failed={},
+        worktree=Worktree(None, ())).to_json())
     out_dir = tmp_path / "out"
     rc, out, err = run_dstar(capsys, "sweep", "--sizes", 2, "--measure-sizes", 2, "--lanes", 4,
                          "--pe-stages", 1, "--digit-product", "select", "--digits", "booth",

@@ -155,3 +155,16 @@ def test_a_typed_measurement_refuses_an_unknown_preset_at_construction():
     with pytest.raises(UserError, match=r"--presets must be among \['fpga', 'paper', 'tiny'\], "
                                         r"not 'huge'"):
         CoreOptions(presets=("fpga", "huge"))
+
+
+def test_a_failure_found_in_the_result_is_raised_after_it_is_written(tmp_path):
+    """A measurement whose result records failed runs (``dstar measure asic``) writes it, then
+    exits 1 with one line."""
+    import dataclasses
+
+    from dstar_rtl.gen.errors import WorkError
+
+    failing = dataclasses.replace(CURVE, failure=lambda r: f"{len(r.points)} runs failed")
+    with pytest.raises(WorkError, match="2 runs failed"):
+        failing.main(["--out", str(tmp_path)])
+    assert Curve.load(tmp_path / "curve.json").name == "a" and (tmp_path / "curve.md").is_file()

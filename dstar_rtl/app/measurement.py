@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dstar_rtl.app.options import Parser
-from dstar_rtl.gen.errors import UserError
+from dstar_rtl.gen.errors import UserError, WorkError
 from dstar_rtl.gen.outputs import check_output_dir, write_together
 from dstar_rtl.gen.paths import REPORTS, relative
 
@@ -65,6 +65,9 @@ class Measurement:
     #: result → ``{file name: writer}`` of its figures (``writer(binary file)``, e.g.
     #: :func:`gen.outputs.png_writer`), written beside the result; none by default.
     figures: Callable | None = None
+    #: result → the message of a failure found in it (e.g. runs that failed), raised as a
+    #: :class:`gen.errors.WorkError` (exit 1) once the result is written; none by default.
+    failure: Callable | None = None
 
     def parser(self, prog: str | None = None) -> Parser:
         p = Parser(prog=prog or f"dstar measure {self.name}", description=self.summary)
@@ -95,6 +98,9 @@ class Measurement:
         write_together({json_path: result.to_json(), md_path: text,
                         **self._figures(result, out)}, record_command=False)
         print(text)
+        problem = self.failure(result) if self.failure is not None else None
+        if problem:
+            raise WorkError(problem)
         return 0
 
 

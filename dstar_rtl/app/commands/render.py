@@ -27,7 +27,7 @@ __all__ = ["RENDERERS", "render", "register"]
 #: function takes).
 RENDERERS = {
     "arrays": ("arrays.json", "arrays.md", "dstar_rtl.app.reports.arrays:markdown", None),
-    "asic": ("asic_area.json", "asic_area.md", "dstar_rtl.app.reports.asic:render", None),
+    "asic": ("asic_area.json", "asic_area.md", "dstar_rtl.app.reports.asic:MEASUREMENT", "typed"),
     "bench": ("bench.json", "bench.md", "dstar_rtl.app.benches.layers:markdown", None),
     "compare": ("compare.json", "compare.md", "dstar_rtl.app.reports.compare:markdown", None),
     "core": ("core.json", "core.md", "dstar_rtl.app.reports.core:MEASUREMENT", "typed"),

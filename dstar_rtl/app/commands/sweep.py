@@ -31,7 +31,7 @@ from pathlib import Path
 from dstar_rtl.app.cli import UserError, WorkError
 from dstar_rtl.app.options import check_liberty, require_extra, resolve_liberty
 from dstar_rtl.flows.liberty import NANGATE
-from dstar_rtl.gen.outputs import check_output_dir, json_text, png_writer, read_json, write_together
+from dstar_rtl.gen.outputs import check_output_dir, json_text, png_writer, write_together
 from dstar_rtl.gen.paths import ROOT
 from dstar_rtl.gen.progress import say
 
@@ -130,6 +130,7 @@ def _uniq(xs):
 
 
 def run_sweep_command(args) -> int:
+    from dstar_rtl.app.reports.asic import AsicReport
     from dstar_rtl.app.sweeps.design import (
         BASE_PRESET,
         baseline_variants,
@@ -177,12 +178,12 @@ def run_sweep_command(args) -> int:
     want = preset(qpu_preset, **packer).hash()
     qpu = None
     if args.asic_area.is_file():
-        stored = read_json(args.asic_area, "--asic-area")
-        q = stored.get("units", {}).get(f"qpu-{qpu_preset}")
-        if (stored.get("liberty", {}).get("sha256") == info["sha256"] and q and q.get("parts")
-                and q.get("config_hash") == want):
-            qpu = dict(area=q["area"], config_hash=q["config_hash"], preset=qpu_preset,
-                       parts={k: v["area"] for k, v in q["parts"].items()},
+        stored = AsicReport.load(args.asic_area)
+        q = stored.units.get(f"qpu-{qpu_preset}")
+        if (stored.liberty.sha256 == info["sha256"] and q and q.parts
+                and q.config_hash == want):
+            qpu = dict(area=q.area, config_hash=q.config_hash, preset=qpu_preset,
+                       parts={k: v.area for k, v in q.parts.items()},
                        source=f"{args.asic_area.name} (qpu-{qpu_preset} by part)")
     say(f"{len(dvars)} DSTAR and {len(bvars)} INT8 variants x sizes {sizes} on {info['name']}"
         f" ({lib.name}); QPU of `{qpu_preset}` from "
