@@ -91,8 +91,10 @@ class Measurement:
             return 0
         opts = self.options(**{f.name: _value(getattr(args, f.name))
                                for f in dataclasses.fields(self.options)})
+
         def previous():
             return self.result.load(json_path) if json_path.is_file() else None
+
         result = self.measure(opts, previous)
         text = self.render(result)
         write_together({json_path: result.to_json(), md_path: text,
@@ -102,7 +104,6 @@ class Measurement:
         if problem:
             raise WorkError(problem)
         return 0
-
 
     def _figures(self, result, out: Path) -> dict:
         made = self.figures(result) if self.figures is not None else {}

@@ -51,7 +51,8 @@ class Provenance:
     import closure, and the RTL and testbenches when it simulates or synthesizes them: the
     registry's fingerprint, :func:`app.experiments.fingerprint`); ``tools``: tool → version;
     ``configs``: configuration name → hash. A field the run that made the result did not
-    record (results made before the typed results) is ``None``."""
+    record (results made before the typed results) is ``None``, and such a result keeps the
+    date its run wrote, in that run's format."""
 
     command: str | None
     date: str | None
