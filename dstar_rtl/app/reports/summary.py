@@ -1,5 +1,5 @@
 """``dstar report``: one JSON per (unit, preset, target) and ``REPORT.md`` from the measured
-reports in ``reports/`` and the last cocotb regression in ``build/sim``.
+reports in ``reports/`` (typed results, :mod:`app.results`, are loaded as their types).
 
 Nothing is measured here; every figure comes from a file another command wrote (the command is
 named beside each table), so the summary is reproducible from those files alone:
@@ -17,10 +17,10 @@ named beside each table), so the summary is reproducible from those files alone:
 * the core cycle model against the RTL and the paper-scale projection:
   ``reports/perf_model.json`` (``dstar measure perf``), ``reports/projection.json``
   (``dstar measure projection``);
-* verification: the runner's verdict (``verdict.json``, :mod:`sim.runner`) of every cocotb run
-  under ``build/sim/<unit>-<preset>-<hash>/runs/`` (the last run of each test module, per
-  simulator); a run without a verdict, or whose verdict fails, skips or misses a test, or is
-  stale (run on other sources, testbench or tools than today's), is listed as not passing.
+* verification: ``reports/verification.json`` (``dstar measure verification``,
+  :mod:`app.reports.verification`: the runner's verdict of every cocotb run of the last
+  regression; a run without a verdict, or whose verdict fails, skips or misses a test, is listed
+  as not passing), marked stale when today's RTL sources differ from the recorded ones.
 """
 
 from __future__ import annotations
