@@ -100,7 +100,7 @@ def test_packing_report_renders_and_refuses_bad_paths(tmp_path):
     for args, what in (([f"--liberty={tmp_path / 'no.lib'}"], "no.lib: file not found"),
                        ([f"--operating-point={tmp_path / 'no.json'}"], "operating point file")):
         with pytest.raises(UserError, match=what):
-            report_packing.main([*args, f"--out={tmp_path / 'out'}"])
+            report_packing.MEASUREMENT.main([*args, f"--out={tmp_path / 'out'}"])
     assert not (tmp_path / "out").exists()
 
 

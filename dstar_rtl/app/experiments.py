@@ -36,7 +36,8 @@ from dstar_rtl.gen.progress import say
 __all__ = ["MEASUREMENTS", "Experiment", "EXPERIMENTS", "LEDGER", "fingerprint", "stale",
            "run_experiments", "run_experiments_report", "order", "read_ledger", "REPORT"]
 
-#: ``dstar measure NAME``: name → (module, what it writes). Each module has ``main(argv, prog)``.
+#: ``dstar measure NAME``: name → (module, what it writes). Each module has a ``MEASUREMENT``
+#: (:class:`app.measurement.Measurement`) or, until converted, its own ``main(argv, prog)``.
 MEASUREMENTS = {
     "arrays": ("dstar_rtl.app.reports.arrays",
                "reports/arrays.*: MPU and INT8 array area, Fmax and simulation speed"),

@@ -33,7 +33,7 @@ from dstar_rtl.models.difference_tiles import dit_difference_tiles
 from dstar_rtl.sim.runner import run_cocotb
 
 __all__ = ["measure", "rate_job", "run_rate", "QpuRateOptions", "QpuRateRow", "QpuRate",
-           "measure_rates", "markdown", "MEASUREMENT", "main"]
+           "measure_rates", "markdown", "MEASUREMENT"]
 
 
 def rate_job(wl) -> dict:
@@ -201,11 +201,3 @@ MEASUREMENT = Measurement(
     summary="The QPU's groups per cycle and the MPU's waits on the reference DiT's closed-loop "
             "differences, on the generated QPU under Verilator.", options=QpuRateOptions,
     result=QpuRate, measure=measure_rates, render=markdown)
-
-
-def main(argv=None, prog=None):
-    return MEASUREMENT.main(argv, prog)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,8 @@
 """``dstar measure NAME [options]``: the measurements behind ``reports/``, one per report.
 
-Each measurement is a module of this package with its own ``main(argv)`` and options
-(``dstar measure NAME --help``). ``dstar measure --all`` (``make reports``), ``--stale`` and
+Each measurement is a module with a :class:`app.measurement.Measurement` named ``MEASUREMENT``
+(or, until it is converted, its own ``main(argv)``) and its options (``dstar measure NAME
+--help``). ``dstar measure --all`` (``make reports``), ``--stale`` and
 ``--only NAMES`` run the experiments of the registry (:mod:`app.experiments`) in dependency
 order and record them. They synthesize, place and
 route or simulate, so most take minutes; progress goes to stderr, the report files are written
@@ -73,7 +74,8 @@ def run(args) -> int:
         if args.name == "sizes" and any(o.startswith("--scheduler") for o in args.options):
             require_extra("farm", "dstar measure sizes --scheduler")
     module = importlib.import_module(MEASUREMENTS[args.name][0])
-    return module.main(args.options, prog=f"dstar measure {args.name}") or 0
+    run = getattr(module, "MEASUREMENT", module).main     # a typed measurement, or its own main
+    return run(args.options, prog=f"dstar measure {args.name}") or 0
 
 
 def _registry_run(args) -> int:

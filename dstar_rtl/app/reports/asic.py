@@ -21,7 +21,6 @@ copied into the repository: the report records its file name and sha256.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -497,11 +496,3 @@ MEASUREMENT = Measurement(
     summary="Standard-cell area of the PEs, arrays, QPU and VPU (with the slice PE's levers and "
             "the DSTAR/INT8 ratios at their best) on a Liberty library, Nangate45 by default.",
     options=AsicOptions, result=AsicReport, measure=measure, render=render, failure=_failed)
-
-
-def main(argv=None, prog=None) -> int:
-    return MEASUREMENT.main(argv, prog)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,6 @@ is measured on the generated core (``tb/test_core_perf.py``, outputs checked aga
 from __future__ import annotations
 
 import platform
-import sys
 from dataclasses import dataclass
 
 from dstar_rtl.app.measurement import Measurement, check_among, option
@@ -326,11 +325,3 @@ MEASUREMENT = Measurement(
     summary="The core's cycles on a DiT block on the generated RTL: per step and section, the "
             "engines' busy cycles, bytes per buffer, lane use, and the INT8 baseline array "
             "beside it.", options=CoreOptions, result=Core, measure=measure_core, render=render)
-
-
-def main(argv=None, prog=None) -> int:
-    return MEASUREMENT.main(argv, prog)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

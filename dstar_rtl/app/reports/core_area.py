@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 
@@ -209,11 +208,3 @@ MEASUREMENT = Measurement(
             "each part's module subtree.", options=CoreAreaOptions, result=CoreArea,
     measure=measure, render=render,
     figures=lambda res: {"core_area.png": png_writer(plot(res), dpi=110)})
-
-
-def main(argv=None, prog=None) -> int:
-    return MEASUREMENT.main(argv, prog)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -195,11 +195,3 @@ MEASUREMENT = Measurement(
     summary="How the QPU forms lane groups: lane utilization on the bench workload against the "
             "QPU's ECP5 cells and cell area, for each packing.", options=PackingOptions,
     result=Packing, measure=measure, render=markdown)
-
-
-def main(argv=None, prog=None) -> int:
-    return MEASUREMENT.main(argv, prog)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

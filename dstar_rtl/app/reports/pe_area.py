@@ -28,7 +28,6 @@ clear; the report says so beside it.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +43,7 @@ from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import preset
 
 __all__ = ["DSTAR_LEVERS", "INT8_LEVERS", "workload", "levers", "measure", "unused_int8_levers",
-           "markdown", "main", "PeArea", "PeAreaOptions", "PeRow", "MEASUREMENT"]
+           "markdown", "PeArea", "PeAreaOptions", "PeRow", "MEASUREMENT"]
 
 PRESETS = ("fpga", "paper")
 
@@ -272,11 +271,3 @@ MEASUREMENT = Measurement(
     summary="The DSTAR PE against the INT8 PE in standard cells, lever by lever: area, critical "
             "path and area per value and cycle on each preset's workload.",
     options=PeAreaOptions, result=PeArea, measure=measure_pes, render=markdown)
-
-
-def main(argv=None, prog=None) -> int:
-    return MEASUREMENT.main(argv, prog)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

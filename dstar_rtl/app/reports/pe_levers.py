@@ -306,11 +306,3 @@ MEASUREMENT = Measurement(
             "measured alone: ECP5 and generic synthesis and Fmax of one PE, and with --mpu of "
             "the MPU.", options=PeLeversOptions, result=PeLevers, measure=measure,
     render=markdown)
-
-
-def main(argv=None, prog=None):
-    return MEASUREMENT.main(argv, prog)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -42,7 +42,7 @@ from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.progress import say
 
 __all__ = ["FAMILY", "PRESETS", "H96", "reference_spec", "compile_row", "run_first_step",
-           "step_times", "markdown", "main", "Reference", "ReferenceOptions", "MEASUREMENT"]
+           "step_times", "markdown", "Reference", "ReferenceOptions", "MEASUREMENT"]
 
 #: name → (hidden, depth, heads) of the reference family (``../shared/REFERENCES.md``).
 FAMILY = {"DiT-S/2": (384, 12, 6), "DiT-B/2": (768, 12, 12), "DiT-L/2": (1024, 24, 16),
@@ -419,7 +419,3 @@ MEASUREMENT = Measurement(
             "presets: buffers, commands and host traffic per step, first steps on the ISA "
             "executor, and time per step on the executor and the Verilator core.",
     options=ReferenceOptions, result=Reference, measure=measure, render=markdown)
-
-
-def main(argv=None, prog=None):
-    return MEASUREMENT.main(argv, prog)

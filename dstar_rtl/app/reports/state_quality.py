@@ -15,7 +15,6 @@ sample, ``points × seeds`` samples over ``--jobs`` processes.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
 
-__all__ = ["FRACS", "PIECES", "points", "measure", "markdown", "main", "StateQuality",
+__all__ = ["FRACS", "PIECES", "points", "measure", "markdown", "StateQuality",
            "StateQualityOptions", "QualityPoint", "MEASUREMENT"]
 
 #: The stored Y's fractions the report measures (``None``: Y kept whole, the reference).
@@ -190,11 +189,3 @@ MEASUREMENT = Measurement(
     summary="What the stored Y costs in quality on the integer model the core runs: PSNR, "
             "agreement and bits of the trained digits DiT at each stored-Y width.",
     options=StateQualityOptions, result=StateQuality, measure=measure_points, render=markdown)
-
-
-def main(argv=None, prog=None) -> int:
-    return MEASUREMENT.main(argv, prog)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import platform
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,11 +231,3 @@ MEASUREMENT = Measurement(
     summary="The VPU's cycles per row on the generated RTL, its accuracy against float, and "
             "its ECP5 resources and Fmax.", options=VpuOptions, result=Vpu, measure=measure,
     render=render)
-
-
-def main(argv=None, prog=None) -> int:
-    return MEASUREMENT.main(argv, prog)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
