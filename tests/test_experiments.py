@@ -3,6 +3,7 @@ input changes (exactly the changed experiments and what depends on them), the le
 writes, and the command line of ``dstar measure --all/--stale``."""
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -82,6 +83,39 @@ def test_a_tool_change_makes_exactly_its_users_and_their_dependents_stale(prints
     got = ex.stale(led, now, root)
     assert set(got) == dependents(changed)
     assert all("its code, the RTL, a tool or the weights changed" in got[n] for n in changed)
+
+
+@pytest.mark.parametrize("source", ["dstar_rtl/app/reports/sizes.py",
+                                    "dstar_rtl/perf/chip_model.py"])
+def test_a_source_change_makes_exactly_its_importers_and_their_dependents_stale(
+        prints, root, monkeypatch, source):
+    """A change to one source file: exactly the experiments whose code imports it, and those
+    that read their results, are listed."""
+    from dstar_rtl.gen.paths import ROOT
+    from dstar_rtl.sim import sources
+
+    target, real = (ROOT / source).resolve(), sources.digest
+
+    def digest(files, root=ROOT):
+        return real(files, root) + ("changed" if target in {Path(f).resolve() for f in files}
+                                    else "")
+    monkeypatch.setattr(sources, "digest", digest)
+    ex._code_digest.cache_clear()
+    try:
+        now = {n: ex.fingerprint(e) for n, e in ex.EXPERIMENTS.items()}
+    finally:
+        ex._code_digest.cache_clear()
+    changed = {n for n, e in ex.EXPERIMENTS.items()
+               if target in {Path(f).resolve() for f in ex._code_files(e.modules, e.rtl)}}
+    assert changed and {n for n in now if now[n] != prints[n]} == changed
+    assert set(ex.stale(current_ledger(prints), now, root)) == dependents(changed)
+
+
+def test_the_registry_is_not_an_input_of_its_experiments():
+    """Editing one experiment's entry leaves the others current (its commands are hashed)."""
+    for e in ex.EXPERIMENTS.values():
+        assert Path(ex.__file__).resolve() not in {
+            Path(f).resolve() for f in ex._code_files(e.modules, e.rtl)}
 
 
 def test_an_unrecorded_experiment_and_a_missing_output_are_stale(prints, root):

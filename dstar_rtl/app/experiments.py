@@ -177,7 +177,9 @@ def order(names) -> list:
 @lru_cache(maxsize=None)
 def _code_files(modules: tuple, rtl: bool) -> tuple:
     from dstar_rtl.sim.sources import elaboration_sources, import_closure
-    files = set(import_closure(modules))
+    # The registry itself is left out: what of it makes an experiment (its commands) is in
+    # the fingerprint, and another experiment's entry is not an input of this one.
+    files = set(import_closure(modules)) - {Path(__file__).resolve()}
     if rtl:
         files |= set(elaboration_sources()) | set((ROOT / "dstar_rtl" / "tb").glob("*.py"))
     if any(f.name == "digits.py" and f.parent.name == "models" for f in files):

@@ -30,7 +30,6 @@ own Fmax. Do not run both at once: a run empties its work folder first.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,16 +54,15 @@ def unit_config(unit: str, cfg: Config) -> Config:
 
 def from_sweep(unit: str, cfg: Config, path: Path = SWEEP) -> dict | None:
     """The sweep point of ``unit`` at ``cfg.rows`` with ``cfg``'s hash, else ``None``."""
-    try:
-        sweep = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+    from dstar_rtl.app.reports.sizes import Sizes
+
+    if not Path(path).is_file():
         return None
-    for p in sweep.get("points", []):
-        if (p.get("unit") == unit and p.get("size") == cfg.rows
-                and p.get("config_hash") == cfg.hash()):
-            return dict(resources=p["resources"], tools=p.get("tools", {}),
-                        config_hash=p["config_hash"], flow=p.get("flow", "flat"),
-                        seconds=p.get("seconds"), source="reports/sweep.json")
+    for p in Sizes.load(path).points:
+        if p.unit == unit and p.size == cfg.rows and p.config_hash == cfg.hash():
+            return dict(resources=p.resources.as_dict(), tools=p.tools,
+                        config_hash=p.config_hash, flow=p.flow, seconds=p.seconds,
+                        source="reports/sweep.json")
     return None
 
 

@@ -3,25 +3,71 @@
 as ``dstar synth`` (one fresh Yosys process per configuration).
 
 ``dstar measure sizes [--sizes 2 4 6 8] [--reuse] [--jobs N] [--scheduler tcp://host:8786]``
-writes ``reports/sweep.json``; ``dstar report`` tables and plots it. The configurations run in
-parallel through :mod:`flows.farm`: ``--jobs`` local processes, or the workers of a Dask
-cluster with ``--scheduler``. Progress on stderr.
+writes ``reports/sweep.json`` (the typed result :class:`Sizes`), ``reports/sweep.md`` and
+``reports/sweep.png`` through the one measurement runner (:data:`MEASUREMENT`); ``dstar report``
+shows the same table and figure. The configurations run in parallel through :mod:`flows.farm`:
+``--jobs`` local processes, or the workers of a Dask cluster with ``--scheduler``. Progress on
+stderr.
 """
 
 from __future__ import annotations
 
-import sys
 import time
+from dataclasses import dataclass
 
-from dstar_rtl.app.options import Parser
+from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.quantities import Resources
+from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import check_output_dir, json_text, write_together
-from dstar_rtl.gen.paths import ROOT
+from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.progress import say
+from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import ConfigError, preset
 
-OUT = ROOT / "reports"
+__all__ = ["Sizes", "SizePoint", "MEASUREMENT", "table", "plot", "point_config"]
+
 UNITS = ("mpu", "baseline")
+BASE = "tiny"
+
+
+def point_config(n: int):
+    """The configuration of the sweep's point of size ``n``: the ``tiny`` preset at
+    ``rows = cols = vpu_lanes = n``."""
+    return preset(BASE, rows=n, cols=n, vpu_lanes=n)
+
+
+@dataclass(frozen=True)
+class SizePoint:
+    """One unit at one size: its configuration's hash, ECP5 resources, the LUT mapper that
+    produced them, Yosys's seconds, whether a stored identical run was reused, the tools."""
+
+    unit: str
+    size: int
+    config_hash: str
+    resources: Resources
+    flow: str
+    seconds: float
+    reused: bool
+    tools: dict[str, str]
+
+
+@dataclass(frozen=True)
+class SizeStep:
+    """One farm job: its name, wall seconds and, when the stored run was reused, ``reused``."""
+
+    name: str
+    seconds: float
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class Sizes(Result):
+    """``reports/sweep.json``: every (size, unit) point and the farm's steps."""
+
+    KIND = "sizes"
+    base_preset: str
+    points: tuple[SizePoint, ...]
+    steps: tuple[SizeStep, ...] = ()
 
 
 def synth_point(unit: str, n: int, reuse: bool) -> dict:
@@ -29,7 +75,7 @@ def synth_point(unit: str, n: int, reuse: bool) -> dict:
     process, its own work directory)."""
     from dstar_rtl.flows.synth import synthesize
 
-    cfg = preset("tiny", rows=n, cols=n, vpu_lanes=n)
+    cfg = point_config(n)
     t0 = time.perf_counter()
     r = synthesize(unit, cfg, "ecp5", reuse=reuse)
     return dict(unit=unit, size=n, config_hash=cfg.hash(), resources=r["resources"],
@@ -38,47 +84,99 @@ def synth_point(unit: str, n: int, reuse: bool) -> dict:
                 wall_s=round(time.perf_counter() - t0, 1))
 
 
-def sweep(sizes, reuse: bool, steps: list, *, jobs: int = 2, scheduler=None) -> list:
-    """Every (size, unit) point, run on the farm; ``steps`` gets one record per point."""
+@dataclass(frozen=True)
+class SizesOptions:
+    """What ``dstar measure sizes`` synthesizes (checked at construction)."""
+
+    sizes: tuple[int, ...] = option((2, 4, 6, 8), "array sizes rows = cols")
+    reuse: bool = option(False, "reuse stored synthesis results of identical runs")
+    jobs: int = option(2, "local processes")
+    scheduler: str | None = option(None, "run the points on this Dask scheduler's workers "
+                                         "instead", metavar="tcp://HOST:PORT")
+
+    def __post_init__(self):
+        if self.jobs < 1:
+            raise UserError(f"--jobs must be at least 1, not {self.jobs}")
+        for n in self.sizes:
+            try:
+                point_config(n)
+            except ConfigError as exc:
+                raise UserError(f"--sizes {n}: {exc}") from None
+
+
+def measure(opts: SizesOptions, previous=None) -> Sizes:
+    """Every (size, unit) point, run on the farm (progress on stderr)."""
     from dstar_rtl.flows.farm import run_jobs
 
-    args = [(unit, n, reuse) for n in sizes for unit in UNITS]
-    rows = run_jobs(synth_point, args, jobs=jobs, scheduler=scheduler,
-                    labels=[f"synth {u} {n}x{n} ecp5" for u, n, _ in args],
-                    progress=say)
-    for r in rows:
-        steps.append(dict(name=f"synth {r['unit']} {r['size']}x{r['size']} ecp5",
-                          seconds=r.pop("wall_s"),
-                          **({"status": "reused"} if r["reused"] else {})))
-    return rows
+    args = [(unit, n, opts.reuse) for n in opts.sizes for unit in UNITS]
+    rows = run_jobs(synth_point, args, jobs=opts.jobs, scheduler=opts.scheduler,
+                    labels=[f"synth {u} {n}x{n} ecp5" for u, n, _ in args], progress=say)
+    steps = tuple(SizeStep(f"synth {r['unit']} {r['size']}x{r['size']} ecp5", r.pop("wall_s"),
+                           "reused" if r["reused"] else None) for r in rows)
+    points = tuple(SizePoint(**{**r, "resources": Resources.from_flow(r["resources"])})
+                   for r in rows)
+    return Sizes(Provenance.of_run("sizes", {f"{p.unit} {p.size}": p.config_hash
+                                             for p in points}),
+                 base_preset=BASE, points=points, steps=steps)
 
 
-def main(argv=None, prog=None) -> int:
-    ap = Parser(prog=prog or "dstar measure sizes", description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", nargs="+", type=int, default=[2, 4, 6, 8],
-                    help="array sizes rows = cols (default: 2 4 6 8)")
-    ap.add_argument("--reuse", action="store_true",
-                    help="reuse stored synthesis results of identical runs")
-    ap.add_argument("--jobs", type=int, default=2, help="local processes (default 2)")
-    ap.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                    help="run the points on this Dask scheduler's workers instead")
-    args = ap.parse_args(argv)
-    check_output_dir(OUT)
-    if args.jobs < 1:
-        raise UserError(f"--jobs must be at least 1, not {args.jobs}")
-    for n in args.sizes:
-        try:
-            preset("tiny", rows=n, cols=n, vpu_lanes=n)
-        except ConfigError as exc:
-            raise UserError(f"--sizes {n}: {exc}") from None
-    steps = []
-    res = dict(points=sweep(args.sizes, args.reuse, steps, jobs=args.jobs,
-                            scheduler=args.scheduler), steps=steps,
-               generated=time.strftime("%Y-%m-%d"), base_preset="tiny")
-    write_together({OUT / "sweep.json": json_text(res)})
-    say(f"wrote {OUT / 'sweep.json'}")
-    return 0
+def _config_cell(p: SizePoint) -> str:
+    """``default`` when the point was measured on today's configuration of its size."""
+    if p.config_hash == point_config(p.size).hash():
+        return "default"
+    return f"`{p.config_hash}` (**not today's**)"
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def table(result: Sizes) -> list:
+    """The sweep's Markdown lines (a stale note when a point is not of today's configuration,
+    the table): the same in ``reports/sweep.md`` and REPORT.md."""
+    pts = sorted(result.points, key=lambda p: (p.unit, p.size))
+    cells = [_config_cell(p) for p in pts]
+    old = sum(c != "default" for c in cells)
+    return [*([f"**Stale**: {old} of {len(pts)} points were measured on configurations other "
+               "than today's (column *configuration*); `dstar measure sizes` remeasures them.",
+               ""] if old else []),
+            md_table(["unit", "n × n", "configuration", "LUT4", "carry", "FF", "DSP",
+                      "LUTs per PE"],
+                     [[p.unit, f"{p.size} × {p.size}", c, p.resources.lut4, p.resources.carry,
+                       p.resources.ff, p.resources.dsp,
+                       f"{p.resources.lut_total / p.size ** 2:,.0f}"]
+                      for p, c in zip(pts, cells)], left=8, digits=None), ""]
+
+
+def markdown(result: Sizes) -> str:
+    """``reports/sweep.md`` from its result."""
+    return "\n".join([f"# ECP5 resources against array size (`{result.base_preset}` preset)", "",
+                      f"Generated by `dstar measure sizes` on {result.provenance.date}: the MPU "
+                      f"and the INT8 array with `rows = cols = vpu_lanes = n`, `synth_ecp5` "
+                      "with DSP blocks.", "", *table(result),
+                      "![resources against array size](sweep.png)", ""])
+
+
+def plot(result: Sizes):
+    """The size-sweep figure as a writer of PNG bytes to a binary file object."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots(1, 2)
+    for unit in sorted({p.unit for p in result.points}):
+        pts = sorted((p for p in result.points if p.unit == unit), key=lambda p: p.size)
+        xs = [p.size ** 2 for p in pts]
+        ax[0].plot(xs, [p.resources.lut_total for p in pts], "o-", label=unit)
+        ax[1].plot(xs, [p.resources.ff for p in pts], "o-", label=unit)
+    for a, lab in zip(ax, ("LUTs (LUT4 + carry + LUT RAM)", "flip-flops")):
+        a.set_xlabel("PEs (rows × cols)")
+        a.set_ylabel(lab)
+        a.grid(alpha=0.3)
+        a.legend()
+    fig.suptitle(f"ECP5 resources against array size ({result.base_preset} preset otherwise)")
+    fig.tight_layout()
+    return png_writer(fig, dpi=110)
+
+
+MEASUREMENT = Measurement(
+    name="sizes", stem="sweep",
+    summary="ECP5 resources of the MPU and the INT8 array against the array's size (the tiny "
+            "preset at rows = cols = vpu_lanes = n).",
+    options=SizesOptions, result=Sizes, measure=measure, render=markdown,
+    figures=lambda r: {"sweep.png": plot(r)})

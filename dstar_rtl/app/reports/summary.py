@@ -34,8 +34,11 @@ from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.packing import Packing
 from dstar_rtl.app.reports.reference import Reference
+from dstar_rtl.app.reports.sizes import Sizes
+from dstar_rtl.app.reports.sizes import plot as sizes_plot
+from dstar_rtl.app.reports.sizes import table as sizes_table
 from dstar_rtl.app.reports.vpu import Vpu
-from dstar_rtl.gen.outputs import json_text, png_writer, write_together
+from dstar_rtl.gen.outputs import json_text, write_together
 from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import preset as config_preset
@@ -173,27 +176,6 @@ def registry_lines(stale: dict | None = None, ledger: dict | None = None) -> lis
 def _table(head, rows):
     """Every column left-aligned, floats as Python writes them (the summary's own style)."""
     return md_table(head, rows, left=len(head), digits=None)
-
-
-def _sweep_plot(sweep: dict):
-    """The size-sweep figure as a writer of PNG bytes to a binary file object."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(10, 4))
-    ax = fig.subplots(1, 2)
-    for unit in sorted({p["unit"] for p in sweep["points"]}):
-        pts = sorted((p for p in sweep["points"] if p["unit"] == unit), key=lambda p: p["size"])
-        xs = [p["size"] ** 2 for p in pts]
-        ax[0].plot(xs, [p["resources"]["lut_total"] for p in pts], "o-", label=unit)
-        ax[1].plot(xs, [p["resources"]["ff"] for p in pts], "o-", label=unit)
-    for a, lab in zip(ax, ("LUTs (LUT4 + carry + LUT RAM)", "flip-flops")):
-        a.set_xlabel("PEs (rows × cols)")
-        a.set_ylabel(lab)
-        a.grid(alpha=0.3)
-        a.legend()
-    fig.suptitle("ECP5 resources against array size (tiny preset otherwise)")
-    fig.tight_layout()
-    return png_writer(fig, dpi=110)
 
 
 def _bench_section(bench: dict) -> list:
@@ -642,26 +624,13 @@ def report_files(out: Path) -> tuple:
                            for p, v in rows]), ""]
         if (side / "core_area.png").exists():
             md += ["![core area by part](reports/core_area.png)", ""]
-    sweep = _load("sweep")
-    if sweep:
-        pts = sorted(sweep["points"], key=lambda p: (p["unit"], p["size"]))
-        cells = {id(p): _config_cell("tiny", p.get("config_hash"), rows=p["size"],
-                                     cols=p["size"], vpu_lanes=p["size"]) for p in pts}
-        old = [p for p in pts if cells[id(p)] != "default"]
+    sweep = _load_result(Sizes, "sweep")
+    if sweep is not None:
         md += ["## Resources against array size", "", "`dstar measure sizes` (ECP5, DSP "
                "blocks, the `tiny` preset with `rows = cols = vpu_lanes = n`; measured "
-               f"{sweep.get('generated', 'on an unrecorded date')}).", "",
-               *([f"**Stale**: {len(old)} of {len(pts)} points were measured on configurations "
-                  "other than today's (column *configuration*); `dstar measure sizes` "
-                  "remeasures them.", ""] if old else []),
-               _table(["unit", "n × n", "configuration", "LUT4", "carry", "FF", "DSP",
-                       "LUTs per PE"],
-                      [[p["unit"], f"{p['size']} × {p['size']}", cells[id(p)],
-                        p["resources"]["lut4"],
-                        p["resources"]["carry"], p["resources"]["ff"], p["resources"]["dsp"],
-                        f"{p['resources']['lut_total'] / p['size'] ** 2:,.0f}"] for p in pts]),
-               ""]
-        files[side / "sweep.png"] = _sweep_plot(sweep)
+               f"{sweep.provenance.date}; details: `reports/sweep.md`).", "",
+               *sizes_table(sweep)]
+        files[side / "sweep.png"] = sizes_plot(sweep)
         md += ["![resources against array size](reports/sweep.png)", ""]
     boards = sorted(REPORTS.glob("board-*.json"))
     if boards:
