@@ -85,7 +85,7 @@ def test_a_tool_change_makes_exactly_its_users_and_their_dependents_stale(prints
     assert all("its code, the RTL, a tool or the weights changed" in got[n] for n in changed)
 
 
-@pytest.mark.parametrize("source", ["dstar_rtl/app/reports/sizes.py",
+@pytest.mark.parametrize("source", ["dstar_rtl/app/benches/sizes.py",
                                     "dstar_rtl/perf/chip_model.py"])
 def test_a_source_change_makes_exactly_its_importers_and_their_dependents_stale(
         prints, root, monkeypatch, source):

@@ -1,5 +1,6 @@
 """The QPU in Amaranth's simulator: stage by stage and whole, against the golden schedule."""
 
+import functools
 import gc
 
 import numpy as np
@@ -28,6 +29,11 @@ from dstar_rtl.rtl.sorter import BitonicSorter
 from dstar_rtl.sim.amaranth_array import ArrayRun
 from dstar_rtl.sim.amaranth_qpu import run_qpu
 from dstar_rtl.sim.amaranth_streams import stream_get, stream_put
+
+#: One QPU per configuration (and options): its simulator is made once and reset for each
+#: run (sim.amaranth_reuse).
+qpu = functools.cache(QPU)
+
 
 KINDS = ("mixed", "zero", "max", "outlier", "sweep")
 
@@ -155,7 +161,7 @@ def test_qpu_matches_golden_schedule(name):
     cfg = preset("tiny", **(overrides if "packer" in overrides else {**SORT, **overrides}))
     wl = qpu_workload(cfg, np.random.default_rng(len(name)), tiles=6, kinds=KINDS,
                       base_log2=B, thr=thr)
-    run = run_qpu(QPU(cfg), wl, base_log2=B, thr=thr, gap=0.2, stall=0.3, seed=3)
+    run = run_qpu(qpu(cfg), wl, base_log2=B, thr=thr, gap=0.2, stall=0.3, seed=3)
     assert run.groups == wl.groups
     assert run.recon == wl.recon
     assert run.counters == wl.counters
@@ -166,7 +172,7 @@ def test_qpu_matches_golden_schedule(name):
 def test_qpu_fpga_preset(code, packing):
     cfg = preset("fpga", digits=code, **packing)
     wl = qpu_workload(cfg, np.random.default_rng(5), tiles=3, kinds=KINDS)
-    run = run_qpu(QPU(cfg), wl, stall=0.2, seed=1)
+    run = run_qpu(qpu(cfg), wl, stall=0.2, seed=1)
     assert (run.groups, run.recon, run.counters) == (wl.groups, wl.recon, wl.counters)
 
 
@@ -175,7 +181,7 @@ def test_illegal_configuration_is_refused_and_flagged(B, thr):
     cfg = preset("tiny")
     word = pack(qpu_config_layout(cfg), dict(base_log2=B, thr=list(thr)))
     wl = qpu_workload(cfg, np.random.default_rng(0), tiles=2)  # defaults stay in force
-    run = run_qpu(QPU(cfg), wl, config_words=[word])
+    run = run_qpu(qpu(cfg), wl, config_words=[word])
     assert run.config_error == 1
     assert run.groups == wl.groups and run.recon == wl.recon
 
@@ -240,7 +246,7 @@ def test_counters_saturate_at_32_bits():
     start = {k: COUNTER_MAX - v // 2 for k, v in n.items()}
     start["subchannels"] = COUNTER_MAX - n["subchannels"]
     start["groups"] = COUNTER_MAX - n["groups"] - 1
-    run = run_qpu(QPU(cfg), wl, thr=(3, 15, 63), counters_init=start, stall=0.2, seed=4)
+    run = run_qpu(qpu(cfg), wl, thr=(3, 15, 63), counters_init=start, stall=0.2, seed=4)
     assert run.groups == wl.groups and run.recon == wl.recon
     expected = {k: min(COUNTER_MAX, start[k] + v) for k, v in n.items()}
     assert run.counters == expected
@@ -258,7 +264,7 @@ def test_bins_take_the_cycles_the_model_counts(name):
     for seed in range(4):
         wl = qpu_workload(cfg, np.random.default_rng(seed), tiles=1,
                           kinds=KINDS[seed % len(KINDS):], base_log2=B, thr=thr)
-        run = run_qpu(QPU(cfg), wl, base_log2=B, thr=thr)
+        run = run_qpu(qpu(cfg), wl, base_log2=B, thr=thr)
         assert run.groups == wl.groups
         ts = wl.tiles[0][1]
         assert run.group_cycles[-1] - run.in_cycles[0] == ts.packer_cycles + BINS_FIXED

@@ -4,6 +4,7 @@ input gaps and output back-pressure, and its refusals; the scoreboard's per-elem
 sink's trailing window and the latency bound that sizes it."""
 
 import copy
+import functools
 import gc
 
 import numpy as np
@@ -28,6 +29,11 @@ from dstar_rtl.rtl.arith import tree_stages
 from dstar_rtl.rtl.vpu import ROWS, VPU
 from dstar_rtl.sim.amaranth_streams import stream_get, stream_put
 from dstar_rtl.sim.amaranth_vpu import run_vpu
+
+#: One VPU per configuration (and options): its simulator is made once and reset for each
+#: run (sim.amaranth_reuse).
+vpu = functools.cache(VPU)
+
 
 CONFIGS = {
     "tiny": preset("tiny"),
@@ -56,7 +62,7 @@ def test_every_operation_bit_exact(name):
         seed = VPU_OPS.index(op) * 10 + sorted(CONFIGS).index(name)
         rows += random_rows(cfg, op, np.random.default_rng(seed), 8 if name == "fpga" else 12)
     seed = sorted(CONFIGS).index(name)
-    _check_all(cfg, rows, run_vpu(VPU(cfg), rows, gap=0.2, stall=0.3, seed=seed))
+    _check_all(cfg, rows, run_vpu(vpu(cfg), rows, gap=0.2, stall=0.3, seed=seed))
 
 
 def test_interleaved_operations_share_no_state():
@@ -67,7 +73,7 @@ def test_interleaved_operations_share_no_state():
     for rep in range(2):
         for op in VPU_OPS:
             rows += random_rows(cfg, op, rng, 2)
-    _check_all(cfg, rows, run_vpu(VPU(cfg), rows, stall=0.5, seed=4))
+    _check_all(cfg, rows, run_vpu(vpu(cfg), rows, stall=0.5, seed=4))
 
 
 def test_edge_rows():
@@ -93,7 +99,7 @@ def test_edge_rows():
                  b=np.full(4, 5), c=np.full(4, hi), m=np.full(4, (1 << cfg.mult_width) - 1),
                  sh=np.array([0, 1, 20, cfg.sh_max]), note="saturating"),
     ]
-    _check_all(cfg, rows, run_vpu(VPU(cfg), rows))
+    _check_all(cfg, rows, run_vpu(vpu(cfg), rows))
 
 
 def test_elementwise_rate_is_one_beat_per_cycle():
@@ -101,7 +107,7 @@ def test_elementwise_rate_is_one_beat_per_cycle():
     cfg = CONFIGS["fpga"]
     x = np.arange(-512, 512, dtype=np.int64)[: 16 * cfg.vpu_lanes]
     rows = [make_row(cfg, "gelu", a=x)]
-    run = run_vpu(VPU(cfg), rows)
+    run = run_vpu(vpu(cfg), rows)
     _check_all(cfg, rows, run)
     c = run.out_cycles
     assert c == list(range(c[0], c[0] + len(c)))
@@ -118,7 +124,7 @@ def test_illegal_command_sets_error_and_consumes_nothing(bad):
             "nbig": _cmd(cfg, VPU_OPS.index("softmax"), cfg.max_reduction + 1),
             "kv_shift": _cmd(cfg, VPU_OPS.index("kv_quant"), 4, cfg.act_width + 1)}[bad]
     rows = random_rows(cfg, "modulate", np.random.default_rng(5), 3)
-    run = run_vpu(VPU(cfg), rows, raw_cmds=[word])
+    run = run_vpu(vpu(cfg), rows, raw_cmds=[word])
     for row, words in zip(rows, run.outputs):
         check_output(cfg, row, words)
     assert run.error == 1
@@ -128,7 +134,7 @@ def test_requant_shift_above_sh_max_sets_error():
     cfg = CONFIGS["tiny"]
     row = make_row(cfg, "acc_requant", a=[1, 2], b=[0, 0], c=[0, 0], m=[1, 1], sh=[0, 0])
     row.operands["sh"] = np.array([cfg.sh_max + 1, 0])
-    run = run_vpu(VPU(cfg), [row])
+    run = run_vpu(vpu(cfg), [row])
     assert run.error == 1
 
 
@@ -145,7 +151,7 @@ def test_vpu_without_requant(name):
     run = run_vpu(dut, rows, gap=0.1, stall=0.2, seed=4)
     _check_all(cfg, rows, run)
     bad = _cmd(cfg, VPU_OPS.index("acc_requant"), 2)
-    run = run_vpu(VPU(cfg, requant=False), rows[:3], raw_cmds=[bad])
+    run = run_vpu(vpu(cfg, requant=False), rows[:3], raw_cmds=[bad])
     for row, words in zip(rows[:3], run.outputs):
         check_output(cfg, row, words)
     assert run.error == 1
@@ -171,7 +177,7 @@ def test_row_operations_take_their_docstring_cycles(op, name):
     depth = -(-cfg.max_reduction // cfg.vpu_lanes)
     for nb in (1, 3, 8, depth // 2 + 1, depth):
         rows = bench_rows(cfg, op, nb * cfg.vpu_lanes, 9, seed=nb)
-        oc = run_vpu(VPU(cfg), rows, cmds_ahead=True).out_cycles
+        oc = run_vpu(vpu(cfg), rows, cmds_ahead=True).out_cycles
         ends = [oc[(k + 1) * nb - 1] for k in range(len(rows))]
         gaps = [b - a for a, b in zip(ends, ends[1:])]
         if op != "softmax_mx":
@@ -197,10 +203,10 @@ def test_long_layernorm_rows_come_twice(name):
     rows = [r for _ in range(3) for op in ("layernorm", "softmax", "layernorm")
             for r in random_rows(cfg, op, rng, 2)]
     assert any(r.op == "layernorm" and r.n > cfg.max_reduction for r in rows)
-    _check_all(cfg, rows, run_vpu(VPU(cfg), rows, gap=0.2, stall=0.3, seed=3))
+    _check_all(cfg, rows, run_vpu(vpu(cfg), rows, gap=0.2, stall=0.3, seed=3))
     nb = -(-cfg.ln_max // cfg.vpu_lanes)
     rows = bench_rows(cfg, "layernorm", cfg.ln_max, 4, seed=1)
-    oc = run_vpu(VPU(cfg), rows, cmds_ahead=True).out_cycles
+    oc = run_vpu(vpu(cfg), rows, cmds_ahead=True).out_cycles
     ends = [oc[(k + 1) * nb - 1] for k in range(len(rows))]
     assert {b - a for a, b in zip(ends, ends[1:])} == {_row_law(cfg, "layernorm", nb)}
 
@@ -211,7 +217,7 @@ def test_rows_beyond_their_bound_are_refused(op, n):
     of 21 set ``error`` and consume nothing."""
     cfg = LONG_LN["lanes3"]
     rows = random_rows(cfg, "modulate", np.random.default_rng(5), 2)
-    run = run_vpu(VPU(cfg), rows, raw_cmds=[_cmd(cfg, VPU_OPS.index(op), n)])
+    run = run_vpu(vpu(cfg), rows, raw_cmds=[_cmd(cfg, VPU_OPS.index(op), n)])
     _check_all_but_error(cfg, rows, run)
 
 
@@ -226,13 +232,13 @@ def test_softmax_mx_below_a_kept_logit_sets_error():
     cfg = CONFIGS["tiny"]
     ok = make_row(cfg, "softmax_mx", param=max_param(cfg, 5), a=[5, 900, -3],
                   mask=[1, 0, 1], note="masked logit above the max")
-    run = run_vpu(VPU(cfg), [ok])
+    run = run_vpu(vpu(cfg), [ok])
     check_output(cfg, ok, run.outputs[0])
     assert run.error == 0
     bad = make_row(cfg, "softmax_mx", param=max_param(cfg, 100), a=[5, 90, -3],
                    mask=[1, 1, 1])
     bad.param = max_param(cfg, 50)            # below the kept 90
-    assert run_vpu(VPU(cfg), [bad]).error == 1
+    assert run_vpu(vpu(cfg), [bad]).error == 1
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -307,7 +313,7 @@ def test_latency_is_within_the_trailing_window_bound(name):
     cfg = CONFIGS[name]
     rows = [bench_rows(cfg, op, n, 1, seed=n)[0] for op in VPU_OPS
             for n in (1, cfg.max_reduction)]
-    run = run_vpu(VPU(cfg), rows)
+    run = run_vpu(vpu(cfg), rows)
     _check_all(cfg, rows, run)
     first_in, first_out = 0, 0
     worst = 0

@@ -54,7 +54,7 @@ MEASUREMENTS = {
                   "reports/pe_levers.*: the slice PE's levers alone"),
     "packing": ("dstar_rtl.app.reports.packing",
                 "reports/qpu_packing.*: open groups, lane utilization against QPU area"),
-    "sizes": ("dstar_rtl.app.reports.sizes", "reports/sweep.*: array resources against size"),
+    "sizes": ("dstar_rtl.app.benches.sizes", "reports/sweep.*: array resources against size"),
     "perf": ("dstar_rtl.app.benches.perf_validate",
              "reports/perf_model.*: the core's cycle model calibrated and validated on the RTL"),
     "state-quality": ("dstar_rtl.app.reports.state_quality",

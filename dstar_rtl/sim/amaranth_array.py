@@ -17,6 +17,7 @@ from amaranth.sim import Simulator
 from dstar_rtl.golden.layouts import pack, unpack, weight_load_layout
 from dstar_rtl.perf.timing import array_latency
 
+from .amaranth_reuse import reused_simulator
 from .amaranth_streams import stream_get, stream_put
 
 __all__ = ["ArrayRun", "run_array", "ResetRun", "run_array_reset"]
@@ -61,14 +62,16 @@ def run_array(dut, cfg, W, words, *, gap=0.0, stall=0.0, seed=0, max_cycles=None
         await stream_get(ctx, dut.drain, expected_beats, out.beats, stall=stall, rng=rng,
                          cycles=out.beat_cycles, limit=limit, window=2 * array_latency(cfg))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(load_and_feed)
-    sim.add_testbench(drain)
     if vcd:
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(load_and_feed)
+        sim.add_testbench(drain)
         with sim.write_vcd(vcd):
             sim.run()
     else:
+        sim, job = reused_simulator(dut, ("load_and_feed", "drain"))
+        job.update(load_and_feed=load_and_feed, drain=drain)
         sim.run()
     out.start_cycle = out.in_cycles[0] if out.in_cycles else -1
     return out

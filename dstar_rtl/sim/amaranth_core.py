@@ -11,6 +11,7 @@ from amaranth.sim import Simulator
 from dstar_rtl.perf.timing import core_store_latency
 from dstar_rtl.program import isa
 
+from .amaranth_reuse import reused_simulator
 from .amaranth_streams import stream_put, trailing_window
 
 __all__ = ["CoreRun", "run_core"]
@@ -69,15 +70,18 @@ def run_core(dut, cmds, host_in=(), *, expect_out=None, gap=0.0, stall=0.0, seed
                               f"{'done' if state['done'] else 'the error'} with {len(out)} "
                               f"host words out")
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(feed_cmds, background=True)
-    sim.add_testbench(feed_host, background=True)
-    sim.add_testbench(main)
     if vcd:
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(feed_cmds, background=True)
+        sim.add_testbench(feed_host, background=True)
+        sim.add_testbench(main)
         with sim.write_vcd(vcd):
             sim.run()
     else:
+        sim, job = reused_simulator(dut, ("feed_cmds", "feed_host", "main"),
+                                    background=("feed_cmds", "feed_host"))
+        job.update(feed_cmds=feed_cmds, feed_host=feed_host, main=main)
         sim.run()
     if expect_out is not None and len(out) != expect_out:
         raise AssertionError(f"{len(out)} host words stored, expected {expect_out}")

@@ -6,11 +6,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from amaranth.sim import Simulator
-
 from dstar_rtl.golden.schedule import COUNTER_NAMES
 from dstar_rtl.perf.timing import qpu_latency
 
+from .amaranth_reuse import reused_simulator
 from .amaranth_streams import stream_get, stream_put
 
 __all__ = ["QPURun", "run_qpu"]
@@ -77,11 +76,7 @@ def run_qpu(dut, wl, *, base_log2=None, thr=None, gap=0.0, stall=0.0, seed=0,
             out.counters[name] = ctx.get(getattr(dut.counters, name))
         out.config_error = ctx.get(dut.config_error)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(feed)
-    sim.add_testbench(groups)
-    sim.add_testbench(recon)
-    sim.add_testbench(counters)
+    sim, job = reused_simulator(dut, ("feed", "groups", "recon", "counters"))
+    job.update(feed=feed, groups=groups, recon=recon, counters=counters)
     sim.run()
     return out

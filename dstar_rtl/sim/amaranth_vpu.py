@@ -5,11 +5,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from amaranth.sim import Simulator
-
 from dstar_rtl.golden.vpu_stream import cmd_word, in_words, out_beats
 from dstar_rtl.perf.timing import vpu_latency
 
+from .amaranth_reuse import idle, reused_simulator
 from .amaranth_streams import stream_get, stream_put
 
 __all__ = ["VPURun", "run_vpu"]
@@ -72,12 +71,8 @@ def run_vpu(dut, rows, *, gap=0.0, stall=0.0, seed=0, limit=200_000, raw_cmds=()
                          cycles=run.out_cycles, limit=limit, window=2 * vpu_latency(cfg))
         run.error = ctx.get(dut.error)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(feed)
-    if cmds_ahead:
-        sim.add_testbench(feed_cmds)
-    sim.add_testbench(sink)
+    sim, job = reused_simulator(dut, ("feed", "feed_cmds", "sink"))
+    job.update(feed=feed, feed_cmds=feed_cmds if cmds_ahead else idle, sink=sink)
     sim.run()
     k = 0
     for row in rows:

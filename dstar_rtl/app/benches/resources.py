@@ -54,7 +54,7 @@ def unit_config(unit: str, cfg: Config) -> Config:
 
 def from_sweep(unit: str, cfg: Config, path: Path = SWEEP) -> dict | None:
     """The sweep point of ``unit`` at ``cfg.rows`` with ``cfg``'s hash, else ``None``."""
-    from dstar_rtl.app.reports.sizes import Sizes
+    from dstar_rtl.app.benches.sizes import Sizes
 
     if not Path(path).is_file():
         return None

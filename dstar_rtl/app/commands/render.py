@@ -55,7 +55,7 @@ RENDERERS = {
                  "typed"),
     "reference": ("reference.json", "reference.md", "dstar_rtl.app.reports.reference:MEASUREMENT",
                   "typed"),
-    "sizes": ("sweep.json", "sweep.md", "dstar_rtl.app.reports.sizes:MEASUREMENT", "typed"),
+    "sizes": ("sweep.json", "sweep.md", "dstar_rtl.app.benches.sizes:MEASUREMENT", "typed"),
     "state-quality": ("state_quality.json", "state_quality.md",
                       "dstar_rtl.app.reports.state_quality:MEASUREMENT", "typed"),
     "vpu": ("vpu.json", "vpu.md", "dstar_rtl.app.reports.vpu:MEASUREMENT", "typed"),

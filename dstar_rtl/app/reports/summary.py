@@ -29,14 +29,14 @@ import json
 import time
 from pathlib import Path
 
+from dstar_rtl.app.benches.sizes import Sizes
+from dstar_rtl.app.benches.sizes import plot as sizes_plot
+from dstar_rtl.app.benches.sizes import table as sizes_table
 from dstar_rtl.app.reports import state_levers
 from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.packing import Packing
 from dstar_rtl.app.reports.reference import Reference
-from dstar_rtl.app.reports.sizes import Sizes
-from dstar_rtl.app.reports.sizes import plot as sizes_plot
-from dstar_rtl.app.reports.sizes import table as sizes_table
 from dstar_rtl.app.reports.vpu import Vpu
 from dstar_rtl.gen.outputs import json_text, write_together
 from dstar_rtl.gen.paths import REPORTS
