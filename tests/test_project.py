@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 import dstar_rtl.app.cli
+from dstar_rtl.app.benches.perf_validate import PerfModel, PresetFit
 from dstar_rtl.app.reports.projection import main
+from dstar_rtl.app.results import Provenance
 from dstar_rtl.golden.config import preset
 from dstar_rtl.models.dit_shapes import MODELS, Attention, DiTModel, Linear
 from dstar_rtl.perf.chip_model import Chip, Workload, paper_timing, pcache_bytes, project_model
@@ -29,6 +31,16 @@ def calibrated(offset_fpga=0):
                             vrow_curve={"layernorm/tok": [[1, 24.0], [4, 30.0]],
                                         "softmax/tok": [[1, 28.0], [4, 35.0]]}).to_dict()
     return out
+
+
+def write_calibration(path: Path):
+    """A ``dstar measure perf`` result (:class:`PerfModel`) holding :func:`calibrated`'s
+    timings and no validation."""
+    fits = tuple(PresetFit(preset=k, config_hash=preset(k).hash(), simulator="verilator",
+                           sim_seconds=0.0, timing=Timing(**v), shapes=0, rows=(), block=(),
+                           block_bytes=(), calibration={}, summary={}, block_summary={})
+                 for k, v in calibrated().items())
+    path.write_text(PerfModel(Provenance.unrecorded(), presets=fits).to_json())
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +113,7 @@ def test_missing_calibration_is_one_line_and_exit_2(tmp_path, capsys, content):
 
 def test_cli_writes_json_markdown_and_plot(tmp_path):
     pm = tmp_path / "perf_model.json"
-    pm.write_text(json.dumps(dict(presets=[dict(preset=k, timing=v)
-                                           for k, v in calibrated().items()])))
+    write_calibration(pm)
     assert main(["--perf-model", str(pm), "--profile", str(tmp_path / "none"),
                  "--out-dir", str(tmp_path), "--no-levers"]) == 0
     rec = json.loads((tmp_path / "projection.json").read_text())
@@ -146,8 +157,7 @@ def test_a_malformed_profile_or_bench_is_one_line_and_exit_2(tmp_path, capsys, w
     """``--profile`` / ``--bench`` that are not those reports: one line naming the file, exit 2,
     nothing written."""
     pm = tmp_path / "perf_model.json"
-    pm.write_text(json.dumps(dict(presets=[dict(preset=k, timing=v)
-                                           for k, v in calibrated().items()])))
+    write_calibration(pm)
     files = {"profile": ROOT / "reports" / "profile.json",
              "bench": ROOT / "reports" / "bench.json"}
     files[which] = tmp_path / f"{which}.json"

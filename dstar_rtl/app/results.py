@@ -141,6 +141,8 @@ def build(tp, value, where: str = "result"):
 def _build(tp, value, where: str):
     """``value`` (plain data) as type ``tp`` (a dataclass, a tuple or dict of a type, a union
     with None, a number, a string)."""
+    if tp is dict:                          # a bare ``dict``: string keys, any values
+        tp = dict[str, Any]
     origin = typing.get_origin(tp)
     if tp is Any:
         return value

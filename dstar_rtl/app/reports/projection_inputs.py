@@ -85,18 +85,19 @@ def _our_workload(prof: dict, b: dict, wls: list, notes: list, op: tuple | None)
 
 
 def load_calibration(perf_model: Path) -> dict:
-    """The calibrated timings ``{preset: Timing dict}`` of ``dstar measure perf``'s
-    ``perf_model.json``; :class:`UserError` (one line) when the file is missing or is not
-    one."""
+    """The calibrated timings ``{preset: Timing dict}`` of ``dstar measure perf``'s result
+    (:class:`app.benches.perf_validate.PerfModel`, loaded as its type); :class:`UserError`
+    (one line) when the file is missing or is not one."""
+    from dstar_rtl.app.benches.perf_validate import PerfModel
+
     if not perf_model.is_file():
         raise UserError(f"{perf_model} not found; run `dstar measure perf` first")
-    recs = read_json(perf_model, "--perf-model (the calibration of `dstar measure perf`)")
     try:
-        calibrated = {r["preset"]: r["timing"] for r in recs["presets"]}
+        calibrated = {r.preset: r.timing.to_dict() for r in PerfModel.load(perf_model).presets}
         if not calibrated:
             raise ValueError("no preset in it")
         paper_timing(calibrated, preset("paper"))
-    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+    except (UserError, ValueError, KeyError, TypeError, ConfigError) as exc:
         raise UserError(f"{perf_model} is not a calibration of `dstar measure perf` "
-                        f"({type(exc).__name__}: {exc})") from None
+                        f"({exc})") from None
     return calibrated

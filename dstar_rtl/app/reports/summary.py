@@ -29,6 +29,7 @@ import json
 import time
 from pathlib import Path
 
+from dstar_rtl.app.benches.perf_validate import PerfModel
 from dstar_rtl.app.benches.sizes import Sizes
 from dstar_rtl.app.benches.sizes import plot as sizes_plot
 from dstar_rtl.app.benches.sizes import table as sizes_table
@@ -506,11 +507,11 @@ def _model_sections(profile, perf, proj) -> list:
                         ci(r["summary"]["quant_correct"])] for r in runs]), ""]
     if perf:
         rows = []
-        for r in perf:
-            s, b = r["summary"], r["block_summary"]
-            rows.append([r["preset"], r["shapes"], f"{100 * s['compute']['max']:.2f} %",
-                         f"{100 * s['step']['max']:.2f} %", f"{100 * s['step']['mean']:.2f} %",
-                         f"{100 * b['step']['max']:.2f} %" if b.get("step") else None])
+        for r in perf.presets:
+            s, b = r.summary, r.block_summary
+            rows.append([r.preset, r.shapes, f"{100 * s['compute'].max:.2f} %",
+                         f"{100 * s['step'].max:.2f} %", f"{100 * s['step'].mean:.2f} %",
+                         f"{100 * b['step'].max:.2f} %" if b.get("step") else None])
         md += ["## Core cycle model against the RTL", "", "`dstar measure perf` "
                "(details: `reports/perf_model.md`): error of the model's cycles against the RTL "
                "core's `cycles` counter on layer shapes not used for calibration.", "",
@@ -668,8 +669,8 @@ def report_files(out: Path) -> tuple:
     if bench:
         md += _bench_section(bench)
     md += _energy_section(_load("energy"))
-    perf = _load("perf_model")
-    md += _model_sections(_load("profile"), perf and perf["presets"], _load("projection"))
+    md += _model_sections(_load("profile"), _load_result(PerfModel, "perf_model"),
+                          _load("projection"))
     md += verification_lines(ver, ver_rec)
     md += registry_lines()
     files[Path(out)] = "\n".join(md)
