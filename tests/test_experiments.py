@@ -111,11 +111,19 @@ def test_a_source_change_makes_exactly_its_importers_and_their_dependents_stale(
     assert set(ex.stale(current_ledger(prints), now, root)) == dependents(changed)
 
 
-def test_the_registry_is_not_an_input_of_its_experiments():
-    """Editing one experiment's entry leaves the others current (its commands are hashed)."""
+def test_the_registry_and_the_results_format_are_not_inputs_of_the_experiments():
+    """Editing one experiment's entry, the results' format or the runner leaves the
+    experiments current (an entry's commands are hashed; the format is checked by rendering
+    every stored result); every other module of a measurement's closure counts."""
+    from dstar_rtl.gen.paths import ROOT
+
+    left_out = {(ROOT / f).resolve() for f in ex.NOT_MEASURING}
+    assert Path(ex.__file__).resolve() in left_out
     for e in ex.EXPERIMENTS.values():
-        assert Path(ex.__file__).resolve() not in {
-            Path(f).resolve() for f in ex._code_files(e.modules, e.rtl)}
+        files = {Path(f).resolve() for f in ex._code_files(e.modules, e.rtl)}
+        assert not files & left_out
+        assert {(ROOT / m.replace(".", "/")).with_suffix(".py").resolve()
+                for m in e.modules} <= files
 
 
 def test_an_unrecorded_experiment_and_a_missing_output_are_stale(prints, root):

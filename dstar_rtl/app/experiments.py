@@ -81,6 +81,16 @@ LEDGER = ROOT / "reports" / "ledger.json"
 WEIGHTS = ("dstar_rtl/models/data",)
 
 
+#: Modules in every typed measurement's import closure that measure nothing: the registry
+#: (what of it makes an experiment, its commands, is hashed on its own, and another
+#: experiment's entry is not an input of this one), and the results' format and the runner,
+#: which write and read a result without making its figures. A change to them is checked
+#: without measuring again: every stored result is loaded as its type and renders as
+#: committed (``dstar render --all --check``, tests/test_render.py, tests/test_results.py).
+NOT_MEASURING = ("dstar_rtl/app/experiments.py", "dstar_rtl/app/results.py",
+                 "dstar_rtl/app/measurement.py")
+
+
 @dataclass(frozen=True)
 class Experiment:
     """One measurement: ``commands`` (argument lists; ``dstar`` runs this interpreter's
@@ -177,9 +187,7 @@ def order(names) -> list:
 @lru_cache(maxsize=None)
 def _code_files(modules: tuple, rtl: bool) -> tuple:
     from dstar_rtl.sim.sources import elaboration_sources, import_closure
-    # The registry itself is left out: what of it makes an experiment (its commands) is in
-    # the fingerprint, and another experiment's entry is not an input of this one.
-    files = set(import_closure(modules)) - {Path(__file__).resolve()}
+    files = set(import_closure(modules)) - {ROOT / f for f in NOT_MEASURING}
     if rtl:
         files |= set(elaboration_sources()) | set((ROOT / "dstar_rtl" / "tb").glob("*.py"))
     if any(f.name == "digits.py" and f.parent.name == "models" for f in files):
