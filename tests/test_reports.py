@@ -17,10 +17,18 @@ def test_markdown_writers_render_tables():
                    cells={"$_NAND_": 200, "$_DFF_P_": 60}, transistors=900,
                    transistors_complete=True, seconds=1.0)
 
-    arrays = report_arrays.markdown(dict(
-        common, preset="fpga", config_hash="abc", config=cfg,
-        synthesis={"pe": {"ecp5-nodsp": ecp5, "ecp5": ecp5, "generic": generic}}))
-    assert "| one PE | no DSP | 120 | 100 | 10 |" in arrays
+    from dstar_rtl.app.quantities import StepTime
+    from dstar_rtl.app.results import Provenance
+
+    runs = {"ecp5-nodsp": ecp5, "ecp5": ecp5, "generic": generic}
+    arrays = report_arrays.Arrays(
+        Provenance.unrecorded(date="today"), preset="fpga", config_hash="abc", config=cfg,
+        host=common["host"], tools=common["tools"], steps=(StepTime(**steps[0]),),
+        total_seconds=1.0,
+        synthesis={"pe": {k: report_arrays.ArraySynth.from_flow(v) for k, v in runs.items()}})
+    md = report_arrays.markdown(report_arrays.Arrays.from_data(arrays.to_data()))
+    assert "| one PE | no DSP | 120 | 100 | 10 |" in md
+    assert "| one PE | 300 | 60 | 0 | 900 | NAND 200, DFF_P 60 |" in md
 
     hier = {"generic": dict(modules={
                 "sorter": dict(resources=dict(ff=40, transistors=600, memory_bits=0), num_cells=90),

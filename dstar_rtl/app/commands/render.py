@@ -26,7 +26,7 @@ __all__ = ["RENDERERS", "render", "register"]
 #: :class:`app.measurement.Measurement` named after the colon, else the key of the part the
 #: function takes).
 RENDERERS = {
-    "arrays": ("arrays.json", "arrays.md", "dstar_rtl.app.reports.arrays:markdown", None),
+    "arrays": ("arrays.json", "arrays.md", "dstar_rtl.app.reports.arrays:MEASUREMENT", "typed"),
     "asic": ("asic_area.json", "asic_area.md", "dstar_rtl.app.reports.asic:MEASUREMENT", "typed"),
     "bench": ("bench.json", "bench.md", "dstar_rtl.app.benches.layers:markdown", None),
     "compare": ("compare.json", "compare.md", "dstar_rtl.app.reports.compare:markdown", None),

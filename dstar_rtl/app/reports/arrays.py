@@ -1,7 +1,8 @@
-"""Issue-3 report: area, Fmax and simulation speed of the arrays, measured end to end.
+"""Area, Fmax and simulation speed of the arrays, measured end to end.
 
-``dstar measure arrays`` writes ``reports/arrays.json`` (every figure, tool version,
-configuration hash and step time) and ``reports/arrays.md`` (the same as tables):
+``dstar measure arrays`` writes ``reports/arrays.json`` (the typed result :class:`Arrays`: every
+figure, tool version, configuration hash and step time) and ``reports/arrays.md`` (the same as
+tables) through the one measurement runner (:data:`MEASUREMENT`):
 
 1. Synthesis of one PE, the MPU and the INT8 baseline of the ``fpga`` preset with Yosys for
    ECP5 without and with DSP blocks (``synth_ecp5 [-nodsp]``) and for generic gates
@@ -16,25 +17,24 @@ configuration hash and step time) and ``reports/arrays.md`` (the same as tables)
 
 Nothing is copied from earlier runs unless ``--reuse`` is given, which takes a stored synthesis
 or place-and-route result only for byte-identical inputs and the same tool version (marked in
-the reports). A progress line is printed as each step starts and ends, and the reports are
-rewritten after each phase. ``--markdown-only`` re-renders ``arrays.md`` from ``arrays.json``.
+the reports). A progress line is printed as each step starts and ends; a step that failed
+(but a variant that does not place) exits 1 once the result is written.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
-import sys
-import time
-from pathlib import Path
+from dataclasses import dataclass, field, fields
+from typing import Literal
 
-from dstar_rtl.app.options import Parser
+from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.quantities import CriticalPath, Resources, StepTime
+from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.flows.pnr import PnrError, nextpnr_version, place_and_route
 from dstar_rtl.flows.synth import BUILD_ROOT, SynthError, synthesize, yosys_version
-from dstar_rtl.gen.errors import UserError, WorkError
-from dstar_rtl.gen.outputs import check_output_dir, json_text, read_json, write_together
+from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.paths import ROOT
 from dstar_rtl.gen.progress import Step, say, seconds
 from dstar_rtl.gen.tables import md_table, tool_seconds
@@ -166,25 +166,162 @@ def _stamp(cfg, simulator):
         return None
 
 
+# ---------------------------------------------------------------------------------- result
+@dataclass(frozen=True)
+class ArraySynth:
+    """One unit's synthesis for one target: its resources, Yosys's cells by type, the CMOS
+    transistor estimate on generic gates (``transistors_complete``: every cell priced), wall
+    seconds, whether a stored identical run was reused, the LUT mapper, the tools; or the
+    error that stopped it."""
+
+    resources: Resources | None = None
+    cells: dict[str, int] = field(default_factory=dict)
+    num_cells: int | None = None
+    transistors: int | None = None
+    transistors_complete: bool | None = None
+    seconds: float | None = None
+    reused: bool = False
+    flow: str | None = None
+    tools: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    @classmethod
+    def from_flow(cls, r: dict) -> ArraySynth:
+        if "error" in r:
+            return cls(error=r["error"])
+        return cls(Resources.from_flow(r["resources"]), r.get("cells", {}), r.get("num_cells"),
+                   r.get("transistors"), r.get("transistors_complete"), r.get("seconds"),
+                   r.get("reused", False), r.get("flow"), r.get("tools", {}))
+
+
+@dataclass(frozen=True)
+class ArrayPnr:
+    """One unit's place and route (``unit``, ``variant``: with or without DSPs): Fmax against
+    the constraint, the device's cells used and available, the critical path, wall seconds,
+    whether it was reused; or why it did not place."""
+
+    unit: str
+    variant: str
+    fmax_mhz: float | None = None
+    constraint_mhz: float | None = None
+    timing_pass: bool | None = None
+    utilisation: dict[str, dict[str, int]] = field(default_factory=dict)
+    critical_path: CriticalPath | None = None
+    seconds: float | None = None
+    reused: bool = False
+    tools: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    @classmethod
+    def from_flow(cls, r: dict) -> ArrayPnr:
+        if "error" in r:
+            return cls(r.get("unit", ""), r.get("variant", ""), error=r["error"])
+        return cls(r["unit"], r["variant"], r["fmax_mhz"], r.get("constraint_mhz"),
+                   r["timing_pass"], r.get("utilisation", {}),
+                   CriticalPath.from_flow(r.get("critical_path")), r.get("seconds"),
+                   r.get("reused", False), r.get("tools", {}))
+
+
+@dataclass(frozen=True)
+class SpeedRun:
+    """One timed run of the speed workload: clock cycles, wall seconds of the timed region,
+    their ratio, the process's seconds and the load average."""
+
+    cycles: int
+    wall_s: float
+    cycles_per_s: float
+    process_s: float | None = None
+    load_avg_1min: float | None = None
+
+
+@dataclass(frozen=True)
+class SimSpeed:
+    """One simulator's speed on the MPU: the workload (tiles × channels, input beats), the best
+    of the repeated runs (cycles, wall seconds, cycles per second), every run, the model's
+    build time (``build_cached``: found current), whether every beat was checked; or the
+    error."""
+
+    simulator: str | None = None
+    simulator_version: str | None = None
+    tiles: int | None = None
+    channels: int | None = None
+    input_beats: int | None = None
+    cycles: int | None = None
+    wall_s: float | None = None
+    cycles_per_s: float | None = None
+    runs: tuple[SpeedRun, ...] = ()
+    build_s: float | None = None
+    build_cached: bool = False
+    checked: bool = False
+    error: str | None = None
+
+    @classmethod
+    def from_run(cls, r: dict) -> SimSpeed:
+        keep = {f.name for f in fields(SpeedRun)}
+        return cls(r.get("simulator"), r.get("simulator_version"), r.get("tiles"),
+                   r.get("channels"), r.get("input_beats"), r.get("cycles"), r.get("wall_s"),
+                   r.get("cycles_per_s"),
+                   tuple(SpeedRun(**{k: v for k, v in x.items() if k in keep})
+                         for x in r.get("runs", ())),
+                   r.get("build_s"), r.get("build_cached", False), r.get("checked", False),
+                   r.get("error"))
+
+
+@dataclass(frozen=True)
+class PnrSettings:
+    """nextpnr's device, package, constraint (MHz) and seed; out of context."""
+
+    device: str
+    package: str
+    freq_mhz: float
+    seed: int
+    out_of_context: bool = True
+
+
+@dataclass(frozen=True)
+class Arrays(Result):
+    """``reports/arrays.json``: the arrays' synthesis by unit and target, their place and
+    route, the MPU's simulation speed, the tools and the step times."""
+
+    KIND = "arrays"
+    preset: str
+    config_hash: str
+    config: dict
+    host: dict[str, int | float | str]
+    tools: dict[str, str]
+    steps: tuple[StepTime, ...]
+    total_seconds: float
+    source_digest: str | None = None
+    synthesis: dict[str, dict[str, ArraySynth]] = field(default_factory=dict)
+    pnr_settings: PnrSettings | None = None
+    pnr: dict[str, ArrayPnr] = field(default_factory=dict)
+    sim_speed: dict[str, SimSpeed] = field(default_factory=dict)
+
+
 # -------------------------------------------------------------------------------- markdown
 def _ratio(a, b):
     return f"{a / b:.2f}×" if a and b else "–"
 
 
-def markdown(data: dict) -> str:
-    cfg = data["config"]
-    md = [f"# Array area, Fmax and simulation speed (`{data['preset']}` preset)", "",
-          f"Generated by `dstar measure arrays` on {data['date']} "
-          f"({data['host']['cpus']} CPUs, load average {data['host']['load_avg_start']} at "
+def _seconds(run) -> str:
+    return tool_seconds(dict(seconds=run.seconds, reused=run.reused))
+
+
+def markdown(data: Arrays) -> str:
+    """``reports/arrays.md`` from its result."""
+    cfg = data.config
+    md = [f"# Array area, Fmax and simulation speed (`{data.preset}` preset)", "",
+          f"Generated by `dstar measure arrays` on {data.provenance.date} "
+          f"({data.host['cpus']} CPUs, load average {data.host['load_avg_start']} at "
           f"start). Every figure is measured by the tools below; nothing is typed in (figures "
           f"marked * were reused by `--reuse` from an earlier run on byte-identical inputs).", "",
-          f"Configuration `{data['preset']}` hash `{data['config_hash']}`"
-          + (f", RTL source digest `{data['source_digest'][:16]}`" if "source_digest" in data
+          f"Configuration `{data.preset}` hash `{data.config_hash}`"
+          + (f", RTL source digest `{data.source_digest[:16]}`" if data.source_digest
              else "") + f": {cfg['rows']}×"
           f"{cfg['cols']} array, {cfg['lanes']} lanes, sorter {cfg['sort_n']}, max reduction "
           f"{cfg['max_reduction']}, {cfg['weight_width']}-bit weights, {cfg['act_width']}-bit "
           f"activations, pe_stages {cfg['pe_stages']}, alignment {cfg['alignment']}.", ""]
-    syn = data.get("synthesis", {})
+    syn = data.synthesis
     if syn:
         md += ["## ECP5 (Yosys `synth_ecp5`)", "",
                "LUT total = LUT4 + 2 × CCU2C (a CCU2C carry cell holds two LUT4s; nextpnr "
@@ -193,20 +330,23 @@ def markdown(data: dict) -> str:
         rows = []
         for unit, by in syn.items():
             for label in ("ecp5-nodsp", "ecp5"):
-                r = by.get(label, {})
-                if "error" in r:
-                    rows.append([UNIT_NAMES[unit], label, f"failed: {r['error']}"] + [""] * 9)
+                r = by.get(label) or ArraySynth()
+                if r.error is not None:
+                    rows.append([UNIT_NAMES[unit], label, f"failed: {r.error}"] + [""] * 9)
                     continue
-                x = r.get("resources", {})
+                x = r.resources or Resources()
                 rows.append([UNIT_NAMES[unit], "no DSP" if label == "ecp5-nodsp" else "DSP",
-                             x.get("lut_total"), x.get("lut4"), x.get("carry"), x.get("widemux"),
-                             x.get("ff"), x.get("dsp"), x.get("bram"), x.get("lutram"),
-                             r.get("num_cells"), tool_seconds(r)])
+                             x.lut_total, x.lut4, x.carry, x.widemux, x.ff, x.dsp, x.bram,
+                             x.lutram, r.num_cells, _seconds(r)])
         md += [md_table(["unit", "multipliers", "LUT total", "LUT4", "CCU2C", "PFUMX+L6MUX21",
                        "FF", "MULT18X18D", "DP16KD", "DPR16X4", "cells", "Yosys s"], rows, 2), ""]
         mpu, base = syn.get("mpu", {}), syn.get("baseline", {})
         if mpu and base:
-            g = lambda d, lab, k: d.get(lab, {}).get("resources", {}).get(k)  # noqa: E731
+            def g(d, lab, k):
+                r = d.get(lab)
+                if r is None or r.resources is None:
+                    return None
+                return r.transistors if k == "transistors" else getattr(r.resources, k)
             lut = _ratio(g(mpu, "ecp5-nodsp", "lut_total"), g(base, "ecp5-nodsp", "lut_total"))
             ff = _ratio(g(mpu, "ecp5-nodsp", "ff"), g(base, "ecp5-nodsp", "ff"))
             tr = _ratio(g(mpu, "generic", "transistors"), g(base, "generic", "transistors"))
@@ -220,80 +360,82 @@ def markdown(data: dict) -> str:
                "\"memory bits\" is their size, counted before `memory_map`, and is part of "
                "the FF, cell and transistor figures."]
         rams = [UNIT_NAMES[u] for u, by in syn.items()
-                if by.get("ecp5-nodsp", {}).get("resources", {}).get("bram")]
+                if by.get("ecp5-nodsp") and by["ecp5-nodsp"].resources
+                and by["ecp5-nodsp"].resources.bram]
         if rams:
             md[-1] += (f" This concerns the {' and '.join(rams)}, whose memory Yosys maps to "
                        f"DP16KD block RAM on ECP5.")
         md.append("")
         rows = []
         for unit, by in syn.items():
-            r = by.get("generic", {})
-            if "error" in r:
-                rows.append([UNIT_NAMES[unit], f"failed: {r['error']}", "", "", "", "", ""])
+            r = by.get("generic") or ArraySynth()
+            if r.error is not None:
+                rows.append([UNIT_NAMES[unit], f"failed: {r.error}", "", "", "", "", ""])
                 continue
-            cells = r.get("cells", {})
             top = ", ".join(f"{k.strip('$_')} {v:,}" for k, v in
-                            sorted(cells.items(), key=lambda kv: -kv[1])[:4])
-            tx = r.get("transistors")
-            rows.append([UNIT_NAMES[unit], r.get("num_cells"), r["resources"].get("ff"),
-                         r["resources"].get("memory_bits"),
-                         f"{tx:,}" + ("" if r.get("transistors_complete") else "+")
-                         if tx is not None else "–", top, tool_seconds(r)])
+                            sorted(r.cells.items(), key=lambda kv: -kv[1])[:4])
+            tx = r.transistors
+            x = r.resources or Resources()
+            rows.append([UNIT_NAMES[unit], r.num_cells, x.ff, x.memory_bits,
+                         f"{tx:,}" + ("" if r.transistors_complete else "+")
+                         if tx is not None else "–", top, _seconds(r)])
         md += [md_table(["unit", "cells", "FF", "memory bits (in FF)", "transistors",
                        "largest cell classes", "Yosys s"], rows), ""]
-    pnr = data.get("pnr", {})
+    pnr = data.pnr
     if pnr:
-        p = data["pnr_settings"]
-        md += [f"## Place and route (nextpnr-ecp5, LFE5U-{p['device'].upper().rstrip('K')}F "
-               f"{p['package']}, out of context)", "",
-               f"Constraint `--freq {p['freq_mhz']:g}` on `clk`, seed {p['seed']}, "
+        p = data.pnr_settings
+        md += [f"## Place and route (nextpnr-ecp5, LFE5U-{p.device.upper().rstrip('K')}F "
+               f"{p.package}, out of context)", "",
+               f"Constraint `--freq {p.freq_mhz:g}` on `clk`, seed {p.seed}, "
                f"`--timing-allow-fail`. Out of context: no I/O buffers or global clock "
                f"network, ports left inside the fabric (a unit has more ports than the "
                f"package has pins).", ""]
         rows = []
         for key, r in pnr.items():
-            name = UNIT_NAMES.get(r.get("unit", key), key)
+            name = UNIT_NAMES.get(r.unit or key, key)
             var = "no DSP" if key.endswith("nodsp") else "DSP"
-            if "error" in r:
-                msg = r["error"].split("; log:")[0]
-                need = syn.get(r.get("unit"), {}).get(r.get("variant"), {}).get(
-                    "resources", {}).get("dsp")
-                have = next((x["utilisation"]["MULT18X18D"]["available"] for x in pnr.values()
-                             if "MULT18X18D" in x.get("utilisation", {})), None)
+            if r.error is not None:
+                msg = r.error.split("; log:")[0]
+                s = syn.get(r.unit, {}).get(r.variant)
+                need = s.resources.dsp if s is not None and s.resources else None
+                have = next((x.utilisation["MULT18X18D"]["available"] for x in pnr.values()
+                             if "MULT18X18D" in x.utilisation), None)
                 if "MULT18X18D" in msg and need and have:
                     msg = f"needs {need:,} MULT18X18D, the part has {have:,} ({msg})"
                 rows.append([name, var, f"does not place: {msg}"] + [""] * 7)
                 continue
-            u = r["utilisation"]
+            u = r.utilisation
             use = lambda b: (f"{u[b]['used']:,} / {u[b]['available']:,} "  # noqa: E731
                              f"({100 * u[b]['used'] / u[b]['available']:.0f} %)") if b in u else "–"
-            cp = r.get("critical_path") or {}
-            rows.append([name, var, f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "–",
-                         "PASS" if r["timing_pass"] else "FAIL", use("TRELLIS_COMB"),
+            cp = r.critical_path
+            rows.append([name, var, f"{r.fmax_mhz:.1f}" if r.fmax_mhz else "–",
+                         "PASS" if r.timing_pass else "FAIL", use("TRELLIS_COMB"),
                          use("TRELLIS_FF"), use("MULT18X18D"),
-                         f"{cp.get('delay_ns', 0):.2f} ({cp.get('logic_ns', 0):.2f} logic, "
-                         f"{cp.get('routing_ns', 0):.2f} routing, {cp.get('logic_levels', 0)} "
+                         f"{cp.delay_ns or 0:.2f} ({cp.logic_ns or 0:.2f} logic, "
+                         f"{cp.routing_ns or 0:.2f} routing, {cp.logic_levels or 0} "
                          f"levels)" if cp else "–",
-                         ", ".join(cp.get("rtl_sources", [])) or "–", tool_seconds(r)])
-        md += [md_table(["unit", "multipliers", "Fmax MHz", f"@{p['freq_mhz']:g} MHz",
+                         ", ".join(cp.rtl_sources) if cp and cp.rtl_sources else "–",
+                         _seconds(r)])
+        md += [md_table(["unit", "multipliers", "Fmax MHz", f"@{p.freq_mhz:g} MHz",
                        "TRELLIS_COMB", "TRELLIS_FF", "MULT18X18D", "critical path ns",
                        "critical path through", "nextpnr s"], rows, 2), ""]
         notes = []
         for key, r in pnr.items():
-            cp = r.get("critical_path")
+            cp = r.critical_path
             if not cp:
                 continue
-            name = UNIT_NAMES.get(r.get("unit", key), key)
+            name = UNIT_NAMES.get(r.unit or key, key)
             var = "no DSP" if key.endswith("nodsp") else "DSP"
-            hop = cp.get("worst_hop") or {}
+            hop = cp.worst_hop
             notes.append(
-                f"- {name} ({var}): from `{cp['start']}` to `{cp['end']}`; longest hop "
-                f"{hop.get('delay_ns', 0):.2f} ns from `{hop.get('from_cell')}` at tile "
-                f"{tuple(hop.get('from_loc') or ())} to tile {tuple(hop.get('to_loc') or ())}.")
+                f"- {name} ({var}): from `{cp.start}` to `{cp.end}`; longest hop "
+                f"{hop.delay_ns if hop else 0:.2f} ns from `{hop.from_cell if hop else None}` "
+                f"at tile {tuple(hop.from_loc or ()) if hop else ()} to tile "
+                f"{tuple(hop.to_loc or ()) if hop else ()}.")
         if notes:
             md += ["Critical paths (nextpnr names; Yosys merges equivalent registers, so a "
                    "start cell may stand for several RTL registers):", ""] + notes + [""]
-    sim = data.get("sim_speed", {})
+    sim = data.sim_speed
     if sim:
         md += ["## Simulation speed of the MPU (cocotb, `tb/test_mpu_speed.py`)", "",
                "A gap-free golden workload (reset, weight load, stream, drain), checked beat "
@@ -304,128 +446,118 @@ def markdown(data: dict) -> str:
                "`--reuse` (then \"cached\" marks a model `sim.runner` found current).", ""]
         rows = []
         for s, r in sim.items():
-            if "error" in r:
-                rows.append([s, f"failed: {r['error']}", "", "", "", "", "", "", ""])
+            if r.error is not None:
+                rows.append([s, f"failed: {r.error}", "", "", "", "", "", "", ""])
                 continue
-            rows.append([f"{r['simulator']} {r['simulator_version']}",
-                         f"{r['tiles']} × {r['channels']} ch", r["input_beats"], r["cycles"],
-                         f"{r['wall_s']:.2f}", f"{r['cycles_per_s']:,.0f}",
-                         ", ".join(f"{x:,}" for x in r.get("cycles_per_s_all", [])),
-                         f"{r['build_s']:.1f}" + (" (cached)" if r.get("build_cached") else ""),
-                         "yes" if r.get("checked") else "no"])
+            rows.append([f"{r.simulator} {r.simulator_version}",
+                         f"{r.tiles} × {r.channels} ch", r.input_beats, r.cycles,
+                         f"{r.wall_s:.2f}", f"{r.cycles_per_s:,.0f}",
+                         ", ".join(f"{round(x.cycles_per_s):,}" for x in r.runs),
+                         f"{r.build_s:.1f}" + (" (cached)" if r.build_cached else ""),
+                         "yes" if r.checked else "no"])
         md += [md_table(["simulator", "workload", "input beats", "cycles", "wall s", "cycles/s",
                        "all runs, cycles/s", "build s", "checked"], rows), ""]
     md += ["## Tools and step times", "",
-           md_table(["tool", "version"], [[k, v] for k, v in data["tools"].items()], 2), "",
+           md_table(["tool", "version"], [[k, v] for k, v in data.tools.items()], 2), "",
            md_table(["step", "seconds", "load avg", "status"],
-                  [[s["step"], f"{s['seconds']:.1f}", f"{s['load_avg_1min']:.2f}", s["status"]]
-                   for s in data["steps"]], 1), "",
+                  [[s.step, f"{s.seconds:.1f}", f"{s.load_avg_1min:.2f}", s.status]
+                   for s in data.steps], 1), "",
            ("Reused steps (`--reuse`) take no time here; their tool seconds, marked * in the "
             "tables above, are those of the run that produced them. " if any(
-                s["status"].startswith("reused") for s in data["steps"]) else "")
-           + f"Total {data['total_seconds']:.0f} s. Work directories (logs, netlists, nextpnr "
+                s.status.startswith("reused") for s in data.steps) else "")
+           + f"Total {data.total_seconds:.0f} s. Work directories (logs, netlists, nextpnr "
            f"reports): `{os.path.relpath(BUILD_ROOT, ROOT)}/`.", ""]
     return "\n".join(md)
 
 
-# ------------------------------------------------------------------------------------ main
-def main(argv=None, prog=None) -> int:
-    ap = Parser(prog=prog or "dstar measure arrays", description=__doc__.split("\n\n")[0],
-                formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="fpga", choices=sorted(PRESETS),
-                    help="configuration preset (default fpga)")
-    ap.add_argument("--units", nargs="+", default=list(UNITS), choices=UNITS,
-                    help="units to measure (default: all)")
-    ap.add_argument("--out", type=Path, default=ROOT / "reports", help="report directory")
-    ap.add_argument("--freq", type=float, default=100.0, help="nextpnr constraint, MHz")
-    ap.add_argument("--seed", type=int, default=1, help="nextpnr seed and cocotb seed")
-    ap.add_argument("--pnr-units", nargs="*", default=["mpu"], choices=UNITS,
-                    help="units to place and route (default: mpu)")
-    ap.add_argument("--pnr-baseline", action="store_true", help="also place and route the "
-                    "baseline (same as adding it to --pnr-units)")
-    ap.add_argument("--no-synth", action="store_true", help="skip synthesis (and so P&R)")
-    ap.add_argument("--no-pnr", action="store_true", help="skip place and route")
-    ap.add_argument("--no-sim", action="store_true", help="skip the simulation speed runs")
-    ap.add_argument("--simulators", nargs="+", default=["verilator", "icarus"],
-                    choices=["verilator", "icarus"],
-                    help="simulators of the speed runs (default: verilator icarus)")
-    ap.add_argument("--tiles", type=int, default=40, help="speed workload tiles (default 40)")
-    ap.add_argument("--channels", type=int, default=256,
-                    help="speed workload input channels (capped at max_reduction; default 256)")
-    ap.add_argument("--speed-repeats", type=int, default=3, help="speed runs per simulator; "
-                    "the best is reported (default 3)")
-    ap.add_argument("--reuse", action="store_true", help="reuse stored synthesis/P&R results "
-                    "of byte-identical inputs and the same tool versions")
-    ap.add_argument("--markdown-only", action="store_true", help="only rewrite arrays.md "
-                    "from an existing arrays.json (no tool runs)")
-    args = ap.parse_args(argv)
-    check_output_dir(args.out)
-    jpath, mpath = args.out / "arrays.json", args.out / "arrays.md"
-    if args.markdown_only:
-        data = read_json(jpath, "--markdown-only")
-        write_together({mpath: markdown(data)})
-        say(f"wrote {mpath} from {jpath}")
-        return 0
-    for name in ("tiles", "channels", "speed_repeats"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be at least 1, "
-                            f"not {getattr(args, name)}")
-    if not args.freq > 0:
-        raise UserError(f"--freq must be positive, not {args.freq:g}")
+# ------------------------------------------------------------------------------ measurement
+@dataclass(frozen=True)
+class ArraysOptions:
+    """What ``dstar measure arrays`` measures (checked at construction)."""
 
+    preset: str = option("fpga", "configuration preset", choices=sorted(PRESETS))
+    units: tuple[Literal["pe", "mpu", "baseline"], ...] = option(UNITS, "units to measure")
+    freq: float = option(100.0, "nextpnr constraint, MHz")
+    seed: int = option(1, "nextpnr seed and cocotb seed")
+    pnr_units: tuple[Literal["pe", "mpu", "baseline"], ...] = option(
+        ("mpu",), "units to place and route")
+    pnr_baseline: bool = option(False, "also place and route the baseline (same as adding it "
+                                       "to --pnr-units)")
+    no_synth: bool = option(False, "skip synthesis (and so place and route)")
+    no_pnr: bool = option(False, "skip place and route")
+    no_sim: bool = option(False, "skip the simulation speed runs")
+    simulators: tuple[Literal["verilator", "icarus"], ...] = option(
+        ("verilator", "icarus"), "simulators of the speed runs")
+    tiles: int = option(40, "speed workload tiles")
+    channels: int = option(256, "speed workload input channels (capped at max_reduction)")
+    speed_repeats: int = option(3, "speed runs per simulator; the best is reported")
+    reuse: bool = option(False, "reuse stored synthesis/P&R results of byte-identical inputs "
+                                "and the same tool versions")
+
+    def __post_init__(self):
+        for name in ("tiles", "channels", "speed_repeats"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be at least 1, "
+                                f"not {getattr(self, name)}")
+        if not self.freq > 0:
+            raise UserError(f"--freq must be positive, not {self.freq:g}")
+
+
+def measure(opts: ArraysOptions, previous=None) -> Arrays:
+    """Synthesis, the MPU's simulation speed, then place and route (the slowest step last);
+    progress on stderr."""
     import amaranth
     import cocotb
 
-    cfg = preset(args.preset)
+    cfg = preset(opts.preset)
     steps = []
-    data = dict(preset=cfg.name, config_hash=cfg.hash(), config=cfg.to_dict(),
-                date=time.strftime("%Y-%m-%d %H:%M %Z"),
-                host=dict(cpus=os.cpu_count(), machine=platform.machine(),
-                          python=platform.python_version(),
-                          load_avg_start=round(os.getloadavg()[0], 2)),
-                tools={"amaranth": amaranth.__version__, "yosys": yosys_version(),
-                       "nextpnr-ecp5": nextpnr_version(), "cocotb": cocotb.__version__},
-                steps=steps)
-    data["source_digest"] = source_digest()  # RTL + generator sources the figures are of
-    say(f"report_arrays: preset {cfg.name} ({cfg.hash()}), units {args.units}, "
-         f"yosys {data['tools']['yosys']}, nextpnr {data['tools']['nextpnr-ecp5']}")
-
-    def write():
-        data["total_seconds"] = round(seconds(), 1)
-        write_together({jpath: json_text(data),
-                        mpath: markdown(data)})
-
-    # Simulation speed before place and route: the slowest step comes last, and each phase
-    # rewrites the reports so an interrupted run still leaves what it measured.
-    if not args.no_synth:
-        data["synthesis"] = run_synthesis(cfg, args.units, steps, args.reuse)
-        write()
-    if not args.no_sim and "mpu" in args.units:
-        data["sim_speed"] = run_sim_speed(cfg, args.simulators, steps, args.tiles,
-                                          args.channels, args.seed, args.reuse,
-                                          args.speed_repeats)
-        for s, r in data["sim_speed"].items():
+    tools = {"amaranth": amaranth.__version__, "yosys": yosys_version(),
+             "nextpnr-ecp5": nextpnr_version(), "cocotb": cocotb.__version__}
+    host = dict(cpus=os.cpu_count(), machine=platform.machine(),
+                python=platform.python_version(), load_avg_start=round(os.getloadavg()[0], 2))
+    say(f"report_arrays: preset {cfg.name} ({cfg.hash()}), units {list(opts.units)}, "
+        f"yosys {tools['yosys']}, nextpnr {tools['nextpnr-ecp5']}")
+    synth, sim, pnr, settings = {}, {}, {}, None
+    if not opts.no_synth:
+        synth = run_synthesis(cfg, opts.units, steps, opts.reuse)
+    if not opts.no_sim and "mpu" in opts.units:
+        sim = run_sim_speed(cfg, opts.simulators, steps, opts.tiles, opts.channels, opts.seed,
+                            opts.reuse, opts.speed_repeats)
+        for s, r in sim.items():
             if "simulator_version" in r:
-                data["tools"][s] = r["simulator_version"]
-        write()
-    pnr_units = [u for u in args.units
-                 if u in args.pnr_units or (u == "baseline" and args.pnr_baseline)]
-    if not args.no_synth and not args.no_pnr and pnr_units:
-        data["pnr_settings"] = dict(device="85k", package="CABGA381", freq_mhz=args.freq,
-                                    seed=args.seed, out_of_context=True)
-        data["pnr"] = {}
+                tools[s] = r["simulator_version"]
+    pnr_units = [u for u in opts.units
+                 if u in opts.pnr_units or (u == "baseline" and opts.pnr_baseline)]
+    if not opts.no_synth and not opts.no_pnr and pnr_units:
+        settings = PnrSettings(device="85k", package="CABGA381", freq_mhz=opts.freq,
+                               seed=opts.seed)
         for unit in pnr_units:
-            data["pnr"].update(run_pnr(cfg, data["synthesis"], [unit], steps, args.freq,
-                                       args.seed, args.reuse))
-            write()
-    write()
-    say(f"wrote {jpath} and {mpath}")
-    failed = [s for s in steps if s["status"] != "ok" and not s["status"].startswith("reused")]
-    if failed and not all(s["step"].startswith("nextpnr") for s in failed):
-        names = ", ".join(s["step"] for s in failed[:3]) + (", ..." if len(failed) > 3 else "")
-        raise WorkError(f"{len(failed)} step(s) failed ({names}); their errors are in {mpath}")
-    return 0
+            pnr.update(run_pnr(cfg, synth, [unit], steps, opts.freq, opts.seed, opts.reuse))
+    return Arrays(
+        Provenance.of_run("arrays", {cfg.name: cfg.hash()}), preset=cfg.name,
+        config_hash=cfg.hash(), config=cfg.to_dict(), host=host, tools=tools,
+        steps=tuple(StepTime(**s) for s in steps), total_seconds=round(seconds(), 1),
+        source_digest=source_digest(),
+        synthesis={u: {v: ArraySynth.from_flow(r) for v, r in by.items()}
+                   for u, by in synth.items()},
+        pnr_settings=settings, pnr={k: ArrayPnr.from_flow(r) for k, r in pnr.items()},
+        sim_speed={s: SimSpeed.from_run(r) for s, r in sim.items()})
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def failure(result: Arrays) -> str | None:
+    """The steps that failed (but place and route alone, whose failures are figures: a
+    variant that does not fit the part), or ``None``."""
+    failed = [s for s in result.steps
+              if s.status != "ok" and not s.status.startswith("reused")]
+    if failed and not all(s.step.startswith("nextpnr") for s in failed):
+        names = ", ".join(s.step for s in failed[:3]) + (", ..." if len(failed) > 3 else "")
+        return f"{len(failed)} step(s) failed ({names}); their errors are in arrays.md"
+    return None
+
+
+MEASUREMENT = Measurement(
+    name="arrays", stem="arrays",
+    summary="Area, Fmax and simulation speed of one PE, the MPU and the INT8 array: ECP5 and "
+            "generic synthesis, the MPU's cocotb speed on Verilator and Icarus, nextpnr place "
+            "and route (about 20 minutes).",
+    options=ArraysOptions, result=Arrays, measure=measure, render=markdown, failure=failure)

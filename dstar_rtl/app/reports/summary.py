@@ -34,6 +34,7 @@ from dstar_rtl.app.benches.sizes import Sizes
 from dstar_rtl.app.benches.sizes import plot as sizes_plot
 from dstar_rtl.app.benches.sizes import table as sizes_table
 from dstar_rtl.app.reports import state_levers
+from dstar_rtl.app.reports.arrays import Arrays
 from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.packing import Packing
@@ -71,15 +72,16 @@ def _entry(unit, preset, target, res, source, config_hash=None, fmax=None, tools
 def collect_units() -> list:
     """Every (unit, preset, target) with resources found in ``reports/``."""
     out = []
-    arr = _load("arrays")
-    if arr:
-        for unit, targets in arr.get("synthesis", {}).items():
+    arr = _load_result(Arrays, "arrays")
+    if arr is not None:
+        for unit, targets in arr.synthesis.items():
             for target, r in targets.items():
-                pnr = arr.get("pnr", {}).get(f"{unit}-{target}", {})
-                out.append(_entry(unit, arr["preset"], target, r.get("resources"),
+                pnr = arr.pnr.get(f"{unit}-{target}")
+                out.append(_entry(unit, arr.preset, target,
+                                  r.resources.as_dict() if r.resources else None,
                                   "reports/arrays.json (dstar measure arrays)",
-                                  arr.get("config_hash"), pnr.get("fmax_mhz"), r.get("tools"),
-                                  r.get("flow")))
+                                  arr.config_hash, pnr.fmax_mhz if pnr else None, r.tools,
+                                  r.flow))
     qpu = _load("qpu_area")
     if qpu:
         for preset, p in qpu.get("presets", {}).items():
