@@ -83,8 +83,8 @@ def _fabricate(root):
 def _report(tmp_path):
     """Record ``build/sim`` (``dstar measure verification``) into the test's reports/, then
     ``dstar report``'s files."""
-    from dstar_rtl.app.reports.verification import main
-    assert main(["--out-dir", str(tmp_path / "reports")]) == 0
+    from dstar_rtl.app.reports.verification import MEASUREMENT
+    assert MEASUREMENT.main(["--out", str(tmp_path / "reports")]) == 0
     return rs.report_files(tmp_path / "REPORT.md")
 
 
@@ -180,7 +180,7 @@ def test_no_runs_is_said(sim_root, tmp_path, capsys):
     assert "Not recorded yet" in files[tmp_path / "REPORT.md"]
     assert summary["verification"] == 0
     assert dstar_rtl.app.cli.main(["measure", "verification", "--sim-root", str(tmp_path),
-                           "--out-dir", str(tmp_path / "reports")]) == 2
+                           "--out", str(tmp_path / "reports")]) == 2
     assert "no cocotb run on today's sources in" in capsys.readouterr().err
     assert not (tmp_path / "reports" / "verification.json").exists()
 
@@ -205,7 +205,7 @@ def test_runs_left_over_from_other_sources_are_counted_and_left_out(sim_root, tm
          identity={"sources": "0" * 64})
     _run(sim_root, "mpu", "icarus", "dstar_rtl.tb.test_mpu", 1, {"a": "failure", "b": None})
     rec = record()
-    assert (rec["runs"], rec["passing"], rec["older"]) == (2, 1, 1)
-    assert {r["unit"] for r in rec["rows"]} == {"pe", "mpu"}
+    assert (rec.runs, rec.passing, rec.older) == (2, 1, 1)
+    assert {r.unit for r in rec.rows} == {"pe", "mpu"}
     md = _report(tmp_path)[0][tmp_path / "REPORT.md"]
     assert "1 of 2 runs pass. (1 older runs in the build folder" in md

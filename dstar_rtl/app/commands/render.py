@@ -58,6 +58,8 @@ RENDERERS = {
     "sizes": ("sweep.json", "sweep.md", "dstar_rtl.app.benches.sizes:MEASUREMENT", "typed"),
     "state-quality": ("state_quality.json", "state_quality.md",
                       "dstar_rtl.app.reports.state_quality:MEASUREMENT", "typed"),
+    "verification": ("verification.json", "verification.md",
+                     "dstar_rtl.app.reports.verification:MEASUREMENT", "typed"),
     "vpu": ("vpu.json", "vpu.md", "dstar_rtl.app.reports.vpu:MEASUREMENT", "typed"),
 }
 

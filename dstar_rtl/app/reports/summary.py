@@ -39,6 +39,8 @@ from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.packing import Packing
 from dstar_rtl.app.reports.reference import Reference
+from dstar_rtl.app.reports.verification import Verification
+from dstar_rtl.app.reports.verification import section as verification_section
 from dstar_rtl.app.reports.vpu import Vpu
 from dstar_rtl.gen.outputs import json_text, write_together
 from dstar_rtl.gen.paths import REPORTS
@@ -47,7 +49,7 @@ from dstar_rtl.golden.config import preset as config_preset
 from dstar_rtl.models.published import A100_40GB
 from dstar_rtl.sim.sources import digest, elaboration_sources
 
-__all__ = ["collect_units", "verification_lines", "write_report",
+__all__ = ["collect_units", "write_report",
            "report_files", "side_folder"]
 
 
@@ -104,41 +106,6 @@ def collect_units() -> list:
                               "reports/core_area.json (dstar measure core-area)",
                               r.config_hash, None, r.tools, "abc, module by module"))
     return out
-
-
-def verification_lines(ver: list, rec: dict | None = None) -> list:
-    """REPORT.md's verification section from the rows of
-    :func:`app.reports.verification.verification` as ``dstar measure verification`` recorded
-    them (``rec``: its record, for the date and the sources digest;
-    stale when today's RTL sources differ)."""
-    md = ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
-          "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`), "
-          "recorded by `dstar measure verification` (`reports/verification.json`"
-          + (f", {rec['generated']}" if rec else "") + "). Each "
-          "run is judged by the runner's own verdict (`verdict.json` beside its results): it "
-          "passes only when every expected test ran and passed, none was skipped, the "
-          "simulator exited cleanly, and it ran on the sources, testbench and tools of the "
-          "day it was recorded.", ""]
-    if rec is None:
-        return md + ["Not recorded yet: run `make test`, then `dstar measure verification`.", ""]
-    if rec.get("sources") != digest(elaboration_sources()):
-        md += ["**Stale**: recorded on RTL or generator sources other than today's; `make test` "
-               "and `dstar measure verification` record them again.", ""]
-    if not ver:
-        return md + ["The record holds no run.", ""]
-    ok = sum(r["passing"] for r in ver)
-    older = (f" ({rec['older']} older runs in the build folder, made on other sources, are left "
-             "out.)" if rec.get("older") else "")
-    md += [f"{ok} of {len(ver)} runs pass.{older}" + ("" if ok == len(ver) else
-                                                " A run that does not is marked **not passing**, "
-                                                "with why."), "",
-           _table(["unit", "preset", "config", "run", "simulator", "tests passed", "verdict",
-                   "date"],
-                  [[r["unit"], r["preset"], r["config_hash"], r["run"], r["simulator"],
-                    f"{r['passed']}/{r['tests']}" if r["has_verdict"] else "?",
-                    "pass" if r["passing"] else f"**not passing**: {r['why']}", r["date"]]
-                   for r in ver]), ""]
-    return md
 
 
 def _is_default(preset: str, config_hash, **overrides) -> bool:
@@ -573,15 +540,15 @@ def report_files(out: Path) -> tuple:
     """``({path: content}, summary)``: REPORT.md ``out`` and the files beside it, unwritten."""
     files = {}
     units = collect_units()
-    ver_rec = _load("verification")
-    ver = ver_rec["rows"] if ver_rec else []
+    ver_rec = _load_result(Verification, "verification")
+    ver = ver_rec.rows if ver_rec else ()
     side = side_folder(out)
     udir = side / "units"
     for u in units:
-        vs = [dict(simulator=v["simulator"], run=v["run"], config_hash=v["config_hash"],
-                   tests=v["tests"], passed=v["passed"], failed=v["failed"],
-                   passing=v["passing"], why=v["why"], date=v["date"])
-              for v in ver if v["unit"] == u["unit"] and v["preset"] == u["preset"]]
+        vs = [dict(simulator=v.simulator, run=v.run, config_hash=v.config_hash,
+                   tests=v.tests, passed=v.passed, failed=v.failed,
+                   passing=v.passing, why=v.why, date=v.date)
+              for v in ver if v.unit == u["unit"] and v.preset == u["preset"]]
         files[udir / f"{u['unit']}-{u['preset']}-{u['target']}.json"] = (
             json_text(dict(u, verification=vs)))
 
@@ -673,8 +640,8 @@ def report_files(out: Path) -> tuple:
     md += _energy_section(_load("energy"))
     md += _model_sections(_load("profile"), _load_result(PerfModel, "perf_model"),
                           _load("projection"))
-    md += verification_lines(ver, ver_rec)
+    md += verification_section(ver_rec)
     md += registry_lines()
     files[Path(out)] = "\n".join(md)
     return files, dict(units=len(units), verification=len(ver),
-                       verification_passing=sum(v["passing"] for v in ver), out=str(out))
+                       verification_passing=sum(v.passing for v in ver), out=str(out))

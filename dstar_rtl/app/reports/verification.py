@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from dstar_rtl.app.options import Parser
+from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import check_output_dir, command_line, json_text, write_together
 from dstar_rtl.gen.paths import SIM_BUILD
 from dstar_rtl.gen.progress import say
+from dstar_rtl.gen.tables import md_table
 
-__all__ = ["record", "verification", "main", "ROW_FIELDS", "SIM"]
+__all__ = ["record", "verification", "section", "Verification", "MEASUREMENT", "ROW_FIELDS",
+           "SIM"]
 
 #: Where ``make test`` leaves the simulator builds and their runs.
 SIM = SIM_BUILD
@@ -35,9 +38,45 @@ ROW_FIELDS = ("unit", "preset", "config_hash", "simulator", "run", "module", "te
               "failed", "skipped", "missing", "passing", "why", "has_verdict", "date")
 
 
-def record(sim_root: Path | None = None) -> dict:
+@dataclass(frozen=True)
+class Run:
+    """One cocotb run's verdict: its unit, preset, configuration, simulator, run and test
+    module, the tests expected, passed, failed, skipped and missing, whether it passes and,
+    if not, why, whether the runner left a verdict, and when it ran."""
+
+    unit: str
+    preset: str
+    config_hash: str
+    simulator: str
+    run: str
+    module: str
+    tests: int
+    passed: int
+    failed: int
+    skipped: int
+    missing: int
+    passing: bool
+    why: str
+    has_verdict: bool
+    date: str
+
+
+@dataclass(frozen=True)
+class Verification(Result):
+    """``reports/verification.json``: the runs of the regression made on today's sources
+    (``sources``: their digest), how many pass, how many older runs were left out."""
+
+    KIND = "verification"
+    sources: str
+    runs: int
+    passing: int
+    older: int
+    rows: tuple[Run, ...]
+
+
+def record(sim_root: Path | None = None) -> Verification:
     """The record of ``sim_root`` (default ``build/sim``): its runs on today's sources, how
-    many pass, how many older ones were left out, the sources' digest, the date.
+    many pass, how many older ones were left out, the sources' digest.
     :class:`UserError` when there is no run on today's sources."""
     from dstar_rtl.sim.sources import digest, elaboration_sources
 
@@ -47,11 +86,51 @@ def record(sim_root: Path | None = None) -> dict:
         raise UserError(f"no cocotb run on today's sources in {sim_root or SIM}"
                         + (f" ({len(rows)} older ones)" if rows else "")
                         + ": run `make test` (or `make regress`) first")
-    return dict(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                sources=digest(elaboration_sources()),
-                runs=len(current), passing=sum(r["passing"] for r in current),
-                older=len(rows) - len(current),
-                rows=[{k: r[k] for k in ROW_FIELDS} for r in current])
+    return Verification(Provenance.of_run("verification"),
+                        sources=digest(elaboration_sources()), runs=len(current),
+                        passing=sum(r["passing"] for r in current),
+                        older=len(rows) - len(current),
+                        rows=tuple(Run(**{k: r[k] for k in ROW_FIELDS}) for r in current))
+
+
+def section(rec: Verification | None) -> list:
+    """The verification section's Markdown lines (REPORT.md's and ``verification.md``'s):
+    the recorded runs, marked stale when today's RTL sources differ from the recorded ones."""
+    from dstar_rtl.sim.sources import digest, elaboration_sources
+
+    md = ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
+          "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`), "
+          "recorded by `dstar measure verification` (`reports/verification.json`"
+          + (f", {rec.provenance.date}" if rec else "") + "). Each "
+          "run is judged by the runner's own verdict (`verdict.json` beside its results): it "
+          "passes only when every expected test ran and passed, none was skipped, the "
+          "simulator exited cleanly, and it ran on the sources, testbench and tools of the "
+          "day it was recorded.", ""]
+    if rec is None:
+        return md + ["Not recorded yet: run `make test`, then `dstar measure verification`.", ""]
+    if rec.sources != digest(elaboration_sources()):
+        md += ["**Stale**: recorded on RTL or generator sources other than today's; `make test` "
+               "and `dstar measure verification` record them again.", ""]
+    if not rec.rows:
+        return md + ["The record holds no run.", ""]
+    ok = sum(r.passing for r in rec.rows)
+    older = (f" ({rec.older} older runs in the build folder, made on other sources, are left "
+             "out.)" if rec.older else "")
+    md += [f"{ok} of {len(rec.rows)} runs pass.{older}" + (
+               "" if ok == len(rec.rows) else " A run that does not is marked **not passing**, "
+                                              "with why."), "",
+           md_table(["unit", "preset", "config", "run", "simulator", "tests passed", "verdict",
+                     "date"],
+                    [[r.unit, r.preset, r.config_hash, r.run, r.simulator,
+                      f"{r.passed}/{r.tests}" if r.has_verdict else "?",
+                      "pass" if r.passing else f"**not passing**: {r.why}", r.date]
+                     for r in rec.rows], left=8, digits=None), ""]
+    return md
+
+
+def markdown(rec: Verification) -> str:
+    """``reports/verification.md``: the section, under a title."""
+    return "\n".join(["# Verification", "", *section(rec)[2:]])
 
 
 def _names(what, names) -> str:
@@ -177,21 +256,27 @@ def _stale(row: dict) -> bool:
                for w in row["why"].split("; "))
 
 
-def main(argv=None, prog=None) -> int:
-    ap = Parser(prog=prog or "dstar measure verification",
-                description="Record the cocotb regression's verdicts (build/sim) in "
-                            "reports/verification.json for REPORT.md.")
-    ap.add_argument("--sim-root", type=Path, default=None,
-                    help="the simulator builds to read (default: build/sim, or DSTAR_BUILD)")
-    ap.add_argument("--out-dir", type=Path, default=Path("reports"),
-                    help="report directory (default: reports)")
-    a = ap.parse_args(argv)
-    out = check_output_dir(a.out_dir)
-    if a.sim_root is not None and not a.sim_root.is_dir():
-        raise UserError(f"--sim-root {a.sim_root}: not a directory")
-    rec = record(a.sim_root)
-    rec["command"] = command_line() or "dstar measure verification"
-    write_together({out / "verification.json": json_text(rec)})
-    say(f"[verification] {rec['passing']} of {rec['runs']} runs pass; wrote "
-        f"{out / 'verification.json'}")
-    return 0
+@dataclass(frozen=True)
+class VerificationOptions:
+    """Where ``dstar measure verification`` reads the regression's runs."""
+
+    sim_root: Path | None = option(None, "the simulator builds to read (default: build/sim, "
+                                         "or DSTAR_BUILD)", metavar="DIR")
+
+    def __post_init__(self):
+        if self.sim_root is not None and not self.sim_root.is_dir():
+            raise UserError(f"--sim-root {self.sim_root}: not a directory")
+
+
+def measure(opts: VerificationOptions, previous=None) -> Verification:
+    """The record of the regression's runs (seconds: it reads verdicts, it runs nothing)."""
+    rec = record(opts.sim_root)
+    say(f"[verification] {rec.passing} of {rec.runs} runs pass")
+    return rec
+
+
+MEASUREMENT = Measurement(
+    name="verification", stem="verification",
+    summary="Record the cocotb regression's verdicts (build/sim) in reports/verification.json "
+            "for REPORT.md (run make test first).",
+    options=VerificationOptions, result=Verification, measure=measure, render=markdown)
