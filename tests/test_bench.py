@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import dstar_rtl.app.cli
+from dstar_rtl.app.benches.bench_result import Bench
 from dstar_rtl.golden.config import preset
 
-KEYS = {"generated", "command", "preset", "config", "config_hash", "workload", "simulator",
+KEYS = {"kind", "schema", "provenance", "preset", "config", "config_hash", "workload", "simulator",
         "tools", "resources", "simulation", "rows", "totals", "runtime_s"}
 ROW_KEYS = {"layer", "kind", "step", "step_kind", "tokens", "cin", "cout", "blocks", "groups",
             "lanes_valid", "dense_beats", "cycles_dstar", "cycles_int8", "cycles_ratio",
@@ -34,6 +35,7 @@ def run_dstar(capsys, *argv):
 
 def _check_report(rep, simulator):
     assert KEYS <= set(rep)
+    assert Bench.from_data(rep).totals.all.cycles_dstar == rep["totals"]["all"]["cycles_dstar"]
     assert rep["preset"] == "tiny" and rep["config_hash"] == preset("tiny").hash()
     assert rep["simulator"] == simulator
     assert simulator in rep["tools"]["simulator"].lower()   # cocotb's name, e.g. "Verilator"
@@ -161,9 +163,16 @@ def fake_bench(monkeypatch):
     import dstar_rtl.app.benches.layers
     calls = []
 
+    class Stub:
+        def __init__(self, preset):
+            self.preset = preset
+
+        def to_json(self):
+            return json.dumps({"preset": self.preset})
+
     def bench(cfg, **kw):
         calls.append(kw)
-        return {"rows": [], "totals": {}, "preset": cfg.name}
+        return Stub(cfg.name)
     monkeypatch.setattr(dstar_rtl.app.benches.layers, "bench", bench)
     monkeypatch.setattr(dstar_rtl.app.benches.layers, "text", lambda rep: "the table")
     monkeypatch.setattr(dstar_rtl.app.benches.layers, "markdown", lambda rep: "# bench\n")

@@ -36,9 +36,11 @@ def _reports():
 
 
 def test_the_registry_runs_the_headline_bench_command():
+    from dstar_rtl.app.benches.bench_result import Bench
     from dstar_rtl.app.experiments import EXPERIMENTS
-    bench = json.loads((ROOT / "reports" / "bench.json").read_text())
-    assert [shlex.join(c) for c in EXPERIMENTS["bench"].commands] == [bench["command"]]
+    bench = Bench.load(ROOT / "reports" / "bench.json")
+    assert [shlex.join(c) for c in EXPERIMENTS["bench"].commands] == [bench.provenance.command]
+
 
 
 def test_make_reports_and_the_partial_targets_run_the_registry():

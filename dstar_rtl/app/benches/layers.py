@@ -50,7 +50,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dstar_rtl.app.benches.bench_result import Bench
 from dstar_rtl.app.benches.inputs import block_layers, check_widths, file_layers, load_layer_weights
+from dstar_rtl.app.results import Provenance, build, plain
 from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.golden.config import Config
 
@@ -426,8 +428,8 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
           seed: int = 0, steps: int = 10, steps_run=(0, 6), block: int = 0, quick: bool = False,
           simulator: str = "verilator", synth: bool = True, trace_file=None,
           operating_point: dict | None = None, liberty=None, fmax: bool = False,
-          progress=None) -> dict:
-    """The whole bench; returns the report dict (``reports/bench.json``'s content).
+          progress=None) -> Bench:
+    """The whole bench; returns its typed result (``reports/bench.json``).
     ``steps_run`` may be ``"all"``: every step of the trace. ``operating_point``: FMDQ
     thresholds and per-layer bases to quantize with (:func:`layer_configs`). ``liberty``: a
     standard-cell library for the arrays' cell areas (with ``synth``; none: no areas).
@@ -471,8 +473,7 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
     summ = summarize(cfg, layers, sims["mpu"], sims["baseline"], res, areas, fmaxes)
     tools = _tools(sims["mpu"])
     tools["yosys"] = next((e["tools"].get("yosys") for e in res.values() if e), None)
-    return dict(
-        generated=time.strftime("%Y-%m-%d %H:%M"),
+    rep = dict(
         preset=cfg.name, config=cfg.to_dict(), config_hash=cfg.hash(),
         workload=dict(workload, steps_run=sorted(set(steps_run)), quick=quick,
                       operating_point=None if operating_point is None else dict(
@@ -490,6 +491,8 @@ def bench(cfg: Config, *, weights: str = "trained", model: str = "digits", weigh
                             run_s=round(s["run_s"], 2)) for u, s in sims.items()},
         rows=summ["rows"], totals=summ["totals"],
         runtime_s=round(time.perf_counter() - t0, 1))
+    prov = Provenance.of_run("bench", {cfg.name: cfg.hash()})
+    return build(Bench, dict(rep, provenance=plain(prov)), "the bench's result")
 
 
 # --------------------------------------------------------------------------------- printing
@@ -501,92 +504,86 @@ def _pct(v):
     return _f(None if v is None else 100 * v, "{:.1f}", " %")
 
 
-def table_rows(rep: dict) -> list:
+def table_rows(rep: Bench) -> list:
     """``[header, row, ...]`` of the per-layer table and its totals (strings)."""
     head = ["layer", "step", "tokens×in→out", "blocks", "DSTAR cycles", "INT8 cycles",
             "INT8/DSTAR cycles", "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util",
             "mean bits"]
     out = [head]
-    for r in rep["rows"]:
-        out.append([r["layer"], f"{r['step']} ({r['step_kind']})",
-                    f"{r['tokens']}×{r['cin']}→{r['cout']}", str(r["blocks"]),
-                    f"{r['cycles_dstar']:,}", f"{r['cycles_int8']:,}", _f(r["cycles_ratio"]),
-                    _f(r["lut_ratio"]), _f(r["tput_per_lut_ratio"]), _pct(r["lane_util"]),
-                    _f(r["mean_act_bits"], "{:.2f}")])
-    tots = list(rep["totals"]["by_step"].items()) + [("all", rep["totals"]["all"])]
-    for key, t in tots:
-        out.append([f"**{t['layer']}**", "", "", str(t["blocks"]), f"{t['cycles_dstar']:,}",
-                    f"{t['cycles_int8']:,}", _f(t["cycles_ratio"]), _f(t["lut_ratio"]),
-                    _f(t["tput_per_lut_ratio"]), _pct(t["lane_util"]),
-                    _f(t["mean_act_bits"], "{:.2f}")])
+    for r in rep.rows:
+        out.append([r.layer, f"{r.step} ({r.step_kind})", f"{r.tokens}×{r.cin}→{r.cout}",
+                    str(r.blocks), f"{r.cycles_dstar:,}", f"{r.cycles_int8:,}",
+                    _f(r.cycles_ratio), _f(r.lut_ratio), _f(r.tput_per_lut_ratio),
+                    _pct(r.lane_util), _f(r.mean_act_bits, "{:.2f}")])
+    for t in [*rep.totals.by_step.values(), rep.totals.all]:
+        out.append([f"**{t.layer}**", "", "", str(t.blocks), f"{t.cycles_dstar:,}",
+                    f"{t.cycles_int8:,}", _f(t.cycles_ratio), _f(t.lut_ratio),
+                    _f(t.tput_per_lut_ratio), _pct(t.lane_util), _f(t.mean_act_bits, "{:.2f}")])
     return out
 
 
-def _res_line(unit, e):
+def _res_line(unit, e) -> str:
     if not e:
         return f"{unit}: no resources (no matching sweep point and synthesis off)"
-    r = e["resources"]
-    fab = e.get("fabric")
-    return (f"{unit}: {r['lut_total']:,} LUTs (LUT4 {r['lut4']:,} + 2 × {r['carry']:,} carry), "
-            f"{r['ff']:,} FF, {r['dsp']} DSP, {r['bram']} BRAM, from {e['source']}"
-            + (f"; without DSP blocks {fab['lut_total']:,} LUTs" if fab else ""))
+    r, fab = e.resources, e.fabric
+    return (f"{unit}: {r.lut_total:,} LUTs (LUT4 {r.lut4:,} + 2 × {r.carry:,} carry), "
+            f"{r.ff:,} FF, {r.dsp} DSP, {r.bram} BRAM, from {e.source}"
+            + (f"; without DSP blocks {fab.lut_total:,} LUTs" if fab else ""))
 
 
-def _steps_words(wl: dict) -> str:
-    steps = wl["steps_run"]
-    if steps == list(range(wl["steps"])):
-        return f"all {wl['steps']}"
-    return ", ".join(map(str, steps))
+def _steps_words(wl) -> str:
+    if list(wl.steps_run) == list(range(wl.steps)):
+        return f"all {wl.steps}"
+    return ", ".join(map(str, wl.steps_run))
 
 
-def _workload_words(wl: dict) -> str:
-    if wl.get("source") == "trace":
-        return f"trace {wl['trace']}, weights {wl['weights']}, {wl['steps']} steps"
-    return (f"weights {wl['weights']} ({wl['model']}), seed {wl['seed']}, {wl['steps']} DDIM "
-            f"steps, block {wl['block']}")
+def _workload_words(wl) -> str:
+    if wl.source == "trace":
+        return f"trace {wl.trace}, weights {wl.weights}, {wl.steps} steps"
+    return (f"weights {wl.weights} ({wl.model}), seed {wl.seed}, {wl.steps} DDIM "
+            f"steps, block {wl.block}")
 
 
-def _workload_md(wl: dict) -> str:
-    if wl.get("source") == "trace":
-        return (f"the linear layers of trace `{wl['trace']}` ({wl['tokens']} tokens, "
-                f"{wl['steps']} steps) with weights `{wl['weights']}` (parameters "
-                f"`{wl['params_sha256']}`), each a closed-loop differential FMDQ layer stepping "
+def _workload_md(wl) -> str:
+    if wl.source == "trace":
+        return (f"the linear layers of trace `{wl.trace}` ({wl.tokens} tokens, "
+                f"{wl.steps} steps) with weights `{wl.weights}` (parameters "
+                f"`{wl.params_sha256}`), each a closed-loop differential FMDQ layer stepping "
                 f"every step")
-    return (f"weights `{wl['weights']}` ({wl['model']}, {wl['tokens']} tokens, parameters "
-            f"`{wl['params_sha256']}`), float DDIM run of {wl['steps']} steps from seed "
-            f"{wl['seed']} (label {wl['label']}); the layers of block {wl['block']} plus "
+    return (f"weights `{wl.weights}` ({wl.model}, {wl.tokens} tokens, parameters "
+            f"`{wl.params_sha256}`), float DDIM run of {wl.steps} steps from seed "
+            f"{wl.seed} (label {wl.label}); the layers of block {wl.block} plus "
             f"`x_embed` and `final.linear`, as closed-loop differential FMDQ layers (SAR "
-            f"interval {wl['sar_interval']}: `qkv[qk]` runs on cache steps only)")
+            f"interval {wl.sar_interval}: `qkv[qk]` runs on cache steps only)")
 
 
-def text(rep: dict) -> str:
+def text(rep: Bench) -> str:
     """The plain-text summary ``dstar bench`` prints."""
     rows = table_rows(rep)
     rows = [[c.replace("**", "") for c in r] for r in rows]
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = []
-    wl = rep["workload"]
-    lines.append(f"dstar bench: preset {rep['preset']} (config {rep['config_hash']}), "
-                 f"{rep['simulator']}, {_workload_words(wl)}, measured steps "
-                 f"{_steps_words(wl)}{', quick' if wl['quick'] else ''}")
+    wl = rep.workload
+    lines = [f"dstar bench: preset {rep.preset} (config {rep.config_hash}), "
+             f"{rep.simulator}, {_workload_words(wl)}, measured steps "
+             f"{_steps_words(wl)}{', quick' if wl.quick else ''}"]
     for k, r in enumerate(rows):
         lines.append("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i])
                                for i, c in enumerate(r)))
         if k == 0:
             lines.append("  ".join("-" * x for x in w))
     for u in ("mpu", "baseline"):
-        lines.append("resources " + _res_line(u, rep["resources"].get(u)))
-    a = rep["totals"]["all"]
-    lines.append(f"total: DSTAR {a['cycles_dstar']:,} cycles, INT8 {a['cycles_int8']:,} cycles; "
-                 f"INT8/DSTAR cycles {_f(a['cycles_ratio'])}, DSTAR/INT8 LUTs "
-                 f"{_f(a['lut_ratio'])}, DSTAR/INT8 throughput per LUT "
-                 f"{_f(a['tput_per_lut_ratio'])} (fabric only, DSP blocks at the LUTs they "
-                 f"replace: LUTs {_f(a.get('lut_ratio_fabric'))}, throughput per LUT "
-                 f"{_f(a.get('tput_per_lut_fabric_ratio'))}), DSTAR/INT8 area "
-                 f"{_f(a.get('area_ratio'))}, throughput per area "
-                 f"{_f(a.get('tput_per_area_ratio'))}, throughput per second at each "
-                 f"design's Fmax {_f(a.get('tput_per_second_ratio'))}, lane utilization "
-                 f"{_pct(a['lane_util'])}; every drain beat checked against golden")
+        lines.append("resources " + _res_line(u, rep.resources.get(u)))
+    a = rep.totals.all
+    lines.append(f"total: DSTAR {a.cycles_dstar:,} cycles, INT8 {a.cycles_int8:,} cycles; "
+                 f"INT8/DSTAR cycles {_f(a.cycles_ratio)}, DSTAR/INT8 LUTs "
+                 f"{_f(a.lut_ratio)}, DSTAR/INT8 throughput per LUT "
+                 f"{_f(a.tput_per_lut_ratio)} (fabric only, DSP blocks at the LUTs they "
+                 f"replace: LUTs {_f(a.lut_ratio_fabric)}, throughput per LUT "
+                 f"{_f(a.tput_per_lut_fabric_ratio)}), DSTAR/INT8 area "
+                 f"{_f(a.area_ratio)}, throughput per area "
+                 f"{_f(a.tput_per_area_ratio)}, throughput per second at each "
+                 f"design's Fmax {_f(a.tput_per_second_ratio)}, lane utilization "
+                 f"{_pct(a.lane_util)}; every drain beat checked against golden")
     return "\n".join(lines)
 
 
@@ -594,26 +591,25 @@ def _area_md(areas, total) -> str:
     if not areas:
         return ("Cell area: not measured (no standard-cell library: `--liberty FILE`, or "
                 "synthesis off).")
-    lib = areas["library"]
-    m, b = areas["mpu"], areas["baseline"]
-    return (f"Cell area ({lib['name']}, `{lib['file']}`, sha256 `{(lib['sha256'] or '')[:16]}…`;"
+    lib, m, b = areas.library, areas.mpu, areas.baseline
+    return (f"Cell area ({lib.name}, `{lib.file}`, sha256 `{(lib.sha256 or '')[:16]}…`;"
             f" the flow of `dstar synth --target asic`, weight buffers left out as macros): MPU "
-            f"{m['area']:,.1f} ({m['ff']:,} FF), INT8 array {b['area']:,.1f} ({b['ff']:,} FF"
-            f"{', Yosys -booth, its best' if b['booth'] else ', its best without -booth'}); "
-            f"DSTAR/INT8 area {_f(total.get('area_ratio'))}, so DSTAR's throughput per unit "
-            f"area is **{_f(total.get('tput_per_area_ratio'))}×** the INT8 array's over the "
+            f"{m.area:,.1f} ({m.ff:,} FF), INT8 array {b.area:,.1f} ({b.ff:,} FF"
+            f"{', Yosys -booth, its best' if b.booth else ', its best without -booth'}); "
+            f"DSTAR/INT8 area {_f(total.area_ratio)}, so DSTAR's throughput per unit "
+            f"area is **{_f(total.tput_per_area_ratio)}×** the INT8 array's over the "
             f"whole run.")
 
 
 def _fmax_md(fmax, total) -> str:
     if not fmax:
         return "Fmax: not measured (`--fmax` places and routes both arrays)."
-    m, b = fmax["mpu"], fmax["baseline"]
+    m, b = fmax.mpu, fmax.baseline
     return (f"Fmax on ECP5 (nextpnr-ecp5, LFE5U-85F, out of context, constraint "
-            f"{m['constraint_mhz']:g} MHz): MPU {m['fmax_mhz']} MHz, INT8 array "
-            f"{b['fmax_mhz']} MHz; at each design's own clock DSTAR's throughput per second is "
-            f"**{_f(total.get('tput_per_second_ratio'))}×** the INT8 array's (speed-up × Fmax "
-            f"ratio {_f(total.get('fmax_ratio'))}).")
+            f"{m.constraint_mhz:g} MHz): MPU {m.fmax_mhz} MHz, INT8 array "
+            f"{b.fmax_mhz} MHz; at each design's own clock DSTAR's throughput per second is "
+            f"**{_f(total.tput_per_second_ratio)}×** the INT8 array's (speed-up × Fmax "
+            f"ratio {_f(total.fmax_ratio)}).")
 
 
 #: Parameters of the arrays' and the packer's datapath that the bench's text names when set.
@@ -637,17 +633,17 @@ def packer_words(config: dict) -> str:
     return f"sorting packer, `open_groups = {config.get('open_groups', 0)}`"
 
 
-def markdown(rep: dict) -> str:
-    """``reports/bench.md``."""
+def markdown(rep: Bench) -> str:
+    """``reports/bench.md`` from its result."""
     rows = table_rows(rep)
-    wl = rep["workload"]
+    wl, tools, a = rep.workload, rep.tools, rep.totals.all
     md = ["# DSTAR MPU against the INT8 baseline array on DiT layers (`dstar bench`)", "",
-          f"Generated {rep['generated']}; preset `{rep['preset']}` (config "
-          f"`{rep['config_hash']}`), {rep['simulator']} {rep['tools'].get('simulator_version')},"
-          f" cocotb {rep['tools'].get('cocotb')}, Amaranth {rep['tools'].get('amaranth')}, Yosys "
-          f"{rep['tools'].get('yosys')}. Bench runtime {rep['runtime_s']} s.", "",
+          f"Generated {rep.provenance.date}; preset `{rep.preset}` (config "
+          f"`{rep.config_hash}`), {rep.simulator} {tools.get('simulator_version')},"
+          f" cocotb {tools.get('cocotb')}, Amaranth {tools.get('amaranth')}, Yosys "
+          f"{tools.get('yosys')}. Bench runtime {rep.runtime_s} s.", "",
           f"Workload: {_workload_md(wl)}, measured at steps {_steps_words(wl)}"
-          f"{'; quick mode' if wl['quick'] else ''}. "
+          f"{'; quick mode' if wl.quick else ''}. "
           "The INT8 array runs the same layers on the same step's input quantized to INT8 "
           "per tensor.", "",
           "Cycles are measured in RTL simulation of the generated Verilog, block of output "
@@ -657,33 +653,32 @@ def markdown(rep: dict) -> str:
           "throughput per LUT of DSTAR over INT8 is that speed-up divided by the LUT ratio. "
           "Lane utilization: valid lanes / (groups · lanes). Mean bits: the mean FMDQ "
           "precision over all sub-channels of the measured tiles (all-zero ones count 0 bits).",
-          "", f"Datapath: {_levers_md(rep['config'])}.", ""]
+          "", f"Datapath: {_levers_md(rep.config)}.", ""]
     md += ["| " + " | ".join(rows[0]) + " |", "|" + "|".join("---" for _ in rows[0]) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     md += ["", "Resources (ECP5, `synth_ecp5` with DSP blocks):", ""]
-    md += [f"- {_res_line(u, rep['resources'].get(u))}" for u in ("mpu", "baseline")]
-    md += ["", _area_md(rep.get("areas"), rep["totals"]["all"])]
-    md += ["", _fmax_md(rep.get("fmax"), rep["totals"]["all"])]
-    lp = rep["totals"]["all"].get("lane_util_packed") or {}
+    md += [f"- {_res_line(u, rep.resources.get(u))}" for u in ("mpu", "baseline")]
+    md += ["", _area_md(rep.areas, a)]
+    md += ["", _fmax_md(rep.fmax, a)]
+    lp = a.lane_util_packed
     if lp.get("snake") is not None:
         md += ["", f"Lane utilization under other packings (group counts of the golden schedule "
                    f"on the same tiles, not simulated; `golden.schedule.packing_groups`), "
-                   f"against {_pct(rep['totals']['all'].get('lane_util'))} as built "
-                   f"({packer_words(rep['config'])}): "
+                   f"against {_pct(a.lane_util)} as built ({packer_words(rep.config)}): "
                    f"{_pct(lp.get('chunk'))} with a group never spanning two chunks "
                    f"(`open_groups = 0`), "
                    f"{_pct(lp['snake'])} with every other chunk read in reverse and the partial "
                    f"group that ends a chunk refilled by the next one's first run (one group of "
                    f"buffering), {_pct(lp.get('tile'))} with each exponent's partial groups "
                    f"merged over the whole tile (one partial group per exponent)."]
-    if rep["config"].get("overflow_detect"):
-        n = rep["totals"]["all"].get("acc_overflows", 0)
-        md += ["", f"Accumulator: {rep['config']['acc_width']} bits, saturating with the sticky "
+    if rep.config.get("overflow_detect"):
+        n = a.acc_overflows
+        md += ["", f"Accumulator: {rep.config['acc_width']} bits, saturating with the sticky "
                    f"flag; accumulators whose flag is set over the run: **{n:,}**"
                    + (" (every result exact)." if n == 0 else
                       " (those results saturated: the width is too narrow for this run).")]
-    md += ["", f"Simulation: MPU {rep['simulation']['mpu']['drain_beats_checked']:,} and "
-               f"baseline {rep['simulation']['baseline']['drain_beats_checked']:,} drain beats "
+    md += ["", f"Simulation: MPU {rep.simulation['mpu'].drain_beats_checked:,} and "
+               f"baseline {rep.simulation['baseline'].drain_beats_checked:,} drain beats "
                f"checked.", ""]
     return "\n".join(md)
 

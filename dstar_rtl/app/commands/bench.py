@@ -35,7 +35,7 @@ from dstar_rtl.app.options import (
     require_iverilog,
     resolve_liberty,
 )
-from dstar_rtl.gen.outputs import check_output_dir, check_outputs, json_text, write_together
+from dstar_rtl.gen.outputs import check_output_dir, check_outputs, write_together
 from dstar_rtl.gen.progress import say
 
 __all__ = ["register"]
@@ -179,22 +179,9 @@ def run_bench(args):
                     progress=say)
     except (AssertionError, SynthError, PnrError) as exc:
         raise WorkError(str(exc) or type(exc).__name__) from None
-    rep["command"] = " ".join(
-        ["dstar bench", f"--preset {cfg.name}", *(f"--set {o}" for o in args.overrides),
-         f"--weights {args.weights}",
-         *([f"--model {args.model}", f"--weight-seed {args.weight_seed}"]
-           if args.weights == "random" else []),
-         f"--seed {args.seed}", f"--steps {args.steps}", f"--steps-run {args.steps_run}",
-         f"--block {args.block}", *(["--quick"] if args.quick else []),
-         *([f"--trace {args.trace}"] if args.trace is not None else []),
-         *([f"--operating-point {args.operating_point}"]
-           if args.operating_point is not None else []),
-         f"--simulator {args.simulator}", *([] if args.synth else ["--no-synth"]),
-         *([f"--liberty {args.liberty}"] if args.liberty_given and args.synth else []),
-         *(["--fmax"] if args.fmax and args.synth else [])])
     json_out, md_out = args.out / "bench.json", args.out / "bench.md"
-    files = {json_out: json_text(rep), md_out: markdown(rep)}
+    files = {json_out: rep.to_json(), md_out: markdown(rep)}
     print(text(rep))
-    write_together(files)
+    write_together(files, record_command=False)     # the command is in the provenance
     print(f"wrote {json_out} and {md_out}")
     return 0

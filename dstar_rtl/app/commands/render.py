@@ -23,12 +23,13 @@ __all__ = ["RENDERERS", "render", "register"]
 
 #: report → (stored JSON, Markdown, "module:function" rendering the record, how the record is
 #: passed: ``None`` whole, ``"typed"`` loaded as its type by the module's
-#: :class:`app.measurement.Measurement` named after the colon, else the key of the part the
-#: function takes).
+#: :class:`app.measurement.Measurement` named after the colon, ``"module:Type"`` loaded as that
+#: typed result, else the key of the part the function takes).
 RENDERERS = {
     "arrays": ("arrays.json", "arrays.md", "dstar_rtl.app.reports.arrays:MEASUREMENT", "typed"),
     "asic": ("asic_area.json", "asic_area.md", "dstar_rtl.app.reports.asic:MEASUREMENT", "typed"),
-    "bench": ("bench.json", "bench.md", "dstar_rtl.app.benches.layers:markdown", None),
+    "bench": ("bench.json", "bench.md", "dstar_rtl.app.benches.layers:markdown",
+              "dstar_rtl.app.benches.bench_result:Bench"),
     "compare": ("compare.json", "compare.md", "dstar_rtl.app.reports.compare:markdown", None),
     "core": ("core.json", "core.md", "dstar_rtl.app.reports.core:MEASUREMENT", "typed"),
     "core-area": ("core_area.json", "core_area.md", "dstar_rtl.app.reports.core_area:MEASUREMENT",
@@ -71,6 +72,9 @@ def render(name: str, reports: Path = REPORTS) -> tuple:
     obj = getattr(importlib.import_module(mod), func)
     if part == "typed":
         return reports / md, obj.render(obj.result.load(reports / js))
+    if ":" in (part or ""):                 # a typed result the function renders
+        tmod, tname = part.split(":")
+        return reports / md, obj(getattr(importlib.import_module(tmod), tname).load(reports / js))
     rec = read_json(reports / js, f"the result of {name}")
     text = obj(rec if part is None else rec[part])
     return reports / md, text

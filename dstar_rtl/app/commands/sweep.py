@@ -22,7 +22,6 @@ exit status 1, and nothing is written.
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 import time
@@ -113,11 +112,9 @@ def _check(args):
     act_hops = [_hop(h, "--act-hop", "cols") for h in args.act_hop]
     if not args.bench.is_file():
         raise UserError(f"bench report not found: {args.bench} (run dstar bench)")
-    try:
-        bench = json.loads(args.bench.read_text())
-        bench["totals"]["all"]["cycles_dstar"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{args.bench} is not a dstar bench report ({exc})") from None
+    from dstar_rtl.app.benches.bench_result import Bench
+
+    bench = Bench.load(args.bench)
     lib = resolve_liberty(args.liberty)
     info = check_liberty(lib)
     if args.scheduler is not None:
@@ -173,8 +170,8 @@ def run_sweep_command(args) -> int:
     # The QPU is the bench's: its preset and packer (the open groups are part of the measured
     # throughput, and they cost a small QPU relatively more than a large one), by part, from
     # `asic_area.json` when it holds that very configuration, else synthesized here.
-    packer = bench_packing(bench["config"])
-    qpu_preset = bench["preset"]
+    packer = bench_packing(bench.config)
+    qpu_preset = bench.preset
     want = preset(qpu_preset, **packer).hash()
     qpu = None
     if args.asic_area.is_file():
@@ -200,7 +197,7 @@ def run_sweep_command(args) -> int:
     sw["measure_sizes"] = msizes
     stats, check = None, None
     if args.throughput == "schedule":
-        base = dict(bench["config"])
+        base = dict(bench.config)
         stats = workload_stats(ref, base, sorted(set(sizes) | {ref["rows"]}),
                                sorted(set(args.lanes) | {ref["lanes"]}), progress=say)
         check = check_consistency(ref, stats)

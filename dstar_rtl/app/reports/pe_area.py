@@ -134,8 +134,10 @@ def workload(name: str, out: Path) -> dict:
     path = out / "bench.json"
     if not path.is_file():
         raise UserError(f"{path} not found; run `dstar measure bench` (make bench) first")
-    t = json.loads(path.read_text())["totals"]["all"]
-    return dict(bits=round(t["mean_act_bits"], 3), fill=round(t["lane_util"], 4),
+    from dstar_rtl.app.benches.bench_result import Bench
+
+    t = Bench.load(path).totals.all
+    return dict(bits=round(t.mean_act_bits, 3), fill=round(t.lane_util, 4),
                 source="reports/bench.json, trained digits DiT (make bench)")
 
 

@@ -30,8 +30,13 @@ def workloads(profile: Path, bench: Path, operating_point: Path | None = OPERATI
     if not (profile.exists() and bench.exists()):
         notes.append("ours: not available (run `dstar profile` and `dstar bench`)")
         return wls, notes
+    from dstar_rtl.app.benches.bench_result import Bench
+
     prof = read_json(profile, "--profile (the report of `dstar profile`)")
-    b = read_json(bench, "--bench (the report of `dstar bench`)")
+    try:
+        b = Bench.load(bench)
+    except UserError as exc:
+        raise UserError(f"--bench (the report of `dstar bench`): {exc}") from None
     op = None
     if operating_point is not None and Path(operating_point).exists():
         sweep = read_json(operating_point, "the operating point (`dstar profile --sweep`)")
@@ -48,7 +53,7 @@ def workloads(profile: Path, bench: Path, operating_point: Path | None = OPERATI
                         f"bench` ({type(exc).__name__}: {exc})") from None
 
 
-def _our_workload(prof: dict, b: dict, wls: list, notes: list, op: tuple | None) -> tuple:
+def _our_workload(prof: dict, b, wls: list, notes: list, op: tuple | None) -> tuple:
     """:func:`workloads` from the reports' contents (``op``: the operating point's name,
     average bits and seeds, or None)."""
     from dstar_rtl.app.benches.layers import packer_words
@@ -59,15 +64,16 @@ def _our_workload(prof: dict, b: dict, wls: list, notes: list, op: tuple | None)
         return wls, notes
     pick = max(sar, key=lambda r: r["summary"]["attention_work_removed"]["mean"]
                if r["summary"]["psnr_db"]["mean"] >= 35 else -1)
-    later = [v for k, v in b["totals"]["by_step"].items() if k != "0"]
+    later = [v for k, v in b.totals.by_step.items() if k != "0"]
     if not later:
         notes.append("ours: the bench measured no step after the first")
         return wls, notes
-    fill = (sum(v["lanes_valid"] for v in later)
-            / (sum(v["groups"] for v in later) * b["config"]["lanes"]))
+    fill = (sum(v.lanes_valid for v in later)
+            / (sum(v.groups for v in later) * b.config["lanes"]))
     bits = pick["summary"]["avg_bits"]["mean"] if op is None else op[1]
     kept = pick["summary"]["attention_kept_fraction"]["mean"]
-    first = b["totals"]["by_step"].get("0", {}).get("mean_act_bits")
+    step0 = b.totals.by_step.get("0")
+    first = step0.mean_act_bits if step0 is not None else None
     wls.append(Workload("ours", bits=round(bits, 2), p_bits=round(bits, 2),
                         fill=round(fill, 3), kept=round(kept, 3),
                         dense_bits=None if first is None else round(first, 2)))
@@ -78,7 +84,7 @@ def _our_workload(prof: dict, b: dict, wls: list, notes: list, op: tuple | None)
                  f"profile's SAR point `{pick['name']}` (the most attention work removed at PSNR "
                  f">= 35 dB); P bits taken equal to the activations'; lane fill {fill:.3f} from "
                  f"`dstar bench` "
-                 f"on the steps after the first ({packer_words(b['config'])}); an input "
+                 f"on the steps after the first ({packer_words(b.config)}); an input "
                  f"quantized whole (the first step's, against a zero state) at "
                  + (f"{first:.2f} bits" if first is not None else "bits not in the bench"))
     return wls, notes

@@ -29,6 +29,7 @@ import json
 import time
 from pathlib import Path
 
+from dstar_rtl.app.benches.bench_result import Bench
 from dstar_rtl.app.benches.perf_validate import PerfModel
 from dstar_rtl.app.benches.sizes import Sizes
 from dstar_rtl.app.benches.sizes import plot as sizes_plot
@@ -148,81 +149,80 @@ def _table(head, rows):
     return md_table(head, rows, left=len(head), digits=None)
 
 
-def _bench_section(bench: dict) -> list:
+def _bench_section(bench: Bench) -> list:
     """REPORT.md lines for ``reports/bench.json`` (``dstar bench``)."""
     def f(v, pct=False):
         return None if v is None else (f"{100 * v:.1f} %" if pct else f"{v:.2f}")
 
-    wl = bench["workload"]
-    res = bench.get("resources", {})
-    src = "; ".join(f"{u}: {e['source']}" for u, e in res.items() if e) or "none"
-    rows = [[r["layer"], f"{r['step']} ({r['step_kind']})", r["cycles_dstar"], r["cycles_int8"],
-             f(r["cycles_ratio"]), f(r["lut_ratio"]), f(r["tput_per_lut_ratio"]),
-             f(r["lane_util"], True)] for r in bench["rows"]]
-    for t in [*bench["totals"]["by_step"].values(), bench["totals"]["all"]]:
-        rows.append([f"**{t['layer']}**", None, t["cycles_dstar"], t["cycles_int8"],
-                     f(t["cycles_ratio"]), f(t["lut_ratio"]), f(t["tput_per_lut_ratio"]),
-                     f(t["lane_util"], True)])
-    a = bench["totals"]["all"]
+    wl = bench.workload
+    src = "; ".join(f"{u}: {e.source}" for u, e in bench.resources.items() if e) or "none"
+    rows = [[r.layer, f"{r.step} ({r.step_kind})", r.cycles_dstar, r.cycles_int8,
+             f(r.cycles_ratio), f(r.lut_ratio), f(r.tput_per_lut_ratio),
+             f(r.lane_util, True)] for r in bench.rows]
+    for t in [*bench.totals.by_step.values(), bench.totals.all]:
+        rows.append([f"**{t.layer}**", None, t.cycles_dstar, t.cycles_int8,
+                     f(t.cycles_ratio), f(t.lut_ratio), f(t.tput_per_lut_ratio),
+                     f(t.lane_util, True)])
+    a = bench.totals.all
     extra = []
-    if a.get("tput_per_area_ratio") is not None:
-        lib = (bench.get("areas") or {}).get("library") or {}
-        extra.append(f"Cell area ({lib.get('name', 'standard cells')}): DSTAR/INT8 "
-                     f"{f(a['area_ratio'])}, throughput per area "
-                     f"**{f(a['tput_per_area_ratio'])}×**.")
-    if a.get("tput_per_second_ratio") is not None:
-        fm = bench.get("fmax") or {}
-        extra.append(f"Fmax on ECP5: MPU {fm.get('mpu', {}).get('fmax_mhz')} MHz, INT8 array "
-                     f"{fm.get('baseline', {}).get('fmax_mhz')} MHz; throughput per second at each "
-                     f"one's own clock **{f(a['tput_per_second_ratio'])}×**.")
+    if a.tput_per_area_ratio is not None:
+        lib = bench.areas.library if bench.areas else None
+        extra.append(f"Cell area ({lib.name if lib else 'standard cells'}): DSTAR/INT8 "
+                     f"{f(a.area_ratio)}, throughput per area "
+                     f"**{f(a.tput_per_area_ratio)}×**.")
+    if a.tput_per_second_ratio is not None:
+        fm = bench.fmax
+        extra.append(f"Fmax on ECP5: MPU {fm.mpu.fmax_mhz if fm else None} MHz, INT8 array "
+                     f"{fm.baseline.fmax_mhz if fm else None} MHz; throughput per second at "
+                     f"each one's own clock **{f(a.tput_per_second_ratio)}×**.")
     extra += _whole_system(bench, _load_result(Packing, "qpu_packing"))
     return ["## Component view: the MPU alone against the INT8 array on DiT layers", "",
             "Parts against parts, not the design's figure (that is the whole-core comparison "
             "above).", "",
-            f"`{bench.get('command') or 'dstar bench'}` (details: `reports/bench.md`): preset "
-            f"`{bench['preset']}` (config `{bench['config_hash']}`), weights `{wl['weights']}`, "
-            f"steps {', '.join(map(str, wl['steps_run']))} of {wl['steps']}, "
-            f"{bench['simulator']}; every output checked against golden. Resources: {src}.", "",
+            f"`{bench.provenance.command or 'dstar bench'}` (details: `reports/bench.md`): "
+            f"preset `{bench.preset}` (config `{bench.config_hash}`), weights `{wl.weights}`, "
+            f"steps {', '.join(map(str, wl.steps_run))} of {wl.steps}, "
+            f"{bench.simulator}; every output checked against golden. Resources: {src}.", "",
             _table(["layer", "step", "DSTAR cycles", "INT8 cycles", "INT8/DSTAR cycles",
                     "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util"], rows), "",
             *([" ".join(extra), ""] if extra else [])]
 
 
-def _whole_system(bench: dict, packing: Packing | None) -> list:
+def _whole_system(bench: Bench, packing: Packing | None) -> list:
     """The bench's per-µm² ratio counted as a whole design needs it: the MPU cannot run without
     the QPU that makes its group stream, and both arrays load their weights. The QPU's cell area
     is ``dstar measure packing``'s at the bench's exact configuration (same hash); absent that,
     the line says the ratio above leaves the QPU out."""
-    a, areas = bench["totals"]["all"], bench.get("areas") or {}
-    if a.get("tput_per_area_ratio") is None or "mpu" not in areas or "baseline" not in areas:
+    a, areas = bench.totals.all, bench.areas
+    if a.tput_per_area_ratio is None or areas is None:
         return []
     qpu = next((r.asic.area for r in (packing.rows if packing else ())
-                if r.config_hash == bench["config_hash"] and r.asic), None)
+                if r.config_hash == bench.config_hash and r.asic), None)
     if qpu is None:
         return ["The ratio per area sets the MPU alone against the INT8 array: the QPU it needs "
                 "is not counted (no `reports/qpu_packing.json` row at this configuration)."]
-    mpu, int8 = areas["mpu"]["area"], areas["baseline"]["area"]
+    mpu, int8 = areas.mpu.area, areas.baseline.area
     ratio = (mpu + qpu) / int8
-    loads = a.get("weight_load_cycles") or 0
-    with_loads = (a["cycles_int8"] + loads) / (a["cycles_dstar"] + loads)
+    loads = a.weight_load_cycles or 0
+    with_loads = (a.cycles_int8 + loads) / (a.cycles_dstar + loads)
     return [f"That ratio sets the MPU alone against the INT8 array. **Counted as a design**, the "
             f"MPU needs the QPU that makes its group stream ({qpu:,.0f} µm² at this "
             f"configuration, `reports/qpu_packing.json`): MPU + QPU {mpu + qpu:,.0f} µm² "
             f"against the INT8 array's {int8:,.0f} µm² ({ratio:.2f}×), so DSTAR's throughput "
-            f"per µm² is **{a['cycles_ratio'] / ratio:.2f}×** the INT8 array's, and "
+            f"per µm² is **{a.cycles_ratio / ratio:.2f}×** the INT8 array's, and "
             f"**{with_loads / ratio:.2f}×** with the weight loads ({loads:,} cycles on each "
-            f"array) counted (the MPU alone: {with_loads / a['area_ratio']:.2f}×). Left out: "
-            f"the weight memories (macros; the MPU's has {bench['config']['lanes']} read ports, "
+            f"array) counted (the MPU alone: {with_loads / a.area_ratio:.2f}×). Left out: "
+            f"the weight memories (macros; the MPU's has {bench.config['lanes']} read ports, "
             f"one per lane, against the INT8 array's 1), the other buffers, the VPU and the "
             f"control on both sides, and the INT8 "
             f"design's activation quantizer. {_bench_config_words(bench)} The whole-core "
             f"comparison above counts everything."]
 
 
-def _bench_config_words(bench: dict) -> str:
+def _bench_config_words(bench: Bench) -> str:
     """Whether the bench measured the configuration a user gets by default (its preset's hash)."""
-    name = bench["preset"]
-    if bench["config_hash"] == config_preset(name).hash():
+    name = bench.preset
+    if bench.config_hash == config_preset(name).hash():
         return (f"This is the configuration a user gets by default (the `{name}` preset as it "
                 f"is today).")
     return (f"This is the bench's configuration (its `--set` levers), not the `{name}` preset a "
@@ -634,8 +634,8 @@ def report_files(out: Path) -> tuple:
                 f"{k} {100 * v.util:.1f} %" for k, v in r.lanes.items() if v.util) + ".", ""]
     md += _sample_section(_load("sample"))
     md += _reference_section(_load_result(Reference, "reference"))
-    bench = _load("bench")
-    if bench:
+    bench = _load_result(Bench, "bench")
+    if bench is not None:
         md += _bench_section(bench)
     md += _energy_section(_load("energy"))
     md += _model_sections(_load("profile"), _load_result(PerfModel, "perf_model"),
