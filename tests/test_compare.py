@@ -3,6 +3,9 @@ to the right parts, the part-area model reproduces a quadratic exactly and repor
 error, RAMs count per read port, the ratios are throughput per area, the INT8 core's buffers are
 what the model needs, and bad input is refused before any work."""
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import pytest
 
 import dstar_rtl.app.cli
@@ -73,12 +76,12 @@ def test_ratios_are_throughput_per_area():
     assert r["per_um2"] == pytest.approx(2 * 200 / 300, abs=1e-4)
     assert r["per_um2_with_sram"] == pytest.approx(2 * 500 / 1000)
     assert r["per_lut"] == pytest.approx(2 * 10 / 30, abs=1e-4)
-    text = verdict({"fpga": dict(r, per_um2=0.5, per_um2_with_sram=0.4),
-                    "paper": dict(r, per_um2=1.25, per_um2_with_sram=1.1)})
+    side = lambda **kw: SimpleNamespace(**dict(r, **kw))     # noqa: E731
+    text = verdict(side(per_um2=0.5, per_um2_with_sram=0.4),
+                   side(per_um2=1.25, per_um2_with_sram=1.1))
     assert "`fpga`: the INT8 core wins per µm² of cells by 2.00×" in text
     assert "`paper`: the DSTAR core wins per µm² of cells by 1.25×" in text
-    assert "`paper`: not measured" in verdict({"fpga": dict(r, per_um2=0.5,
-                                                            per_um2_with_sram=0.4)})
+    assert "`paper`: not measured" in verdict(side(per_um2=0.5, per_um2_with_sram=0.4), None)
 
 
 def test_each_core_holds_the_whole_model_and_the_int8_core_no_state():
@@ -100,7 +103,7 @@ def test_each_core_holds_the_whole_model_and_the_int8_core_no_state():
     (["--perf-model", "/nonexistent.json"], "dstar measure perf"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, msg):
-    rc = dstar_rtl.app.cli.main(["measure", "compare", *argv, "--out-dir", str(tmp_path / "o")])
+    rc = dstar_rtl.app.cli.main(["measure", "compare", *argv, "--out", str(tmp_path / "o")])
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1 and msg in err
     assert not (tmp_path / "o").exists()
@@ -109,7 +112,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv,
 def test_without_a_library_the_default_one_is_missed_last(tmp_path, capsys):
     """A user's clone has no library beside it (the fast tier's fixture makes that so here):
     with every other input right, the one line says to pass --liberty."""
-    rc = dstar_rtl.app.cli.main(["measure", "compare", "--out-dir", str(tmp_path / "o")])
+    rc = dstar_rtl.app.cli.main(["measure", "compare", "--out", str(tmp_path / "o")])
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert "no standard-cell library: pass --liberty FILE" in err
@@ -133,39 +136,45 @@ def test_resolve_liberty(tmp_path, monkeypatch):
     assert resolve_liberty(None) == given
 
 
-def test_paper_alone_keeps_only_an_fpga_object_of_todays_configurations(tmp_path, capsys):
-    import json
+def _stored(**fpga):
+    """The committed comparison, its ``fpga`` fields replaced by ``fpga``."""
+    from dstar_rtl.app.reports.compare_result import Compare
+    from dstar_rtl.gen.paths import REPORTS
 
+    rec = Compare.load(REPORTS / "compare.json")
+    return replace(rec, fpga=replace(rec.fpga, **fpga))
+
+
+def test_paper_alone_keeps_only_an_fpga_object_of_todays_configurations(tmp_path, capsys):
+    from dstar_rtl.app.reports.compare import kept_fpga
+    from dstar_rtl.app.reports.compare_result import Compare
     from dstar_rtl.models.digits import load_trained
 
     spec, params = load_trained()
-    cores = {dp: dict(config_hash=fpga_config(dp, spec, params).hash())
-             for dp in ("dstar", "int8")}
+    rec = _stored()
+    today = {dp: replace(c, config_hash=fpga_config(dp, spec, params).hash())
+             for dp, c in rec.fpga.cores.items()}
     out = tmp_path / "o"
     out.mkdir()
-    cores["int8"]["config_hash"] = "0" * 16
-    (out / "compare.json").write_text(json.dumps(dict(fpga=dict(cores=cores), generated="x")))
+    old = dict(today, int8=replace(today["int8"], config_hash="0" * 16))
+    (out / "compare.json").write_text(_stored(cores=old, measured=None).to_json())
     before = (out / "compare.json").read_text()
-    rc = dstar_rtl.app.cli.main(["measure", "compare", "--presets", "paper", "--out-dir", str(out)])
+    rc = dstar_rtl.app.cli.main(["measure", "compare", "--presets", "paper", "--out", str(out)])
     err = capsys.readouterr().err
     assert rc == 2 and "the int8 fpga core of" in err and "0000000000000000" in err
     assert (out / "compare.json").read_text() == before and len(list(out.iterdir())) == 1
-    from dstar_rtl.app.reports.compare import kept_fpga
-
-    cores["int8"]["config_hash"] = fpga_config("int8", spec, params).hash()
-    (out / "compare.json").write_text(json.dumps(dict(fpga=dict(cores=cores), generated="x")))
-    assert kept_fpga(out / "compare.json")["measured"] == "x"
+    (out / "compare.json").write_text(_stored(cores=today, measured=None).to_json())
+    kept = kept_fpga(lambda: Compare.load(out / "compare.json"))
+    assert kept.measured == rec.provenance.date
 
 
 def test_report_md_opens_with_the_whole_core_comparison():
     from dstar_rtl.app.reports.summary import _compare_section
 
-    q = dict(psnr_db=dict(mean=42.0, lo=41.0, hi=43.0), classifier_with_float=10, samples=10)
-    core = dict(quality=q, average_bits=4.5)
-    f = dict(dstar_cycles_per_image=100, int8_cycles_per_image=150, dstar_um2=3, int8_um2=2,
-             per_um2=1.0, per_um2_with_sram=0.9, per_lut=1.1, qpu_share=0.25, steps=20,
-             labels=list(range(10)), cores=dict(dstar=core, int8=dict(core, average_bits=8)))
-    rec = dict(fpga=f, verdict="`fpga`: the DSTAR core wins per µm² of cells by 1.00×")
+    rec = _stored(dstar_cycles_per_image=100, int8_cycles_per_image=150, dstar_um2=3,
+                  int8_um2=2, per_um2=1.0, per_um2_with_sram=0.9, per_lut=1.1, qpu_share=0.25,
+                  rtl_sources=None)
+    rec = replace(rec, paper=None, verdict="`fpga`: the DSTAR core wins per µm² of cells by 1.00×")
     text = "\n".join(_compare_section(rec))
     assert "**`fpga`: the DSTAR core wins" in text and "not measured in this run" in text
     assert "| `fpga` (RTL) | 100 / 150 | 3 / 2 | **1.00** | 0.90 | 1.10 | 25.0 % |" in text
@@ -173,7 +182,7 @@ def test_report_md_opens_with_the_whole_core_comparison():
     # Measured before the comparison recorded its RTL: stale; on today's sources: not.
     assert "**Stale**: the `fpga` figures were measured on RTL sources" in text
     from dstar_rtl.sim.sources import digest, elaboration_sources
-    rec["fpga"]["rtl_sources"] = digest(elaboration_sources())
+    rec = replace(rec, fpga=replace(rec.fpga, rtl_sources=digest(elaboration_sources())))
     assert "Stale" not in "\n".join(_compare_section(rec))
-    rec["fpga"]["rtl_sources"] = "0" * 64
+    rec = replace(rec, fpga=replace(rec.fpga, rtl_sources="0" * 64))
     assert "**Stale**: the `fpga` figures" in "\n".join(_compare_section(rec))

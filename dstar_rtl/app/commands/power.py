@@ -135,17 +135,20 @@ def _check(args, cfg):
         if cfg.name != "fpga" or args.overrides:
             raise UserError("the energy per image runs the whole-core comparison's fpga cores: "
                             "use the default fpga preset without --set, or --no-image")
-        for flag, path, key in (("--projection", args.projection, "rows"),
-                                ("--compare", args.compare, "paper")):
-            try:
-                doc = json.loads(path.read_text())
-            except (OSError, ValueError) as exc:
-                raise UserError(f"{flag} {path}: {exc.__class__.__name__}: "
-                                f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'}") \
-                    from None
-            if key not in doc:
-                raise UserError(f"{flag} {path}: no {key!r} entry (not a dstar measure "
-                                f"{flag[2:]} record)")
+        try:
+            doc = json.loads(args.projection.read_text())
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--projection {args.projection}: {exc.__class__.__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'}") \
+                from None
+        if "rows" not in doc:
+            raise UserError(f"--projection {args.projection}: no 'rows' entry (not a dstar "
+                            f"measure projection record)")
+        from dstar_rtl.app.reports.compare_result import Compare
+
+        if Compare.load(args.compare).paper is None:
+            raise UserError(f"--compare {args.compare}: no 'paper' entry (dstar measure "
+                            f"compare --presets paper)")
         image_inputs = [args.projection, args.compare]
     args.liberty_given = args.liberty is not None
     args.liberty = resolve_liberty(args.liberty)

@@ -25,14 +25,22 @@ area over the QPU's and the MPU's.
 from __future__ import annotations
 
 import dataclasses
-import json
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
-from dstar_rtl.app.options import Parser, check_liberty, resolve_liberty
+from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.options import check_liberty, resolve_liberty
+from dstar_rtl.app.quantities import StepTime
+from dstar_rtl.app.reports.compare_result import (
+    Compare,
+    FpgaComparison,
+    PaperComparison,
+)
+from dstar_rtl.app.results import Provenance, build
 from dstar_rtl.flows.core_parts import (
     ASIC_OPTIONS,
     CHECK_SIZE,
@@ -46,9 +54,9 @@ from dstar_rtl.flows.core_parts import (
     fit_parts,
 )
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import check_output_dir, json_text, save_png, write_together
+from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.paths import ROOT
-from dstar_rtl.gen.progress import Step, say
+from dstar_rtl.gen.progress import Step
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import preset
 from dstar_rtl.sim.sources import digest, elaboration_sources
@@ -58,7 +66,7 @@ DATAPATHS = ("dstar", "int8")
 PRESETS = ("fpga", "paper")
 PAPER_MODEL = "DiT-XL/2 512"
 
-__all__ = ["main", "fpga_config", "ratios", "PAPER_MODEL"]
+__all__ = ["MEASUREMENT", "fpga_config", "ratios", "PAPER_MODEL"]
 
 
 def fpga_config(datapath: str, spec, params):
@@ -187,26 +195,26 @@ def measure_fpga(args, liberty: str, steps: list) -> dict:
                 seed=args.seed, simulator=args.simulator, cores=out)
 
 
-def kept_fpga(path: Path) -> dict:
-    """The ``fpga`` object of an earlier report, for a run that measures only ``paper``: refused
-    (:class:`UserError`) unless both cores were measured at the configurations the defaults
-    build today (their hashes). The object records when it was measured (``measured``)."""
+def kept_fpga(previous) -> FpgaComparison:
+    """The ``fpga`` object of the stored result (``previous()``), for a run that measures only
+    ``paper``: refused (:class:`UserError`) unless both cores were measured at the
+    configurations the defaults build today (their hashes). The object records when it was
+    measured (``measured``)."""
     from dstar_rtl.models.digits import load_trained
 
-    try:
-        old = json.loads(path.read_text())
-        f = old["fpga"]
-        hashes = {dp: f["cores"][dp]["config_hash"] for dp in DATAPATHS}
-    except (OSError, ValueError, KeyError, TypeError):
-        raise UserError(f"--presets without fpga keeps the fpga object of {path}, which has "
-                        "none; run with --presets fpga paper") from None
+    old = previous()
+    if old is None:
+        raise UserError("--presets without fpga keeps the fpga object of the stored "
+                        "compare.json, which has none; run with --presets fpga paper")
+    f = old.fpga
     spec, params = load_trained()
     for dp in DATAPATHS:
         now = fpga_config(dp, spec, params).hash()
-        if hashes[dp] != now:
-            raise UserError(f"the {dp} fpga core of {path} was measured at configuration "
-                            f"{hashes[dp]}, today's is {now}; run with --presets fpga paper")
-    return dict(f, measured=f.get("measured", old.get("generated")))
+        if f.cores[dp].config_hash != now:
+            raise UserError(f"the {dp} fpga core of the stored compare.json was measured at "
+                            f"configuration {f.cores[dp].config_hash}, today's is {now}; run "
+                            f"with --presets fpga paper")
+    return dataclasses.replace(f, measured=f.measured or old.provenance.date)
 
 
 # ----------------------------------------------------------------------------- paper
@@ -258,95 +266,89 @@ def _x(v, nd=2):
     return "–" if v is None else f"{v:,.{nd}f}"
 
 
-def verdict(rec: dict) -> str:
+def verdict(fpga: FpgaComparison, paper: PaperComparison | None) -> str:
     """Which design wins per µm² of cells, and by how much, at each preset measured."""
     out = []
-    for name in PRESETS:
-        if name not in rec:
+    for name, r in (("fpga", fpga), ("paper", paper)):
+        if r is None:
             out.append(f"`{name}`: not measured in this run")
             continue
-        r = rec[name]
-        win = "DSTAR" if r["per_um2"] >= 1 else "INT8"
-        f = r["per_um2"] if r["per_um2"] >= 1 else 1 / r["per_um2"]
+        win = "DSTAR" if r.per_um2 >= 1 else "INT8"
+        f = r.per_um2 if r.per_um2 >= 1 else 1 / r.per_um2
         out.append(f"`{name}`: the {win} core wins per µm² of cells by {f:.2f}× "
-                   f"(DSTAR/INT8 {r['per_um2']:.2f}; {r['per_um2_with_sram']:.2f} with its SRAM)")
+                   f"(DSTAR/INT8 {r.per_um2:.2f}; {r.per_um2_with_sram:.2f} with its SRAM)")
     return "; ".join(out) + "."
 
 
-def markdown(rec: dict) -> str:
-    f = rec["fpga"]
-    d, i = f["cores"]["dstar"], f["cores"]["int8"]
+def markdown(rec: Compare) -> str:
+    """``reports/compare.md`` from its result."""
+    f = rec.fpga
+    d, i = f.cores["dstar"], f.cores["int8"]
+    dq, iq = d.quality, i.quality
     md = ["# The whole DSTAR core against the whole INT8 core", "",
-          f"Generated {rec['generated']} by `dstar measure compare`. "
+          f"Generated {rec.provenance.date} by `dstar measure compare`. "
           "The INT8 core is the same generator's core with `datapath = \"int8\"` (numerics "
           "§2.8): the same buffers, VPU, dispatcher, instruction set, compiler and SAR "
           "schedule, the INT8 array and an INT8 activation quantizer in place of the MPU and "
           "the QPU, dense layers.", "",
-          f"**{verdict(rec)}**", "",
+          f"**{rec.verdict}**", "",
           "## `fpga`: measured on the RTL", "",
-          *([f"Measured {f['measured']} and kept by this run (`--presets paper`: the same "
+          *([f"Measured {f.measured} and kept by this run (`--presets paper`: the same "
              "configurations; the RTL is the user's to keep unchanged).", ""]
-            if "measured" in f else []),
-          f"The trained digits DiT, {f['steps']} DDIM steps, labels {f['labels']} with seeds "
-          f"{f['seed']} + k, sampled end to end on each generated core in {f['simulator']} "
+            if f.measured else []),
+          f"The trained digits DiT, {f.steps} DDIM steps, labels {list(f.labels)} with seeds "
+          f"{f.seed} + k, sampled end to end on each generated core in {f.simulator} "
           "(every step checked bit for bit against the integer golden); each core's buffers "
           "as deep as the model needs on it, nothing streamed.", "",
           md_table(["", "DSTAR core", "INT8 core", "DSTAR/INT8"], [
-              ["cycles per image (RTL)", f"{d['cycles_per_image']:,.0f}",
-               f"{i['cycles_per_image']:,.0f}",
-               f"{d['cycles_per_image'] / i['cycles_per_image']:.3f}"],
-              ["average activation bits (core counters)", f"{d['average_bits']:.2f}",
-               f"{i['average_bits']:.2f}", ""],
-              ["Nangate45 cells, µm² (RAMs excluded)", _x(d["area"]["cells_um2"], 0),
-               _x(i["area"]["cells_um2"], 0),
-               f"{d['area']['cells_um2'] / i['area']['cells_um2']:.3f}"],
-              ["flip-flops", f"{d['area']['ff']:,}", f"{i['area']['ff']:,}", ""],
-              ["RAM bits", f"{d['area']['ram_bits']:,}", f"{i['area']['ram_bits']:,}", ""],
-              ["SRAM estimate, µm²", _x(d["area"]["sram_um2"], 0), _x(i["area"]["sram_um2"], 0),
-               ""],
-              ["ECP5 LUT4 (no DSP blocks)", f"{d['ecp5']['lut4']:,}", f"{i['ecp5']['lut4']:,}",
-               f"{d['ecp5']['lut4'] / max(1, i['ecp5']['lut4']):.3f}"],
+              ["cycles per image (RTL)", f"{d.cycles_per_image:,.0f}",
+               f"{i.cycles_per_image:,.0f}", f"{d.cycles_per_image / i.cycles_per_image:.3f}"],
+              ["average activation bits (core counters)", f"{d.average_bits:.2f}",
+               f"{i.average_bits:.2f}", ""],
+              ["Nangate45 cells, µm² (RAMs excluded)", _x(d.area.cells_um2, 0),
+               _x(i.area.cells_um2, 0), f"{d.area.cells_um2 / i.area.cells_um2:.3f}"],
+              ["flip-flops", f"{d.area.ff:,}", f"{i.area.ff:,}", ""],
+              ["RAM bits", f"{d.area.ram_bits:,}", f"{i.area.ram_bits:,}", ""],
+              ["SRAM estimate, µm²", _x(d.area.sram_um2, 0), _x(i.area.sram_um2, 0), ""],
+              ["ECP5 LUT4 (no DSP blocks)", f"{d.ecp5['lut4']:,}", f"{i.ecp5['lut4']:,}",
+               f"{d.ecp5['lut4'] / max(1, i.ecp5['lut4']):.3f}"],
               ["PSNR vs float, dB (95 % interval)",
-               f"{d['quality']['psnr_db']['mean']} [{d['quality']['psnr_db']['lo']}, "
-               f"{d['quality']['psnr_db']['hi']}]",
-               f"{i['quality']['psnr_db']['mean']} [{i['quality']['psnr_db']['lo']}, "
-               f"{i['quality']['psnr_db']['hi']}]", ""],
-              ["classifier agrees with float", f"{d['quality']['classifier_with_float']}/"
-               f"{d['quality']['samples']}", f"{i['quality']['classifier_with_float']}/"
-               f"{i['quality']['samples']}", ""]]), "",
+               f"{dq.psnr_db.mean} [{dq.psnr_db.lo}, {dq.psnr_db.hi}]",
+               f"{iq.psnr_db.mean} [{iq.psnr_db.lo}, {iq.psnr_db.hi}]", ""],
+              ["classifier agrees with float", f"{dq.classifier_with_float}/{dq.samples}",
+               f"{iq.classifier_with_float}/{iq.samples}", ""]]), "",
           md_table(["DSTAR/INT8", "throughput per µm² (cells)", "with SRAM", "per ECP5 LUT",
                     "QPU / (QPU + MPU)"],
-                   [[f"{f['speedup']:.3f}× speed", f"{f['per_um2']:.3f}",
-                     f"{f['per_um2_with_sram']:.3f}", f"{f['per_lut']:.3f}",
-                     f"{100 * f['qpu_share']:.1f} %"]]), "",
+                   [[f"{f.speedup:.3f}× speed", f"{f.per_um2:.3f}",
+                     f"{f.per_um2_with_sram:.3f}", f"{f.per_lut:.3f}",
+                     f"{100 * f.qpu_share:.1f} %"]]), "",
           "### Area by part (Nangate45 cells, µm²)", ""]
-    parts = sorted({*d["area"]["parts"], *i["area"]["parts"]},
-                   key=lambda k: -max(d["area"]["parts"].get(k, 0), i["area"]["parts"].get(k, 0)))
+    dp_, ip_ = d.area.parts, i.area.parts
+    parts = sorted({*dp_, *ip_}, key=lambda k: -max(dp_.get(k, 0), ip_.get(k, 0)))
     md += [md_table(["part", "DSTAR core", "INT8 core"],
-                    [[k, _x(d["area"]["parts"].get(k), 0), _x(i["area"]["parts"].get(k), 0)]
-                     for k in parts]), "",
+                    [[k, _x(dp_.get(k), 0), _x(ip_.get(k), 0)] for k in parts]), "",
            "### RAMs (left out of the cells; SRAM estimate per bit and read port)", "",
            f"SRAM density: {SRAM_UM2_PER_BIT:.3f} µm² per bit, from {SRAM_SOURCE}; a RAM "
            "with r read ports counts r copies.", ""]
     for name, c in (("DSTAR core", d), ("INT8 core", i)):
-        big = [m for m in c["area"]["memories"] if m["bits"] >= 1024]
-        md += [f"{name}: " + ", ".join(f"{m['name']} {m['size']}×{m['width']}"
-                                      + (f" ({m['read_ports']} read ports)"
-                                         if m["read_ports"] > 1 else "")
+        big = [m for m in c.area.memories if m.bits >= 1024]
+        md += [f"{name}: " + ", ".join(f"{m.name} {m.size}×{m.width}"
+                                      + (f" ({m.read_ports} read ports)"
+                                         if m.read_ports > 1 else "")
                                       for m in big)
-               + f"; {len(c['area']['memories']) - len(big)} small queues.", ""]
+               + f"; {len(c.area.memories) - len(big)} small queues.", ""]
     md += ["### The cycle model on the same program", "",
            "The model of `reports/perf_model.md` (its `fpga` calibration; the INT8 core's "
            "quantizer at two passes) on the first two steps of the first sample, against the "
            "RTL's cycles and busy cycles per engine:", "",
            md_table(["core", "step", "RTL cycles", "model", "error", "busy Q RTL / model",
                      "busy M RTL / model", "busy V RTL / model"],
-                    [[dp, "cache" if s["cache_step"] else "reuse", f"{s['rtl']:,}",
-                      f"{s['model']:,}", f"{100 * s['error']:+.2f} %"]
-                     + [f"{s['busy'][e]['rtl']:,} / {s['busy'][e]['model']:,}"
+                    [[dp, "cache" if s.cache_step else "reuse", f"{s.rtl:,}",
+                      f"{s.model:,}", f"{100 * s.error:+.2f} %"]
+                     + [f"{s.busy[e]['rtl']:,} / {s.busy[e]['model']:,}"
                         for e in ("Q", "M", "V")]
-                     for dp in DATAPATHS for s in f["cores"][dp]["model_check"]["steps"]]), ""]
-    md += _paper_markdown(rec.get("paper"))
+                     for dp in DATAPATHS for s in f.cores[dp].model_check.steps]), ""]
+    md += _paper_markdown(rec.paper)
     md += ["Left out of both: the init program (every weight loaded once into WMEM, the "
            "same words on both cores; cycles per image count the sampling steps), the host, "
            "the chip's NoC and HBM controllers, clock and reset trees, placement and routing "
@@ -355,47 +357,47 @@ def markdown(rec: dict) -> str:
     return "\n".join(md)
 
 
-def _paper_markdown(p: dict | None) -> list:
+def _paper_markdown(p: PaperComparison | None) -> list:
     if p is None:
         return ["## `paper`: not measured in this run", "",
                 "`dstar measure compare` with its default `--presets fpga paper` (as `make "
                 "reports` runs it) also fits the part-area model and projects the cycles.", ""]
+    am = p.area_model
     return ["## `paper`: part-area model and projected cycles", "",
            f"Cells: each part fitted as a + b·T + c·T² on Nangate45 syntheses of the `paper` "
            f"family at T = {', '.join(map(str, FIT_SIZES))} (rows = cols = vpu_lanes = T, "
            f"sort_n 64, max_reduction 4608) and checked at T = {CHECK_SIZE}:", "",
            md_table(["core", f"T = {CHECK_SIZE} synthesized", "model", "error",
                      "T = 64 cells, µm²", "T = 64 SRAM, µm²"],
-                    [[dp, _x(p["area_model"][dp]["fit"]["check"]["synthesized"], 0),
-                      _x(p["area_model"][dp]["fit"]["check"]["model"], 0),
-                      f"{100 * p['area_model'][dp]['fit']['check']['error']:+.2f} %",
-                      _x(p["area_model"][dp]["fit"]["predicted"]["total"], 0),
-                      _x(p["area_model"][dp]["sram"]["predicted"], 0)] for dp in DATAPATHS]),
+                    [[dp, _x(am[dp].fit.check.synthesized, 0), _x(am[dp].fit.check.model, 0),
+                      f"{100 * am[dp].fit.check.error:+.2f} %",
+                      _x(am[dp].fit.predicted.total, 0), _x(am[dp].sram.predicted, 0)]
+                     for dp in DATAPATHS]),
            "",
            f"Cycles per image: the projection's model (`reports/projection.md`) for "
-           f"{p['model']}, workload `{p['workload']['name']}` ({p['workload']['bits']} bits, "
-           f"lane fill {p['workload']['fill']}, {p['workload']['kept']} of the blocks kept), "
+           f"{p.model}, workload `{p.workload.name}` ({p.workload.bits} bits, "
+           f"lane fill {p.workload.fill}, {p.workload.kept} of the blocks kept), "
            "one core's cycles on the 32-core chip.", "",
            md_table(["cycles per image DSTAR / INT8", "DSTAR/INT8 speed", "per µm² (cells)",
                      "with SRAM", "QPU / (QPU + MPU)"],
-                    [[f"{p['dstar_cycles_per_image']:,} / {p['int8_cycles_per_image']:,}",
-                      f"{p['speedup']:.3f}× speed", f"{p['per_um2']:.3f}",
-                      f"{p['per_um2_with_sram']:.3f}", f"{100 * p['qpu_share']:.1f} %"]]), ""]
+                    [[f"{p.dstar_cycles_per_image:,} / {p.int8_cycles_per_image:,}",
+                      f"{p.speedup:.3f}× speed", f"{p.per_um2:.3f}",
+                      f"{p.per_um2_with_sram:.3f}", f"{100 * p.qpu_share:.1f} %"]]), ""]
 
 
-def plot(rec: dict, path):
-    """Stacked Nangate45 area by part of the two ``fpga`` cores."""
+def plot(rec: Compare):
+    """Stacked Nangate45 area by part of the two ``fpga`` cores: a PNG writer."""
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
-    cores = rec["fpga"]["cores"]
-    parts = sorted({k for c in cores.values() for k in c["area"]["parts"]},
-                   key=lambda k: -max(c["area"]["parts"].get(k, 0) for c in cores.values()))
+    cores = rec.fpga.cores
+    parts = sorted({k for c in cores.values() for k in c.area.parts},
+                   key=lambda k: -max(c.area.parts.get(k, 0) for c in cores.values()))
     fig = Figure(figsize=(10, 5))
     ax = fig.subplots()
     bottom = [0.0, 0.0]
     for n, part in enumerate(parts):
-        v = [cores[dp]["area"]["parts"].get(part, 0) / 1e3 for dp in DATAPATHS]
+        v = [cores[dp].area.parts.get(part, 0) / 1e3 for dp in DATAPATHS]
         ax.bar(["DSTAR core", "INT8 core"], v, bottom=bottom, label=part,
                color=colormaps["tab20"](n % 20))
         bottom = [b + x for b, x in zip(bottom, v)]
@@ -403,61 +405,69 @@ def plot(rec: dict, path):
     ax.set_title("fpga cores by part")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    save_png(fig, path)
+    return png_writer(fig)
 
 
-def main(argv=None, prog=None) -> int:
-    ap = Parser(prog=prog or "dstar measure compare", description=__doc__.split("\n")[0])
-    ap.add_argument("--presets", nargs="+", choices=PRESETS, default=list(PRESETS),
-                    help="what to measure: fpga (the RTL cores), paper (the part-area model "
-                         "and the projection); default both. Without fpga, the fpga object "
-                         "of OUT_DIR/compare.json is kept if it was measured on today's "
-                         "configurations")
-    ap.add_argument("--steps", type=int, default=20, help="DDIM steps (default 20)")
-    ap.add_argument("--labels", type=int, nargs="+", default=list(range(10)),
-                    help="one sample per label, seed + k (default 0 .. 9)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the first sample")
-    ap.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
-    ap.add_argument("--jobs", type=int, default=2, help="simulations in parallel")
-    ap.add_argument("--liberty", type=Path, default=None,
-                    help="standard-cell library (default: the Nangate45 library beside the "
-                         "project)")
-    ap.add_argument("--reuse", action="store_true",
-                    help="reuse stored synthesis results of identical designs and scripts")
-    ap.add_argument("--perf-model", type=Path, default=OUT / "perf_model.json")
-    ap.add_argument("--profile", type=Path, default=OUT / "profile.json")
-    ap.add_argument("--bench", type=Path, default=OUT / "bench.json")
-    ap.add_argument("--out-dir", type=Path, default=OUT)
-    args = ap.parse_args(argv)
-    if args.steps < 2 or not args.labels or args.jobs < 1:
-        raise UserError("--steps must be >= 2, --labels non-empty and --jobs >= 1")
-    if any(not 0 <= v <= 9 for v in args.labels):
-        raise UserError("--labels must be digits 0 .. 9")
-    if not args.perf_model.is_file():
-        raise UserError(f"{args.perf_model} not found; run `dstar measure perf` first")
-    out = check_output_dir(args.out_dir)
-    kept = None if "fpga" in args.presets else kept_fpga(out / "compare.json")
-    # The library last: the default one (beside the project) is absent on a user's machine, and
-    # every other mistake is worth reporting before the user goes to find a library.
-    liberty = resolve_liberty(args.liberty)
+@dataclass(frozen=True)
+class CompareOptions:
+    """What ``dstar measure compare`` measures (checked at construction; the stored result a
+    ``paper``-only run keeps and the library are checked when the measurement starts, the
+    library last: the default one, beside the project, is absent on a user's machine, and
+    every other mistake is worth reporting first)."""
+
+    presets: tuple[Literal["fpga", "paper"], ...] = option(
+        PRESETS, "what to measure: fpga (the RTL cores), paper (the part-area model and the "
+                 "projection). Without fpga, the fpga object of the stored compare.json is "
+                 "kept if it was measured on today's configurations")
+    steps: int = option(20, "DDIM steps")
+    labels: tuple[int, ...] = option(tuple(range(10)), "one sample per label, seed + k")
+    seed: int = option(0, "seed of the first sample")
+    simulator: Literal["verilator", "icarus"] = option("verilator", "simulator of the cores")
+    jobs: int = option(2, "simulations in parallel")
+    reuse: bool = option(False, "reuse stored synthesis results of identical designs and "
+                                "scripts")
+    perf_model: Path = option(OUT / "perf_model.json", "the cycle model's calibration "
+                                                       "(dstar measure perf)")
+    profile: Path = option(OUT / "profile.json", "the workload's profile (dstar profile)")
+    bench: Path = option(OUT / "bench.json", "the lane fill (dstar bench)")
+    liberty: Path | None = option(None, "standard-cell library (default: the Nangate45 library "
+                                        "beside the project)")
+
+    def __post_init__(self):
+        if self.steps < 2 or not self.labels or self.jobs < 1:
+            raise UserError("--steps must be >= 2, --labels non-empty and --jobs >= 1")
+        if any(not 0 <= v <= 9 for v in self.labels):
+            raise UserError("--labels must be digits 0 .. 9")
+        if not self.perf_model.is_file():
+            raise UserError(f"{self.perf_model} not found; run `dstar measure perf` first")
+
+
+def measure(opts: CompareOptions, previous=None) -> Compare:
+    """Both presets asked for (progress on stderr)."""
+    kept = None if "fpga" in opts.presets else kept_fpga(previous)
+    liberty = resolve_liberty(opts.liberty)
     info = check_liberty(liberty)
     steps: list = []
     t0 = time.perf_counter()
-    rec = dict(liberty=info, sram=dict(um2_per_bit=round(SRAM_UM2_PER_BIT, 4),
-                                       source=SRAM_SOURCE))
     # Each object records the RTL it measured (REPORT.md marks one measured on other sources).
     src = digest(elaboration_sources())
-    rec["fpga"] = kept or dict(measure_fpga(args, str(liberty), steps), rtl_sources=src)
-    if "paper" in args.presets:
-        rec["paper"] = dict(measure_paper(args, str(liberty), steps), rtl_sources=src)
-    rec.update(verdict=verdict(rec), steps=steps, seconds=round(time.perf_counter() - t0, 1),
-               generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-    write_together({out / "compare.json": json_text(rec),
-                    out / "compare.md": markdown(rec),
-                    out / "compare.png": lambda fh: plot(rec, fh)})
-    say(f"wrote {out / 'compare.json'}, .md, .png: {rec['verdict']}")
-    return 0
+    fpga = kept or build(FpgaComparison, dict(measure_fpga(opts, str(liberty), steps),
+                                              rtl_sources=src), "compare fpga")
+    paper = (build(PaperComparison, dict(measure_paper(opts, str(liberty), steps),
+                                         rtl_sources=src), "compare paper")
+             if "paper" in opts.presets else None)
+    configs = {f"fpga {dp}": c.config_hash for dp, c in fpga.cores.items()}
+    return Compare(Provenance.of_run("compare", configs), liberty=info,
+                   sram=dict(um2_per_bit=round(SRAM_UM2_PER_BIT, 4), source=SRAM_SOURCE),
+                   fpga=fpga, verdict=verdict(fpga, paper),
+                   steps=tuple(StepTime(**s) for s in steps),
+                   seconds=round(time.perf_counter() - t0, 1), paper=paper)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+MEASUREMENT = Measurement(
+    name="compare", stem="compare",
+    summary="The whole DSTAR core against the whole INT8 core: the trained digits DiT sampled on "
+            "both fpga cores on the RTL, their cell areas by part, and at paper the part-area "
+            "model with the projection's cycles (about 75 minutes).",
+    options=CompareOptions, result=Compare, measure=measure, render=markdown,
+    figures=lambda r: {"compare.png": plot(r)})

@@ -33,6 +33,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.perf.sram_energy import sram_energy
 
@@ -297,12 +298,17 @@ def paper_chip_entries(rep: dict, projection, compare) -> dict:
     its measured ``fpga`` figures (``rep``: ``arrays``, ``units``, ``image``, ``preset``;
     :func:`perf.chip_energy.fpga_side`), the projection's rows and the comparison's
     part areas: what ``dstar power --paper-chip`` recomputes without simulating anything."""
+    from dstar_rtl.app.reports.compare_result import Compare
+    from dstar_rtl.app.results import plain
     from dstar_rtl.golden.config import preset
     from dstar_rtl.perf.chip_energy import fpga_side, project_energy
 
-    proj, cmp = json.loads(Path(projection).read_text()), json.loads(Path(compare).read_text())
+    proj, cmp = json.loads(Path(projection).read_text()), Compare.load(compare)
+    if cmp.paper is None:
+        raise UserError(f"{compare}: the comparison measured no paper core (dstar measure "
+                        f"compare --presets paper)")
     side = fpga_side(rep)
-    paper = project_energy(proj["rows"], cmp["paper"]["area_model"], side["sides"],
+    paper = project_energy(proj["rows"], plain(cmp.paper.area_model), side["sides"],
                            preset(rep["preset"]), side["voltage"])
     for r in paper:
         r["floors"] = floors(r["dstar"]["parts"], r["int8"]["parts"], r["int8"]["total_pj"])

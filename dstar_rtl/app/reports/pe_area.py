@@ -27,7 +27,6 @@ clear; the report says so beside it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,9 +127,15 @@ def workload(name: str, out: Path) -> dict:
         path = out / "compare.json"
         if not path.is_file():
             raise UserError(f"{path} not found; run `dstar measure compare` first")
-        w = json.loads(path.read_text())["paper"]["workload"]
-        return dict(bits=w["bits"], fill=w["fill"],
-                    source=f"reports/compare.json, paper workload {w['name']!r}")
+        from dstar_rtl.app.reports.compare_result import Compare
+
+        paper = Compare.load(path).paper
+        if paper is None:
+            raise UserError(f"{path} holds no paper comparison; run `dstar measure compare` "
+                            f"with paper")
+        w = paper.workload
+        return dict(bits=w.bits, fill=w.fill,
+                    source=f"reports/compare.json, paper workload {w.name!r}")
     path = out / "bench.json"
     if not path.is_file():
         raise UserError(f"{path} not found; run `dstar measure bench` (make bench) first")

@@ -38,13 +38,16 @@ def _energy_context(energy: Path, compare: Path) -> tuple:
     if not (energy.is_file() and compare.is_file()):
         return None, (f"energy per image: not computed ({energy} or {compare} missing: run "
                       f"`dstar power` and `dstar measure compare`)")
+    from dstar_rtl.app.reports.compare_result import Compare
+    from dstar_rtl.app.results import plain
+
     rep = read_json(energy, "--energy (the report of `dstar power`)")
-    cmp = read_json(compare, "--compare (the report of `dstar measure compare`)")
+    cmp = Compare.load(compare)
     try:
         side = fpga_side(rep)
-        area = cmp["paper"]["area_model"]
+        area = plain(cmp.paper.area_model)
         fcfg = preset(rep["preset"])
-    except (KeyError, TypeError, ConfigError) as exc:
+    except (KeyError, TypeError, AttributeError, ConfigError) as exc:
         raise UserError(f"{energy} or {compare} is not a report of `dstar power` / `dstar "
                         f"measure compare` ({type(exc).__name__}: {exc})") from None
     return (area, side["sides"], fcfg, side["voltage"]), (

@@ -36,6 +36,7 @@ from dstar_rtl.app.benches.sizes import plot as sizes_plot
 from dstar_rtl.app.benches.sizes import table as sizes_table
 from dstar_rtl.app.reports import state_levers
 from dstar_rtl.app.reports.arrays import Arrays
+from dstar_rtl.app.reports.compare_result import Compare
 from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.packing import Packing
@@ -229,58 +230,60 @@ def _bench_config_words(bench: Bench) -> str:
             f"user gets by default today.")
 
 
-def _compare_section(rec) -> list:
+def _compare_section(rec: Compare | None) -> list:
     """REPORT.md's headline: ``reports/compare.json`` (``dstar measure compare``), the whole DSTAR
     core against the whole INT8 core."""
-    if not rec:
+    if rec is None:
         return ["## The whole DSTAR core against the whole INT8 core", "",
                 "Not measured yet (`dstar measure compare`). The figures below set parts against "
                 "parts; none of them is the design's.", ""]
-    f, p = rec["fpga"], rec.get("paper")
-    d, i = f["cores"]["dstar"], f["cores"]["int8"]
-    q = lambda c: c["quality"]["psnr_db"]     # noqa: E731
-    rows = [["`fpga` (RTL)", f"{f['dstar_cycles_per_image']:,.0f} / "
-             f"{f['int8_cycles_per_image']:,.0f}", f"{f['dstar_um2']:,.0f} / {f['int8_um2']:,.0f}",
-             f"**{f['per_um2']:.2f}**", f"{f['per_um2_with_sram']:.2f}", f"{f['per_lut']:.2f}",
-             f"{100 * f['qpu_share']:.1f} %"],
+    f, p = rec.fpga, rec.paper
+    d, i = f.cores["dstar"], f.cores["int8"]
+    rows = [["`fpga` (RTL)", f"{f.dstar_cycles_per_image:,.0f} / "
+             f"{f.int8_cycles_per_image:,.0f}", f"{f.dstar_um2:,.0f} / {f.int8_um2:,.0f}",
+             f"**{f.per_um2:.2f}**", f"{f.per_um2_with_sram:.2f}", f"{f.per_lut:.2f}",
+             f"{100 * f.qpu_share:.1f} %"],
             ["`paper` (model)", "not measured in this run", "", "", "", "", ""] if p is None else
-            [f"`paper` (model, {p['model']})", f"{p['dstar_cycles_per_image']:,.0f} / "
-             f"{p['int8_cycles_per_image']:,.0f}", f"{p['dstar_um2']:,.0f} / {p['int8_um2']:,.0f}",
-             f"**{p['per_um2']:.2f}**", f"{p['per_um2_with_sram']:.2f}", "–",
-             f"{100 * p['qpu_share']:.1f} %"]]
+            [f"`paper` (model, {p.model})", f"{p.dstar_cycles_per_image:,.0f} / "
+             f"{p.int8_cycles_per_image:,.0f}", f"{p.dstar_um2:,.0f} / {p.int8_um2:,.0f}",
+             f"**{p.per_um2:.2f}**", f"{p.per_um2_with_sram:.2f}", "–",
+             f"{100 * p.qpu_share:.1f} %"]]
     now = digest(elaboration_sources())
-    stale = [k for k in ("fpga", "paper") if rec.get(k) and rec[k].get("rtl_sources") != now]
+    stale = [k for k, side in (("fpga", f), ("paper", p))
+             if side is not None and side.rtl_sources != now]
     note = ([f"**Stale**: the {' and '.join(f'`{k}`' for k in stale)} "
              "figures were measured on RTL sources "
              "other than today's (or before the comparison recorded them); they are those of the "
              "cores then, and `dstar measure compare` remeasures them.", ""] if stale else [])
-    if p is not None and "memory" not in p:
+    if p is not None and p.memory is None:
         note += ["**Stale**: the `paper` row's cycles per image come from the projection before "
                  "every byte was charged (issue 47: FMDQ's state, the activations and the GEMM "
                  "re-fetches of the paper's 3.1 MB of SRAM in HBM); today's projection "
                  "(`reports/projection.md`, below) puts DSTAR at "
                  + _xl_speedups() + " the INT8 chip's speed on DiT-XL/2 512, and "
                  "`dstar measure compare --presets paper` remeasures the row.", ""]
+    dq, iq = d.quality, i.quality
     return ["## The whole DSTAR core against the whole INT8 core", "",
             *note,
-            f"`{rec.get('command', 'dstar measure compare')}` (details: `reports/compare.md`): "
+            f"`{rec.provenance.command or 'dstar measure compare'}` (details: "
+            "`reports/compare.md`): "
             "the same generator's core with DSTAR's QPU and MPU or with the INT8 array and an "
             "INT8 quantizer (`datapath = \"int8\"`), everything else the same. `fpga`: the "
-            f"trained digits DiT sampled end to end on both RTL cores ({f['steps']} DDIM steps, "
-            f"{len(f['labels'])} labels, bit-exact at every step); `paper`: a part-area model "
+            f"trained digits DiT sampled end to end on both RTL cores ({f.steps} DDIM steps, "
+            f"{len(f.labels)} labels, bit-exact at every step); `paper`: a part-area model "
             "checked on a held-out size, cycles from the projection's model. Ratios are DSTAR "
             "over INT8, images per second per area.", "",
-            f"**{rec['verdict']}**", "",
+            f"**{rec.verdict}**", "",
             _table(["preset", "cycles per image DSTAR / INT8", "cells µm² DSTAR / INT8",
                     "per µm²", "per µm² with SRAM", "per ECP5 LUT", "QPU / (QPU + MPU)"], rows),
             "",
             f"Quality at `fpga` (PSNR against float, 95 % interval over samples; classifier "
-            f"agreement with float): DSTAR {q(d)['mean']} [{q(d)['lo']}, {q(d)['hi']}] dB, "
-            f"{d['quality']['classifier_with_float']}/{d['quality']['samples']}; INT8 "
-            f"{q(i)['mean']} [{q(i)['lo']}, {q(i)['hi']}] dB, "
-            f"{i['quality']['classifier_with_float']}/{i['quality']['samples']}. Average "
-            f"activation bits (the cores' counters): DSTAR {d['average_bits']:.2f}, INT8 "
-            f"{i['average_bits']:.2f}.", ""]
+            f"agreement with float): DSTAR {dq.psnr_db.mean} [{dq.psnr_db.lo}, "
+            f"{dq.psnr_db.hi}] dB, {dq.classifier_with_float}/{dq.samples}; INT8 "
+            f"{iq.psnr_db.mean} [{iq.psnr_db.lo}, {iq.psnr_db.hi}] dB, "
+            f"{iq.classifier_with_float}/{iq.samples}. Average "
+            f"activation bits (the cores' counters): DSTAR {d.average_bits:.2f}, INT8 "
+            f"{i.average_bits:.2f}.", ""]
 
 
 def _sample_section(rec) -> list:
@@ -561,7 +564,7 @@ def report_files(out: Path) -> tuple:
           "`make board` run a part). One JSON per unit, preset and target is in "
           "`reports/units/`.", ""]
     md += _state_headline(_load("projection"))
-    md += _compare_section(_load("compare"))
+    md += _compare_section(_load_result(Compare, "compare"))
     shown = [u for u in units if u["target"] != "generic"]
     old = [u for u in shown if not _is_default(u["preset"], u["config_hash"])]
     md += ["## Resources and Fmax (ECP5-85F, Yosys + nextpnr)", "",
