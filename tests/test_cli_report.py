@@ -129,18 +129,27 @@ def test_the_core_by_part_says_when_it_is_not_todays_default(report):
 
 
 def test_the_opening_names_the_models_dstar_wins_on_with_every_byte_charged():
+    from dataclasses import replace
+
+    from dstar_rtl.app.reports.projection_result import Projection
     from dstar_rtl.app.reports.summary import _state_headline
+    from dstar_rtl.gen.paths import REPORTS
+
+    proj = Projection.load(REPORTS / "projection.json")
+    r0 = next(r for r in proj.rows if r.energy is not None)
 
     def row(model, wl, speedup, energy, fits=True):
-        return dict(model=model, workload=dict(name=wl), speedup=speedup,
-                    energy=dict(dstar_over_int8=energy), on_chip_sram_bytes=3 * 2**20,
-                    memory=dict(hbm_capacity_bytes=40e9),
-                    dstar=dict(state_bytes=1.5e9, hbm_used_bytes=2e9, fits_hbm=fits))
-    rows = [row("DiT-XL/2 512", "ours", 1.04, 1.02), row("Flux.1-dev 1K", "ours", 1.5, 0.8, False)]
-    md = "\n".join(_state_headline(dict(rows=rows)))
+        return replace(r0, model=model, workload=replace(r0.workload, name=wl),
+                       speedup=speedup, energy=replace(r0.energy, dstar_over_int8=energy),
+                       on_chip_sram_bytes=3 * 2**20,
+                       memory=replace(r0.memory, hbm_capacity_bytes=40e9),
+                       dstar=replace(r0.dstar, state_bytes=1.5e9, hbm_used_bytes=2e9,
+                                     fits_hbm=fits))
+    rows = (row("DiT-XL/2 512", "ours", 1.04, 1.02), row("Flux.1-dev 1K", "ours", 1.5, 0.8, False))
+    md = "\n".join(_state_headline(replace(proj, rows=rows)))
     assert "faster and cheaper on Flux.1-dev 1K; not on DiT-XL/2 512" in md
     assert "| Flux.1-dev 1K | 3,072 | 1.50 | 2.0 (**does not fit**) | 1.50× (0.80) |" in md
-    assert _state_headline(dict(rows=[{k: v for k, v in rows[0].items() if k != "memory"}])) == []
+    assert _state_headline(replace(proj, rows=())) == [] and _state_headline(None) == []
 
 
 def test_a_row_measured_on_another_configuration_is_marked():

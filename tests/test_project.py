@@ -3,12 +3,14 @@ numbers (those are in reports/projection.md)."""
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 import dstar_rtl.app.cli
 from dstar_rtl.app.benches.perf_validate import PerfModel, PresetFit
-from dstar_rtl.app.reports.projection import main
+from dstar_rtl.app.reports.projection import MEASUREMENT
+from dstar_rtl.app.reports.projection_result import Projection
 from dstar_rtl.app.results import Provenance
 from dstar_rtl.golden.config import preset
 from dstar_rtl.models.dit_shapes import MODELS, Attention, DiTModel, Linear
@@ -103,7 +105,7 @@ def test_missing_calibration_is_one_line_and_exit_2(tmp_path, capsys, content):
     if content is not None:
         pm.write_text(content)
     rc = dstar_rtl.app.cli.main(["measure", "projection", "--perf-model", str(pm),
-                         "--out-dir", str(tmp_path / "out")])
+                         "--out", str(tmp_path / "out")])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("dstar: error: ")
@@ -114,9 +116,10 @@ def test_missing_calibration_is_one_line_and_exit_2(tmp_path, capsys, content):
 def test_cli_writes_json_markdown_and_plot(tmp_path):
     pm = tmp_path / "perf_model.json"
     write_calibration(pm)
-    assert main(["--perf-model", str(pm), "--profile", str(tmp_path / "none"),
-                 "--out-dir", str(tmp_path), "--no-levers"]) == 0
+    assert MEASUREMENT.main(["--perf-model", str(pm), "--profile", str(tmp_path / "none"),
+                             "--out", str(tmp_path), "--no-levers"]) == 0
     rec = json.loads((tmp_path / "projection.json").read_text())
+    assert Projection.load(tmp_path / "projection.json").rows[0].model == rec["rows"][0]["model"]
     assert {r["model"] for r in rec["rows"]} == set(MODELS)
     assert (tmp_path / "projection.png").stat().st_size > 0
     assert "P cache" in (tmp_path / "projection.md").read_text()
@@ -164,7 +167,7 @@ def test_a_malformed_profile_or_bench_is_one_line_and_exit_2(tmp_path, capsys, w
     files[which].write_text(content)
     rc = dstar_rtl.app.cli.main(["measure", "projection", "--perf-model", str(pm), "--profile",
                          str(files["profile"]), "--bench", str(files["bench"]),
-                         "--out-dir", str(tmp_path / "out")])
+                         "--out", str(tmp_path / "out")])
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and err.count("\n") == 1, err
     assert str(files[which]) in err and not (tmp_path / "out").exists()
@@ -274,9 +277,9 @@ def test_targets_say_met_only_when_both_are_reached():
     def row(lever, speedup, energy):
         cs = dict(state=1e9, activations=1e9, weights=1e8, pcache=0.0, compute_s=1e-3,
                   hbm_s=2e-3)
-        return dict(lever=lever, model="M", workload="ours", buffer_kb=sl.BUFFERS_KB[0],
-                    speedup=speedup, energy_ratio=energy,
-                    cache_step={"dstar": cs, "int8": cs})
+        return SimpleNamespace(lever=lever, model="M", workload="ours",
+                               buffer_kb=sl.BUFFERS_KB[0], speedup=speedup,
+                               energy_ratio=energy, cache_step={"dstar": cs, "int8": cs})
     names = ["stored Y (the default)", sl.COMBINED, list(sl.LEVERS)[-1]]
     low = [row(n, 1.1, 0.9) for n in names]
     assert "not met" in sl.targets(low, "M")[0]

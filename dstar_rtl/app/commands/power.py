@@ -135,17 +135,13 @@ def _check(args, cfg):
         if cfg.name != "fpga" or args.overrides:
             raise UserError("the energy per image runs the whole-core comparison's fpga cores: "
                             "use the default fpga preset without --set, or --no-image")
-        try:
-            doc = json.loads(args.projection.read_text())
-        except (OSError, ValueError) as exc:
-            raise UserError(f"--projection {args.projection}: {exc.__class__.__name__}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'}") \
-                from None
-        if "rows" not in doc:
-            raise UserError(f"--projection {args.projection}: no 'rows' entry (not a dstar "
-                            f"measure projection record)")
         from dstar_rtl.app.reports.compare_result import Compare
+        from dstar_rtl.app.reports.projection_result import Projection
 
+        try:
+            Projection.load(args.projection)
+        except UserError as exc:
+            raise UserError(f"--projection {args.projection}: {exc}") from None
         if Compare.load(args.compare).paper is None:
             raise UserError(f"--compare {args.compare}: no 'paper' entry (dstar measure "
                             f"compare --presets paper)")
@@ -200,7 +196,6 @@ def run_power(args):
 def _paper_chip_again(args):
     """``dstar power --paper-chip``: the paper chip's entries of ``energy.json`` from its
     measured fpga figures and the current projection and comparison."""
-    import json
 
     from dstar_rtl.app.reports.energy import markdown, plot_png
     from dstar_rtl.app.reports.energy_image import paper_chip_entries

@@ -121,35 +121,36 @@ def lever_rows(models, wls, chip, timing, energy=None, progress=None) -> list:
     return rows
 
 
-def _row(rows: list, lever: str, model: str, workload: str = "ours") -> dict | None:
+def _row(rows, lever: str, model: str, workload: str = "ours"):
     kb = BUFFERS_KB[0]
-    return next((r for r in rows if r["lever"] == lever and r["model"] == model
-                 and r["workload"] == workload and r["buffer_kb"] == kb), None)
+    return next((r for r in rows if r.lever == lever and r.model == model
+                 and r.workload == workload and r.buffer_kb == kb), None)
 
 
-def _met(r: dict) -> bool:
-    return r["speedup"] >= TARGET_SPEEDUP and r.get("energy_ratio", math.inf) <= TARGET_ENERGY
+def _met(r) -> bool:
+    e = math.inf if r.energy_ratio is None else r.energy_ratio
+    return r.speedup >= TARGET_SPEEDUP and e <= TARGET_ENERGY
 
 
-def targets(rows: list, model: str) -> list:
+def targets(rows, model: str) -> list:
     """Markdown lines: issue 47's targets on ``model`` (our statistics, the paper's buffers)
     against the default, every lever and the bound, what stands in the way (the cache step's
     compute and HBM time on each chip, the bound's bytes by kind) and the models where every
     lever meets them. Empty without our statistics or the energy."""
     names = ("stored Y (the default)", COMBINED, "bound: every lever, no re-fetch or K/V traffic")
     got = [_row(rows, n, model) for n in names]
-    if any(r is None or "energy_ratio" not in r for r in got):
+    if any(r is None or r.energy_ratio is None for r in got):
         return []
     d, e, b = got
-    fig = ", ".join(f"{n.split(' (')[0]} {r['speedup']:.2f}× ({r['energy_ratio']:.2f})"
+    fig = ", ".join(f"{n.split(' (')[0]} {r.speedup:.2f}× ({r.energy_ratio:.2f})"
                     for n, r in zip(names, got))
-    ms = {s: (1e3 * e["cache_step"][s]["compute_s"], 1e3 * e["cache_step"][s]["hbm_s"])
+    ms = {s: (1e3 * e.cache_step[s]["compute_s"], 1e3 * e.cache_step[s]["hbm_s"])
           for s in ("dstar", "int8")}
-    bb = b["cache_step"]["dstar"]
+    bb = b.cache_step["dstar"]
     left = ("state", "activations", "weights", "pcache")
     kinds = ", ".join(f"{k} {bb[k] / 1e9:.2f}" for k in left if bb[k])
-    wins = [r["model"] for r in rows if r["lever"] == COMBINED and r["workload"] == "ours"
-            and r["buffer_kb"] == BUFFERS_KB[0] and _met(r)]
+    wins = [r.model for r in rows if r.lever == COMBINED and r.workload == "ours"
+            and r.buffer_kb == BUFFERS_KB[0] and _met(r)]
     verdict = "met" if _met(d) else ("met only with levers the chip does not have yet"
                                      if _met(e) else "not met")
     return [
@@ -166,28 +167,28 @@ def targets(rows: list, model: str) -> list:
         f"their lead. Every lever meets both targets on: {', '.join(wins) or 'none'}.", ""]
 
 
-def markdown(rows: list, model: str) -> list:
+def markdown(rows, model: str) -> list:
     """The levers' section of ``reports/projection.md``: ``model`` lever by lever, then every
     model's speed-up under each lever at the paper's buffers."""
     if not rows:
         return []
-    has_e = "energy_ratio" in rows[0]
+    has_e = rows[0].energy_ratio is not None
     lines = ["## Levers on the state (issue 47)", "",
              "Each lever alone and together (module docstring of "
              "`app/reports/state_levers.py`), every byte charged as above, against the same "
              f"INT8 chip. {model}:", ""]
     table = []
     for r in rows:
-        if r["model"] != model:
+        if r.model != model:
             continue
-        h = r["hbm_bytes_per_cache_step"]
-        table.append([r["lever"], f"{r['buffer_kb']} KB", r["workload"], f"{r['dstar_s']:.3f}",
-                      f"{r['int8_s']:.3f}", f"{r['speedup']:.2f}×",
-                      f"{r['dstar_compute_s']:.3f} / {r['int8_compute_s']:.3f}",
-                      f"{r['state_bytes'] / 1e9:.2f}",
+        h = r.hbm_bytes_per_cache_step
+        table.append([r.lever, f"{r.buffer_kb} KB", r.workload, f"{r.dstar_s:.3f}",
+                      f"{r.int8_s:.3f}", f"{r.speedup:.2f}×",
+                      f"{r.dstar_compute_s:.3f} / {r.int8_compute_s:.3f}",
+                      f"{r.state_bytes / 1e9:.2f}",
                       f"{h['dstar'] / 1e9:.2f} / {h['int8'] / 1e9:.2f}",
-                      *([f"{r['energy_ratio']:.2f}"] if has_e else []),
-                      ", ".join(r["stateless"]) or "–"])
+                      *([f"{r.energy_ratio:.2f}"] if has_e else []),
+                      ", ".join(r.stateless) or "–"])
     lines.append(md_table(["lever", "buffer per core", "statistics", "DSTAR s/image",
                            "INT8 s/image", "speed-up", "compute alone DSTAR / INT8 s",
                            "state GB", "HBM GB per cache step DSTAR / INT8",
@@ -199,20 +200,20 @@ def markdown(rows: list, model: str) -> list:
               "take, so the speed-up DSTAR's arithmetic gives before any byte moves; the gap "
               "between it and the speed-up charged is what HBM costs (module docstring of "
               "`perf/chip_model.py`)."]
-    names = list(dict.fromkeys(r["model"] for r in rows))
-    levers = list(dict.fromkeys(r["lever"] for r in rows if r["buffer_kb"] == rows[0]["buffer_kb"]))
-    for wl in dict.fromkeys(r["workload"] for r in rows):
+    kb0 = rows[0].buffer_kb
+    names = list(dict.fromkeys(r.model for r in rows))
+    levers = list(dict.fromkeys(r.lever for r in rows if r.buffer_kb == kb0))
+    for wl in dict.fromkeys(r.workload for r in rows):
         lines += ["", f"Speed-up over the INT8 chip at the paper's buffers, {wl} statistics"
                   + (" (energy DSTAR/INT8 in brackets)" if has_e else "") + ":", ""]
         table = []
         for n in names:
             cells = []
             for lv in levers:
-                r = next((x for x in rows if x["model"] == n and x["lever"] == lv
-                          and x["workload"] == wl and x["buffer_kb"] == rows[0]["buffer_kb"]),
-                         None)
-                cells.append("–" if r is None else f"{r['speedup']:.2f}×"
-                             + (f" ({r['energy_ratio']:.2f})" if has_e else ""))
+                r = next((x for x in rows if x.model == n and x.lever == lv
+                          and x.workload == wl and x.buffer_kb == kb0), None)
+                cells.append("–" if r is None else f"{r.speedup:.2f}×"
+                             + (f" ({r.energy_ratio:.2f})" if has_e else ""))
             table.append([n, *cells])
         lines.append(md_table(["model", *levers], table))
     return lines + [""]

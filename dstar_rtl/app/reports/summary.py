@@ -40,6 +40,7 @@ from dstar_rtl.app.reports.compare_result import Compare
 from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.packing import Packing
+from dstar_rtl.app.reports.projection_result import Projection
 from dstar_rtl.app.reports.reference import Reference
 from dstar_rtl.app.reports.verification import Verification
 from dstar_rtl.app.reports.verification import section as verification_section
@@ -397,47 +398,47 @@ def _image_lines(rec) -> list:
 
 def _xl_speedups() -> str:
     """DiT-XL/2 512's speed-ups of ``reports/projection.json`` (each workload), in words."""
-    proj = _load("projection") or {}
-    got = [f"{r['speedup']:.2f}× ({r['workload']['name']} statistics)"
-           for r in proj.get("rows", []) if r["model"] == "DiT-XL/2 512"]
+    proj = _load_result(Projection, "projection")
+    got = [f"{r.speedup:.2f}× ({r.workload.name} statistics)"
+           for r in (proj.rows if proj else ()) if r.model == "DiT-XL/2 512"]
     return " and ".join(got) or "(not projected)"
 
 
-def _state_headline(proj) -> list:
+def _state_headline(proj: Projection | None) -> list:
     """REPORT.md's opening at paper scale (``reports/projection.json``, issue 47): per model
     FMDQ's state, where it lives, the HBM it takes and the speed-up and energy ratio over the
     INT8 chip with every byte charged, and the models DSTAR wins on."""
-    rows = (proj or {}).get("rows", [])
-    if not rows or "memory" not in rows[0]:
+    rows = proj.rows if proj else ()
+    if not rows:
         return []
     from dstar_rtl.models.dit_shapes import MODELS
-    names = list(dict.fromkeys(r["model"] for r in rows))
-    wls = list(dict.fromkeys(r["workload"]["name"] for r in rows))
-    cap = rows[0]["memory"]["hbm_capacity_bytes"]
+    names = list(dict.fromkeys(r.model for r in rows))
+    wls = list(dict.fromkeys(r.workload.name for r in rows))
+    cap = rows[0].memory.hbm_capacity_bytes
 
     def get(n, w):
-        return next(r for r in rows if r["model"] == n and r["workload"]["name"] == w)
+        return next(r for r in rows if r.model == n and r.workload.name == w)
 
     def wins(r):
-        return r["speedup"] > 1 and r.get("energy", {}).get("dstar_over_int8", 2) < 1
+        return r.speedup > 1 and (r.energy.dstar_over_int8 if r.energy else 2) < 1
 
     def hidden(n):
         return max(x.cin for x in MODELS[n].linears if x.name.endswith(("fc1", "qk")))
     table = []
     for n in names:
         r0 = get(n, wls[0])
-        cells = [f"{get(n, w)['speedup']:.2f}×" + (
-            f" ({get(n, w)['energy']['dstar_over_int8']:.2f})" if "energy" in get(n, w) else "")
+        cells = [f"{get(n, w).speedup:.2f}×" + (
+            f" ({get(n, w).energy.dstar_over_int8:.2f})" if get(n, w).energy else "")
             for w in wls]
-        table.append([n, hidden(n), f"{r0['dstar']['state_bytes'] / 1e9:.2f}",
-                      f"{r0['dstar']['hbm_used_bytes'] / 1e9:.1f}"
-                      + ("" if r0["dstar"]["fits_hbm"] else " (**does not fit**)"), *cells])
+        table.append([n, hidden(n), f"{r0.dstar.state_bytes / 1e9:.2f}",
+                      f"{r0.dstar.hbm_used_bytes / 1e9:.1f}"
+                      + ("" if r0.dstar.fits_hbm else " (**does not fit**)"), *cells])
     last = wls[-1]
     won = [n for n in names if wins(get(n, last))]
     lost = [n for n in names if not wins(get(n, last))]
     return ["## At paper scale, every byte charged", "",
             f"`dstar measure projection` (details below and in `reports/projection.md`): the "
-            f"paper's chip with its {rows[0]['on_chip_sram_bytes'] / 2**20:.2f} MiB of SRAM; "
+            f"paper's chip with its {rows[0].on_chip_sram_bytes / 2**20:.2f} MiB of SRAM; "
             f"FMDQ's state (x̂ and Y of every differential layer, at the widths the core "
             f"stores) lives in HBM ({cap / 1e9:.0f} GB) and is read and written every step it "
             f"runs, like every other tensor that does not fit. Speed-up over the same chip "
@@ -490,38 +491,35 @@ def _model_sections(profile, perf, proj) -> list:
                _table(["preset", "layer shapes", "max error (compute)", "max error (step)",
                        "mean error (step)", "DiT block max error (step)"], rows), ""]
     if proj:
-        charged = "memory" in proj.get("chip", {})
-        rows = [[r["workload"]["name"], r["model"], r["steps"], f"{r['dstar']['per_image_s']:.3f}",
-                 f"{r['int8']['per_image_s']:.3f}", f"{r['speedup']:.2f}×",
-                 *((f"{r['gpu']['per_image_s']:.3f}", f"{r['a100_over_dstar']:.2f}×")
-                   if "gpu" in r else ("–", "–")),
-                 f"{r['dstar'].get('state_bytes', 0) / 1e9:.2f}" if charged else "–",
-                 f"{r['energy']['dstar_over_int8']:.2f}" if "energy" in r else "–",
-                 f"{r['pcache_bytes'] / 2**20:.1f} MiB", r["pcache_location"]]
-                for r in proj["rows"]]
-        c = proj.get("chip") or {}
-        mem = c.get("memory") or {}
+        rows = [[r.workload.name, r.model, r.steps, f"{r.dstar.per_image_s:.3f}",
+                 f"{r.int8.per_image_s:.3f}", f"{r.speedup:.2f}×",
+                 f"{r.gpu.per_image_s:.3f}", f"{r.a100_over_dstar:.2f}×",
+                 f"{r.dstar.state_bytes / 1e9:.2f}",
+                 f"{r.energy.dstar_over_int8:.2f}" if r.energy else "–",
+                 f"{r.pcache_bytes / 2**20:.1f} MiB", r.pcache_location]
+                for r in proj.rows]
+        c = proj.chip
+        mem = c.memory
         md += ["## Paper-scale projection", "", "`dstar measure projection` (details: "
-               f"`reports/projection.md`): {c.get('cores', '?')} `paper` cores at "
-               f"{c.get('freq_hz', 0) / 1e9:g} GHz, HBM {mem.get('hbm_bytes_per_s', 0) / 1e12:g} "
+               f"`reports/projection.md`): {c.cores} `paper` cores at "
+               f"{c.freq_hz / 1e9:g} GHz, HBM {mem.hbm_bytes_per_s / 1e12:g} "
                "TB/s, against the same chip with INT8 cores (the INT8 array, dense layers, the "
                "same SAR schedule) and against an A100 roofline bound (dense FP16 at peak or "
                "minimum traffic, in "
                "the GPU's favour: the chip's lead over a real A100 is at least the ratio shown)."
-               + (" **Every byte charged** (issue 47): the chip has the paper's "
-                  f"{proj['rows'][0].get('on_chip_sram_bytes', 0) / 2**20:.2f} MiB of SRAM "
-                  f"({mem.get('scratchpad_bytes', 0) // 1024} KB scratchpad, "
-                  f"{mem.get('core_buffer_bytes', 0) // 1024} KB per core), and whatever does "
-                  "not fit it (weights, "
-                  "activations, FMDQ's state x̂ and Y, the GEMM re-fetches a small buffer "
-                  "forces, K and V, the P cache) moves through HBM every step; the levers on "
-                  "the state and what more SRAM would buy are in the report." if charged else ""),
+               " **Every byte charged** (issue 47): the chip has the paper's "
+               f"{proj.rows[0].on_chip_sram_bytes / 2**20:.2f} MiB of SRAM "
+               f"({mem.scratchpad_bytes // 1024} KB scratchpad, "
+               f"{mem.core_buffer_bytes // 1024} KB per core), and whatever does "
+               "not fit it (weights, "
+               "activations, FMDQ's state x̂ and Y, the GEMM re-fetches a small buffer "
+               "forces, K and V, the P cache) moves through HBM every step; the levers on "
+               "the state and what more SRAM would buy are in the report.",
                "",
                _table(["workload", "model", "steps", "DSTAR s/image", "INT8 s/image",
                        "speed-up", "A100 bound s/image", "A100 bound / DSTAR", "state GB",
                        "energy DSTAR/INT8", "P cache", "lives in"], rows), ""]
-        md += state_levers.targets(proj.get("levers", []),
-                                   proj.get("lever_model", "DiT-XL/2 512"))
+        md += state_levers.targets(proj.levers, proj.lever_model)
     return md
 
 
@@ -563,7 +561,7 @@ def report_files(out: Path) -> tuple:
           "`make reports` runs every one of them (hours; `make bench`, `make profile` and "
           "`make board` run a part). One JSON per unit, preset and target is in "
           "`reports/units/`.", ""]
-    md += _state_headline(_load("projection"))
+    md += _state_headline(_load_result(Projection, "projection"))
     md += _compare_section(_load_result(Compare, "compare"))
     shown = [u for u in units if u["target"] != "generic"]
     old = [u for u in shown if not _is_default(u["preset"], u["config_hash"])]
@@ -642,7 +640,7 @@ def report_files(out: Path) -> tuple:
         md += _bench_section(bench)
     md += _energy_section(_load("energy"))
     md += _model_sections(_load("profile"), _load_result(PerfModel, "perf_model"),
-                          _load("projection"))
+                          _load_result(Projection, "projection"))
     md += verification_section(ver_rec)
     md += registry_lines()
     files[Path(out)] = "\n".join(md)
