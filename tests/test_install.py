@@ -61,8 +61,11 @@ def test_a_plain_install_runs_the_base_commands(tmp_path):
              tmp_path, env))
     (wheel,) = wheels.glob("dstar_rtl-*.whl")
     import zipfile
-    tops = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"dstar_rtl"}, tops
+    templates = {Path(n).name for n in names if n.startswith("dstar_rtl/app/templates/")}
+    assert templates == {p.name for p in (ROOT / "dstar_rtl/app/templates").glob("*.md")}
     venv = tmp_path / "venv"
     _ok(_run([sys.executable, "-m", "venv", venv], tmp_path, env))
     py, dstar = venv / "bin" / "python", venv / "bin" / "dstar"

@@ -168,3 +168,17 @@ def test_a_failure_found_in_the_result_is_raised_after_it_is_written(tmp_path):
     with pytest.raises(WorkError, match="2 runs failed"):
         failing.main(["--out", str(tmp_path)])
     assert Curve.load(tmp_path / "curve.json").name == "a" and (tmp_path / "curve.md").is_file()
+
+
+def test_a_template_takes_its_numbers_from_the_result_and_refuses_a_missing_one():
+    """app/markdown.py: the filters format numbers one way; a name the context lacks is an
+    error, not an empty string in a report."""
+    import jinja2
+
+    from dstar_rtl.app.markdown import render_string
+
+    assert render_string("{{ r.x | num(1) }} and {{ r.y | pct }}",
+                         r=dict(x=1234.56, y=0.25)) == "1,234.6 and 25.0 %"
+    assert render_string("{{ r.x | num }}", r=dict(x=None)) == "–"
+    with pytest.raises(jinja2.UndefinedError):
+        render_string("{{ r.nope }}", r=dict(x=1))

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dstar_rtl.app.markdown import render
 from dstar_rtl.app.measurement import Measurement, option
 from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.gen.errors import UserError
@@ -94,38 +95,22 @@ def record(sim_root: Path | None = None) -> Verification:
 
 
 def section(rec: Verification | None) -> list:
-    """The verification section's Markdown lines (REPORT.md's and ``verification.md``'s):
-    the recorded runs, marked stale when today's RTL sources differ from the recorded ones."""
+    """The verification section's Markdown lines (REPORT.md's and ``verification.md``'s,
+    ``app/templates/verification_section.md``): the recorded runs, marked stale when today's
+    RTL sources differ from the recorded ones."""
     from dstar_rtl.sim.sources import digest, elaboration_sources
 
-    md = ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
-          "`make test` / `make regress` (tests/test_cocotb_*.py through `sim/runner.py`), "
-          "recorded by `dstar measure verification` (`reports/verification.json`"
-          + (f", {rec.provenance.date}" if rec else "") + "). Each "
-          "run is judged by the runner's own verdict (`verdict.json` beside its results): it "
-          "passes only when every expected test ran and passed, none was skipped, the "
-          "simulator exited cleanly, and it ran on the sources, testbench and tools of the "
-          "day it was recorded.", ""]
-    if rec is None:
-        return md + ["Not recorded yet: run `make test`, then `dstar measure verification`.", ""]
-    if rec.sources != digest(elaboration_sources()):
-        md += ["**Stale**: recorded on RTL or generator sources other than today's; `make test` "
-               "and `dstar measure verification` record them again.", ""]
-    if not rec.rows:
-        return md + ["The record holds no run.", ""]
-    ok = sum(r.passing for r in rec.rows)
-    older = (f" ({rec.older} older runs in the build folder, made on other sources, are left "
-             "out.)" if rec.older else "")
-    md += [f"{ok} of {len(rec.rows)} runs pass.{older}" + (
-               "" if ok == len(rec.rows) else " A run that does not is marked **not passing**, "
-                                              "with why."), "",
-           md_table(["unit", "preset", "config", "run", "simulator", "tests passed", "verdict",
-                     "date"],
-                    [[r.unit, r.preset, r.config_hash, r.run, r.simulator,
-                      f"{r.passed}/{r.tests}" if r.has_verdict else "?",
-                      "pass" if r.passing else f"**not passing**: {r.why}", r.date]
-                     for r in rec.rows], left=8, digits=None), ""]
-    return md
+    table = None if rec is None else md_table(
+        ["unit", "preset", "config", "run", "simulator", "tests passed", "verdict", "date"],
+        [[r.unit, r.preset, r.config_hash, r.run, r.simulator,
+          f"{r.passed}/{r.tests}" if r.has_verdict else "?",
+          "pass" if r.passing else f"**not passing**: {r.why}", r.date] for r in rec.rows],
+        left=8, digits=None)
+    text = render("verification_section", r=rec, table=table,
+                  stale=rec is not None and rec.sources != digest(elaboration_sources()),
+                  passing=sum(r.passing for r in rec.rows) if rec else 0)
+    return ["## Verification (last cocotb run per unit, preset, simulator and test module)", "",
+            *text.split("\n")]
 
 
 def markdown(rec: Verification) -> str:
