@@ -163,6 +163,18 @@ def test_a_run_records_each_experiment_in_order_and_stops_at_a_failure(tmp_path,
     assert set(ex.read_ledger(ledger)) == {"sizes", "projection"}
 
 
+def test_an_edit_during_a_run_leaves_the_experiment_stale(tmp_path, prints, monkeypatch):
+    """The ledger records the code as the run started: an edit while it runs does not make
+    the old figures look current."""
+    ledger = tmp_path / "ledger.json"
+
+    def runner(argv, cwd):
+        monkeypatch.setattr(ex, "fingerprint", lambda e: "edited")     # a source edited now
+        return SimpleNamespace(returncode=0)
+    ex.run_experiments(["sizes"], ledger, runner)
+    assert ex.read_ledger(ledger)["sizes"]["fingerprint"] == prints["sizes"] != "edited"
+
+
 @pytest.mark.parametrize("argv, frag", [
     (["measure"], "name a measurement"),
     (["measure", "--dry-run"], "--dry-run goes with --all, --stale or --only"),

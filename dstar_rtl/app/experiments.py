@@ -274,10 +274,13 @@ def _argv(cmd: tuple) -> list:
 
 def run_experiments(names, ledger_path: Path = LEDGER, runner=subprocess.run) -> int:
     """Run ``names`` in registry order, each command in a process of its own from the
-    checkout; after each experiment whose commands all succeed, record its fingerprint in the
-    ledger (written at once). Stops at the first failure: one line, status 1."""
+    checkout; after each experiment whose commands all succeed, record in the ledger (written
+    at once) its fingerprint as the run started. Stops at the first failure: one line,
+    status 1."""
     for name in order(names):
         e = EXPERIMENTS[name]
+        # The code as the run starts: an edit during the run leaves the experiment stale.
+        print_ = fingerprint(e)
         for cmd in e.commands:
             say(f"[measure] {name}: {shlex.join(cmd)}")
             t0 = time.perf_counter()
@@ -285,7 +288,7 @@ def run_experiments(names, ledger_path: Path = LEDGER, runner=subprocess.run) ->
             if rc != 0:
                 raise SystemExit(_fail(f"{name}: `{shlex.join(cmd)}` exited with {rc}"))
             say(f"[measure] {name}: done in {time.perf_counter() - t0:.0f} s")
-        _record(ledger_path, name, fingerprint(e))
+        _record(ledger_path, name, print_)
     return 0
 
 
