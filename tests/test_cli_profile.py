@@ -1,12 +1,13 @@
 """``dstar profile``'s input checks and outputs, with the sampling patched out (the real quick
 sweep runs in tests/test_digits.py)."""
 
-import json
 
 import pytest
 
 import dstar_rtl.analysis.profile
 import dstar_rtl.app.cli
+import dstar_rtl.app.commands.profile
+from dstar_rtl.app.reports import profile_report
 
 REP = {"runs": [{"sar": False, "name": "fmdq only",
                  "summary": {"avg_bits": {"mean": 4.5}, "psnr_db": {"mean": 40.0}}}],
@@ -28,8 +29,9 @@ def _stub(monkeypatch, runner, files, names, rep):
         calls.append(sweep)
         return rep
     monkeypatch.setattr(dstar_rtl.analysis.profile, runner, run)
-    monkeypatch.setattr(dstar_rtl.analysis.profile, files, lambda r, d: {
-        p: f"{p.name}\n" for p in getattr(dstar_rtl.analysis.profile, names)(d)})
+    monkeypatch.setattr(dstar_rtl.app.commands.profile, "_typed", lambda kind, e, r, cfg: r)
+    monkeypatch.setattr(profile_report, files, lambda r, d: {
+        p: f"{p.name}\n" for p in getattr(profile_report, names)(d)})
     return calls
 
 
@@ -57,12 +59,12 @@ def test_missing_out_dir_is_created(tmp_path, capsys, fake_run):
 def test_report_files_appear_together(tmp_path, capsys, monkeypatch, fake_run):
     """profile.json, .md and .png used to be written one after the other."""
     def files(rep, d):
-        js, md, png = dstar_rtl.analysis.profile.report_names(d)
+        js, md, png = profile_report.report_names(d)
 
         def fail(f):
             raise OSError(28, "No space left on device")
         return {js: "{}", md: "# x", png: fail}
-    monkeypatch.setattr(dstar_rtl.analysis.profile, "report_files", files)
+    monkeypatch.setattr(profile_report, "report_files", files)
     rc, text, err = run_dstar(capsys, "--quick", "--out-dir", tmp_path / "new")
     assert rc == 1 and text == ""
     assert err == (f"dstar: error: cannot write {tmp_path / 'new' / 'profile.png'}: No space "
@@ -102,11 +104,13 @@ def test_real_report_files_render():
     import io
     from pathlib import Path
 
-    rep = json.loads((Path(__file__).resolve().parent.parent / "reports" / "profile.json")
-                     .read_text())
-    files = dstar_rtl.analysis.profile.report_files(rep, "d")
-    js, md, png = dstar_rtl.analysis.profile.report_names("d")
-    assert json.loads(files[js]) == rep and files[md].startswith("# FMDQ and SAR")
+    from dstar_rtl.app.reports.profile_result import Profile
+
+    path = Path(__file__).resolve().parent.parent / "reports" / "profile.json"
+    rep = Profile.load(path)
+    files = profile_report.report_files(rep, "d")
+    js, md, png = profile_report.report_names("d")
+    assert files[js] == path.read_text() and files[md].startswith("# FMDQ and SAR")
     buf = io.BytesIO()
     files[png](buf)
     assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"

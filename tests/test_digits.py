@@ -250,8 +250,17 @@ def quick_sweep():
     return rep, logs
 
 
+def _typed_sweep(rep):
+    """The sweep's record as the command stores it (:class:`ProfileSweep`)."""
+    from dstar_rtl.app.reports.profile_result import ProfileSweep
+    from dstar_rtl.app.results import Provenance, build, plain
+
+    body = {k: v for k, v in rep.items() if k != "kind"}
+    return build(ProfileSweep, dict(body, provenance=plain(Provenance.unrecorded())))
+
+
 def test_sweep_table_has_every_point(quick_sweep):
-    from dstar_rtl.analysis.profile import sweep_markdown
+    from dstar_rtl.app.reports.profile_report import sweep_markdown
 
     rep, logs = quick_sweep
     g = rep["grid"]
@@ -259,7 +268,7 @@ def test_sweep_table_has_every_point(quick_sweep):
     n = len(g["thr2"]) * len(g["thr4"]) * len(g["thr6"]) * len(g["base_offsets"]) + 2
     assert len(rep["points"]) == n and len({p["name"] for p in rep["points"]}) == n
     assert sum(1 for ln in logs if ln.startswith("[")) == n       # one progress line per point
-    md = sweep_markdown(rep)
+    md = sweep_markdown(_typed_sweep(rep))
     for p in rep["points"]:
         assert f"| {p['name']} |" in md or f"| **{p['name']}** |" in md
         s = p["summary"]
@@ -297,16 +306,14 @@ def test_sweep_choice_follows_the_rule(quick_sweep):
 def test_sweep_report_files_and_operating_point(quick_sweep, tmp_path):
     import io
 
-    from dstar_rtl.analysis.profile import (
-        load_operating_point,
-        sweep_report_files,
-        sweep_report_names,
-    )
+    from dstar_rtl.analysis.profile import load_operating_point
+    from dstar_rtl.app.reports.profile_report import sweep_report_files, sweep_report_names
 
     rep, _ = quick_sweep
-    files = sweep_report_files(rep, tmp_path)
+    typed = _typed_sweep(rep)
+    files = sweep_report_files(typed, tmp_path)
     js, md, png = sweep_report_names(tmp_path)
-    assert json.loads(files[js]) == json.loads(json.dumps(rep))
+    assert files[js] == typed.to_json()
     assert files[md].startswith("# FMDQ thresholds")
     buf = io.BytesIO()
     files[png](buf)

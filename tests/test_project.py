@@ -319,18 +319,24 @@ def test_our_bits_are_the_operating_points(tmp_path):
     """Our workload runs at the bits of the thresholds and base a user's configuration runs
     (``dstar profile --sweep``'s operating point), the kept blocks of the profile's SAR point;
     a malformed operating point is one line."""
+    from dataclasses import replace
+
+    from dstar_rtl.app.reports.profile_result import ProfileSweep
     from dstar_rtl.app.reports.projection_inputs import workloads
     from dstar_rtl.gen.errors import UserError
 
     prof, bench = ROOT / "reports" / "profile.json", ROOT / "reports" / "bench.json"
+    sweep = ProfileSweep.load(ROOT / "reports" / "profile_sweep.json")
+    p = sweep.operating_point
+    p = replace(p, name="thr x", seeds=(0, 1),
+                summary=replace(p.summary, avg_bits=replace(p.summary.avg_bits, mean=3.77)))
     op = tmp_path / "op.json"
-    op.write_text(json.dumps({"operating_point": {"name": "thr x", "seeds": [0, 1],
-                                                  "summary": {"avg_bits": {"mean": 3.77}}}}))
+    op.write_text(replace(sweep, operating_point=p).to_json())
     wls, notes = workloads(prof, bench, op)
     ours = next(w for w in wls if w.name == "ours")
     assert ours.bits == ours.p_bits == 3.77 and "operating point `thr x`" in notes[-1]
     without = next(w for w in workloads(prof, bench, None)[0] if w.name == "ours")
     assert without.bits != 3.77 and without.kept == ours.kept and without.fill == ours.fill
     op.write_text(json.dumps({"operating_point": {"name": "thr x"}}))
-    with pytest.raises(UserError, match="is not a sweep of `dstar profile --sweep`"):
+    with pytest.raises(UserError, match="the operating point .*not 'profile-sweep'"):
         workloads(prof, bench, op)

@@ -18,6 +18,7 @@ import argparse
 from pathlib import Path
 
 from dstar_rtl.app.options import add_config_options, checking, config_from_args
+from dstar_rtl.app.reports.profile_result import Profile, ProfileSweep
 from dstar_rtl.gen.outputs import check_output_dir, check_outputs, write_together
 
 __all__ = ["register"]
@@ -105,8 +106,9 @@ def _flag(dest):
 
 
 def run(args):
-    from dstar_rtl.analysis.profile import Sweep, report_files, report_names, run_profile
+    from dstar_rtl.analysis.profile import Sweep, run_profile
     from dstar_rtl.app.cli import UserError
+    from dstar_rtl.app.reports.profile_report import report_files, report_names
     from dstar_rtl.models.digits import load_trained
 
     cfg = config_from_args(args)
@@ -138,7 +140,8 @@ def run(args):
         sweep = Sweep(sar_thr=tuple(thr), sar_interval=tuple(args.sar_interval), seeds=args.seeds,
                       steps=args.steps)
     rep = run_profile(cfg, sweep, weights=args.weights, log=lambda s: print(s, flush=True))
-    paths = write_together(report_files(rep, args.out_dir))
+    paths = write_together(report_files(_typed(Profile, "profile", rep, cfg), args.out_dir),
+                           record_command=False)
     best = max((r for r in rep["runs"] if r["sar"]),
                key=lambda r: r["summary"]["attention_work_removed"]["mean"], default=None)
     fq = rep["runs"][0]["summary"]
@@ -156,13 +159,9 @@ def run_sweep_command(args, cfg):
     """``dstar profile --sweep``: check everything, sweep, write the three files together."""
     import sys
 
-    from dstar_rtl.analysis.profile import (
-        ThresholdSweep,
-        run_sweep,
-        sweep_report_files,
-        sweep_report_names,
-    )
+    from dstar_rtl.analysis.profile import ThresholdSweep, run_sweep
     from dstar_rtl.app.cli import UserError
+    from dstar_rtl.app.reports.profile_report import sweep_report_files, sweep_report_names
 
     for flag in ("sar_thr", "sar_interval"):
         if getattr(args, flag) is not None:
@@ -188,6 +187,17 @@ def run_sweep_command(args, cfg):
         raise UserError(text) from None
     rep = run_sweep(cfg, sweep, weights=args.weights,
                     log=lambda s: print(s, file=sys.stderr, flush=True))
-    paths = write_together(sweep_report_files(rep, args.out_dir))
+    rep.pop("kind", None)              # the typed result names its kind itself
+    paths = write_together(sweep_report_files(_typed(ProfileSweep, "profile-sweep", rep, cfg),
+                                              args.out_dir), record_command=False)
     print(f"wrote {', '.join(map(str, paths))} in {rep['seconds']:.0f} s: {rep['message']}")
     return 0
+
+
+def _typed(kind, experiment: str, rep: dict, cfg):
+    """``rep`` (what :mod:`analysis.profile` measured) as its typed result, with this run's
+    provenance."""
+    from dstar_rtl.app.results import Provenance, build, plain
+
+    prov = Provenance.of_run(experiment, {cfg.name: cfg.hash()})
+    return build(kind, dict(rep, provenance=plain(prov)), f"the {experiment} result")

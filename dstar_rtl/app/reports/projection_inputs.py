@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import read_json
 from dstar_rtl.golden.config import ConfigError, preset
 from dstar_rtl.perf.chip_model import Workload, paper_timing
 
@@ -31,47 +30,45 @@ def workloads(profile: Path, bench: Path, operating_point: Path | None = OPERATI
         notes.append("ours: not available (run `dstar profile` and `dstar bench`)")
         return wls, notes
     from dstar_rtl.app.benches.bench_result import Bench
+    from dstar_rtl.app.reports.profile_result import Profile, ProfileSweep
 
-    prof = read_json(profile, "--profile (the report of `dstar profile`)")
-    try:
-        b = Bench.load(bench)
-    except UserError as exc:
-        raise UserError(f"--bench (the report of `dstar bench`): {exc}") from None
+    def load(kind, path, what):
+        try:
+            return kind.load(path)
+        except UserError as exc:
+            raise UserError(f"{what}: {exc}") from None
+    prof = load(Profile, profile, "--profile (the report of `dstar profile`)")
+    b = load(Bench, bench, "--bench (the report of `dstar bench`)")
     op = None
     if operating_point is not None and Path(operating_point).exists():
-        sweep = read_json(operating_point, "the operating point (`dstar profile --sweep`)")
-        try:
-            op = sweep["operating_point"]
-            op = (op["name"], float(op["summary"]["avg_bits"]["mean"]), len(op["seeds"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserError(f"{operating_point} is not a sweep of `dstar profile --sweep` "
-                            f"({type(exc).__name__}: {exc})") from None
-    try:
-        return _our_workload(prof, b, wls, notes, op)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        raise UserError(f"{profile} or {bench} is not a report of `dstar profile` / `dstar "
-                        f"bench` ({type(exc).__name__}: {exc})") from None
+        sweep = load(ProfileSweep, operating_point,
+                     "the operating point (`dstar profile --sweep`)")
+        if sweep.operating_point is None:
+            raise UserError(f"{operating_point}: the sweep found no operating point "
+                            f"({sweep.message})")
+        p = sweep.operating_point
+        op = (p.name, p.summary.avg_bits.mean, len(p.seeds))
+    return _our_workload(prof, b, wls, notes, op)
 
 
-def _our_workload(prof: dict, b, wls: list, notes: list, op: tuple | None) -> tuple:
+def _our_workload(prof, b, wls: list, notes: list, op: tuple | None) -> tuple:
     """:func:`workloads` from the reports' contents (``op``: the operating point's name,
     average bits and seeds, or None)."""
     from dstar_rtl.app.benches.layers import packer_words
-    runs = prof["runs"]
-    sar = [r for r in runs if r.get("sar") and r.get("sar_interval") == 2]
+    sar = [r for r in prof.runs if r.sar and r.sar_interval == 2]
     if not sar:
         notes.append("ours: the profile has no SAR point at interval 2")
         return wls, notes
-    pick = max(sar, key=lambda r: r["summary"]["attention_work_removed"]["mean"]
-               if r["summary"]["psnr_db"]["mean"] >= 35 else -1)
+    pick = max(sar, key=lambda r: r.summary.attention_work_removed.mean
+               if (r.summary.psnr_db.mean or 0) >= 35 else -1)
     later = [v for k, v in b.totals.by_step.items() if k != "0"]
     if not later:
         notes.append("ours: the bench measured no step after the first")
         return wls, notes
     fill = (sum(v.lanes_valid for v in later)
             / (sum(v.groups for v in later) * b.config["lanes"]))
-    bits = pick["summary"]["avg_bits"]["mean"] if op is None else op[1]
-    kept = pick["summary"]["attention_kept_fraction"]["mean"]
+    bits = pick.summary.avg_bits.mean if op is None else op[1]
+    kept = pick.summary.attention_kept_fraction.mean
     step0 = b.totals.by_step.get("0")
     first = step0.mean_act_bits if step0 is not None else None
     wls.append(Workload("ours", bits=round(bits, 2), p_bits=round(bits, 2),
@@ -81,7 +78,7 @@ def _our_workload(prof: dict, b, wls: list, notes: list, op: tuple | None) -> tu
            f"{bits:.2f} average bits at the operating point `{op[0]}` (`dstar profile "
            f"--sweep`, {op[2]} seeds: the thresholds and base a user's configuration runs)")
     notes.append(f"ours: trained digits DiT, {src}; {kept:.2f} of attention blocks kept at the "
-                 f"profile's SAR point `{pick['name']}` (the most attention work removed at PSNR "
+                 f"profile's SAR point `{pick.name}` (the most attention work removed at PSNR "
                  f">= 35 dB); P bits taken equal to the activations'; lane fill {fill:.3f} from "
                  f"`dstar bench` "
                  f"on the steps after the first ({packer_words(b.config)}); an input "

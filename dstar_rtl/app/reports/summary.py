@@ -40,6 +40,7 @@ from dstar_rtl.app.reports.compare_result import Compare
 from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.packing import Packing
+from dstar_rtl.app.reports.profile_result import Profile
 from dstar_rtl.app.reports.projection_result import Projection
 from dstar_rtl.app.reports.reference import Reference
 from dstar_rtl.app.reports.verification import Verification
@@ -464,20 +465,16 @@ def _model_sections(profile, perf, proj) -> list:
     """REPORT.md lines for the profile, the cycle model's validation and the projection."""
     md = []
     if profile:
-        runs = profile["runs"]
-
-        def ci(s, scale=1.0, fmt="{:.2f}"):
-            return (fmt.format(scale * s["mean"]) + " [" + fmt.format(scale * s["lo"]) + ", "
-                    + fmt.format(scale * s["hi"]) + "]")
+        def ci(s, fmt="{:.2f}"):
+            return f"{fmt.format(s.mean)} [{fmt.format(s.lo)}, {fmt.format(s.hi)}]"
         md += ["## Trained DiT: FMDQ and SAR profile", "", f"`dstar profile` (details: "
-               f"`reports/profile.md`): {len(profile['seeds'])} seeds, {profile['steps']} DDIM "
+               f"`reports/profile.md`): {len(profile.seeds)} seeds, {profile.steps} DDIM "
                "steps, means with 95 % Student-t intervals.", "",
                _table(["point", "avg bits", "attention work removed", "PSNR vs float dB",
                        "quantized accuracy"],
-                      [[r["name"], ci(r["summary"]["avg_bits"]),
-                        ci(r["summary"]["attention_work_removed"]),
-                        ci(r["summary"]["psnr_db"], fmt="{:.1f}"),
-                        ci(r["summary"]["quant_correct"])] for r in runs]), ""]
+                      [[r.name, ci(r.summary.avg_bits), ci(r.summary.attention_work_removed),
+                        ci(r.summary.psnr_db, fmt="{:.1f}"), ci(r.summary.quant_correct)]
+                       for r in profile.runs]), ""]
     if perf:
         rows = []
         for r in perf.presets:
@@ -639,7 +636,7 @@ def report_files(out: Path) -> tuple:
     if bench is not None:
         md += _bench_section(bench)
     md += _energy_section(_load("energy"))
-    md += _model_sections(_load("profile"), _load_result(PerfModel, "perf_model"),
+    md += _model_sections(_load_result(Profile, "profile"), _load_result(PerfModel, "perf_model"),
                           _load_result(Projection, "projection"))
     md += verification_section(ver_rec)
     md += registry_lines()
