@@ -261,3 +261,18 @@ def test_the_application_serializes_json_in_one_place():
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "json"):
                 bad.append(f"{f.relative_to(ROOT)}:{node.lineno}")
     assert not bad, bad
+
+
+def test_only_the_application_plots():
+    """Figures are rendering: no module below the application imports matplotlib (the
+    measurements below it return data; their reports draw it, issue 48)."""
+    bad = []
+    for f in sorted((ROOT / PACKAGE).rglob("*.py")):
+        if (ROOT / PACKAGE / "app") in f.parents:
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "matplotlib" or n.startswith("matplotlib.") for n in names):
+                bad.append(f"{f.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, bad
