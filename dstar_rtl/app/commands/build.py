@@ -5,8 +5,9 @@ does not have, a clock the board's PLL cannot make, a baud rate the clock cannot
 folder that is a file, a ``--timeout`` that is not positive) is one line and exit status 2
 before anything is elaborated or written. A failing step, a tool stopped at ``--timeout`` or
 missed timing is one line (naming the tool's log) and
-exit status 1; with missed timing the bitstream and ``build.json`` are written anyway (they
-record it), together, as on success."""
+exit status 1; with missed timing the bitstream, ``build.json`` and the build's record
+``reports/board-<board>-<preset>.json`` (:class:`app.reports.board.BoardBuild`) are written
+anyway (they record it), together, as on success."""
 
 from __future__ import annotations
 
@@ -58,11 +59,13 @@ def run_build(args):
         if args.timeout is not None and not args.timeout > 0:
             raise ValueError(f"--timeout must be a positive number of minutes, not "
                              f"{args.timeout:g}")
+    from dstar_rtl.app.reports.board import record, record_path
+
     check_output_dir(out)
-    check_outputs(*output_files(args.board, cfg, out))
+    check_outputs(*output_files(args.board, cfg, out), record_path(args.board, cfg.name))
     try:
         r = build(args.board, cfg, out, baud=args.baud, clock_mhz=args.clock_mhz,
-                  timeout=None if args.timeout is None else args.timeout * 60)
+                  timeout=None if args.timeout is None else args.timeout * 60, record=record)
     except BuildError as e:
         raise WorkError(str(e)) from None
     res = r["resources"]

@@ -36,6 +36,7 @@ from dstar_rtl.app.benches.sizes import plot as sizes_plot
 from dstar_rtl.app.benches.sizes import table as sizes_table
 from dstar_rtl.app.reports import state_levers
 from dstar_rtl.app.reports.arrays import Arrays
+from dstar_rtl.app.reports.board import BoardBuild
 from dstar_rtl.app.reports.compare_result import Compare
 from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
@@ -604,12 +605,11 @@ def report_files(out: Path) -> tuple:
     if boards:
         rows = []
         for f in boards:
-            b = json.loads(f.read_text())
-            r = b["resources"]
-            rows.append([b["board"], b["preset"], r.get("lut4"), r.get("ff"), r.get("dsp"),
-                         r.get("bram"), f"{b['fmax_mhz']}", f"{b['constraint_mhz']:g}",
-                         "met" if b["timing_pass"] else "NOT met", b["baud"],
-                         f"{b['seconds']:.0f}"])
+            b = BoardBuild.load(f)
+            r = b.resources
+            rows.append([b.board, b.preset, r.lut4, r.ff, r.dsp, r.bram, f"{b.fmax_mhz}",
+                         f"{b.constraint_mhz:g}", "met" if b.timing_pass else "NOT met", b.baud,
+                         f"{b.seconds:.0f}"])
         md += ["## Board builds", "", "`make board`, i.e. `dstar build --board ulx3s --preset "
                "tiny` (the core behind the UART host link; bitstream in `build/board/`).", "",
                _table(["board", "preset", "LUT4", "FF", "DSP", "BRAM", "Fmax MHz",
