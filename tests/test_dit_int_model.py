@@ -111,7 +111,7 @@ def test_dstar_sample_writes_the_grid_and_the_record(tmp_path, capsys):
     assert 0 < first["sar_kept_fraction"] <= 1
     md = (tmp_path / "sample.md").read_text()
     assert md.startswith("# Samples: golden-int, 2 DDIM steps") and "| 1 | 3 |" in md
-    assert "classifier_agreement" not in rec        # not a 16x16 digits model
+    assert rec["classifier_agreement"] is None      # not a 16x16 digits model
     assert "sample 2/2" in err and out.startswith("wrote ")
 
 
@@ -145,7 +145,7 @@ def test_dstar_sample_labels_digits_with_the_classifier(tmp_path, capsys):
     assert rc == 0, err
     rec = json.loads((tmp_path / "sample.json").read_text())
     assert rec["classifier_agreement"]["samples"] == 2
-    assert "with_float" not in rec["classifier_agreement"]
+    assert rec["classifier_agreement"]["with_float"] is None
     assert all(0 <= s["classifier"] <= 9 and s["psnr_db"] is None for s in rec["samples"])
     assert "the classifier reads the label on" in out and "float on" not in out
 

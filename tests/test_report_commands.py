@@ -87,5 +87,6 @@ def test_the_dstar_command_line_is_recorded(tmp_path, capsys):
                "1", "--out", str(tmp_path)])
     assert rc == 0, capsys.readouterr().err
     rec = json.loads((tmp_path / "sample.json").read_text())
-    assert rec["command"] == (f"dstar sample --model tiny --backend float --steps 1 --labels 1 "
-                              f"--out {tmp_path}")
+    assert rec["provenance"]["command"] == (f"dstar sample --model tiny --backend float "
+                                            f"--steps 1 --labels 1 --out {tmp_path}")
+    assert "command" not in rec          # a typed result keeps it in its provenance alone

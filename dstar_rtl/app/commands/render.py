@@ -58,6 +58,8 @@ RENDERERS = {
                  "typed"),
     "reference": ("reference.json", "reference.md", "dstar_rtl.app.reports.reference:MEASUREMENT",
                   "typed"),
+    "sample": ("sample.json", "sample.md", "dstar_rtl.app.reports.sample_report:sample_markdown",
+               "dstar_rtl.app.reports.sample_result:Sample"),
     "sizes": ("sweep.json", "sweep.md", "dstar_rtl.app.benches.sizes:MEASUREMENT", "typed"),
     "state-quality": ("state_quality.json", "state_quality.md",
                       "dstar_rtl.app.reports.state_quality:MEASUREMENT", "typed"),

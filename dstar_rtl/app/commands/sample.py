@@ -33,7 +33,7 @@ from dstar_rtl.app.options import (
     require_iverilog,
 )
 from dstar_rtl.gen.errors import UserError, WorkError
-from dstar_rtl.gen.outputs import check_output_dir, json_text, write_together
+from dstar_rtl.gen.outputs import check_output_dir, write_together
 from dstar_rtl.gen.progress import say
 
 __all__ = ["register"]
@@ -172,6 +172,8 @@ def run(args) -> int:
         run_samples,
     )
     from dstar_rtl.app.reports.sample_report import sample_markdown
+    from dstar_rtl.app.reports.sample_result import Sample
+    from dstar_rtl.app.results import Provenance, build, plain
 
     out = check_output_dir(args.out)
     if args.steps < 1:
@@ -215,20 +217,20 @@ def run(args) -> int:
     except RTLMismatch as why:
         raise WorkError(f"the {args.backend} core differs from the integer golden: {why}") \
             from None
-    rec = res["record"]
+    rec = build(Sample, dict(res["record"], provenance=plain(
+        Provenance.of_run("sample", {cfg.name: cfg.hash()}))), "the sampling record")
     title = f"{args.backend}, {args.steps} DDIM steps, cfg {args.guidance:g}, {cfg.name}"
-    files = write_together({out / "sample.json": json_text(rec),
+    files = write_together({out / "sample.json": rec.to_json(),
                             out / "sample.png": grid_png(res["images"], labels, title),
-                            out / "sample.md": sample_markdown(rec)})
-    agree = rec.get("classifier_agreement")
+                            out / "sample.md": sample_markdown(rec)}, record_command=False)
+    agree = rec.classifier_agreement
     note = ""
     if agree:
-        note = f"; the classifier reads the label on {agree['with_label']}/{agree['samples']}"
-        if "with_float" in agree:
-            note += f" and agrees with float on {agree['with_float']}/{agree['samples']}"
-    core = rec.get("core")
-    if core:
-        note += (f"; bit-exact at every step, {core['cycles_per_step']['mean']:.0f} core cycles "
-                 f"per step")
+        note = f"; the classifier reads the label on {agree.with_label}/{agree.samples}"
+        if agree.with_float is not None:
+            note += f" and agrees with float on {agree.with_float}/{agree.samples}"
+    if rec.core:
+        note += (f"; bit-exact at every step, {rec.core.cycles_per_step['mean']:.0f} core "
+                 f"cycles per step")
     print(f"wrote {', '.join(str(f) for f in files)}{note}")
     return 0

@@ -5,51 +5,52 @@ from __future__ import annotations
 
 import numpy as np
 
+from dstar_rtl.app.reports.sample_result import Sample
 from dstar_rtl.gen.tables import md_table
 
 __all__ = ["sample_markdown"]
 
 
-def _kept(rec: dict) -> float:
+def _kept(rec: Sample) -> float:
     """The SAR kept fraction of a record (1 when no step says)."""
-    steps = rec["samples"][0]["per_step"] if rec["samples"] else []
+    steps = rec.samples[0].per_step if rec.samples else ()
     return steps[0].get("sar_kept_fraction", 1.0) if steps else 1.0
 
 
-def sample_markdown(rec: dict, png_name: str = "sample.png") -> str:
-    """Markdown of a :func:`app.benches.sample.run_samples` record: the run, one row per sample
-    (label, classifier, PSNR against float, core cycles per image) and, on an RTL backend, one
-    row per step (cache or reuse step, core cycles and average bits over the samples)."""
-    m, cfg, core = rec["model"], rec["config"], rec.get("core")
-    lines = [f"# Samples: {rec['backend']}, {rec['steps']} DDIM steps, guidance "
-             f"{rec['guidance']:g}", ""]
+def sample_markdown(rec: Sample, png_name: str = "sample.png") -> str:
+    """Markdown of a ``dstar sample`` result: the run, one row per sample (label, classifier,
+    PSNR against float, core cycles per image) and, on an RTL backend, one row per step (cache
+    or reuse step, core cycles and average bits over the samples)."""
+    m, cfg, core = rec.model, rec.config, rec.core
+    lines = [f"# Samples: {rec.backend}, {rec.steps} DDIM steps, guidance "
+             f"{rec.guidance:g}", ""]
     lines.append(f"Model: {m['image_size']}×{m['image_size']}×{m['channels']}, patch "
                  f"{m['patch']}, D = {m['hidden']}, depth {m['depth']}, {m['heads']} heads. "
-                 f"Configuration `{cfg['name']}` ({rec['config_hash']}); SAR "
-                 + (f"on ({_kept(rec):.1%} of the attention blocks kept)" if rec["sar"]
-                    else "off") + f"; {rec['seconds']:,.0f} s wall.")
+                 f"Configuration `{cfg['name']}` ({rec.config_hash}); SAR "
+                 + (f"on ({_kept(rec):.1%} of the attention blocks kept)" if rec.sar
+                    else "off") + f"; {rec.seconds:,.0f} s wall.")
     if core:
         depths = {k: v for k, v in cfg.items() if k.endswith("_rows") and v is not None}
-        streamed = {b: len(v) for b, v in core["streamed"].items() if v}
+        streamed = {b: len(v) for b, v in core.streamed.items() if v}
+        cps = core.cycles_per_step
         lines += ["", f"On the generated core: **bit-exact against the integer golden at every "
-                      f"step** ({core['batch_rows']} batch row(s), {core['runs']} simulator "
-                      f"run(s), {core['commands_per_step']:,} commands per step). Buffers set: "
+                      f"step** ({core.batch_rows} batch row(s), {core.runs} simulator "
+                      f"run(s), {core.commands_per_step:,} commands per step). Buffers set: "
                       + (", ".join(f"`{k}={v}`" for k, v in depths.items()) or "the preset's")
                       + ". Streamed through the host port: "
                       + (", ".join(f"{n} layers' {b}" for b, n in streamed.items()) or "nothing")
                       + ".",
-                  "", f"Core cycles per step: mean {core['cycles_per_step']['mean']:,.0f}, "
-                      f"min {core['cycles_per_step']['min']:,}, max "
-                      f"{core['cycles_per_step']['max']:,}; per image "
-                      f"{core['cycles_per_image']:,.0f} (every step of one sample, every batch "
-                      f"row; the init program, {max(core['init_cycles']):,} cycles, once per "
+                  "", f"Core cycles per step: mean {cps['mean']:,.0f}, "
+                      f"min {cps['min']:,.0f}, max {cps['max']:,.0f}; per image "
+                      f"{core.cycles_per_image:,.0f} (every step of one sample, every batch "
+                      f"row; the init program, {max(core.init_cycles):,} cycles, once per "
                       f"simulator run)."]
-    agree = rec.get("classifier_agreement")
+    agree = rec.classifier_agreement
     if agree:
-        lines += ["", f"Digits classifier: reads the label on {agree['with_label']} of "
-                      f"{agree['samples']}"
-                  + (f", agrees with the float samples on {agree['with_float']} of "
-                     f"{agree['samples']}" if "with_float" in agree else "") + "."]
+        lines += ["", f"Digits classifier: reads the label on {agree.with_label} of "
+                      f"{agree.samples}"
+                  + (f", agrees with the float samples on {agree.with_float} of "
+                     f"{agree.samples}" if agree.with_float is not None else "") + "."]
     lines += ["", f"![samples]({png_name})", "", "## Per sample", ""]
     head = ["sample", "label", "seed", "PSNR vs float (dB)"]
     if agree:
@@ -57,17 +58,17 @@ def sample_markdown(rec: dict, png_name: str = "sample.png") -> str:
     if core:
         head += ["core cycles"]
     rows = []
-    for s in rec["samples"]:
-        r = [s["index"], s["label"], s["seed"], s["psnr_db"]]
+    for s in rec.samples:
+        r = [s.index, s.label, s.seed, s.psnr_db]
         if agree:
-            r += [s.get("classifier"), s.get("classifier_float")]
+            r += [s.classifier, s.classifier_float]
         if core:
-            r += [sum(st["cycles"] for st in s["per_step"])]
+            r += [sum(st["cycles"] for st in s.per_step)]
         rows.append(r)
     lines.append(md_table(head, rows, digits=2))
     if core:
         lines += ["", "## Per step (mean over the samples)", ""]
-        steps = list(zip(*(s["per_step"] for s in rec["samples"])))
+        steps = list(zip(*(s.per_step for s in rec.samples)))
         lines.append(md_table(
             ["step", "t", "kind", "core cycles", "average bits (layers, golden)",
              "average bits (every QUANT, core)"],

@@ -44,6 +44,7 @@ from dstar_rtl.app.reports.packing import Packing
 from dstar_rtl.app.reports.profile_result import Profile
 from dstar_rtl.app.reports.projection_result import Projection
 from dstar_rtl.app.reports.reference import Reference
+from dstar_rtl.app.reports.sample_result import Sample
 from dstar_rtl.app.reports.verification import Verification
 from dstar_rtl.app.reports.verification import section as verification_section
 from dstar_rtl.app.reports.vpu import Vpu
@@ -289,18 +290,18 @@ def _compare_section(rec: Compare | None) -> list:
             f"{i.average_bits:.2f}.", ""]
 
 
-def _sample_section(rec) -> list:
+def _sample_section(rec: Sample | None) -> list:
     """REPORT.md lines for ``reports/sample.json`` (``dstar sample`` on an RTL backend)."""
-    if not rec or "core" not in rec:
+    if rec is None or rec.core is None:
         return []
-    core, agree = rec["core"], rec.get("classifier_agreement") or {}
-    psnr = [s["psnr_db"] for s in rec["samples"] if s["psnr_db"] is not None]
-    row = [rec["backend"], rec["config"]["name"], len(rec["samples"]), rec["steps"],
-           "yes" if core["bit_exact"] else "no", round(core["cycles_per_step"]["mean"]),
-           round(core["cycles_per_image"]),
+    core, agree = rec.core, rec.classifier_agreement
+    psnr = [s.psnr_db for s in rec.samples if s.psnr_db is not None]
+    row = [rec.backend, rec.config["name"], len(rec.samples), rec.steps,
+           "yes" if core.bit_exact else "no", round(core.cycles_per_step["mean"]),
+           round(core.cycles_per_image),
            f"{min(psnr):.1f}-{max(psnr):.1f}" if psnr else None,
-           f"{agree['with_float']}/{agree['samples']}" if "with_float" in agree else None,
-           f"{rec['seconds']:.0f}"]
+           f"{agree.with_float}/{agree.samples}" if agree and agree.with_float is not None
+           else None, f"{rec.seconds:.0f}"]
     return ["## A whole DiT sampled on the core", "", "`dstar sample --backend ...` (details: "
             "`reports/sample.md`, the images in `reports/sample.png`).", "",
             _table(["simulator", "datapath", "samples", "steps", "bit-exact", "cycles/step",
@@ -630,7 +631,7 @@ def report_files(out: Path) -> tuple:
                            "baseline / DSTAR"], rows), ""]
             md += ["Lane utilisation (last cache step): " + ", ".join(
                 f"{k} {100 * v.util:.1f} %" for k, v in r.lanes.items() if v.util) + ".", ""]
-    md += _sample_section(_load("sample"))
+    md += _sample_section(_load_result(Sample, "sample"))
     md += _reference_section(_load_result(Reference, "reference"))
     bench = _load_result(Bench, "bench")
     if bench is not None:
