@@ -186,3 +186,11 @@ def test_report_md_opens_with_the_whole_core_comparison():
     assert "Stale" not in "\n".join(_compare_section(rec))
     rec = replace(rec, fpga=replace(rec.fpga, rtl_sources="0" * 64))
     assert "**Stale**: the `fpga` figures" in "\n".join(_compare_section(rec))
+
+
+def test_compare_md_without_a_paper_comparison_says_so():
+    from dstar_rtl.app.reports.compare import markdown
+
+    md = markdown(replace(_stored(measured=None), paper=None))
+    assert "## `paper`: not measured in this run" in md and "part-area model and" not in md
+    assert "kept by this run" not in md and md.endswith("![area by part](compare.png)\n")

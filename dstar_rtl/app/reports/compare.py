@@ -32,6 +32,7 @@ from typing import Literal
 
 import numpy as np
 
+from dstar_rtl.app.markdown import render
 from dstar_rtl.app.measurement import Measurement, option
 from dstar_rtl.app.options import check_liberty, resolve_liberty
 from dstar_rtl.app.quantities import StepTime
@@ -280,109 +281,78 @@ def verdict(fpga: FpgaComparison, paper: PaperComparison | None) -> str:
     return "; ".join(out) + "."
 
 
-def markdown(rec: Compare) -> str:
-    """``reports/compare.md`` from its result."""
-    f = rec.fpga
+def _tables(rec: Compare) -> dict:
+    """The tables of ``reports/compare.md`` (``app/templates/compare.md`` holds its prose)."""
+    f, p = rec.fpga, rec.paper
     d, i = f.cores["dstar"], f.cores["int8"]
     dq, iq = d.quality, i.quality
-    md = ["# The whole DSTAR core against the whole INT8 core", "",
-          f"Generated {rec.provenance.date} by `dstar measure compare`. "
-          "The INT8 core is the same generator's core with `datapath = \"int8\"` (numerics "
-          "§2.8): the same buffers, VPU, dispatcher, instruction set, compiler and SAR "
-          "schedule, the INT8 array and an INT8 activation quantizer in place of the MPU and "
-          "the QPU, dense layers.", "",
-          f"**{rec.verdict}**", "",
-          "## `fpga`: measured on the RTL", "",
-          *([f"Measured {f.measured} and kept by this run (`--presets paper`: the same "
-             "configurations; the RTL is the user's to keep unchanged).", ""]
-            if f.measured else []),
-          f"The trained digits DiT, {f.steps} DDIM steps, labels {list(f.labels)} with seeds "
-          f"{f.seed} + k, sampled end to end on each generated core in {f.simulator} "
-          "(every step checked bit for bit against the integer golden); each core's buffers "
-          "as deep as the model needs on it, nothing streamed.", "",
-          md_table(["", "DSTAR core", "INT8 core", "DSTAR/INT8"], [
-              ["cycles per image (RTL)", f"{d.cycles_per_image:,.0f}",
-               f"{i.cycles_per_image:,.0f}", f"{d.cycles_per_image / i.cycles_per_image:.3f}"],
-              ["average activation bits (core counters)", f"{d.average_bits:.2f}",
-               f"{i.average_bits:.2f}", ""],
-              ["Nangate45 cells, µm² (RAMs excluded)", _x(d.area.cells_um2, 0),
-               _x(i.area.cells_um2, 0), f"{d.area.cells_um2 / i.area.cells_um2:.3f}"],
-              ["flip-flops", f"{d.area.ff:,}", f"{i.area.ff:,}", ""],
-              ["RAM bits", f"{d.area.ram_bits:,}", f"{i.area.ram_bits:,}", ""],
-              ["SRAM estimate, µm²", _x(d.area.sram_um2, 0), _x(i.area.sram_um2, 0), ""],
-              ["ECP5 LUT4 (no DSP blocks)", f"{d.ecp5['lut4']:,}", f"{i.ecp5['lut4']:,}",
-               f"{d.ecp5['lut4'] / max(1, i.ecp5['lut4']):.3f}"],
-              ["PSNR vs float, dB (95 % interval)",
-               f"{dq.psnr_db.mean} [{dq.psnr_db.lo}, {dq.psnr_db.hi}]",
-               f"{iq.psnr_db.mean} [{iq.psnr_db.lo}, {iq.psnr_db.hi}]", ""],
-              ["classifier agrees with float", f"{dq.classifier_with_float}/{dq.samples}",
-               f"{iq.classifier_with_float}/{iq.samples}", ""]]), "",
-          md_table(["DSTAR/INT8", "throughput per µm² (cells)", "with SRAM", "per ECP5 LUT",
-                    "QPU / (QPU + MPU)"],
-                   [[f"{f.speedup:.3f}× speed", f"{f.per_um2:.3f}",
-                     f"{f.per_um2_with_sram:.3f}", f"{f.per_lut:.3f}",
-                     f"{100 * f.qpu_share:.1f} %"]]), "",
-          "### Area by part (Nangate45 cells, µm²)", ""]
     dp_, ip_ = d.area.parts, i.area.parts
     parts = sorted({*dp_, *ip_}, key=lambda k: -max(dp_.get(k, 0), ip_.get(k, 0)))
-    md += [md_table(["part", "DSTAR core", "INT8 core"],
-                    [[k, _x(dp_.get(k), 0), _x(ip_.get(k), 0)] for k in parts]), "",
-           "### RAMs (left out of the cells; SRAM estimate per bit and read port)", "",
-           f"SRAM density: {SRAM_UM2_PER_BIT:.3f} µm² per bit, from {SRAM_SOURCE}; a RAM "
-           "with r read ports counts r copies.", ""]
-    for name, c in (("DSTAR core", d), ("INT8 core", i)):
+
+    def rams(c):
         big = [m for m in c.area.memories if m.bits >= 1024]
-        md += [f"{name}: " + ", ".join(f"{m.name} {m.size}×{m.width}"
-                                      + (f" ({m.read_ports} read ports)"
-                                         if m.read_ports > 1 else "")
-                                      for m in big)
-               + f"; {len(c.area.memories) - len(big)} small queues.", ""]
-    md += ["### The cycle model on the same program", "",
-           "The model of `reports/perf_model.md` (its `fpga` calibration; the INT8 core's "
-           "quantizer at two passes) on the first two steps of the first sample, against the "
-           "RTL's cycles and busy cycles per engine:", "",
-           md_table(["core", "step", "RTL cycles", "model", "error", "busy Q RTL / model",
-                     "busy M RTL / model", "busy V RTL / model"],
-                    [[dp, "cache" if s.cache_step else "reuse", f"{s.rtl:,}",
-                      f"{s.model:,}", f"{100 * s.error:+.2f} %"]
-                     + [f"{s.busy[e]['rtl']:,} / {s.busy[e]['model']:,}"
-                        for e in ("Q", "M", "V")]
-                     for dp in DATAPATHS for s in f.cores[dp].model_check.steps]), ""]
-    md += _paper_markdown(rec.paper)
-    md += ["Left out of both: the init program (every weight loaded once into WMEM, the "
-           "same words on both cores; cycles per image count the sampling steps), the host, "
-           "the chip's NoC and HBM controllers, clock and reset trees, placement and routing "
-           "(cell area only), power. The memories are counted only in the SRAM estimate.", "",
-           "![area by part](compare.png)", ""]
-    return "\n".join(md)
+        return (", ".join(f"{m.name} {m.size}×{m.width}"
+                          + (f" ({m.read_ports} read ports)" if m.read_ports > 1 else "")
+                          for m in big)
+                + f"; {len(c.area.memories) - len(big)} small queues.")
+    out = dict(
+        r=rec, f=f, p=p, sram_um2_per_bit=SRAM_UM2_PER_BIT, sram_source=SRAM_SOURCE,
+        fit_sizes=FIT_SIZES, check_size=CHECK_SIZE,
+        memories=[("DSTAR core", rams(d)), ("INT8 core", rams(i))],
+        cores=md_table(["", "DSTAR core", "INT8 core", "DSTAR/INT8"], [
+            ["cycles per image (RTL)", f"{d.cycles_per_image:,.0f}",
+             f"{i.cycles_per_image:,.0f}", f"{d.cycles_per_image / i.cycles_per_image:.3f}"],
+            ["average activation bits (core counters)", f"{d.average_bits:.2f}",
+             f"{i.average_bits:.2f}", ""],
+            ["Nangate45 cells, µm² (RAMs excluded)", _x(d.area.cells_um2, 0),
+             _x(i.area.cells_um2, 0), f"{d.area.cells_um2 / i.area.cells_um2:.3f}"],
+            ["flip-flops", f"{d.area.ff:,}", f"{i.area.ff:,}", ""],
+            ["RAM bits", f"{d.area.ram_bits:,}", f"{i.area.ram_bits:,}", ""],
+            ["SRAM estimate, µm²", _x(d.area.sram_um2, 0), _x(i.area.sram_um2, 0), ""],
+            ["ECP5 LUT4 (no DSP blocks)", f"{d.ecp5['lut4']:,}", f"{i.ecp5['lut4']:,}",
+             f"{d.ecp5['lut4'] / max(1, i.ecp5['lut4']):.3f}"],
+            ["PSNR vs float, dB (95 % interval)",
+             f"{dq.psnr_db.mean} [{dq.psnr_db.lo}, {dq.psnr_db.hi}]",
+             f"{iq.psnr_db.mean} [{iq.psnr_db.lo}, {iq.psnr_db.hi}]", ""],
+            ["classifier agrees with float", f"{dq.classifier_with_float}/{dq.samples}",
+             f"{iq.classifier_with_float}/{iq.samples}", ""]]),
+        ratios=md_table(["DSTAR/INT8", "throughput per µm² (cells)", "with SRAM",
+                         "per ECP5 LUT", "QPU / (QPU + MPU)"],
+                        [[f"{f.speedup:.3f}× speed", f"{f.per_um2:.3f}",
+                          f"{f.per_um2_with_sram:.3f}", f"{f.per_lut:.3f}",
+                          f"{100 * f.qpu_share:.1f} %"]]),
+        parts=md_table(["part", "DSTAR core", "INT8 core"],
+                       [[k, _x(dp_.get(k), 0), _x(ip_.get(k), 0)] for k in parts]),
+        model_check=md_table(
+            ["core", "step", "RTL cycles", "model", "error", "busy Q RTL / model",
+             "busy M RTL / model", "busy V RTL / model"],
+            [[dp, "cache" if s.cache_step else "reuse", f"{s.rtl:,}", f"{s.model:,}",
+              f"{100 * s.error:+.2f} %"]
+             + [f"{s.busy[e]['rtl']:,} / {s.busy[e]['model']:,}" for e in ("Q", "M", "V")]
+             for dp in DATAPATHS for s in f.cores[dp].model_check.steps]))
+    if p is not None:
+        am = p.area_model
+        out.update(
+            paper_fit=md_table(["core", f"T = {CHECK_SIZE} synthesized", "model", "error",
+                                "T = 64 cells, µm²", "T = 64 SRAM, µm²"],
+                               [[dp, _x(am[dp].fit.check.synthesized, 0),
+                                 _x(am[dp].fit.check.model, 0),
+                                 f"{100 * am[dp].fit.check.error:+.2f} %",
+                                 _x(am[dp].fit.predicted.total, 0),
+                                 _x(am[dp].sram.predicted, 0)] for dp in DATAPATHS]),
+            paper_ratios=md_table(["cycles per image DSTAR / INT8", "DSTAR/INT8 speed",
+                                   "per µm² (cells)", "with SRAM", "QPU / (QPU + MPU)"],
+                                  [[f"{p.dstar_cycles_per_image:,} / "
+                                    f"{p.int8_cycles_per_image:,}",
+                                    f"{p.speedup:.3f}× speed", f"{p.per_um2:.3f}",
+                                    f"{p.per_um2_with_sram:.3f}",
+                                    f"{100 * p.qpu_share:.1f} %"]]))
+    return out
 
 
-def _paper_markdown(p: PaperComparison | None) -> list:
-    if p is None:
-        return ["## `paper`: not measured in this run", "",
-                "`dstar measure compare` with its default `--presets fpga paper` (as `make "
-                "reports` runs it) also fits the part-area model and projects the cycles.", ""]
-    am = p.area_model
-    return ["## `paper`: part-area model and projected cycles", "",
-           f"Cells: each part fitted as a + b·T + c·T² on Nangate45 syntheses of the `paper` "
-           f"family at T = {', '.join(map(str, FIT_SIZES))} (rows = cols = vpu_lanes = T, "
-           f"sort_n 64, max_reduction 4608) and checked at T = {CHECK_SIZE}:", "",
-           md_table(["core", f"T = {CHECK_SIZE} synthesized", "model", "error",
-                     "T = 64 cells, µm²", "T = 64 SRAM, µm²"],
-                    [[dp, _x(am[dp].fit.check.synthesized, 0), _x(am[dp].fit.check.model, 0),
-                      f"{100 * am[dp].fit.check.error:+.2f} %",
-                      _x(am[dp].fit.predicted.total, 0), _x(am[dp].sram.predicted, 0)]
-                     for dp in DATAPATHS]),
-           "",
-           f"Cycles per image: the projection's model (`reports/projection.md`) for "
-           f"{p.model}, workload `{p.workload.name}` ({p.workload.bits} bits, "
-           f"lane fill {p.workload.fill}, {p.workload.kept} of the blocks kept), "
-           "one core's cycles on the 32-core chip.", "",
-           md_table(["cycles per image DSTAR / INT8", "DSTAR/INT8 speed", "per µm² (cells)",
-                     "with SRAM", "QPU / (QPU + MPU)"],
-                    [[f"{p.dstar_cycles_per_image:,} / {p.int8_cycles_per_image:,}",
-                      f"{p.speedup:.3f}× speed", f"{p.per_um2:.3f}",
-                      f"{p.per_um2_with_sram:.3f}", f"{100 * p.qpu_share:.1f} %"]]), ""]
+def markdown(rec: Compare) -> str:
+    """``reports/compare.md`` from its result (``app/templates/compare.md``)."""
+    return render("compare", **_tables(rec))
 
 
 def plot(rec: Compare):
