@@ -192,5 +192,5 @@ def test_compare_md_without_a_paper_comparison_says_so():
     from dstar_rtl.app.reports.compare import markdown
 
     md = markdown(replace(_stored(measured=None), paper=None))
-    assert "## `paper`: not measured in this run" in md and "part-area model and" not in md
+    assert "## `paper`: not measured in this run" in md and "projected cycles" not in md
     assert "kept by this run" not in md and md.endswith("![area by part](compare.png)\n")
