@@ -229,8 +229,8 @@ def _operating_point(path, bases, thr=(2, 11, 47)):
 def test_operating_point_sets_each_layers_thresholds_and_base(tmp_path):
     """The layers quantize with the operating point's thresholds and their own base; the arrays
     keep the preset's configuration."""
+    from dstar_rtl.analysis.layer_inputs import LinearSpec
     from dstar_rtl.analysis.profile import load_operating_point
-    from dstar_rtl.app.benches.inputs import LinearSpec
     from dstar_rtl.app.benches.layers import layer_configs
     from dstar_rtl.golden.config import preset
 

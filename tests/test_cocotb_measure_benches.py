@@ -84,13 +84,13 @@ def test_core_perf_icarus():
 
 @pytest.mark.cocotb
 def test_core_programs_icarus():
-    """``app.benches.core_programs.run_programs`` (``tb.test_core_programs``) on Icarus: one
+    """``sim.core_programs.run_programs`` (``tb.test_core_programs``) on Icarus: one
     layer's
     init and one counter-read step, every stored word checked against the ISA executor
     (Verilator: tests/test_perf_model.py)."""
-    from dstar_rtl.app.benches.core_programs import counter_reads, run_programs
-    from dstar_rtl.app.benches.perf_workloads import plain_program, shapes
     from dstar_rtl.program.isa import core_for
+    from dstar_rtl.sim.core_programs import counter_reads, run_programs
+    from dstar_rtl.sim.perf_workloads import plain_program, shapes
 
     prog = plain_program(CFG, shapes(CFG, "validation", steps=1)[0]).program
     out = run_programs(CFG, core_for(CFG), [prog], "icarus", tag="fast")

@@ -4,11 +4,11 @@ calibration and validation against the RTL core's own counters (tiny preset on V
 
 import pytest
 
-from dstar_rtl.app.benches.perf_workloads import isolated, layer_steps, shapes
 from dstar_rtl.golden.config import preset
 from dstar_rtl.perf.core_work import Work, trace_work
 from dstar_rtl.perf.perf_model import Timing, buffer_bytes, simulate
 from dstar_rtl.program.isa import BUFFERS, core_for
+from dstar_rtl.sim.perf_workloads import isolated, layer_steps, shapes
 
 CFG = preset("tiny")
 T = Timing.structural(CFG)
@@ -129,8 +129,8 @@ def test_program_runner_on_icarus():
     """The program-runner testbench (tb/test_core_programs.py) on Icarus: a layer's isolated
     and plain runs, every stored word checked against the executor; the counters agree with
     Verilator's (the RTL is cycle-exact on both)."""
-    from dstar_rtl.app.benches.core_programs import run_programs
-    from dstar_rtl.app.benches.perf_workloads import isolated_program, plain_program
+    from dstar_rtl.sim.core_programs import run_programs
+    from dstar_rtl.sim.perf_workloads import isolated_program, plain_program
     s = shapes(CFG, "validation", steps=2)[0]
     progs = [isolated_program(CFG, s), plain_program(CFG, s).program]
     core = core_for(CFG)

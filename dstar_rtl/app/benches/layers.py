@@ -50,8 +50,13 @@ from pathlib import Path
 
 import numpy as np
 
+from dstar_rtl.analysis.layer_inputs import (
+    block_layers,
+    check_widths,
+    file_layers,
+    load_layer_weights,
+)
 from dstar_rtl.app.benches.bench_result import Bench
-from dstar_rtl.app.benches.inputs import block_layers, check_widths, file_layers, load_layer_weights
 from dstar_rtl.app.results import Provenance, build, plain
 from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.golden.config import Config
@@ -178,7 +183,7 @@ def layer_configs(cfg: Config, layers: list, operating_point: dict | None) -> di
 
 def prepare(cfg: Config, layers: list, trace: dict, steps_run, quick: bool = False,
             operating_point: dict | None = None) -> list:
-    """The :class:`BenchLayer` list: every :class:`~app.benches.inputs.LinearSpec` of ``layers``
+    """The :class:`BenchLayer` list: every :class:`~analysis.layer_inputs.LinearSpec` of ``layers``
     at every step of ``steps_run`` (a ``cache_only`` layer on SAR cache steps only), each
     quantized with its :func:`layer_configs` entry. Raises ValueError for a layer wider than
     ``max_reduction``, a step the trace does not hold or an unusable operating point."""
@@ -392,10 +397,10 @@ def _params_sha(arrays: dict) -> str:
 def load_inputs(cfg: Config, *, weights: str = "trained", model: str = "digits",
                 weight_seed: int = 0, seed: int = 0, steps: int = 10, block: int = 0,
                 trace_file=None, progress=None):
-    """``(layers, trace, workload)``: the :class:`~app.benches.inputs.LinearSpec` list, the trace
+    """``(layers, trace, workload)``: the :class:`~analysis.layer_inputs.LinearSpec` list, the trace
     holding their inputs, and the report's description of both. With ``trace_file`` the layers
     are every ``<layer>.x`` of that trace with their weights from the ``weights`` file
-    (:func:`app.benches.inputs.file_layers`); otherwise one block of the bundled DiT, traced by a
+    (:func:`analysis.layer_inputs.file_layers`); otherwise one block of the bundled DiT, traced by a
     float DDIM run of ``steps`` steps from ``seed``. Raises ValueError on inconsistent input."""
     say = progress or (lambda msg: None)
     if trace_file is not None:

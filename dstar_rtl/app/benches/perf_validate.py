@@ -6,11 +6,11 @@ One cocotb run per preset executes, on the generated core (Verilator's optimised
 default):
 
 * **calibration**: 4 layer shapes, each step with a counter read after every command
-  (:func:`app.benches.perf_workloads.isolated`): the busy cycles of each command alone give the
+  (:func:`sim.perf_workloads.isolated`): the busy cycles of each command alone give the
   duration offsets (medians of ``busy − work``); the same shapes run plainly fit the overlap
   constants of the matrix engine (coordinate descent over small integer ranges, least total
   error); every VROW operation and walk alone at seven shapes
-  (:func:`app.benches.perf_workloads.vrow_program`) gives the V engine's fixed cycles per
+  (:func:`sim.perf_workloads.vrow_program`) gives the V engine's fixed cycles per
   command and its cycles per row at each row length (least squares per operation and walk);
 * **validation**: 10 other layer shapes run plainly (3 steps each: the first quantizes the whole
   input, later ones its change), and the DiT block over a cache and a reuse step. Per step and
@@ -30,14 +30,6 @@ from typing import Literal
 
 import numpy as np
 
-from dstar_rtl.app.benches.core_programs import counter_reads, run_programs
-from dstar_rtl.app.benches.perf_workloads import (
-    block_program,
-    isolated_program,
-    plain_program,
-    shapes,
-    vrow_program,
-)
 from dstar_rtl.app.markdown import render
 from dstar_rtl.app.measurement import Measurement, option
 from dstar_rtl.app.results import Provenance, Result, build
@@ -48,6 +40,14 @@ from dstar_rtl.golden.config import PRESETS, Config, preset
 from dstar_rtl.perf.core_work import trace_work
 from dstar_rtl.perf.perf_model import Timing, buffer_bytes, simulate
 from dstar_rtl.program.isa import core_for
+from dstar_rtl.sim.core_programs import counter_reads, run_programs
+from dstar_rtl.sim.perf_workloads import (
+    block_program,
+    isolated_program,
+    plain_program,
+    shapes,
+    vrow_program,
+)
 
 __all__ = ["measure", "calibrate", "validate", "evaluate", "run", "SECTIONS", "PerfModel",
            "PresetFit", "MEASUREMENT"]
@@ -118,7 +118,7 @@ def _fit_vrow(samples: dict) -> dict:
     per command (``fixed``), one per beat of a command's row (``lat``) and one per row length
     (``c(nb)``); two row counts at one row length tell ``fixed + lat·nb`` apart from ``c(nb)``,
     at two row lengths ``fixed`` from ``lat``
-    (:data:`app.benches.perf_workloads.VROW_SHAPES`; an unknown the points cannot tell apart
+    (:data:`sim.perf_workloads.VROW_SHAPES`; an unknown the points cannot tell apart
     is 0, ``lat`` first). Returns the :class:`Timing` dicts ``vrow_fixed``, ``vrow_lat`` and
     ``vrow_curve``."""
     fixed, lat, curve = {}, {}, {}

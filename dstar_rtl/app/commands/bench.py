@@ -7,7 +7,7 @@ differential layers of a DiT (:mod:`app.benches.layers`).
 [--out DIR]``
 records a float DDIM run (or, with ``--trace``, takes any model's layer inputs from a trace and
 its weights from ``--weights FILE.npz``: ``<layer>.weight`` (out, in), ``<layer>.bias``; see
-:mod:`app.benches.inputs`), builds each layer's FMDQ group streams and dense INT8 tiles,
+:mod:`analysis.layer_inputs`), builds each layer's FMDQ group streams and dense INT8 tiles,
 simulates both generated arrays (every drain beat checked against golden), takes the ECP5
 resources from ``reports/sweep.json`` or ``flows.synth`` and the arrays' cell areas from
 ``flows.synth --target asic`` on a standard-cell library (``--fmax``: also both arrays' Fmax),
@@ -95,7 +95,7 @@ def register(sub):
 def _check(args, cfg):
     """Every check of the command's input that needs no simulation: one line, exit status 2.
     With ``--trace`` the trace and the weights are read and checked against each other here."""
-    from dstar_rtl.app.benches.inputs import block_layers, check_widths
+    from dstar_rtl.analysis.layer_inputs import block_layers, check_widths
     from dstar_rtl.app.benches.layers import load_inputs, load_weights, parse_steps
 
     try:

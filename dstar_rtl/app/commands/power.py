@@ -101,7 +101,7 @@ def register(sub):
 
 def _check(args, cfg):
     """Every check that needs no synthesis or simulation: one line, exit status 2."""
-    from dstar_rtl.app.benches.inputs import block_layers, check_widths
+    from dstar_rtl.analysis.layer_inputs import block_layers, check_widths
     from dstar_rtl.app.benches.layers import LAYER_KINDS, load_weights, parse_steps
     from dstar_rtl.app.benches.power import TRACE_STEPS
 

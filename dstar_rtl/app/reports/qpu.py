@@ -5,7 +5,7 @@ configuration hash and step time), ``reports/qpu_area.md`` (the same as tables) 
 ``reports/qpu_area.png`` (the per-submodule breakdown as bars). Every figure is measured by Yosys
 in a fresh process (:mod:`flows.synth`); nothing is typed in.
 
-The work is in three modules: :mod:`app.reports.qpu_area_flow` runs the syntheses (per preset
+The work is in three modules: :mod:`flows.qpu_area` runs the syntheses (per preset
 the QPU
 and the MPU flattened for ECP5 without and with DSP blocks and for generic gates, the QPU's
 per-submodule breakdown, and at paper scale the QPU against rows × cols × one PE; ``--no-paper``
@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 
 from dstar_rtl.app.options import Parser
-from dstar_rtl.app.reports.qpu_area_flow import (
+from dstar_rtl.app.reports.qpu_area_plot import plot, plottable
+from dstar_rtl.flows.qpu_area import (
     MODULE_NAMES,
     MODULES,
     TOP,
@@ -41,7 +42,6 @@ from dstar_rtl.app.reports.qpu_area_flow import (
     shares,
     synthesize_hier,
 )
-from dstar_rtl.app.reports.qpu_area_plot import plot, plottable
 from dstar_rtl.flows.synth import BUILD_ROOT, yosys_version
 from dstar_rtl.gen.errors import WorkError
 from dstar_rtl.gen.outputs import check_output_dir, json_text, read_json, write_together

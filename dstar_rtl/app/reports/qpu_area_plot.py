@@ -1,12 +1,12 @@
 """The figure of ``dstar measure qpu-area`` (``reports/qpu_area.png``): each submodule's share of
-the hierarchically synthesized QPU (:mod:`app.reports.qpu_area_flow`). Drawn on a
+the hierarchically synthesized QPU (:mod:`flows.qpu_area`). Drawn on a
 :class:`matplotlib.figure.Figure` (no pyplot, so no global figure state), freed once saved."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from dstar_rtl.app.reports.qpu_area_flow import MODULE_NAMES, MODULES
+from dstar_rtl.flows.qpu_area import MODULE_NAMES, MODULES
 
 __all__ = ["plot", "plottable"]
 

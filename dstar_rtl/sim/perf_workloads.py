@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dstar_rtl.app.benches.core_programs import CNT, END, Program
 from dstar_rtl.golden.config import Config
 from dstar_rtl.golden.differential import DiffLinear
 from dstar_rtl.golden.layouts import VPU_OPS
@@ -27,6 +26,7 @@ from dstar_rtl.program.compiler import compile_block
 from dstar_rtl.program.isa import BUFFERS, VROW_OPS, Cmd, core_for, row_to_words
 from dstar_rtl.program.layer import LayerProgram
 from dstar_rtl.program.workloads import block_workload
+from dstar_rtl.sim.core_programs import CNT, END, Program
 
 __all__ = ["LayerShape", "layer_program", "layer_steps", "isolated", "plain_program",
            "isolated_program", "sectioned", "Sectioned", "block_runs", "block_program",
