@@ -3,6 +3,7 @@ run; the figures themselves come from ``dstar measure arrays`` / ``app.reports.q
 
 from dstar_rtl.app.reports import arrays as report_arrays
 from dstar_rtl.app.reports import qpu as report_qpu
+from dstar_rtl.flows.qpu_area import shares
 
 
 def test_markdown_writers_render_tables():
@@ -41,13 +42,13 @@ def test_markdown_writers_render_tables():
     p = dict(preset="fpga", config_hash="abc", config=cfg,
              qpu={"ecp5-nodsp": ecp5, "ecp5": ecp5, "generic": generic},
              mpu={"ecp5-nodsp": ecp5, "ecp5": ecp5, "generic": generic}, breakdown=hier)
-    p["share"] = report_qpu.shares(p["qpu"], p["mpu"])
+    p["share"] = shares(p["qpu"], p["mpu"])
     assert p["share"]["generic"]["transistors"] == 0.5
     rate = {"fpga/4/2/steady state": dict(preset="fpga", open_groups=4, pack_windows=2,
                                           phase="steady state", groups_per_cycle=0.841,
                                           subchannels_per_cycle=0.931, mpu_wait_cycles=1509,
                                           groups=7974)}   # qpu_rate.json's rows
-    qpu = report_qpu.markdown(dict(common, presets={"fpga": p}, rate=rate))
+    qpu = report_qpu._markdown(dict(common, presets={"fpga": p}, rate=rate))
     assert ("| fpga | sort, open 4, windows 2 | steady state | 0.841 | 0.931 | 1,509 | 7,974 |"
             in qpu)
     assert "| QPU | no DSP | 120 | 100 | 10 | 50 |" in qpu

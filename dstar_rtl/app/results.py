@@ -119,14 +119,17 @@ class Result:
         return cls.from_data(read_json(Path(path), f"a {cls.KIND} result"), str(path))
 
 
-def plain(obj):
-    """``obj`` (a result, a dataclass of one, tuples and dicts of them) as plain JSON data."""
+def plain(obj, present: bool = False):
+    """``obj`` (a result, a dataclass of one, tuples and dicts of them) as plain JSON data;
+    ``present``: without the dataclass fields that are ``None`` (a renderer that asks whether
+    a figure is there by its key)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: plain(getattr(obj, f.name), present) for f in dataclasses.fields(obj)
+                if not (present and getattr(obj, f.name) is None)}
     if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
+        return [plain(v, present) for v in obj]
     if isinstance(obj, dict):
-        return {str(k): plain(v) for k, v in obj.items()}
+        return {str(k): plain(v, present) for k, v in obj.items()}
     if isinstance(obj, Path):
         return str(obj)
     return obj

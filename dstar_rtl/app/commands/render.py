@@ -53,7 +53,7 @@ RENDERERS = {
                       "dstar_rtl.app.reports.profile_result:ProfileSweep"),
     "projection": ("projection.json", "projection.md",
                    "dstar_rtl.app.reports.projection:MEASUREMENT", "typed"),
-    "qpu-area": ("qpu_area.json", "qpu_area.md", "dstar_rtl.app.reports.qpu:markdown", None),
+    "qpu-area": ("qpu_area.json", "qpu_area.md", "dstar_rtl.app.reports.qpu:MEASUREMENT", "typed"),
     "qpu-rate": ("qpu_rate.json", "qpu_rate.md", "dstar_rtl.app.benches.qpu:MEASUREMENT",
                  "typed"),
     "reference": ("reference.json", "reference.md", "dstar_rtl.app.reports.reference:MEASUREMENT",

@@ -43,6 +43,7 @@ from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.packing import Packing
 from dstar_rtl.app.reports.profile_result import Profile
 from dstar_rtl.app.reports.projection_result import Projection
+from dstar_rtl.app.reports.qpu_area_result import QpuArea
 from dstar_rtl.app.reports.reference import Reference
 from dstar_rtl.app.reports.sample_result import Sample
 from dstar_rtl.app.reports.verification import Verification
@@ -90,14 +91,14 @@ def collect_units() -> list:
                                   "reports/arrays.json (dstar measure arrays)",
                                   arr.config_hash, pnr.fmax_mhz if pnr else None, r.tools,
                                   r.flow))
-    qpu = _load("qpu_area")
-    if qpu:
-        for preset, p in qpu.get("presets", {}).items():
-            for target, r in p.get("qpu", {}).items():
-                if isinstance(r, dict) and "resources" in r:
-                    out.append(_entry("qpu", preset, target, r["resources"],
+    qpu = _load_result(QpuArea, "qpu_area")
+    if qpu is not None:
+        for preset, p in qpu.presets.items():
+            for target, r in p.qpu.items():
+                if r.resources is not None:
+                    out.append(_entry("qpu", preset, target, r.resources.as_dict(),
                                       "reports/qpu_area.json (dstar measure qpu-area)",
-                                      p.get("config_hash"), None, r.get("tools"), r.get("flow")))
+                                      p.config_hash, None, r.tools, r.flow))
     vpu = _load_result(Vpu, "vpu")
     if vpu is not None and vpu.fpga is not None:
         f = vpu.fpga
