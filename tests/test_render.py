@@ -14,11 +14,11 @@ from dstar_rtl.gen.paths import REPORTS
 
 def test_every_committed_report_renders_as_committed(capsys):
     assert dstar_rtl.app.cli.main(["render", "--all", "--check"]) == 0, capsys.readouterr().err
-    assert f"{len(rd.RENDERERS)} reports render as committed" in capsys.readouterr().out
+    assert f"{len(rd.NAMES)} reports render as committed" in capsys.readouterr().out
 
 
 def test_a_report_that_differs_is_named_and_rendering_restores_it(tmp_path, monkeypatch, capsys):
-    js, md = rd.RENDERERS["state-quality"][:2]
+    js, md = rd.files("state-quality")
     shutil.copy(REPORTS / js, tmp_path / js)
     (tmp_path / md).write_text((REPORTS / md).read_text().replace("passes", "fails", 1))
     orig = rd.render
