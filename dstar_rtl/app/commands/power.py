@@ -27,7 +27,6 @@ then. The three files appear together (:func:`gen.outputs.write_together`) or no
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -39,7 +38,9 @@ from dstar_rtl.app.options import (
     require_extra,
     resolve_liberty,
 )
-from dstar_rtl.gen.outputs import check_output_dir, check_outputs, json_text, write_together
+from dstar_rtl.app.reports.energy_result import Energy
+from dstar_rtl.app.results import Provenance, build, plain
+from dstar_rtl.gen.outputs import check_output_dir, check_outputs, write_together
 from dstar_rtl.gen.progress import say
 
 __all__ = ["register"]
@@ -178,19 +179,13 @@ def run_power(args):
             rep["runtime_s"] = round(time.perf_counter() - t0, 1)
     except (AssertionError, RTLMismatch, SynthError, YosysError) as exc:
         raise WorkError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-    rep["command"] = " ".join(
-        ["dstar power", f"--preset {cfg.name}", *(f"--set {o}" for o in args.overrides),
-         f"--weights {args.weights}",
-         *([f"--model {args.model}", f"--weight-seed {args.weight_seed}"]
-           if args.weights == "random" else []),
-         f"--steps-run {args.steps_run}", *([f"--layers {args.layers}"] if kinds else []),
-         *(["--full"] if args.full else []), f"--clock-ns {args.clock_ns:g}",
-         *([] if args.sweep else ["--no-sweep"]), *([] if args.image else ["--no-image"]),
-         *([f"--liberty {args.liberty}"] if args.liberty_given else [])])
-    files = {args.out / "energy.json": json_text(rep), args.out / "energy.md": markdown(rep),
-             args.out / "energy.png": plot_png(rep)}
-    print(markdown(rep).split("\n\n")[0])
-    write_together(files)
+    rep.pop("generated", None)
+    prov = Provenance.of_run("power", {cfg.name: cfg.hash()})
+    result = build(Energy, dict(rep, provenance=plain(prov)), "the energy result")
+    files = {args.out / "energy.json": result.to_json(), args.out / "energy.md": markdown(result),
+             args.out / "energy.png": plot_png(result)}
+    print(markdown(result).split("\n\n")[0])
+    write_together(files, record_command=False)
 
 
 def _paper_chip_again(args):
@@ -206,19 +201,20 @@ def _paper_chip_again(args):
         if not f.is_file():
             raise UserError(f"{flag}: {f} not found (--paper-chip reuses a dstar power report "
                             "and needs the projection and the comparison)")
-    try:
-        rep = json.loads(path.read_text())
-        rep["image"]["cores"]["dstar"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path} is not a dstar power report with the energy per image "
-                        f"({type(exc).__name__}: {exc})") from None
+    old = Energy.load(path)
+    if old.image is None:
+        raise UserError(f"{path} is a dstar power report without the energy per image (run "
+                        f"dstar power without --no-image)")
     check_outputs(*(args.out / n for n in OUTPUTS), inputs=[args.projection, args.compare])
+    rep = plain(old, present=True)
     rep.update(paper_chip_entries(rep, args.projection, args.compare))
     rep["paper_chip"]["command"] = (f"dstar power --paper-chip --projection {args.projection} "
                                     f"--compare {args.compare} --out {args.out}")
-    write_together({path: json_text(rep), args.out / "energy.md": markdown(rep),
-                    args.out / "energy.png": plot_png(rep)})
-    say(f"wrote {path}, .md and .png: the paper chip of {len(rep['paper_chip']['models'])} "
+    rep["provenance"] = plain(old.provenance)
+    result = build(Energy, rep, "the energy result")
+    write_together({path: result.to_json(), args.out / "energy.md": markdown(result),
+                    args.out / "energy.png": plot_png(result)}, record_command=False)
+    say(f"wrote {path}, .md and .png: the paper chip of {len(result.paper_chip.models)} "
         "projected models")
     return 0
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dstar_rtl.app.reports.energy_result import Energy
+from dstar_rtl.app.results import plain
 from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.models.published import A100_40GB, BIT_FUSION, HBM2, HOROWITZ_45NM, PAPER_CHIP
@@ -61,7 +63,7 @@ def _pe_markdown(rep: dict) -> list:
                               "pJ/MAC", "flip-flops", "logic", "leakage"], rows, left=2)]
 
 
-def markdown(rep: dict) -> str:
+def _markdown(rep: dict) -> str:
     w = rep["workload"]
     arrays = rep["arrays"]
     lib = next(iter(arrays.values())).get("library") or {}
@@ -319,7 +321,7 @@ def _paper_markdown(rep: dict) -> list:
                                                                        i.get(k, 0)))]), ""]
 
 
-def plot_png(rep: dict):
+def _plot_png(rep: dict):
     """A :func:`gen.outputs.write_together` writer of the energy per MAC by part, both arrays."""
     from matplotlib.figure import Figure
 
@@ -359,3 +361,22 @@ def plot_png(rep: dict):
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return png_writer(fig, 120)
+
+
+def as_data(result: Energy) -> dict:
+    """The result as the renderers read it: plain data without the figures that are not
+    there, with the command and date of its run."""
+    return dict(plain(result, present=True), generated=result.provenance.date,
+                **({"command": result.provenance.command} if result.provenance.command
+                   else {}))
+
+
+def markdown(result: Energy) -> str:
+    """``reports/energy.md`` from its result."""
+    return _markdown(as_data(result))
+
+
+def plot_png(result: Energy):
+    """A :func:`gen.outputs.write_together` writer of the energy per MAC by part, both arrays
+    (and the energy per image of both cores, when measured)."""
+    return _plot_png(as_data(result))

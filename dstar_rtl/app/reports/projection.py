@@ -16,7 +16,7 @@ from dstar_rtl.app.reports.projection_inputs import OPERATING_POINT, load_calibr
 from dstar_rtl.app.reports.projection_result import Projection
 from dstar_rtl.app.results import Provenance, build, plain
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import png_writer, read_json
+from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import ConfigError, preset
@@ -41,9 +41,11 @@ def _energy_context(energy: Path, compare: Path) -> tuple:
         return None, (f"energy per image: not computed ({energy} or {compare} missing: run "
                       f"`dstar power` and `dstar measure compare`)")
     from dstar_rtl.app.reports.compare_result import Compare
+    from dstar_rtl.app.reports.energy import as_data
+    from dstar_rtl.app.reports.energy_result import Energy
     from dstar_rtl.app.results import plain
 
-    rep = read_json(energy, "--energy (the report of `dstar power`)")
+    rep = as_data(Energy.load(energy))
     cmp = Compare.load(compare)
     try:
         side = fpga_side(rep)

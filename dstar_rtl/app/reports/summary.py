@@ -25,7 +25,6 @@ named beside each table), so the summary is reproducible from those files alone:
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -40,6 +39,8 @@ from dstar_rtl.app.reports.board import BoardBuild
 from dstar_rtl.app.reports.compare_result import Compare
 from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
+from dstar_rtl.app.reports.energy import as_data
+from dstar_rtl.app.reports.energy_result import Energy
 from dstar_rtl.app.reports.packing import Packing
 from dstar_rtl.app.reports.profile_result import Profile
 from dstar_rtl.app.reports.projection_result import Projection
@@ -58,11 +59,6 @@ from dstar_rtl.sim.sources import digest, elaboration_sources
 
 __all__ = ["collect_units", "write_report",
            "report_files", "side_folder"]
-
-
-def _load(name: str):
-    p = REPORTS / f"{name}.json"
-    return json.loads(p.read_text()) if p.exists() else None
 
 
 def _load_result(kind: type, name: str):
@@ -637,7 +633,8 @@ def report_files(out: Path) -> tuple:
     bench = _load_result(Bench, "bench")
     if bench is not None:
         md += _bench_section(bench)
-    md += _energy_section(_load("energy"))
+    energy = _load_result(Energy, "energy")
+    md += _energy_section(as_data(energy) if energy is not None else None)
     md += _model_sections(_load_result(Profile, "profile"), _load_result(PerfModel, "perf_model"),
                           _load_result(Projection, "projection"))
     md += verification_section(ver_rec)
