@@ -376,9 +376,10 @@ def test_cli_dit_int(tmp_path, capsys, only_analysis):
     assert list(res["runs"]) == ["tiny", "tiny no-SAR"]
     st = res["runs"]["tiny"]
     assert len(st["per_step"]) == 2 and [p["kind"] for p in st["per_step"]] == ["cache", "reuse"]
-    assert res["command"].startswith("dstar dit-int --model tiny --steps 2")
+    command = res["provenance"]["command"]
+    assert command.startswith("dstar dit-int --model tiny --steps 2")
     text = md.read_text()
-    assert f"`{res['command']}`" in text and "| step | kind |" in text
+    assert f"`{command}`" in text and "| step | kind |" in text
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
 
 

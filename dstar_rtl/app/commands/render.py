@@ -31,6 +31,8 @@ OTHERS = {
               "dstar_rtl.app.benches.bench_result:Bench"),
     "design-sweep": ("design_sweep.json", "design_sweep.md", "dstar_rtl.app.sweeps.report:markdown",
                      None),
+    "dit-int": ("dit_int.json", "dit_int.md", "dstar_rtl.app.commands.dit_int:dit_int_markdown",
+                "dstar_rtl.app.commands.dit_int:DitInt"),
     "energy": ("energy.json", "energy.md", "dstar_rtl.app.reports.energy:markdown",
                "dstar_rtl.app.reports.energy_result:Energy"),
     "profile": ("profile.json", "profile.md", "dstar_rtl.app.reports.profile_report:markdown",
