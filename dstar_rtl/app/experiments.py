@@ -121,7 +121,7 @@ _BENCH = ("dstar", "bench", "--preset", "fpga", "--weights", "trained", "--seed"
 
 def _registry() -> dict:
     exps = [
-        _measure("arrays"),
+        _measure("arrays", "--pnr-baseline"),        # both arrays' Fmax, side by side
         _measure("qpu-rate"),
         _measure("qpu-area", needs=("qpu-rate",)),
         _measure("vpu"),
