@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from dstar_rtl.app.measurement import Measurement, option
-from dstar_rtl.app.results import Provenance, Result
+from dstar_rtl.app.results import Provenance, Result, plain
 from dstar_rtl.gen.errors import UserError
 
 
@@ -182,3 +182,17 @@ def test_a_template_takes_its_numbers_from_the_result_and_refuses_a_missing_one(
     assert render_string("{{ r.x | num }}", r=dict(x=None)) == "–"
     with pytest.raises(jinja2.UndefinedError):
         render_string("{{ r.nope }}", r=dict(x=1))
+
+
+def test_plain_data_can_leave_out_the_absent_figures():
+    """``plain(present=True)``: a field that is None is left out (a renderer asking whether a
+    figure is there by its key), a None inside a dict is kept (it is a figure's value)."""
+    from dataclasses import dataclass as dc
+
+    @dc(frozen=True)
+    class Run:
+        error: str | None = None
+        shares: dict | None = None
+
+    assert plain(Run(shares={"a": None})) == {"error": None, "shares": {"a": None}}
+    assert plain(Run(shares={"a": None}), present=True) == {"shares": {"a": None}}
