@@ -18,19 +18,18 @@ from pathlib import Path
 
 from dstar_rtl.app.experiments import MEASUREMENTS
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import check_output_dir, read_json, write_together
+from dstar_rtl.gen.outputs import check_output_dir, write_together
 from dstar_rtl.gen.paths import REPORTS
 
 __all__ = ["NAMES", "OTHERS", "files", "render", "register"]
 
 #: The reports of commands that are not ``dstar measure`` names: report → (stored JSON, Markdown,
-#: "module:function" rendering it, "module:Type" of the typed result it is loaded as, or
-#: ``None``: plain data).
+#: "module:function" rendering it, "module:Type" of the typed result it is loaded as).
 OTHERS = {
     "bench": ("bench.json", "bench.md", "dstar_rtl.app.benches.layers:markdown",
               "dstar_rtl.app.benches.bench_result:Bench"),
     "design-sweep": ("design_sweep.json", "design_sweep.md", "dstar_rtl.app.sweeps.report:markdown",
-                     None),
+                     "dstar_rtl.app.sweeps.result:DesignSweep"),
     "dit-int": ("dit_int.json", "dit_int.md", "dstar_rtl.app.commands.dit_int:dit_int_markdown",
                 "dstar_rtl.app.commands.dit_int:DitInt"),
     "energy": ("energy.json", "energy.md", "dstar_rtl.app.reports.energy:markdown",
@@ -69,10 +68,8 @@ def render(name: str, reports: Path = REPORTS) -> tuple:
     if name not in OTHERS:
         m = _load(f"{MEASUREMENTS[name][0]}:MEASUREMENT")
         return reports / md, m.render(m.result.load(reports / js))
-    fn, kind = _load(OTHERS[name][2]), OTHERS[name][3]
-    rec = _load(kind).load(reports / js) if kind else read_json(reports / js,
-                                                               f"the result of {name}")
-    return reports / md, fn(rec)
+    fn, kind = _load(OTHERS[name][2]), _load(OTHERS[name][3])
+    return reports / md, fn(kind.load(reports / js))
 
 
 def register(sub):

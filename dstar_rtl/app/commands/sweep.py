@@ -22,15 +22,15 @@ exit status 1, and nothing is written.
 
 from __future__ import annotations
 
-import shlex
-import sys
 import time
 from pathlib import Path
 
 from dstar_rtl.app.cli import UserError, WorkError
 from dstar_rtl.app.options import check_liberty, require_extra, resolve_liberty
+from dstar_rtl.app.results import Provenance, build, plain
+from dstar_rtl.app.sweeps.result import DesignSweep
 from dstar_rtl.flows.liberty import NANGATE
-from dstar_rtl.gen.outputs import check_output_dir, json_text, png_writer, write_together
+from dstar_rtl.gen.outputs import check_output_dir, png_writer, write_together
 from dstar_rtl.gen.paths import ROOT
 from dstar_rtl.gen.progress import say
 
@@ -244,13 +244,12 @@ def run_sweep_command(args) -> int:
                                    for n, d in (stats or {}).items()}),
                **assemble(dvars, bvars, sizes, sw, tput),
                seconds=round(time.perf_counter() - t0, 1),
-               synthesis_seconds=sw["seconds"],
-               generated=time.strftime("%Y-%m-%d %H:%M"),
-               command="dstar sweep " + " ".join(shlex.quote(a) for a in sys.argv[2:]))
-    fig = figure(rep)
+               synthesis_seconds=sw["seconds"])
+    prov = Provenance.of_run("design-sweep")
+    result = build(DesignSweep, dict(rep, provenance=plain(prov)), "the design sweep")
     paths = [out / n for n in NAMES]
-    write_together({paths[0]: json_text(rep), paths[1]: markdown(rep),
-                    paths[2]: png_writer(fig, dpi="figure")})
+    write_together({paths[0]: result.to_json(), paths[1]: markdown(result),
+                    paths[2]: png_writer(figure(result), dpi="figure")}, record_command=False)
     c = rep["crossover"]
     say("crossover: " + (f"{c['size']}x{c['size']}" if c["size"] is not None else
                          f"none (best {c['best_ratio']:.2f}x at {c['best_size']}, misses by "

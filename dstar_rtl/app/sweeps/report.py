@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from dstar_rtl.app.results import plain
+from dstar_rtl.app.sweeps.result import DesignSweep
 from dstar_rtl.gen.tables import md_table
 
 __all__ = ["pareto_front", "crossover", "assemble", "markdown", "figure"]
@@ -130,7 +132,7 @@ def _by_size(by: dict, n: int):
     return by[n] if n in by else by[str(n)]
 
 
-def markdown(rep: dict) -> str:
+def _markdown(rep: dict) -> str:
     lib, th = rep["liberty"], rep["throughput"]
     md = ["# Design-space sweep (`dstar sweep`)", "",
           f"Library **{lib['name']}** (`{lib['file']}`, sha256 `{lib['sha256']}`), Yosys "
@@ -231,7 +233,7 @@ def markdown(rep: dict) -> str:
     return "\n".join(md)
 
 
-def figure(rep: dict):
+def _figure(rep: dict):
     """The Pareto plot: throughput per mm² of the core against core area, every configuration
     at every size, the front marked (a ``matplotlib.figure.Figure``, no pyplot state)."""
     from matplotlib.figure import Figure
@@ -270,3 +272,19 @@ def figure(rep: dict):
     ax.legend(fontsize=6, ncol=2, loc="best")
     fig.tight_layout()
     return fig
+
+
+def _data(result: DesignSweep) -> dict:
+    """The result as the renderers read it: plain data with its run's date and command."""
+    return dict(plain(result), generated=result.provenance.date,
+                command=result.provenance.command)
+
+
+def markdown(result: DesignSweep) -> str:
+    """``design_sweep.md`` from its result."""
+    return _markdown(_data(result))
+
+
+def figure(result: DesignSweep):
+    """``design_sweep.png``'s figure."""
+    return _figure(_data(result))
