@@ -13,6 +13,7 @@ import pytest
 from dstar_rtl.app.measurement import Measurement, option
 from dstar_rtl.app.results import Provenance, Result, plain
 from dstar_rtl.gen.errors import UserError
+from dstar_rtl.gen.paths import REPORTS
 
 
 @dataclass(frozen=True)
@@ -196,3 +197,22 @@ def test_plain_data_can_leave_out_the_absent_figures():
 
     assert plain(Run(shares={"a": None})) == {"error": None, "shares": {"a": None}}
     assert plain(Run(shares={"a": None}), present=True) == {"shares": {"a": None}}
+
+
+def test_every_result_in_reports_is_typed():
+    """Every JSON in reports/ but the registry's ledger and the per-unit summaries is a typed
+    result (a kind and a schema), and the ones ``dstar render`` knows load as their type."""
+    import json
+
+    from dstar_rtl.app.commands import render as rd
+
+    known = {rd.files(n)[0] for n in rd.NAMES}
+    for path in sorted(REPORTS.rglob("*.json")):
+        rel = path.relative_to(REPORTS)
+        if rel.parts[0] == "units" or rel.name == "ledger.json":
+            continue
+        data = json.loads(path.read_text())
+        assert {"kind", "schema", "provenance"} <= set(data), rel
+        if str(rel) in known:
+            name = next(n for n in rd.NAMES if rd.files(n)[0] == str(rel))
+            rd.render(name)                      # loads it as its type (UserError if not)
