@@ -26,7 +26,7 @@ def test_markdown_writers_render_tables():
         Provenance.unrecorded(date="today"), preset="fpga", config_hash="abc", config=cfg,
         host=common["host"], tools=common["tools"], steps=(StepTime(**steps[0]),),
         total_seconds=1.0,
-        synthesis={"pe": {k: report_arrays.ArraySynth.from_flow(v) for k, v in runs.items()}})
+        synthesis={"pe": {k: report_arrays.UnitSynth.from_flow(v) for k, v in runs.items()}})
     md = report_arrays.markdown(report_arrays.Arrays.from_data(arrays.to_data()))
     assert "| one PE | no DSP | 120 | 100 | 10 |" in md
     assert "| one PE | 300 | 60 | 0 | 900 | NAND 200, DFF_P 60 |" in md

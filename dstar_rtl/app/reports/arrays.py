@@ -168,11 +168,12 @@ def _stamp(cfg, simulator):
 
 # ---------------------------------------------------------------------------------- result
 @dataclass(frozen=True)
-class ArraySynth:
-    """One unit's synthesis for one target: its resources, Yosys's cells by type, the CMOS
-    transistor estimate on generic gates (``transistors_complete``: every cell priced), wall
-    seconds, whether a stored identical run was reused, the LUT mapper, the tools; or the
-    error that stopped it."""
+class UnitSynth:
+    """One unit's synthesis for one target (the arrays', the QPU's, a PE's): its resources,
+    Yosys's cells by type, the CMOS transistor estimate on generic gates
+    (``transistors_complete``: every cell priced), wall seconds, whether a stored identical run
+    was reused, the LUT mapper, the tools, the elaboration's seconds; or the error that stopped
+    it."""
 
     resources: Resources | None = None
     cells: dict[str, int] = field(default_factory=dict)
@@ -184,14 +185,16 @@ class ArraySynth:
     flow: str | None = None
     tools: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    elaboration_seconds: float | None = None
 
     @classmethod
-    def from_flow(cls, r: dict) -> ArraySynth:
+    def from_flow(cls, r: dict) -> UnitSynth:
         if "error" in r:
             return cls(error=r["error"])
         return cls(Resources.from_flow(r["resources"]), r.get("cells", {}), r.get("num_cells"),
                    r.get("transistors"), r.get("transistors_complete"), r.get("seconds"),
-                   r.get("reused", False), r.get("flow"), r.get("tools", {}))
+                   r.get("reused", False), r.get("flow"), r.get("tools", {}),
+                   elaboration_seconds=r.get("elaboration_seconds"))
 
 
 @dataclass(frozen=True)
@@ -292,7 +295,7 @@ class Arrays(Result):
     steps: tuple[StepTime, ...]
     total_seconds: float
     source_digest: str | None = None
-    synthesis: dict[str, dict[str, ArraySynth]] = field(default_factory=dict)
+    synthesis: dict[str, dict[str, UnitSynth]] = field(default_factory=dict)
     pnr_settings: PnrSettings | None = None
     pnr: dict[str, ArrayPnr] = field(default_factory=dict)
     sim_speed: dict[str, SimSpeed] = field(default_factory=dict)
@@ -330,7 +333,7 @@ def markdown(data: Arrays) -> str:
         rows = []
         for unit, by in syn.items():
             for label in ("ecp5-nodsp", "ecp5"):
-                r = by.get(label) or ArraySynth()
+                r = by.get(label) or UnitSynth()
                 if r.error is not None:
                     rows.append([UNIT_NAMES[unit], label, f"failed: {r.error}"] + [""] * 9)
                     continue
@@ -368,7 +371,7 @@ def markdown(data: Arrays) -> str:
         md.append("")
         rows = []
         for unit, by in syn.items():
-            r = by.get("generic") or ArraySynth()
+            r = by.get("generic") or UnitSynth()
             if r.error is not None:
                 rows.append([UNIT_NAMES[unit], f"failed: {r.error}", "", "", "", "", ""])
                 continue
@@ -538,7 +541,7 @@ def measure(opts: ArraysOptions, previous=None) -> Arrays:
         config_hash=cfg.hash(), config=cfg.to_dict(), host=host, tools=tools,
         steps=tuple(StepTime(**s) for s in steps), total_seconds=round(seconds(), 1),
         source_digest=source_digest(),
-        synthesis={u: {v: ArraySynth.from_flow(r) for v, r in by.items()}
+        synthesis={u: {v: UnitSynth.from_flow(r) for v, r in by.items()}
                    for u, by in synth.items()},
         pnr_settings=settings, pnr={k: ArrayPnr.from_flow(r) for k, r in pnr.items()},
         sim_speed={s: SimSpeed.from_run(r) for s, r in sim.items()})

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dstar_rtl.app.measurement import Measurement, option
+from dstar_rtl.app.reports.arrays import UnitSynth
 from dstar_rtl.app.reports.qpu_area_plot import plot, plottable
-from dstar_rtl.app.reports.qpu_area_result import Breakdown, QpuArea, QpuRun
+from dstar_rtl.app.reports.qpu_area_result import Breakdown, QpuArea
 from dstar_rtl.app.results import Provenance, build, plain
 from dstar_rtl.flows.qpu_area import (
     MODULE_NAMES,
@@ -386,7 +387,7 @@ def _known(data: dict) -> dict:
     """``data`` with only what the typed result keeps of each run (not its work folder, log,
     netlist or script)."""
     def run(r):
-        return {k: v for k, v in r.items() if k in QpuRun.__dataclass_fields__}
+        return {k: v for k, v in r.items() if k in UnitSynth.__dataclass_fields__}
 
     def bd(b):
         return {k: v for k, v in b.items() if k in Breakdown.__dataclass_fields__}

@@ -8,31 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dstar_rtl.app.benches.qpu import QpuRateRow
-from dstar_rtl.app.quantities import Resources, StepTime
+from dstar_rtl.app.quantities import StepTime
+from dstar_rtl.app.reports.arrays import UnitSynth
 from dstar_rtl.app.results import Result
 
-__all__ = ["QpuArea", "QpuRun", "Breakdown", "ModuleCells", "PresetArea", "PaperArea",
+__all__ = ["QpuArea", "Breakdown", "ModuleCells", "PresetArea", "PaperArea",
            "PaperEstimate"]
-
-
-@dataclass(frozen=True)
-class QpuRun:
-    """One synthesis of the QPU, the MPU or a PE: its resources, Yosys's cells by type, the
-    CMOS transistor estimate (``transistors_complete``: every cell priced), wall and
-    elaboration seconds, whether a stored identical run was reused, the LUT mapper, the
-    tools; or the error that stopped it."""
-
-    resources: Resources | None = None
-    cells: dict[str, int] = field(default_factory=dict)
-    num_cells: int | None = None
-    transistors: int | None = None
-    transistors_complete: bool | None = None
-    seconds: float | None = None
-    elaboration_seconds: float | None = None
-    reused: bool = False
-    flow: str | None = None
-    tools: dict[str, str] = field(default_factory=dict)
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,8 +46,8 @@ class PresetArea:
     preset: str
     config_hash: str
     config: dict
-    qpu: dict[str, QpuRun]
-    mpu: dict[str, QpuRun]
+    qpu: dict[str, UnitSynth]
+    mpu: dict[str, UnitSynth]
     share: dict[str, dict[str, float | None]]
     breakdown: dict[str, Breakdown] | None = None
 
@@ -88,8 +69,8 @@ class PaperArea:
     preset: str
     config_hash: str
     config: dict
-    qpu: QpuRun
-    pe: QpuRun
+    qpu: UnitSynth
+    pe: UnitSynth
     estimate: PaperEstimate | None = None
     breakdown: dict[str, Breakdown] = field(default_factory=dict)
 
