@@ -101,11 +101,11 @@ def test_quick_bench_icarus(tmp_path, capsys):
     (["bench", "--liberty", "{d}/none.lib"], "none.lib: file not found"),
 ])
 def test_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
-    import dstar_rtl.app.benches.layers
+    import dstar_rtl.bench.layers
     def never(*a, **k):
         raise AssertionError("the bench ran on bad input")
-    monkeypatch.setattr(dstar_rtl.app.benches.layers, "trace_inputs", never)
-    monkeypatch.setattr(dstar_rtl.app.benches.layers, "run_array", never)
+    monkeypatch.setattr(dstar_rtl.bench.layers, "trace_inputs", never)
+    monkeypatch.setattr(dstar_rtl.bench.layers, "run_array", never)
     (tmp_path / "file").write_text("keep")
     _any_dit_files(tmp_path)
     kept = sorted(p.name for p in tmp_path.iterdir())
@@ -231,7 +231,7 @@ def test_operating_point_sets_each_layers_thresholds_and_base(tmp_path):
     keep the preset's configuration."""
     from dstar_rtl.analysis.layer_inputs import LinearSpec
     from dstar_rtl.analysis.profile import load_operating_point
-    from dstar_rtl.app.benches.layers import layer_configs
+    from dstar_rtl.bench.layers import layer_configs
     from dstar_rtl.golden.config import preset
 
     cfg = preset("tiny")
@@ -275,7 +275,7 @@ def test_bad_operating_point_is_one_line(tmp_path, capsys):
 def test_fabric_only_ratio_counts_dsp_blocks_at_the_luts_they_replace():
     """With the ``-nodsp`` resources of both arrays, the totals give the LUT ratio and the
     throughput per LUT with every multiplier in fabric, beside the ratio with DSP blocks."""
-    from dstar_rtl.app.benches.layers import BenchLayer, summarize
+    from dstar_rtl.bench.layers import BenchLayer, summarize
     from dstar_rtl.golden.config import preset
 
     cfg = preset("tiny")
@@ -301,8 +301,8 @@ def test_array_areas_take_each_array_at_its_best():
     area ratio is the speed-up over the area ratio."""
     from pathlib import Path
 
-    from dstar_rtl.app.benches.layers import _row
-    from dstar_rtl.app.benches.resources import array_areas, unit_config
+    from dstar_rtl.bench.layers import _row
+    from dstar_rtl.bench.resources import array_areas, unit_config
     from dstar_rtl.flows.synth import synthesize
 
     lib = Path(__file__).parent / "data" / "tiny_cells.lib"

@@ -16,8 +16,8 @@ sampling itself is replaced by a sentinel: reaching it means the checks passed.
 import numpy as np
 import pytest
 
-import dstar_rtl.app.benches.sample
 import dstar_rtl.app.cli
+import dstar_rtl.bench.sample
 from dstar_rtl.models.checkpoint import export_checkpoint
 from dstar_rtl.models.dit import DIT_MODELS, init_params
 
@@ -49,7 +49,7 @@ def checkpoint(request, tmp_path_factory):
 def no_sampling(monkeypatch):
     def loaded(*a, **k):
         raise Loaded()
-    monkeypatch.setattr(dstar_rtl.app.benches.sample, "run_samples", loaded)
+    monkeypatch.setattr(dstar_rtl.bench.sample, "run_samples", loaded)
 
 
 def _sample(capsys, path, out):

@@ -137,10 +137,10 @@ def no_work(monkeypatch):
     """Every command's work fails the test at once: bad output paths are refused before it."""
     import dstar_rtl.analysis.profile
     import dstar_rtl.app.benches.layers
-    import dstar_rtl.app.benches.power
-    import dstar_rtl.app.benches.sample
     import dstar_rtl.app.reports.packing
     import dstar_rtl.app.reports.summary
+    import dstar_rtl.bench.power
+    import dstar_rtl.bench.sample
     import dstar_rtl.flows.board
     import dstar_rtl.flows.synth
     import dstar_rtl.gen.generate
@@ -154,8 +154,8 @@ def no_work(monkeypatch):
                       (dstar_rtl.flows.synth, "synthesize"), (dstar_rtl.app.reports.summary,
                                                               "report_files"),
                       (dstar_rtl.flows.board, "build"), (dstar_rtl.app.benches.layers, "bench"),
-                      (dstar_rtl.app.benches.power, "power"),
-                      (dstar_rtl.analysis.profile, "run_profile"), (dstar_rtl.app.benches.sample,
+                      (dstar_rtl.bench.power, "power"),
+                      (dstar_rtl.analysis.profile, "run_profile"), (dstar_rtl.bench.sample,
                                                                     "run_samples"),
                       (dstar_rtl.app.reports.packing, "load_inputs"),
                       (dstar_rtl.app.reports.packing, "synthesize")):

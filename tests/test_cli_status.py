@@ -56,10 +56,10 @@ def test_an_error_during_the_work_is_not_bad_input(tmp_path, capsys, monkeypatch
     """The input is valid; the work raises a ValueError (or FileNotFoundError) nothing
     foresaw: that is a bug, and it propagates (a traceback, exit status 1 from Python) instead of
     passing for the user's error with status 2."""
-    import dstar_rtl.app.benches.sample
+    import dstar_rtl.bench.sample
     def fail(*a, **k):
         raise exc
-    monkeypatch.setattr(dstar_rtl.app.benches.sample, "run_samples", fail)
+    monkeypatch.setattr(dstar_rtl.bench.sample, "run_samples", fail)
     out = tmp_path / "out"
     with pytest.raises(type(exc), match=re.escape(str(exc))):
         dstar_rtl.app.cli.main([*SAMPLE, "--backend", "golden-int", "--out", str(out)])

@@ -115,7 +115,7 @@ def test_core_tiny_long(simulator):
 def test_core_perf_record():
     """The perf bench on ``tiny`` (Verilator): its record is consistent (figures are for
     reports/core.md, not asserted here)."""
-    from dstar_rtl.app.benches.core import MATRIX_SECTIONS, baseline_side_by_side, measure
+    from dstar_rtl.bench.core import MATRIX_SECTIONS, baseline_side_by_side, measure
     from dstar_rtl.program.compiler import compile_block
     from dstar_rtl.program.isa import core_for
     from dstar_rtl.program.workloads import block_workload

@@ -29,9 +29,9 @@ HERE = "tests/test_cocotb_measure_benches.py"
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_baseline_block(simulator):
-    """``app.benches.core.measure_baseline`` (``tb.test_baseline_block``) on a one-tile-per-head
+    """``bench.core.measure_baseline`` (``tb.test_baseline_block``) on a one-tile-per-head
     block (every matrix section, one or two tiles each): every drain beat checked."""
-    from dstar_rtl.app.benches.core import MATRIX_SECTIONS, measure_baseline
+    from dstar_rtl.bench.core import MATRIX_SECTIONS, measure_baseline
 
     T = CFG.tile
     perf = dict(spec=dict(tokens=T, hidden=T, heads=1, head_dim=T, mlp=T), mask_kept=1)
@@ -57,10 +57,10 @@ def test_mpu_speed(simulator, tmp_path):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_vpu_cycles(simulator):
-    """``app.benches.vpu.measure`` (``tb.test_vpu_cycles``) as ``dstar measure vpu`` runs it
+    """``bench.vpu.measure`` (``tb.test_vpu_cycles``) as ``dstar measure vpu`` runs it
     (every operation, three row lengths, three rows each: about a second on tiny), every output
     checked against golden."""
-    from dstar_rtl.app.benches.vpu import lengths, measure
+    from dstar_rtl.bench.vpu import lengths, measure
     from dstar_rtl.golden.layouts import VPU_OPS
 
     r = measure(CFG, simulator)
@@ -72,9 +72,9 @@ def test_vpu_cycles(simulator):
 
 @pytest.mark.cocotb
 def test_core_perf_icarus():
-    """``app.benches.core.measure`` (``tb.test_core_perf``) on Icarus, one cache step: every
+    """``bench.core.measure`` (``tb.test_core_perf``) on Icarus, one cache step: every
     section's outputs checked against the golden block (Verilator: tests/test_cocotb_core.py)."""
-    from dstar_rtl.app.benches.core import measure
+    from dstar_rtl.bench.core import measure
 
     perf = measure(CFG, steps=1, optimize=False, simulator="icarus", model_speed=False)
     assert [s["cache"] for s in perf["steps"]] == [True] and perf["sim"]["model"] is None
@@ -102,12 +102,12 @@ def test_core_programs_icarus():
 
 @pytest.mark.cocotb
 def test_qpu_rate_verilator():
-    """``app.benches.qpu.run_rate`` (``tb.test_qpu_rate``) on Verilator, two difference tiles:
+    """``bench.qpu.run_rate`` (``tb.test_qpu_rate``) on Verilator, two difference tiles:
     both output streams compared with golden beat for beat (Icarus, and a changed beat failing:
     tests/test_cocotb_qpu.py)."""
     import numpy as np
 
-    from dstar_rtl.app.benches.qpu import rate_job, run_rate
+    from dstar_rtl.bench.qpu import rate_job, run_rate
     from dstar_rtl.golden.vectors import qpu_workload_from_tiles
 
     rng = np.random.default_rng(3)

@@ -97,7 +97,7 @@ def test_the_rate_bench_checks_both_output_streams():
     golden beat for beat: a golden workload passes, one changed reconstruction beat fails."""
     import numpy as np
 
-    from dstar_rtl.app.benches.qpu import rate_job, run_rate
+    from dstar_rtl.bench.qpu import rate_job, run_rate
     from dstar_rtl.golden.vectors import qpu_workload_from_tiles
 
     cfg = preset("tiny")

@@ -1,4 +1,4 @@
-"""The whole DiT sampled on the generated core (tb.test_sample through app.benches.sample): the
+"""The whole DiT sampled on the generated core (tb.test_sample through bench.sample): the
 tiny
 model for 2 steps on both simulators (``make test``); in ``make regress`` the tiny model with
 every layer streamed and two batch rows on both, and the trained digits DiT at ``fpga`` with
@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from dstar_rtl.app.benches.sample import run_samples
+from dstar_rtl.bench.sample import run_samples
 from dstar_rtl.golden.config import preset
 from dstar_rtl.models.dit import DIT_MODELS, init_params
 

@@ -148,7 +148,7 @@ def test_an_image_is_its_cache_and_reuse_steps_and_the_chip_sums_its_parts():
 
 
 def test_the_executor_events_must_equal_the_cores_counters():
-    from dstar_rtl.app.benches.image_events import check_against_rtl
+    from dstar_rtl.bench.image_events import check_against_rtl
     ev = dict(per_step=[dict(step=0, counters=dict(groups_replayed=5, commands=3))])
     assert check_against_rtl(ev, [dict(core_counters=dict(groups_replayed=5, commands=3,
                                                            cycles=9))]) == 2
@@ -196,7 +196,7 @@ def test_the_paper_chips_events_follow_the_executor():
     steps: the quantized sub-channels, XBUF and RBUF accesses exactly; the VPU's beats (and the
     VBUF and MASK reads that go with them) within 25 % below (the embedding's and the final
     layer's element-wise rows are not modelled; a few blocks of 28 at paper scale)."""
-    from dstar_rtl.app.benches.image_events import image_events
+    from dstar_rtl.bench.image_events import image_events
     from dstar_rtl.golden.config import preset
     from dstar_rtl.models.dit import DIT_MODELS, init_params
     from dstar_rtl.models.dit_shapes import Attention, DiTModel, Linear, _block

@@ -29,7 +29,10 @@ ALLOWED = {
     "flows": {"golden", "models", "program", "rtl", "gen", "perf"},
     "sim": {"golden", "models", "program", "rtl", "gen", "perf"},
     "tb": {"golden", "models", "program", "rtl", "gen", "perf", "flows", "sim"},
-    "app": {"golden", "models", "analysis", "program", "rtl", "gen", "perf", "flows", "sim", "tb"},
+    "bench": {"golden", "models", "analysis", "program", "rtl", "gen", "perf", "flows", "sim",
+              "tb"},
+    "app": {"golden", "models", "analysis", "program", "rtl", "gen", "perf", "flows", "sim", "tb",
+            "bench"},
 }
 
 

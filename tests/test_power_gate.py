@@ -8,7 +8,7 @@ import json
 import pytest
 
 import dstar_rtl.app.cli
-from dstar_rtl.app.benches.resources import NANGATE, unit_config
+from dstar_rtl.bench.resources import NANGATE, unit_config
 from dstar_rtl.golden.config import preset
 
 #: The library is the user's (never in the project): the Nangate45 copy beside it, as `dstar

@@ -7,8 +7,8 @@ consistently."""
 import numpy as np
 import pytest
 
-from dstar_rtl.app.benches.resources import NANGATE
-from dstar_rtl.app.benches.unit_power import (
+from dstar_rtl.bench.resources import NANGATE
+from dstar_rtl.bench.unit_power import (
     dit_tiles,
     fj,
     group_parts,

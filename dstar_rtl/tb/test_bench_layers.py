@@ -3,7 +3,7 @@
 
 Knobs (environment):
 
-- ``DSTAR_BENCH_WORKLOAD``: a JSON file written by :func:`app.benches.layers.write_workload`:
+- ``DSTAR_BENCH_WORKLOAD``: a JSON file written by :func:`bench.layers.write_workload`:
   ``{"unit": "mpu"|"baseline", "layers": [{"id", "stream": [beat, ...], "blocks": [{"W":
   [[w, ...], ...], "expected": [drain beat, ...]}, ...]}, ...]}``. ``stream`` is the layer's
   input beats for all its token tiles (MPU: the FMDQ group stream; baseline: one dense INT8 beat

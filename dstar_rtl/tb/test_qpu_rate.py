@@ -2,7 +2,7 @@
 with no input gaps and an always-ready output, and writes per-transfer cycle stamps to the JSON
 file named by ``DSTAR_RATE_OUT``. The workload comes from ``DSTAR_RATE_IN`` (JSON: sub-channel
 words as hex strings, the number of groups and reconstructions to expect, and every group and
-reconstruction beat golden gives, :func:`app.benches.qpu.rate_job`): both output streams are
+reconstruction beat golden gives, :func:`bench.qpu.rate_job`): both output streams are
 compared beat for beat, a missing or extra beat included."""
 
 import json

@@ -42,7 +42,7 @@ __all__ = ["register"]
 
 
 def register(sub):
-    from dstar_rtl.app.benches.layers import MODELS
+    from dstar_rtl.bench.layers import MODELS
 
     p = sub.add_parser(
         "bench", help="DSTAR MPU against the INT8 baseline array on the layers of a DiT "
@@ -96,7 +96,8 @@ def _check(args, cfg):
     """Every check of the command's input that needs no simulation: one line, exit status 2.
     With ``--trace`` the trace and the weights are read and checked against each other here."""
     from dstar_rtl.analysis.layer_inputs import block_layers, check_widths
-    from dstar_rtl.app.benches.layers import load_inputs, load_weights, parse_steps
+    from dstar_rtl.app.benches.layers import parse_steps
+    from dstar_rtl.bench.layers import load_inputs, load_weights
 
     try:
         steps_run = parse_steps(args.steps_run)
@@ -133,7 +134,7 @@ def _check(args, cfg):
     op = None
     if args.operating_point is not None:
         from dstar_rtl.analysis.profile import load_operating_point
-        from dstar_rtl.app.benches.layers import layer_configs
+        from dstar_rtl.bench.layers import layer_configs
 
         inputs.append(args.operating_point)
         try:

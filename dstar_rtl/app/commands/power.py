@@ -1,5 +1,5 @@
 """``dstar power``: energy per MAC of the DSTAR MPU and of the INT8 array from gate-level
-simulation of their standard-cell netlists (:mod:`app.benches.power`).
+simulation of their standard-cell netlists (:mod:`bench.power`).
 
 ``power [--preset fpga] [--set k=v ...] [--weights trained|random] [--model M]
 [--weight-seed N] [--steps-run 1] [--layers fc1,fc2,...] [--full] [--liberty FILE]
@@ -49,7 +49,7 @@ OUTPUTS = ("energy.json", "energy.md", "energy.png")
 
 
 def register(sub):
-    from dstar_rtl.app.benches.layers import LAYER_KINDS, MODELS
+    from dstar_rtl.bench.layers import LAYER_KINDS, MODELS
 
     p = sub.add_parser(
         "power", help="energy per MAC of the DSTAR MPU and the INT8 array from gate-level "
@@ -103,8 +103,9 @@ def register(sub):
 def _check(args, cfg):
     """Every check that needs no synthesis or simulation: one line, exit status 2."""
     from dstar_rtl.analysis.layer_inputs import block_layers, check_widths
-    from dstar_rtl.app.benches.layers import LAYER_KINDS, load_weights, parse_steps
-    from dstar_rtl.app.benches.power import TRACE_STEPS
+    from dstar_rtl.app.benches.layers import parse_steps
+    from dstar_rtl.bench.layers import LAYER_KINDS, load_weights
+    from dstar_rtl.bench.power import TRACE_STEPS
 
     check_output_dir(args.out)
     try:
@@ -156,10 +157,10 @@ def _check(args, cfg):
 
 
 def run_power(args):
-    from dstar_rtl.app.benches.power import power
-    from dstar_rtl.app.benches.sample import RTLMismatch
     from dstar_rtl.app.reports.energy import markdown, plot_png
     from dstar_rtl.app.reports.energy_image import per_image
+    from dstar_rtl.bench.power import power
+    from dstar_rtl.bench.sample import RTLMismatch
     from dstar_rtl.flows.synth import SynthError
     from dstar_rtl.gen.yosys import YosysError
 

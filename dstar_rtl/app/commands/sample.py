@@ -1,5 +1,5 @@
 """``dstar sample``: images from a whole DiT, sampled with DDIM by a backend beside the float model
-(the work is in :mod:`app.benches.sample`).
+(the work is in :mod:`bench.sample`).
 
 ``dstar sample [--backend float|golden-int|verilator|icarus] [--model digits|tiny|small |
 --weights FILE --heads H] [--steps 10] [--labels 0 1 ...] [--cfg 1.0] [--seed 0] [--preset fpga]
@@ -49,7 +49,7 @@ OPTIMIZE = True
 
 
 def register(sub):
-    from dstar_rtl.app.benches.sample import BACKENDS
+    from dstar_rtl.bench.sample import BACKENDS
     from dstar_rtl.program.model import STREAMABLE
 
     p = sub.add_parser(
@@ -164,16 +164,10 @@ def _build_core(cfg, simulator: str, waves: bool):
 
 
 def run(args) -> int:
-    from dstar_rtl.app.benches.sample import (
-        RTL_BACKENDS,
-        RTLMismatch,
-        check_model,
-        grid_png,
-        run_samples,
-    )
     from dstar_rtl.app.reports.sample_report import sample_markdown
     from dstar_rtl.app.reports.sample_result import Sample
     from dstar_rtl.app.results import Provenance, build, plain
+    from dstar_rtl.bench.sample import RTL_BACKENDS, RTLMismatch, check_model, run_samples
 
     out = check_output_dir(args.out)
     if args.steps < 1:
@@ -234,3 +228,29 @@ def run(args) -> int:
                  f"cycles per step")
     print(f"wrote {', '.join(str(f) for f in files)}{note}")
     return 0
+
+
+def grid_png(images, labels, title: str):
+    """A writer of the samples as one PNG grid (first channel, [-1, 1] as black..white) to a
+    binary file object."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    n = len(images)
+    cols = min(n, 10)
+    rows = -(-n // cols)
+
+    def write(f):
+        fig = Figure(figsize=(1.1 * cols, 1.2 * rows + 0.35), layout="constrained")
+        try:
+            axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False).ravel())
+            for ax in axes:
+                ax.axis("off")
+            for ax, img, label in zip(axes, images, labels):
+                ax.imshow(np.clip(img[0], -1, 1), cmap="gray", vmin=-1, vmax=1)
+                ax.set_title(str(label), fontsize=8)
+            fig.suptitle(title, fontsize=9)
+            fig.savefig(f, format="png", dpi=100)
+        finally:
+            fig.clear()
+    return write

@@ -2,7 +2,7 @@
 ``reports/compare.{json,md,png}``.
 
 ``fpga`` (measured on the RTL): the trained digits DiT sampled end to end on both generated
-cores (:func:`app.benches.sample.run_samples`, every step checked bit for bit against the
+cores (:func:`bench.sample.run_samples`, every step checked bit for bit against the
 integer golden; the same labels and seeds), each core's buffers as deep as the whole model needs
 on it (nothing streams; the INT8 core keeps no ``x̂``/``Y``, so those have one row). Cycles per
 image from the RTL; quality against the float sampler (PSNR with a 95 % Student-t interval over
@@ -150,7 +150,7 @@ def _model_check(cfg, spec, params, cal, steps: int, label: int, seed: int,
 
 def measure_fpga(args, liberty: str, steps: list) -> dict:
     from dstar_rtl.analysis.calibration import CALIBRATION_SEED_OFFSET, calibrate
-    from dstar_rtl.app.benches.sample import run_samples
+    from dstar_rtl.bench.sample import run_samples
     from dstar_rtl.flows.synth import synthesize
     from dstar_rtl.models.digits import load_trained
 

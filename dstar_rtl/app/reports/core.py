@@ -90,7 +90,7 @@ class SimSpeed(Speed):
 
 @dataclass(frozen=True)
 class CorePerf:
-    """The core's cycles on the block (:func:`app.benches.core.measure`)."""
+    """The core's cycles on the block (:func:`bench.core.measure`)."""
 
     preset: str
     config_hash: str
@@ -265,7 +265,7 @@ def render(res: Core) -> str:
 
 
 def analyse(cfg, perf: dict, measured: dict | None = None) -> dict:
-    from dstar_rtl.app.benches.core import baseline_side_by_side
+    from dstar_rtl.bench.core import baseline_side_by_side
 
     cache = [s for s in perf["steps"] if s["cache"]][-1]["sections"]   # a later cache step
     lanes = {}
@@ -305,7 +305,7 @@ def analyse(cfg, perf: dict, measured: dict | None = None) -> dict:
 
 def measure_core(opts: CoreOptions, previous=None) -> Core:
     """The core and the INT8 baseline array on the block, for each preset of ``opts``."""
-    from dstar_rtl.app.benches.core import measure, measure_baseline
+    from dstar_rtl.bench.core import measure, measure_baseline
 
     steps, presets = [], {}
     for name in opts.presets:

@@ -1,5 +1,5 @@
 """``reports/energy.md`` and ``energy.png`` from ``dstar power``'s record
-(:mod:`app.benches.power`)."""
+(:mod:`bench.power`)."""
 
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ of the whole-core comparison (:func:`app.reports.compare.fpga_config`), the ener
   quantized (``qpu_subchannels``), the VPU per input beat of its own commands
   (``vpu_beats`` less the ``acc_requant`` beats the M engine's requantizer runs, one per
   RBUF read); each unit's data energy is its gate-level run's energy less its own idle energy
-  over the run's cycles (:mod:`app.benches.unit_power`);
+  over the run's cycles (:mod:`bench.unit_power`);
 - **SRAM energy** per access (:mod:`perf.sram_energy`) of each RAM the synthesis keeps as a
   macro, times the image's accesses: the core's row counters and the executor's memory reads
-  (:mod:`app.benches.image_events`); an ABUF row access is one access of each of its ``T``
+  (:mod:`bench.image_events`); an ABUF row access is one access of each of its ``T``
   banks.
 
 Left out, and on which side it falls: the data energy of the dispatcher, the engines, the
@@ -126,9 +126,9 @@ def fpga_images(liberty, units: dict, *, steps: int = 20, label: int = 0, seed: 
     Returns ``{"dstar": {...}, "int8": {...}}`` with :func:`image_energy`'s record each."""
     import time
 
-    from dstar_rtl.app.benches.image_events import check_against_rtl, image_events
-    from dstar_rtl.app.benches.sample import run_samples
     from dstar_rtl.app.reports.compare import fpga_config
+    from dstar_rtl.bench.image_events import check_against_rtl, image_events
+    from dstar_rtl.bench.sample import run_samples
     from dstar_rtl.models.digits import load_trained
 
     say = progress or (lambda msg: None)
@@ -253,10 +253,10 @@ def per_image(cfg, liberty, arrays: dict, *, clock_ns: float, projection, compar
               progress=None) -> dict:
     """The energy per image (this module on the ``fpga`` cores,
     :mod:`perf.chip_energy` on the projection's models) with the QPU and the VPU
-    measured at gate level (:mod:`app.benches.unit_power`): the ``units``, ``image``,
+    measured at gate level (:mod:`bench.unit_power`): the ``units``, ``image``,
     ``paper_chip``, ``energy_per_image_j`` and ``qpu_power_share`` entries of
     ``reports/energy.json``."""
-    from dstar_rtl.app.benches.unit_power import dit_tiles, qpu_energy, vpu_energy
+    from dstar_rtl.bench.unit_power import dit_tiles, qpu_energy, vpu_energy
     from dstar_rtl.flows.core_parts import QPU_PARTS
     from dstar_rtl.golden.config import preset
     from dstar_rtl.perf.sram_energy import SOURCES

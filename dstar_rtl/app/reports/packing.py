@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dstar_rtl.analysis.profile import load_operating_point
-from dstar_rtl.app.benches.layers import load_inputs, prepare
 from dstar_rtl.app.measurement import Measurement, option
 from dstar_rtl.app.options import resolve_liberty
 from dstar_rtl.app.quantities import AsicArea, Library, Resources
 from dstar_rtl.app.results import Provenance, Result
+from dstar_rtl.bench.layers import load_inputs, prepare
 from dstar_rtl.flows.synth import synthesize, yosys_version
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.outputs import data_json
@@ -50,7 +50,7 @@ PACKINGS = tuple(
 def lane_utilization(packing: dict, operating_point, inputs, steps=20) -> dict:
     """Groups and valid lanes of the bench workload's streams with the ``packing`` parameters
     (the stream does not depend on ``pack_windows``); ``inputs``: the layers and trace of
-    :func:`app.benches.layers.load_inputs`."""
+    :func:`bench.layers.load_inputs`."""
     cfg = preset("fpga", **BENCH, **packing)
     layers_in, trace = inputs
     layers = prepare(cfg, layers_in, trace, list(range(steps)), False, operating_point)

@@ -163,7 +163,7 @@ def step_times(steps: int = 2, label: int = 3, rtl: bool = True) -> dict:
     buffers deep enough for the whole model: on the ISA executor (every stored tensor checked
     against the integer model, SAR masks all kept) and, with ``rtl``, on the Verilator core
     (``-O2``, every step checked; the build timed apart), with the core's cycles per step."""
-    from dstar_rtl.app.benches.sample import run_samples
+    from dstar_rtl.bench.sample import run_samples
     from dstar_rtl.golden.config import preset
     from dstar_rtl.models.dit import DiTSpec, init_params
     from dstar_rtl.models.dit_int_model import IntDiT

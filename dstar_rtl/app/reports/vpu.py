@@ -5,7 +5,7 @@ its provenance, tool versions, configuration hashes, step times) and ``reports/v
 as tables), through the one measurement runner (:data:`MEASUREMENT`). Everything is measured;
 nothing is typed in.
 
-1. Cycles per row (``app.benches.vpu``): every operation at three row lengths, on the generated
+1. Cycles per row (``bench.vpu``): every operation at three row lengths, on the generated
    VPU under Verilator, three rows back to back, no input gaps, an always-ready output, every
    output checked against golden. *Latency*: from the command's transfer to the row's last
    output beat, inclusive; *interval*: between the last output beats of consecutive rows (the
@@ -62,7 +62,7 @@ class RowCycles:
 
 @dataclass(frozen=True)
 class VpuCycles:
-    """Cycles per row of every operation at three row lengths (:func:`app.benches.vpu.measure`):
+    """Cycles per row of every operation at three row lengths (:func:`bench.vpu.measure`):
     ``table[op][str(n)]``."""
 
     preset: str
@@ -210,7 +210,7 @@ def measure(opts: VpuOptions, previous=lambda: None) -> Vpu:
     prev = previous() if opts.skip_cycles or opts.skip_fpga else None
     cycles = dict(prev.cycles) if prev and opts.skip_cycles else {}
     if not opts.skip_cycles:
-        from dstar_rtl.app.benches.vpu import measure as measure_cycles
+        from dstar_rtl.bench.vpu import measure as measure_cycles
 
         for name in opts.presets:
             with Step(steps, f"cycles per row, {name} (Verilator)"):

@@ -95,7 +95,7 @@ def workload_stats(ref: dict, base: dict, sizes, lanes, progress=None) -> dict:
     if path.is_file():
         say(f"workload statistics: stored ({path.name})")
         return _ints(json.loads(path.read_text()))
-    from dstar_rtl.app.benches.layers import layer_configs, load_inputs
+    from dstar_rtl.bench.layers import layer_configs, load_inputs
     from dstar_rtl.golden.config import Config
     from dstar_rtl.golden.differential import DiffLinear, quantize_weights
     from dstar_rtl.golden.fmdq import to_fixed

@@ -38,7 +38,7 @@ from dstar_rtl.models.dit import DiT, DiTSpec
 from dstar_rtl.models.dit_int_model import IntDiT, average_bits, ddim_sample_float, ddim_sample_int
 from dstar_rtl.program.model import quant_counters
 
-__all__ = ["BACKENDS", "RTL_BACKENDS", "run_samples", "is_digits_model", "grid_png",
+__all__ = ["BACKENDS", "RTL_BACKENDS", "run_samples", "is_digits_model",
            "check_model", "RTLMismatch"]
 
 BACKENDS = ("float", "golden-int", "verilator", "icarus")
@@ -231,28 +231,3 @@ def _rtl_step(st: dict, kept: float) -> dict:
 
 def _db(v):
     return None if v is None or not np.isfinite(v) else round(float(v), 2)
-
-
-def grid_png(images, labels, title: str):
-    """A writer of the samples as one PNG grid (first channel, [-1, 1] as black..white) to a
-    binary file object."""
-    from matplotlib.figure import Figure
-
-    n = len(images)
-    cols = min(n, 10)
-    rows = -(-n // cols)
-
-    def write(f):
-        fig = Figure(figsize=(1.1 * cols, 1.2 * rows + 0.35), layout="constrained")
-        try:
-            axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False).ravel())
-            for ax in axes:
-                ax.axis("off")
-            for ax, img, label in zip(axes, images, labels):
-                ax.imshow(np.clip(img[0], -1, 1), cmap="gray", vmin=-1, vmax=1)
-                ax.set_title(str(label), fontsize=8)
-            fig.suptitle(title, fontsize=9)
-            fig.savefig(f, format="png", dpi=100)
-        finally:
-            fig.clear()
-    return write

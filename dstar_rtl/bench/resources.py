@@ -1,12 +1,12 @@
-"""ECP5 resources of the two arrays for ``dstar bench``: the MPU and the INT8 baseline of one
-configuration (the baseline with the INT8 core's own choices, :func:`unit_config`), from the
-same flow as ``dstar synth`` / ``dstar measure sizes`` (``synth_ecp5``, DSP blocks allowed, one
-fresh Yosys process per unit).
+"""ECP5 resources of the two arrays for the bench (:mod:`bench.layers`): the MPU and the INT8
+baseline of one configuration (the baseline with the INT8 core's own choices,
+:func:`unit_config`), from the same flow as ``dstar synth`` / ``dstar measure sizes``
+(``synth_ecp5``, DSP blocks allowed, one fresh Yosys process per unit).
 
 Where each figure comes from, in order of preference:
 
-1. ``reports/sweep.json``: a point of the same unit whose ``config_hash`` equals the
-   configuration's (the sweep is the ``tiny`` preset at several sizes, so this covers ``tiny``);
+1. ``stored(unit, cfg)``: a measurement made before (``dstar bench`` looks in
+   ``reports/sweep.json`` for a point of the same unit and ``config_hash``, so ``tiny``);
 2. :func:`flows.synth.synthesize` with ``reuse=True``: the stored result of an earlier run on
    byte-identical RTLIL (``build/fpga/<unit>-<preset>-<hash>/ecp5/result.json``), else a new
    Yosys run (about 1.5 minutes per array at 8 × 8).
@@ -34,15 +34,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from dstar_rtl.flows.liberty import NANGATE
-from dstar_rtl.gen.paths import ROOT
 from dstar_rtl.golden.config import INT8_CHOSEN, Config
 
-__all__ = ["UNITS", "SWEEP", "NANGATE", "unit_config", "from_sweep", "array_resources",
-           "array_areas", "array_fmax"]
+__all__ = ["UNITS", "NANGATE", "unit_config", "array_resources", "array_areas", "array_fmax"]
 
-SWEEP = ROOT / "reports" / "sweep.json"
 UNITS = ("mpu", "baseline")
-#: The standard-cell library the reports use when it is there (the project ships none).
 
 
 def unit_config(unit: str, cfg: Config) -> Config:
@@ -52,21 +48,7 @@ def unit_config(unit: str, cfg: Config) -> Config:
     return replace(cfg, **INT8_CHOSEN) if unit == "baseline" else cfg
 
 
-def from_sweep(unit: str, cfg: Config, path: Path = SWEEP) -> dict | None:
-    """The sweep point of ``unit`` at ``cfg.rows`` with ``cfg``'s hash, else ``None``."""
-    from dstar_rtl.app.benches.sizes import Sizes
-
-    if not Path(path).is_file():
-        return None
-    for p in Sizes.load(path).points:
-        if p.unit == unit and p.size == cfg.rows and p.config_hash == cfg.hash():
-            return dict(resources=p.resources.as_dict(), tools=p.tools,
-                        config_hash=p.config_hash, flow=p.flow, seconds=p.seconds,
-                        source="reports/sweep.json")
-    return None
-
-
-def array_resources(cfg: Config, synth: bool = True, progress=None) -> dict:
+def array_resources(cfg: Config, synth: bool = True, progress=None, stored=None) -> dict:
     """``{unit: entry or None}`` for the MPU and the baseline of ``cfg`` (see the module text).
 
     An entry is ``{resources, tools, config_hash, flow, seconds, source}``; ``source`` is
@@ -77,7 +59,7 @@ def array_resources(cfg: Config, synth: bool = True, progress=None) -> dict:
     out, top = {}, cfg
     for unit in UNITS:
         cfg = unit_config(unit, top)
-        entry = from_sweep(unit, cfg)
+        entry = stored(unit, cfg) if stored else None
         if entry is None and synth:
             from dstar_rtl.flows.synth import synthesize
 

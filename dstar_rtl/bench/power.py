@@ -18,7 +18,7 @@ sub-channel is at one precision (2, 4, 6, 8 bits) and the INT8 array on uniform 
 the same shape, for pJ per MAC by precision.
 
 ``dstar power`` adds the energy per image (:func:`app.reports.energy_image.per_image`): the
-QPU and the VPU measured the same way (:mod:`app.benches.unit_power`), one digits-DiT image
+QPU and the VPU measured the same way (:mod:`bench.unit_power`), one digits-DiT image
 on each whole ``fpga`` core of the whole-core comparison (:mod:`app.reports.energy_image`:
 RTL cycles, executor events, idle energy by part, per-access SRAM energies, levers not built)
 and the paper chip on the projection's models (:mod:`perf.chip_energy`).
@@ -55,7 +55,7 @@ def workload(cfg: Config, *, weights: str = "trained", model: str = "digits", st
     """``(bench layers, description)``: ``dstar bench``'s layers of one block at ``steps``
     (``quick``: its reduced tokens and output channels), only the kinds in ``layers`` if
     given."""
-    from dstar_rtl.app.benches.layers import load_inputs, prepare
+    from dstar_rtl.bench.layers import load_inputs, prepare
     layers_in, trace, desc = load_inputs(cfg, weights=weights, model=model, steps=TRACE_STEPS,
                                          progress=progress)
     if layers is not None:
@@ -77,11 +77,11 @@ def macs(layers) -> int:
 def array_energy(unit: str, cfg: Config, doc: dict, liberty, *, clock_ns: float = 1.0,
                  tag: str = "power", progress=None) -> dict:
     """Energy of ``unit`` (``"mpu"``, ``"baseline"``) at its bench configuration on the
-    workload ``doc`` (``tb/test_bench_layers.py``'s, :func:`app.benches.layers.workload_doc`;
-    module docstring): :func:`app.benches.unit_power.unit_energy` on that testbench, its data
+    workload ``doc`` (``tb/test_bench_layers.py``'s, :func:`bench.layers.workload_doc`;
+    module docstring): :func:`bench.unit_power.unit_energy` on that testbench, its data
     energy per group streamed, with the bench's own record (stream cycles, drain beats
     checked)."""
-    from dstar_rtl.app.benches.unit_power import unit_energy
+    from dstar_rtl.bench.unit_power import unit_energy
 
     with tempfile.TemporaryDirectory(prefix="dstar-power-") as d:
         wl, res = Path(d) / "workload.json", Path(d) / "result.json"
@@ -112,7 +112,7 @@ def precision_sweep(cfg: Config, liberty, *, precisions=(2, 4, 6, 8), tiles: int
     shape: ``{"dstar": {bits: pJ/MAC}, "int8": {8: pJ/MAC}, "macs", "tiles", "channels"}``."""
     import numpy as np
 
-    from dstar_rtl.app.benches.resources import unit_config
+    from dstar_rtl.bench.resources import unit_config
     from dstar_rtl.golden.vectors import baseline_workload, precision_workload
 
     say = progress or (lambda msg: None)
@@ -153,17 +153,17 @@ def _group(parts: dict) -> dict:
     return out
 
 
-#: What :func:`pe_energies` keeps of each PE's :func:`app.benches.unit_power.pe_energy`.
+#: What :func:`pe_energies` keeps of each PE's :func:`bench.unit_power.pe_energy`.
 _PE_KEEP = ("unit", "preset", "config_hash", "cells", "area_um2", "run_cycles", "events",
             "total", "total_fj", "idle_fj_per_cycle", "data_fj", "pj_per_mac", "workload",
             "seconds")
 
 
 def pe_energies(cfg: Config, liberty, *, clock_ns: float = 1.0, progress=None) -> dict:
-    """One PE of each kind alone (:func:`app.benches.unit_power.pe_energy`: dense random
+    """One PE of each kind alone (:func:`bench.unit_power.pe_energy`: dense random
     operands, every output checked) at the ``tiny`` preset and at ``cfg``:
     ``{preset name: {"slice": {...}, "int8": {...}}}``."""
-    from dstar_rtl.app.benches.unit_power import pe_energy
+    from dstar_rtl.bench.unit_power import pe_energy
     from dstar_rtl.golden.config import preset
 
     out = {}
@@ -186,7 +186,7 @@ def power(cfg: Config, liberty, *, weights: str = "trained", model: str = "digit
                         layers=layers, progress=say)
     n = macs(bl)
     say(f"workload: {len(bl)} layers, {n:,} MACs")
-    from dstar_rtl.app.benches.layers import workload_doc
+    from dstar_rtl.bench.layers import workload_doc
     arrays = {}
     for unit in UNITS:
         r = array_energy(unit, cfg, workload_doc(bl, unit), liberty, clock_ns=clock_ns,

@@ -1,7 +1,7 @@
 """Energy of the QPU and the VPU from gate-level simulation of their standard-cell netlists, as
 **data energy per event** plus **idle energy per cycle**.
 
-Method (:func:`unit_energy`, the steps of :func:`app.benches.power.array_energy`):
+Method (:func:`unit_energy`, the steps of :func:`bench.power.array_energy`):
 
 1. **Netlist**: the ASIC flow (:func:`flows.synth.synthesize`, ``target="asic"``,
    :data:`GATE_OPTIONS`: the hierarchy kept so each cell knows its part, Booth multipliers) on
@@ -137,7 +137,7 @@ def gate_netlist(unit: str, cfg: Config, liberty, say) -> tuple:
     """``(unit config, synthesis result, work directory, gate-level sources, seconds)`` of
     ``unit`` at its bench configuration mapped to ``liberty`` (the ``asic`` flow with ``parts``,
     a stored identical run reused); one progress line."""
-    from dstar_rtl.app.benches.resources import unit_config
+    from dstar_rtl.bench.resources import unit_config
     from dstar_rtl.flows.gate import gate_sources
     from dstar_rtl.flows.synth import synthesize
 
@@ -228,7 +228,7 @@ def dit_tiles(cfg: Config, steps=(1, 2), block: int = 0, trace_steps: int = 10,
     runs them."""
     import numpy as np
 
-    from dstar_rtl.app.benches.layers import load_inputs
+    from dstar_rtl.bench.layers import load_inputs
     from dstar_rtl.golden.differential import DiffLinear
     from dstar_rtl.golden.fmdq import to_fixed
     from dstar_rtl.golden.sar import is_cache_step
@@ -263,7 +263,7 @@ def qpu_energy(cfg: Config, liberty, tiles, description: dict | None = None,
                clock_ns: float = 1.0, tag: str = "unit-power", progress=None) -> dict:
     """:func:`unit_energy` of the QPU streaming the difference ``tiles`` (each ``(tile, C)``)
     through ``tb/test_qpu_rate.py`` at the configuration's default base and thresholds."""
-    from dstar_rtl.app.benches.qpu import rate_job
+    from dstar_rtl.bench.qpu import rate_job
     from dstar_rtl.golden.vectors import qpu_workload_from_tiles
 
     wl = qpu_workload_from_tiles(cfg, tiles)
@@ -312,10 +312,10 @@ def pe_energy(cfg: Config, liberty, kind: str, tiles: int = 16, clock_ns: float 
               tag: str = "pe-power", progress=None) -> dict:
     """:func:`unit_energy` of one PE of ``kind`` (``"slice"``: the MPU's PE at ``cfg``;
     ``"int8"``: the INT8 array's PE with the INT8 core's own choices,
-    :func:`app.benches.resources.unit_config`) on ``tiles`` dense tiles (module docstring),
+    :func:`bench.resources.unit_config`) on ``tiles`` dense tiles (module docstring),
     with ``pj_per_mac`` (the run's energy over its 8-bit MACs, reset and the tail's idle
     cycles included)."""
-    from dstar_rtl.app.benches.resources import unit_config
+    from dstar_rtl.bench.resources import unit_config
     from dstar_rtl.sim.pe_vectors import DENSE_TILE
 
     if kind not in ("slice", "int8"):
