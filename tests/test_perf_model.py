@@ -102,7 +102,7 @@ def test_model_matches_the_rtl_core_tiny():
     """Calibrate on the tiny core (Verilator) and validate on two other layer shapes over two
     steps: every compute section and every whole step within 3 % of the RTL's ``cycles`` (ten
     shapes in make regress)."""
-    from dstar_rtl.app.benches.perf_validate import run
+    from dstar_rtl.bench.perf_validate import run
     rec = run(CFG, "verilator", n_validation=2, steps=2, block_steps=0, optimize=False)
     assert rec["shapes"] == 2
     s = rec["summary"]
@@ -117,7 +117,7 @@ def test_model_matches_the_rtl_core_tiny():
 @pytest.mark.parametrize("name", ["tiny", "fpga"])
 def test_model_matches_the_rtl_core_full(name):
     """The report's set: 10 validation shapes over 3 steps and the DiT block over 4 steps."""
-    from dstar_rtl.app.benches.perf_validate import run
+    from dstar_rtl.bench.perf_validate import run
     rec = run(preset(name), "verilator")
     assert rec["shapes"] >= 10
     assert rec["summary"]["step"]["max"] < 0.03, rec["summary"]
@@ -157,7 +157,7 @@ def test_vrow_law_interpolates_between_measured_row_lengths():
 def test_vrow_fit_recovers_a_law_from_isolated_commands():
     """Two row counts at one row length tell the fixed cycles apart; every row length gets its
     own cycles per row (app.benches.perf_validate._fit_vrow)."""
-    from dstar_rtl.app.benches.perf_validate import _fit_vrow
+    from dstar_rtl.bench.perf_validate import _fit_vrow
     law = {1: 12.0, 4: 13.0, 10: 18.0}
     pts = [(r, r * nb, 7 + r * law[nb]) for r, nb in ((4, 1), (12, 1), (8, 4), (4, 10))]
     fit = _fit_vrow({"kv_amax/tok": pts})
@@ -169,7 +169,7 @@ def test_vrow_fit_recovers_a_law_from_isolated_commands():
 def test_vrow_fit_tells_a_latency_growing_with_the_row_apart():
     """Two row counts at two row lengths: the fixed cycles, those per beat of the last row
     (softmax_mx's output pass after the last row's exponentials) and those per row."""
-    from dstar_rtl.app.benches.perf_validate import _fit_vrow
+    from dstar_rtl.bench.perf_validate import _fit_vrow
     law = {1: 4.0, 4: 5.5, 10: 10.0}
     pts = [(r, r * nb, 7 + 3 * nb + r * law[nb])
            for r, nb in ((4, 1), (12, 1), (8, 4), (4, 10), (12, 10))]

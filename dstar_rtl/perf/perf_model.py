@@ -22,7 +22,7 @@ set's own (program/isa.py):
 
 Durations (:class:`Timing`) are affine in the work, with constants from the RTL's structure and
 a few cycles of offset measured once on isolated commands
-(:func:`app.benches.perf_validate.calibrate`).
+(:func:`bench.perf_validate.calibrate`).
 :func:`simulate` returns a run's cycles and busy cycles per engine, :func:`buffer_bytes` the
 bytes it moves per buffer (P-cache traffic included), :func:`model_program` both for a whole
 program. Validation against the RTL core's own counters is in
@@ -105,7 +105,7 @@ class Timing:
         :func:`perf.timing.array_tile_period` for a GEMM alone and between tiles; drains of ``T``
         beats; the sorter's depth, one register per network stage, for a QUANT, or with
         exponent bins :data:`perf.timing.BINS_FIXED` beside the bins' own cycles of the work), with
-        ``overrides`` for the measured values (:func:`app.benches.perf_validate.calibrate`)."""
+        ``overrides`` for the measured values (:func:`bench.perf_validate.calibrate`)."""
         words = {b: host_words_per_row(cfg, b) for b in BUFFERS}
         D = array_tile_period(cfg)
         base = dict(tile=cfg.tile, words=words, tile_period=D, gemm_fixed=D,
