@@ -11,8 +11,8 @@ import pytest
 
 import dstar_rtl.app.cli
 import dstar_rtl.flows.synth
-from dstar_rtl.app.sweeps.design import bench_packing
-from dstar_rtl.app.sweeps.report import crossover, pareto_front
+from dstar_rtl.bench.sweep.design import bench_packing
+from dstar_rtl.bench.sweep.figures import crossover, pareto_front
 from dstar_rtl.golden.config import preset
 
 DATA = Path(__file__).parent / "data"
@@ -128,8 +128,8 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
 def test_act_hop_lever():
     """``act_hop`` is swept with every ``weight_hop`` for both arrays; the configuration names,
     the PE kinds synthesized, the arrays' PE sums and the tile period follow it."""
-    from dstar_rtl.app.sweeps.area import _sig, pe_sum
-    from dstar_rtl.app.sweeps.design import (
+    from dstar_rtl.bench.sweep.area import _sig, pe_sum
+    from dstar_rtl.bench.sweep.design import (
         _measured_variants,
         baseline_variants,
         config_for,
@@ -137,7 +137,7 @@ def test_act_hop_lever():
         plan_jobs,
         variants,
     )
-    from dstar_rtl.app.sweeps.throughput import tile_period
+    from dstar_rtl.bench.sweep.throughput import tile_period
 
     d = variants([4], [1], ["select"], ["booth"], ["derived"], ["1", "rows"], ["1", "cols"])
     b = baseline_variants([1], ["1", "rows"], ["1", "cols"])

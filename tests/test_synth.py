@@ -244,7 +244,7 @@ def test_asic_parts_sum_to_total(tmp_path):
     assert r["resources"]["area"] == pytest.approx(r["resources"]["yosys_area"])
     assert r["resources"]["ram_bits"] > 0 and r["resources"]["macros"] == {"$mem_v2": 1}
     assert [m["name"] for m in r["memories"]["list"] if not m["rom"]] == ["weights"]
-    from dstar_rtl.app.reports.asic import parts_of
+    from dstar_rtl.bench.asic import parts_of
     parts = parts_of(r)
     assert parts["PEs"]["modules"] == 4
     assert sum(p["area"] for p in parts.values()) == pytest.approx(r["resources"]["area"])
@@ -287,7 +287,7 @@ def test_asic_runs_of_one_design_share_one_synthesis():
     """`dstar measure asic`: levers whose overrides equal the preset's default are the same
     design (same configuration hash, work directory): each design is synthesized once, so no two
     parallel jobs write one directory, and every run maps to a design with its signature."""
-    from dstar_rtl.app.reports.asic import RUNS, distinct_runs, lever_config
+    from dstar_rtl.bench.asic import RUNS, distinct_runs, lever_config
     unique, index = distinct_runs(RUNS)
 
     def sig(r):

@@ -285,7 +285,7 @@ def array_front(cfg: Config, baseline: bool, depth: int | None = None,
 def front_registers(cfg: Config, baseline: bool = False) -> int:
     """Register bits of an array's own logic outside its PEs and weight memory (front-end
     stages, skew chains, drain control): what its non-PE area scales with
-    (:mod:`app.sweeps.design`)."""
+    (:mod:`bench.sweep.design`)."""
     return array_front(cfg, baseline, own_registers=True)
 
 

@@ -7,9 +7,9 @@ rows] [--act-hop 1 cols] [--liberty FILE] [--bench reports/bench.json] [--throug
 [--reuse]``
 
 Synthesizes every PE variant and a subset of arrays on the Liberty library
-(:mod:`app.sweeps.design`, on the :mod:`flows.farm`: ``--jobs`` local processes or a Dask
-cluster's workers with ``--scheduler``), models the rest (:mod:`app.sweeps.area`), takes the
-throughput from the measured bench (:mod:`app.sweeps.throughput`; ``--throughput bench`` uses
+(:mod:`bench.sweep.design`, on the :mod:`flows.farm`: ``--jobs`` local processes or a Dask
+cluster's workers with ``--scheduler``), models the rest (:mod:`bench.sweep.area`), takes the
+throughput from the measured bench (:mod:`bench.sweep.throughput`; ``--throughput bench`` uses
 the bench's speed-up and lane utilization as they are, without the schedule at other sizes and
 lanes) and writes ``design_sweep.json``, ``design_sweep.md`` and ``design_sweep.png`` into
 ``--out-dir`` together (:func:`gen.outputs.write_together`). Progress on stderr.
@@ -54,7 +54,7 @@ def _hop(text: str, option: str = "--weight-hop", whole: str = "rows"):
 
 
 def register(sub):
-    from dstar_rtl.app.sweeps.design import LEVERS
+    from dstar_rtl.bench.sweep.design import LEVERS
 
     p = sub.add_parser(
         "sweep", help="design-space sweep: area (µm²), throughput and throughput per µm² of "
@@ -128,7 +128,8 @@ def _uniq(xs):
 
 def run_sweep_command(args) -> int:
     from dstar_rtl.app.reports.asic import AsicReport
-    from dstar_rtl.app.sweeps.design import (
+    from dstar_rtl.app.sweeps.report import figure, markdown
+    from dstar_rtl.bench.sweep.design import (
         BASE_PRESET,
         baseline_variants,
         bench_packing,
@@ -137,9 +138,8 @@ def run_sweep_command(args) -> int:
         run_sweep,
         variants,
     )
-    from dstar_rtl.app.sweeps.report import assemble, figure, markdown
-    from dstar_rtl.app.sweeps.throughput import (
-        bench_reference,
+    from dstar_rtl.bench.sweep.figures import assemble
+    from dstar_rtl.bench.sweep.throughput import (
         calibration,
         check_consistency,
         cycles,
@@ -203,7 +203,7 @@ def run_sweep_command(args) -> int:
         check = check_consistency(ref, stats)
 
     def tput(v, n):
-        """Both throughput models (app.sweeps.throughput): with the tile turnaround (the
+        """Both throughput models (bench.sweep.throughput): with the tile turnaround (the
         report's figures) and steady state."""
         dstar = v["kind"] == "dstar"
         L = v.get("lanes") if dstar else None
@@ -256,3 +256,26 @@ def run_sweep_command(args) -> int:
                          f"{c['miss']:.2f}x)"))
     say(f"wrote {', '.join(str(p) for p in paths)}")
     return 0
+
+
+def bench_reference(bench) -> dict:
+    """The reference figures of a ``dstar bench`` result (:class:`app.benches.bench_result.
+    Bench`): ``{rows, lanes, preset, cycles_dstar, cycles_int8, speedup, groups, lanes_valid,
+    dense_beats, lane_util, mean_bits, macs, e8, steps_run, operating_point}``."""
+    from dstar_rtl.app.results import plain
+
+    tot, cfg, wl = bench.totals.all, bench.config, bench.workload
+    rows = cfg["rows"]
+    macs = sum(r.tokens * r.cin * r.cout for r in bench.rows)
+    return dict(preset=bench.preset, rows=rows, cols=cfg["cols"], lanes=cfg["lanes"],
+                config_hash=bench.config_hash,
+                cycles_dstar=tot.cycles_dstar, cycles_int8=tot.cycles_int8,
+                speedup=tot.cycles_int8 / tot.cycles_dstar,
+                groups=tot.groups, lanes_valid=tot.lanes_valid,
+                dense_beats=tot.dense_beats, lane_util=tot.lane_util,
+                mean_bits=tot.mean_act_bits, macs=macs,
+                e8=macs / (tot.cycles_int8 * rows * cfg["cols"]),
+                pe_stages=cfg.get("pe_stages", 1), weight_hop=cfg.get("weight_hop", 1),
+                act_hop=cfg.get("act_hop", 1), steps_run=list(wl.steps_run),
+                operating_point=plain(wl.operating_point), seed=wl.seed, steps=wl.steps,
+                block=wl.block, weights=wl.weights)

@@ -43,7 +43,7 @@ Area (µm² on the user's Liberty library; ``flows.synth.synthesize(..., "asic")
   The QPU keeps the preset's ``sort_n`` = 32 at every size (the chunk the bench's lane
   utilization was measured with); its sorter then dominates the core of a small array.
 
-Throughput: :mod:`app.sweeps.throughput` (the golden schedule's groups per tile at each size and
+Throughput: :mod:`bench.sweep.throughput` (the golden schedule's groups per tile at each size and
 lanes, each tile at least a tile period, calibrated on the measured bench's cycles; the steady
 state beside it). Reports: :mod:`app.sweeps.report` (Pareto front, crossover, table, plot).
 """
@@ -210,7 +210,7 @@ def synth_job(unit: str, overrides: dict, booth: bool, parts: bool, liberty: str
               reuse: bool) -> dict:
     """One synthesis run (a farm job: a fresh Yosys process): area figures and, by part, the
     PEs' and the rest's."""
-    from dstar_rtl.app.reports.asic import parts_of
+    from dstar_rtl.bench.asic import parts_of
     from dstar_rtl.flows.synth import synthesize
 
     cfg = preset(BASE_PRESET, **overrides)
@@ -243,7 +243,7 @@ def qpu_synth_job(liberty: str, reuse: bool, packer: dict | None = None,
                   name: str = "tiny") -> dict:
     """The QPU of preset ``name`` by part (RAMs as macros), as ``app.reports.asic`` runs it,
     with the packer settings ``packer`` (``open_groups``, ``pack_windows``: the bench's)."""
-    from dstar_rtl.app.reports.asic import parts_of
+    from dstar_rtl.bench.asic import parts_of
     from dstar_rtl.flows.synth import synthesize
 
     cfg = preset(name, **(packer or {}))

@@ -1,10 +1,10 @@
 """The design sweep's area model: array and core area of every configuration at every size from
-the synthesized PEs and arrays (:mod:`app.sweeps.design` states the model).
+the synthesized PEs and arrays (:mod:`bench.sweep.design` states the model).
 """
 
 from __future__ import annotations
 
-from dstar_rtl.app.sweeps.design import _array_overrides, config_for, hop_value
+from dstar_rtl.bench.sweep.design import _array_overrides, config_for, hop_value
 
 __all__ = ["pe_areas", "array_area", "model_check", "qpu_area", "QPU_PARTS"]
 
@@ -22,14 +22,14 @@ def _sig(unit, ov, booth, parts):
 
 
 def index_runs(sweep: dict) -> dict:
-    """``{signature: result}`` of a :func:`app.sweeps.design.run_sweep` result."""
+    """``{signature: result}`` of a :func:`bench.sweep.design.run_sweep` result."""
     return {_sig(u, ov, b, p): sweep["runs"][lab] for lab, u, ov, b, p in sweep["plan"]}
 
 
 def pe_areas(v: dict, runs: dict) -> dict:
     """``{(register_w, register_a): area}``: the flattened PE areas of variant ``v`` that were
     synthesized (``(True, True)`` always; the wire kinds where a hop is swept)."""
-    from dstar_rtl.app.sweeps.design import _pe_overrides
+    from dstar_rtl.bench.sweep.design import _pe_overrides
 
     unit = "baseline_pe" if v["kind"] == "int8" else "pe"
     out = {}
@@ -68,7 +68,7 @@ def _front(v: dict, n: int) -> int:
 
 def measured_arrays(sweep: dict, dvars, bvars) -> dict:
     """``{(variant key, n): array result}`` of the arrays synthesized by part."""
-    from dstar_rtl.app.sweeps.design import _measured_variants
+    from dstar_rtl.bench.sweep.design import _measured_variants
 
     runs = index_runs(sweep)
     out = {}
@@ -84,7 +84,7 @@ def measured_arrays(sweep: dict, dvars, bvars) -> dict:
 
 def _closest(v: dict, n: int, meas: dict, below_only=False):
     """The measured array the model scales for ``v`` at ``n`` (module docstring of
-    app.sweeps.design)."""
+    bench.sweep.design)."""
     same = ("lanes", "digit_product", "digits", "acc", "weight_hop") if v["kind"] == "dstar" \
         else ("booth", "weight_hop")
 

@@ -50,31 +50,8 @@ from dstar_rtl.gen.paths import ROOT
 
 CACHE = ROOT / "build" / "design_sweep"
 
-__all__ = ["bench_reference", "workload_stats", "speedup", "cycles", "calibration",
+__all__ = ["workload_stats", "speedup", "cycles", "calibration",
            "tile_period", "throughput"]
-
-
-def bench_reference(bench) -> dict:
-    """The reference figures of a ``dstar bench`` result (:class:`app.benches.bench_result.
-    Bench`): ``{rows, lanes, preset, cycles_dstar, cycles_int8, speedup, groups, lanes_valid,
-    dense_beats, lane_util, mean_bits, macs, e8, steps_run, operating_point}``."""
-    from dstar_rtl.app.results import plain
-
-    tot, cfg, wl = bench.totals.all, bench.config, bench.workload
-    rows = cfg["rows"]
-    macs = sum(r.tokens * r.cin * r.cout for r in bench.rows)
-    return dict(preset=bench.preset, rows=rows, cols=cfg["cols"], lanes=cfg["lanes"],
-                config_hash=bench.config_hash,
-                cycles_dstar=tot.cycles_dstar, cycles_int8=tot.cycles_int8,
-                speedup=tot.cycles_int8 / tot.cycles_dstar,
-                groups=tot.groups, lanes_valid=tot.lanes_valid,
-                dense_beats=tot.dense_beats, lane_util=tot.lane_util,
-                mean_bits=tot.mean_act_bits, macs=macs,
-                e8=macs / (tot.cycles_int8 * rows * cfg["cols"]),
-                pe_stages=cfg.get("pe_stages", 1), weight_hop=cfg.get("weight_hop", 1),
-                act_hop=cfg.get("act_hop", 1), steps_run=list(wl.steps_run),
-                operating_point=plain(wl.operating_point), seed=wl.seed, steps=wl.steps,
-                block=wl.block, weights=wl.weights)
 
 
 def _cache_key(ref: dict, base: dict, sizes, lanes) -> str:
