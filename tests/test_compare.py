@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 import dstar_rtl.app.cli
-from dstar_rtl.app.reports.compare import fpga_config, ratios, verdict
+from dstar_rtl.app.reports.compare import verdict
+from dstar_rtl.bench.compare import fpga_config, ratios
 from dstar_rtl.flows.core_parts import (
     CHECK_SIZE,
     FIT_SIZES,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dstar_rtl.app.reports.energy_image import image_energy
+from dstar_rtl.bench.image_energy import image_energy
 from dstar_rtl.perf.sram_energy import (
     access_pj,
     memory_accesses,
@@ -159,7 +159,7 @@ def test_the_executor_events_must_equal_the_cores_counters():
 
 
 def test_levers_by_hand():
-    from dstar_rtl.app.reports.energy_image import levers
+    from dstar_rtl.bench.image_energy import levers
     from dstar_rtl.golden.config import preset
     cfg = preset("tiny")
     core = dict(voltage=0.9, cycles=100, busy=dict(busy_M=60, busy_Q=10, busy_V=0, busy_H=5),
@@ -181,7 +181,7 @@ def test_levers_by_hand():
 def test_floors_by_hand():
     """The bounds drop idle energy and the group memory and charge DSTAR's weights at the INT8
     side's cost; the one-sided bound keeps the INT8 side whole."""
-    from dstar_rtl.app.reports.energy_image import floors
+    from dstar_rtl.bench.image_energy import floors
     dstar = {"idle: VPU": 50.0, "data: array": 10.0, "sram: weights": 40.0, "sram: gmem": 30.0,
              "sram: ybuf": 5.0}
     int8 = {"idle": 70.0, "data: array": 20.0, "sram: weights": 25.0, "sram: gmem": 15.0}

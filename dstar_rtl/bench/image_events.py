@@ -1,5 +1,5 @@
 """Events of one sampled image on a whole core, from the ISA executor: what the energy model
-(:mod:`app.reports.energy_image`) multiplies by energies per event.
+(:mod:`bench.image_energy`) multiplies by energies per event.
 
 :func:`image_events` runs the core's program for one DDIM trajectory (the same compiled model,
 calibration, label and seed as ``dstar sample`` on the RTL) on :class:`program.executor.

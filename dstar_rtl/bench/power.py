@@ -17,9 +17,9 @@ Besides the DiT's layers, :func:`precision_sweep` runs the MPU on random tiles w
 sub-channel is at one precision (2, 4, 6, 8 bits) and the INT8 array on uniform 8-bit tiles of
 the same shape, for pJ per MAC by precision.
 
-``dstar power`` adds the energy per image (:func:`app.reports.energy_image.per_image`): the
+``dstar power`` adds the energy per image (:func:`bench.image_energy.per_image`): the
 QPU and the VPU measured the same way (:mod:`bench.unit_power`), one digits-DiT image
-on each whole ``fpga`` core of the whole-core comparison (:mod:`app.reports.energy_image`:
+on each whole ``fpga`` core of the whole-core comparison (:mod:`bench.image_energy`:
 RTL cycles, executor events, idle energy by part, per-access SRAM energies, levers not built)
 and the paper chip on the projection's models (:mod:`perf.chip_energy`).
 
@@ -179,7 +179,7 @@ def power(cfg: Config, liberty, *, weights: str = "trained", model: str = "digit
           steps=(1,), quick: bool = True, layers=None, clock_ns: float = 1.0,
           sweep: bool = True, progress=None) -> dict:
     """The arrays' measurement (module docstring); returns ``reports/energy.json``'s content
-    but the energy per image (:func:`app.reports.energy_image.per_image`)."""
+    but the energy per image (:func:`bench.image_energy.per_image`)."""
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     bl, desc = workload(cfg, weights=weights, model=model, steps=steps, quick=quick,

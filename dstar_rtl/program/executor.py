@@ -88,7 +88,7 @@ qpu_<name>            QUANT: + the tile's :class:`golden.schedule.Counters` (``s
 ===================== ==========================================================================
 
 Memory reads the counters leave out (``reads``, :data:`READS`; not core counters, so not checked
-against the RTL; what the energy model charges per access, :mod:`app.reports.energy_image`):
+against the RTL; what the energy model charges per access, :mod:`bench.image_energy`):
 ``wmem_reads`` +groups · read ports per GEMM (every port of the weight buffer reads with each
 group taken: ``lanes`` on the DSTAR core, 1 on the INT8 core), ``gmem_reads`` +groups replayed,
 ``rbuf_reads`` +T per GEMM (one per drained token), ``vbuf_reads`` +2 and ``mask_reads`` +1 per

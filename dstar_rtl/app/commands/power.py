@@ -158,7 +158,8 @@ def _check(args, cfg):
 
 def run_power(args):
     from dstar_rtl.app.reports.energy import markdown, plot_png
-    from dstar_rtl.app.reports.energy_image import per_image
+    from dstar_rtl.app.reports.energy_image import paper_chip_entries
+    from dstar_rtl.bench.image_energy import per_image
     from dstar_rtl.bench.power import power
     from dstar_rtl.bench.sample import RTLMismatch
     from dstar_rtl.flows.synth import SynthError
@@ -175,8 +176,10 @@ def run_power(args):
                     sweep=args.sweep, progress=say)
         if args.image:
             rep.update(per_image(cfg, args.liberty, rep["arrays"], clock_ns=args.clock_ns,
-                                 projection=args.projection, compare=args.compare,
                                  progress=say))
+            rep.update(paper_chip_entries(dict(rep, preset=cfg.name), args.projection,
+                                          args.compare))
+            say(f"paper chip: {len(rep['paper_chip']['models'])} projected models")
             rep["runtime_s"] = round(time.perf_counter() - t0, 1)
     except (AssertionError, RTLMismatch, SynthError, YosysError) as exc:
         raise WorkError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None

@@ -164,7 +164,7 @@ def _markdown(rep: dict) -> str:
 
 
 def _image_markdown(rep: dict) -> list:
-    """The energy-per-image section (:mod:`app.reports.energy_image`), if measured."""
+    """The energy-per-image section (:mod:`bench.image_energy`), if measured."""
     im = rep.get("image")
     if not im:
         return []
@@ -184,7 +184,7 @@ def _image_markdown(rep: dict) -> list:
         "clock net, leakage; the core's Nangate45 netlist; no clock gating, as in the RTL) × "
         "the image's RTL cycles + each gate-level-measured unit's data energy per event × its "
         "events + each RAM's accesses × its per-access energy "
-        "(`app/reports/energy_image.py`). SRAM figures: " + im["sram_source"] + ".", "",
+        "(`bench/image_energy.py`). SRAM figures: " + im["sram_source"] + ".", "",
         "Left out: the model's one-time init (its weights, RBUF rows and masks loaded once, "
         "the same on both cores); the data energy of the dispatcher, engines and requantizers "
         "(their clock "
@@ -236,7 +236,7 @@ def _image_markdown(rep: dict) -> list:
                  "weight_buffer": "weight buffer: one GEMM's weight rows beside the MPU, "
                                   "WMEM read once per row and GEMM"}
         lines += ["", "Levers **not built**, what each would save on this image by the same "
-                  "energies (`energy_image.levers`), each alone, and the ratio with all of "
+                  "energies (`image_energy.levers`), each alone, and the ratio with all of "
                   "them:", ""]
         after = {s: c["total_pj"] - sum(lv[s].values()) for s, c in im["cores"].items()}
         lines.append(md_table(
@@ -248,7 +248,7 @@ def _image_markdown(rep: dict) -> list:
     fl = im.get("floors")
     if fl:
         lines += ["", f"**No lever gets DSTAR/INT8 under {fl['one_sided']:.2f}** on this image "
-                  "(`energy_image.floors`): DSTAR with no idle energy at all (perfect clock "
+                  "(`image_energy.floors`): DSTAR with no idle energy at all (perfect clock "
                   "gating, no leakage), its group memory free and its weight reads at the INT8 "
                   f"core's cost is {fl['dstar_floor_pj'] / 1e6:.0f} µJ, against the INT8 core "
                   "as measured; against the INT8 core under the same rules (the baseline gets "
@@ -298,7 +298,7 @@ def _paper_markdown(rep: dict) -> list:
         "the P cache: issue 47, "
         "`perf/chip_energy.py`). Not modelled: the network between cores, the "
         "scratchpad's own accesses, the host.", "",
-        "*Floor* columns: the lower bounds on DSTAR/INT8 of the levers (`energy_image."
+        "*Floor* columns: the lower bounds on DSTAR/INT8 of the levers (`image_energy."
         "floors`, as for the `fpga` image above): every lever to DSTAR and none to INT8 "
         "(*one-sided*), the same levers to both (*symmetric*).", ""]
     rows = []

@@ -1,7 +1,7 @@
 """The typed result of ``dstar power`` (:class:`Energy`, ``reports/energy.json``): the arrays'
 gate-level energy per MAC on real tiles, the QPU's and the VPU's, the energy per image of the
 whole ``fpga`` cores and the paper chip's projected energy (:mod:`bench.power` and
-:mod:`app.reports.energy_image` measure it, :mod:`app.reports.energy` renders it).
+:mod:`bench.image_energy` measure it, :mod:`app.reports.energy` renders it).
 
 The gate-level breakdowns (energy by part and cell group, a core's parts per image, the paper
 chip's models) are kept as the flows report them, string-keyed data inside the typed fields;

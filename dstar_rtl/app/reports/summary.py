@@ -452,7 +452,7 @@ def _state_headline(proj: Projection | None) -> list:
 
 
 def _floor_words(fl) -> str:
-    """The lower bounds of ``energy_image.floors`` in a sentence (empty if not measured)."""
+    """The lower bounds of ``image_energy.floors`` in a sentence (empty if not measured)."""
     if not fl:
         return ""
     return (" No clock-gating or memory lever gets DSTAR/INT8 under "
