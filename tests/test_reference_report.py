@@ -3,8 +3,9 @@ refusal named in one line, a compiled row's counts, and the report's tables."""
 
 import pytest
 
-from dstar_rtl.app.reports.reference import FAMILY, compile_row, markdown, reference_spec
+from dstar_rtl.app.reports.reference import markdown
 from dstar_rtl.app.results import Provenance, plain
+from dstar_rtl.bench.reference import FAMILY, compile_row, reference_spec
 
 
 def _ref(rows, runs=(), step_times=None):
@@ -31,7 +32,7 @@ def test_fpga_raises_ln_row_max_and_deepens_abuf_past_the_128_bit_command(monkey
     commands are 160 bits; the report names both."""
     import dataclasses
 
-    import dstar_rtl.app.reports.reference as ref
+    import dstar_rtl.bench.reference as ref
     from dstar_rtl.models.dit import init_params
     from dstar_rtl.program.isa import cmd_bits
     spec = dataclasses.replace(reference_spec("DiT-S/2"), depth=1)
@@ -47,7 +48,7 @@ def test_fpga_raises_ln_row_max_and_deepens_abuf_past_the_128_bit_command(monkey
 def test_a_small_model_compiles_with_its_counts(monkeypatch):
     """A family member shrunk to the tiny preset's scale compiles: its commands, host words and
     fc2 pieces counted from the program."""
-    import dstar_rtl.app.reports.reference as ref
+    import dstar_rtl.bench.reference as ref
     from dstar_rtl.models.dit import DiTSpec, init_params
     small = DiTSpec(image_size=8, patch=2, channels=4, hidden=16, depth=1, heads=2,
                     mlp_ratio=5.0, classes=4, freq_dim=16)
@@ -73,7 +74,7 @@ def test_report_md_lines():
     assert "| DiT-S/2 | fpga | refused: why |" in text
     assert "| DiT-S/2 | paper | compiled, 6,614 commands per step |" in text
     assert "executor equal to the integer model's (161 s)" in text
-    from dstar_rtl.app.reports.reference import H96
+    from dstar_rtl.bench.reference import H96
     st = dict(model=dict(H96), preset="fpga", steps=2, pieces={"fc2": 2},
               executor_s_per_step=16.8, rtl_s_per_step=11.7, rtl_cycles_per_step=587604.0,
               rtl_bit_exact=True)
@@ -82,7 +83,7 @@ def test_report_md_lines():
 
 
 def test_step_times_in_the_report():
-    from dstar_rtl.app.reports.reference import H96
+    from dstar_rtl.bench.reference import H96
     st = dict(model=dict(H96), preset="fpga", steps=2, pieces={"fc2": 2},
               executor_s_per_step=17.6, rtl_build_s=240.0, rtl_s_per_step=30.2,
               rtl_bit_exact=True, rtl_cycles_per_step=586660.0)
@@ -98,7 +99,7 @@ def test_step_times_in_the_report():
 def test_dit_s_first_step_on_the_paper_executor():
     """Issue 31: DiT-S/2 (random weights, 256 tokens) compiles at paper and its first step on the
     ISA executor equals the integer model's, every stored tensor compared (about 3 minutes)."""
-    from dstar_rtl.app.reports.reference import run_first_step
+    from dstar_rtl.bench.reference import run_first_step
     from dstar_rtl.models.dit import init_params
     params = init_params(reference_spec("DiT-S/2"), 0)
     rec, prog = compile_row("DiT-S/2", params, "paper")
