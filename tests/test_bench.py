@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import dstar_rtl.app.cli
-from dstar_rtl.app.benches.bench_result import Bench
 from dstar_rtl.golden.config import preset
+from dstar_rtl.results.bench import Bench
 
 KEYS = {"kind", "schema", "provenance", "preset", "config", "config_hash", "workload", "simulator",
         "tools", "resources", "simulation", "rows", "totals", "runtime_s"}

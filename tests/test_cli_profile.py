@@ -104,7 +104,7 @@ def test_real_report_files_render():
     import io
     from pathlib import Path
 
-    from dstar_rtl.app.reports.profile_result import Profile
+    from dstar_rtl.results.profile import Profile
 
     path = Path(__file__).resolve().parent.parent / "reports" / "profile.json"
     rep = Profile.load(path)

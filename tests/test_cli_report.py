@@ -131,9 +131,9 @@ def test_the_core_by_part_says_when_it_is_not_todays_default(report):
 def test_the_opening_names_the_models_dstar_wins_on_with_every_byte_charged():
     from dataclasses import replace
 
-    from dstar_rtl.app.reports.projection_result import Projection
     from dstar_rtl.app.reports.summary import _state_headline
     from dstar_rtl.gen.paths import REPORTS
+    from dstar_rtl.results.projection import Projection
 
     proj = Projection.load(REPORTS / "projection.json")
     r0 = next(r for r in proj.rows if r.energy is not None)

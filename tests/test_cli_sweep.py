@@ -80,9 +80,10 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
     packer = bench_packing(bench_cfg["config"])
     qpu_key = f"qpu-{bench_cfg['preset']}"
     asic = tmp_path / "asic_area.json"
-    from dstar_rtl.app.quantities import Library
-    from dstar_rtl.app.reports.asic import AsicReport, AsicUnit, PartArea, Worktree
-    from dstar_rtl.app.results import Provenance
+    from dstar_rtl.app.reports.asic import AsicReport, AsicUnit, Worktree
+    from dstar_rtl.results.asic import PartArea
+    from dstar_rtl.results.base import Provenance
+    from dstar_rtl.results.quantities import Library
 
     parts = {p: PartArea(area=a, combinational=a, sequential=0.0, ff=0, modules=1)
              for p, a in (("front", 200.0), ("chunker", 200.0), ("sorter", 300.0),

@@ -139,8 +139,8 @@ def test_resolve_liberty(tmp_path, monkeypatch):
 
 def _stored(**fpga):
     """The committed comparison, its ``fpga`` fields replaced by ``fpga``."""
-    from dstar_rtl.app.reports.compare_result import Compare
     from dstar_rtl.gen.paths import REPORTS
+    from dstar_rtl.results.compare import Compare
 
     rec = Compare.load(REPORTS / "compare.json")
     return replace(rec, fpga=replace(rec.fpga, **fpga))
@@ -148,8 +148,8 @@ def _stored(**fpga):
 
 def test_paper_alone_keeps_only_an_fpga_object_of_todays_configurations(tmp_path, capsys):
     from dstar_rtl.app.reports.compare import kept_fpga
-    from dstar_rtl.app.reports.compare_result import Compare
     from dstar_rtl.models.digits import load_trained
+    from dstar_rtl.results.compare import Compare
 
     spec, params = load_trained()
     rec = _stored()

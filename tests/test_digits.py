@@ -252,8 +252,8 @@ def quick_sweep():
 
 def _typed_sweep(rep):
     """The sweep's record as the command stores it (:class:`ProfileSweep`)."""
-    from dstar_rtl.app.reports.profile_result import ProfileSweep
-    from dstar_rtl.app.results import Provenance, build, plain
+    from dstar_rtl.results.base import Provenance, build, plain
+    from dstar_rtl.results.profile import ProfileSweep
 
     body = {k: v for k, v in rep.items() if k != "kind"}
     return build(ProfileSweep, dict(body, provenance=plain(Provenance.unrecorded())))

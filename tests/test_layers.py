@@ -29,10 +29,12 @@ ALLOWED = {
     "flows": {"golden", "models", "program", "rtl", "gen", "perf"},
     "sim": {"golden", "models", "program", "rtl", "gen", "perf"},
     "tb": {"golden", "models", "program", "rtl", "gen", "perf", "flows", "sim"},
+    "results": {"golden", "models", "analysis", "program", "rtl", "gen", "perf", "flows", "sim",
+                "tb"},
     "bench": {"golden", "models", "analysis", "program", "rtl", "gen", "perf", "flows", "sim",
-              "tb"},
+              "tb", "results"},
     "app": {"golden", "models", "analysis", "program", "rtl", "gen", "perf", "flows", "sim", "tb",
-            "bench"},
+            "results", "bench"},
 }
 
 

@@ -29,14 +29,14 @@ def _fake_synthesize(calls):
 def reports(tmp_path):
     from dataclasses import replace
 
-    from dstar_rtl.app.benches.bench_result import Bench
     from dstar_rtl.gen.paths import REPORTS
+    from dstar_rtl.results.bench import Bench
 
     b = Bench.load(REPORTS / "bench.json")     # a real result, its totals set to known figures
     b = replace(b, totals=replace(b.totals, all=replace(b.totals.all, mean_act_bits=4.0,
                                                         lane_util=0.5)))
     (tmp_path / "bench.json").write_text(b.to_json())
-    from dstar_rtl.app.reports.compare_result import Compare
+    from dstar_rtl.results.compare import Compare
 
     c = Compare.load(REPORTS / "compare.json")     # the paper workload set to known figures
     c = replace(c, paper=replace(c.paper, workload=replace(c.paper.workload, name="ours",

@@ -10,12 +10,12 @@ import pytest
 import dstar_rtl.app.cli
 from dstar_rtl.app.benches.perf_validate import PerfModel, PresetFit
 from dstar_rtl.app.reports.projection import MEASUREMENT
-from dstar_rtl.app.reports.projection_result import Projection
-from dstar_rtl.app.results import Provenance
 from dstar_rtl.golden.config import preset
 from dstar_rtl.models.dit_shapes import MODELS, Attention, DiTModel, Linear
 from dstar_rtl.perf.chip_model import Chip, Workload, paper_timing, pcache_bytes, project_model
 from dstar_rtl.perf.perf_model import Timing
+from dstar_rtl.results.base import Provenance
+from dstar_rtl.results.projection import Projection
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -321,9 +321,9 @@ def test_our_bits_are_the_operating_points(tmp_path):
     a malformed operating point is one line."""
     from dataclasses import replace
 
-    from dstar_rtl.app.reports.profile_result import ProfileSweep
     from dstar_rtl.app.reports.projection_inputs import workloads
     from dstar_rtl.gen.errors import UserError
+    from dstar_rtl.results.profile import ProfileSweep
 
     prof, bench = ROOT / "reports" / "profile.json", ROOT / "reports" / "bench.json"
     sweep = ProfileSweep.load(ROOT / "reports" / "profile_sweep.json")

@@ -4,8 +4,8 @@ refusal named in one line, a compiled row's counts, and the report's tables."""
 import pytest
 
 from dstar_rtl.app.reports.reference import markdown
-from dstar_rtl.app.results import Provenance, plain
 from dstar_rtl.bench.reference import FAMILY, compile_row, reference_spec
+from dstar_rtl.results.base import Provenance, plain
 
 
 def _ref(rows, runs=(), step_times=None):

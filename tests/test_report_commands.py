@@ -36,8 +36,8 @@ def _reports():
 
 
 def test_the_registry_runs_the_headline_bench_command():
-    from dstar_rtl.app.benches.bench_result import Bench
     from dstar_rtl.app.experiments import EXPERIMENTS
+    from dstar_rtl.results.bench import Bench
     bench = Bench.load(ROOT / "reports" / "bench.json")
     assert [shlex.join(c) for c in EXPERIMENTS["bench"].commands] == [bench.provenance.command]
 
@@ -54,7 +54,7 @@ def test_make_reports_and_the_partial_targets_run_the_registry():
 @pytest.mark.parametrize("path", _reports(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_report_names_a_command_make_reports_runs(path):
     rec = json.loads(path.read_text())
-    # a typed result (app/results.py) keeps it in its provenance
+    # a typed result (results/base.py) keeps it in its provenance
     command = rec.get("command") or (rec.get("provenance") or {}).get("command") or "" \
         if isinstance(rec, dict) else ""
     assert command.startswith("dstar "), f"{path.name} does not name the command that made it"

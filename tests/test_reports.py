@@ -18,8 +18,8 @@ def test_markdown_writers_render_tables():
                    cells={"$_NAND_": 200, "$_DFF_P_": 60}, transistors=900,
                    transistors_complete=True, seconds=1.0)
 
-    from dstar_rtl.app.quantities import StepTime
-    from dstar_rtl.app.results import Provenance
+    from dstar_rtl.results.base import Provenance
+    from dstar_rtl.results.quantities import StepTime
 
     runs = {"ecp5-nodsp": ecp5, "ecp5": ecp5, "generic": generic}
     arrays = report_arrays.Arrays(
@@ -58,9 +58,9 @@ def test_markdown_writers_render_tables():
 
 
 def test_vpu_report_renders_every_section():
-    from dstar_rtl.app.quantities import PnrRun, Resources, StepTime, SynthRun
     from dstar_rtl.app.reports import vpu as rv
-    from dstar_rtl.app.results import Provenance
+    from dstar_rtl.results.base import Provenance
+    from dstar_rtl.results.quantities import PnrRun, Resources, StepTime, SynthRun
 
     cyc = rv.VpuCycles.from_bench(dict(
         preset="tiny", config_hash="abc", vpu_lanes=4, max_reduction=8, rows=3, lengths=[4, 8],
@@ -88,10 +88,10 @@ def test_packing_report_renders_and_refuses_bad_paths(tmp_path):
 
     import pytest
 
-    from dstar_rtl.app.quantities import AsicArea, Library, Resources
     from dstar_rtl.app.reports import packing as report_packing
-    from dstar_rtl.app.results import Provenance
     from dstar_rtl.gen.errors import UserError
+    from dstar_rtl.results.base import Provenance
+    from dstar_rtl.results.quantities import AsicArea, Library, Resources
 
     row = report_packing.PackingRow(
         label="sort, open 0, windows 1", packer="sort", open_groups=0, pack_windows=1,
@@ -121,9 +121,9 @@ def test_the_qpu_rate_file_is_read_as_its_type(tmp_path):
 
     import pytest
 
-    from dstar_rtl.app.benches.qpu import QpuRate, QpuRateRow
-    from dstar_rtl.app.results import Provenance
     from dstar_rtl.gen.errors import UserError
+    from dstar_rtl.results.base import Provenance
+    from dstar_rtl.results.qpu_rate import QpuRate, QpuRateRow
 
     row = QpuRateRow(preset="fpga", packing="bins 4", packer="bins", open_groups=0,
                      pack_windows=1, phase="steady state", config_hash="abc", subchannels=10,

@@ -1,4 +1,4 @@
-"""Typed results (app/results.py) and the one measurement runner (app/measurement.py): a result
+"""Typed results (results/base.py) and the one measurement runner (app/measurement.py): a result
 goes to JSON and back unchanged, a file of another kind, schema or shape is refused in one line
 naming the field, and a measurement's command line, checks and outputs come from its options
 dataclass and result type alone."""
@@ -10,10 +10,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, option
-from dstar_rtl.app.results import Provenance, Result, plain
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.paths import REPORTS
+from dstar_rtl.results.base import Provenance, Result, plain
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class CurveOptions:
 
 
 def _measure(opts: CurveOptions, previous) -> Curve:
-    return Curve(Provenance.of_run(), name=",".join(opts.names),
+    return Curve(run_provenance(), name=",".join(opts.names),
                  points=tuple(Point(k, 0.5 * k) for k in range(opts.n)),
                  by_name={n: float(opts.fast) for n in opts.names})
 

@@ -29,7 +29,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv,
 
 def test_the_table_says_which_point_keeps_the_rule():
     from dstar_rtl.app.reports.state_quality import StateQuality
-    from dstar_rtl.app.results import Provenance, plain
+    from dstar_rtl.results.base import Provenance, plain
 
     ci = dict(mean=41.0, lo=40.2, hi=41.8, n=10)
     s = dict(psnr_db=ci, avg_bits=dict(ci, mean=3.5), agrees_with_float=ci,

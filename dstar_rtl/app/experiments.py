@@ -33,8 +33,8 @@ from dstar_rtl.gen.outputs import data_json, json_text, write_together
 from dstar_rtl.gen.paths import ROOT
 from dstar_rtl.gen.progress import say
 
-__all__ = ["MEASUREMENTS", "Experiment", "EXPERIMENTS", "LEDGER", "fingerprint", "stale",
-           "run_experiments", "run_experiments_report", "order", "read_ledger", "REPORT"]
+__all__ = ["MEASUREMENTS", "Experiment", "run_provenance", "EXPERIMENTS", "LEDGER", "fingerprint",
+           "stale", "run_experiments", "run_experiments_report", "order", "read_ledger", "REPORT"]
 
 #: ``dstar measure NAME``: name → (module, what it writes). Each module has a ``MEASUREMENT``
 #: (:class:`app.measurement.Measurement`) or, until converted, its own ``main(argv, prog)``.
@@ -87,7 +87,7 @@ WEIGHTS = ("dstar_rtl/models/data",)
 #: which write and read a result without making its figures. A change to them is checked
 #: without measuring again: every stored result is loaded as its type and renders as
 #: committed (``dstar render --all --check``, tests/test_render.py, tests/test_results.py).
-NOT_MEASURING = ("dstar_rtl/app/experiments.py", "dstar_rtl/app/results.py",
+NOT_MEASURING = ("dstar_rtl/app/experiments.py", "dstar_rtl/results/base.py",
                  "dstar_rtl/app/measurement.py")
 
 
@@ -321,3 +321,19 @@ def run_experiments_report(runner=subprocess.run) -> int:
 def _fail(msg: str) -> int:
     print(f"dstar measure: {msg}", file=sys.stderr)
     return 1
+
+
+def run_provenance(experiment: str | None = None, configs: dict | None = None):
+    """This run's :class:`~results.base.Provenance`: the recorded command line, today's date,
+    the registry's fingerprint and tool versions of ``experiment`` (when it is one of the
+    registry's), the configurations' hashes ``configs``."""
+    from dstar_rtl.gen.outputs import command_line
+    from dstar_rtl.results.base import Provenance, now
+
+    code, tools = None, {}
+    e = EXPERIMENTS.get(experiment) if experiment is not None else None
+    if e is not None:
+        code = fingerprint(e)
+        tools = dict(tool_versions(e.rtl))
+    return Provenance(command=command_line(), date=now(), code=code, tools=tools,
+                      configs=dict(configs or {}))

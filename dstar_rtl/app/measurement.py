@@ -2,7 +2,7 @@
 together.
 
 A :class:`Measurement` is a function from an options dataclass (and the stored result, for a
-measurement that keeps the parts it is told to skip) to a :class:`app.results.Result`, and a
+measurement that keeps the parts it is told to skip) to a :class:`results.base.Result`, and a
 renderer from that result to Markdown. :meth:`Measurement.main` does the rest the same
 way for all of them: the command line from the options' fields (``--name-with-dashes``, the
 field's type, its default, its ``help`` metadata; tuples take one or more values, booleans are

@@ -27,7 +27,7 @@ PACKAGE = "dstar_rtl"
 #: compiler, the RTL, the Verilog generator, the performance models, the simulators, the synthesis
 #: and power flows, the testbenches and the application.
 PACKAGES = ("golden", "models", "analysis", "program", "rtl", "gen", "perf", "sim", "flows", "tb",
-            "bench", "app")
+            "results", "bench", "app")
 #: Where elaboration starts: the generator and its catalogue, which imports every unit's module.
 ELABORATION_ROOTS = ("dstar_rtl.gen.generate", "dstar_rtl.gen.units")
 

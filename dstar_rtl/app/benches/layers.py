@@ -1,12 +1,13 @@
-"""``dstar bench``'s result: the bench of :mod:`bench.layers` typed as :class:`~app.benches.
-bench_result.Bench` (``reports/bench.json``), and its text and Markdown."""
+"""``dstar bench``'s result: the bench of :mod:`bench.layers` typed as :class:`~results.bench.
+Bench` (``reports/bench.json``), and its text and Markdown."""
 
 from __future__ import annotations
 
-from dstar_rtl.app.benches.bench_result import Bench
-from dstar_rtl.app.results import Provenance, build, plain
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.bench import layers as bench_layers
 from dstar_rtl.golden.config import Config
+from dstar_rtl.results.base import build, plain
+from dstar_rtl.results.bench import Bench
 
 __all__ = ["bench", "from_sweep", "table_rows", "text", "markdown", "parse_steps",
            "packer_words"]
@@ -35,7 +36,7 @@ def bench(cfg: Config, **kw) -> Bench:
     """The whole bench (:func:`bench.layers.run`, its keywords), resources measured before
     read from ``reports/sweep.json``; returns its typed result (``reports/bench.json``)."""
     rep = bench_layers.run(cfg, stored=from_sweep, **kw)
-    prov = Provenance.of_run("bench", {cfg.name: cfg.hash()})
+    prov = run_provenance("bench", {cfg.name: cfg.hash()})
     return build(Bench, dict(rep, provenance=plain(prov)), "the bench's result")
 
 

@@ -7,15 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.markdown import render
 from dstar_rtl.app.measurement import Measurement, option
-from dstar_rtl.app.results import Provenance, Result, build
 from dstar_rtl.bench.perf_validate import SECTIONS, _err, run
 from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import PRESETS, preset
 from dstar_rtl.perf.perf_model import Timing
+from dstar_rtl.results.base import Result, build
 
 __all__ = ["SECTIONS", "PerfModel", "PresetFit", "MEASUREMENT"]
 
@@ -167,7 +168,7 @@ def measure_perf(opts: PerfOptions, previous=None) -> PerfModel:
             f"{100 * s['step'].max:.2f} % per step, {100 * s['compute'].max:.2f} % per "
             f"compute section; DiT block {100 * b['step'].max:.2f} % per step")
         recs.append(rec)
-    return PerfModel(Provenance.of_run("perf", {r.preset: r.config_hash for r in recs}),
+    return PerfModel(run_provenance("perf", {r.preset: r.config_hash for r in recs}),
                      presets=tuple(recs))
 
 

@@ -18,14 +18,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, check_among, option
-from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.bench.qpu import measure
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import MAX_OPEN_GROUPS, PACK_BINS, PRESETS, preset
 from dstar_rtl.models.difference_tiles import dit_difference_tiles
+from dstar_rtl.results.qpu_rate import QpuRate, QpuRateRow
 
 __all__ = ["QpuRateOptions", "QpuRateRow", "QpuRate",
            "measure_rates", "markdown", "MEASUREMENT"]
@@ -62,42 +63,6 @@ class QpuRateOptions:
                             f"not {self.steps}")
 
 
-@dataclass(frozen=True)
-class QpuRateRow:
-    """One preset, packing and phase: the QPU's rate (:func:`measure`)."""
-
-    preset: str
-    packing: str
-    packer: str
-    open_groups: int
-    pack_windows: int
-    phase: str
-    config_hash: str
-    subchannels: int
-    groups: int
-    subchannels_per_cycle: float
-    groups_per_cycle: float
-    groups_per_subchannel: float
-    mpu_wait_cycles: int
-    first_group_latency: int
-    lane_fill: float
-    sim_cycles_per_second: float
-    tiles: int
-    pack_bins: int | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.preset}/{self.packing}/{self.phase}"
-
-
-@dataclass(frozen=True)
-class QpuRate(Result):
-    """``reports/qpu_rate.json``: a row per preset, packing and phase."""
-
-    KIND = "qpu-rate"
-    rows: tuple[QpuRateRow, ...]
-
-
 def measure_rates(opts: QpuRateOptions, previous=None) -> QpuRate:
     """Every preset of ``opts`` with every packing, on the first step's and the steady state's
     tiles (progress on stderr; ``previous``, the stored result, is not needed)."""
@@ -122,7 +87,7 @@ def measure_rates(opts: QpuRateOptions, previous=None) -> QpuRate:
                                        config_hash=cfg.hash(), tiles=len(chosen), **r))
                 say(f"[qpu rate]   {r['groups_per_cycle']:.3f} groups/cycle, "
                     f"{r['mpu_wait_cycles']} MPU wait cycles ({time.time() - t0:.0f} s)")
-    return QpuRate(Provenance.of_run("qpu-rate", configs), rows=tuple(rows))
+    return QpuRate(run_provenance("qpu-rate", configs), rows=tuple(rows))
 
 
 #: The rate table: header, cell of a row.

@@ -15,15 +15,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.markdown import render
 from dstar_rtl.app.measurement import Measurement, option
-from dstar_rtl.app.quantities import Resources
-from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import ConfigError, preset
+from dstar_rtl.results.base import Result
+from dstar_rtl.results.quantities import Resources
 
 __all__ = ["Sizes", "SizePoint", "MEASUREMENT", "table", "plot", "point_config"]
 
@@ -116,7 +117,7 @@ def measure(opts: SizesOptions, previous=None) -> Sizes:
                            "reused" if r["reused"] else None) for r in rows)
     points = tuple(SizePoint(**{**r, "resources": Resources.from_flow(r["resources"])})
                    for r in rows)
-    return Sizes(Provenance.of_run("sizes", {f"{p.unit} {p.size}": p.config_hash
+    return Sizes(run_provenance("sizes", {f"{p.unit} {p.size}": p.config_hash
                                              for p in points}),
                  base_preset=BASE, points=points, steps=steps)
 

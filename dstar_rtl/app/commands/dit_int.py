@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.options import parse_overrides
 from dstar_rtl.app.reports.analysis_io import (
     add_model_options,
@@ -15,10 +16,10 @@ from dstar_rtl.app.reports.analysis_io import (
     model_args,
     print_table,
 )
-from dstar_rtl.app.results import Provenance, Result, build, plain
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.outputs import check_outputs, write_together
 from dstar_rtl.golden.config import PRESETS, preset
+from dstar_rtl.results.base import Result, build, plain
 
 __all__ = ["DitInt", "dit_int_markdown", "register"]
 
@@ -176,7 +177,7 @@ def cmd_dit_int(args):
                                        weight_seed=args.weight_seed, sar=sar,
                                        base_log2=args.base_log2)
         res["runs"][key] = st
-    prov = replace(Provenance.of_run("dit-int", {k: cfg.hash() for k, cfg, _ in runs}),
+    prov = replace(run_provenance("dit-int", {k: cfg.hash() for k, cfg, _ in runs}),
                    command=_dit_int_command(args))
     result = build(DitInt, dict(res, provenance=plain(prov)), "the dit-int result")
     write_together({args.json: result.to_json() if args.json else None,

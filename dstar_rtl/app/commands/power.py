@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from dstar_rtl.app.cli import UserError, WorkError
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.options import (
     add_config_options,
     check_liberty,
@@ -38,10 +39,10 @@ from dstar_rtl.app.options import (
     require_extra,
     resolve_liberty,
 )
-from dstar_rtl.app.reports.energy_result import Energy
-from dstar_rtl.app.results import Provenance, build, plain
 from dstar_rtl.gen.outputs import check_output_dir, check_outputs, write_together
 from dstar_rtl.gen.progress import say
+from dstar_rtl.results.base import build, plain
+from dstar_rtl.results.energy import Energy
 
 __all__ = ["register"]
 
@@ -137,8 +138,8 @@ def _check(args, cfg):
         if cfg.name != "fpga" or args.overrides:
             raise UserError("the energy per image runs the whole-core comparison's fpga cores: "
                             "use the default fpga preset without --set, or --no-image")
-        from dstar_rtl.app.reports.compare_result import Compare
-        from dstar_rtl.app.reports.projection_result import Projection
+        from dstar_rtl.results.compare import Compare
+        from dstar_rtl.results.projection import Projection
 
         try:
             Projection.load(args.projection)
@@ -184,7 +185,7 @@ def run_power(args):
     except (AssertionError, RTLMismatch, SynthError, YosysError) as exc:
         raise WorkError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     rep.pop("generated", None)
-    prov = Provenance.of_run("power", {cfg.name: cfg.hash()})
+    prov = run_provenance("power", {cfg.name: cfg.hash()})
     result = build(Energy, dict(rep, provenance=plain(prov)), "the energy result")
     files = {args.out / "energy.json": result.to_json(), args.out / "energy.md": markdown(result),
              args.out / "energy.png": plot_png(result)}

@@ -17,9 +17,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.options import add_config_options, checking, config_from_args
-from dstar_rtl.app.reports.profile_result import Profile, ProfileSweep
 from dstar_rtl.gen.outputs import check_output_dir, check_outputs, write_together
+from dstar_rtl.results.profile import Profile, ProfileSweep
 
 __all__ = ["register"]
 
@@ -197,7 +198,7 @@ def run_sweep_command(args, cfg):
 def _typed(kind, experiment: str, rep: dict, cfg):
     """``rep`` (what :mod:`analysis.profile` measured) as its typed result, with this run's
     provenance."""
-    from dstar_rtl.app.results import Provenance, build, plain
+    from dstar_rtl.results.base import build, plain
 
-    prov = Provenance.of_run(experiment, {cfg.name: cfg.hash()})
+    prov = run_provenance(experiment, {cfg.name: cfg.hash()})
     return build(kind, dict(rep, provenance=plain(prov)), f"the {experiment} result")

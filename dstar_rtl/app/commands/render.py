@@ -27,20 +27,20 @@ __all__ = ["NAMES", "OTHERS", "files", "render", "register"]
 #: "module:function" rendering it, "module:Type" of the typed result it is loaded as).
 OTHERS = {
     "bench": ("bench.json", "bench.md", "dstar_rtl.app.benches.layers:markdown",
-              "dstar_rtl.app.benches.bench_result:Bench"),
+              "dstar_rtl.results.bench:Bench"),
     "design-sweep": ("design_sweep.json", "design_sweep.md", "dstar_rtl.app.sweeps.report:markdown",
-                     "dstar_rtl.app.sweeps.result:DesignSweep"),
+                     "dstar_rtl.results.design_sweep:DesignSweep"),
     "dit-int": ("dit_int.json", "dit_int.md", "dstar_rtl.app.commands.dit_int:dit_int_markdown",
                 "dstar_rtl.app.commands.dit_int:DitInt"),
     "energy": ("energy.json", "energy.md", "dstar_rtl.app.reports.energy:markdown",
-               "dstar_rtl.app.reports.energy_result:Energy"),
+               "dstar_rtl.results.energy:Energy"),
     "profile": ("profile.json", "profile.md", "dstar_rtl.app.reports.profile_report:markdown",
-                "dstar_rtl.app.reports.profile_result:Profile"),
+                "dstar_rtl.results.profile:Profile"),
     "profile-sweep": ("profile_sweep.json", "profile_sweep.md",
                       "dstar_rtl.app.reports.profile_report:sweep_markdown",
-                      "dstar_rtl.app.reports.profile_result:ProfileSweep"),
+                      "dstar_rtl.results.profile:ProfileSweep"),
     "sample": ("sample.json", "sample.md", "dstar_rtl.app.reports.sample_report:sample_markdown",
-               "dstar_rtl.app.reports.sample_result:Sample"),
+               "dstar_rtl.results.sample:Sample"),
 }
 
 #: Every report ``dstar render`` knows: each ``dstar measure`` name (its measurement's

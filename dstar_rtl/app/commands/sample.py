@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.options import (
     add_config_options,
     config_from_args,
@@ -165,9 +166,9 @@ def _build_core(cfg, simulator: str, waves: bool):
 
 def run(args) -> int:
     from dstar_rtl.app.reports.sample_report import sample_markdown
-    from dstar_rtl.app.reports.sample_result import Sample
-    from dstar_rtl.app.results import Provenance, build, plain
     from dstar_rtl.bench.sample import RTL_BACKENDS, RTLMismatch, check_model, run_samples
+    from dstar_rtl.results.base import build, plain
+    from dstar_rtl.results.sample import Sample
 
     out = check_output_dir(args.out)
     if args.steps < 1:
@@ -212,7 +213,7 @@ def run(args) -> int:
         raise WorkError(f"the {args.backend} core differs from the integer golden: {why}") \
             from None
     rec = build(Sample, dict(res["record"], provenance=plain(
-        Provenance.of_run("sample", {cfg.name: cfg.hash()}))), "the sampling record")
+        run_provenance("sample", {cfg.name: cfg.hash()}))), "the sampling record")
     title = f"{args.backend}, {args.steps} DDIM steps, cfg {args.guidance:g}, {cfg.name}"
     files = write_together({out / "sample.json": rec.to_json(),
                             out / "sample.png": grid_png(res["images"], labels, title),

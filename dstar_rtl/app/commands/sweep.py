@@ -26,13 +26,14 @@ import time
 from pathlib import Path
 
 from dstar_rtl.app.cli import UserError, WorkError
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.options import check_liberty, require_extra, resolve_liberty
-from dstar_rtl.app.results import Provenance, build, plain
-from dstar_rtl.app.sweeps.result import DesignSweep
 from dstar_rtl.flows.liberty import NANGATE
 from dstar_rtl.gen.outputs import check_output_dir, png_writer, write_together
 from dstar_rtl.gen.paths import ROOT
 from dstar_rtl.gen.progress import say
+from dstar_rtl.results.base import build, plain
+from dstar_rtl.results.design_sweep import DesignSweep
 
 __all__ = ["register", "run_sweep_command"]
 
@@ -112,7 +113,7 @@ def _check(args):
     act_hops = [_hop(h, "--act-hop", "cols") for h in args.act_hop]
     if not args.bench.is_file():
         raise UserError(f"bench report not found: {args.bench} (run dstar bench)")
-    from dstar_rtl.app.benches.bench_result import Bench
+    from dstar_rtl.results.bench import Bench
 
     bench = Bench.load(args.bench)
     lib = resolve_liberty(args.liberty)
@@ -245,7 +246,7 @@ def run_sweep_command(args) -> int:
                **assemble(dvars, bvars, sizes, sw, tput),
                seconds=round(time.perf_counter() - t0, 1),
                synthesis_seconds=sw["seconds"])
-    prov = Provenance.of_run("design-sweep")
+    prov = run_provenance("design-sweep")
     result = build(DesignSweep, dict(rep, provenance=plain(prov)), "the design sweep")
     paths = [out / n for n in NAMES]
     write_together({paths[0]: result.to_json(), paths[1]: markdown(result),
@@ -259,10 +260,10 @@ def run_sweep_command(args) -> int:
 
 
 def bench_reference(bench) -> dict:
-    """The reference figures of a ``dstar bench`` result (:class:`app.benches.bench_result.
+    """The reference figures of a ``dstar bench`` result (:class:`results.bench.
     Bench`): ``{rows, lanes, preset, cycles_dstar, cycles_int8, speedup, groups, lanes_valid,
     dense_beats, lane_util, mean_bits, macs, e8, steps_run, operating_point}``."""
-    from dstar_rtl.app.results import plain
+    from dstar_rtl.results.base import plain
 
     tot, cfg, wl = bench.totals.all, bench.config, bench.workload
     rows = cfg["rows"]

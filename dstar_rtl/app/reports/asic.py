@@ -24,131 +24,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, option
 from dstar_rtl.app.options import check_liberty, resolve_liberty
-from dstar_rtl.app.quantities import Library
-from dstar_rtl.app.results import Provenance, Result, build
 from dstar_rtl.bench.asic import LEVERS, RUNS, collect, run_key, synthesize_runs
 from dstar_rtl.flows.liberty import NANGATE
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.paths import ROOT
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
-
-
-@dataclass(frozen=True)
-class Memory:
-    """A memory of a unit left out as a macro: its name, shape, bits and ports."""
-
-    module: str | None
-    name: str
-    width: int
-    size: int
-    bits: int
-    rom: bool
-    read_ports: int
-    write_ports: int
-
-
-@dataclass(frozen=True)
-class PartArea:
-    """One part of a unit by part: its cells' area (µm², combinational and sequential),
-    flip-flops and how many modules it sums."""
-
-    area: float
-    combinational: float
-    sequential: float
-    ff: int
-    modules: int
-
-
-@dataclass(frozen=True)
-class AsicUnit:
-    """One configuration on the library: its cells' area, flip-flops, cells, the RAM and ROM
-    bits, the unbuffered critical path (ns, cells), Yosys's seconds, whether ``-booth`` ran,
-    its lever, the run whose design it is when a lever equals the default, its RAMs (left out
-    as macros) and, for a unit by part, its parts."""
-
-    area: float
-    combinational: float
-    sequential: float
-    ff: int
-    cells: int
-    ram_bits: int
-    rom_bits: int
-    delay_ns: float | None
-    levels: int | None
-    seconds: float | None
-    booth: bool
-    config_hash: str
-    lever: str
-    same_design_as: str | None
-    memories: tuple[Memory, ...]
-    parts: dict[str, PartArea] | None = None
-
-
-@dataclass(frozen=True)
-class Best:
-    """A unit's smallest run: its key, area, ``-booth`` and lever."""
-
-    key: str
-    area: float
-    booth: bool
-    lever: str
-
-
-@dataclass(frozen=True)
-class Ratio:
-    """DSTAR at its best against INT8 at its best (µm² and their ratio), DSTAR's levers."""
-
-    dstar: float
-    int8_best: float
-    ratio: float
-    dstar_lever: str
-
-
-@dataclass(frozen=True)
-class LeverRatio:
-    """One slice-PE lever on its own against the INT8 PE at its best."""
-
-    lever: str
-    preset: str
-    dstar: float
-    int8_best: float
-    ratio: float
-    ff: int
-    delay_ns: float | None
-    same_design_as: str | None
-
-
-@dataclass(frozen=True)
-class Worktree:
-    """The commit measured and the uncommitted changes to the sources elaboration reads."""
-
-    commit: str | None
-    modified: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class AsicReport(Result):
-    """``reports/asic_area.json``: every run by key, each unit's best, the DSTAR/INT8 ratios,
-    the levers, the runs that failed (key → why) and the worktree."""
-
-    KIND = "asic"
-    liberty: Library
-    yosys: str
-    units: dict[str, AsicUnit]
-    best: dict[str, Best]
-    ratios: dict[str, Ratio]
-    levers: dict[str, LeverRatio]
-    failed: dict[str, str]
-    worktree: Worktree
+from dstar_rtl.results.asic import (
+    AsicReport,
+    AsicUnit,
+    Best,
+    LeverRatio,
+    Ratio,
+    Worktree,
+)
+from dstar_rtl.results.base import build
+from dstar_rtl.results.quantities import Library
 
 
 def _f(v, nd=0):
     return "–" if v is None else f"{v:,.{nd}f}"
-
-
 
 
 def render(rep: AsicReport) -> str:
@@ -290,7 +188,7 @@ def measure(opts: AsicOptions, previous=None) -> AsicReport:
     say(f"{len(runs)} configurations on {info['name']} ({liberty.name}), {opts.jobs} jobs")
     results, failed = synthesize_runs(runs, liberty, jobs=opts.jobs, reuse=opts.reuse, say=say)
     figures = collect(results)
-    return AsicReport(Provenance.of_run("asic", {k: u["config_hash"]
+    return AsicReport(run_provenance("asic", {k: u["config_hash"]
                                                 for k, u in figures["units"].items()}),
                       liberty=Library.from_flow(info), yosys=yosys_version(),
                       units=build(dict[str, AsicUnit], figures["units"], "asic units"),

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from dstar_rtl.app.quantities import CriticalPath, Resources
-from dstar_rtl.app.results import Provenance, Result, build, plain
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.gen.paths import REPORTS
+from dstar_rtl.results.base import Result, build, plain
+from dstar_rtl.results.quantities import CriticalPath, Resources
 
 __all__ = ["BoardBuild", "record_path", "record"]
 
@@ -52,6 +53,6 @@ def record(result: dict) -> dict:
     the build's outputs)."""
     body = {k: (os.path.relpath(v, REPORTS.parent) if k == "bitstream" else v)
             for k, v in result.items() if k != "utilisation"}
-    prov = Provenance.of_run("board", {result["preset"]: result["config_hash"]})
+    prov = run_provenance("board", {result["preset"]: result["config_hash"]})
     rec = build(BoardBuild, dict(body, provenance=plain(prov)), "the board build")
     return {record_path(result["board"], result["preset"]): rec.to_json()}

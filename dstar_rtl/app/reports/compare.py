@@ -1,5 +1,5 @@
 """The whole DSTAR core against the whole INT8 core (issue 27): ``dstar measure compare`` →
-``reports/compare.{json,md,png}``, the typed :class:`~app.reports.compare_result.Compare`.
+``reports/compare.{json,md,png}``, the typed :class:`~results.compare.Compare`.
 
 ``fpga`` is measured on the RTL and ``paper``'s areas come from the part-area model
 (:mod:`bench.compare` states both); here ``paper`` adds the cycles per image of the projection's
@@ -15,16 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.markdown import render
 from dstar_rtl.app.measurement import Measurement, option
 from dstar_rtl.app.options import check_liberty, resolve_liberty
-from dstar_rtl.app.quantities import StepTime
-from dstar_rtl.app.reports.compare_result import (
-    Compare,
-    FpgaComparison,
-    PaperComparison,
-)
-from dstar_rtl.app.results import Provenance, build
 from dstar_rtl.bench.compare import DATAPATHS, fpga_config, measure_fpga, paper_area_models, ratios
 from dstar_rtl.flows.core_parts import (
     CHECK_SIZE,
@@ -37,6 +31,13 @@ from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.paths import ROOT
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import preset
+from dstar_rtl.results.base import build
+from dstar_rtl.results.compare import (
+    Compare,
+    FpgaComparison,
+    PaperComparison,
+)
+from dstar_rtl.results.quantities import StepTime
 from dstar_rtl.sim.sources import digest, elaboration_sources
 
 OUT = ROOT / "reports"
@@ -264,7 +265,7 @@ def measure(opts: CompareOptions, previous=None) -> Compare:
                                          rtl_sources=src), "compare paper")
              if "paper" in opts.presets else None)
     configs = {f"fpga {dp}": c.config_hash for dp, c in fpga.cores.items()}
-    return Compare(Provenance.of_run("compare", configs), liberty=info,
+    return Compare(run_provenance("compare", configs), liberty=info,
                    sram=dict(um2_per_bit=round(SRAM_UM2_PER_BIT, 4), source=SRAM_SOURCE),
                    fpga=fpga, verdict=verdict(fpga, paper),
                    steps=tuple(StepTime(**s) for s in steps),

@@ -13,13 +13,19 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, check_among, option
-from dstar_rtl.app.quantities import StepTime
-from dstar_rtl.app.results import Provenance, Result, build
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.progress import Step
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import PRESETS, preset
+from dstar_rtl.results.base import build
+from dstar_rtl.results.core import (
+    Core,
+    CoreBlock,
+    Speed,
+)
+from dstar_rtl.results.quantities import StepTime
 
 ENGINES = ("H", "Q", "M", "V")
 
@@ -37,142 +43,8 @@ class CoreOptions:
             raise UserError(f"--steps must be at least 1, not {self.steps}")
 
 
-@dataclass(frozen=True)
-class BlockSpec:
-    """The DiT block: tokens, hidden width, heads of ``head_dim``, MLP width."""
-
-    tokens: int
-    hidden: int
-    heads: int
-    head_dim: int
-    mlp: int
-
-
-@dataclass(frozen=True)
-class Section:
-    """One program section of a step: its cycles, commands and the core's counters."""
-
-    name: str
-    cycles: int
-    commands: int
-    counters: dict[str, int]
-
-
-@dataclass(frozen=True)
-class BlockStep:
-    """One DiT-block step (a cache step or a reuse step), section by section."""
-
-    step: int
-    cache: bool
-    sections: tuple[Section, ...]
-    cycles: int
-
-
-@dataclass(frozen=True)
-class Speed:
-    """Simulated cycles in wall seconds."""
-
-    cycles: int
-    wall_s: float
-    cycles_per_s: float
-
-
-@dataclass(frozen=True)
-class SimSpeed(Speed):
-    """The testbench's speed over whole steps and over the compute sections, and the bare
-    model's (one step's compute sections as one program)."""
-
-    compute_cycles: int
-    compute_wall_s: float
-    compute_cycles_per_s: float
-    model: Speed | None
-
-
-@dataclass(frozen=True)
-class CorePerf:
-    """The core's cycles on the block (:func:`bench.core.measure`)."""
-
-    preset: str
-    config_hash: str
-    core: dict[str, int]
-    spec: BlockSpec
-    mask_kept: int
-    mask_blocks: int
-    interval: int
-    steps: tuple[BlockStep, ...]
-    sim: SimSpeed
-
-
-@dataclass(frozen=True)
-class LaneUse:
-    """Valid lanes against issued lane slots, and the paper's figure to compare with."""
-
-    valid: int
-    slots: int
-    util: float | None
-    paper: str
-
-
-@dataclass(frozen=True)
-class BytesMoved:
-    """Bytes through each buffer in one step."""
-
-    step: int
-    kind: str
-    bytes: dict[str, int]
-
-
-@dataclass(frozen=True)
-class BaselineRow:
-    """One section's matrix work on the core beside the INT8 baseline array's."""
-
-    section: str
-    tiles: int
-    groups: int
-    dense_beats: int
-    lane_util: float | None
-    baseline_array_cycles: int
-    baseline_rtl_cycles: int | None
-    core_m_busy: int
-    section_cycles: int
-    ratio: float | None
-
-    @property
-    def baseline(self) -> int:
-        """The baseline array's cycles: measured on its RTL, else its tile-flow law."""
-        return self.baseline_rtl_cycles or self.baseline_array_cycles
-
-
-@dataclass(frozen=True)
-class BaselineStep:
-    step: int
-    kind: str
-    rows: tuple[BaselineRow, ...]
-
-
-@dataclass(frozen=True)
-class CoreBlock:
-    """One preset: the core's cycles, lane use, bytes moved and the baseline beside it."""
-
-    perf: CorePerf
-    lanes: dict[str, LaneUse]
-    baseline: tuple[BaselineStep, ...]
-    bytes: tuple[BytesMoved, ...]
-
-
-@dataclass(frozen=True)
-class Core(Result):
-    """``reports/core.json``: the core on a DiT block for each preset."""
-
-    KIND = "core"
-    presets: dict[str, CoreBlock]
-    steps: tuple[StepTime, ...]
-    host: dict[str, str]
-
-
 def _pct(x):
     return "–" if x is None else f"{100 * x:.1f} %"
-
 
 def _util(sections, names):
     g = sum(s["counters"].get("groups_replayed", 0) for s in sections if s["name"] in names)
@@ -315,7 +187,7 @@ def measure_core(opts: CoreOptions, previous=None) -> Core:
         with Step(steps, f"INT8 baseline array on the block's tiles, {name} (Verilator)"):
             measured = measure_baseline(cfg, perf)
         presets[name] = build(CoreBlock, analyse(cfg, perf, measured), f"core {name}")
-    return Core(Provenance.of_run("core", {n: b.perf.config_hash for n, b in presets.items()}),
+    return Core(run_provenance("core", {n: b.perf.config_hash for n, b in presets.items()}),
                 presets=presets, steps=tuple(StepTime(**s) for s in steps),
                 host=dict(python=platform.python_version(), machine=platform.machine()))
 

@@ -16,15 +16,16 @@ import shutil
 import time
 from dataclasses import dataclass
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, check_among, option
-from dstar_rtl.app.quantities import Resources, StepTime
-from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.flows.synth import BUILD_ROOT, resources, run_yosys, synth_script, yosys_version
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.progress import Step
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import PRESETS, VARIANTS, preset
+from dstar_rtl.results.core_area import CoreArea, CoreParts
+from dstar_rtl.results.quantities import Resources, StepTime
 
 #: Parts of the core, by module path prefix under the top (longest prefix wins).
 PARTS = [
@@ -90,30 +91,6 @@ class CoreAreaOptions:
         if self.variant is not None and self.variant not in VARIANTS:
             raise UserError(f"--variant must be one of {sorted(VARIANTS)}, not "
                             f"{self.variant!r}")
-
-
-@dataclass(frozen=True)
-class CoreParts:
-    """One preset's core synthesized module by module: ECP5 cells by part and in total (the
-    flattened netlist), Yosys's seconds, versions and work folder."""
-
-    preset: str
-    variant: str | None
-    config_hash: str
-    parts: dict[str, Resources]
-    total: Resources
-    seconds: float
-    tools: dict[str, str]
-    workdir: str
-
-
-@dataclass(frozen=True)
-class CoreArea(Result):
-    """``reports/core_area.json``: the core's ECP5 area by part for each preset."""
-
-    KIND = "core-area"
-    presets: dict[str, CoreParts]
-    steps: tuple[StepTime, ...]
 
 
 def synthesize_core(name: str, steps: list, variant: str | None = None) -> CoreParts:
@@ -198,7 +175,7 @@ def measure(opts: CoreAreaOptions, previous=None) -> CoreArea:
     """Every preset of ``opts`` synthesized module by module (progress on stderr)."""
     steps: list = []
     presets = {name: synthesize_core(name, steps, opts.variant) for name in opts.presets}
-    return CoreArea(Provenance.of_run("core-area", {n: r.config_hash for n, r in presets.items()}),
+    return CoreArea(run_provenance("core-area", {n: r.config_hash for n, r in presets.items()}),
                     presets=presets, steps=tuple(StepTime(**s) for s in steps))
 
 

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from dstar_rtl.app.reports.energy_result import Energy
-from dstar_rtl.app.results import plain
 from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.models.published import A100_40GB, BIT_FUSION, HBM2, HOROWITZ_45NM, PAPER_CHIP
+from dstar_rtl.results.base import plain
+from dstar_rtl.results.energy import Energy
 
 __all__ = ["markdown", "plot_png", "PUBLISHED_INT8_MAC"]
 

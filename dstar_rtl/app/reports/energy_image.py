@@ -18,10 +18,10 @@ def paper_chip_entries(rep: dict, projection, compare) -> dict:
     its measured ``fpga`` figures (``rep``: ``arrays``, ``units``, ``image``, ``preset``;
     :func:`perf.chip_energy.fpga_side`), the projection's rows and the comparison's
     part areas: what ``dstar power --paper-chip`` recomputes without simulating anything."""
-    from dstar_rtl.app.reports.compare_result import Compare
-    from dstar_rtl.app.results import plain
     from dstar_rtl.golden.config import preset
     from dstar_rtl.perf.chip_energy import fpga_side, project_energy
+    from dstar_rtl.results.base import plain
+    from dstar_rtl.results.compare import Compare
 
     proj, cmp = json.loads(Path(projection).read_text()), Compare.load(compare)
     if cmp.paper is None:

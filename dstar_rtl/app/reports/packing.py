@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dstar_rtl.analysis.profile import load_operating_point
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, option
 from dstar_rtl.app.options import resolve_liberty
-from dstar_rtl.app.quantities import AsicArea, Library, Resources
-from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.bench.layers import load_inputs, prepare
 from dstar_rtl.flows.synth import synthesize, yosys_version
 from dstar_rtl.gen.errors import UserError
@@ -35,6 +34,8 @@ from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.progress import say
 from dstar_rtl.golden.config import preset
+from dstar_rtl.results.base import Result
+from dstar_rtl.results.quantities import AsicArea, Library, Resources
 
 #: The bench's datapath (``reports/bench.md``): the packing does not depend on it but the digit
 #: code changes which columns are zero.
@@ -185,7 +186,7 @@ def measure(opts: PackingOptions, previous=None) -> Packing:
                                ecp5=ecp5, ecp5_flow=flow, asic=asic))
         say(f"{label}: lane util {100 * rows[-1].lane_util:.1f} %, ECP5 LUT "
             f"{ecp5.lut_total:,}, FF {ecp5.ff:,} ({time.perf_counter() - t0:.0f} s)")
-    return Packing(Provenance.of_run("packing", configs), yosys=yosys_version(),
+    return Packing(run_provenance("packing", configs), yosys=yosys_version(),
                    library=library, steps=20, operating_point=op["name"], bench=dict(BENCH),
                    rows=tuple(rows))
 

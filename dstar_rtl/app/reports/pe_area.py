@@ -30,16 +30,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, check_among, option
 from dstar_rtl.app.options import check_liberty, resolve_liberty
-from dstar_rtl.app.quantities import Library
-from dstar_rtl.app.results import Provenance, Result, build
 from dstar_rtl.flows.synth import synthesize, yosys_version
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import preset
+from dstar_rtl.results.base import build
+from dstar_rtl.results.pe_area import PeArea, PeRow, PresetPes
+from dstar_rtl.results.quantities import Library
 
 __all__ = ["DSTAR_LEVERS", "INT8_LEVERS", "workload", "levers", "measure", "unused_int8_levers",
            "markdown", "PeArea", "PeAreaOptions", "PeRow", "MEASUREMENT"]
@@ -72,54 +74,6 @@ INT8_LEVERS = {
 }
 
 
-@dataclass(frozen=True)
-class Workload:
-    """The workload a preset's rates come from: average activation bits, lane fill, source."""
-
-    bits: float
-    fill: float
-    source: str
-
-
-@dataclass(frozen=True)
-class PeRow:
-    """One PE with one lever: its cells' area (µm², combinational and sequential), flip-flops,
-    accumulator bits, critical path (ns), rate (values per cycle), area per value and cycle, and
-    that against the INT8 default's; for DSTAR rows the area against DSTAR's default."""
-
-    kind: str
-    lever: str
-    overrides: dict[str, int | str | bool]
-    config_hash: str
-    area_um2: float
-    comb_um2: float
-    seq_um2: float
-    ff: int
-    acc_bits: int
-    critical_ns: float | None
-    values_per_cycle: float
-    um2_per_value: float
-    seconds: float | None
-    per_um2_vs_int8: float
-    area_vs_default: float | None = None
-
-
-@dataclass(frozen=True)
-class PresetPes:
-    workload: Workload
-    rows: tuple[PeRow, ...]
-
-
-@dataclass(frozen=True)
-class PeArea(Result):
-    """``reports/pe_area.json``: every lever's PE for each preset."""
-
-    KIND = "pe-area"
-    yosys: str
-    liberty: Library
-    presets: dict[str, PresetPes]
-
-
 def workload(name: str, out: Path) -> dict:
     """``{bits, fill, source}`` of the preset's workload (module docstring); a missing report is
     a :class:`UserError` naming the command that writes it."""
@@ -127,7 +81,7 @@ def workload(name: str, out: Path) -> dict:
         path = out / "compare.json"
         if not path.is_file():
             raise UserError(f"{path} not found; run `dstar measure compare` first")
-        from dstar_rtl.app.reports.compare_result import Compare
+        from dstar_rtl.results.compare import Compare
 
         paper = Compare.load(path).paper
         if paper is None:
@@ -139,7 +93,7 @@ def workload(name: str, out: Path) -> dict:
     path = out / "bench.json"
     if not path.is_file():
         raise UserError(f"{path} not found; run `dstar measure bench` (make bench) first")
-    from dstar_rtl.app.benches.bench_result import Bench
+    from dstar_rtl.results.bench import Bench
 
     t = Bench.load(path).totals.all
     return dict(bits=round(t.mean_act_bits, 3), fill=round(t.lane_util, 4),
@@ -268,7 +222,7 @@ def measure_pes(opts: PeAreaOptions, previous=None) -> PeArea:
         m = measure(name, str(liberty), opts.reuse, workload(name, Path(opts.inputs)))
         presets[name] = build(PresetPes, dict(workload=m["workload"],
                                               rows=list(m["rows"].values())), f"pe-area {name}")
-    return PeArea(Provenance.of_run("pe-area", {f"{n}/{r.kind}/{r.lever}": r.config_hash
+    return PeArea(run_provenance("pe-area", {f"{n}/{r.kind}/{r.lever}": r.config_hash
                                                 for n, p in presets.items() for r in p.rows}),
                   yosys=yosys_version(), liberty=Library.from_flow(info), presets=presets)
 

@@ -30,14 +30,15 @@ import os
 import platform
 from dataclasses import dataclass
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, option
-from dstar_rtl.app.quantities import CriticalPath, FlowRun
-from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.flows.pnr import PnrError, place_and_route
 from dstar_rtl.flows.synth import BUILD_ROOT, synthesize, yosys_version
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.progress import say
 from dstar_rtl.golden.config import ConfigError, preset
+from dstar_rtl.results.pe_levers import LeverRow, PeLevers, PnrSettings
+from dstar_rtl.results.quantities import CriticalPath, FlowRun
 
 SETTINGS = (("multiply", "slice"), ("select", "slice"), ("multiply", "booth"), ("select", "booth"))
 #: Further PE and MPU rows: label → (unit, ``Config`` overrides of the ``fpga`` preset).
@@ -62,50 +63,6 @@ EXTRA_MPU = {"select/booth/bcast": dict(digit_product="select", digits="booth", 
 MPU_FMAX = ("select/booth", "select/booth/bcast", "select/booth/xbcast",
             "select/booth/xbcast/stages2", "select/booth/hop4/stages2")
 VARIANTS = (("ecp5", False, "ecp5"), ("ecp5", True, "ecp5-nodsp"), ("generic", False, "generic"))
-
-
-@dataclass(frozen=True)
-class LeverRow:
-    """One PE or MPU: its lever settings (``None``: the preset's), its synthesis on the ECP5
-    with and without DSP blocks and on generic gates, and its Fmax (or why there is none)."""
-
-    label: str
-    unit: str
-    config_hash: str
-    digit_product: str | None = None
-    digits: str | None = None
-    weight_hop: int | None = None
-    act_hop: int | None = None
-    pe_stages: int | None = None
-    ecp5: FlowRun | None = None
-    ecp5_nodsp: FlowRun | None = None
-    generic: FlowRun | None = None
-    fmax_mhz: float | None = None
-    pnr_seconds: float | None = None
-    critical_path: CriticalPath | None = None
-    fmax_error: str | None = None
-
-
-@dataclass(frozen=True)
-class PnrSettings:
-    """nextpnr's constraint (MHz), seed and device of the Fmax figures."""
-
-    freq_mhz: float
-    seed: int
-    device: str
-
-
-@dataclass(frozen=True)
-class PeLevers(Result):
-    """``reports/pe_levers.json``: a row per PE setting and, with ``--mpu``, per MPU."""
-
-    KIND = "pe-levers"
-    host: dict[str, int | str]
-    tools: dict[str, str]
-    preset: str
-    pnr: PnrSettings
-    pe: tuple[LeverRow, ...]
-    mpu: tuple[LeverRow, ...] = ()
 
 
 def _row(label: str, unit: str, cfg, over: dict, runs: dict, fmax: dict) -> LeverRow:
@@ -293,7 +250,7 @@ def measure(opts: PeLeversOptions, previous=None) -> PeLevers:
     if opts.mpu:
         mpu = measure_mpu(mpu_settings(opts.mpu_settings), opts.reuse, opts.freq, opts.seed,
                           fmax=not opts.no_fmax) + (measure_mpu_abc(opts.reuse),)
-    return PeLevers(Provenance.of_run("pe-levers", {r.label: r.config_hash for r in pe + mpu}),
+    return PeLevers(run_provenance("pe-levers", {r.label: r.config_hash for r in pe + mpu}),
                     host=dict(cpus=os.cpu_count(), machine=platform.machine()),
                     tools=dict(yosys=yosys_version()), preset="fpga",
                     pnr=PnrSettings(freq_mhz=opts.freq, seed=opts.seed, device="85k"),

@@ -1,8 +1,8 @@
 """The reports of ``dstar profile`` and ``dstar profile --sweep``: ``profile.md``/``.png`` and
-``profile_sweep.md``/``.png`` from their typed results (:mod:`app.reports.profile_result`),
+``profile_sweep.md``/``.png`` from their typed results (:mod:`results.profile`),
 and the files each command writes together.
 
-The renderers read their own result as plain data (:func:`app.results.plain`) after it has been
+The renderers read their own result as plain data (:func:`results.base.plain`) after it has been
 loaded and checked as its type; a typed rewrite of their tables is the next step of issue 48's
 one renderer.
 """
@@ -20,9 +20,9 @@ from dstar_rtl.analysis.profile import (
     _fmt,
     meets_rule,
 )
-from dstar_rtl.app.reports.profile_result import Profile, ProfileSweep
-from dstar_rtl.app.results import plain
 from dstar_rtl.gen.outputs import png_writer
+from dstar_rtl.results.base import plain
+from dstar_rtl.results.profile import Profile, ProfileSweep
 
 __all__ = ["markdown", "plot", "report_names", "report_files", "sweep_markdown", "sweep_plot",
            "sweep_report_names", "sweep_report_files", "pareto_front"]

@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.markdown import render
 from dstar_rtl.app.measurement import Measurement, option
 from dstar_rtl.app.reports import state_levers
 from dstar_rtl.app.reports.projection_inputs import OPERATING_POINT, load_calibration, workloads
-from dstar_rtl.app.reports.projection_result import Projection
-from dstar_rtl.app.results import Provenance, build, plain
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.progress import say
@@ -25,6 +24,8 @@ from dstar_rtl.models.published import PAPER_CHIP
 from dstar_rtl.perf.chip_energy import fpga_side, row_energy
 from dstar_rtl.perf.chip_model import Chip, int8_timing, paper_timing, project_model
 from dstar_rtl.perf.gpu_bound import A100
+from dstar_rtl.results.base import build, plain
+from dstar_rtl.results.projection import Projection
 
 __all__ = ["LEVER_MODEL", "MEASUREMENT", "run", "markdown", "plot"]
 
@@ -40,10 +41,10 @@ def _energy_context(energy: Path, compare: Path) -> tuple:
     if not (energy.is_file() and compare.is_file()):
         return None, (f"energy per image: not computed ({energy} or {compare} missing: run "
                       f"`dstar power` and `dstar measure compare`)")
-    from dstar_rtl.app.reports.compare_result import Compare
     from dstar_rtl.app.reports.energy import as_data
-    from dstar_rtl.app.reports.energy_result import Energy
-    from dstar_rtl.app.results import plain
+    from dstar_rtl.results.base import plain
+    from dstar_rtl.results.compare import Compare
+    from dstar_rtl.results.energy import Energy
 
     rep = as_data(Energy.load(energy))
     cmp = Compare.load(compare)
@@ -221,7 +222,7 @@ def measure(opts: ProjectionOptions, previous=None) -> Projection:
     """Every model under each workload (progress on stderr)."""
     rec = run(opts.perf_model, opts.profile, opts.bench, opts.energy, opts.compare,
               levers=not opts.no_levers, operating_point=opts.operating_point)
-    prov = Provenance.of_run("projection", {"paper": rec["config_hash"]})
+    prov = run_provenance("projection", {"paper": rec["config_hash"]})
     return build(Projection, dict(rec, provenance=plain(prov)), "the projection")
 
 

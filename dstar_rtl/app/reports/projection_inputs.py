@@ -29,8 +29,8 @@ def workloads(profile: Path, bench: Path, operating_point: Path | None = OPERATI
     if not (profile.exists() and bench.exists()):
         notes.append("ours: not available (run `dstar profile` and `dstar bench`)")
         return wls, notes
-    from dstar_rtl.app.benches.bench_result import Bench
-    from dstar_rtl.app.reports.profile_result import Profile, ProfileSweep
+    from dstar_rtl.results.bench import Bench
+    from dstar_rtl.results.profile import Profile, ProfileSweep
 
     def load(kind, path, what):
         try:

@@ -25,11 +25,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, option
-from dstar_rtl.app.reports.arrays import UnitSynth
 from dstar_rtl.app.reports.qpu_area_plot import plot, plottable
-from dstar_rtl.app.reports.qpu_area_result import Breakdown, QpuArea
-from dstar_rtl.app.results import Provenance, build, plain
 from dstar_rtl.flows.qpu_area import (
     MODULE_NAMES,
     MODULES,
@@ -43,6 +41,9 @@ from dstar_rtl.gen.paths import REPORTS, ROOT
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table, tool_seconds
 from dstar_rtl.golden.config import PRESETS
+from dstar_rtl.results.arrays import UnitSynth
+from dstar_rtl.results.base import build, plain
+from dstar_rtl.results.qpu_area import Breakdown, QpuArea
 from dstar_rtl.sim.runner import source_digest
 
 __all__ = ["MEASUREMENT", "markdown", "figures", "rate_rows"]
@@ -287,8 +288,8 @@ def rate_rows(path: Path) -> dict:
     """The rows of ``dstar measure qpu-rate``'s result (:class:`app.benches.qpu.QpuRate`, loaded
     as its type: a file of another kind or schema is a :class:`~gen.errors.UserError`), as this
     report stores them: ``{key: row}``."""
-    from dstar_rtl.app.benches.qpu import QpuRate
-    from dstar_rtl.app.results import plain
+    from dstar_rtl.results.base import plain
+    from dstar_rtl.results.qpu_rate import QpuRate
 
     return {r.key: plain(r) for r in QpuRate.load(path).rows}
 
@@ -379,7 +380,7 @@ def measure(opts: QpuAreaOptions, previous=None) -> QpuArea:
                 source_digest=source_digest(),
                 total_seconds=round(time.perf_counter() - t0, 1))
     data["plot"] = "qpu_area.png" if plottable(data) else None
-    prov = Provenance.of_run("qpu-area", {n: p["config_hash"] for n, p in presets.items()})
+    prov = run_provenance("qpu-area", {n: p["config_hash"] for n, p in presets.items()})
     return build(QpuArea, dict(_known(data), provenance=plain(prov)), "the QPU area")
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, option
-from dstar_rtl.app.results import Provenance, Result, build
 from dstar_rtl.bench.reference import (
     FAMILY,
     H96,
@@ -25,6 +25,7 @@ from dstar_rtl.bench.reference import (
 )
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.progress import say
+from dstar_rtl.results.base import Result, build
 
 __all__ = ["FAMILY", "PRESETS", "H96", "reference_spec", "compile_row", "run_first_step",
            "step_times", "markdown", "Reference", "ReferenceOptions", "MEASUREMENT"]
@@ -243,7 +244,7 @@ def measure(opts: ReferenceOptions, previous=None) -> Reference:
     say("reference: the hidden-96 model's steps on the executor"
         + ("" if opts.no_rtl else " and the Verilator fpga core"))
     times = step_times(rtl=not opts.no_rtl)
-    return Reference(Provenance.of_run("reference"),
+    return Reference(run_provenance("reference"),
                      rows=build(tuple[FamilyRow, ...], rows, "reference rows"),
                      runs=build(tuple[FirstStep, ...], run_recs, "reference runs"),
                      step_times=build(StepTimes, times, "reference step times"))

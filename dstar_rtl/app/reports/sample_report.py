@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dstar_rtl.app.reports.sample_result import Sample
 from dstar_rtl.gen.tables import md_table
+from dstar_rtl.results.sample import Sample
 
 __all__ = ["sample_markdown"]
 

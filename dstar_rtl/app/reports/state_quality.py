@@ -19,13 +19,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, option
-from dstar_rtl.app.quantities import QualitySummary
-from dstar_rtl.app.results import Provenance, Result, plain
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
+from dstar_rtl.results.base import Result, plain
+from dstar_rtl.results.quantities import QualitySummary
 
 __all__ = ["FRACS", "PIECES", "points", "measure", "markdown", "StateQuality",
            "StateQualityOptions", "QualityPoint", "MEASUREMENT"]
@@ -179,7 +180,7 @@ def measure_points(opts: StateQualityOptions, previous=None) -> StateQuality:
     t0 = time.perf_counter()
     rec = measure(opts.seeds, opts.steps, opts.jobs, off, op["thr"])
     rec["seconds"] = round(time.perf_counter() - t0, 1)
-    rec["provenance"] = plain(Provenance.of_run("state-quality"))
+    rec["provenance"] = plain(run_provenance("state-quality"))
     return StateQuality.from_data(dict(kind=StateQuality.KIND, schema=StateQuality.SCHEMA,
                                        **plain(rec)))
 

@@ -1,5 +1,5 @@
 """``dstar report``: one JSON per (unit, preset, target) and ``REPORT.md`` from the measured
-reports in ``reports/`` (typed results, :mod:`app.results`, are loaded as their types).
+reports in ``reports/`` (typed results, :mod:`results.base`, are loaded as their types).
 
 Nothing is measured here; every figure comes from a file another command wrote (the command is
 named beside each table), so the summary is reproducible from those files alone:
@@ -28,25 +28,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from dstar_rtl.app.benches.bench_result import Bench
 from dstar_rtl.app.benches.perf_validate import PerfModel
 from dstar_rtl.app.benches.sizes import Sizes
 from dstar_rtl.app.benches.sizes import plot as sizes_plot
 from dstar_rtl.app.benches.sizes import table as sizes_table
 from dstar_rtl.app.reports import state_levers
-from dstar_rtl.app.reports.arrays import Arrays
 from dstar_rtl.app.reports.board import BoardBuild
-from dstar_rtl.app.reports.compare_result import Compare
 from dstar_rtl.app.reports.core import Core
 from dstar_rtl.app.reports.core_area import CoreArea
 from dstar_rtl.app.reports.energy import as_data
-from dstar_rtl.app.reports.energy_result import Energy
 from dstar_rtl.app.reports.packing import Packing
-from dstar_rtl.app.reports.profile_result import Profile
-from dstar_rtl.app.reports.projection_result import Projection
-from dstar_rtl.app.reports.qpu_area_result import QpuArea
 from dstar_rtl.app.reports.reference import Reference
-from dstar_rtl.app.reports.sample_result import Sample
 from dstar_rtl.app.reports.verification import Verification
 from dstar_rtl.app.reports.verification import section as verification_section
 from dstar_rtl.app.reports.vpu import Vpu
@@ -55,6 +47,14 @@ from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import preset as config_preset
 from dstar_rtl.models.published import A100_40GB
+from dstar_rtl.results.arrays import Arrays
+from dstar_rtl.results.bench import Bench
+from dstar_rtl.results.compare import Compare
+from dstar_rtl.results.energy import Energy
+from dstar_rtl.results.profile import Profile
+from dstar_rtl.results.projection import Projection
+from dstar_rtl.results.qpu_area import QpuArea
+from dstar_rtl.results.sample import Sample
 from dstar_rtl.sim.sources import digest, elaboration_sources
 
 __all__ = ["collect_units", "write_report",
@@ -62,7 +62,7 @@ __all__ = ["collect_units", "write_report",
 
 
 def _load_result(kind: type, name: str):
-    """``reports/NAME.json`` loaded as its type (:mod:`app.results`), ``None`` when absent."""
+    """``reports/NAME.json`` loaded as its type (:mod:`results.base`), ``None`` when absent."""
     p = REPORTS / f"{name}.json"
     return kind.load(p) if p.exists() else None
 

@@ -20,13 +20,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.markdown import render
 from dstar_rtl.app.measurement import Measurement, option
-from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.paths import SIM_BUILD
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
+from dstar_rtl.results.base import Result
 
 __all__ = ["record", "verification", "section", "Verification", "MEASUREMENT", "ROW_FIELDS",
            "SIM"]
@@ -87,7 +88,7 @@ def record(sim_root: Path | None = None) -> Verification:
         raise UserError(f"no cocotb run on today's sources in {sim_root or SIM}"
                         + (f" ({len(rows)} older ones)" if rows else "")
                         + ": run `make test` (or `make regress`) first")
-    return Verification(Provenance.of_run("verification"),
+    return Verification(run_provenance("verification"),
                         sources=digest(elaboration_sources()), runs=len(current),
                         passing=sum(r["passing"] for r in current),
                         older=len(rows) - len(current),

@@ -27,12 +27,13 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
+from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, check_among, option
-from dstar_rtl.app.quantities import PnrRun, StepTime, SynthRun
-from dstar_rtl.app.results import Provenance, Result
 from dstar_rtl.gen.progress import Step
 from dstar_rtl.gen.tables import md_table, tool_seconds
 from dstar_rtl.golden.config import PRESETS, preset
+from dstar_rtl.results.base import Result
+from dstar_rtl.results.quantities import PnrRun, StepTime, SynthRun
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,7 @@ def measure(opts: VpuOptions, previous=lambda: None) -> Vpu:
     if not opts.skip_fpga:
         fpga = fpga_figures(steps, opts.reuse)
     configs = {name: c.config_hash for name, c in cycles.items()}
-    return Vpu(Provenance.of_run("vpu", configs), cycles=cycles, accuracy=acc, fpga=fpga,
+    return Vpu(run_provenance("vpu", configs), cycles=cycles, accuracy=acc, fpga=fpga,
                steps=tuple(StepTime(**s) for s in steps),
                host=dict(python=platform.python_version(), machine=platform.machine()))
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dstar_rtl.app.results import plain
-from dstar_rtl.app.sweeps.result import DesignSweep
 from dstar_rtl.gen.tables import md_table
+from dstar_rtl.results.base import plain
+from dstar_rtl.results.design_sweep import DesignSweep
 
 __all__ = ["markdown", "figure"]
 

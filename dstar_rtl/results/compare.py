@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dstar_rtl.app.quantities import StepTime
-from dstar_rtl.app.results import Result
 from dstar_rtl.perf.chip_memory import MemorySystem
 from dstar_rtl.perf.chip_model import Workload
+from dstar_rtl.results.base import Result
+from dstar_rtl.results.quantities import StepTime
 
 __all__ = ["Compare", "FpgaComparison", "PaperComparison", "MeasuredCore", "CoreArea",
            "Memory", "Quality", "ModelCheckStep", "AreaModel", "FitCheck"]

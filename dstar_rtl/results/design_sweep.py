@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dstar_rtl.app.results import Result
+from dstar_rtl.results.base import Result
 
 __all__ = ["DesignSweep", "Crossover"]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dstar_rtl.app.benches.qpu import QpuRateRow
-from dstar_rtl.app.quantities import StepTime
-from dstar_rtl.app.reports.arrays import UnitSynth
-from dstar_rtl.app.results import Result
+from dstar_rtl.results.arrays import UnitSynth
+from dstar_rtl.results.base import Result
+from dstar_rtl.results.qpu_rate import QpuRateRow
+from dstar_rtl.results.quantities import StepTime
 
 __all__ = ["QpuArea", "Breakdown", "ModuleCells", "PresetArea", "PaperArea",
            "PaperEstimate"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dstar_rtl.app.quantities import CriticalPath, Library, Resources
-from dstar_rtl.app.results import Result
+from dstar_rtl.results.base import Result
+from dstar_rtl.results.quantities import CriticalPath, Library, Resources
 
 __all__ = ["Bench", "BenchRow", "BenchTotals", "Workload", "UsedOperatingPoint",
            "ArrayResources", "ArrayArea", "ArrayAreas", "ArrayFmax", "ArrayFmaxes",

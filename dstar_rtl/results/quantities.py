@@ -3,7 +3,7 @@ run's timing (issue 48: typed quantities in place of dict arithmetic).
 
 Each type is built from what the flows return (:func:`flows.synth.synthesize`,
 :func:`flows.pnr.place_and_route`) with ``from_flow`` and stored inside a result
-(:mod:`app.results`); a figure a flow did not report is ``None``.
+(:mod:`results.base`); a figure a flow did not report is ``None``.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class CriticalPath:
     def from_flow(cls, cp: dict | None) -> CriticalPath | None:
         if cp is None:
             return None
-        from dstar_rtl.app.results import build
+        from dstar_rtl.results.base import build
         return build(cls, cp, "critical path")
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dstar_rtl.app.quantities import QualitySummary
-from dstar_rtl.app.results import Result
+from dstar_rtl.results.base import Result
+from dstar_rtl.results.quantities import QualitySummary
 
 __all__ = ["Estimate", "Profile", "ProfileRun", "ProfileSummary", "ProfileSweep", "SweepPoint",
            "Confirmation", "OperatingPoint", "SweepRule"]

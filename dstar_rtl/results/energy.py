@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dstar_rtl.app.results import Result
+from dstar_rtl.results.base import Result
 
 __all__ = ["Energy", "ArrayEnergy", "UnitEnergy", "PaperChip"]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dstar_rtl.gen.errors import UserError
-from dstar_rtl.gen.outputs import command_line, json_text, read_json
+from dstar_rtl.gen.outputs import json_text, read_json
 
 __all__ = ["Provenance", "Result", "now", "plain", "build"]
 
@@ -64,20 +64,6 @@ class Provenance:
     def unrecorded(cls, command: str | None = None, date: str | None = None) -> Provenance:
         """The provenance of a result whose run recorded only ``command`` (and ``date``)."""
         return cls(command=command, date=date)
-
-    @classmethod
-    def of_run(cls, experiment: str | None = None, configs: dict | None = None) -> Provenance:
-        """This run's provenance: the recorded command line, today's date, the registry's
-        fingerprint and tool versions of ``experiment`` (when it is one of the registry's)."""
-        code, tools = None, {}
-        if experiment is not None:
-            from dstar_rtl.app import experiments as ex
-            e = ex.EXPERIMENTS.get(experiment)
-            if e is not None:
-                code = ex.fingerprint(e)
-                tools = dict(ex.tool_versions(e.rtl))
-        return cls(command=command_line(), date=now(), code=code, tools=tools,
-                   configs=dict(configs or {}))
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dstar_rtl.app.results import Result
 from dstar_rtl.perf.chip_memory import MemorySystem
 from dstar_rtl.perf.chip_model import Chip, Workload
 from dstar_rtl.perf.perf_model import Timing
+from dstar_rtl.results.base import Result
 
 __all__ = ["Projection", "ProjectionRow", "ChipSide", "ChipStep", "Utilization", "GpuBound",
            "RowEnergy", "SideEnergy", "A100Energy", "LeverRow"]
