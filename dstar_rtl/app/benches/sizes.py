@@ -23,8 +23,8 @@ from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.golden.config import ConfigError, preset
-from dstar_rtl.results.base import Result
 from dstar_rtl.results.quantities import Resources
+from dstar_rtl.results.sizes import SizePoint, Sizes, SizeStep
 
 __all__ = ["Sizes", "SizePoint", "MEASUREMENT", "table", "plot", "point_config"]
 
@@ -36,40 +36,6 @@ def point_config(n: int):
     """The configuration of the sweep's point of size ``n``: the ``tiny`` preset at
     ``rows = cols = vpu_lanes = n``."""
     return preset(BASE, rows=n, cols=n, vpu_lanes=n)
-
-
-@dataclass(frozen=True)
-class SizePoint:
-    """One unit at one size: its configuration's hash, ECP5 resources, the LUT mapper that
-    produced them, Yosys's seconds, whether a stored identical run was reused, the tools."""
-
-    unit: str
-    size: int
-    config_hash: str
-    resources: Resources
-    flow: str
-    seconds: float
-    reused: bool
-    tools: dict[str, str]
-
-
-@dataclass(frozen=True)
-class SizeStep:
-    """One farm job: its name, wall seconds and, when the stored run was reused, ``reused``."""
-
-    name: str
-    seconds: float
-    status: str | None = None
-
-
-@dataclass(frozen=True)
-class Sizes(Result):
-    """``reports/sweep.json``: every (size, unit) point and the farm's steps."""
-
-    KIND = "sizes"
-    base_preset: str
-    points: tuple[SizePoint, ...]
-    steps: tuple[SizeStep, ...] = ()
 
 
 def synth_point(unit: str, n: int, reuse: bool) -> dict:

@@ -6,7 +6,7 @@ first sampling; ``--json`` and ``--md`` are written together (:mod:`app.reports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.options import parse_overrides
@@ -19,7 +19,8 @@ from dstar_rtl.app.reports.analysis_io import (
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.outputs import check_outputs, write_together
 from dstar_rtl.golden.config import PRESETS, preset
-from dstar_rtl.results.base import Result, build, plain
+from dstar_rtl.results.base import build, plain
+from dstar_rtl.results.dit_int import DitInt
 
 __all__ = ["DitInt", "dit_int_markdown", "register"]
 
@@ -88,38 +89,6 @@ def _md_num(v, prec=2):
     if v is None:
         return "inf"
     return f"{v:.{prec}f}" if isinstance(v, float) else str(v)
-
-
-@dataclass(frozen=True)
-class DitIntRun:
-    """One preset with SAR on or off: the model and configuration, the sampling run (steps,
-    seed, label, weight and calibration seeds, the SAR interval, the base), the kept blocks per
-    attention, saturations, each layer's flags, every step's errors and the summary."""
-
-    model: dict
-    config: dict
-    steps: int
-    seed: int
-    label: int
-    weight_seed: int
-    calib_seed: int | None
-    sar: bool
-    interval: int | None
-    base_log2: int
-    kept_fraction: tuple[float, ...]
-    input_saturated: int
-    flags: dict
-    per_step: tuple[dict, ...]
-    summary: dict
-
-
-@dataclass(frozen=True)
-class DitInt(Result):
-    """``dstar dit-int --json``: every run, keyed by preset (and ``no-SAR``)."""
-
-    KIND = "dit-int"
-    model: str
-    runs: dict[str, DitIntRun]
 
 
 def dit_int_markdown(result: DitInt) -> str:

@@ -34,7 +34,7 @@ from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.progress import say
 from dstar_rtl.golden.config import preset
-from dstar_rtl.results.base import Result
+from dstar_rtl.results.packing import Packing, PackingRow
 from dstar_rtl.results.quantities import AsicArea, Library, Resources
 
 #: The bench's datapath (``reports/bench.md``): the packing does not depend on it but the digit
@@ -76,38 +76,6 @@ class PackingOptions:
             raise UserError(f"--operating-point: operating point file not found: "
                             f"{self.operating_point}")
         resolve_liberty(self.liberty, needed=False)
-
-
-@dataclass(frozen=True)
-class PackingRow:
-    """One packing: its parameters, the bench workload's groups and valid lanes, and its QPU's
-    ECP5 cells (``abc -lut 4``) and cell area."""
-
-    label: str
-    packer: str
-    open_groups: int
-    pack_windows: int
-    groups: int
-    lanes_valid: int
-    lane_util: float
-    config_hash: str
-    ecp5: Resources
-    ecp5_flow: str | None
-    asic: AsicArea | None
-    pack_bins: int | None = None
-
-
-@dataclass(frozen=True)
-class Packing(Result):
-    """``reports/qpu_packing.json``: a row per packing of :data:`PACKINGS`."""
-
-    KIND = "packing"
-    yosys: str
-    library: Library | None
-    steps: int
-    operating_point: str
-    bench: dict[str, str | int]
-    rows: tuple[PackingRow, ...]
 
 
 def qpu_area(packing: dict, liberty, reuse) -> tuple:

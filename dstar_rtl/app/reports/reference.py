@@ -10,7 +10,6 @@ about 18 GB.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, option
@@ -25,93 +24,16 @@ from dstar_rtl.bench.reference import (
 )
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.progress import say
-from dstar_rtl.results.base import Result, build
+from dstar_rtl.results.base import build
+from dstar_rtl.results.reference import (
+    FamilyRow,
+    FirstStep,
+    Reference,
+    StepTimes,
+)
 
 __all__ = ["FAMILY", "PRESETS", "H96", "reference_spec", "compile_row", "run_first_step",
            "step_times", "markdown", "Reference", "ReferenceOptions", "MEASUREMENT"]
-
-@dataclass(frozen=True)
-class BufferNeed:
-    """Rows a buffer needs for the whole model resident, and the preset's."""
-
-    need: int
-    preset: int
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """32-bit host words of one step: in, out, and the streamed state's share."""
-
-    words_in: int
-    words_out: int
-    streamed_words: int
-
-
-@dataclass(frozen=True)
-class FamilyRow:
-    """One family member on one preset: its shape, whether it compiles (else why not), the
-    buffers it needs and the ones deepened, its commands, host traffic and fc2 pieces."""
-
-    model: str
-    preset: str
-    tokens: int
-    hidden: int
-    depth: int
-    heads: int
-    mlp: int
-    status: str
-    raised: dict[str, int] | None = None
-    reason: str | None = None
-    buffers: dict[str, BufferNeed] | None = None
-    deepened: dict[str, int] | None = None
-    command_bits: int | None = None
-    streamed: dict[str, tuple[str, ...]] | None = None
-    init_commands: int | None = None
-    init_words: int | None = None
-    step_commands: int | None = None
-    cache_step: Traffic | None = None
-    reuse_step: Traffic | None = None
-    pieces: dict[str, int] | None = None
-    seconds: float | None = None
-
-
-@dataclass(frozen=True)
-class FirstStep:
-    """A member's first DDIM step on the ISA executor: its seconds and commands, or why it did
-    not run."""
-
-    model: str
-    preset: str
-    refused: str | None = None
-    seconds: float | None = None
-    commands: int | None = None
-
-
-@dataclass(frozen=True)
-class StepTimes:
-    """Time per DDIM step of the :data:`H96` model on the executor and the Verilator core."""
-
-    model: dict[str, Any]
-    preset: str
-    steps: int
-    pieces: dict[str, int]
-    executor_s_per_step: float
-    rtl_build_s: float | None = None
-    rtl_s_per_step: float | None = None
-    rtl_bit_exact: bool | None = None
-    rtl_cycles_per_step: float | None = None
-
-
-@dataclass(frozen=True)
-class Reference(Result):
-    """``reports/reference.json``: every member on every preset, the first steps run, the step
-    times."""
-
-    KIND = "reference"
-    rows: tuple[FamilyRow, ...]
-    runs: tuple[FirstStep, ...] = ()
-    step_times: StepTimes | None = None
-
 
 def markdown(data: Reference) -> str:
     """``reports/reference.md`` from its result."""

@@ -25,8 +25,8 @@ from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
-from dstar_rtl.results.base import Result, plain
-from dstar_rtl.results.quantities import QualitySummary
+from dstar_rtl.results.base import plain
+from dstar_rtl.results.state_quality import QualityPoint, StateQuality
 
 __all__ = ["FRACS", "PIECES", "points", "measure", "markdown", "StateQuality",
            "StateQualityOptions", "QualityPoint", "MEASUREMENT"]
@@ -114,34 +114,6 @@ class StateQualityOptions:
         if not Path(self.operating_point).is_file():
             raise UserError(f"--operating-point {self.operating_point}: file not found (the "
                             f"report of `dstar profile --sweep`)")
-
-
-@dataclass(frozen=True)
-class QualityPoint:
-    """One stored-Y setting at one base offset: its Y width, reduction bound, quality and
-    whether it passes the operating-point rule."""
-
-    name: str
-    base_offset: int
-    ystate_frac: int | None
-    ystate_width: int
-    max_reduction: int
-    summary: QualitySummary
-    passes: bool
-
-
-@dataclass(frozen=True)
-class StateQuality(Result):
-    """``reports/state_quality.json``: every point of :func:`points`."""
-
-    KIND = "state-quality"
-    points: tuple[QualityPoint, ...]
-    seeds: int
-    steps: int
-    preset: str
-    thr: tuple[int, ...]
-    acc_bits: int
-    seconds: float
 
 
 def markdown(rec: StateQuality) -> str:

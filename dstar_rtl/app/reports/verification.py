@@ -27,7 +27,7 @@ from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.paths import SIM_BUILD
 from dstar_rtl.gen.progress import say
 from dstar_rtl.gen.tables import md_table
-from dstar_rtl.results.base import Result
+from dstar_rtl.results.verification import Run, Verification
 
 __all__ = ["record", "verification", "section", "Verification", "MEASUREMENT", "ROW_FIELDS",
            "SIM"]
@@ -38,42 +38,6 @@ SIM = SIM_BUILD
 #: The fields of a verification row that the record keeps (the table's and the unit files').
 ROW_FIELDS = ("unit", "preset", "config_hash", "simulator", "run", "module", "tests", "passed",
               "failed", "skipped", "missing", "passing", "why", "has_verdict", "date")
-
-
-@dataclass(frozen=True)
-class Run:
-    """One cocotb run's verdict: its unit, preset, configuration, simulator, run and test
-    module, the tests expected, passed, failed, skipped and missing, whether it passes and,
-    if not, why, whether the runner left a verdict, and when it ran."""
-
-    unit: str
-    preset: str
-    config_hash: str
-    simulator: str
-    run: str
-    module: str
-    tests: int
-    passed: int
-    failed: int
-    skipped: int
-    missing: int
-    passing: bool
-    why: str
-    has_verdict: bool
-    date: str
-
-
-@dataclass(frozen=True)
-class Verification(Result):
-    """``reports/verification.json``: the runs of the regression made on today's sources
-    (``sources``: their digest), how many pass, how many older runs were left out."""
-
-    KIND = "verification"
-    sources: str
-    runs: int
-    passing: int
-    older: int
-    rows: tuple[Run, ...]
 
 
 def record(sim_root: Path | None = None) -> Verification:
