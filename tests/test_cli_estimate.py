@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import dstar_rtl.app.benches.estimate_calibration as calibration
 import dstar_rtl.app.cli
+import dstar_rtl.flows.estimate_runs as calibration
 from dstar_rtl.flows import estimate_coef
 from dstar_rtl.flows.estimate import CALIBRATION, CALIBRATION_RUNS, VALIDATION_RUNS, estimate
 from dstar_rtl.flows.estimate_core import (

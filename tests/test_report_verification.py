@@ -8,7 +8,7 @@ import json
 import pytest
 
 import dstar_rtl.app.reports.summary as rs
-import dstar_rtl.app.reports.verification as rv
+import dstar_rtl.sim.regression as regression
 from dstar_rtl.sim import runner
 
 TOOLS = {"amaranth": "0.5.10", "yosys": "0.70", "cocotb": "2.1.0", "verilator": "5.048",
@@ -23,7 +23,7 @@ def sim_root(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "tool_versions", lambda simulator=None: {
         t: v for t, v in TOOLS.items() if t not in runner.SIMULATORS or t == simulator},
         raising=False)
-    monkeypatch.setattr(rv, "SIM", tmp_path / "sim")
+    monkeypatch.setattr(regression, "SIM_BUILD", tmp_path / "sim")
     monkeypatch.setattr(rs, "REPORTS", tmp_path / "reports")
     (tmp_path / "reports").mkdir()
     return tmp_path / "sim"
@@ -138,7 +138,7 @@ def test_only_a_clean_current_verdict_passes(sim_root, tmp_path):
 
 def test_verification_rows_say_why(sim_root):
     _fabricate(sim_root)
-    rows = {(r["unit"], r["simulator"]): r for r in rv.verification()}
+    rows = {(r["unit"], r["simulator"]): r for r in regression.verification()}
     assert [k for k, r in rows.items() if r["passing"]] == [("pe", "icarus")]
     assert rows["pe", "icarus"]["why"] == ""
     assert (rows["pe", "icarus"]["tests"], rows["pe", "icarus"]["passed"]) == (2, 2)
@@ -154,7 +154,7 @@ def test_a_stale_testbench_or_an_unreadable_verdict_does_not_pass(sim_root):
     d = _run(sim_root, "mpu", "icarus", "dstar_rtl.tb.test_mpu", 1, both)
     (d / runner.VERDICT).write_text("{not json")
     _run(sim_root, "vpu", "icarus", "dstar_rtl.tb.test_vpu", 1, both, key="0" * 64)   # a forged key
-    rows = {r["unit"]: r for r in rv.verification()}
+    rows = {r["unit"]: r for r in regression.verification()}
     assert not any(r["passing"] for r in rows.values())
     assert "stale: testbench" in rows["pe"]["why"]
     assert "unreadable verdict" in rows["mpu"]["why"]
@@ -168,7 +168,7 @@ def test_the_latest_run_of_a_name_is_the_one_shown(sim_root):
     _run(sim_root, "pe", "icarus", "dstar_rtl.tb.test_pe", 1, both)
     _run(sim_root, "pe", "icarus", "dstar_rtl.tb.test_pe", 1, {"a": None, "b": "skipped"},
          folder="f" * 16, unix_time=1.9e9)
-    rows = rv.verification()
+    rows = regression.verification()
     assert len(rows) == 1 and not rows[0]["passing"] and "skipped" in rows[0]["why"]
 
 
