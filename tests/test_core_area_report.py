@@ -7,8 +7,9 @@ from dstar_rtl.app.reports.core_area import render
 
 
 def _res(variant):
-    from dstar_rtl.app.reports.core_area import CoreArea, CoreParts
+    from dstar_rtl.app.reports.core_area import CoreArea
     from dstar_rtl.results.base import Provenance
+    from dstar_rtl.results.core_area import CoreParts
     from dstar_rtl.results.quantities import Resources
 
     part = Resources(lut4=10, ff=5, carry=1, dsp=0, bram=0, lutram=0)

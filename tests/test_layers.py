@@ -254,12 +254,21 @@ def test_the_checker_finds_an_upward_import_inside_the_application(tmp_path, src
     assert f"{a} -> {target}" in forbidden_dstar_arrows(root)
 
 
-def test_the_application_serializes_json_in_one_place():
+#: The packages below ``gen`` (they cannot import :mod:`gen.outputs`), each with what it
+#: serializes itself: the configuration's hash, the training script's metadata in the weights.
+BELOW_OUTPUTS = {"golden": {"config.py"}, "models": {"train_dit.py"}}
+
+
+def test_json_is_serialized_in_one_place():
     """Results are written as JSON by :func:`gen.outputs.json_text` (one format) and job files,
-    cache entries and keys by :func:`gen.outputs.data_json`: no module of the application calls
-    ``json.dumps`` itself (issue 48)."""
+    cache entries, keys, manifests and testbench records by :func:`gen.outputs.data_json`: no
+    other module of a package that can import it calls ``json.dumps``/``json.dump`` (issue 48);
+    below it only the modules :data:`BELOW_OUTPUTS` names."""
     bad = []
-    for f in sorted((ROOT / PACKAGE / "app").rglob("*.py")):
+    for f in sorted((ROOT / PACKAGE).rglob("*.py")):
+        rel = f.relative_to(ROOT / PACKAGE)
+        if rel.as_posix() == "gen/outputs.py" or rel.name in BELOW_OUTPUTS.get(rel.parts[0], ()):
+            continue
         for node in ast.walk(ast.parse(f.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and node.func.attr in ("dumps", "dump")

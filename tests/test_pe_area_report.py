@@ -8,6 +8,7 @@ import pytest
 
 import dstar_rtl.app.cli
 import dstar_rtl.app.reports.pe_area as pe_area
+import dstar_rtl.bench.pe_area as bench_pe_area
 from dstar_rtl.golden.config import preset
 
 
@@ -47,7 +48,7 @@ def reports(tmp_path):
 
 def test_each_lever_is_its_own_configuration_and_the_ratios_follow(reports, monkeypatch):
     calls = []
-    monkeypatch.setattr(pe_area, "synthesize", _fake_synthesize(calls))
+    monkeypatch.setattr(bench_pe_area, "synthesize", _fake_synthesize(calls))
     liberty = reports / "cells.lib"
     liberty.write_text("library (x) { }\n")
     assert dstar_rtl.app.cli.main(["measure", "pe-area", "--liberty", str(liberty),
@@ -87,7 +88,7 @@ def test_each_lever_is_its_own_configuration_and_the_ratios_follow(reports, monk
 def test_bad_input_is_refused_before_any_synthesis(reports, monkeypatch, capsys):
     def never(*a, **k):
         raise AssertionError("synthesis started on bad input")
-    monkeypatch.setattr(pe_area, "synthesize", never)
+    monkeypatch.setattr(bench_pe_area, "synthesize", never)
     missing = reports / "nope.lib"
     assert dstar_rtl.app.cli.main(["measure", "pe-area", "--liberty", str(missing),
                            "--out", str(reports), "--inputs", str(reports)]) == 2

@@ -61,22 +61,23 @@ def test_vpu_report_renders_every_section():
     from dstar_rtl.app.reports import vpu as rv
     from dstar_rtl.results.base import Provenance
     from dstar_rtl.results.quantities import PnrRun, Resources, StepTime, SynthRun
+    from dstar_rtl.results.vpu import FunctionError, Vpu, VpuCycles, VpuFpga
 
-    cyc = rv.VpuCycles.from_bench(dict(
+    cyc = VpuCycles.from_bench(dict(
         preset="tiny", config_hash="abc", vpu_lanes=4, max_reduction=8, rows=3, lengths=[4, 8],
         ops=["gelu"], simulator="verilator", sim_cycles_per_second=1000,
         table={"gelu": {"4": dict(latency=10, interval=1.0),
                         "8": dict(latency=11, interval=2.0)}}))
-    acc = {"gelu": rv.FunctionError(max_abs=0.5, mean_abs=0.1, max_bound=0.6, mean_bound=0.2,
+    acc = {"gelu": FunctionError(max_abs=0.5, mean_abs=0.1, max_bound=0.6, mean_bound=0.2,
                                     worst="x=3")}
     run = SynthRun(Resources(lut_total=100, ff=50, dsp=2, bram=1, carry=9), seconds=3.0)
     pnr = PnrRun.from_flow(dict(fmax_mhz=55.5, constraint_mhz=100, timing_pass=False,
                                 critical_path=dict(delay_ns=18.0, logic_ns=9.0, routing_ns=9.0,
                                                    logic_levels=7, start="a", end="b")))
-    res = rv.Vpu(Provenance.unrecorded(), cycles={"tiny": cyc}, accuracy={"tiny": acc},
-                 fpga=rv.VpuFpga("abc", run, run, pnr),
+    res = Vpu(Provenance.unrecorded(), cycles={"tiny": cyc}, accuracy={"tiny": acc},
+                 fpga=VpuFpga("abc", run, run, pnr),
                  steps=(StepTime(step="s", seconds=1.0, status="ok"),), host={})
-    md = rv.render(rv.Vpu.from_data(res.to_data()))
+    md = rv.render(Vpu.from_data(res.to_data()))
     assert "| gelu | 10 / 1 | 11 / 2 |" in md
     assert "**Fmax 55.5 MHz** (NOT met)" in md and "from `a` to `b`" in md
     assert "| gelu | 0.5 | 0.6 | 0.1 | 0.2 | x=3 |" in md

@@ -8,7 +8,8 @@ template's test, not a report), blocks leave no blank lines of their own
 (``trim_blocks``/``lstrip_blocks``), and the text ends as the template does.
 
 Filters every template has: ``num(v, digits=0)`` (thousands separators, ``–`` for ``None``),
-``pct(v, digits=1)`` (a share as a percentage), ``kib(v)`` (bytes as KB).
+``pct(v, digits=1)`` (a share as a percentage), ``kib(v)`` (bytes as KB), ``tick(v)`` (as
+code: `` `v` ``).
 
 >>> render_string("{{ r.x | num(1) }} and {{ r.y | pct }}", r=dict(x=1234.56, y=0.25))
 '1,234.6 and 25.0 %'
@@ -36,7 +37,8 @@ def _environment():
     env = Environment(loader=PackageLoader("dstar_rtl.app", "templates"),
                       undefined=StrictUndefined, autoescape=False, trim_blocks=True,
                       lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(num=_num, pct=_pct, kib=lambda v: f"{v // 1024:,}")
+    env.filters.update(num=_num, pct=_pct, kib=lambda v: f"{v // 1024:,}",
+                       tick=lambda v: f"`{v}`")
     return env
 
 

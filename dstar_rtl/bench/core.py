@@ -1,5 +1,7 @@
 """Cycles of the core on a DiT block (``tb/test_core_perf.py`` under Verilator) and the same
-block's matrix work on the INT8 baseline array.
+block's matrix work on the INT8 baseline array (``dstar measure core``: :mod:`app.reports.core`
+types and renders them; :func:`analyse` adds the lane use, the bytes moved and the INT8 array
+beside it).
 
 :func:`measure` runs the generated core for a preset on its test block (``tb.core_tb.SPECS``)
 over four steps (cache, reuse, cache, reuse), section by section, and returns the perf record
@@ -24,7 +26,7 @@ from dstar_rtl.golden.config import Config
 from dstar_rtl.perf.timing import array_tile_period
 from dstar_rtl.sim.runner import run_cocotb
 
-__all__ = ["measure", "measure_baseline", "baseline_side_by_side", "MATRIX_SECTIONS"]
+__all__ = ["measure", "measure_baseline", "baseline_side_by_side", "MATRIX_SECTIONS", "analyse"]
 
 #: Sections whose matrix work is compared; attention products live in attn.cache (Q·Kᵀ) and
 #: attn.pv (P·V).
@@ -96,3 +98,48 @@ def baseline_side_by_side(cfg: Config, perf: dict, step: int, measured: dict | N
                          section_cycles=sec["cycles"],
                          ratio=((measured or {}).get(name) or base) / busy if busy else None))
     return rows
+
+
+def _util(sections, names):
+    g = sum(s["counters"].get("groups_replayed", 0) for s in sections if s["name"] in names)
+    v = sum(s["counters"].get("lanes_valid", 0) for s in sections if s["name"] in names)
+    return v, g
+
+
+def analyse(cfg, perf: dict, measured: dict | None = None) -> dict:
+    from dstar_rtl.bench.core import baseline_side_by_side
+
+    cache = [s for s in perf["steps"] if s["cache"]][-1]["sections"]   # a later cache step
+    lanes = {}
+    for label, names, paper in (("FFN (fc1, fc2)", ("fc1", "fc2"), "> 88 %"),
+                                ("attention (Q·Kᵀ, P·V)", ("attn.cache", "attn.pv"), "> 75 %"),
+                                ("all linear layers", ("qk", "v", "proj", "fc1", "fc2"), "")):
+        v, g = _util(cache, names)
+        lanes[label] = dict(valid=v, slots=g * cfg.lanes,
+                            util=v / (g * cfg.lanes) if g else None, paper=paper)
+    from dstar_rtl.golden.layouts import group_layout, layout_width
+    from dstar_rtl.program import isa
+
+    rb = {b: -(-isa.row_width(cfg, b) // 8) for b in isa.BUFFERS}
+    gb = -(-layout_width(group_layout(cfg)) // 8)
+    moved = []
+    for i, st in enumerate(perf["steps"]):
+        tot = {}
+        for sec in st["sections"]:
+            for k, v in sec["counters"].items():
+                tot[k] = tot.get(k, 0) + v
+        moved.append(dict(step=i, kind="cache" if st["cache"] else "reuse", bytes={
+            "ABUF": (tot.get("abuf_reads", 0) + tot.get("abuf_writes", 0)) * rb["ABUF"],
+            "XBUF": (tot.get("xbuf_reads", 0) + tot.get("xbuf_writes", 0)) * rb["XBUF"],
+            "YBUF": (tot.get("ybuf_reads", 0) + tot.get("ybuf_writes", 0)) * rb["YBUF"],
+            "WMEM written": tot.get("wmem_writes", 0) * rb["WMEM"],
+            "GMEM written": tot.get("gmem_writes", 0) * gb,
+            "GMEM replayed": tot.get("groups_replayed", 0) * gb,
+            "P cache written": tot.get("pcache_groups_written", 0) * gb,
+            "P cache read": tot.get("pcache_groups_read", 0) * gb,
+            "host in": tot.get("host_words_in", 0) * 4,
+            "host out": tot.get("host_words_out", 0) * 4}))
+    sides = [dict(step=i, kind="cache" if s["cache"] else "reuse",
+                  rows=baseline_side_by_side(cfg, perf, i, measured))
+             for i, s in enumerate(perf["steps"])]
+    return dict(perf=perf, lanes=lanes, baseline=sides, bytes=moved)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dstar_rtl.gen.outputs import data_json
+
 __all__ = ["MEASURED_VARIANT", "CALIBRATION", "CALIBRATION_FILE", "TARGETS", "load_calibration",
            "calibration_text", "write_calibration", "uses", "value", "ecp5_resources"]
 
@@ -49,7 +51,7 @@ def load_calibration(path: Path | None = None) -> dict:
 def calibration_text(cal: dict) -> str:
     """The JSON text :func:`write_calibration` stores: two-space indent, keys in the order the
     calibration builds them (runs in the order of the run lists), a final newline."""
-    return json.dumps(cal, indent=2) + "\n"
+    return data_json(cal, indent=2) + "\n"
 
 
 def write_calibration(cal: dict, path: Path | None = None) -> Path:

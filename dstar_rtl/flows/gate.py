@@ -27,6 +27,7 @@ import json
 import re
 from pathlib import Path
 
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.gen.yosys import run_yosys, yosys_version
 
 __all__ = ["GateSources", "gate_sources", "part_of", "GATE_OPTIONS"]
@@ -116,8 +117,8 @@ def gate_sources(workdir: str | Path, reuse: bool = True) -> GateSources:
                        {"cells.lib": lib_text}, ["cells_sim.v"])
     gate = run_yosys("read_liberty -lib cells.lib\nread_json renamed.json\n"
                      f"hierarchy -top {meta['top']}\nwrite_verilog -noattr gate.v\n",
-                     {"cells.lib": lib_text, "renamed.json": json.dumps(renamed)}, ["gate.v"])
+                     {"cells.lib": lib_text, "renamed.json": data_json(renamed)}, ["gate.v"])
     (folder / "cells_sim.v").write_text(models["cells_sim.v"])
     (folder / "gate.v").write_text(gate["gate.v"])
-    stamp.write_text(json.dumps(dict(meta, digest=digest)))
+    stamp.write_text(data_json(dict(meta, digest=digest)))
     return GateSources(folder)

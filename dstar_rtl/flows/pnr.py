@@ -26,6 +26,8 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
+from dstar_rtl.gen.outputs import data_json
+
 from .synth import _first_error, stored_result  # shared with synthesis
 
 __all__ = ["PnrError", "DEVICES", "place_and_route", "nextpnr_version", "parse_fmax_log"]
@@ -169,7 +171,7 @@ def place_and_route(netlist: str | os.PathLike, *, workdir: str | os.PathLike,
         device=device, package=package, seed=seed, out_of_context=out_of_context,
         args=args, seconds=round(seconds, 2),
         tools={"nextpnr-ecp5": nextpnr_version()}, workdir=str(workdir), log=str(log_path))
-    (workdir / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    (workdir / "result.json").write_text(data_json(result, indent=2) + "\n")
     return result
 
 

@@ -42,6 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from dstar_rtl.gen.generate import to_rtlil
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.gen.paths import FPGA_BUILD
 from dstar_rtl.gen.units import top_name
 from dstar_rtl.golden.config import Config
@@ -600,5 +601,5 @@ def synthesize(unit: str, cfg: Config, target: str = "ecp5", *, nodsp: bool = Fa
     out.update(unit=unit, preset=cfg.name, config_hash=cfg.hash(),
                elaboration_seconds=round(elab, 2))
     out["tools"]["amaranth"] = amaranth.__version__
-    (Path(out["workdir"]) / "result.json").write_text(json.dumps(out, indent=2) + "\n")
+    (Path(out["workdir"]) / "result.json").write_text(data_json(out, indent=2) + "\n")
     return out

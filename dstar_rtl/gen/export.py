@@ -20,9 +20,9 @@ was built with, not from a second table (:func:`gen.units.record_ports`); what a
 
 from __future__ import annotations
 
-import json
 import re
 
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.golden.config import PRECISIONS, PRESETS, Config
 from dstar_rtl.golden.layouts import VPU_OPS
 
@@ -72,7 +72,7 @@ def header_name(unit: str, cfg: Config) -> str:
 # ---------------------------------------------------------------------------- FuseSoC
 def _yaml_str(s: str) -> str:
     # A JSON string is a valid YAML double-quoted scalar.
-    return json.dumps(s)
+    return data_json(s)
 
 
 def fusesoc_core(unit: str, cfg: Config, verilog_path) -> str:
@@ -173,7 +173,7 @@ def _c_value(v, hexa=False):
     if isinstance(v, float):
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)  # ASCII escapes that C reads the same
+        return data_json(v)  # ASCII escapes that C reads the same
     raise TypeError(f"no C form for {v!r}")
 
 

@@ -11,13 +11,13 @@ signature, and the layouts the unit declares besides: :func:`gen.units.stream_la
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 
 import amaranth
 from amaranth.back import rtlil
 
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.golden.config import Config
 
 from .units import build_unit, stream_layouts, top_name
@@ -92,7 +92,7 @@ def render(unit: str, cfg: Config, out, flatten: bool = True) -> tuple:
                          f"Verilog file *.v")
     verilog = to_verilog(to_rtlil(unit, cfg), top_name(unit), flatten)
     man = manifest(unit, cfg, verilog)
-    text = json.dumps(man, indent=2, sort_keys=True) + "\n"
+    text = data_json(man, indent=2, sort_keys=True) + "\n"
     return {out: verilog, manifest_path(out): text}, man
 
 

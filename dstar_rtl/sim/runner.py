@@ -18,7 +18,6 @@ import fcntl
 import hashlib
 import importlib
 import importlib.metadata
-import json
 import os
 import shutil
 import subprocess
@@ -32,6 +31,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from dstar_rtl.gen.generate import generate, parse_ports
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.gen.paths import ROOT, SIM_BUILD
 from dstar_rtl.gen.units import top_name
 from dstar_rtl.golden.config import Config
@@ -129,7 +129,7 @@ def tool_versions(simulator: str | None = None) -> dict:
 def verilog_key() -> str:
     """What generated Verilog is made from: the elaboration sources (:func:`source_digest`) and
     the Amaranth and Yosys versions (JSON, the stamp beside the Verilog)."""
-    return json.dumps({"sources": source_digest(),
+    return data_json({"sources": source_digest(),
                        "tools": {t: read_version(t) for t in ("amaranth", "yosys")}},
                       sort_keys=True)
 
@@ -151,7 +151,7 @@ def ensure_verilog(unit: str, cfg: Config) -> Path:
 
 def config_env(cfg: Config) -> dict:
     """Environment that hands the configuration to a cocotb test module."""
-    return {"DSTAR_CONFIG": json.dumps(cfg.to_dict())}
+    return {"DSTAR_CONFIG": data_json(cfg.to_dict())}
 
 
 def _objcache_path() -> Path:
@@ -234,7 +234,7 @@ def build_recipe(verilog, simulator: str, waves: bool = False,
     h = hashlib.sha256()
     for f in files:
         h.update(Path(f).read_bytes())
-    return json.dumps({"verilog": h.hexdigest(),
+    return data_json({"verilog": h.hexdigest(),
                        "args": args, "make": makeflags, "waves": waves, "ports_only": True,
                        "tools": {t: read_version(t) for t in ("cocotb", simulator)}},
                       sort_keys=True)
@@ -407,12 +407,12 @@ def run_identity(unit: str, config_hash: str, simulator: str, test_module: str) 
 
 def run_key(identity: dict) -> str:
     """SHA-256 of a :func:`run_identity`."""
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(data_json(identity, sort_keys=True).encode()).hexdigest()
 
 
 def _write_verdict(path: Path, verdict: dict) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(verdict, indent=1) + "\n")
+    tmp.write_text(data_json(verdict, indent=1) + "\n")
     tmp.replace(path)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.models.dit import DiTSpec
 
 __all__ = ["SampleJob", "write_job", "read_job", "write_result", "read_result", "JOB_ENV"]
@@ -57,7 +58,7 @@ def write_job(path: Path, job: SampleJob):
                 masks=job.masks is not None, bases=job.bases)
     arrays = {f"param/{k}": np.asarray(v) for k, v in job.params.items()}
     arrays.update({f"mask/{k}": np.asarray(v) for k, v in (job.masks or {}).items()})
-    np.savez(path, spec=json.dumps(job.spec.to_dict()), options=json.dumps(opts), **arrays)
+    np.savez(path, spec=data_json(job.spec.to_dict()), options=data_json(opts), **arrays)
 
 
 def read_job(path) -> SampleJob:
@@ -78,7 +79,7 @@ def write_result(path: Path, images=None, record=None, error: str | None = None)
     if error is not None:
         np.savez(path, error=error)
     else:
-        np.savez(path, images=np.asarray(images), record=json.dumps(record))
+        np.savez(path, images=np.asarray(images), record=data_json(record))
 
 
 def read_result(path) -> dict:

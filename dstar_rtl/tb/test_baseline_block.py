@@ -10,6 +10,7 @@ import os
 import cocotb
 import numpy as np
 
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.golden.vectors import baseline_workload
 
 from .array_tb import ArrayTB
@@ -32,4 +33,4 @@ async def block_shapes(dut):
     path = os.environ.get("DSTAR_BASELINE_JSON")
     if path:
         with open(path, "w") as fh:
-            json.dump(out, fh)
+            fh.write(data_json(out))

@@ -27,6 +27,8 @@ import cocotb
 from cocotb.triggers import RisingEdge
 from cocotb.utils import get_sim_time
 
+from dstar_rtl.gen.outputs import data_json
+
 from .array_tb import ArrayTB
 
 
@@ -65,4 +67,4 @@ async def layers(dut):
     path = os.environ.get("DSTAR_BENCH_RESULT")
     if path:
         with open(path, "w") as fh:
-            json.dump(res, fh)
+            fh.write(data_json(res))

@@ -8,12 +8,12 @@ whole input, later ones only its change); ``DSTAR_MODEL_SPEED`` (default 1; 0 sk
 simulator-speed run after the checked steps, and ``sim.model`` is None).
 """
 
-import json
 import os
 import time
 
 import cocotb
 
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.program import isa
 from dstar_rtl.program.compiler import compile_block
 from dstar_rtl.program.workloads import SPECS, block_workload
@@ -91,4 +91,4 @@ async def block_performance(dut):
     path = os.environ.get("DSTAR_PERF_JSON")
     if path:
         with open(path, "w") as fh:
-            json.dump(result, fh, indent=1)
+            fh.write(data_json(result, indent=1))

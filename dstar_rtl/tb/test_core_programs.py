@@ -16,6 +16,8 @@ import os
 
 import cocotb
 
+from dstar_rtl.gen.outputs import data_json
+
 from .core_tb import CoreTB
 
 
@@ -42,4 +44,4 @@ async def programs(dut):
         result[prog["name"]] = outs
         dut._log.info(f"{prog['name']}: {len(prog['runs'])} runs checked")
     with open(os.environ["DSTAR_PROGRAMS_OUT"], "w") as fh:
-        json.dump(result, fh)
+        fh.write(data_json(result))

@@ -9,7 +9,6 @@ The workload is built before the clock starts, and the scoreboard runs after the
 so the figure is the simulator plus the cocotb drivers, not the golden model.
 """
 
-import json
 import os
 import time
 
@@ -18,6 +17,7 @@ import numpy as np
 from cocotb.triggers import RisingEdge
 from cocotb.utils import get_sim_time
 
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.golden.vectors import mpu_workload
 
 from .array_tb import ArrayTB, env_int
@@ -65,4 +65,4 @@ async def stream_speed(dut):
     path = os.environ.get("DSTAR_SPEED_JSON")
     if path:
         with open(path, "w") as fh:
-            json.dump(result, fh, indent=2)
+            fh.write(data_json(result, indent=2))

@@ -8,8 +8,11 @@ compared beat for beat, a missing or extra beat included."""
 import json
 import os
 import time
+from pathlib import Path
 
 import cocotb
+
+from dstar_rtl.gen.outputs import data_json
 
 from .qpu_tb import QPUTB
 
@@ -26,6 +29,6 @@ async def stream_workload(dut):
     tb.check_stream(tb.out.words, [int(w, 16) for w in spec["expected_groups"]], "group")
     tb.check_stream(tb.recon.words, [int(w, 16) for w in spec["expected_recon"]],
                     "reconstruction")
-    json.dump(dict(in_cycles=tb.src.cycles, group_cycles=tb.out.cycles,
-                   total_cycles=tb.out.cycle, wall_seconds=wall),
-              open(os.environ["DSTAR_RATE_OUT"], "w"))
+    Path(os.environ["DSTAR_RATE_OUT"]).write_text(
+        data_json(dict(in_cycles=tb.src.cycles, group_cycles=tb.out.cycles,
+                       total_cycles=tb.out.cycle, wall_seconds=wall)))

@@ -7,13 +7,13 @@ operation, default 6), ``DSTAR_VPU_OPS`` (a comma-separated subset of the operat
 all), ``DSTAR_TB_RESULT`` (a JSON file for what it ran: per operation the rows, input beats and
 output beats, and ``run_cycles``, the clock cycles from time 0)."""
 
-import json
 import os
 
 import cocotb
 import numpy as np
 from cocotb.utils import get_sim_time
 
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.golden.layouts import VPU_OPS, pack, vpu_cmd_layout
 from dstar_rtl.golden.vpu_stream import cmd_word, in_words, make_row, out_beats, random_rows
 
@@ -36,8 +36,8 @@ async def every_operation_random_and_edge_rows(dut):
     path = os.environ.get("DSTAR_TB_RESULT")
     if path:
         with open(path, "w") as fh:
-            json.dump(dict(ops=tb.counts, run_cycles=round(get_sim_time(unit="ns") / CLOCK_NS)),
-                      fh)
+            fh.write(data_json(dict(ops=tb.counts,
+                                    run_cycles=round(get_sim_time(unit="ns") / CLOCK_NS))))
 
 
 @cocotb.test()

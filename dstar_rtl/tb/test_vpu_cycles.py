@@ -6,11 +6,13 @@ golden, and writes the cycle of each command and of each output beat to ``DSTAR_
 import json
 import os
 import time
+from pathlib import Path
 
 import cocotb
 from cocotb.triggers import RisingEdge
 from cocotb.utils import get_sim_time
 
+from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.golden.layouts import VPU_OPS
 from dstar_rtl.golden.vpu_stream import bench_rows, check_output, cmd_word, in_words, out_beats
 
@@ -62,5 +64,5 @@ async def cycles_per_row(dut):
             results.append(dict(op=op, n=n, cmd_cycles=cmd_cycles, last_out_cycles=last,
                                 out_cycles=list(tb.out.cycles)))
     wall = time.perf_counter() - start
-    json.dump(dict(results=results, sim_cycles=cycles, wall_seconds=wall),
-              open(os.environ["DSTAR_RATE_OUT"], "w"))
+    Path(os.environ["DSTAR_RATE_OUT"]).write_text(
+        data_json(dict(results=results, sim_cycles=cycles, wall_seconds=wall)))

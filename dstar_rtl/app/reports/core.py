@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, check_among, option
+from dstar_rtl.bench.core import analyse
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.progress import Step
 from dstar_rtl.gen.tables import md_table
@@ -45,12 +46,6 @@ class CoreOptions:
 
 def _pct(x):
     return "–" if x is None else f"{100 * x:.1f} %"
-
-def _util(sections, names):
-    g = sum(s["counters"].get("groups_replayed", 0) for s in sections if s["name"] in names)
-    v = sum(s["counters"].get("lanes_valid", 0) for s in sections if s["name"] in names)
-    return v, g
-
 
 def render(res: Core) -> str:
     """``reports/core.md`` from its result."""
@@ -134,45 +129,6 @@ def render(res: Core) -> str:
     md += [f"Generated {res.provenance.date}; steps: " +
            ", ".join(f"{s.step} {s.seconds:.0f} s" for s in res.steps), ""]
     return "\n".join(md)
-
-
-def analyse(cfg, perf: dict, measured: dict | None = None) -> dict:
-    from dstar_rtl.bench.core import baseline_side_by_side
-
-    cache = [s for s in perf["steps"] if s["cache"]][-1]["sections"]   # a later cache step
-    lanes = {}
-    for label, names, paper in (("FFN (fc1, fc2)", ("fc1", "fc2"), "> 88 %"),
-                                ("attention (Q·Kᵀ, P·V)", ("attn.cache", "attn.pv"), "> 75 %"),
-                                ("all linear layers", ("qk", "v", "proj", "fc1", "fc2"), "")):
-        v, g = _util(cache, names)
-        lanes[label] = dict(valid=v, slots=g * cfg.lanes,
-                            util=v / (g * cfg.lanes) if g else None, paper=paper)
-    from dstar_rtl.golden.layouts import group_layout, layout_width
-    from dstar_rtl.program import isa
-
-    rb = {b: -(-isa.row_width(cfg, b) // 8) for b in isa.BUFFERS}
-    gb = -(-layout_width(group_layout(cfg)) // 8)
-    moved = []
-    for i, st in enumerate(perf["steps"]):
-        tot = {}
-        for sec in st["sections"]:
-            for k, v in sec["counters"].items():
-                tot[k] = tot.get(k, 0) + v
-        moved.append(dict(step=i, kind="cache" if st["cache"] else "reuse", bytes={
-            "ABUF": (tot.get("abuf_reads", 0) + tot.get("abuf_writes", 0)) * rb["ABUF"],
-            "XBUF": (tot.get("xbuf_reads", 0) + tot.get("xbuf_writes", 0)) * rb["XBUF"],
-            "YBUF": (tot.get("ybuf_reads", 0) + tot.get("ybuf_writes", 0)) * rb["YBUF"],
-            "WMEM written": tot.get("wmem_writes", 0) * rb["WMEM"],
-            "GMEM written": tot.get("gmem_writes", 0) * gb,
-            "GMEM replayed": tot.get("groups_replayed", 0) * gb,
-            "P cache written": tot.get("pcache_groups_written", 0) * gb,
-            "P cache read": tot.get("pcache_groups_read", 0) * gb,
-            "host in": tot.get("host_words_in", 0) * 4,
-            "host out": tot.get("host_words_out", 0) * 4}))
-    sides = [dict(step=i, kind="cache" if s["cache"] else "reuse",
-                  rows=baseline_side_by_side(cfg, perf, i, measured))
-             for i, s in enumerate(perf["steps"])]
-    return dict(perf=perf, lanes=lanes, baseline=sides, bytes=moved)
 
 
 def measure_core(opts: CoreOptions, previous=None) -> Core:

@@ -32,6 +32,7 @@ from dstar_rtl.app.benches.perf_validate import PerfModel
 from dstar_rtl.app.benches.sizes import Sizes
 from dstar_rtl.app.benches.sizes import plot as sizes_plot
 from dstar_rtl.app.benches.sizes import table as sizes_table
+from dstar_rtl.app.markdown import render
 from dstar_rtl.app.reports import state_levers
 from dstar_rtl.app.reports.board import BoardBuild
 from dstar_rtl.app.reports.core import Core
@@ -233,11 +234,9 @@ def _bench_config_words(bench: Bench) -> str:
 
 def _compare_section(rec: Compare | None) -> list:
     """REPORT.md's headline: ``reports/compare.json`` (``dstar measure compare``), the whole DSTAR
-    core against the whole INT8 core."""
+    core against the whole INT8 core (``app/templates/report_compare.md``)."""
     if rec is None:
-        return ["## The whole DSTAR core against the whole INT8 core", "",
-                "Not measured yet (`dstar measure compare`). The figures below set parts against "
-                "parts; none of them is the design's.", ""]
+        return render("report_compare", rec=None).split("\n")[:-1]
     f, p = rec.fpga, rec.paper
     d, i = f.cores["dstar"], f.cores["int8"]
     rows = [["`fpga` (RTL)", f"{f.dstar_cycles_per_image:,.0f} / "
@@ -252,39 +251,12 @@ def _compare_section(rec: Compare | None) -> list:
     now = digest(elaboration_sources())
     stale = [k for k, side in (("fpga", f), ("paper", p))
              if side is not None and side.rtl_sources != now]
-    note = ([f"**Stale**: the {' and '.join(f'`{k}`' for k in stale)} "
-             "figures were measured on RTL sources "
-             "other than today's (or before the comparison recorded them); they are those of the "
-             "cores then, and `dstar measure compare` remeasures them.", ""] if stale else [])
-    if p is not None and p.memory is None:
-        note += ["**Stale**: the `paper` row's cycles per image come from the projection before "
-                 "every byte was charged (issue 47: FMDQ's state, the activations and the GEMM "
-                 "re-fetches of the paper's 3.1 MB of SRAM in HBM); today's projection "
-                 "(`reports/projection.md`, below) puts DSTAR at "
-                 + _xl_speedups() + " the INT8 chip's speed on DiT-XL/2 512, and "
-                 "`dstar measure compare --presets paper` remeasures the row.", ""]
-    dq, iq = d.quality, i.quality
-    return ["## The whole DSTAR core against the whole INT8 core", "",
-            *note,
-            f"`{rec.provenance.command or 'dstar measure compare'}` (details: "
-            "`reports/compare.md`): "
-            "the same generator's core with DSTAR's QPU and MPU or with the INT8 array and an "
-            "INT8 quantizer (`datapath = \"int8\"`), everything else the same. `fpga`: the "
-            f"trained digits DiT sampled end to end on both RTL cores ({f.steps} DDIM steps, "
-            f"{len(f.labels)} labels, bit-exact at every step); `paper`: a part-area model "
-            "checked on a held-out size, cycles from the projection's model. Ratios are DSTAR "
-            "over INT8, images per second per area.", "",
-            f"**{rec.verdict}**", "",
-            _table(["preset", "cycles per image DSTAR / INT8", "cells µm² DSTAR / INT8",
-                    "per µm²", "per µm² with SRAM", "per ECP5 LUT", "QPU / (QPU + MPU)"], rows),
-            "",
-            f"Quality at `fpga` (PSNR against float, 95 % interval over samples; classifier "
-            f"agreement with float): DSTAR {dq.psnr_db.mean} [{dq.psnr_db.lo}, "
-            f"{dq.psnr_db.hi}] dB, {dq.classifier_with_float}/{dq.samples}; INT8 "
-            f"{iq.psnr_db.mean} [{iq.psnr_db.lo}, {iq.psnr_db.hi}] dB, "
-            f"{iq.classifier_with_float}/{iq.samples}. Average "
-            f"activation bits (the cores' counters): DSTAR {d.average_bits:.2f}, INT8 "
-            f"{i.average_bits:.2f}.", ""]
+    table = _table(["preset", "cycles per image DSTAR / INT8", "cells µm² DSTAR / INT8",
+                    "per µm²", "per µm² with SRAM", "per ECP5 LUT", "QPU / (QPU + MPU)"], rows)
+    return render("report_compare", rec=rec, f=f, p=p, d=d, i=i, dq=d.quality, iq=i.quality,
+                  stale=stale, table=table,
+                  xl_speedups=_xl_speedups() if p is not None and p.memory is None else None
+                  ).split("\n")[:-1]
 
 
 def _sample_section(rec: Sample | None) -> list:

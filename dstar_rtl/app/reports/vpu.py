@@ -25,15 +25,15 @@ from __future__ import annotations
 import dataclasses
 import platform
 from dataclasses import dataclass
-from pathlib import Path
 
 from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, check_among, option
+from dstar_rtl.bench.vpu import accuracy, fpga_figures
 from dstar_rtl.gen.progress import Step
 from dstar_rtl.gen.tables import md_table, tool_seconds
 from dstar_rtl.golden.config import PRESETS, preset
-from dstar_rtl.results.quantities import PnrRun, StepTime, SynthRun
-from dstar_rtl.results.vpu import FunctionError, Vpu, VpuCycles, VpuFpga
+from dstar_rtl.results.quantities import StepTime
+from dstar_rtl.results.vpu import Vpu, VpuCycles
 
 
 @dataclass(frozen=True)
@@ -50,38 +50,6 @@ class VpuOptions:
 
     def __post_init__(self):
         check_among("--presets", self.presets, PRESETS)
-
-
-def fpga_figures(steps: list, reuse: bool) -> VpuFpga:
-    from dstar_rtl.flows.pnr import place_and_route
-    from dstar_rtl.flows.synth import synthesize
-
-    cfg = preset("fpga")
-    runs = {}
-    for nodsp in (False, True):
-        label = "ecp5-nodsp" if nodsp else "ecp5"
-        with Step(steps, f"synth vpu fpga {label}"):
-            r = synthesize("vpu", cfg, "ecp5", nodsp=nodsp, reuse=reuse)
-        runs[label] = SynthRun.from_flow(r)
-        if not nodsp:
-            with Step(steps, "nextpnr vpu fpga ecp5 (85F, 100 MHz target)"):
-                p = place_and_route(r["netlist"], workdir=Path(r["workdir"]) / "pnr",
-                                    freq_mhz=100, reuse=reuse)
-            pnr = PnrRun.from_flow(p)
-    return VpuFpga(cfg.hash(), runs["ecp5"], runs["ecp5-nodsp"], pnr)
-
-
-def accuracy(names) -> dict[str, dict[str, FunctionError]]:
-    from dstar_rtl.analysis import vpu_accuracy as va
-
-    out = {}
-    for name in names:
-        cfg = preset(name)
-        m, b = va.measure(cfg), va.bounds(cfg)
-        out[name] = {k: FunctionError(max_abs=m[k]["max_abs"], mean_abs=m[k]["mean_abs"],
-                                      max_bound=b[k]["max_abs"], mean_bound=b[k]["mean_abs"],
-                                      worst=m[k]["worst"]) for k in va.METRICS}
-    return out
 
 
 def _cell(v) -> str:
