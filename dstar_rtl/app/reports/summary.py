@@ -157,7 +157,6 @@ def _bench_section(bench: Bench) -> list:
     def f(v, pct=False):
         return None if v is None else (f"{100 * v:.1f} %" if pct else f"{v:.2f}")
 
-    wl = bench.workload
     src = "; ".join(f"{u}: {e.source}" for u, e in bench.resources.items() if e) or "none"
     rows = [[r.layer, f"{r.step} ({r.step_kind})", r.cycles_dstar, r.cycles_int8,
              f(r.cycles_ratio), f(r.lut_ratio), f(r.tput_per_lut_ratio),
@@ -179,16 +178,10 @@ def _bench_section(bench: Bench) -> list:
                      f"{fm.baseline.fmax_mhz if fm else None} MHz; throughput per second at "
                      f"each one's own clock **{f(a.tput_per_second_ratio)}×**.")
     extra += _whole_system(bench, _load_result(Packing, "qpu_packing"))
-    return ["## Component view: the MPU alone against the INT8 array on DiT layers", "",
-            "Parts against parts, not the design's figure (that is the whole-core comparison "
-            "above).", "",
-            f"`{bench.provenance.command or 'dstar bench'}` (details: `reports/bench.md`): "
-            f"preset `{bench.preset}` (config `{bench.config_hash}`), weights `{wl.weights}`, "
-            f"steps {', '.join(map(str, wl.steps_run))} of {wl.steps}, "
-            f"{bench.simulator}; every output checked against golden. Resources: {src}.", "",
-            _table(["layer", "step", "DSTAR cycles", "INT8 cycles", "INT8/DSTAR cycles",
-                    "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util"], rows), "",
-            *([" ".join(extra), ""] if extra else [])]
+    table = _table(["layer", "step", "DSTAR cycles", "INT8 cycles", "INT8/DSTAR cycles",
+                    "DSTAR/INT8 LUTs", "DSTAR/INT8 tput/LUT", "lane util"], rows)
+    return render("report_bench", b=bench, sources=src, table=table,
+                  extra=extra).split("\n")[:-1]
 
 
 def _whole_system(bench: Bench, packing: Packing | None) -> list:
@@ -201,35 +194,12 @@ def _whole_system(bench: Bench, packing: Packing | None) -> list:
         return []
     qpu = next((r.asic.area for r in (packing.rows if packing else ())
                 if r.config_hash == bench.config_hash and r.asic), None)
-    if qpu is None:
-        return ["The ratio per area sets the MPU alone against the INT8 array: the QPU it needs "
-                "is not counted (no `reports/qpu_packing.json` row at this configuration)."]
-    mpu, int8 = areas.mpu.area, areas.baseline.area
-    ratio = (mpu + qpu) / int8
     loads = a.weight_load_cycles or 0
-    with_loads = (a.cycles_int8 + loads) / (a.cycles_dstar + loads)
-    return [f"That ratio sets the MPU alone against the INT8 array. **Counted as a design**, the "
-            f"MPU needs the QPU that makes its group stream ({qpu:,.0f} µm² at this "
-            f"configuration, `reports/qpu_packing.json`): MPU + QPU {mpu + qpu:,.0f} µm² "
-            f"against the INT8 array's {int8:,.0f} µm² ({ratio:.2f}×), so DSTAR's throughput "
-            f"per µm² is **{a.cycles_ratio / ratio:.2f}×** the INT8 array's, and "
-            f"**{with_loads / ratio:.2f}×** with the weight loads ({loads:,} cycles on each "
-            f"array) counted (the MPU alone: {with_loads / a.area_ratio:.2f}×). Left out: "
-            f"the weight memories (macros; the MPU's has {bench.config['lanes']} read ports, "
-            f"one per lane, against the INT8 array's 1), the other buffers, the VPU and the "
-            f"control on both sides, and the INT8 "
-            f"design's activation quantizer. {_bench_config_words(bench)} The whole-core "
-            f"comparison above counts everything."]
-
-
-def _bench_config_words(bench: Bench) -> str:
-    """Whether the bench measured the configuration a user gets by default (its preset's hash)."""
-    name = bench.preset
-    if bench.config_hash == config_preset(name).hash():
-        return (f"This is the configuration a user gets by default (the `{name}` preset as it "
-                f"is today).")
-    return (f"This is the bench's configuration (its `--set` levers), not the `{name}` preset a "
-            f"user gets by default today.")
+    return [render("report_design", qpu=qpu, mpu=areas.mpu.area, int8=areas.baseline.area,
+                   ratio=None if qpu is None else (areas.mpu.area + qpu) / areas.baseline.area,
+                   a=a, loads=loads, with_loads=(a.cycles_int8 + loads) / (a.cycles_dstar + loads),
+                   lanes=bench.config["lanes"], preset=bench.preset,
+                   default=bench.config_hash == config_preset(bench.preset).hash())]
 
 
 def _compare_section(rec: Compare | None) -> list:
@@ -305,7 +275,8 @@ def _reference_section(rec: Reference | None) -> list:
 
 
 def _energy_section(rec) -> list:
-    """REPORT.md lines for ``reports/energy.json`` (``dstar power``)."""
+    """REPORT.md lines for ``reports/energy.json`` (``dstar power``; the energy per image and the
+    paper chip's when measured), ``app/templates/report_energy.md``."""
     if not rec or "arrays" not in rec:
         return []
     names = {"mpu": "DSTAR MPU", "baseline": "INT8 array"}
@@ -321,51 +292,25 @@ def _energy_section(rec) -> list:
         today = preset(rec.get("preset", "")).hash()
     except (ConfigError, ValueError, KeyError):
         today = None
-    stale = ([f"**Stale**: measured on the `{rec.get('preset')}` configuration "
-              f"{rec.get('config_hash')}, not today's default ({today}); `dstar power` "
-              "remeasures it (the "
-              "paper chip below is projected again from these figures by `dstar power "
-              "--paper-chip`).", ""] if rec.get("config_hash") != today else [])
-    return ["## Energy per MAC from the gates", "", *stale, "`dstar power` (details: "
-            "`reports/energy.md`): each array's standard-cell netlist simulated on the same "
-            f"{rec['workload']['macs']:,} MACs of real tiles (preset `{rec['preset']}`), every "
-            "net's transitions counted, energy from the library's power tables at "
-            f"{rec['clock_ns']:g} ns; the arrays alone (no QPU, no weight buffers: the MPU's has "
-            "`lanes` read ports, the INT8 array's one, so this favours DSTAR). DSTAR/INT8 "
-            f"**{rec['ratio_dstar_over_int8']:.2f}** per MAC."
-            + ("" if not rec.get("precision_sweep") else
-               " On tiles held at one precision, DSTAR/INT8 per MAC: " + ", ".join(
-                   f"{b} bits {v / rec['precision_sweep']['int8']['8']:.2f}"
-                   for b, v in rec["precision_sweep"]["dstar"].items()) + "."), "",
-            _table(["array", "cells", "area µm²", "cycles", "energy pJ", "pJ/MAC",
-                    "checked against golden"], rows), ""] + _image_lines(rec)
-
-
-def _image_lines(rec) -> list:
-    """REPORT.md lines for the energy per image of ``reports/energy.json``, if measured."""
+    sweep = rec.get("precision_sweep")
+    precision = ", ".join(f"{b} bits {v / sweep['int8']['8']:.2f}"
+                          for b, v in sweep["dstar"].items()) if sweep else None
     im, pc = rec.get("image"), rec.get("paper_chip")
-    if not im:
-        return []
-    d, i = im["cores"]["dstar"], im["cores"]["int8"]
-    lines = ["Energy per image (`reports/energy.md`): one digits-DiT image on each whole `fpga` "
-             "core (sampled on the RTL, bit-exact; events from the executor, equal to the "
-             "core's counters; idle energy of every part, gate-level data energy of the "
-             "arrays, QPU and VPU, published per-access SRAM energies): **DSTAR "
-             f"{d['total_pj'] / 1e6:.2f} µJ, INT8 {i['total_pj'] / 1e6:.2f} µJ, DSTAR/INT8 "
-             f"{d['total_pj'] / i['total_pj']:.2f}** (SRAM {d['sram_pj'] / 1e6:.2f} against "
-             f"{i['sram_pj'] / 1e6:.2f} µJ); the QPU {100 * im['qpu_power_share']:.1f} % of the "
-             "DSTAR core's energy." + _floor_words(im.get("floors")), ""]
-    if pc:
-        rows = [[r["model"], r["workload"], f"{r['dstar']['energy_j']:.3g}",
-                 f"{r['int8']['energy_j']:.3g}", f"{r['a100']['energy_j']:.3g}",
-                 f"{r['dstar_over_int8']:.2f}", f"{r['a100_over_dstar']:.2f}",
-                 f"{r['floors']['symmetric']:.2f}" if r.get("floors") else "–"]
-                for r in pc["models"]]
-        lines += ["Projected energy per image of the paper's chip (J; the A100 at "
-                  f"{A100_40GB['board_w']:g} W over its roofline time; the floor as above):", "",
-                  _table(["model", "statistics", "DSTAR", "INT8 chip", "A100", "DSTAR/INT8",
-                          "A100/DSTAR", "floor (same levers)"], rows), ""]
-    return lines
+    paper = None if not (im and pc) else _table(
+        ["model", "statistics", "DSTAR", "INT8 chip", "A100", "DSTAR/INT8", "A100/DSTAR",
+         "floor (same levers)"],
+        [[r["model"], r["workload"], f"{r['dstar']['energy_j']:.3g}",
+          f"{r['int8']['energy_j']:.3g}", f"{r['a100']['energy_j']:.3g}",
+          f"{r['dstar_over_int8']:.2f}", f"{r['a100_over_dstar']:.2f}",
+          f"{r['floors']['symmetric']:.2f}" if r.get("floors") else "–"] for r in pc["models"]])
+    text = render("report_energy", rec=rec, today=today,
+                  stale=rec.get("config_hash") != today, precision=precision,
+                  table=_table(["array", "cells", "area µm²", "cycles", "energy pJ", "pJ/MAC",
+                                "checked against golden"], rows),
+                  im=im, d=im["cores"]["dstar"] if im else None,
+                  i=im["cores"]["int8"] if im else None, floors=(im or {}).get("floors"),
+                  paper_table=paper, a100_w=A100_40GB["board_w"])
+    return text.split("\n")[:-1]
 
 
 def _xl_speedups() -> str:
@@ -406,46 +351,27 @@ def _state_headline(proj: Projection | None) -> list:
                       f"{r0.dstar.hbm_used_bytes / 1e9:.1f}"
                       + ("" if r0.dstar.fits_hbm else " (**does not fit**)"), *cells])
     last = wls[-1]
-    won = [n for n in names if wins(get(n, last))]
-    lost = [n for n in names if not wins(get(n, last))]
-    return ["## At paper scale, every byte charged", "",
-            f"`dstar measure projection` (details below and in `reports/projection.md`): the "
-            f"paper's chip with its {rows[0].on_chip_sram_bytes / 2**20:.2f} MiB of SRAM; "
-            f"FMDQ's state (x̂ and Y of every differential layer, at the widths the core "
-            f"stores) lives in HBM ({cap / 1e9:.0f} GB) and is read and written every step it "
-            f"runs, like every other tensor that does not fit. Speed-up over the same chip "
-            f"with INT8 cores (energy DSTAR/INT8 in brackets):", "",
-            _table(["model", "hidden", "state GB", "HBM used GB",
-                    *[f"{w} statistics" for w in wls]], table), "",
-            f"On the `{last}` statistics DSTAR is faster and cheaper on "
-            f"{', '.join(won) or 'no model'}; not on {', '.join(lost) or 'none'}. Its state "
-            "traffic grows with the hidden size and the compute it saves with its square, so "
-            "the wide models keep the lead the narrow ones spend waiting on HBM.", ""]
-
-
-def _floor_words(fl) -> str:
-    """The lower bounds of ``image_energy.floors`` in a sentence (empty if not measured)."""
-    if not fl:
-        return ""
-    return (" No clock-gating or memory lever gets DSTAR/INT8 under "
-            f"{fl['one_sided']:.2f} (every lever to DSTAR, none to INT8) or "
-            f"{fl['symmetric']:.2f} (the same levers to both).")
+    table = _table(["model", "hidden", "state GB", "HBM used GB",
+                    *[f"{w} statistics" for w in wls]], table)
+    return render("report_state", sram=rows[0].on_chip_sram_bytes, cap=cap, table=table,
+                  last=last, won=[n for n in names if wins(get(n, last))],
+                  lost=[n for n in names if not wins(get(n, last))]).split("\n")[:-1]
 
 
 def _model_sections(profile, perf, proj) -> list:
-    """REPORT.md lines for the profile, the cycle model's validation and the projection."""
-    md = []
+    """REPORT.md lines for the profile, the cycle model's validation and the projection
+    (``app/templates/report_models.md``; the projection's levers from
+    :func:`perf.state_levers.targets`)."""
+    def ci(s, fmt="{:.2f}"):
+        return f"{fmt.format(s.mean)} [{fmt.format(s.lo)}, {fmt.format(s.hi)}]"
+    ctx = dict(profile=profile, perf=perf, proj=proj)
     if profile:
-        def ci(s, fmt="{:.2f}"):
-            return f"{fmt.format(s.mean)} [{fmt.format(s.lo)}, {fmt.format(s.hi)}]"
-        md += ["## Trained DiT: FMDQ and SAR profile", "", f"`dstar profile` (details: "
-               f"`reports/profile.md`): {len(profile.seeds)} seeds, {profile.steps} DDIM "
-               "steps, means with 95 % Student-t intervals.", "",
-               _table(["point", "avg bits", "attention work removed", "PSNR vs float dB",
-                       "quantized accuracy"],
-                      [[r.name, ci(r.summary.avg_bits), ci(r.summary.attention_work_removed),
-                        ci(r.summary.psnr_db, fmt="{:.1f}"), ci(r.summary.quant_correct)]
-                       for r in profile.runs]), ""]
+        ctx["profile_table"] = _table(
+            ["point", "avg bits", "attention work removed", "PSNR vs float dB",
+             "quantized accuracy"],
+            [[r.name, ci(r.summary.avg_bits), ci(r.summary.attention_work_removed),
+              ci(r.summary.psnr_db, fmt="{:.1f}"), ci(r.summary.quant_correct)]
+             for r in profile.runs])
     if perf:
         rows = []
         for r in perf.presets:
@@ -453,40 +379,21 @@ def _model_sections(profile, perf, proj) -> list:
             rows.append([r.preset, r.shapes, f"{100 * s['compute'].max:.2f} %",
                          f"{100 * s['step'].max:.2f} %", f"{100 * s['step'].mean:.2f} %",
                          f"{100 * b['step'].max:.2f} %" if b.get("step") else None])
-        md += ["## Core cycle model against the RTL", "", "`dstar measure perf` "
-               "(details: `reports/perf_model.md`): error of the model's cycles against the RTL "
-               "core's `cycles` counter on layer shapes not used for calibration.", "",
-               _table(["preset", "layer shapes", "max error (compute)", "max error (step)",
-                       "mean error (step)", "DiT block max error (step)"], rows), ""]
+        ctx["perf_table"] = _table(["preset", "layer shapes", "max error (compute)",
+                                    "max error (step)", "mean error (step)",
+                                    "DiT block max error (step)"], rows)
     if proj:
-        rows = [[r.workload.name, r.model, r.steps, f"{r.dstar.per_image_s:.3f}",
-                 f"{r.int8.per_image_s:.3f}", f"{r.speedup:.2f}×",
-                 f"{r.gpu.per_image_s:.3f}", f"{r.a100_over_dstar:.2f}×",
-                 f"{r.dstar.state_bytes / 1e9:.2f}",
-                 f"{r.energy.dstar_over_int8:.2f}" if r.energy else "–",
-                 f"{r.pcache_bytes / 2**20:.1f} MiB", r.pcache_location]
-                for r in proj.rows]
-        c = proj.chip
-        mem = c.memory
-        md += ["## Paper-scale projection", "", "`dstar measure projection` (details: "
-               f"`reports/projection.md`): {c.cores} `paper` cores at "
-               f"{c.freq_hz / 1e9:g} GHz, HBM {mem.hbm_bytes_per_s / 1e12:g} "
-               "TB/s, against the same chip with INT8 cores (the INT8 array, dense layers, the "
-               "same SAR schedule) and against an A100 roofline bound (dense FP16 at peak or "
-               "minimum traffic, in "
-               "the GPU's favour: the chip's lead over a real A100 is at least the ratio shown)."
-               " **Every byte charged** (issue 47): the chip has the paper's "
-               f"{proj.rows[0].on_chip_sram_bytes / 2**20:.2f} MiB of SRAM "
-               f"({mem.scratchpad_bytes // 1024} KB scratchpad, "
-               f"{mem.core_buffer_bytes // 1024} KB per core), and whatever does "
-               "not fit it (weights, "
-               "activations, FMDQ's state x̂ and Y, the GEMM re-fetches a small buffer "
-               "forces, K and V, the P cache) moves through HBM every step; the levers on "
-               "the state and what more SRAM would buy are in the report.",
-               "",
-               _table(["workload", "model", "steps", "DSTAR s/image", "INT8 s/image",
-                       "speed-up", "A100 bound s/image", "A100 bound / DSTAR", "state GB",
-                       "energy DSTAR/INT8", "P cache", "lives in"], rows), ""]
+        ctx.update(c=proj.chip, mem=proj.chip.memory, proj_table=_table(
+            ["workload", "model", "steps", "DSTAR s/image", "INT8 s/image", "speed-up",
+             "A100 bound s/image", "A100 bound / DSTAR", "state GB", "energy DSTAR/INT8",
+             "P cache", "lives in"],
+            [[r.workload.name, r.model, r.steps, f"{r.dstar.per_image_s:.3f}",
+              f"{r.int8.per_image_s:.3f}", f"{r.speedup:.2f}×", f"{r.gpu.per_image_s:.3f}",
+              f"{r.a100_over_dstar:.2f}×", f"{r.dstar.state_bytes / 1e9:.2f}",
+              f"{r.energy.dstar_over_int8:.2f}" if r.energy else "–",
+              f"{r.pcache_bytes / 2**20:.1f} MiB", r.pcache_location] for r in proj.rows]))
+    md = render("report_models", **ctx).split("\n")[:-1] if (profile or perf or proj) else []
+    if proj:
         md += state_levers.targets(proj.levers, proj.lever_model)
     return md
 
