@@ -239,18 +239,16 @@ def _sweep_markdown(rep: dict) -> str:
 
 
 def pareto_front(points: list) -> list:
-    """Points no other point beats on both fewer mean bits and higher mean PSNR, by bits."""
+    """Points no other point beats on both fewer mean bits and higher mean PSNR, by bits
+    (:func:`bench.sweep.figures.pareto_front` on ``(bits, -PSNR)``; no PSNR counts as
+    infinite)."""
+    from dstar_rtl.bench.sweep.figures import pareto_front as front
+
     def key(p):
         s = p["summary"]
         m = s["psnr_db"]["mean"]
         return s["avg_bits"]["mean"], (math.inf if m is None else m)
-    pts = sorted(points, key=lambda p: (key(p)[0], -key(p)[1]))
-    front, best = [], -math.inf
-    for p in pts:
-        if key(p)[1] > best:
-            front.append(p)
-            best = key(p)[1]
-    return front
+    return sorted((points[i] for i in front([key(p) for p in points])), key=key)
 
 
 def _sweep_plot(rep: dict):
