@@ -135,18 +135,15 @@ def run_sweep_command(args) -> int:
         baseline_variants,
         bench_packing,
         config_for,
-        hop_value,
         run_sweep,
         variants,
     )
     from dstar_rtl.bench.sweep.figures import assemble
     from dstar_rtl.bench.sweep.throughput import (
-        calibration,
+        bench_reference,
         check_consistency,
-        cycles,
-        lane_util,
-        speedup,
-        throughput,
+        model,
+        record,
         workload_stats,
     )
     from dstar_rtl.flows.farm import JobError
@@ -203,46 +200,12 @@ def run_sweep_command(args) -> int:
                                sorted(set(args.lanes) | {ref["lanes"]}), progress=say)
         check = check_consistency(ref, stats)
 
-    def tput(v, n):
-        """Both throughput models (bench.sweep.throughput): with the tile turnaround (the
-        report's figures) and steady state."""
-        dstar = v["kind"] == "dstar"
-        L = v.get("lanes") if dstar else None
-        s_st = speedup(ref, stats, n, L) if dstar else 1.0
-        steady = throughput(ref, n, s_st)
-        if stats is None:
-            main, s = steady, s_st
-        else:
-            hop = hop_value(v.get("weight_hop", 1), n)
-            ahop = hop_value(v.get("act_hop", 1), n)
-            c = cycles(ref, stats, n, L, v["pe_stages"], hop, ahop)
-            main = ref["macs"] / c
-            s = cycles(ref, stats, n, None, v["pe_stages"], hop, ahop) / c if dstar else 1.0
-        return dict(speedup=s, speedup_steady=s_st, macs_per_cycle=main,
-                    macs_per_cycle_steady=steady,
-                    lane_util=lane_util(ref, stats, n, L) if dstar else 1.0)
-
+    tput = model(ref, stats)
     rep = dict(liberty=info, yosys=yosys_version(), base_preset=BASE_PRESET, sizes=sizes,
                measure_sizes=msizes,
                dstar_variants=[v["key"] for v in dvars], int8_variants=[v["key"] for v in bvars],
                qpu=sw["qpu"],
-               throughput=dict(source=str(args.bench.name), mode=args.throughput,
-                               reference={k: v for k, v in ref.items()
-                                          if k != "operating_point"},
-                               operating_point=ref.get("operating_point"),
-                               model=("cycles = Σ over tiles max(beats, tile period), "
-                                      "calibrated on the bench's cycles" if stats else
-                                      "the bench's speed-up at every size"),
-                               steady_model=("speed-up = bench speed-up × (dense beats / "
-                                             "groups) / (the bench's dense beats / groups)"
-                                             if stats else "the bench's speed-up"),
-                               calibration=calibration(ref, stats) if stats else None,
-                               schedule_check=check,
-                               workload={str(n): dict(
-                                   dense_beats=d["dense_beats"],
-                                   **{str(L): {k: x for k, x in d[L].items() if k != "tiles"}
-                                      for L in d if isinstance(L, int)})
-                                   for n, d in (stats or {}).items()}),
+               throughput=record(ref, stats, check, str(args.bench.name), args.throughput),
                **assemble(dvars, bvars, sizes, sw, tput),
                seconds=round(time.perf_counter() - t0, 1),
                synthesis_seconds=sw["seconds"])
@@ -257,26 +220,3 @@ def run_sweep_command(args) -> int:
                          f"{c['miss']:.2f}x)"))
     say(f"wrote {', '.join(str(p) for p in paths)}")
     return 0
-
-
-def bench_reference(bench) -> dict:
-    """The reference figures of a ``dstar bench`` result (:class:`results.bench.
-    Bench`): ``{rows, lanes, preset, cycles_dstar, cycles_int8, speedup, groups, lanes_valid,
-    dense_beats, lane_util, mean_bits, macs, e8, steps_run, operating_point}``."""
-    from dstar_rtl.results.base import plain
-
-    tot, cfg, wl = bench.totals.all, bench.config, bench.workload
-    rows = cfg["rows"]
-    macs = sum(r.tokens * r.cin * r.cout for r in bench.rows)
-    return dict(preset=bench.preset, rows=rows, cols=cfg["cols"], lanes=cfg["lanes"],
-                config_hash=bench.config_hash,
-                cycles_dstar=tot.cycles_dstar, cycles_int8=tot.cycles_int8,
-                speedup=tot.cycles_int8 / tot.cycles_dstar,
-                groups=tot.groups, lanes_valid=tot.lanes_valid,
-                dense_beats=tot.dense_beats, lane_util=tot.lane_util,
-                mean_bits=tot.mean_act_bits, macs=macs,
-                e8=macs / (tot.cycles_int8 * rows * cfg["cols"]),
-                pe_stages=cfg.get("pe_stages", 1), weight_hop=cfg.get("weight_hop", 1),
-                act_hop=cfg.get("act_hop", 1), steps_run=list(wl.steps_run),
-                operating_point=plain(wl.operating_point), seed=wl.seed, steps=wl.steps,
-                block=wl.block, weights=wl.weights)

@@ -47,11 +47,12 @@ import time
 
 from dstar_rtl.gen.outputs import data_json
 from dstar_rtl.gen.paths import ROOT
+from dstar_rtl.results.base import plain
 
 CACHE = ROOT / "build" / "design_sweep"
 
-__all__ = ["workload_stats", "speedup", "cycles", "calibration",
-           "tile_period", "throughput"]
+__all__ = ["bench_reference", "model", "record", "workload_stats", "speedup", "cycles",
+           "calibration", "tile_period", "throughput"]
 
 
 def _cache_key(ref: dict, base: dict, sizes, lanes) -> str:
@@ -208,3 +209,68 @@ def check_consistency(ref: dict, stats: dict) -> dict | None:
                 dense_beats=d["dense_beats"], dense_beats_bench=ref["dense_beats"],
                 lane_util=d[L]["lane_util"], lane_util_bench=ref["lane_util"])
 
+
+def bench_reference(bench) -> dict:
+    """The reference figures of a ``dstar bench`` result (:class:`results.bench.
+    Bench`): ``{rows, lanes, preset, cycles_dstar, cycles_int8, speedup, groups, lanes_valid,
+    dense_beats, lane_util, mean_bits, macs, e8, steps_run, operating_point}``."""
+    tot, cfg, wl = bench.totals.all, bench.config, bench.workload
+    rows = cfg["rows"]
+    macs = sum(r.tokens * r.cin * r.cout for r in bench.rows)
+    return dict(preset=bench.preset, rows=rows, cols=cfg["cols"], lanes=cfg["lanes"],
+                config_hash=bench.config_hash,
+                cycles_dstar=tot.cycles_dstar, cycles_int8=tot.cycles_int8,
+                speedup=tot.cycles_int8 / tot.cycles_dstar,
+                groups=tot.groups, lanes_valid=tot.lanes_valid,
+                dense_beats=tot.dense_beats, lane_util=tot.lane_util,
+                mean_bits=tot.mean_act_bits, macs=macs,
+                e8=macs / (tot.cycles_int8 * rows * cfg["cols"]),
+                pe_stages=cfg.get("pe_stages", 1), weight_hop=cfg.get("weight_hop", 1),
+                act_hop=cfg.get("act_hop", 1), steps_run=list(wl.steps_run),
+                operating_point=plain(wl.operating_point), seed=wl.seed, steps=wl.steps,
+                block=wl.block, weights=wl.weights)
+
+
+def model(ref: dict, stats: dict | None):
+    """``tput(variant, n)``: both throughput models of a variant at size ``n``, with the tile
+    turnaround (the report's figures; the bench's speed-up at every size without ``stats``) and
+    steady state."""
+    from dstar_rtl.bench.sweep.design import hop_value
+
+    def tput(v, n):
+        dstar = v["kind"] == "dstar"
+        L = v.get("lanes") if dstar else None
+        s_st = speedup(ref, stats, n, L) if dstar else 1.0
+        steady = throughput(ref, n, s_st)
+        if stats is None:
+            main, s = steady, s_st
+        else:
+            hop = hop_value(v.get("weight_hop", 1), n)
+            ahop = hop_value(v.get("act_hop", 1), n)
+            c = cycles(ref, stats, n, L, v["pe_stages"], hop, ahop)
+            main = ref["macs"] / c
+            s = cycles(ref, stats, n, None, v["pe_stages"], hop, ahop) / c if dstar else 1.0
+        return dict(speedup=s, speedup_steady=s_st, macs_per_cycle=main,
+                    macs_per_cycle_steady=steady,
+                    lane_util=lane_util(ref, stats, n, L) if dstar else 1.0)
+
+    return tput
+
+
+def record(ref: dict, stats: dict | None, check, source: str, mode: str) -> dict:
+    """The design sweep's ``throughput`` record: the bench it comes from (``source``), the
+    ``mode``, the reference figures, both models in words, the calibration, the schedule's check
+    and the workload statistics per size."""
+    return dict(
+        source=source, mode=mode,
+        reference={k: v for k, v in ref.items() if k != "operating_point"},
+        operating_point=ref.get("operating_point"),
+        model=("cycles = Σ over tiles max(beats, tile period), calibrated on the bench's cycles"
+               if stats else "the bench's speed-up at every size"),
+        steady_model=("speed-up = bench speed-up × (dense beats / groups) / (the bench's dense "
+                      "beats / groups)" if stats else "the bench's speed-up"),
+        calibration=calibration(ref, stats) if stats else None, schedule_check=check,
+        workload={str(n): dict(dense_beats=d["dense_beats"],
+                               **{str(L): {k: x for k, x in d[L].items() if k != "tiles"}
+                                  for L in d if isinstance(L, int)})
+                  for n, d in (stats or {}).items()})
