@@ -321,7 +321,7 @@ def test_our_bits_are_the_operating_points(tmp_path):
     a malformed operating point is one line."""
     from dataclasses import replace
 
-    from dstar_rtl.app.reports.projection_inputs import workloads
+    from dstar_rtl.bench.projection_inputs import workloads
     from dstar_rtl.gen.errors import UserError
     from dstar_rtl.results.profile import ProfileSweep
 

@@ -62,7 +62,7 @@ from dstar_rtl.golden.config import Config
 
 __all__ = ["MODELS", "LAYER_KINDS", "BenchLayer", "load_weights", "trace_inputs",
            "check_layers", "load_inputs", "prepare", "workload_doc", "write_workload", "run_array",
-           "run", "summarize"]
+           "run", "summarize", "packer_words"]
 
 
 def _models():
@@ -497,3 +497,11 @@ def run(cfg: Config, *, weights: str = "trained", model: str = "digits", weight_
         rows=summ["rows"], totals=summ["totals"],
         runtime_s=round(time.perf_counter() - t0, 1))
     return rep
+
+
+def packer_words(config: dict) -> str:
+    """How a configuration's QPU packs its groups (``config`` as a dict): the exponent bins or
+    the sorting packer."""
+    if config.get("packer") == "bins":
+        return f"exponent bins, `pack_bins = {config.get('pack_bins')}`"
+    return f"sorting packer, `open_groups = {config.get('open_groups', 0)}`"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.bench import layers as bench_layers
+from dstar_rtl.bench.layers import packer_words
 from dstar_rtl.golden.config import Config
 from dstar_rtl.results.base import build, plain
 from dstar_rtl.results.bench import Bench
 
-__all__ = ["bench", "from_sweep", "table_rows", "text", "markdown", "parse_steps",
-           "packer_words"]
+__all__ = ["bench", "from_sweep", "table_rows", "text", "markdown", "parse_steps"]
 
 
 def from_sweep(unit: str, cfg: Config, path=None) -> dict | None:
@@ -170,12 +170,6 @@ def _levers_md(config: dict) -> str:
     return ", ".join(set_) if set_ else "every lever at its default"
 
 
-def packer_words(config: dict) -> str:
-    """How a configuration's QPU packs its groups (``config`` as a dict): the exponent bins or
-    the sorting packer."""
-    if config.get("packer") == "bins":
-        return f"exponent bins, `pack_bins = {config.get('pack_bins')}`"
-    return f"sorting packer, `open_groups = {config.get('open_groups', 0)}`"
 
 
 def markdown(rep: Bench) -> str:

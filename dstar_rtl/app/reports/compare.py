@@ -71,7 +71,7 @@ def kept_fpga(previous) -> FpgaComparison:
 
 # ----------------------------------------------------------------------------- paper
 def measure_paper(args, liberty: str, steps: list) -> dict:
-    from dstar_rtl.app.reports.projection_inputs import load_calibration, workloads
+    from dstar_rtl.bench.projection_inputs import load_calibration, workloads
     from dstar_rtl.models.dit_shapes import MODELS
     from dstar_rtl.perf.chip_model import Chip, int8_timing, paper_timing, project_model
 
@@ -248,7 +248,7 @@ class CompareOptions:
 
 def measure(opts: CompareOptions, previous=None) -> Compare:
     """Both presets asked for (progress on stderr)."""
-    from dstar_rtl.app.reports.projection_inputs import load_calibration
+    from dstar_rtl.bench.projection_inputs import load_calibration
 
     kept = None if "fpga" in opts.presets else kept_fpga(previous)
     liberty = resolve_liberty(opts.liberty)

@@ -54,7 +54,7 @@ def workloads(profile: Path, bench: Path, operating_point: Path | None = OPERATI
 def _our_workload(prof, b, wls: list, notes: list, op: tuple | None) -> tuple:
     """:func:`workloads` from the reports' contents (``op``: the operating point's name,
     average bits and seeds, or None)."""
-    from dstar_rtl.app.benches.layers import packer_words
+    from dstar_rtl.bench.layers import packer_words
     sar = [r for r in prof.runs if r.sar and r.sar_interval == 2]
     if not sar:
         notes.append("ours: the profile has no SAR point at interval 2")
@@ -91,7 +91,7 @@ def load_calibration(perf_model: Path) -> dict:
     """The calibrated timings ``{preset: Timing dict}`` of ``dstar measure perf``'s result
     (:class:`app.benches.perf_validate.PerfModel`, loaded as its type); :class:`UserError`
     (one line) when the file is missing or is not one."""
-    from dstar_rtl.app.benches.perf_validate import PerfModel
+    from dstar_rtl.results.perf_model import PerfModel
 
     if not perf_model.is_file():
         raise UserError(f"{perf_model} not found; run `dstar measure perf` first")
