@@ -20,6 +20,7 @@ from dstar_rtl.analysis.profile import (
     _fmt,
     meets_rule,
 )
+from dstar_rtl.app.markdown import render
 from dstar_rtl.gen.outputs import png_writer
 from dstar_rtl.results.base import plain
 from dstar_rtl.results.profile import Profile, ProfileSweep
@@ -73,41 +74,20 @@ def sweep_report_files(result: ProfileSweep, out_dir) -> dict:
 
 
 def _markdown(rep: dict) -> str:
-    """The report as readable Markdown tables."""
-    fl = rep["float"]["class_accuracy"]
-    tr = rep["training"]
-    lines = [
-        "# FMDQ and SAR on the trained digits DiT", "",
-        f"Model: {tr['parameters']} parameters, {rep['model']['depth']} blocks, hidden "
-        f"{rep['model']['hidden']}, trained {tr['steps']} steps "
-        f"(final loss {tr['final_loss']:.4f}). "
-        f"Preset `{rep['config']['name']}`, {rep['steps']} DDIM steps, seeds {rep['seeds']} "
-        f"(label = seed mod {rep['model']['classes']}), SAR masks calibrated on seeds "
-        f"{rep['calib_seeds']}.", "",
-        f"Confidence intervals: {rep['ci_method']}.", "",
-        f"Classifier ({rep['classifier']['kind']}) held-out accuracy on real digits: "
-        f"{rep['classifier']['holdout_accuracy']:.3f}. Float samples classified as their label: "
-        f"{_fmt(fl)}.", "",
-        "| point | SAR kept | attention work removed | avg bits | PSNR vs float (dB) "
-        "| quantized accuracy | same class as float |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    """The report as readable Markdown tables (``app/templates/profile.md``)."""
+    runs = []
     for r in rep["runs"]:
         s = r["summary"]
-        lines.append(f"| {r['name']} | {_fmt(s['attention_kept_fraction'])} "
-                     f"| {_fmt(s['attention_work_removed'])} | {_fmt(s['avg_bits'])} "
-                     f"| {_fmt(s['psnr_db'], 1)} | {_fmt(s['quant_correct'])} "
-                     f"| {_fmt(s['agrees_with_float'])} |")
+        runs.append(f"| {r['name']} | {_fmt(s['attention_kept_fraction'])} "
+                    f"| {_fmt(s['attention_work_removed'])} | {_fmt(s['avg_bits'])} "
+                    f"| {_fmt(s['psnr_db'], 1)} | {_fmt(s['quant_correct'])} "
+                    f"| {_fmt(s['agrees_with_float'])} |")
     base = rep["runs"][0]["summary"]["layer_types"]
-    lines += ["", f"Per layer type ({rep['runs'][0]['name']}): average bits and the share of "
-              "sub-channels at each precision (means over seeds).", "",
-              "| layer | avg bits | 0 b | 2 b | 4 b | 6 b | 8 b |", "|---|---|---|---|---|---|---|"]
-    for t in LAYER_TYPES:
-        d = base[t]
-        lines.append(f"| {t} | {_fmt(d['avg_bits'])} | " + " | ".join(
-            f"{d[f'share_b{b}']['mean']:.3f}" for b in PRECISION_BINS) + " |")
-    lines += ["", f"Run time: {rep['seconds']:.0f} s.", ""]
-    return "\n".join(lines)
+    layers = [f"| {t} | {_fmt(base[t]['avg_bits'])} | " + " | ".join(
+        f"{base[t][f'share_b{b}']['mean']:.3f}" for b in PRECISION_BINS) + " |"
+        for t in LAYER_TYPES]
+    return render("profile", rep=rep, tr=rep["training"], runs=runs, layers=layers,
+                  float_acc=_fmt(rep["float"]["class_accuracy"]))
 
 
 def _plot(rep: dict):
@@ -156,37 +136,10 @@ def _mix_fmt(mix: dict) -> str:
 
 
 def _sweep_markdown(rep: dict) -> str:
-    """The sweep report as Markdown: rule, every point, confirmations, the operating point."""
-    tr = rep["training"]
+    """The sweep report as Markdown (``app/templates/profile_sweep.md``): rule, every point,
+    confirmations, the operating point."""
     r = rep["rule"]
-    lines = [
-        "# FMDQ thresholds and static base: fewer bits at the same quality", "",
-        f"Model: {tr['parameters']} parameters, trained {tr['steps']} steps. Preset "
-        f"`{rep['config']['name']}`. Sweep: thr2 {rep['grid']['thr2']} × thr4 "
-        f"{rep['grid']['thr4']} × thr6 {rep['grid']['thr6']} × base offsets "
-        f"{rep['grid']['base_offsets']} of the profiled per-layer base, plus today's point; "
-        f"{rep['steps']} DDIM steps, seeds {rep['seeds']} (label = seed mod "
-        f"{rep['model']['classes']}). Confirmation: {rep['confirm_steps']} steps, seeds "
-        f"{rep['confirm_seeds']}, at most {rep['max_confirm']} candidates in order of bits.", "",
-        "Every sample runs the integer model the core runs (`IntDiT`, bit-exact with the RTL "
-        "core), SAR on with the calibration run's masks and the configuration's "
-        f"interval ({rep['config']['sar_interval']}), against the float model from the same "
-        "seed. Bits: the mean FMDQ precision over every sub-channel the model quantizes (the "
-        "linear layers, attention's Q and P; a zero sub-channel counts 0 bits); the core's "
-        "counters also count the zero channels that pad the patch embedding's input.", "",
-        f"Rule: {r['text']}; {r['screen']}. {r['why']}", "",
-        f"Confidence intervals: {rep['ci_method']}; agreement also as k/n with the exact "
-        "(Clopper-Pearson) binomial interval.", "",
-        "Profiled base (`--profile-base` rule on the float calibration run of seed "
-        f"{rep['calib_seed']}, {rep['confirm_steps']} steps, which also gives the SAR masks): "
-        + ", ".join(
-            f"{n} {b}" for n, b in rep["profiled_base_log2"].items()) + ".", "",
-        f"**{rep['message']}.**", "",
-        f"## Sweep ({rep['steps']} steps, {len(rep['seeds'])} seeds)", "",
-        "| point | thr | base | avg bits | mix 0/2/4/6/8 b | saturated | PSNR vs float (dB) "
-        "| agreement with float | screen | confirmation |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    points = []
     for p in rep["points"]:
         s = p["summary"]
         base = (f"preset {rep['config']['base_log2']}" if p["base"] == "preset"
@@ -194,15 +147,11 @@ def _sweep_markdown(rep: dict) -> str:
         conf = "—" if p["confirm"] is None else (
             "confirmed" if p["confirm"]["passes"] else "refuted")
         mark = "**" if p["name"] == rep["chosen"] else ""
-        lines.append(
+        points.append(
             f"| {mark}{p['name']}{mark} | {','.join(map(str, p['thr']))} | {base} "
             f"| {_fmt(s['avg_bits'])} | {_mix_fmt(s['mix'])} | {s['share_saturated']['mean']:.4f} "
             f"| {_fmt(s['psnr_db'], 1)} | {_agree_fmt(s)} | {'passes' if p['screen'] else 'fails'} "
             f"| {conf} |")
-    lines += ["", f"## Confirmation ({rep['confirm_steps']} steps, {len(rep['confirm_seeds'])} "
-              "seeds)", "",
-              "| point | avg bits | mix 0/2/4/6/8 b | PSNR vs float (dB) | agreement with float "
-              "| quantized accuracy | rule |", "|---|---|---|---|---|---|---|"]
     rows = [(p["name"], p["confirm"]["summary"], p["confirm"]["passes"])
             for p in sorted((p for p in rep["points"] if p["confirm"] is not None),
                             key=_by_bits)]
@@ -211,31 +160,18 @@ def _sweep_markdown(rep: dict) -> str:
             ref = rep[key]["summary"]
             rows.append((rep[key]["name"], ref, meets_rule(ref, r["min_psnr_db"],
                                                            r["min_agreement"])))
-    for name, s, ok in rows:
-        lines.append(f"| {name} | {_fmt(s['avg_bits'])} | {_mix_fmt(s['mix'])} "
-                     f"| {_fmt(s['psnr_db'], 1)} | {_agree_fmt(s)} | {_fmt(s['quant_correct'])} "
-                     f"| {'meets' if ok else 'misses'} |")
+    confirmed = [f"| {name} | {_fmt(s['avg_bits'])} | {_mix_fmt(s['mix'])} "
+                 f"| {_fmt(s['psnr_db'], 1)} | {_agree_fmt(s)} | {_fmt(s['quant_correct'])} "
+                 f"| {'meets' if ok else 'misses'} |" for name, s, ok in rows]
     op = rep["operating_point"]
-    if op is not None:
-        lt = op["summary"]["layer_types"]
-        lines += ["", "## Operating point", "",
-                  f"`{op['name']}`: `thr = {tuple(op['thr'])}`, static base per layer "
-                  "(`base_log2`, the QPU configuration word of each layer; `qkv[qk]` and "
-                  "`qkv[v]` share their layer's):", "",
-                  "| layer | base_log2 |", "|---|---|"]
-        lines += [f"| {n} | {b} |" for n, b in op["base_log2"].items()]
-        lines += ["", "Per layer type (means over the confirmation seeds):", "",
-                  "| layer | avg bits | 0 b | 2 b | 4 b | 6 b | 8 b |",
-                  "|---|---|---|---|---|---|---|"]
-        for t in LAYER_TYPES:
-            d = lt[t]
-            lines.append(f"| {t} | {d['avg_bits']:.2f} | " + " | ".join(
-                f"{d[f'share_b{b}']:.3f}" for b in PRECISION_BINS) + " |")
-        lines += ["", "Read it with `analysis.profile.load_operating_point()`; run it with "
-                  "`preset(..., thr=op['thr'], base_offset=op['base_offset'])` (or the model's "
-                  "`IntDiT(..., base_log2=op['base_log2'])`)."]
-    lines += ["", f"Run time: {rep['seconds']:.0f} s.", ""]
-    return "\n".join(lines)
+    op_layers = [] if op is None else [
+        f"| {t} | {op['summary']['layer_types'][t]['avg_bits']:.2f} | " + " | ".join(
+            f"{op['summary']['layer_types'][t][f'share_b{b}']:.3f}" for b in PRECISION_BINS)
+        + " |" for t in LAYER_TYPES]
+    return render("profile_sweep", rep=rep, tr=rep["training"], rule=r, points=points,
+                  confirmed=confirmed, op=op, op_layers=op_layers,
+                  op_thr=None if op is None else tuple(op["thr"]),
+                  profiled=", ".join(f"{n} {b}" for n, b in rep["profiled_base_log2"].items()))
 
 
 def pareto_front(points: list) -> list:
