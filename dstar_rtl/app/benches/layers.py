@@ -4,6 +4,7 @@ Bench` (``reports/bench.json``), and its text and Markdown."""
 from __future__ import annotations
 
 from dstar_rtl.app.experiments import run_provenance
+from dstar_rtl.app.markdown import render
 from dstar_rtl.bench import layers as bench_layers
 from dstar_rtl.bench.layers import packer_words
 from dstar_rtl.golden.config import Config
@@ -173,53 +174,17 @@ def _levers_md(config: dict) -> str:
 
 
 def markdown(rep: Bench) -> str:
-    """``reports/bench.md`` from its result."""
+    """``reports/bench.md`` (``app/templates/bench.md``) from its result."""
     rows = table_rows(rep)
-    wl, tools, a = rep.workload, rep.tools, rep.totals.all
-    md = ["# DSTAR MPU against the INT8 baseline array on DiT layers (`dstar bench`)", "",
-          f"Generated {rep.provenance.date}; preset `{rep.preset}` (config "
-          f"`{rep.config_hash}`), {rep.simulator} {tools.get('simulator_version')},"
-          f" cocotb {tools.get('cocotb')}, Amaranth {tools.get('amaranth')}, Yosys "
-          f"{tools.get('yosys')}. Bench runtime {rep.runtime_s} s.", "",
-          f"Workload: {_workload_md(wl)}, measured at steps {_steps_words(wl)}"
-          f"{'; quick mode' if wl.quick else ''}. "
-          "The INT8 array runs the same layers on the same step's input quantized to INT8 "
-          "per tensor.", "",
-          "Cycles are measured in RTL simulation of the generated Verilog, block of output "
-          "channels by block (first input beat offered to last drain beat; the weight loads, "
-          "equal on both arrays, are not included); every drain beat is checked bit-exactly "
-          "against golden inside the testbench. INT8/DSTAR cycles is DSTAR's speed-up; "
-          "throughput per LUT of DSTAR over INT8 is that speed-up divided by the LUT ratio. "
-          "Lane utilization: valid lanes / (groups · lanes). Mean bits: the mean FMDQ "
-          "precision over all sub-channels of the measured tiles (all-zero ones count 0 bits).",
-          "", f"Datapath: {_levers_md(rep.config)}.", ""]
-    md += ["| " + " | ".join(rows[0]) + " |", "|" + "|".join("---" for _ in rows[0]) + "|"]
-    md += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-    md += ["", "Resources (ECP5, `synth_ecp5` with DSP blocks):", ""]
-    md += [f"- {_res_line(u, rep.resources.get(u))}" for u in ("mpu", "baseline")]
-    md += ["", _area_md(rep.areas, a)]
-    md += ["", _fmax_md(rep.fmax, a)]
-    lp = a.lane_util_packed
-    if lp.get("snake") is not None:
-        md += ["", f"Lane utilization under other packings (group counts of the golden schedule "
-                   f"on the same tiles, not simulated; `golden.schedule.packing_groups`), "
-                   f"against {_pct(a.lane_util)} as built ({packer_words(rep.config)}): "
-                   f"{_pct(lp.get('chunk'))} with a group never spanning two chunks "
-                   f"(`open_groups = 0`), "
-                   f"{_pct(lp['snake'])} with every other chunk read in reverse and the partial "
-                   f"group that ends a chunk refilled by the next one's first run (one group of "
-                   f"buffering), {_pct(lp.get('tile'))} with each exponent's partial groups "
-                   f"merged over the whole tile (one partial group per exponent)."]
-    if rep.config.get("overflow_detect"):
-        n = a.acc_overflows
-        md += ["", f"Accumulator: {rep.config['acc_width']} bits, saturating with the sticky "
-                   f"flag; accumulators whose flag is set over the run: **{n:,}**"
-                   + (" (every result exact)." if n == 0 else
-                      " (those results saturated: the width is too narrow for this run).")]
-    md += ["", f"Simulation: MPU {rep.simulation['mpu'].drain_beats_checked:,} and "
-               f"baseline {rep.simulation['baseline'].drain_beats_checked:,} drain beats "
-               f"checked.", ""]
-    return "\n".join(md)
+    table = "\n".join(["| " + " | ".join(rows[0]) + " |",
+                       "|" + "|".join("---" for _ in rows[0]) + "|",
+                       *("| " + " | ".join(r) + " |" for r in rows[1:])])
+    a = rep.totals.all
+    return render("bench", r=rep, tools=rep.tools, a=a, lp=a.lane_util_packed, table=table,
+                  workload=_workload_md(rep.workload), steps=_steps_words(rep.workload),
+                  levers=_levers_md(rep.config), packer=packer_words(rep.config),
+                  resources=[_res_line(u, rep.resources.get(u)) for u in ("mpu", "baseline")],
+                  area=_area_md(rep.areas, a), fmax=_fmax_md(rep.fmax, a))
 
 
 def parse_steps(text: str):
