@@ -241,11 +241,10 @@ def _sample_section(rec: Sample | None) -> list:
            f"{min(psnr):.1f}-{max(psnr):.1f}" if psnr else None,
            f"{agree.with_float}/{agree.samples}" if agree and agree.with_float is not None
            else None, f"{rec.seconds:.0f}"]
-    return ["## A whole DiT sampled on the core", "", "`dstar sample --backend ...` (details: "
-            "`reports/sample.md`, the images in `reports/sample.png`).", "",
-            _table(["simulator", "datapath", "samples", "steps", "bit-exact", "cycles/step",
-                    "cycles/image", "PSNR vs float dB", "classifier = float", "seconds"],
-                   [row]), ""]
+    return render("report_sample", table=_table(
+        ["simulator", "datapath", "samples", "steps", "bit-exact", "cycles/step",
+         "cycles/image", "PSNR vs float dB", "classifier = float", "seconds"], [row])
+    ).split("\n")[:-1]
 
 
 def _reference_section(rec: Reference | None) -> list:
@@ -256,22 +255,9 @@ def _reference_section(rec: Reference | None) -> list:
              f"compiled, {r.step_commands:,} commands per step"
              + (f" ({r.command_bits}-bit)" if (r.command_bits or 128) != 128 else "")
              if r.status == "compiled" else f"refused: {r.reason}"] for r in rec.rows]
-    tail = [f"First step of {run.model} on the `{run.preset}` ISA executor equal to the "
-            f"integer model's ({run.seconds:.0f} s)." for run in rec.runs
-            if run.seconds is not None]
-    tail += [""] if tail else []
-    st = rec.step_times
-    if st is not None and st.rtl_s_per_step is not None:
-        tail += [f"Time per step of the hidden-{st.model['hidden']} reference-layout model "
-                 f"at `{st.preset}` (fc2 in {st.pieces['fc2']} pieces): the executor "
-                 f"{st.executor_s_per_step:.1f} s, the Verilator core "
-                 f"{st.rtl_s_per_step:.1f} s ({st.rtl_cycles_per_step:,.0f} cycles, "
-                 f"{'bit-exact' if st.rtl_bit_exact else 'NOT bit-exact'}).", ""]
-    return ["## The reference DiT family", "", "`dstar measure reference` (details: "
-            "`reports/reference.md`): each model at 256 tokens with random weights, compiled "
-            "onto one core of each preset (buffers deepened and `ln_row_max` raised where the "
-            "model needs it).", "",
-            _table(["model", "preset", "status"], rows), ""] + tail
+    return render("report_reference", table=_table(["model", "preset", "status"], rows),
+                  runs=[run for run in rec.runs if run.seconds is not None],
+                  st=rec.step_times).split("\n")[:-1]
 
 
 def _energy_section(rec) -> list:
