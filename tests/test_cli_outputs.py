@@ -114,7 +114,7 @@ COMMANDS = {
                "--no-image", "--out", "{o}"], "DIR"),
     "profile": (["profile", "--out-dir", "{o}"], "DIR"),
     "sample": (["sample", "--model", "tiny", "--steps", "1", "--out", "{o}"], "DIR"),
-    "sweep": (["sweep", "--liberty", "{d}/file", "--out-dir", "{o}"], "DIR"),
+    "sweep": (["sweep", "--liberty", "{d}/file", "--out", "{o}"], "DIR"),
     # One measurement stands for all of them: each checks its output folder the same way
     # (gen.outputs.check_output_dir right after parsing); packing's work is blocked in no_work.
     "measure": (["measure", "packing", "--out", "{o}"], "DIR"),

@@ -28,8 +28,6 @@ __all__ = ["NAMES", "OTHERS", "files", "render", "register"]
 OTHERS = {
     "bench": ("bench.json", "bench.md", "dstar_rtl.app.benches.layers:markdown",
               "dstar_rtl.results.bench:Bench"),
-    "design-sweep": ("design_sweep.json", "design_sweep.md", "dstar_rtl.app.sweeps.report:markdown",
-                     "dstar_rtl.results.design_sweep:DesignSweep"),
     "dit-int": ("dit_int.json", "dit_int.md", "dstar_rtl.app.commands.dit_int:dit_int_markdown",
                 "dstar_rtl.app.commands.dit_int:DitInt"),
     "energy": ("energy.json", "energy.md", "dstar_rtl.app.reports.energy:markdown",
