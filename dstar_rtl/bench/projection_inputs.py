@@ -89,7 +89,7 @@ def _our_workload(prof, b, wls: list, notes: list, op: tuple | None) -> tuple:
 
 def load_calibration(perf_model: Path) -> dict:
     """The calibrated timings ``{preset: Timing dict}`` of ``dstar measure perf``'s result
-    (:class:`app.benches.perf_validate.PerfModel`, loaded as its type); :class:`UserError`
+    (:class:`results.perf_model.PerfModel`, loaded as its type); :class:`UserError`
     (one line) when the file is missing or is not one."""
     from dstar_rtl.results.perf_model import PerfModel
 
