@@ -67,6 +67,8 @@ MEASUREMENTS = {
                   "reports/reference.*: the reference DiT family compiled on fpga and paper"),
     "pe-area": ("dstar_rtl.app.reports.pe_area",
                 "reports/pe_area.*: the DSTAR and INT8 PEs in standard cells, lever by lever"),
+    "bench": ("dstar_rtl.app.benches.layers",
+              "reports/bench.*: the MPU against the INT8 array on a DiT's layers (RTL cycles)"),
     "design-sweep": ("dstar_rtl.app.sweeps.measure",
                      "reports/design_sweep.*: the design-space sweep, per µm² against size"),
     "verification": ("dstar_rtl.app.reports.verification",
@@ -116,8 +118,8 @@ def _measure(name: str, *opts: str, needs=(), rtl=True) -> Experiment:
                       tuple(needs), (MEASUREMENTS[name][0],), rtl)
 
 
-_BENCH = ("dstar", "bench", "--preset", "fpga", "--weights", "trained", "--seed", "0",
-          "--steps", "20", "--steps-run", "all", "--block", "0", "--operating-point",
+_BENCH = ("--preset", "fpga", "--weights", "trained", "--seed", "0", "--steps", "20",
+          "--steps-run", "all", "--block", "0", "--operating-point",
           "reports/profile_sweep.json", "--simulator", "verilator")
 
 
@@ -138,12 +140,12 @@ def _registry() -> dict:
                                       "--jobs", "2"),), ("reports/profile_sweep.json",),
                    modules=("dstar_rtl.app.commands.profile",), rtl=False),
         _measure("packing", "--reuse", needs=("profile-sweep",)),
-        Experiment("bench", ((*_BENCH, "--fmax"),), ("reports/bench.json",),
-                   ("profile-sweep", "sizes"), ("dstar_rtl.app.commands.bench",)),
-        Experiment("bench-acc26", ((*_BENCH, "--set", "acc_width=26", "--set",
-                                    "overflow_detect=True", "--out", "reports/bench-acc26"),),
+        _measure("bench", *_BENCH, "--fmax", needs=("profile-sweep", "sizes")),
+        Experiment("bench-acc26", (("dstar", "measure", "bench", *_BENCH, "--set", "acc_width=26",
+                                    "--set", "overflow_detect=True", "--out",
+                                    "reports/bench-acc26"),),
                    ("reports/bench-acc26/bench.json",), ("profile-sweep", "sizes"),
-                   ("dstar_rtl.app.commands.bench",)),
+                   ("dstar_rtl.app.benches.layers",)),
         _measure("design-sweep", "--reuse", "--jobs", "2", needs=("asic", "bench")),
         _measure("perf"),
         _measure("state-quality", "--jobs", "2", needs=("profile-sweep",), rtl=False),

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dstar_rtl.app.options import Parser
+from dstar_rtl.app.options import Parser, add_config_options, config_from_args
 from dstar_rtl.gen.errors import UserError, WorkError
 from dstar_rtl.gen.outputs import check_output_dir, write_together
 from dstar_rtl.gen.paths import REPORTS, relative
@@ -68,11 +68,19 @@ class Measurement:
     #: result → the message of a failure found in it (e.g. runs that failed), raised as a
     #: :class:`gen.errors.WorkError` (exit 1) once the result is written; none by default.
     failure: Callable | None = None
+    #: The default preset of a measurement of one configuration: ``--preset``, ``--variant`` and
+    #: ``--set NAME=VALUE`` are added to its command line and the configuration they make is the
+    #: options' ``config`` field (their checks see it); ``None``: no configuration options.
+    preset: str | None = None
+    #: result → the text printed when it is written (its Markdown by default).
+    echo: Callable | None = None
 
     def parser(self, prog: str | None = None) -> Parser:
         p = Parser(prog=prog or f"dstar measure {self.name}", description=self.summary)
         hints = typing.get_type_hints(self.options)
-        for f in dataclasses.fields(self.options):
+        if self.preset is not None:
+            add_config_options(p, default_preset=self.preset)
+        for f in _cli_fields(self.options):
             _add_option(p, f, hints[f.name])
         p.add_argument("--out", type=Path, default=REPORTS, metavar="DIR",
                        help=f"folder of {self.stem}.json and {self.stem}.md (default: reports/)")
@@ -89,8 +97,10 @@ class Measurement:
             result = self.result.load(json_path)
             write_together({md_path: self.render(result), **self._figures(result, out)})
             return 0
-        opts = self.options(**{f.name: _value(getattr(args, f.name))
-                               for f in dataclasses.fields(self.options)})
+        given = {f.name: _value(getattr(args, f.name)) for f in _cli_fields(self.options)}
+        if self.preset is not None:
+            given["config"] = config_from_args(args)
+        opts = self.options(**given)
 
         def previous():
             return self.result.load(json_path) if json_path.is_file() else None
@@ -99,7 +109,7 @@ class Measurement:
         text = self.render(result)
         write_together({json_path: result.to_json(), md_path: text,
                         **self._figures(result, out)}, record_command=False)
-        print(text)
+        print(self.echo(result) if self.echo is not None else text)
         problem = self.failure(result) if self.failure is not None else None
         if problem:
             raise WorkError(problem)
@@ -108,6 +118,12 @@ class Measurement:
     def _figures(self, result, out: Path) -> dict:
         made = self.figures(result) if self.figures is not None else {}
         return {out / name: writer for name, writer in made.items()}
+
+
+def _cli_fields(options: type) -> list:
+    """The options' fields that are command-line options (not ``config``, which the
+    configuration options make)."""
+    return [f for f in dataclasses.fields(options) if f.name != "config"]
 
 
 def _add_option(p: Parser, f: dataclasses.Field, tp):

@@ -1,17 +1,34 @@
-"""``dstar bench``'s result: the bench of :mod:`bench.layers` typed as :class:`~results.bench.
-Bench` (``reports/bench.json``), and its text and Markdown."""
+"""``dstar measure bench`` (also ``dstar bench``): the DSTAR MPU and the INT8 baseline array side
+by side on the same differential layers of a DiT, on the one measurement runner: the bench of
+:mod:`bench.layers` typed as :class:`~results.bench.Bench` (``reports/bench.json``), its text
+and its Markdown.
+
+A float DDIM run is recorded (or, with ``--trace``, any model's layer inputs are taken from a
+trace and its weights from ``--weights FILE.npz``: ``<layer>.weight`` (out, in),
+``<layer>.bias``; :mod:`analysis.layer_inputs`); each layer's FMDQ group streams and dense INT8
+tiles go through both generated arrays (every drain beat checked against golden); the ECP5
+resources come from ``reports/sweep.json`` or ``flows.synth``, the arrays' cell areas from the
+standard-cell flow on a Liberty library (``--fmax``: also both arrays' Fmax). Bad input is one
+line and exit status 2 before any simulation; a mismatch against golden or a tool failure is
+one line and exit status 1, and nothing is written."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
 from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.markdown import render
+from dstar_rtl.app.measurement import Measurement, option
 from dstar_rtl.bench import layers as bench_layers
 from dstar_rtl.bench.layers import packer_words
 from dstar_rtl.golden.config import Config
 from dstar_rtl.results.base import build, plain
 from dstar_rtl.results.bench import Bench
 
-__all__ = ["bench", "from_sweep", "table_rows", "text", "markdown", "parse_steps"]
+__all__ = ["bench", "from_sweep", "table_rows", "text", "markdown", "parse_steps", "BenchOptions",
+           "MEASUREMENT"]
 
 
 def from_sweep(unit: str, cfg: Config, path=None) -> dict | None:
@@ -201,3 +218,144 @@ def parse_steps(text: str):
         raise ValueError(f"--steps-run takes comma-separated step numbers or 'all', "
                          f"not {text!r}")
     return steps
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What ``dstar measure bench`` runs (checked at construction, before any simulation)."""
+
+    weights: str = option("trained", "the trained digits DiT, random weights of --model, or a "
+                          "weights file in the trained model's format",
+                          metavar="trained|random|FILE.npz")
+    model: str = option("digits", "model size for --weights random (digits: the trained "
+                        "model's)", choices=sorted(bench_layers.MODELS))
+    weight_seed: int = option(0, "seed of --weights random")
+    seed: int = option(0, "seed of the sampling run (start noise and class label)")
+    steps: int = option(10, "DDIM steps of the run")
+    steps_run: str = option("0,6", "steps whose layers run on the arrays: a list, or all for the "
+                            "whole sampling run (0,6: the first step, against zero, and a later "
+                            "differential cache step)", metavar="S,S,...|all")
+    operating_point: Path | None = option(None, "quantize at the operating point a `dstar "
+                                          "profile --sweep` chose (its result): its FMDQ "
+                                          "thresholds and each layer's base",
+                                          metavar="SWEEP.json")
+    trace: Path | None = option(None, "bench any DiT: every '<layer>.x' (steps, tokens, in) of "
+                                "this trace, with --weights FILE.npz holding '<layer>.weight' "
+                                "(out, in) and '<layer>.bias'", metavar="T.npz")
+    block: int = option(0, "which DiT block")
+    quick: bool = option(False, "2 token tiles and 2 output blocks per layer (tests)")
+    simulator: Literal["verilator", "icarus"] = option("verilator", "simulator of the arrays")
+    liberty: Path | None = option(None, "standard-cell library (.lib or .lib.gz) for the arrays' "
+                                  "cell areas (default: the Nangate45 library in ../shared/pdk "
+                                  "when it is there; none: no areas)")
+    fmax: bool = option(False, "also place and route both arrays (nextpnr-ecp5) for their Fmax "
+                        "(minutes per array)")
+    no_synth: bool = option(False, "take resources only from reports/sweep.json (never run "
+                            "Yosys)")
+    config: Config | None = None
+
+    def __post_init__(self):
+        from dstar_rtl.app.options import (
+            check_liberty,
+            require_extra,
+            require_iverilog,
+            resolve_liberty,
+        )
+        self.inputs()
+        if self.liberty is not None:
+            check_liberty(resolve_liberty(self.liberty, needed=False))
+        require_extra("sim", "dstar bench")
+        if self.fmax and not self.no_synth:
+            require_extra("fpga", "dstar bench --fmax")
+        if self.simulator == "icarus":
+            require_iverilog("dstar bench --simulator icarus")
+
+    def inputs(self) -> tuple:
+        """``(steps_run, operating point or None)`` of these options, every input read and
+        checked against the configuration (a :class:`UserError` naming the option)."""
+        from dstar_rtl.analysis.layer_inputs import block_layers, check_widths
+        from dstar_rtl.gen.errors import UserError
+
+        cfg = self.config
+        try:
+            steps_run = parse_steps(self.steps_run)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        if not 1 <= self.steps <= 1000:
+            raise UserError(f"--steps must be in [1, 1000], not {self.steps}")
+        for opt, v in (("--seed", self.seed), ("--weight-seed", self.weight_seed),
+                       ("--block", self.block)):
+            if v < 0:
+                raise UserError(f"{opt} must be >= 0, not {v}")
+        own = self.weights not in ("trained", "random")
+        nsteps = self.steps
+        if self.trace is not None:
+            if not own:
+                raise UserError("--trace needs --weights FILE.npz with '<layer>.weight' and "
+                                "'<layer>.bias' arrays")
+            try:
+                layers, _, wl = bench_layers.load_inputs(cfg, weights=self.weights,
+                                                         trace_file=self.trace)
+            except ValueError as exc:
+                raise UserError(str(exc)) from None
+            nsteps = wl["steps"]
+        else:
+            if own and not Path(self.weights).is_file():
+                raise UserError(f"weights file {self.weights} not found (--weights takes "
+                                f"trained, random or an .npz file)")
+            try:
+                spec, params, _ = bench_layers.load_weights(self.weights, self.model,
+                                                            self.weight_seed)
+                layers = block_layers(spec, params, self.block)
+                check_widths(cfg, layers)
+            except (ValueError, KeyError) as exc:
+                raise UserError(str(exc).strip("'\"")) from None
+        op = None
+        if self.operating_point is not None:
+            from dstar_rtl.analysis.profile import load_operating_point
+
+            try:
+                op = load_operating_point(self.operating_point)
+                bench_layers.layer_configs(cfg, layers, op)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                why = f"no field {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+                raise UserError(f"--operating-point {self.operating_point}: {why}") from None
+        if steps_run != "all":
+            bad = [s for s in steps_run if not 0 <= s < nsteps]
+            if bad:
+                raise UserError(f"--steps-run: step {bad[0]} is outside [0, {nsteps - 1}]")
+        return steps_run, op
+
+
+def measure_bench(opts: BenchOptions, previous=None) -> Bench:
+    """The bench of ``opts`` (progress on stderr); a mismatch against golden or a tool failure
+    is a :class:`WorkError`."""
+    from dstar_rtl.app.options import resolve_liberty
+    from dstar_rtl.flows.pnr import PnrError
+    from dstar_rtl.flows.synth import SynthError
+    from dstar_rtl.gen.errors import WorkError
+    from dstar_rtl.gen.progress import say
+
+    steps_run, op = opts.inputs()
+    synth = not opts.no_synth
+    liberty = (resolve_liberty(opts.liberty, needed=False)
+               if opts.liberty is not None or synth else None)
+    try:
+        return bench(opts.config, weights=opts.weights, model=opts.model,
+                     weight_seed=opts.weight_seed, seed=opts.seed, steps=opts.steps,
+                     steps_run=steps_run, block=opts.block, quick=opts.quick,
+                     simulator=opts.simulator, synth=synth, trace_file=opts.trace,
+                     operating_point=op, liberty=liberty if synth else None, fmax=opts.fmax,
+                     progress=say)
+    except (AssertionError, SynthError, PnrError) as exc:
+        raise WorkError(str(exc) or type(exc).__name__) from None
+
+
+# The renderers are looked up when called, so that a test may replace them.
+MEASUREMENT = Measurement(
+    name="bench", stem="bench", preset="fpga",
+    summary="The DSTAR MPU against the INT8 baseline array on the same differential layers of a "
+            "DiT: RTL cycles (every drain beat checked against golden), ECP5 resources, cell "
+            "areas and Fmax, and their ratios per layer and in total.",
+    options=BenchOptions, result=Bench, measure=lambda o, p: measure_bench(o, p),
+    render=lambda r: markdown(r), echo=lambda r: text(r))

@@ -26,8 +26,6 @@ __all__ = ["NAMES", "OTHERS", "files", "render", "register"]
 #: The reports of commands that are not ``dstar measure`` names: report → (stored JSON, Markdown,
 #: "module:function" rendering it, "module:Type" of the typed result it is loaded as).
 OTHERS = {
-    "bench": ("bench.json", "bench.md", "dstar_rtl.app.benches.layers:markdown",
-              "dstar_rtl.results.bench:Bench"),
     "dit-int": ("dit_int.json", "dit_int.md", "dstar_rtl.app.commands.dit_int:dit_int_markdown",
                 "dstar_rtl.app.commands.dit_int:DitInt"),
     "energy": ("energy.json", "energy.md", "dstar_rtl.app.reports.energy:markdown",
