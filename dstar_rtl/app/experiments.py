@@ -69,6 +69,8 @@ MEASUREMENTS = {
                 "reports/pe_area.*: the DSTAR and INT8 PEs in standard cells, lever by lever"),
     "bench": ("dstar_rtl.app.benches.layers",
               "reports/bench.*: the MPU against the INT8 array on a DiT's layers (RTL cycles)"),
+    "power": ("dstar_rtl.app.reports.power",
+              "reports/energy.*: gate-level energy per MAC, per image and of the paper chip"),
     "design-sweep": ("dstar_rtl.app.sweeps.measure",
                      "reports/design_sweep.*: the design-space sweep, per µm² against size"),
     "verification": ("dstar_rtl.app.reports.verification",
@@ -159,7 +161,7 @@ def _registry() -> dict:
         # energy per image from the energy.json just measured.
         Experiment("power", (("dstar", "power"), ("dstar", "measure", "projection")),
                    ("reports/energy.json", "reports/projection.json"), ("compare", "projection"),
-                   ("dstar_rtl.app.commands.power", "dstar_rtl.app.reports.projection")),
+                   ("dstar_rtl.app.reports.power", "dstar_rtl.app.reports.projection")),
         Experiment("dit-int", (("dstar", "dit-int", "--model", "small", "--steps", "8", "--seed",
                                 "0", "--preset", "tiny", "--preset", "fpga", "--sar", "both",
                                 "--json", "reports/dit_int.json", "--md",

@@ -28,8 +28,6 @@ __all__ = ["NAMES", "OTHERS", "files", "render", "register"]
 OTHERS = {
     "dit-int": ("dit_int.json", "dit_int.md", "dstar_rtl.app.commands.dit_int:dit_int_markdown",
                 "dstar_rtl.app.commands.dit_int:DitInt"),
-    "energy": ("energy.json", "energy.md", "dstar_rtl.app.reports.energy:markdown",
-               "dstar_rtl.results.energy:Energy"),
     "profile": ("profile.json", "profile.md", "dstar_rtl.app.reports.profile_report:markdown",
                 "dstar_rtl.results.profile:Profile"),
     "profile-sweep": ("profile_sweep.json", "profile_sweep.md",
