@@ -1,4 +1,4 @@
-"""app/benches/unit_power.py: its pure parts (a run's cycles from cocotb's results, the split
+"""bench/unit_power.py: its pure parts (a run's cycles from cocotb's results, the split
 into idle and data energy, the parts grouped, the QPU's tiles of the trained DiT), and in make
 regress (the last test, marked slow) the gate-level measurement itself: the QPU at tiny mapped to
 the Nangate45 cells on a few random tiles, bit-exact against golden, its energy split
