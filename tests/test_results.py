@@ -122,6 +122,46 @@ def test_markdown_only_renders_the_stored_result_again(tmp_path):
     assert (tmp_path / "curve.json").read_text() == before
 
 
+@dataclass(frozen=True)
+class RowsOptions:
+    scale: int = option(1, "rows per preset row")
+    config: object = None
+
+    def __post_init__(self):
+        if self.config.rows * self.scale > 64:
+            raise UserError(f"--scale {self.scale}: {self.config.rows * self.scale} rows, at "
+                            f"most 64")
+
+
+def _rows(opts: RowsOptions, previous) -> Curve:
+    n = opts.config.rows * opts.scale
+    return Curve(run_provenance(), name=opts.config.name, points=(Point(n, 1.0),), by_name={})
+
+
+ROWS = Measurement("rows", "rows", "Rows.", RowsOptions, Curve, _rows,
+                   lambda r: f"# {r.name}\n", preset="tiny",
+                   echo=lambda r: f"{r.points[0].x} rows")
+
+
+def test_a_measurement_of_one_configuration_takes_the_configuration_options(tmp_path, capsys):
+    """``Measurement.preset``: ``--preset``/``--set`` make the options' ``config``, which their
+    checks see before any work; ``echo`` is what the run prints."""
+    from dstar_rtl.golden.config import ConfigError, preset
+
+    assert ROWS.main(["--set", "rows=8", "--set", "cols=8", "--out", str(tmp_path)]) == 0
+    assert Curve.load(tmp_path / "rows.json").points[0].x == 8
+    assert capsys.readouterr().out == "8 rows\n"
+    assert ROWS.main(["--preset", "fpga", "--out", str(tmp_path)]) == 0
+    assert Curve.load(tmp_path / "rows.json").name == "fpga"
+    with pytest.raises(UserError, match="--scale 9: 72 rows, at most 64"):
+        ROWS.main(["--set", "rows=8", "--set", "cols=8", "--scale", "9", "--out",
+                   str(tmp_path / "new")])
+    with pytest.raises(ConfigError):
+        ROWS.main(["--set", "bogus=1", "--out", str(tmp_path / "new")])
+    assert not (tmp_path / "new").exists()
+    assert "--preset" in ROWS.parser().format_help() and preset("tiny").rows == 4
+
+
 def test_the_qpu_rate_is_a_typed_measurement():
     """The first measurement on the runner: its stored result loads as its type and renders
     its committed table (tests/test_render.py keeps every report so)."""
