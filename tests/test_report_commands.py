@@ -24,11 +24,18 @@ def _registry_commands() -> list:
             if c[0] == "dstar"] + [shlex.join(REPORT), "dstar measure --all"]
 
 
+#: Commands that are a measurement under its own name (app/commands/sweep.py, bench.py,
+#: power.py forward every argument to it).
+ALIASES = {("dstar", "sweep"): ("dstar", "measure", "design-sweep"),
+           ("dstar", "bench"): ("dstar", "measure", "bench"),
+           ("dstar", "power"): ("dstar", "measure", "power")}
+
+
 def _key(command: str) -> tuple:
-    """A command's subcommand words (up to the first option)."""
+    """A command's subcommand words (up to the first option), an alias as its measurement."""
     words = shlex.split(command)
     i = next((k for k, w in enumerate(words) if w.startswith("-")), len(words))
-    return tuple(words[:i])
+    return ALIASES.get(tuple(words[:i]), tuple(words[:i]))
 
 
 def _reports():
