@@ -30,7 +30,7 @@ from dstar_rtl.gen.errors import UserError, WorkError
 from dstar_rtl.gen.outputs import check_output_dir, write_together
 from dstar_rtl.gen.paths import REPORTS, relative
 
-__all__ = ["Measurement", "option", "check_among"]
+__all__ = ["Measurement", "option", "check_among", "alias_command"]
 
 
 def option(default, help: str, **meta):
@@ -168,3 +168,19 @@ def _shown(default) -> str:
     if isinstance(default, Path):
         return relative(default)
     return str(default)
+
+
+def alias_command(sub, name: str, module: str, help: str):
+    """``dstar NAME``: the measurement of ``module`` (its ``MEASUREMENT``) under a name of its
+    own. Every argument goes to the measurement's parser (its options, ``--out``, ``--help``):
+    this parser knows no option (``prefix_chars`` no argument starts with)."""
+    import argparse
+    import importlib
+
+    def run(args) -> int:
+        m = importlib.import_module(module).MEASUREMENT
+        return m.main(args.options, prog=f"dstar {name}") or 0
+
+    p = sub.add_parser(name, add_help=False, prefix_chars="\x00", help=help)
+    p.add_argument("options", nargs=argparse.REMAINDER)
+    p.set_defaults(func=run)
