@@ -10,5 +10,5 @@ __all__ = ["register"]
 
 def register(sub):
     alias_command(sub, "bench", "dstar_rtl.app.benches.layers",
-                  help="DSTAR MPU against the INT8 baseline array on the layers of a"
-                       " DiT (RTL cycles, ECP5 resources; dstar measure bench)")
+                  help="DSTAR MPU against the INT8 baseline array on the layers of a DiT "
+                       "(RTL cycles, ECP5 resources; dstar measure bench)")

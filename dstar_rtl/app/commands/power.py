@@ -10,5 +10,5 @@ __all__ = ["register"]
 
 def register(sub):
     alias_command(sub, "power", "dstar_rtl.app.reports.power",
-                  help="energy per MAC of the DSTAR MPU and the INT8 array from gate"
-                       "-level simulation of their standard-cell netlists (dstar measure power)")
+                  help="energy per MAC of the DSTAR MPU and the INT8 array from gate-level "
+                       "simulation of their standard-cell netlists (dstar measure power)")

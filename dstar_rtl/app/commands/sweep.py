@@ -10,5 +10,5 @@ __all__ = ["register"]
 
 def register(sub):
     alias_command(sub, "sweep", "dstar_rtl.app.sweeps.measure",
-                  help="design-space sweep: area (µm²), throughput and throughput pe"
-                       "r µm² of DSTAR against the INT8 array (dstar measure design-sweep)")
+                  help="design-space sweep: area (µm²), throughput and throughput per "
+                       "µm² of DSTAR against the INT8 array (dstar measure design-sweep)")
