@@ -1,21 +1,22 @@
 """A program's data hazards under the core's concurrency rules, without the RTL.
 
 The ISA executor runs every command alone, so it cannot see a program that is only right when
-its commands do not overlap. The core overlaps Q and M commands, and a VROW with ``overlap``
+its commands do not overlap. The core overlaps Q, M and D commands, and a VROW with ``overlap``
 runs beside both (program/isa.py); a program is safe only if every pair of commands that may run
 at the same time touches disjoint buffer rows, or only reads them. This module checks that, for
 any timing.
 
 **What each command touches** is recorded by running the program on the executor with its
 buffers behind recording proxies (:class:`_Rec`): the rows of ABUF, XBUF, YBUF, WMEM, GMEM,
-VBUF, RBUF and MASK each command reads and writes, and SREG and RMAX as one-row buffers (a VROW
+VBUF, RBUF and MASK each command reads and writes (a DLOAD or DSTORE too: DRAM itself is the
+D engine's alone, whose commands run in order), and SREG and RMAX as one-row buffers (a VROW
 reads RMAX when it issues: the vector engine keeps a copy).
 
 **What may overlap** follows from the dispatcher's rules, as a happens-before relation kept as a
 vector of per-engine command counts (``known[e] = k``: the first ``k`` commands of engine ``e``
 have completed). A command issues after the one before it in the stream; H, a VROW without
 ``overlap``, BARRIER and END issue once every earlier command has completed, and nothing issues
-while H or such a VROW runs; the dispatcher's own commands wait for V; Q, V and H take one
+while H or such a VROW runs; the dispatcher's own commands wait for V; Q, V, H and D take one
 command at a time; a wait on a semaphore is met by its signals, which gives an order where it
 is decidable (the first ``k`` signals of one in-order engine, or all of them when exactly
 ``k`` precede it). M's completions are in order, but a GEMM issues while the one before it
@@ -145,9 +146,12 @@ class _Recorder(CoreExecutor):
 
 
 def _engine(cmd: Cmd) -> str:
-    """``H``, ``Q``, ``M``, ``V`` (a VROW with ``overlap``: ``V+``) or ``-`` (the dispatcher's)."""
+    """``H``, ``Q``, ``M``, ``V`` (a VROW with ``overlap``: ``V+``), ``D`` or ``-`` (the
+    dispatcher's)."""
     if cmd.op in ("LOAD", "STORE"):
         return "H"
+    if cmd.op in ("DLOAD", "DSTORE"):
+        return "D"
     if cmd.op in ("QCFG", "QUANT"):
         return "Q"
     if cmd.op == "GEMM":
@@ -170,7 +174,7 @@ def accesses(cfg: Config, core: CoreConfig, runs) -> list:
     return out
 
 
-_ENG = ("H", "Q", "M", "V", "-")
+_ENG = ("H", "Q", "M", "V", "D", "-")
 
 
 def _key(e: str) -> str:
@@ -208,14 +212,15 @@ def _run_hazards(acc: list) -> list:
             join(done[blocker])
         if e == "-" and "V" in last:                  # the dispatcher's own wait for V
             join(done[last["V"]])
-        if e in ("Q", "V", "H") and e in last:        # one command at a time
+        if e in ("Q", "V", "H", "D") and e in last:   # one command at a time
             join(done[last[e]])
         for s in range(SEMAPHORES):
             if a.cmd.wait >> s & 1:
                 waits[s] += 1
                 k, before = waits[s], sigs[s]
                 engines = {_key(acc[j].engine) for j in before}
-                if len(before) == k or (len(engines) == 1 and engines <= {"Q", "V", "M", "H"}):
+                if len(before) == k or (len(engines) == 1
+                                        and engines <= {"Q", "V", "M", "H", "D"}):
                     for j in before[:k]:
                         join(done[j])
         count[e] += 1
@@ -235,7 +240,7 @@ def _run_hazards(acc: list) -> list:
     by_engine = {k: [i for i, a in enumerate(acc) if _key(a.engine) == k] for k in _ENG}
     for j, b in enumerate(acc):
         eb = _key(b.engine)
-        for k in ("H", "Q", "M", "V"):
+        for k in ("H", "Q", "M", "V", "D"):
             if k == eb:
                 continue          # one engine's own commands are ordered by the engine
             lo = issue[j][k]      # commands 1..lo of engine k completed before b issued
