@@ -67,6 +67,7 @@ step, which equal ``requant(Y_qk)`` of the unchanged state (:meth:`CoreProgram.e
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,11 +80,14 @@ from dstar_rtl.program.heads import padded_head_dim, padded_proj, unpad
 from dstar_rtl.program.isa import (
     ADDR_BITS,
     BUFFERS,
+    DRAM_BUFFERS,
     Cmd,
     CoreConfig,
+    beat_bytes,
     buffer_depth,
     check_core,
     cmd_layout,
+    dram_row_bytes,
     host_words_per_row,
     row_to_words,
     rows_tensor,
@@ -93,7 +97,8 @@ from dstar_rtl.program.isa import (
     words_to_row,
 )
 
-__all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
+__all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "D_READY",
+           "Emitter",
            "group_rows", "dense", "emit_layer", "piece_bounds", "check_pieces",
            "ELEMENTWISE", "vrow_chunks", "emit_vrow", "emit_token_rows",
            "emit_block_body", "weight_words", "rbuf_words",
@@ -101,6 +106,7 @@ __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE",
 
 FULL, FREE = 1 << 0, 1 << 1          # semaphore masks: group slot full / free
 S_READY, P_READY = 1 << 2, 1 << 3    # attention: a query tile's scores (and RMAX) / P written
+D_READY = (1 << 4, 1 << 5)          # a layer's DRAM objects loaded, by window (program.model)
 SREG_K, SREG_V = 0, 1                # shift registers of K and V (one head at a time)
 MAX_COUNT = (1 << ADDR_BITS) - 1     # largest count field
 BUF_ORDER = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "GMEM")
@@ -459,6 +465,18 @@ class Emitter:
             self.cmds.extend(part)
             self.tags.extend(body.tags[i:i + MAX_COUNT])
 
+    def dram(self, op: str, buf: str, reg: Region, beat: int, signal: int = 0):
+        """DLOAD/DSTORE of a whole region from/to DRAM beat ``beat`` (its rows' image laid
+        out from there), split into parts of at most :data:`MAX_COUNT` rows that each start on
+        a beat; the last part signals ``signal``."""
+        rb, bb = dram_row_bytes(self.cfg, buf), beat_bytes(self.cfg)
+        step = bb // math.gcd(rb, bb)                  # rows whose image fills whole beats
+        part = MAX_COUNT - MAX_COUNT % step
+        for a in range(0, reg.rows, part):
+            n = min(part, reg.rows - a)
+            self(op, signal=signal if a + n == reg.rows else 0, buf=DRAM_BUFFERS.index(buf),
+                 addr=reg.base + a, count=n, dram=beat + a * rb // bb)
+
     def transfer(self, op: str, buf: str, reg: Region, zero: int = 0, key: str | None = None):
         """LOAD/STORE of a whole region, split at :data:`MAX_COUNT` rows; ``key`` names the host
         tensor the rows come from or go to (the tag ``(key, first row)`` of each command)."""
@@ -725,7 +743,8 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
     (named ``prefix + part``). ``prog`` has ``blk``, ``cfg`` and ``regions``, the last mapping
     the block's region names (``x``, ``out``, ``ln1`` ..., ``<layer>.W`` ..., ``shift1`` ...)
     to regions; ``prog.around(e, k, when)`` (if present) is called ``"before"`` and ``"after"``
-    each layer ``k``, inside the layer's SKIP for ``qk``."""
+    each layer ``k``, inside the layer's SKIP for ``qk``, and for ``qk`` also ``"prefetch"``
+    just before its SKIP (what must run on every step)."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     s = blk.spec
     N, D, M = s.tokens, s.hidden, s.mlp_hidden
@@ -749,6 +768,8 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
     e.section(prefix + "qk")
     sub = Emitter(cfg)
     layer(sub, "qk", "a")
+    if around:              # what runs every step before the qk layer's SKIP
+        around(e, "qk", "prefetch")
     e.skip(sub)
     e.section(prefix + "v")
     layer(e, "v", "a")

@@ -38,6 +38,19 @@ rest fit (``stream`` forces every object of the named buffers to stream). The st
 the ``qk`` layers lie inside their SKIP, so a reuse step neither sends nor returns them
 (:meth:`ModelProgram.transfers`).
 
+**DRAM** (a core with a DRAM port, ``cfg.dram_width``; docs/core.md §9). The objects that
+stream live in DRAM instead of with the host (:attr:`ModelProgram.dram_map`: each at its own
+beats; :meth:`ModelProgram.dram_image` holds the weights, written before the init program;
+:meth:`ModelProgram.zero_state_image` zeroes the state before a trajectory) and move through
+the D engine, two windows per buffer so that a layer's objects load while the layer before it
+runs: before layer ``k`` a NOP waits for its window's ``D_READY`` (which its last DLOAD signals)
+and the DLOADs of layer ``k+1`` follow, running beside ``k``; after ``k``'s BARRIER its state
+goes back with DSTOREs. The first layer and every ``qk`` layer (which a reuse step skips) load
+their own objects as they start, and the layer after a ``qk`` is loaded before the ``qk``
+layer's SKIP, so that a reuse step loads it too. Windows alternate with the layers' order, and
+the D engine's order keeps a window's DSTORE before the next DLOAD into it.
+:meth:`ModelProgram.dram_state` reads a row's state back for the sampler's check.
+
 **Padding.** A patch size below the tile size ``T`` (e.g. 2×2 patches of one channel, 4 values,
 at ``T = 8``) is padded to the next multiple of ``T``: the patch embedding gets zero input
 channels (zero weight rows), the final layer zero output channels (zero weights, bias and
@@ -59,10 +72,12 @@ from types import SimpleNamespace
 import numpy as np
 
 from dstar_rtl.golden.dit_int import LAYERS, MOD_NAMES
+from dstar_rtl.golden.layouts import unpack
 from dstar_rtl.golden.schedule import Counters
 from dstar_rtl.models.dit_int_model import IntDiT, ModelStep
 from dstar_rtl.program.compiler import (
     BUF_ORDER,
+    D_READY,
     Emitter,
     Region,
     attention_words,
@@ -85,11 +100,16 @@ from dstar_rtl.program.isa import (
     COUNTERS,
     CoreConfig,
     abuf_bits,
+    beat_bytes,
     buffer_depth,
+    bytes_to_rows,
     check_core,
+    dram_row_bytes,
     host_words_per_row,
+    row_layout,
     row_to_words,
     rows_tensor,
+    rows_to_bytes,
     rows_ysum,
     tensor_rows,
     words_to_row,
@@ -156,6 +176,8 @@ class ModelProgram:
     regions: dict = field(default_factory=dict)
     streamed: dict = field(default_factory=dict)    # buffer → streamed layer names
     streamed_rows: dict = field(default_factory=dict)   # buffer → streamed (row, layer)
+    dram_map: dict = field(default_factory=dict)    # DRAM object key → (beat, rows, buffer)
+    order: list = field(default_factory=list)       # the layers of one batch row, in order
     init: list = field(default_factory=list)
     init_words: list = field(default_factory=list)
     step: list = field(default_factory=list)
@@ -214,10 +236,13 @@ class ModelProgram:
 
     def initial_state(self) -> list:
         """The host's copy of every streamed state before the first step, per batch row:
-        zeros."""
+        zeros (none when the state streams through DRAM: :meth:`zero_state_image`)."""
         N, states = self.model.spec.tokens, []
         for r in range(self.rows):
             state = {}
+            if self.cfg.dram_width:
+                states.append(state)
+                continue
             for name in self.streamed.get("XBUF", []):
                 state[f"{name}.xhat"] = np.zeros((N, self.layers[name].W.shape[0]), np.int64)
             for name in self.streamed.get("YBUF", []):
@@ -303,13 +328,7 @@ class ModelProgram:
             if r != row or op != "STORE" or not key.endswith((".xhat", ".Y")):
                 continue
             name, what = key.rsplit(".", 1)
-            if name in ms.state:
-                v = ms.state[name][0 if what == "xhat" else 1]
-            else:
-                i, k = name.split(".")[1:]
-                ls = ms.blocks[int(i)].layers[k]
-                v = ls.xhat if what == "xhat" else ls.Y
-            res[key] = self._pad_cols(v, name, rows_in=what == "xhat")
+            res[key] = self._state_value(ms, name, what)
         return {k: np.asarray(v, np.int64) for k, v in res.items()}
 
     def expected_counters(self, steps: list) -> dict:
@@ -331,6 +350,67 @@ class ModelProgram:
             return out
         want = cin if rows_in else cout
         return np.pad(v, ((0, 0), (0, want - v.shape[1]))) if v.shape[1] < want else v
+
+    # ------------------------------------------------------------------ DRAM
+    def dram_image(self) -> dict:
+        """``{byte address: bytes}``: the weights of every layer whose weights live in DRAM
+        (module docstring, "DRAM"), written before the init program runs."""
+        bb, out = beat_bytes(self.cfg), {}
+        for key, (beat, _rows, buf) in self.dram_map.items():
+            if buf == "WMEM":
+                k = host_words_per_row(self.cfg, buf)
+                w = self.weights[key]
+                rows = [sum(int(x) << (32 * i) for i, x in enumerate(w[j:j + k]))
+                        for j in range(0, len(w), k)]
+                out[beat * bb] = rows_to_bytes(self.cfg, buf, rows)
+        return out
+
+    def zero_state_image(self) -> dict:
+        """``{byte address: bytes}`` of zeros over every state object in DRAM: what the host
+        writes before a trajectory's first step (the resident state is zeroed by
+        :func:`zero_state_commands`)."""
+        bb = beat_bytes(self.cfg)
+        return {beat * bb: bytes(rows * dram_row_bytes(self.cfg, buf))
+                for beat, rows, buf in self.dram_map.values() if buf != "WMEM"}
+
+    def dram_state(self, read, row: int, cache: bool) -> dict:
+        """Batch row ``row``'s state objects in DRAM after a step, read with ``read(byte
+        address, count)`` (:meth:`program.dram.Dram.read`, or an AXI RAM's): ``{"<layer>.xhat"
+        | "<layer>.Y": (N, C) array}``, the ``qk`` layers' only after a cache step."""
+        bb, out = beat_bytes(self.cfg), {}
+        for name in self.layers:
+            if name.endswith(".qk") and not cache:
+                continue
+            for buf, key in _dram_objects(self, row, name, ("XBUF", "YBUF")):
+                beat, rows, _ = self.dram_map[key]
+                image = bytes(read(beat * bb, rows * dram_row_bytes(self.cfg, buf)))
+                lay = row_layout(self.cfg, buf)
+                vals = [unpack(lay, w)["v"] for w in bytes_to_rows(self.cfg, buf, image)]
+                hk = f"{name}.{_SUFFIX[buf]}"
+                out[hk] = self._tensor(hk, np.array(vals, np.int64))
+        return out
+
+    def expected_dram_state(self, ms: ModelStep, row: int, cache: bool) -> dict:
+        """The golden values of :meth:`dram_state` after the integer model's step ``ms``."""
+        got = {}
+        for name in self.layers:
+            if name.endswith(".qk") and not cache:
+                continue
+            for buf, _key in _dram_objects(self, row, name, ("XBUF", "YBUF")):
+                what = _SUFFIX[buf]
+                got[f"{name}.{what}"] = np.asarray(self._state_value(ms, name, what), np.int64)
+        return got
+
+    def _state_value(self, ms: ModelStep, name: str, what: str):
+        """Layer ``name``'s ``x̂`` (``what`` "xhat") or ``Y`` after step ``ms``, padded as the
+        core holds it."""
+        if name in ms.state:
+            v = ms.state[name][0 if what == "xhat" else 1]
+        else:
+            i, k = name.split(".")[1:]
+            ls = ms.blocks[int(i)].layers[k]
+            v = ls.xhat if what == "xhat" else ls.Y
+        return self._pad_cols(v, name, rows_in=what == "xhat")
 
     # ------------------------------------------------------------------ memory
     def memory_map(self) -> str:
@@ -505,6 +585,10 @@ def _plan(prog: ModelProgram, force: set):
             if buf not in STREAMABLE and top[buf] > buffer_depth(prog.core, buf)]
     if over:
         raise ValueError("the model does not fit: " + "; ".join(over))
+    dram = bool(cfg.dram_width)
+    windows = 2 if dram else 1          # DRAM: the next layer's objects load beside this one's
+    prog.order = layer_names(depth)
+    beat = 0
     for buf in STREAMABLE:
         rows_of = [None] if buf == "WMEM" else list(range(prog.rows))
         objs = [(r, n) for r in rows_of for n in prog.layers]
@@ -515,19 +599,23 @@ def _plan(prog: ModelProgram, force: set):
             for o in sorted(objs, key=lambda o: -size[o]):
                 streamed.append(o)
                 rest = sum(size[k] for k in objs if k not in streamed)
-                if rest + max(size[k] for k in streamed) <= room:
+                if rest + windows * max(size[k] for k in streamed) <= room:
                     break
         window = max((size[o] for o in streamed), default=0)
-        if window + sum(size[o] for o in objs if o not in streamed) > room:
-            raise ValueError(f"the model does not fit: {buf} needs {top[buf] + window} rows "
-                             f"even with every layer streamed, the core has "
+        if windows * window + sum(size[o] for o in objs if o not in streamed) > room:
+            raise ValueError(f"the model does not fit: {buf} needs {top[buf] + windows * window}"
+                             f" rows even with every layer streamed, the core has "
                              f"{buffer_depth(prog.core, buf)} ({buf.lower()}_rows)")
         wbase = top[buf]
-        top[buf] += window
+        top[buf] += windows * window
         for o in objs:
             r, n = o
             key = f"{n}.W" if r is None else _state(r, n, _SUFFIX[buf])
-            take(buf, key, size[o], base=wbase if o in streamed else None)
+            at = wbase + window * (prog.order.index(n) % windows)
+            take(buf, key, size[o], base=at if o in streamed else None)
+            if dram and o in streamed and size[o]:
+                prog.dram_map[key] = (beat, size[o], buf)
+                beat += -(-size[o] * dram_row_bytes(cfg, buf) // beat_bytes(cfg))
         prog.streamed[buf] = list(dict.fromkeys(n for _, n in streamed))
         prog.streamed_rows[buf] = streamed
 
@@ -620,7 +708,12 @@ def _block_view(prog: ModelProgram, r: int, i: int):
 
 
 def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
-    """The host transfers of a layer's streamed objects: LOADs before it, STOREs after it."""
+    """The transfers of a layer's streamed objects: through DRAM (:func:`_around_dram`), or
+    with the host: LOADs before it, STOREs after it."""
+    if prog.cfg.dram_width:
+        return _around_dram(prog, e, r, name, when)
+    if when == "prefetch":
+        return
     R = prog.regions
     for buf in STREAMABLE if when == "before" else ("XBUF", "YBUF"):
         obj = (None if buf == "WMEM" else r, name)
@@ -629,6 +722,51 @@ def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
         suffix = _SUFFIX[buf]
         reg = R[f"{name}.W"] if buf == "WMEM" else R[_state(r, name, suffix)]
         e.transfer("LOAD" if when == "before" else "STORE", buf, reg, key=(r, f"{name}.{suffix}"))
+
+
+def _dram_objects(prog: ModelProgram, r: int, name: str, bufs=STREAMABLE) -> list:
+    """``(buffer, key)`` of batch row ``r``'s objects of layer ``name`` that live in DRAM."""
+    keys = [(b, f"{name}.W" if b == "WMEM" else _state(r, name, _SUFFIX[b])) for b in bufs]
+    return [(b, k) for b, k in keys if k in prog.dram_map]
+
+
+def _own_fetch(name: str) -> bool:
+    """Whether layer ``name`` loads its own DRAM objects as it starts (the first layer, and a
+    ``qk`` layer, which a reuse step skips) rather than having them loaded beside the layer
+    before it."""
+    return name == "x_embed" or name.endswith(".qk")
+
+
+def _fetch(prog: ModelProgram, e: Emitter, r: int, name: str):
+    """DLOAD layer ``name``'s DRAM objects into its windows; the last signals its window's
+    ``D_READY``."""
+    objs = _dram_objects(prog, r, name)
+    sig = D_READY[prog.order.index(name) % 2]
+    for i, (buf, key) in enumerate(objs):
+        e.dram("DLOAD", buf, prog.regions[key], prog.dram_map[key][0],
+               signal=sig if i == len(objs) - 1 else 0)
+
+
+def _around_dram(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
+    """A layer's objects in DRAM (module docstring, "DRAM"): ``"before"`` it, its own DLOADs
+    (:func:`_own_fetch`) and a NOP waiting for them, then the DLOADs of the next layer, which
+    run beside this one (a ``qk`` layer's successor is loaded at ``"prefetch"``, before the
+    SKIP); ``"after"`` its BARRIER, DSTOREs of its state."""
+    order = prog.order
+    nxt = order[order.index(name) + 1] if order.index(name) + 1 < len(order) else None
+    if when == "prefetch":
+        if nxt and not _own_fetch(nxt):
+            _fetch(prog, e, r, nxt)
+    elif when == "before":
+        if _own_fetch(name):
+            _fetch(prog, e, r, name)
+        if _dram_objects(prog, r, name):
+            e("NOP", wait=D_READY[order.index(name) % 2])
+        if nxt and not _own_fetch(nxt) and not name.endswith(".qk"):
+            _fetch(prog, e, r, nxt)
+    else:
+        for buf, key in _dram_objects(prog, r, name, ("XBUF", "YBUF")):
+            e.dram("DSTORE", buf, prog.regions[key], prog.dram_map[key][0])
 
 
 def _layer(prog: ModelProgram, e: Emitter, r: int, name: str, src: str):
