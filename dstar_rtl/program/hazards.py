@@ -16,12 +16,15 @@ reads RMAX when it issues: the vector engine keeps a copy).
 vector of per-engine command counts (``known[e] = k``: the first ``k`` commands of engine ``e``
 have completed). A command issues after the one before it in the stream; H, a VROW without
 ``overlap``, BARRIER and END issue once every earlier command has completed, and nothing issues
-while H or such a VROW runs; the dispatcher's own commands wait for V; Q, V, H and D take one
-command at a time; a wait on a semaphore is met by its signals, which gives an order where it
-is decidable (the first ``k`` signals of one in-order engine, or all of them when exactly
-``k`` precede it). M's completions are in order, but a GEMM issues while the one before it
-drains, and two GEMMs are never checked against each other (the engine's own pipeline orders
-its drain writes and the next replay's reads of GMEM and WMEM, which M never writes).
+while H or such a VROW runs; the dispatcher's own commands wait for V; Q, V and H take one
+command at a time (D queues its commands and runs them in order, so a transfer issues while
+the one before it runs, like a GEMM); a wait on a semaphore is met by its signals, which gives
+an order where it is decidable (the first ``k`` signals of one in-order engine, or all of them
+when exactly ``k`` precede it; counted from the last command that ran alone when every signal
+before it had been taken). M's completions are in order, but a GEMM issues while the one
+before it drains, and two GEMMs are never checked against each other (the engine's own
+pipeline orders its drain writes and the next replay's reads of GMEM and WMEM, which M never
+writes).
 
 :func:`hazards` returns every conflicting pair; :func:`check_program` raises on the first.
 """
@@ -208,11 +211,16 @@ def _run_hazards(acc: list) -> list:
         alone = a.engine in ("H", "V") or a.cmd.op in ("BARRIER", "END")
         if alone:
             join(count)
+            # Every earlier signal has landed: a semaphore whose waits took all of them starts
+            # afresh, its next waits met by the signals after this command.
+            for s in range(SEMAPHORES):
+                if len(sigs[s]) == waits[s]:
+                    sigs[s], waits[s] = [], 0
         if blocker is not None:
             join(done[blocker])
         if e == "-" and "V" in last:                  # the dispatcher's own wait for V
             join(done[last["V"]])
-        if e in ("Q", "V", "H", "D") and e in last:   # one command at a time
+        if e in ("Q", "V", "H") and e in last:        # one command at a time
             join(done[last[e]])
         for s in range(SEMAPHORES):
             if a.cmd.wait >> s & 1:

@@ -80,6 +80,8 @@ from dstar_rtl.program.compiler import (
     D_READY,
     Emitter,
     Region,
+    StateStream,
+    TileStream,
     attention_words,
     check_bias,
     check_block,
@@ -162,6 +164,25 @@ def _pad_to(n: int, T: int) -> int:
     return -(-n // T) * T
 
 
+@dataclass(frozen=True)
+class DramObject:
+    """Where an object lives in DRAM (module docstring, "DRAM"): from beat ``beat``, ``rows``
+    rows of ``buf`` in pieces of ``tile_rows`` (a token tile of the state; all the rows for
+    weights), each piece's image ``stride`` beats from the one before."""
+
+    beat: int
+    rows: int
+    buf: str
+    tile_rows: int
+    stride: int
+
+    @property
+    def pieces(self) -> list:
+        """``(first row, rows, beat)`` of each piece."""
+        return [(i * self.tile_rows, self.tile_rows, self.beat + i * self.stride)
+                for i in range(self.rows // self.tile_rows)]
+
+
 @dataclass
 class ModelProgram:
     """A compiled model (:func:`compile_model`): commands with their host-tensor tags, the
@@ -176,7 +197,8 @@ class ModelProgram:
     regions: dict = field(default_factory=dict)
     streamed: dict = field(default_factory=dict)    # buffer → streamed layer names
     streamed_rows: dict = field(default_factory=dict)   # buffer → streamed (row, layer)
-    dram_map: dict = field(default_factory=dict)    # DRAM object key → (beat, rows, buffer)
+    dram_map: dict = field(default_factory=dict)    # DRAM object key → DramObject
+    tile_windows: dict = field(default_factory=dict)    # XBUF/YBUF → bases of a tile's windows
     order: list = field(default_factory=list)       # the layers of one batch row, in order
     init: list = field(default_factory=list)
     init_words: list = field(default_factory=list)
@@ -356,13 +378,13 @@ class ModelProgram:
         """``{byte address: bytes}``: the weights of every layer whose weights live in DRAM
         (module docstring, "DRAM"), written before the init program runs."""
         bb, out = beat_bytes(self.cfg), {}
-        for key, (beat, _rows, buf) in self.dram_map.items():
-            if buf == "WMEM":
-                k = host_words_per_row(self.cfg, buf)
+        k = host_words_per_row(self.cfg, "WMEM")
+        for key, obj in self.dram_map.items():
+            if obj.buf == "WMEM":
                 w = self.weights[key]
                 rows = [sum(int(x) << (32 * i) for i, x in enumerate(w[j:j + k]))
                         for j in range(0, len(w), k)]
-                out[beat * bb] = rows_to_bytes(self.cfg, buf, rows)
+                out[obj.beat * bb] = rows_to_bytes(self.cfg, "WMEM", rows)
         return out
 
     def zero_state_image(self) -> dict:
@@ -370,8 +392,8 @@ class ModelProgram:
         writes before a trajectory's first step (the resident state is zeroed by
         :func:`zero_state_commands`)."""
         bb = beat_bytes(self.cfg)
-        return {beat * bb: bytes(rows * dram_row_bytes(self.cfg, buf))
-                for beat, rows, buf in self.dram_map.values() if buf != "WMEM"}
+        return {o.beat * bb: bytes(len(o.pieces) * o.stride * bb)
+                for o in self.dram_map.values() if o.buf != "WMEM"}
 
     def dram_state(self, read, row: int, cache: bool) -> dict:
         """Batch row ``row``'s state objects in DRAM after a step, read with ``read(byte
@@ -382,10 +404,9 @@ class ModelProgram:
             if name.endswith(".qk") and not cache:
                 continue
             for buf, key in _dram_objects(self, row, name, ("XBUF", "YBUF")):
-                beat, rows, _ = self.dram_map[key]
-                image = bytes(read(beat * bb, rows * dram_row_bytes(self.cfg, buf)))
-                lay = row_layout(self.cfg, buf)
-                vals = [unpack(lay, w)["v"] for w in bytes_to_rows(self.cfg, buf, image)]
+                rb, lay = dram_row_bytes(self.cfg, buf), row_layout(self.cfg, buf)
+                vals = [unpack(lay, w)["v"] for _r0, n, beat in self.dram_map[key].pieces
+                        for w in bytes_to_rows(self.cfg, buf, bytes(read(beat * bb, n * rb)))]
                 hk = f"{name}.{_SUFFIX[buf]}"
                 out[hk] = self._tensor(hk, np.array(vals, np.int64))
         return out
@@ -512,6 +533,13 @@ def _core_layers(prog: ModelProgram):
     prog.weights = {f"{n}.W": weight_words(cfg, lay) for n, lay in prog.layers.items()}
 
 
+def _tile_rows(prog: ModelProgram, buf: str, name: str) -> int:
+    """Rows of one token tile of layer ``name``'s ``x̂`` (XBUF: its inputs) or ``Y`` (YBUF:
+    its outputs)."""
+    cin, cout = prog.layers[name].W.shape
+    return cin if buf == "XBUF" else cout
+
+
 def _object_rows(prog: ModelProgram, buf: str, name: str) -> int:
     """Rows of layer ``name``'s weights (WMEM), ``x̂`` (XBUF) or ``Y`` (YBUF)."""
     cin, cout = prog.layers[name].W.shape
@@ -586,36 +614,46 @@ def _plan(prog: ModelProgram, force: set):
     if over:
         raise ValueError("the model does not fit: " + "; ".join(over))
     dram = bool(cfg.dram_width)
-    windows = 2 if dram else 1          # DRAM: the next layer's objects load beside this one's
     prog.order = layer_names(depth)
+    bb = beat_bytes(cfg) if dram else 1
     beat = 0
     for buf in STREAMABLE:
         rows_of = [None] if buf == "WMEM" else list(range(prog.rows))
         objs = [(r, n) for r in rows_of for n in prog.layers]
         size = {o: _object_rows(prog, buf, o[1]) for o in objs}
+        # Through DRAM the weights take two windows (the next layer's load beside this one),
+        # the state three windows of one token tile (emit_layer's StateStream).
+        tiled = dram and buf != "WMEM"
+        windows = (3 if tiled else 2) if dram else 1
+        unit = {o: (_tile_rows(prog, buf, o[1]) if tiled else size[o]) for o in objs}
         room = buffer_depth(prog.core, buf) - top[buf]
         streamed = list(objs) if buf in force else []
         if buf not in force and sum(size.values()) > room:
             for o in sorted(objs, key=lambda o: -size[o]):
                 streamed.append(o)
                 rest = sum(size[k] for k in objs if k not in streamed)
-                if rest + windows * max(size[k] for k in streamed) <= room:
+                if rest + windows * max(unit[k] for k in streamed) <= room:
                     break
-        window = max((size[o] for o in streamed), default=0)
+        streamed = [o for o in streamed if size[o]]
+        window = max((unit[o] for o in streamed), default=0)
         if windows * window + sum(size[o] for o in objs if o not in streamed) > room:
             raise ValueError(f"the model does not fit: {buf} needs {top[buf] + windows * window}"
                              f" rows even with every layer streamed, the core has "
                              f"{buffer_depth(prog.core, buf)} ({buf.lower()}_rows)")
         wbase = top[buf]
         top[buf] += windows * window
+        if tiled:
+            prog.tile_windows[buf] = tuple(wbase + i * window for i in range(windows))
         for o in objs:
             r, n = o
             key = f"{n}.W" if r is None else _state(r, n, _SUFFIX[buf])
-            at = wbase + window * (prog.order.index(n) % windows)
-            take(buf, key, size[o], base=at if o in streamed else None)
-            if dram and o in streamed and size[o]:
-                prog.dram_map[key] = (beat, size[o], buf)
-                beat += -(-size[o] * dram_row_bytes(cfg, buf) // beat_bytes(cfg))
+            at = wbase + (0 if tiled else window * (prog.order.index(n) % windows))
+            take(buf, key, unit[o] if o in streamed else size[o],
+                 base=at if o in streamed else None)
+            if dram and o in streamed:
+                stride = -(-unit[o] * dram_row_bytes(cfg, buf) // bb)
+                prog.dram_map[key] = DramObject(beat, size[o], buf, unit[o], stride)
+                beat += size[o] // unit[o] * stride
         prog.streamed[buf] = list(dict.fromkeys(n for _, n in streamed))
         prog.streamed_rows[buf] = streamed
 
@@ -704,7 +742,9 @@ def _block_view(prog: ModelProgram, r: int, i: int):
     def around(e, k, when):
         _around(prog, e, r, f"blocks.{i}.{k}", when)
     return SimpleNamespace(blk=prog.model.blocks[i], cfg=prog.cfg, regions=view, around=around,
-                           layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={})
+                           layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={},
+                           state_streams={k: _state_stream(prog, r, f"blocks.{i}.{k}")
+                                          for k in LAYERS})
 
 
 def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
@@ -712,7 +752,7 @@ def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
     with the host: LOADs before it, STOREs after it."""
     if prog.cfg.dram_width:
         return _around_dram(prog, e, r, name, when)
-    if when == "prefetch":
+    if when in ("prefetch", "started"):
         return
     R = prog.regions
     for buf in STREAMABLE if when == "before" else ("XBUF", "YBUF"):
@@ -738,20 +778,31 @@ def _own_fetch(name: str) -> bool:
 
 
 def _fetch(prog: ModelProgram, e: Emitter, r: int, name: str):
-    """DLOAD layer ``name``'s DRAM objects into its windows; the last signals its window's
-    ``D_READY``."""
-    objs = _dram_objects(prog, r, name)
+    """DLOAD layer ``name``'s weights from DRAM into its window; the last DLOAD signals the
+    window's ``D_READY``."""
+    objs = _dram_objects(prog, r, name, ("WMEM",))
     sig = D_READY[prog.order.index(name) % 2]
     for i, (buf, key) in enumerate(objs):
-        e.dram("DLOAD", buf, prog.regions[key], prog.dram_map[key][0],
+        e.dram("DLOAD", buf, prog.regions[key], prog.dram_map[key].beat,
                signal=sig if i == len(objs) - 1 else 0)
 
 
+def _state_stream(prog: ModelProgram, r: int, name: str) -> StateStream | None:
+    """Batch row ``r``'s state of layer ``name`` as :func:`program.compiler.emit_layer`
+    streams it from DRAM by token tiles (None when all of it is resident)."""
+    parts = {}
+    for buf in ("XBUF", "YBUF"):
+        obj = prog.dram_map.get(_state(r, name, _SUFFIX[buf]))
+        parts[buf] = obj and TileStream(prog.tile_windows[buf], obj.beat, obj.stride)
+    return StateStream(parts["XBUF"], parts["YBUF"]) if any(parts.values()) else None
+
+
 def _around_dram(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
-    """A layer's objects in DRAM (module docstring, "DRAM"): ``"before"`` it, its own DLOADs
-    (:func:`_own_fetch`) and a NOP waiting for them, then the DLOADs of the next layer, which
-    run beside this one (a ``qk`` layer's successor is loaded at ``"prefetch"``, before the
-    SKIP); ``"after"`` its BARRIER, DSTOREs of its state."""
+    """A layer's weights in DRAM (module docstring, "DRAM"): ``"before"`` it, its own DLOADs
+    (:func:`_own_fetch`) and a NOP waiting for them; once it has asked for its first state
+    tiles (``"started"``), the DLOADs of the next layer's weights, which run beside it (a ``qk``
+    layer's successor is loaded at ``"prefetch"``, before the SKIP). Its state moves inside
+    the layer (:func:`_state_stream`)."""
     order = prog.order
     nxt = order[order.index(name) + 1] if order.index(name) + 1 < len(order) else None
     if when == "prefetch":
@@ -760,13 +811,11 @@ def _around_dram(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
     elif when == "before":
         if _own_fetch(name):
             _fetch(prog, e, r, name)
-        if _dram_objects(prog, r, name):
+        if _dram_objects(prog, r, name, ("WMEM",)):
             e("NOP", wait=D_READY[order.index(name) % 2])
+    elif when == "started":
         if nxt and not _own_fetch(nxt) and not name.endswith(".qk"):
             _fetch(prog, e, r, nxt)
-    else:
-        for buf, key in _dram_objects(prog, r, name, ("XBUF", "YBUF")):
-            e.dram("DSTORE", buf, prog.regions[key], prog.dram_map[key][0])
 
 
 def _layer(prog: ModelProgram, e: Emitter, r: int, name: str, src: str):
@@ -775,7 +824,9 @@ def _layer(prog: ModelProgram, e: Emitter, r: int, name: str, src: str):
     R[src], R[f"{name}.y"] = prog.regions[src], prog.regions[f"{name}.y"]
     _around(prog, e, r, name, "before")
     lay = prog.layers[name]
-    emit_layer(e, prog.cfg, lay, prog.model.spec.tokens, R, name, src, pieces=lay.pieces)
+    emit_layer(e, prog.cfg, lay, prog.model.spec.tokens, R, name, src, pieces=lay.pieces,
+               stream=_state_stream(prog, r, name),
+               started=lambda e2: _around(prog, e2, r, name, "started"))
     _around(prog, e, r, name, "after")
 
 

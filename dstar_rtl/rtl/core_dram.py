@@ -24,8 +24,13 @@ An error response (``rresp`` or ``bresp`` not OKAY) raises the ``dram`` fault; t
 writes no more rows and sends the rest of its write data with no strobes, so the bus is left
 idle and nothing more changes.
 
-Latency and throughput: two cycles from taking a command to its first request (the transfer's
-beats are computed in between); then one beat per cycle either way when rows are at least a
+Commands wait in a queue of :data:`COMMAND_QUEUE` (so the dispatcher moves on past a
+transfer while the one before it runs); they run one after another, in order, and each signals
+its semaphores as it completes.
+
+Latency and throughput: two cycles from starting a command to its first request (the
+transfer's beats are computed in between; a command that arrives at an idle engine starts two
+cycles after it is taken); then one beat per cycle either way when rows are at least a
 beat wide and DRAM and the ports keep up (rows narrower than a beat: one row per cycle). A
 DLOAD completes with its last row written, a DSTORE one cycle after its last response.
 """
@@ -43,12 +48,15 @@ from .params import check_config
 from .stream_queue import StreamQueue
 
 __all__ = ["DramEngine", "dram_bus_signature", "READ_BUFFER_BEATS", "WRITE_BURSTS",
+           "COMMAND_QUEUE",
            "dram_port_signature"]
 
 #: R beats the read side buffers (so this many beats may be asked for ahead).
 READ_BUFFER_BEATS = 2 * BURST_BEATS
 #: Write bursts that may wait for their response.
 WRITE_BURSTS = 4
+#: Commands the engine holds: the one it runs and those queued behind it.
+COMMAND_QUEUE = 4
 
 
 def dram_port_signature(cfg) -> AXI4Signature:
@@ -77,7 +85,7 @@ class DramEngine(wiring.Component):
     """DLOAD / DSTORE (module docstring). Parameter: ``cfg`` (with a DRAM port:
     ``cfg.dram_width`` > 0).
 
-    Members: ``cmd`` In(stream of commands, taken when idle); ``dram`` (the AXI4 manager port,
+    Members: ``cmd`` In(stream of commands, taken while the queue has room); ``dram`` (the AXI4 manager port,
     :func:`dram_port_signature`); ``bus`` (:func:`dram_bus_signature`); ``busy``; ``done`` (one
     cycle when a command completes) with ``signal`` (its semaphore mask); ``fault`` (the
     ``dram`` error code while an error response has been seen, else 0); ``read_beat`` /
@@ -114,7 +122,13 @@ class DramEngine(wiring.Component):
         A = isa.addr_bits(cfg)
         D = isa.DRAM_ADDR_BITS
         ax = self.dram
-        cmd = cmd_layout(cfg, "DLOAD")(self.cmd.payload)    # DSTORE has the same fields
+        # Commands wait in a queue, so the dispatcher issues a transfer while the one before
+        # it runs and moves on to the commands behind it.
+        m.submodules.cmdq = cq = StreamQueue(isa.cmd_bits(cfg), depth=COMMAND_QUEUE)
+        wiring.connect(m, wiring.flipped(self.cmd), cq.i)
+        cmd = cmd_layout(cfg, "DLOAD")(cq.o.p)    # DSTORE has the same fields
+        active = Signal()
+        m.d.comb += self.busy.eq(active | (cq.level != 0))
 
         is_store = Signal()
         buf = Signal(range(len(isa.DRAM_BUFFERS)))
@@ -242,14 +256,14 @@ class DramEngine(wiring.Component):
         m.d.comb += self.done.eq(finish)
         with m.FSM(name="dram"):
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                with m.If(self.cmd.valid):
+                m.d.comb += cq.o.ready.eq(1)
+                with m.If(cq.o.valid):
                     m.d.sync += [is_store.eq(cmd.op == OP["DSTORE"]), buf.eq(cmd.buf),
                                  addr.eq(cmd.addr), count.eq(cmd.count), first.eq(cmd.dram),
                                  sig.eq(cmd.signal)]
                     m.next = "SIZE"
             with m.State("SIZE"):
-                m.d.comb += self.busy.eq(1)
+                m.d.comb += active.eq(1)
                 with m.Switch(buf):
                     for i, b in enumerate(isa.DRAM_BUFFERS):
                         with m.Case(i):
@@ -258,13 +272,13 @@ class DramEngine(wiring.Component):
                              w_beat.eq(first), w_cnt.eq(0)]
                 m.next = "BEATS"
             with m.State("BEATS"):
-                m.d.comb += self.busy.eq(1)
+                m.d.comb += active.eq(1)
                 beats = (nbytes + B - 1) >> lgB
                 m.d.sync += [a_left.eq(beats), w_left.eq(Mux(is_store, beats, 0)),
                              tail.eq(nbytes[:lgB] if lgB else 0)]
                 m.next = "RUN"
             with m.State("RUN"):
-                m.d.comb += [self.busy.eq(1), running.eq(1)]
+                m.d.comb += [active.eq(1), running.eq(1)]
                 idle = ((rows == 0) & (a_left == 0) & ~a_valid & ~rd_pend & (w_left == 0) &
                         (b_out == 0) & (reserved == 0))
                 with m.If(idle):
