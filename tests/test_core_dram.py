@@ -228,3 +228,32 @@ def test_a_transfer_beside_an_engine_is_checked_for_hazards():
     found = hazards(cfg, core, [(_hazard_program(cfg, wait=False), [])])
     assert found and found[0][1].buffer == "XBUF" and found[0][1].kind == "RAW"
     assert hazards(cfg, core, [(_hazard_program(cfg, wait=True), [])]) == []
+
+
+def test_a_group_stream_moves_its_groups_and_a_header():
+    """DSTORE with ``groups`` writes the header beat (the stream's rows) and the groups through
+    the first ``last`` one, not the rows reserved for them; DLOAD with ``groups`` brings exactly
+    those back; a DLOAD whose ``count`` is below the header's rows is ``dram``; ``groups`` on
+    another buffer is ``operand``."""
+    cfg, core = _core("tiny", 32)
+    T, B = cfg.tile, beat_bytes(cfg)
+    ex = CoreExecutor(cfg, core)
+    rng = np.random.default_rng(9)
+    ex.abuf[0:8] = rng.integers(-2000, 2000, (8, T)) * (rng.random((8, 1)) < 0.5)
+    ex.run([make_cmd(cfg, "QUANT", src=0, nch=8, gdst=0)])
+    n = ex.counters["gmem_writes"]
+    assert 1 <= n < 32
+    ex.run([_xfer(cfg, "DSTORE", "GMEM", 0, 32, 10, groups=1)])
+    assert int.from_bytes(ex.dram.read(10 * B, B), "little") == n
+    assert ex.counters["dram_write_beats"] == 1 + dram_beats(cfg, "GMEM", n)
+    ex.run([_xfer(cfg, "DLOAD", "GMEM", 40, 32, 10, groups=1)])
+    assert [g.word(cfg) for g in ex.gmem[40:40 + n]] == [g.word(cfg) for g in ex.gmem[0:n]]
+    assert ex.counters["dram_read_beats"] == 1 + dram_beats(cfg, "GMEM", n)
+    assert ex.counters["gmem_writes"] == 2 * n
+    with pytest.raises(CoreError) as e:
+        ex.run([_xfer(cfg, "DLOAD", "GMEM", 40, n - 1, 10, groups=1)])
+    assert e.value.code == "dram"
+    ex.reset()
+    with pytest.raises(CoreError) as e:
+        ex.run([_xfer(cfg, "DSTORE", "ABUF", 0, 4, 0, groups=1)])
+    assert e.value.code == "operand"

@@ -20,13 +20,20 @@ from dstar_rtl.program.isa import (
     beat_bytes,
     bytes_to_rows,
     core_for,
+    dram_beats,
     dram_row_bytes,
+    host_words_per_row,
     row_layout,
     rows_tensor,
 )
 from dstar_rtl.rtl.core import Core
 from dstar_rtl.sim.amaranth_core import run_core
-from dstar_rtl.sim.dram_programs import every_buffer_program, layer_program, transfer
+from dstar_rtl.sim.dram_programs import (
+    every_buffer_program,
+    group_stream_program,
+    layer_program,
+    transfer,
+)
 
 _DUTS = {}
 
@@ -97,6 +104,24 @@ def test_a_layer_with_everything_in_dram(width, latency, stall):
         got = rows_tensor([unpack(row_layout(cfg, "ABUF"), w)["v"] for w in rows],
                           len(x), cfg.tile)
         np.testing.assert_array_equal(got, res.y, err_msg=f"y, step {s}")
+
+
+@pytest.mark.parametrize("width,latency,stall", [(32, (1, 3), 0.2), (64, (0, 9), 0.4)])
+def test_group_streams_through_dram(width, latency, stall):
+    """sim.dram_programs.group_stream_program: each tile's groups out as a group stream and
+    back; the GEMMs of both copies agree (and equal the executor's); a DLOAD too short for a
+    stream sets ``dram``."""
+    dut = _dut(width)
+    prog = group_stream_program(dut.cfg, width)
+    r = _both(dut, prog, seed=width + 2, latency=latency, stall=stall)
+    n = prog.extra["words"] * host_words_per_row(dut.cfg, "ABUF")
+    assert r.host_out[:n] == r.host_out[n:2 * n] and any(r.host_out[:n])
+    # Only the streams' groups and headers moved, not the rows reserved for them: the
+    # sparse tiles' streams are shorter than the dense ones', all below the reservation.
+    moved = sum(n for _a, n in r.axi.writes)
+    assert moved < 6 * (1 + dram_beats(dut.cfg, "GMEM", 4 * 16))
+    short = run_core(dut, prog.extra["short"], [], dram=r.dram)
+    assert (short.error, short.error_index) == ("dram", 0)
 
 
 def test_an_error_response_stops_the_core():

@@ -423,19 +423,29 @@ class CoreExecutor(VrowEngine):
     # ------------------------------------------------------------------ DRAM transfers
     def _dram_rows(self, a) -> tuple:
         """``(buffer, first row, rows, first byte, beats)`` of a DLOAD/DSTORE, checked
-        (``address``)."""
+        (``operand``, ``address``; a group stream's beats: its header and ``count`` rows)."""
         buf = DRAM_BUFFERS[a["buf"]]
         addr, count, beat = a["addr"], a["count"], a["dram"]
+        if a["groups"] and buf != "GMEM":
+            self._fail("operand", f"a group stream of {buf} (groups is for GMEM)")
         self._rows(buf, addr, count)
-        beats = dram_beats(self.cfg, buf, count)
+        beats = dram_beats(self.cfg, buf, count) + a["groups"]
         if beat + beats > 1 << DRAM_ADDR_BITS:
             self._fail("address", f"DRAM beats {beat}..{beat + beats - 1} outside the port's "
                                   f"{1 << DRAM_ADDR_BITS} beats")
         return buf, addr, count, beat * beat_bytes(self.cfg), beats
 
     def _op_dload(self, a, out):
-        """DLOAD: rows of a buffer from their DRAM image."""
+        """DLOAD: rows of a buffer from their DRAM image (a group stream: after its header)."""
         buf, addr, count, byte, beats = self._dram_rows(a)
+        if a["groups"]:
+            bb = beat_bytes(self.cfg)
+            n = int.from_bytes(self.dram.read(byte, 4), "little")
+            self._add("dram_read_beats", 1)
+            if n > count:
+                self._fail("dram", f"a group stream of {n} rows at beat {a['dram']} does not "
+                                   f"fit the {count} rows of the DLOAD")
+            count, byte, beats = n, byte + bb, dram_beats(self.cfg, buf, n)
         if count == 0:
             return
         image = self.dram.read(byte, count * dram_row_bytes(self.cfg, buf))
@@ -457,6 +467,13 @@ class CoreExecutor(VrowEngine):
             self._fail("operand", f"DSTORE of {DRAM_BUFFERS[a['buf']]} (DSTORE moves "
                                   f"{DSTORABLE})")
         buf, addr, count, byte, beats = self._dram_rows(a)
+        if a["groups"]:                  # through the first last group, then the header
+            n = next((i + 1 for i in range(count) if self.gmem[addr + i].last), count)
+            bb = beat_bytes(self.cfg)
+            count, beats = n, dram_beats(self.cfg, buf, n)
+            self.dram.write(byte, n.to_bytes(4, "little") + bytes(bb - 4))
+            self._add("dram_write_beats", 1)
+            byte += bb
         if count == 0:
             return
         if buf == "GMEM":

@@ -96,11 +96,15 @@ VROW       V       VPU operation ``vop`` (:data:`golden.layouts.VPU_OPS`, not ``
 VPARAM     V       the VROW parameter register := ``value`` (LayerNorm's ``eps_q``).
 DLOAD      D       rows ``addr .. addr+count-1`` of ``buf`` (:data:`DRAM_BUFFERS`) := the DRAM
                    image (below) at beat ``dram`` of the DRAM port. Done when the last row is
-                   written.
+                   written. ``groups`` (GMEM only): a group stream (below): its header beat at
+                   ``dram`` gives its rows ``n`` (more than ``count``: ``dram``), which are
+                   loaded from beat ``dram + 1``.
 DSTORE     D       the DRAM image of rows ``addr .. addr+count-1`` of ``buf`` (one of
                    :data:`DSTORABLE`) to beat ``dram``: only the image's bytes are
                    written (the last beat's bytes past it keep their value). Done when DRAM
-                   has acknowledged every write.
+                   has acknowledged every write. ``groups`` (GMEM only): the group stream
+                   from ``addr`` through its first ``last`` group (at most ``count`` rows,
+                   ``n``) from beat ``dram + 1``, then its header beat at ``dram``.
 STEP       -       the step phase := phase + 1, or 0 when that reaches ``interval``.
 SKIP       -       on a reuse step (phase != 0) the next ``count`` commands are discarded.
 =========  ======  ============================================================================
@@ -114,7 +118,9 @@ against them by the semaphores; it takes one command at a time, in order.
 :func:`dram_row_layout`, least significant first, the last byte's spare bits 0); the ``count``
 rows of one transfer lie one after another from byte ``dram · beat_bytes``, so a transfer
 moves :func:`dram_beats` beats and the rows need not meet beat boundaries. ``dram`` counts
-beats: a transfer starts on a beat.
+beats: a transfer starts on a beat. A *group stream* (``groups``, the P cache: its length is
+the data's) is one header beat, the row count ``n`` in its low 32 bits and zeros above, then
+the image of its ``n`` rows: ``1 + dram_beats(n)`` beats.
 
 On the INT8 core (``cfg.datapath == "int8"``, numerics §2.8) QCFG does nothing, QUANT runs the
 INT8 quantizer (one exponent per tile, one group per non-zero sub-channel; ``diff`` is
@@ -127,12 +133,14 @@ every further command; reset clears it): :data:`ERRORS`. ``opcode``: an unknown 
 write running past the end, a weight row past WMEM while it runs); ``operand``: an illegal
 field (VROW ``vop`` not in :data:`VROW_OPS`, ``n`` or ``R`` 0, a row longer than
 ``max_reduction``, the sub-channel walk for an operation writing ABUF, STORE of a buffer not in
-:data:`STORABLE`, DSTORE of one not in :data:`DSTORABLE`, LOAD of CNT, QUANT ``nch`` 0 or
-above ``max_reduction``); ``vpu`` / ``qpu``: the unit refused a command or configuration;
-``shift``: ``sh - SREG`` negative; ``semaphore``: a count above 15, or a wait no engine can
-satisfy any more (every engine idle); ``dram``: the DRAM port answered a read or write with an
-error response. DLOAD and DSTORE with a ``count`` of 0 do nothing; ``address`` also covers a
-transfer past the port's address space (``dram + beats > 2**DRAM_ADDR_BITS``).
+:data:`STORABLE`, DSTORE of one not in :data:`DSTORABLE`, ``groups`` on a buffer but GMEM,
+LOAD of CNT, QUANT ``nch`` 0 or above ``max_reduction``); ``vpu`` / ``qpu``: the unit refused
+a command or configuration; ``shift``: ``sh - SREG`` negative; ``semaphore``: a count above 15,
+or a wait no engine can satisfy any more (every engine idle); ``dram``: the DRAM port answered a
+read or write with an error response, or a group stream's header gives more rows than its
+DLOAD's ``count``. DLOAD and DSTORE with a ``count`` of 0 do nothing; ``address`` also covers a
+transfer past the port's address space (``dram + beats > 2**DRAM_ADDR_BITS``, a group
+stream's header and ``count`` rows counted).
 """
 
 from __future__ import annotations
@@ -515,7 +523,8 @@ def _cmd_layout_of(cfg: Config, op: str) -> list:
                 _f("c", max(B, VB)), _f("vb", VB), _f("dst", B), _f("sreg", 4),
                 _f("overlap", 1)]
     if op in ("DLOAD", "DSTORE"):
-        return [_f("buf", 3), _f("addr", W), _f("count", W), _f("dram", DRAM_ADDR_BITS)]
+        return [_f("buf", 3), _f("groups", 1), _f("addr", W), _f("count", W),
+                _f("dram", DRAM_ADDR_BITS)]
     if op == "VPARAM":
         return [_f("value", 64)]
     if op == "STEP":

@@ -642,8 +642,10 @@ def _plan(prog: ModelProgram, force: set):
                              f"{buffer_depth(prog.core, buf)} ({buf.lower()}_rows)")
         wbase = top[buf]
         top[buf] += windows * window
-        if tiled:
+        if tiled and window:
             prog.tile_windows[buf] = tuple(wbase + i * window for i in range(windows))
+            for i, base in enumerate(prog.tile_windows[buf]):
+                take(buf, f"{buf.lower()}.tile{i}", window, base=base)
         for o in objs:
             r, n = o
             key = f"{n}.W" if r is None else _state(r, n, _SUFFIX[buf])

@@ -173,8 +173,10 @@ class Dispatcher(wiring.Component):
                                              beats.eq((d.count * rb + (1 << lgB) - 1) >> lgB)]
                     storable = Cat(*(d.buf == isa.DRAM_BUFFERS.index(b)
                                      for b in isa.DSTORABLE)).any()
-                    m.d.comb += [opnd_bad.eq((op == OP["DSTORE"]) & ~storable),
-                                 addr_bad.eq(rows_bad | (d.dram + beats >
+                    gmem = d.buf == isa.DRAM_BUFFERS.index("GMEM")
+                    m.d.comb += [opnd_bad.eq(((op == OP["DSTORE"]) & ~storable) |
+                                             (d.groups & ~gmem)),
+                                 addr_bad.eq(rows_bad | (d.dram + beats + d.groups >
                                                          (1 << isa.DRAM_ADDR_BITS)))]
             with m.Case(*(OP[o] for o in ("NOP", "END", "BARRIER", "QCFG", "VPARAM", "STEP",
                                           "SKIP"))):

@@ -35,11 +35,13 @@ beat wide and DRAM and the ports keep up (rows narrower than a beat: one row per
 DLOAD completes with its last row written, a DSTORE one cycle after its last response.
 """
 
+import math
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from dstar_rtl.golden.layouts import layout_width
+from dstar_rtl.golden.layouts import gmem_layout, layout_width
 from dstar_rtl.program import isa
 
 from .axi import BURST_BEATS, INCR, OKAY, AXI4Signature, burst_beats
@@ -81,15 +83,25 @@ def dram_bus_signature(width: int, addr_bits: int) -> wiring.Signature:
     })
 
 
+def _field_offset(layout, name: str) -> int:
+    """Bit offset of field ``name`` in a golden layout."""
+    off = 0
+    for n, w, dims, _s in layout:
+        if n == name:
+            return off
+        off += w * (math.prod(dims) if dims else 1)
+    raise ValueError(f"no field {name!r}")
+
+
 class DramEngine(wiring.Component):
     """DLOAD / DSTORE (module docstring). Parameter: ``cfg`` (with a DRAM port:
     ``cfg.dram_width`` > 0).
 
-    Members: ``cmd`` In(stream of commands, taken while the queue has room); ``dram`` (the AXI4 manager port,
-    :func:`dram_port_signature`); ``bus`` (:func:`dram_bus_signature`); ``busy``; ``done`` (one
-    cycle when a command completes) with ``signal`` (its semaphore mask); ``fault`` (the
-    ``dram`` error code while an error response has been seen, else 0); ``read_beat`` /
-    ``write_beat`` (one per R / W beat taken or given).
+    Members: ``cmd`` In(stream of commands, taken while the queue has room); ``dram`` (the AXI4
+    manager port, :func:`dram_port_signature`); ``bus`` (:func:`dram_bus_signature`);
+    ``busy``; ``done`` (one cycle when a command completes) with ``signal`` (its semaphore
+    mask); ``fault`` (the ``dram`` error code while an error response has been seen, else 0);
+    ``read_beat`` / ``write_beat`` (one per R / W beat taken or given).
     """
 
     def __init__(self, cfg):
@@ -131,102 +143,138 @@ class DramEngine(wiring.Component):
         m.d.comb += self.busy.eq(active | (cq.level != 0))
 
         is_store = Signal()
+        groups = Signal()               # a GMEM group stream behind its header beat
         buf = Signal(range(len(isa.DRAM_BUFFERS)))
         addr = Signal(A)
         rows = Signal(A + 1)            # rows still to write (DLOAD) or to read (DSTORE)
+        count = Signal(A + 1)
         first = Signal(D)               # the transfer's first beat
         sig = Signal(isa.SEMAPHORES)
-        nbytes = Signal(A + 1 + (max(self._rb.values())).bit_length())
+        rb_max = max(self._rb.values())
+        nbytes = Signal(A + 1 + rb_max.bit_length())
         err = Signal()
         m.d.comb += [self.signal.eq(sig), self.fault.eq(Mux(err, isa.ERRORS.index("dram"), 0)),
                      self.bus.wbuf.eq(buf), self.bus.rbuf.eq(buf),
                      self.bus.waddr.eq(addr), self.bus.raddr.eq(addr)]
-
-        rb = Signal(range(max(self._rb.values()) + 1))   # bytes of a row of ``buf``
+        rb = Signal(range(rb_max + 1))   # bytes of a row of ``buf``
         with m.Switch(buf):
             for i, b in enumerate(isa.DRAM_BUFFERS):
                 with m.Case(i):
                     m.d.comb += rb.eq(self._rb[b])
+        rb_gmem = self._rb["GMEM"]
+        last_bit = _field_offset(gmem_layout(cfg), "last")
 
         # The gearbox (shared by both directions; one command at a time).
         acc = Signal(8 * cap)
         fill = Signal(range(cap + 1))
-
-        # Address sides: beats still to ask for, the next beat, bursts in flight.
-        a_left = Signal(D + 1)
-        a_beat = Signal(D)
-        a_valid = Signal()
-        a_addr = Signal(len(ax.araddr))
-        a_len = Signal(8)
-        reserved = Signal(range(READ_BUFFER_BEATS + 1))     # DLOAD: beats asked, not taken
-        b_out = Signal(range(WRITE_BURSTS + 1))             # DSTORE: bursts without response
-        burst = burst_beats(m, a_beat, a_left, B, "burst")
+        loading, storing = Signal(), Signal()
         m.d.comb += [ax.arid.eq(0), ax.awid.eq(0), ax.arsize.eq(lgB), ax.awsize.eq(lgB),
-                     ax.arburst.eq(INCR), ax.awburst.eq(INCR),
-                     ax.araddr.eq(a_addr), ax.awaddr.eq(a_addr),
-                     ax.arlen.eq(a_len), ax.awlen.eq(a_len),
-                     ax.arvalid.eq(a_valid & ~is_store), ax.awvalid.eq(a_valid & is_store),
-                     ax.bready.eq(1)]
-        room = Mux(is_store, b_out < WRITE_BURSTS,
-                   reserved + burst <= READ_BUFFER_BEATS)
-        running = Signal()
-        with m.If(running & ~a_valid & (a_left != 0) & room):
-            m.d.sync += [a_valid.eq(1), a_addr.eq(a_beat << lgB), a_len.eq(burst - 1),
-                         a_beat.eq(a_beat + burst), a_left.eq(a_left - burst)]
-        with m.If(a_valid & Mux(is_store, ax.awready, ax.arready)):
-            m.d.sync += a_valid.eq(0)
-        b_in = ax.bvalid
-        with m.If(b_in & (ax.bresp != OKAY)):
-            m.d.sync += err.eq(1)
-        took_burst = running & ~a_valid & (a_left != 0) & room & is_store
-        m.d.sync += b_out.eq(b_out + took_burst - b_in)
+                     ax.arburst.eq(INCR), ax.awburst.eq(INCR), ax.bready.eq(1)]
 
         # ---------------------------------------------------------------- DLOAD
+        # Reads are asked for while the read buffer has room for every beat already asked.
+        r_left = Signal(D + 1)          # beats still to ask for
+        r_beat = Signal(D)              # the next beat to ask for
+        reserved = Signal(range(READ_BUFFER_BEATS + 1))     # beats asked, not yet taken
+        asking = Signal()               # AR may ask (the header phase, or the rows)
+        rburst = burst_beats(m, r_beat, r_left, B, "rburst")
+        ask = asking & ~ax.arvalid & (r_left != 0) & (reserved + rburst <= READ_BUFFER_BEATS)
+        ar_valid = Signal()
+        m.d.comb += ax.arvalid.eq(ar_valid)
+        with m.If(ask):
+            m.d.sync += [ar_valid.eq(1), ax.araddr.eq(r_beat << lgB), ax.arlen.eq(rburst - 1),
+                         r_beat.eq(r_beat + rburst), r_left.eq(r_left - rburst)]
+        with m.If(ar_valid & ax.arready):
+            m.d.sync += ar_valid.eq(0)
         m.submodules.rbuf = rq = StreamQueue(cfg.dram_width, depth=READ_BUFFER_BEATS)
         m.d.comb += [rq.i.valid.eq(ax.rvalid), rq.i.p.eq(ax.rdata), ax.rready.eq(rq.i.ready),
                      self.read_beat.eq(ax.rvalid & ax.rready)]
         with m.If(ax.rvalid & ax.rready & (ax.rresp != OKAY)):
             m.d.sync += err.eq(1)
-        ld_want = running & ~is_store & (rows != 0) & (fill >= rb)
+        ld_want = loading & (rows != 0) & (fill >= rb)
         ld_emit = ld_want & self.bus.wgrant
         m.d.comb += [self.bus.wen.eq(ld_want & ~err), self.bus.wdata.eq(acc)]
         ld_fill1 = Signal.like(fill)
         m.d.comb += ld_fill1.eq(Mux(ld_emit, fill - rb, fill))
-        ld_take = running & ~is_store & rq.o.valid & (ld_fill1 + B <= cap)
-        m.d.comb += rq.o.ready.eq(ld_take)
-        asked = running & ~is_store & ~a_valid & (a_left != 0) & room
-        m.d.sync += reserved.eq(reserved + Mux(asked, burst, 0) - ld_take)
+        ld_take = loading & rq.o.valid & (ld_fill1 + B <= cap)
+        head_take = Signal()            # the header beat of a group stream, taken
+        m.d.comb += rq.o.ready.eq(ld_take | head_take)
+        m.d.sync += reserved.eq(reserved + Mux(ask, rburst, 0) - (ld_take | head_take))
 
         # ---------------------------------------------------------------- DSTORE
+        # Rows into the gearbox, beats out of it into the write queue; a burst's address goes
+        # out once the queue holds its beats (or the last of them); the write side follows the
+        # announced bursts. A group stream ends at its ``last`` row and is followed by its
+        # header beat, written to the transfer's first beat.
         rd_pend = Signal()
-        st_last = Signal()       # the beat on W is the transfer's last
-        w_left = Signal(D + 1)
-        w_beat = Signal(D)
-        w_cnt = Signal(range(BURST_BEATS))
-        tail = Signal(range(B))  # bytes of the last beat that belong to the image (0: all)
-        st_fire = ax.wvalid & ax.wready
-        m.d.comb += self.write_beat.eq(st_fire)
-        st_fill1 = Signal.like(fill)
-        m.d.comb += st_fill1.eq(Mux(st_fire, Mux(fill > B, fill - B, 0), fill))
+        stop = Signal()                 # a group stream's last row has been read
+        stored = Signal(A + 1)          # rows read so far (a group stream's header)
         pend_bytes = Mux(rd_pend, rb, 0)
-        st_want = running & is_store & (rows != 0) & (fill + pend_bytes + rb <= cap)
+        st_want = (storing & (rows != 0) & ~stop & (fill + pend_bytes + rb <= cap) &
+                   ~(groups & rd_pend))
         st_read = st_want & self.bus.rgrant
         m.d.comb += self.bus.ren.eq(st_want)
         m.d.sync += rd_pend.eq(st_read)
-        m.d.comb += st_last.eq(w_left == 1)
-        page = (4096 // B) - 1
-        m.d.comb += [
-            ax.wvalid.eq(running & is_store & (w_left != 0) &
-                         ((fill >= B) | ((rows == 0) & ~rd_pend & (fill != 0)))),
-            ax.wdata.eq(acc[:8 * B]),
-            ax.wstrb.eq(Mux(err, 0, Mux(st_last & (tail != 0),
-                                        (Const(1, B + 1) << tail) - 1, (1 << B) - 1))),
-            ax.wlast.eq(st_last | (w_cnt == BURST_BEATS - 1) |
-                        (w_beat[:page.bit_length()] == page)),
-        ]
+        with m.If(st_read):
+            m.d.sync += stored.eq(stored + 1)
+        with m.If(rd_pend & groups & self.bus.rdata[last_bit]):
+            m.d.sync += stop.eq(1)
+        ended = ((rows == 0) | stop) & ~rd_pend
+        m.submodules.wq = wq = StreamQueue(cfg.dram_width + B, depth=2 * BURST_BEATS)
+        produced = Signal(D + 1)        # data beats into the write queue
+        hdr_in, hdr_out = Signal(), Signal()    # the header beat queued / its burst announced
+        data_done = ended & (fill == 0) & storing
+        push = storing & wq.i.ready & ((fill >= B) | (ended & (fill != 0)))
+        push_hdr = data_done & groups & ~hdr_in & wq.i.ready
+        m.d.comb += [wq.i.valid.eq(push | push_hdr),
+                     wq.i.p.eq(Mux(push_hdr, Cat(stored[:min(32, A + 1)].as_unsigned(),
+                                                 Const(0, cfg.dram_width - min(32, A + 1)),
+                                                 Const((1 << B) - 1, B)),
+                                   Cat(acc[:8 * B],
+                                       Mux(fill >= B, (1 << B) - 1,
+                                           (Const(1, B + 1) << fill) - 1)[:B])))]
+        with m.If(push):
+            m.d.sync += produced.eq(produced + 1)
+        with m.If(push_hdr):
+            m.d.sync += hdr_in.eq(1)
+        st_fill1 = Signal.like(fill)
+        m.d.comb += st_fill1.eq(Mux(push, Mux(fill > B, fill - B, 0), fill))
+
+        w_beat = Signal(D)              # the next data beat to announce
+        announced = Signal(D + 1)
+        b_out = Signal(range(WRITE_BURSTS + 1))
+        aw_valid = Signal()
+        m.d.comb += ax.awvalid.eq(aw_valid)
+        m.submodules.lens = lq = StreamQueue(range(BURST_BEATS + 1), depth=WRITE_BURSTS + 1)
+        wburst = burst_beats(m, w_beat, Const(BURST_BEATS), B, "wburst")
+        avail = Signal(D + 1)
+        m.d.comb += avail.eq(produced - announced)
+        can = storing & ~aw_valid & (b_out < WRITE_BURSTS) & lq.i.ready
+        data_burst = can & (avail != 0) & ((avail >= wburst) | data_done)
+        n_data = Mux(avail < wburst, avail, wburst)
+        hdr_burst = can & ~data_burst & data_done & (avail == 0) & hdr_in & ~hdr_out
+        with m.If(data_burst):
+            m.d.sync += [aw_valid.eq(1), ax.awaddr.eq(w_beat << lgB), ax.awlen.eq(n_data - 1),
+                         w_beat.eq(w_beat + n_data), announced.eq(announced + n_data)]
+        with m.If(hdr_burst):
+            m.d.sync += [aw_valid.eq(1), ax.awaddr.eq(first << lgB), ax.awlen.eq(0),
+                         hdr_out.eq(1)]
+        m.d.comb += [lq.i.valid.eq(data_burst | hdr_burst),
+                     lq.i.p.eq(Mux(hdr_burst, 1, n_data))]
+        with m.If(aw_valid & ax.awready):
+            m.d.sync += aw_valid.eq(0)
+        w_cnt = Signal(range(BURST_BEATS))
+        wlast = w_cnt == lq.o.p - 1
+        m.d.comb += [ax.wvalid.eq(wq.o.valid & lq.o.valid), ax.wdata.eq(wq.o.p[:8 * B]),
+                     ax.wstrb.eq(Mux(err, 0, wq.o.p[8 * B:])), ax.wlast.eq(wlast)]
+        st_fire = ax.wvalid & ax.wready
+        m.d.comb += [wq.o.ready.eq(st_fire), lq.o.ready.eq(st_fire & wlast),
+                     self.write_beat.eq(st_fire)]
         with m.If(st_fire):
-            m.d.sync += [w_left.eq(w_left - 1), w_beat.eq(w_beat + 1),
-                         w_cnt.eq(Mux(ax.wlast, 0, w_cnt + 1))]
+            m.d.sync += w_cnt.eq(Mux(wlast, 0, w_cnt + 1))
+        with m.If(ax.bvalid & (ax.bresp != OKAY)):
+            m.d.sync += err.eq(1)
+        m.d.sync += b_out.eq(b_out + (data_burst | hdr_burst) - ax.bvalid)
 
         # ---------------------------------------------------------------- the gearbox
         shifted = Signal(8 * cap)
@@ -236,31 +284,33 @@ class DramEngine(wiring.Component):
                 for i, b in enumerate(isa.DRAM_BUFFERS):
                     with m.Case(i):
                         m.d.comb += shifted.eq(acc >> (8 * self._rb[b]))
-        with m.If(st_fire):
+        with m.If(push):
             m.d.comb += shifted.eq(Mux(fill > B, acc >> (8 * B), 0))
         incoming = Signal(8 * cap)
         with m.If(ld_take):
             m.d.comb += incoming.eq(rq.o.p << Cat(Const(0, 3), ld_fill1))
         with m.If(rd_pend):
             m.d.comb += incoming.eq(self.bus.rdata << Cat(Const(0, 3), st_fill1))
-        with m.If(running):
+        with m.If(loading | storing):
             m.d.sync += acc.eq(shifted | incoming)
-            m.d.sync += fill.eq(Mux(is_store, st_fill1 + pend_bytes,
+            m.d.sync += fill.eq(Mux(storing, st_fill1 + pend_bytes,
                                     ld_fill1 + Mux(ld_take, B, 0)))
         with m.If(ld_emit | st_read):
             m.d.sync += [addr.eq(addr + 1), rows.eq(rows - 1)]
 
         # ---------------------------------------------------------------- control
-        count = Signal(A + 1)
         finish = Signal()
         m.d.comb += self.done.eq(finish)
+        store_idle = (data_done & (~groups | hdr_out) & (announced == produced) & ~aw_valid &
+                      (wq.level == 0) & (lq.level == 0) & (b_out == 0))
+        load_idle = (rows == 0) & (r_left == 0) & ~ar_valid & (reserved == 0)
         with m.FSM(name="dram"):
             with m.State("IDLE"):
                 m.d.comb += cq.o.ready.eq(1)
                 with m.If(cq.o.valid):
                     m.d.sync += [is_store.eq(cmd.op == OP["DSTORE"]), buf.eq(cmd.buf),
-                                 addr.eq(cmd.addr), count.eq(cmd.count), first.eq(cmd.dram),
-                                 sig.eq(cmd.signal)]
+                                 groups.eq(cmd.groups), addr.eq(cmd.addr), count.eq(cmd.count),
+                                 first.eq(cmd.dram), sig.eq(cmd.signal)]
                     m.next = "SIZE"
             with m.State("SIZE"):
                 m.d.comb += active.eq(1)
@@ -268,20 +318,34 @@ class DramEngine(wiring.Component):
                     for i, b in enumerate(isa.DRAM_BUFFERS):
                         with m.Case(i):
                             m.d.sync += nbytes.eq(count * self._rb[b])
-                m.d.sync += [rows.eq(count), acc.eq(0), fill.eq(0), a_beat.eq(first),
-                             w_beat.eq(first), w_cnt.eq(0)]
-                m.next = "BEATS"
+                m.d.sync += [rows.eq(count), acc.eq(0), fill.eq(0), stop.eq(0), stored.eq(0),
+                             produced.eq(0), announced.eq(0), hdr_in.eq(0), hdr_out.eq(0),
+                             r_beat.eq(first), w_beat.eq(first + groups)]
+                with m.If(groups & ~is_store):
+                    m.d.sync += r_left.eq(1)         # the header beat first
+                    m.next = "HEAD"
+                with m.Else():
+                    m.next = "BEATS"
+            with m.State("HEAD"):
+                # A group stream's header beat: its row count (at most ``count``).
+                m.d.comb += [active.eq(1), asking.eq(1), head_take.eq(rq.o.valid)]
+                with m.If(rq.o.valid):
+                    n = rq.o.p[:32]
+                    with m.If(n > count):
+                        m.d.sync += [err.eq(1), rows.eq(0)]
+                    with m.Else():
+                        m.d.sync += rows.eq(n)
+                    m.d.sync += nbytes.eq(Mux(n > count, 0, n * rb_gmem))
+                    m.next = "BEATS"
             with m.State("BEATS"):
                 m.d.comb += active.eq(1)
-                beats = (nbytes + B - 1) >> lgB
-                m.d.sync += [a_left.eq(beats), w_left.eq(Mux(is_store, beats, 0)),
-                             tail.eq(nbytes[:lgB] if lgB else 0)]
+                with m.If(~is_store):
+                    m.d.sync += r_left.eq((nbytes + B - 1) >> lgB)
                 m.next = "RUN"
             with m.State("RUN"):
-                m.d.comb += [active.eq(1), running.eq(1)]
-                idle = ((rows == 0) & (a_left == 0) & ~a_valid & ~rd_pend & (w_left == 0) &
-                        (b_out == 0) & (reserved == 0))
-                with m.If(idle):
+                m.d.comb += [active.eq(1), loading.eq(~is_store), storing.eq(is_store),
+                             asking.eq(~is_store)]
+                with m.If(Mux(is_store, store_idle, load_idle)):
                     m.d.comb += finish.eq(1)
                     m.next = "IDLE"
         return m

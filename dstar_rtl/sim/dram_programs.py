@@ -11,6 +11,10 @@ and DRAM bytes.
   step's input comes in and the last step's output goes out while a step runs), its state
   stored to DRAM at the end, then a modulate VROW with VBUF operands and a softmax with MASK
   rows from DRAM.
+* :func:`group_stream_program`: QUANT tiles of random activations into GMEM, each group
+  stream out to DRAM as a group stream (header and its groups only) and back into other GMEM
+  rows, GEMMs from both copies; the outputs stored to the host must agree, and a stream whose
+  header names more rows than its DLOAD takes sets ``dram`` (the executor says where).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from dstar_rtl.program.isa import (
     words_to_row,
 )
 
-__all__ = ["DramProgram", "every_buffer_program", "layer_program", "transfer"]
+__all__ = ["DramProgram", "every_buffer_program", "layer_program", "group_stream_program",
+           "transfer"]
 
 
 @dataclass
@@ -49,10 +54,11 @@ class DramProgram:
     extra: dict = field(default_factory=dict)
 
 
-def transfer(cfg: Config, op: str, buf: str, addr: int, count: int, beat: int, **sem):
-    """A DLOAD or DSTORE of ``count`` rows of ``buf`` from row ``addr`` at DRAM beat ``beat``."""
+def transfer(cfg: Config, op: str, buf: str, addr: int, count: int, beat: int, **kw):
+    """A DLOAD or DSTORE of ``count`` rows of ``buf`` from row ``addr`` at DRAM beat ``beat``
+    (``kw``: ``wait``, ``signal``, ``groups``)."""
     return make_cmd(cfg, op, buf=DRAM_BUFFERS.index(buf), addr=addr, count=count, dram=beat,
-                    **sem)
+                    **kw)
 
 
 def every_buffer_program(cfg: Config, seed: int) -> DramProgram:
@@ -162,3 +168,50 @@ def layer_program(cfg: Config, seed: int, steps: int = 3) -> DramProgram:
              make_cmd(cfg, "STORE", buf=BUFFERS.index("ABUF"), addr=400, count=N),
              store_counters(), make_cmd(cfg, "END")]
     return DramProgram(cmds, image, dict(layer=lay, xs=xs, out_beats=out_beats, yrows=yrows))
+
+
+def group_stream_program(cfg: Config, seed: int, tiles: int = 3) -> DramProgram:
+    """Module docstring (the DSTAR datapath's groups; the INT8 core's work alike)."""
+    rng = np.random.default_rng(seed)
+    T = cfg.tile
+    nch = min(cfg.max_reduction, 4 * T)
+    rows = 4 * nch                                  # compiler.group_rows: the worst case
+    abuf = BUFFERS.index("ABUF")
+    cmds, image = [], {}
+    x = rng.integers(-3000, 3000, (tiles * nch, T))
+    xs = rng.integers(-3000, 3000, (tiles * nch, T)) * (rng.random((tiles * nch, 1)) < 0.4)
+    image[0] = rows_to_bytes(cfg, "ABUF", [pack(row_layout(cfg, "ABUF"), {"v": r})
+                                          for r in np.concatenate([x, xs])])
+    w = rng.integers(-128, 128, (nch, T))
+    wb = dram_beats(cfg, "ABUF", 2 * tiles * nch) + 2
+    image[wb * beat_bytes(cfg)] = rows_to_bytes(cfg, "WMEM", [
+        pack(row_layout(cfg, "WMEM"), {"w": r}) for r in w])
+    rrow = {"m": [1 << (cfg.mult_width - 1)] * T, "sh": [12] * T, "bias": [0] * T}
+    rbb = wb + dram_beats(cfg, "WMEM", nch) + 2
+    image[rbb * beat_bytes(cfg)] = rows_to_bytes(cfg, "RBUF", [pack(row_layout(cfg, "RBUF"),
+                                                                    rrow)])
+    cmds += [transfer(cfg, "DLOAD", "ABUF", 0, 2 * tiles * nch, 0),
+             transfer(cfg, "DLOAD", "WMEM", 0, nch, wb),
+             transfer(cfg, "DLOAD", "RBUF", 0, 1, rbb), make_cmd(cfg, "BARRIER")]
+    stream_at = rbb + 8
+    span = 1 + dram_beats(cfg, "GMEM", rows)
+    gemms_a, gemms_b = [], []
+    for k in range(2 * tiles):          # dense tiles, then sparse ones (few groups)
+        g0, g1 = (k % 2) * rows, 2 * rows + (k % 2) * rows
+        beat = stream_at + k * (span + 1)
+        cmds += [make_cmd(cfg, "QUANT", src=k * nch, nch=nch, gdst=g0),
+                 make_cmd(cfg, "BARRIER"),
+                 transfer(cfg, "DSTORE", "GMEM", g0, rows, beat, groups=1),
+                 transfer(cfg, "DLOAD", "GMEM", g1, rows, beat, groups=1),
+                 make_cmd(cfg, "BARRIER"),
+                 make_cmd(cfg, "GEMM", gsrc=g0, wbase=0, rrow=0, dst=1024 + k * T),
+                 make_cmd(cfg, "GEMM", gsrc=g1, wbase=0, rrow=0, dst=1536 + k * T),
+                 make_cmd(cfg, "BARRIER")]
+        gemms_a.append(1024 + k * T)
+        gemms_b.append(1536 + k * T)
+    cmds += [make_cmd(cfg, "STORE", buf=abuf, addr=1024, count=2 * tiles * T),
+             make_cmd(cfg, "STORE", buf=abuf, addr=1536, count=2 * tiles * T),
+             store_counters(), make_cmd(cfg, "END")]
+    # A DLOAD that takes fewer rows than the last stream holds: the ``dram`` error.
+    short = [transfer(cfg, "DLOAD", "GMEM", 0, 0, stream_at, groups=1), make_cmd(cfg, "END")]
+    return DramProgram(cmds, image, dict(words=2 * tiles * T, short=short))

@@ -1,6 +1,7 @@
 """cocotb tests of the core's DRAM port (docs/core.md §9) behind cocotbext-axi's AXI RAM, every
 channel paused at random: the programs of :mod:`sim.dram_programs` (every buffer through DRAM;
-a differential layer over steps with its operands, outputs and state moved beside the engines)
+a differential layer over steps with its operands, outputs and state moved beside the engines;
+group streams out and back)
 return the executor's host words (the cycle counters of STORE CNT excepted) and leave the
 executor's bytes in DRAM; an error response stops the core with ``dram``."""
 
@@ -10,7 +11,12 @@ from dstar_rtl.program import isa
 from dstar_rtl.program.compiler import make_cmd
 from dstar_rtl.program.dram import Dram
 from dstar_rtl.program.executor import CoreExecutor
-from dstar_rtl.sim.dram_programs import every_buffer_program, layer_program, transfer
+from dstar_rtl.sim.dram_programs import (
+    every_buffer_program,
+    group_stream_program,
+    layer_program,
+    transfer,
+)
 
 from .core_tb import CoreTB
 
@@ -49,6 +55,16 @@ async def a_layer_with_everything_in_dram(dut):
     tb = CoreTB(dut, gap=0.1, stall=0.2, cmd_gap=0.1, dram_pause=0.3)
     await tb.reset()
     await _check(tb, layer_program(tb.cfg, cocotb.RANDOM_SEED), "layer")
+
+
+@cocotb.test()
+async def group_streams_through_dram(dut):
+    """Each tile's group stream out and back: both copies' GEMMs agree with each other and
+    with the executor."""
+    tb = CoreTB(dut, dram_pause=0.3)
+    await tb.reset()
+    prog = group_stream_program(tb.cfg, cocotb.RANDOM_SEED)
+    await _check(tb, prog, "group streams")
 
 
 @cocotb.test()
