@@ -144,8 +144,9 @@ def test_whole_model_step_has_no_hazard():
 ])
 def test_whole_model_through_dram_has_no_hazard(overrides, stream):
     """The tiny DiT with its weights and state in DRAM (each layer's objects loaded beside the
-    layer before it, its state stored beside the one after): no hazard on a cache step and on
-    the reuse step after it (which skips the qk layers and their loads)."""
+    layer before it, its state a token tile at a time beside the GEMMs, the P cache as group
+    streams): no hazard on a cache step and on the reuse step after it (which skips the qk
+    layers and their loads)."""
     from dstar_rtl.models.dit import DIT_MODELS, start_noise
     from dstar_rtl.models.dit_int_model import IntDiT
     from dstar_rtl.program import isa
@@ -161,7 +162,9 @@ def test_whole_model_through_dram_has_no_hazard(overrides, stream):
         (prog.step, prog.host_words([inputs], state, cache)) for cache in (True, False)]
     assert check_program(cfg, isa.core_for(cfg), runs) == 0
     d = [c for c in prog.step if c.op in ("DLOAD", "DSTORE")]
-    assert d and any(c.op == "DSTORE" for c in d) == (cfg.datapath == "dstar")
+    assert any(c.op == "DSTORE" and c.groups for c in d)          # the P cache, both cores
+    state = isa.DRAM_BUFFERS.index("XBUF"), isa.DRAM_BUFFERS.index("YBUF")
+    assert any(c.op == "DSTORE" and c.buf in state for c in d) == (cfg.datapath == "dstar")
 
 
 @pytest.mark.slow

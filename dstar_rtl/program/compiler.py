@@ -98,7 +98,7 @@ from dstar_rtl.program.isa import (
 )
 
 __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "D_READY",
-           "TILE_IN", "TILE_DONE", "StateStream", "TileStream", "Emitter",
+           "TILE_IN", "TILE_DONE", "StateStream", "TileStream", "PCacheStream", "Emitter",
            "group_rows", "dense", "emit_layer", "piece_bounds", "check_pieces",
            "ELEMENTWISE", "vrow_chunks", "emit_vrow", "emit_token_rows",
            "emit_block_body", "weight_words", "rbuf_words",
@@ -468,10 +468,18 @@ class Emitter:
             self.cmds.extend(part)
             self.tags.extend(body.tags[i:i + MAX_COUNT])
 
-    def dram(self, op: str, buf: str, reg: Region, beat: int, signal: int = 0, wait: int = 0):
+    def dram(self, op: str, buf: str, reg: Region, beat: int, signal: int = 0, wait: int = 0,
+             groups: int = 0):
         """DLOAD/DSTORE of a whole region from/to DRAM beat ``beat`` (its rows' image laid
         out from there), split into parts of at most :data:`MAX_COUNT` rows that each start on
-        a beat; the first part waits on ``wait``, the last signals ``signal``."""
+        a beat; the first part waits on ``wait``, the last signals ``signal``. ``groups``: the
+        region holds one group stream (program.isa), moved as one (at most MAX_COUNT rows)."""
+        if groups:
+            if reg.rows > MAX_COUNT:
+                raise ValueError(f"a group stream of {reg.rows} rows exceeds {MAX_COUNT}")
+            self(op, wait=wait, signal=signal, buf=DRAM_BUFFERS.index(buf), groups=1,
+                 addr=reg.base, count=reg.rows, dram=beat)
+            return
         rb, bb = dram_row_bytes(self.cfg, buf), beat_bytes(self.cfg)
         step = bb // math.gcd(rb, bb)                  # rows whose image fills whole beats
         part = MAX_COUNT - MAX_COUNT % step
@@ -580,6 +588,17 @@ class TileStream:
     of tile 0's image, ``stride`` the beats from one tile's image to the next."""
 
     win: tuple
+    beat: int
+    stride: int
+
+
+@dataclass(frozen=True)
+class PCacheStream:
+    """A block's P cache kept in DRAM (program.model "DRAM"): one head's query tiles at a time
+    in GMEM from ``window`` (``group_rows(N)`` rows a tile), tile ``(h, qa)`` a group stream at
+    DRAM beat ``beat + (h·nt + qa)·stride``."""
+
+    window: int
     beat: int
     stride: int
 
@@ -721,12 +740,16 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
     themselves: a softmax issues only once the previous one is done, after P's QUANT of the
     tile before (so tile qa+2's S GEMMs, issued after softmax qa+1, never overwrite the half
     softmax qa reads, and softmax qa+2 never the half P's QUANT of qa reads, the Q engine taking
-    one command at a time)."""
+    one command at a time). With the P cache in DRAM (``prog.pcache_stream``) each tile's P
+    goes out as a group stream once quantized (its QUANT signals ``FREE``, unused here, which
+    the DSTORE waits on), from the head's window, which the next head's K rows (VROWs that wait
+    for every engine) free again."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     s, T = blk.spec, cfg.tile
     N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
     nt = N // T
     qk, kt = R["qk.y"].base, R["K^T"].base
+    stream = getattr(prog, "pcache_stream", None)
     slots = (R["slot0"].base, R["slot1"].base)
 
     def scores(h, qa):
@@ -754,21 +777,39 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
                 scores(h, qa + 1)
             if not dense(cfg):
                 e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
-            e("QUANT", wait=P_READY, src=R["P"].base + (qa % 2) * N, nch=N,
-              gdst=_pcache(prog, h, qa), pcache=1)
+            e("QUANT", wait=P_READY, signal=FREE if stream else 0,
+              src=R["P"].base + (qa % 2) * N, nch=N, gdst=_pcache(prog, h, qa), pcache=1)
+            if stream:          # out to DRAM once quantized (FREE: no QUANT/GEMM slot here)
+                _pcache_dram(prog, e, "DSTORE", h, qa, wait=FREE)
     e("BARRIER")
 
 
 def _pcache(prog: CoreProgram, h: int, qa: int) -> int:
     """GMEM base of the P-cache region of head ``h``, query tile ``qa`` (``group_rows(N)`` rows
-    each)."""
+    each; with the P cache in DRAM, the tile's place in the head's window)."""
     N = prog.blk.spec.tokens
+    ps = getattr(prog, "pcache_stream", None)
+    if ps is not None:
+        return ps.window + qa * group_rows(prog.cfg, N)
     return prog.regions["pcache"].base + (h * (N // prog.cfg.tile) + qa) * group_rows(prog.cfg, N)
 
 
+def _pcache_dram(prog, e: Emitter, op: str, h: int, qa: int, **sem):
+    """DSTORE or DLOAD of the P cache of head ``h``, query tile ``qa`` as a group stream."""
+    ps = prog.pcache_stream
+    N, T = prog.blk.spec.tokens, prog.cfg.tile
+    rows = group_rows(prog.cfg, N)
+    e.dram(op, "GMEM", Region("GMEM", "pcache", _pcache(prog, h, qa), rows),
+           ps.beat + (h * (N // T) + qa) * ps.stride, groups=1, **sem)
+
+
 def _attention_every(prog: CoreProgram, e: Emitter):
-    """Every step: per head V into WMEM, then ``o`` = P-cache · V per query tile, column block."""
+    """Every step: per head V into WMEM, then ``o`` = P-cache · V per query tile, column block.
+    With the P cache in DRAM (``prog.pcache_stream``) the head's tiles come back into its
+    window after the head's V rows (the VROWs before wait for every engine: the window is the
+    last head's no more), each tile's first GEMM waiting for its DLOAD (``FULL``)."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    stream = getattr(prog, "pcache_stream", None)
     s, T = blk.spec, cfg.tile
     N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
     dp = padded_head_dim(d, T)      # o's head width (program.heads)
@@ -780,9 +821,13 @@ def _attention_every(prog: CoreProgram, e: Emitter):
         a = R["v.y"].base + h * d
         emit_kv(e, cfg, a, D, N, d, SREG_V)
         emit_vrow(e, "kv_quant", R=N, n=d, a=a, C=D, dst=vw, sreg=SREG_V)
+        if stream:              # the head's P tiles in from DRAM, each beside the GEMMs before
+            for qa in range(N // T):
+                _pcache_dram(prog, e, "DLOAD", h, qa, signal=FULL)
         for qa in range(N // T):
             for cb in range(dp // T):
-                e("GEMM", gsrc=_pcache(prog, h, qa), wbase=vw + cb * N, rrow=R["O.r"].base,
+                e("GEMM", wait=FULL if stream and cb == 0 else 0, gsrc=_pcache(prog, h, qa),
+                  wbase=vw + cb * N, rrow=R["O.r"].base,
                   dst=R["o"].base + (qa * H + h) * dp + cb * T, use_sreg=1, sreg=SREG_V,
                   pcache=1)
     e("BARRIER")

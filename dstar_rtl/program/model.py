@@ -79,6 +79,7 @@ from dstar_rtl.program.compiler import (
     BUF_ORDER,
     D_READY,
     Emitter,
+    PCacheStream,
     Region,
     StateStream,
     TileStream,
@@ -393,7 +394,7 @@ class ModelProgram:
         :func:`zero_state_commands`)."""
         bb = beat_bytes(self.cfg)
         return {o.beat * bb: bytes(len(o.pieces) * o.stride * bb)
-                for o in self.dram_map.values() if o.buf != "WMEM"}
+                for o in self.dram_map.values() if o.buf in ("XBUF", "YBUF")}
 
     def dram_state(self, read, row: int, cache: bool) -> dict:
         """Batch row ``row``'s state objects in DRAM after a step, read with ``read(byte
@@ -599,7 +600,12 @@ def _plan(prog: ModelProgram, force: set):
     take("GMEM", "slot0", slot)
     take("GMEM", "slot1", slot)
     pc = H * nt * group_rows(cfg, N)
-    if prog.interval == 1 and depth:     # no reuse step: the P-cache lives inside one block
+    if cfg.dram_width and depth:         # in DRAM: one head's tiles in GMEM at a time
+        window = take("GMEM", "pcache.window", nt * group_rows(cfg, N))
+        for r in range(prog.rows):
+            for i in range(depth):
+                prog.regions[_state(r, f"blocks.{i}", "pcache")] = window
+    elif prog.interval == 1 and depth:   # no reuse step: the P-cache lives inside one block
         shared = take("GMEM", "pcache", pc)
         for r in range(prog.rows):
             for i in range(depth):
@@ -658,6 +664,14 @@ def _plan(prog: ModelProgram, force: set):
                 beat += size[o] // unit[o] * stride
         prog.streamed[buf] = list(dict.fromkeys(n for _, n in streamed))
         prog.streamed_rows[buf] = streamed
+    if dram and depth:                   # each block's P cache, one group stream a tile
+        g = group_rows(cfg, N)
+        stride = 1 + -(-g * dram_row_bytes(cfg, "GMEM") // bb)
+        for r in range(prog.rows):
+            for i in range(depth):
+                prog.dram_map[_state(r, f"blocks.{i}", "pcache")] = DramObject(
+                    beat, H * nt * g, "GMEM", g, stride)
+                beat += H * nt * stride
 
 
 def _abuf_ops(prog: ModelProgram) -> tuple:
@@ -746,7 +760,8 @@ def _block_view(prog: ModelProgram, r: int, i: int):
     return SimpleNamespace(blk=prog.model.blocks[i], cfg=prog.cfg, regions=view, around=around,
                            layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={},
                            state_streams={k: _state_stream(prog, r, f"blocks.{i}.{k}")
-                                          for k in LAYERS})
+                                          for k in LAYERS},
+                           pcache_stream=_pcache_stream(prog, r, i))
 
 
 def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
@@ -797,6 +812,14 @@ def _state_stream(prog: ModelProgram, r: int, name: str) -> StateStream | None:
         obj = prog.dram_map.get(_state(r, name, _SUFFIX[buf]))
         parts[buf] = obj and TileStream(prog.tile_windows[buf], obj.beat, obj.stride)
     return StateStream(parts["XBUF"], parts["YBUF"]) if any(parts.values()) else None
+
+
+def _pcache_stream(prog: ModelProgram, r: int, i: int) -> PCacheStream | None:
+    """Batch row ``r``'s P cache of block ``i`` in DRAM (None without a DRAM port)."""
+    obj = prog.dram_map.get(_state(r, f"blocks.{i}", "pcache"))
+    if obj is None:
+        return None
+    return PCacheStream(prog.regions["pcache.window"].base, obj.beat, obj.stride)
 
 
 def _around_dram(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
