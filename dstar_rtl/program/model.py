@@ -40,7 +40,8 @@ the ``qk`` layers lie inside their SKIP, so a reuse step neither sends nor retur
 
 **DRAM** (a core with a DRAM port, ``cfg.dram_width``; docs/core.md §9). The objects that
 stream live in DRAM instead of with the host (:attr:`ModelProgram.dram_map`: each at its own
-beats; :meth:`ModelProgram.dram_image` holds the weights, written before the init program;
+beats; :meth:`ModelProgram.dram_image` holds the weights, and each streamed layer's RBUF rows
+beside them, written before the init program;
 :meth:`ModelProgram.zero_state_image` zeroes the state before a trajectory) and move through
 the D engine, two windows per buffer so that a layer's objects load while the layer before it
 runs: before layer ``k`` a NOP waits for its window's ``D_READY`` (which its last DLOAD signals)
@@ -376,16 +377,18 @@ class ModelProgram:
 
     # ------------------------------------------------------------------ DRAM
     def dram_image(self) -> dict:
-        """``{byte address: bytes}``: the weights of every layer whose weights live in DRAM
-        (module docstring, "DRAM"), written before the init program runs."""
+        """``{byte address: bytes}``: the weights (and requantization rows) of every layer
+        whose weights live in DRAM (module docstring, "DRAM"), written before the init program
+        runs."""
         bb, out = beat_bytes(self.cfg), {}
-        k = host_words_per_row(self.cfg, "WMEM")
         for key, obj in self.dram_map.items():
-            if obj.buf == "WMEM":
-                w = self.weights[key]
+            if obj.buf in ("WMEM", "RBUF"):
+                w = (self.weights[key] if obj.buf == "WMEM" else
+                     rbuf_words(self.cfg, self.layers[key[:-2]]))
+                k = host_words_per_row(self.cfg, obj.buf)
                 rows = [sum(int(x) << (32 * i) for i, x in enumerate(w[j:j + k]))
                         for j in range(0, len(w), k)]
-                out[obj.beat * bb] = rows_to_bytes(self.cfg, "WMEM", rows)
+                out[obj.beat * bb] = rows_to_bytes(self.cfg, obj.buf, rows)
         return out
 
     def zero_state_image(self) -> dict:
@@ -573,8 +576,9 @@ def _plan(prog: ModelProgram, force: set):
         return prog.regions[name]
 
     top["ABUF"] = _place_abuf(prog)
-    for name in prog.layers:
-        take("RBUF", f"{name}.r", prog.layers[name].W.shape[1] // T)
+    if not cfg.dram_width:     # (through DRAM: after the weights, with which they travel)
+        for name in prog.layers:
+            take("RBUF", f"{name}.r", prog.layers[name].W.shape[1] // T)
     for i in range(depth):
         take("RBUF", f"blocks.{i}.S.r", 1)
         take("RBUF", f"blocks.{i}.O.r", 1)
@@ -664,6 +668,24 @@ def _plan(prog: ModelProgram, force: set):
                 beat += size[o] // unit[o] * stride
         prog.streamed[buf] = list(dict.fromkeys(n for _, n in streamed))
         prog.streamed_rows[buf] = streamed
+    if dram:       # a layer's RBUF rows travel with its weights: two windows, like theirs
+        moving = [n for n in prog.layers if f"{n}.W" in prog.dram_map]
+        rrows = {n: prog.layers[n].W.shape[1] // T for n in prog.layers}
+        window = max((rrows[n] for n in moving), default=0)
+        rbase = top["RBUF"]
+        top["RBUF"] += 2 * window
+        for n in prog.layers:
+            if n in moving:
+                take("RBUF", f"{n}.r", rrows[n], base=rbase + window * (prog.order.index(n) % 2))
+                stride = -(-rrows[n] * dram_row_bytes(cfg, "RBUF") // bb)
+                prog.dram_map[f"{n}.r"] = DramObject(beat, rrows[n], "RBUF", rrows[n], stride)
+                beat += stride
+            else:
+                take("RBUF", f"{n}.r", rrows[n])
+        over = top["RBUF"] - buffer_depth(prog.core, "RBUF")
+        if over > 0:
+            raise ValueError(f"the model does not fit: RBUF needs {top['RBUF']} rows, the core "
+                             f"has {buffer_depth(prog.core, 'RBUF')} (rbuf_rows)")
     if dram and depth:                   # each block's P cache, one group stream a tile
         g = group_rows(cfg, N)
         stride = 1 + -(-g * dram_row_bytes(cfg, "GMEM") // bb)
@@ -782,8 +804,10 @@ def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
 
 
 def _dram_objects(prog: ModelProgram, r: int, name: str, bufs=STREAMABLE) -> list:
-    """``(buffer, key)`` of batch row ``r``'s objects of layer ``name`` that live in DRAM."""
-    keys = [(b, f"{name}.W" if b == "WMEM" else _state(r, name, _SUFFIX[b])) for b in bufs]
+    """``(buffer, key)`` of batch row ``r``'s objects of layer ``name`` that live in DRAM
+    (``bufs``: of :data:`STREAMABLE`, and RBUF: its requantization rows)."""
+    keys = [(b, f"{name}.W" if b == "WMEM" else f"{name}.r" if b == "RBUF" else
+             _state(r, name, _SUFFIX[b])) for b in bufs]
     return [(b, k) for b, k in keys if k in prog.dram_map]
 
 
@@ -797,7 +821,7 @@ def _own_fetch(name: str) -> bool:
 def _fetch(prog: ModelProgram, e: Emitter, r: int, name: str):
     """DLOAD layer ``name``'s weights from DRAM into its window; the last DLOAD signals the
     window's ``D_READY``."""
-    objs = _dram_objects(prog, r, name, ("WMEM",))
+    objs = _dram_objects(prog, r, name, ("WMEM", "RBUF"))
     sig = D_READY[prog.order.index(name) % 2]
     for i, (buf, key) in enumerate(objs):
         e.dram("DLOAD", buf, prog.regions[key], prog.dram_map[key].beat,
@@ -836,7 +860,7 @@ def _around_dram(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
     elif when == "before":
         if _own_fetch(name):
             _fetch(prog, e, r, name)
-        if _dram_objects(prog, r, name, ("WMEM",)):
+        if _dram_objects(prog, r, name, ("WMEM", "RBUF")):
             e("NOP", wait=D_READY[order.index(name) % 2])
     elif when == "started":
         if nxt and not _own_fetch(nxt) and not name.endswith(".qk"):
@@ -864,8 +888,9 @@ def _init(prog: ModelProgram):
             e.transfer("LOAD", "WMEM", R[f"{name}.W"])
             words += prog.weights[f"{name}.W"]
     for name, lay in prog.layers.items():
-        e.transfer("LOAD", "RBUF", R[f"{name}.r"])
-        words += rbuf_words(cfg, lay)
+        if f"{name}.r" not in prog.dram_map:
+            e.transfer("LOAD", "RBUF", R[f"{name}.r"])
+            words += rbuf_words(cfg, lay)
     for i, blk in enumerate(m.blocks):
         rwords, mwords = attention_words(cfg, blk)
         e.transfer("LOAD", "RBUF", R[f"blocks.{i}.S.r"])
