@@ -38,7 +38,7 @@ DLOAD completes with its last row written, a DSTORE one cycle after its last res
 import math
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from dstar_rtl.golden.layouts import gmem_layout, layout_width
@@ -136,9 +136,17 @@ class DramEngine(wiring.Component):
         ax = self.dram
         # Commands wait in a queue, so the dispatcher issues a transfer while the one before
         # it runs and moves on to the commands behind it.
-        m.submodules.cmdq = cq = StreamQueue(isa.cmd_bits(cfg), depth=COMMAND_QUEUE)
-        wiring.connect(m, wiring.flipped(self.cmd), cq.i)
-        cmd = cmd_layout(cfg, "DLOAD")(cq.o.p)    # DSTORE has the same fields
+        # Only the fields the engine uses wait in it.
+        fields = cmd_layout(cfg, "DLOAD")(self.cmd.payload)    # DSTORE has the same fields
+        queued = data.StructLayout({"store": 1, "buf": len(fields.buf), "groups": 1,
+                                    "addr": len(fields.addr), "count": len(fields.count),
+                                    "dram": len(fields.dram), "signal": isa.SEMAPHORES})
+        m.submodules.cmdq = cq = StreamQueue(queued, depth=COMMAND_QUEUE)
+        m.d.comb += [cq.i.valid.eq(self.cmd.valid), self.cmd.ready.eq(cq.i.ready),
+                     cq.i.p.store.eq(fields.op == OP["DSTORE"])]
+        for f in ("buf", "groups", "addr", "count", "dram", "signal"):
+            m.d.comb += getattr(cq.i.p, f).eq(getattr(fields, f))
+        cmd = cq.o.p
         active = Signal()
         m.d.comb += self.busy.eq(active | (cq.level != 0))
 
@@ -308,7 +316,7 @@ class DramEngine(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += cq.o.ready.eq(1)
                 with m.If(cq.o.valid):
-                    m.d.sync += [is_store.eq(cmd.op == OP["DSTORE"]), buf.eq(cmd.buf),
+                    m.d.sync += [is_store.eq(cmd.store), buf.eq(cmd.buf),
                                  groups.eq(cmd.groups), addr.eq(cmd.addr), count.eq(cmd.count),
                                  first.eq(cmd.dram), sig.eq(cmd.signal)]
                     m.next = "SIZE"
