@@ -139,3 +139,13 @@ def test_core_perf_record():
     side = baseline_side_by_side(cfg, perf, 0)
     assert {r["section"] for r in side} == set(MATRIX_SECTIONS)
     assert perf["sim"]["cycles_per_s"] > 0
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_core_dram_port(simulator):
+    """The DRAM port (docs/core.md §9) behind cocotbext-axi's AXI RAM with random pauses on
+    every channel: every buffer through DRAM, a differential layer over steps with its operands
+    and state moved beside the engines, an error response (tb/test_core_dram.py)."""
+    run_cocotb("core", preset("tiny", dram_width=32), simulator, "dstar_rtl.tb.test_core_dram",
+               seed=4)

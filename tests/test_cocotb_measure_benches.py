@@ -131,6 +131,8 @@ FAST_RUNS = {
         "tests/test_cocotb_qpu.py::test_qpu_regression"]),
     "dstar_rtl.tb.test_core": dict.fromkeys(SIMULATORS,
                                             ["tests/test_cocotb_core.py::test_core_tiny"]),
+    "dstar_rtl.tb.test_core_dram": dict.fromkeys(SIMULATORS,
+                                                 ["tests/test_cocotb_core.py::test_core_dram_port"]),
     "dstar_rtl.tb.test_core_perf": {
         "verilator": ["tests/test_cocotb_core.py::test_core_perf_record"],
         "icarus": [f"{HERE}::test_core_perf_icarus"]},

@@ -28,6 +28,7 @@ from dstar_rtl.program.executor import CoreError, CoreExecutor
 from dstar_rtl.program.isa import (
     BUFFERS,
     COUNTERS,
+    SEMAPHORES,
     CoreConfig,
     abuf_bits,
     assemble,
@@ -116,7 +117,7 @@ def _check_equal(prog, res, cache_pattern):
         for k in exp:
             assert got[k].shape == exp[k].shape, (g.step, k)
             np.testing.assert_array_equal(got[k], exp[k], err_msg=f"step {g.step} {k}")
-        assert sem == [0, 0, 0, 0]   # every semaphore balanced by the end of the step
+        assert sem == [0] * SEMAPHORES   # every semaphore balanced by the end of the step
 
 
 # ------------------------------------------------------------------------- bit for bit

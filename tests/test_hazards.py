@@ -138,6 +138,35 @@ def test_whole_model_step_has_no_hazard():
     assert any(c.op == "VROW" and c.overlap for c in prog.step)
 
 
+@pytest.mark.parametrize("overrides, stream", [
+    (dict(dram_width=32), ("WMEM", "XBUF", "YBUF")),
+    (dict(dram_width=64, datapath="int8"), ("WMEM",)),
+])
+def test_whole_model_through_dram_has_no_hazard(overrides, stream):
+    """The tiny DiT with its weights and state in DRAM (each layer's objects loaded beside the
+    layer before it, its state a token tile at a time beside the GEMMs, the P cache as group
+    streams): no hazard on a cache step and on the reuse step after it (which skips the qk
+    layers and their loads)."""
+    from dstar_rtl.models.dit import DIT_MODELS, start_noise
+    from dstar_rtl.models.dit_int_model import IntDiT
+    from dstar_rtl.program import isa
+    from dstar_rtl.program.model import compile_model
+
+    spec = DIT_MODELS["tiny"]
+    cfg = preset("tiny", **overrides)
+    model = IntDiT(spec, init_params(spec, 0), cfg)
+    prog = compile_model(model, isa.core_for(cfg), stream=stream)
+    inputs = model.host_inputs(start_noise(spec, 0)[0], 999, 1)
+    state = prog.initial_state()
+    runs = [(prog.init, prog.init_words)] + [
+        (prog.step, prog.host_words([inputs], state, cache)) for cache in (True, False)]
+    assert check_program(cfg, isa.core_for(cfg), runs) == 0
+    d = [c for c in prog.step if c.op in ("DLOAD", "DSTORE")]
+    assert any(c.op == "DSTORE" and c.groups for c in d)          # the P cache, both cores
+    state = isa.DRAM_BUFFERS.index("XBUF"), isa.DRAM_BUFFERS.index("YBUF")
+    assert any(c.op == "DSTORE" and c.buf in state for c in d) == (cfg.datapath == "dstar")
+
+
 @pytest.mark.slow
 def test_trained_digits_model_on_fpga_has_no_hazard():
     """The program `dstar sample` runs on the fpga core (the trained digits DiT, buffers deep

@@ -16,6 +16,7 @@ VARIANTS = {
     "horner": ("tiny", dict(packer="sort", alignment="horner", max_reduction=2, pe_stages=2)),
     "overflow": ("tiny", dict(acc_width=14, overflow_detect=True)),
     "nodrop-lanes2": ("tiny", dict(drop_zero_columns=False, lanes=2, sort_n=16)),
+    "dram": ("tiny", dict(dram_width=32)),
 }
 
 
@@ -29,7 +30,7 @@ CASES = [(u, v) if (v == "tiny" or (v == "fpga" and u != "qpu")
 CASES.append(("qpu_mpu", "tiny"))
 # The fpga core (35 s of Verilator) in regress; the tiny core has the same modules.
 CASES += [("vpu", "tiny"), pytest.param("vpu", "fpga", marks=pytest.mark.slow),
-          ("uart_vpu", "tiny"), ("core", "tiny"),
+          ("uart_vpu", "tiny"), ("core", "tiny"), ("core", "dram"),
           pytest.param("core", "fpga", marks=pytest.mark.slow)]
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["Config", "ConfigError", "PRESETS", "VARIANTS", "CHOSEN", "INT8_CHOSEN", "preset",
-           "bitlen", "CORE_BUFFER_ROWS", "PACKERS", "PACK_BINS",
+           "bitlen", "CORE_BUFFER_ROWS", "DRAM_WIDTHS", "PACKERS", "PACK_BINS",
            "CORE_WIDE_ROWS", "CORE_WIDE_ADDR_BITS", "CORE_PARAM_ROWS", "CORE_PARAM_ADDR_BITS",
            "CORE_ADDR_BITS", "CORE_ABUF_ADDR_BITS", "core_rows_limit"]
 
@@ -68,6 +68,8 @@ CORE_WIDE_ADDR_BITS = 24
 #: (program.isa.rbuf_bits, vbuf_bits), 14 bits at every preset.
 CORE_PARAM_ROWS = ("rbuf_rows", "vbuf_rows")
 CORE_PARAM_ADDR_BITS = 16
+#: Beat widths (bits) the core's DRAM port may have (``Config.dram_width``; 0: no port).
+DRAM_WIDTHS = (32, 64, 128, 256, 512, 1024)
 
 
 def core_rows_limit(buf: str) -> int:
@@ -78,7 +80,7 @@ def core_rows_limit(buf: str) -> int:
     return 1 << bits
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
                    "pack_windows", "datapath", "base_offset", "packer",
-                   "pack_bins", "ln_row_max", "ystate_frac") + CORE_BUFFER_ROWS
+                   "pack_bins", "ln_row_max", "ystate_frac", "dram_width") + CORE_BUFFER_ROWS
 
 
 class ConfigError(ValueError):
@@ -227,6 +229,10 @@ class Config:
         (default) takes the depth of the core preset of the configuration's name, or the
         default core's for a custom name (:func:`program.isa.core_for`). In
         ``[1, 2**14]``.
+    dram_width:
+        The core's DRAM port (docs/core.md §9): ``0`` (default) builds none, so the D engine's
+        commands (DLOAD, DSTORE) are unknown opcodes; otherwise the bits of one beat of its
+        AXI4 manager port, one of :data:`DRAM_WIDTHS`.
     """
 
     rows: int = 4
@@ -274,6 +280,7 @@ class Config:
     rbuf_rows: int | None = None
     vbuf_rows: int | None = None
     mask_rows: int | None = None
+    dram_width: int = 0
     name: str = field(default="custom", compare=False)
 
     # ------------------------------------------------------------------ validation
@@ -378,6 +385,8 @@ class Config:
         for buf in CORE_BUFFER_ROWS:
             if getattr(self, buf) is not None:
                 pos_int(buf, 1, core_rows_limit(buf))
+        need(self.dram_width in (0, *DRAM_WIDTHS) and not isinstance(self.dram_width, bool),
+             "dram_width", self.dram_width, f"0 (no DRAM port) or one of {DRAM_WIDTHS}")
 
     # ------------------------------------------------------------------ derived values
     @property

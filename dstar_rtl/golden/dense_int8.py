@@ -41,7 +41,7 @@ import numpy as np
 from dstar_rtl.golden import vpu
 from dstar_rtl.golden.config import Config
 from dstar_rtl.golden.fmdq import requant_params, requantize, rnd, to_fixed
-from dstar_rtl.golden.layouts import int8_group_layout, pack
+from dstar_rtl.golden.layouts import int8_group_layout, pack, unpack
 from dstar_rtl.golden.schedule import Accumulator, Counters
 
 __all__ = ["Int8Group", "Int8Tile", "quantize_tile", "quantize_matrix", "execute",
@@ -65,6 +65,13 @@ class Int8Group:
 
     def word(self, cfg: Config) -> int:
         return pack(int8_group_layout(cfg), self.record())
+
+    @classmethod
+    def from_word(cls, cfg: Config, word: int) -> "Int8Group":
+        """Inverse of :meth:`word` (a GMEM row back from DRAM)."""
+        r = unpack(int8_group_layout(cfg), word)
+        return cls(act=r["act"], channel=int(r["channel"]), exp=int(r["exp"]),
+                   valid=bool(r["valid"]), first=bool(r["first"]), last=bool(r["last"]))
 
 
 def zero_group(cfg: Config) -> Int8Group:

@@ -36,7 +36,7 @@ import numpy as np
 from dstar_rtl.golden.bitonic import apply_network, sort_key
 from dstar_rtl.golden.config import Config
 from dstar_rtl.golden.fmdq import Quantized, quantize_tile_matrix
-from dstar_rtl.golden.layouts import COUNTER_NAMES, group_layout, pack
+from dstar_rtl.golden.layouts import COUNTER_NAMES, group_layout, pack, unpack
 
 __all__ = ["slice_digits", "booth_digits", "value_digits", "digit_values", "Group", "Counters",
            "piece_bounds", "reduction_pieces", "TileSchedule", "schedule_tile", "schedule_matrix",
@@ -136,6 +136,16 @@ class Group:
 
     def word(self, cfg: Config) -> int:
         return pack(group_layout(cfg), self.record())
+
+    @classmethod
+    def from_word(cls, cfg: Config, word: int) -> "Group":
+        """Inverse of :meth:`word` (a GMEM row back from DRAM); ``k``, not in the record, is
+        0."""
+        r = unpack(group_layout(cfg), word)
+        return cls(exp=int(r["exp"]), channel=r["channel"], signed=r["signed"],
+                   valid=r["valid"], digits=digit_values(r["digits"], r["signed"], cfg.digits),
+                   k=np.zeros(cfg.lanes, np.int64), first=bool(r["first"]),
+                   last=bool(r["last"]), digit_width=cfg.digit_width)
 
 
 @dataclass

@@ -67,6 +67,7 @@ step, which equal ``requant(Y_qk)`` of the unchanged state (:meth:`CoreProgram.e
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,11 +80,14 @@ from dstar_rtl.program.heads import padded_head_dim, padded_proj, unpad
 from dstar_rtl.program.isa import (
     ADDR_BITS,
     BUFFERS,
+    DRAM_BUFFERS,
     Cmd,
     CoreConfig,
+    beat_bytes,
     buffer_depth,
     check_core,
     cmd_layout,
+    dram_row_bytes,
     host_words_per_row,
     row_to_words,
     rows_tensor,
@@ -93,7 +97,8 @@ from dstar_rtl.program.isa import (
     words_to_row,
 )
 
-__all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "Emitter",
+__all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "D_READY",
+           "TILE_IN", "TILE_DONE", "StateStream", "TileStream", "PCacheStream", "Emitter",
            "group_rows", "dense", "emit_layer", "piece_bounds", "check_pieces",
            "ELEMENTWISE", "vrow_chunks", "emit_vrow", "emit_token_rows",
            "emit_block_body", "weight_words", "rbuf_words",
@@ -101,6 +106,10 @@ __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE",
 
 FULL, FREE = 1 << 0, 1 << 1          # semaphore masks: group slot full / free
 S_READY, P_READY = 1 << 2, 1 << 3    # attention: a query tile's scores (and RMAX) / P written
+D_READY = (1 << 4, 1 << 5)          # a layer's DRAM objects loaded, by window (program.model)
+# A linear layer whose state streams by token tiles (StateStream) reuses attention's two
+# semaphores, which are 0 outside attention: a tile's state loaded / its last GEMM done.
+TILE_IN, TILE_DONE = S_READY, P_READY
 SREG_K, SREG_V = 0, 1                # shift registers of K and V (one head at a time)
 MAX_COUNT = (1 << ADDR_BITS) - 1     # largest count field
 BUF_ORDER = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "GMEM")
@@ -459,6 +468,27 @@ class Emitter:
             self.cmds.extend(part)
             self.tags.extend(body.tags[i:i + MAX_COUNT])
 
+    def dram(self, op: str, buf: str, reg: Region, beat: int, signal: int = 0, wait: int = 0,
+             groups: int = 0):
+        """DLOAD/DSTORE of a whole region from/to DRAM beat ``beat`` (its rows' image laid
+        out from there), split into parts of at most :data:`MAX_COUNT` rows that each start on
+        a beat; the first part waits on ``wait``, the last signals ``signal``. ``groups``: the
+        region holds one group stream (program.isa), moved as one (at most MAX_COUNT rows)."""
+        if groups:
+            if reg.rows > MAX_COUNT:
+                raise ValueError(f"a group stream of {reg.rows} rows exceeds {MAX_COUNT}")
+            self(op, wait=wait, signal=signal, buf=DRAM_BUFFERS.index(buf), groups=1,
+                 addr=reg.base, count=reg.rows, dram=beat)
+            return
+        rb, bb = dram_row_bytes(self.cfg, buf), beat_bytes(self.cfg)
+        step = bb // math.gcd(rb, bb)                  # rows whose image fills whole beats
+        part = MAX_COUNT - MAX_COUNT % step
+        for a in range(0, reg.rows, part):
+            n = min(part, reg.rows - a)
+            self(op, wait=wait if a == 0 else 0, signal=signal if a + n == reg.rows else 0,
+                 buf=DRAM_BUFFERS.index(buf), addr=reg.base + a, count=n,
+                 dram=beat + a * rb // bb)
+
     def transfer(self, op: str, buf: str, reg: Region, zero: int = 0, key: str | None = None):
         """LOAD/STORE of a whole region, split at :data:`MAX_COUNT` rows; ``key`` names the host
         tensor the rows come from or go to (the tag ``(key, first row)`` of each command)."""
@@ -542,19 +572,62 @@ def emit_kv(e: Emitter, cfg: Config, a: int, C: int, N: int, d: int, sreg: int,
                       dst=kt + kb * d + c0, sreg=sreg)
 
 
-def _layer(prog, e: Emitter, k: str, src: str):
-    """One differential layer ``k`` of ``prog.blk`` reading ABUF region ``src``."""
+def _layer(prog, e: Emitter, k: str, src: str, started=None):
+    """One differential layer ``k`` of ``prog.blk`` reading ABUF region ``src`` (its state
+    streamed when ``prog.state_streams`` names it; ``started`` as :func:`emit_layer`)."""
     lay = prog.layers[k]
     emit_layer(e, prog.cfg, lay, prog.blk.spec.tokens, prog.regions, k, src,
-               pieces=prog.pieces.get(k, lay.pieces))
+               pieces=prog.pieces.get(k, lay.pieces),
+               stream=getattr(prog, "state_streams", {}).get(k), started=started)
 
 
-def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces: int = 1):
+@dataclass(frozen=True)
+class TileStream:
+    """One state buffer of a layer moved through DRAM by token tiles: ``win`` the buffer base
+    of each window (a tile's rows: ``cin`` of ``x̂``, ``cout`` of ``Y``), ``beat`` the DRAM beat
+    of tile 0's image, ``stride`` the beats from one tile's image to the next."""
+
+    win: tuple
+    beat: int
+    stride: int
+
+
+@dataclass(frozen=True)
+class PCacheStream:
+    """A block's P cache kept in DRAM (program.model "DRAM"): one head's query tiles at a time
+    in GMEM from ``window`` (``group_rows(N)`` rows a tile), tile ``(h, qa)`` a group stream at
+    DRAM beat ``beat + (h·nt + qa)·stride``."""
+
+    window: int
+    beat: int
+    stride: int
+
+
+@dataclass(frozen=True)
+class StateStream:
+    """A layer's state streamed one token tile at a time (:func:`emit_layer`): its ``x̂``
+    (XBUF) and ``Y`` (YBUF) :class:`TileStream`, either None when that one is resident."""
+
+    xhat: TileStream | None
+    Y: TileStream | None
+
+
+def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces: int = 1,
+               stream: StateStream | None = None, started=None):
     """One linear layer (module docstring): ``lay`` (a :class:`golden.differential.DiffLinear`, or
     on the INT8 core a dense :class:`golden.dense_int8.DenseInt8Linear`) over ``N`` tokens read
     from ``R[src]``, each token tile's reduction in ``pieces`` pieces (:func:`piece_bounds`);
     ``R`` maps ``<k>.xhat``, ``<k>.Y``, ``<k>.W``, ``<k>.r``, ``<k>.y``, ``slot0`` and ``slot1``
-    to their regions."""
+    to their regions.
+
+    ``stream`` (a :class:`StateStream`): the state comes from DRAM one token tile at a time
+    into windows (tile ``t`` in window ``t`` mod their number, three: the tile the GEMMs use,
+    the one the QUANT fills, the one moving): tiles 0 and 1 are loaded first (the last DLOAD of
+    each signals ``TILE_IN``, which the tile's first QUANT waits on); after the first GEMM of
+    tile ``t`` the D engine stores tile ``t-1`` (waiting on ``TILE_DONE``, which tile ``t-1``'s
+    last GEMM signals) and loads tile ``t+2`` into the window it leaves, beside the GEMMs; the
+    last tile is stored after the loop. ``started(e)``, if given, runs once the first tiles are
+    asked for (what the layer's caller loads beside it)."""
     T = cfg.tile
     cin, cout = lay.W.shape
     nt, nb = N // T, cout // T
@@ -562,26 +635,63 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
     xa, xh, Yb = R[src].base, R[f"{k}.xhat"].base, R[f"{k}.Y"].base
     wb, rb, ya = R[f"{k}.W"].base, R[f"{k}.r"].base, R[f"{k}.y"].base
     diff = 0 if dense(cfg) else 1
-    if diff:
-        e("QCFG", base_log2=lay.B, thr=list(cfg.thr))
+    if stream is not None and not diff:
+        raise ValueError(f"layer {k!r}: the INT8 core's dense layers keep no state to stream")
+    if stream is not None and not (stream.xhat or stream.Y):
+        stream = None
 
     # The protocol's tiles: (token tile, first channel, channels) in order.
     tiles = [(t, c0, n) for t in range(nt) for c0, n in piece_bounds(cin, pieces)]
+    first = {t: min(i for i, x in enumerate(tiles) if x[0] == t) for t in range(nt)}
+    last = {t: max(i for i, x in enumerate(tiles) if x[0] == t) for t in range(nt)}
+    xs, ys = (stream.xhat, stream.Y) if stream else (None, None)
+
+    def xrow(t):             # x̂ of tile t: its window, or its rows of the resident region
+        return xs.win[t % len(xs.win)] if xs else xh + t * cin
+
+    def yrow(t):
+        return ys.win[t % len(ys.win)] if ys else Yb + t * nb * T
+
+    def move(op, t, wait=0, signal=0):
+        """DLOAD or DSTORE of tile ``t``'s streamed x̂ and Y (the first waits on ``wait``,
+        the last signals ``signal``)."""
+        parts = [(b, ts, row(t), n) for b, ts, row, n in
+                 (("XBUF", xs, xrow, cin), ("YBUF", ys, yrow, cout)) if ts]
+        for i, (b, ts, base, n) in enumerate(parts):
+            e.dram(op, b, Region(b, k, base, n), ts.beat + t * ts.stride,
+                   wait=wait if i == 0 else 0, signal=signal if i == len(parts) - 1 else 0)
+
+    if stream:
+        for t in range(min(2, nt)):
+            move("DLOAD", t, signal=TILE_IN)
+    if started:
+        started(e)
+    if diff:
+        e("QCFG", base_log2=lay.B, thr=list(cfg.thr))
 
     def quant(i):
         t, c0, n = tiles[i]
-        e("QUANT", wait=FREE if i >= 2 else 0, signal=FULL, src=xa + t * cin + c0,
-          xsrc=(xh + t * cin + c0) * diff, nch=n, gdst=slots[i % 2], diff=diff)
+        tin = TILE_IN if stream and i == first[t] else 0
+        e("QUANT", wait=(FREE if i >= 2 else 0) | tin, signal=FULL, src=xa + t * cin + c0,
+          xsrc=(xrow(t) + c0) * diff, nch=n, gdst=slots[i % 2], diff=diff)
 
     quant(0)
     for i, (t, c0, _n) in enumerate(tiles):
         if i + 1 < len(tiles):
             quant(i + 1)
         for j in range(nb):
+            done = TILE_DONE if stream and j == nb - 1 and i == last[t] else 0
             e("GEMM", wait=FULL if j == 0 else 0,
-              signal=FREE if j == nb - 1 and i + 2 < len(tiles) else 0, gsrc=slots[i % 2],
-              wbase=wb + j * cin + c0, ysrc=(Yb + (t * nb + j) * T) * diff, rrow=rb + j,
-              dst=ya + t * cout + j * T, accum=diff)
+              signal=(FREE if j == nb - 1 and i + 2 < len(tiles) else 0) | done,
+              gsrc=slots[i % 2], wbase=wb + j * cin + c0, ysrc=(yrow(t) + j * T) * diff,
+              rrow=rb + j, dst=ya + t * cout + j * T, accum=diff)
+            if stream and j == 0 and i == first[t]:
+                if t >= 1:
+                    move("DSTORE", t - 1, wait=TILE_DONE)
+                if t + 2 < nt:
+                    move("DLOAD", t + 2, signal=TILE_IN)
+    if stream:
+        move("DSTORE", nt - 1, wait=TILE_DONE)
     e("BARRIER")
 
 
@@ -630,12 +740,16 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
     themselves: a softmax issues only once the previous one is done, after P's QUANT of the
     tile before (so tile qa+2's S GEMMs, issued after softmax qa+1, never overwrite the half
     softmax qa reads, and softmax qa+2 never the half P's QUANT of qa reads, the Q engine taking
-    one command at a time)."""
+    one command at a time). With the P cache in DRAM (``prog.pcache_stream``) each tile's P
+    goes out as a group stream once quantized (its QUANT signals ``FREE``, unused here, which
+    the DSTORE waits on), from the head's window, which the next head's K rows (VROWs that wait
+    for every engine) free again."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     s, T = blk.spec, cfg.tile
     N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
     nt = N // T
     qk, kt = R["qk.y"].base, R["K^T"].base
+    stream = getattr(prog, "pcache_stream", None)
     slots = (R["slot0"].base, R["slot1"].base)
 
     def scores(h, qa):
@@ -663,21 +777,39 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
                 scores(h, qa + 1)
             if not dense(cfg):
                 e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
-            e("QUANT", wait=P_READY, src=R["P"].base + (qa % 2) * N, nch=N,
-              gdst=_pcache(prog, h, qa), pcache=1)
+            e("QUANT", wait=P_READY, signal=FREE if stream else 0,
+              src=R["P"].base + (qa % 2) * N, nch=N, gdst=_pcache(prog, h, qa), pcache=1)
+            if stream:          # out to DRAM once quantized (FREE: no QUANT/GEMM slot here)
+                _pcache_dram(prog, e, "DSTORE", h, qa, wait=FREE)
     e("BARRIER")
 
 
 def _pcache(prog: CoreProgram, h: int, qa: int) -> int:
     """GMEM base of the P-cache region of head ``h``, query tile ``qa`` (``group_rows(N)`` rows
-    each)."""
+    each; with the P cache in DRAM, the tile's place in the head's window)."""
     N = prog.blk.spec.tokens
+    ps = getattr(prog, "pcache_stream", None)
+    if ps is not None:
+        return ps.window + qa * group_rows(prog.cfg, N)
     return prog.regions["pcache"].base + (h * (N // prog.cfg.tile) + qa) * group_rows(prog.cfg, N)
 
 
+def _pcache_dram(prog, e: Emitter, op: str, h: int, qa: int, **sem):
+    """DSTORE or DLOAD of the P cache of head ``h``, query tile ``qa`` as a group stream."""
+    ps = prog.pcache_stream
+    N, T = prog.blk.spec.tokens, prog.cfg.tile
+    rows = group_rows(prog.cfg, N)
+    e.dram(op, "GMEM", Region("GMEM", "pcache", _pcache(prog, h, qa), rows),
+           ps.beat + (h * (N // T) + qa) * ps.stride, groups=1, **sem)
+
+
 def _attention_every(prog: CoreProgram, e: Emitter):
-    """Every step: per head V into WMEM, then ``o`` = P-cache · V per query tile, column block."""
+    """Every step: per head V into WMEM, then ``o`` = P-cache · V per query tile, column block.
+    With the P cache in DRAM (``prog.pcache_stream``) the head's tiles come back into its
+    window after the head's V rows (the VROWs before wait for every engine: the window is the
+    last head's no more), each tile's first GEMM waiting for its DLOAD (``FULL``)."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
+    stream = getattr(prog, "pcache_stream", None)
     s, T = blk.spec, cfg.tile
     N, D, H, d = s.tokens, s.hidden, s.heads, s.head_dim
     dp = padded_head_dim(d, T)      # o's head width (program.heads)
@@ -689,9 +821,13 @@ def _attention_every(prog: CoreProgram, e: Emitter):
         a = R["v.y"].base + h * d
         emit_kv(e, cfg, a, D, N, d, SREG_V)
         emit_vrow(e, "kv_quant", R=N, n=d, a=a, C=D, dst=vw, sreg=SREG_V)
+        if stream:              # the head's P tiles in from DRAM, each beside the GEMMs before
+            for qa in range(N // T):
+                _pcache_dram(prog, e, "DLOAD", h, qa, signal=FULL)
         for qa in range(N // T):
             for cb in range(dp // T):
-                e("GEMM", gsrc=_pcache(prog, h, qa), wbase=vw + cb * N, rrow=R["O.r"].base,
+                e("GEMM", wait=FULL if stream and cb == 0 else 0, gsrc=_pcache(prog, h, qa),
+                  wbase=vw + cb * N, rrow=R["O.r"].base,
                   dst=R["o"].base + (qa * H + h) * dp + cb * T, use_sreg=1, sreg=SREG_V,
                   pcache=1)
     e("BARRIER")
@@ -725,7 +861,9 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
     (named ``prefix + part``). ``prog`` has ``blk``, ``cfg`` and ``regions``, the last mapping
     the block's region names (``x``, ``out``, ``ln1`` ..., ``<layer>.W`` ..., ``shift1`` ...)
     to regions; ``prog.around(e, k, when)`` (if present) is called ``"before"`` and ``"after"``
-    each layer ``k``, inside the layer's SKIP for ``qk``."""
+    each layer ``k``, inside the layer's SKIP for ``qk``, ``"started"`` inside it once its
+    first state tiles are asked for (:func:`emit_layer`), and for ``qk`` also ``"prefetch"``
+    just before its SKIP (what must run on every step)."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     s = blk.spec
     N, D, M = s.tokens, s.hidden, s.mlp_hidden
@@ -734,7 +872,8 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
     def layer(em, k, src):
         if around:
             around(em, k, "before")
-        _layer(prog, em, k, src)
+        _layer(prog, em, k, src,
+               started=(lambda e2: around(e2, k, "started")) if around else None)
         if around:
             around(em, k, "after")
 
@@ -749,6 +888,8 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
     e.section(prefix + "qk")
     sub = Emitter(cfg)
     layer(sub, "qk", "a")
+    if around:              # what runs every step before the qk layer's SKIP
+        around(e, "qk", "prefetch")
     e.skip(sub)
     e.section(prefix + "v")
     layer(e, "v", "a")

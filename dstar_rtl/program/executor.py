@@ -25,6 +25,11 @@ Semantics beyond the table of :mod:`program.isa`
   among them is no error); the discard continues into the next :meth:`CoreExecutor.run`.
 * STEP: ``phase := 0 if phase + 1 >= interval else phase + 1``; ``interval == 0`` is ``operand``.
 * LOAD/STORE with ``count == 0`` do nothing. LOAD ``zero`` reads no host word.
+* DLOAD/DSTORE (:mod:`program.isa`, "DRAM image") move rows between a buffer and
+  :attr:`CoreExecutor.dram` (a :class:`program.dram.Dram`, kept across resets; given to the
+  constructor or made empty); on a core without a DRAM port (``dram_width`` 0) they are
+  ``opcode``. A GMEM row goes through its group record (:meth:`golden.schedule.Group.word`,
+  ``from_word``), so a group back from DRAM has ``k`` 0 (not part of the record).
 * QCFG with ``base_log2 > B_max`` or thresholds not ``thr2 < thr4 < thr6 < 127``: ``qpu`` (the
   QPU's ``config_error``).
 * QUANT: ``nch == 0`` ``operand``; ``nch > max_reduction`` ``qpu``; the groups must fit
@@ -61,15 +66,18 @@ commands              +1 per command issued (SKIP/STEP/NOP/END/BARRIER included;
                       so a STORE of CNT already includes itself here.
 host_words_in         +words per LOAD row (0 for ``zero``).
 host_words_out        +words per STORE row; applied after a STORE of CNT has read the counters.
-abuf_reads            STORE ABUF: +1 per row. QUANT: +nch. VROW: +1 per beat sent per ABUF
+dram_read_beats       DLOAD: +beats (:func:`program.isa.dram_beats`).
+dram_write_beats      DSTORE: +beats.
+abuf_reads            STORE or DSTORE ABUF: +1 per row. QUANT: +nch. VROW: +1 per beat sent per ABUF
                       operand (``a``; also ``c`` of gated_residual; a LayerNorm row longer than
                       ``max_reduction`` is sent twice).
-abuf_writes           LOAD ABUF (also ``zero``): +1 per row. GEMM: +T. VROW writing ABUF
+abuf_writes           LOAD ABUF (also ``zero``), DLOAD ABUF: +1 per row. GEMM: +T. VROW writing ABUF
                       (softmax, layernorm, modulate, gelu, gated_residual): +1 per beat.
-xbuf_reads/_writes    STORE/LOAD XBUF: +1 per row. QUANT with diff: +nch reads and +nch writes.
-ybuf_reads/_writes    STORE/LOAD YBUF: +1 per row. GEMM with accum: +T reads and +T writes.
-wmem_writes           LOAD WMEM: +1 per row. VROW kv_quant: +1 per beat.
-gmem_writes           QUANT: +groups written.
+xbuf_reads/_writes    (D)STORE/(D)LOAD XBUF: +1 per row. QUANT with diff: +nch reads and +nch
+                      writes.
+ybuf_reads/_writes    (D)STORE/(D)LOAD YBUF: +1 per row. GEMM with accum: +T reads and +T writes.
+wmem_writes           LOAD or DLOAD WMEM: +1 per row. VROW kv_quant: +1 per beat.
+gmem_writes           QUANT: +groups written. DLOAD GMEM: +1 per row.
 groups_replayed       GEMM: +groups replayed (the ``last`` one included).
 lanes_valid           GEMM: +valid lanes of the replayed groups.
 pcache_groups_written QUANT with pcache: +groups written.
@@ -92,7 +100,8 @@ against the RTL; what the energy model charges per access, :mod:`bench.image_ene
 ``wmem_reads`` +groups · read ports per GEMM (every port of the weight buffer reads with each
 group taken: ``lanes`` on the DSTAR core, 1 on the INT8 core), ``gmem_reads`` +groups replayed,
 ``rbuf_reads`` +T per GEMM (one per drained token), ``vbuf_reads`` +2 and ``mask_reads`` +1 per
-VROW beat (the V engine reads both VBUF ports and MASK with every beat it issues).
+VROW beat (the V engine reads both VBUF ports and MASK with every beat it issues); a DSTORE of
+GMEM +1 per row.
 """
 
 from __future__ import annotations
@@ -104,10 +113,16 @@ import numpy as np
 from dstar_rtl.golden import dense_int8, vpu
 from dstar_rtl.golden.config import Config, ConfigError
 from dstar_rtl.golden.fmdq import dequant, quantize_subchannels
+from dstar_rtl.golden.layouts import pack, unpack
 from dstar_rtl.golden.schedule import Group, execute, schedule_tile
+from dstar_rtl.golden.schedule import Group as SliceGroup
+from dstar_rtl.program.dram import Dram
 from dstar_rtl.program.isa import (
     BUFFERS,
     COUNTERS,
+    DRAM_ADDR_BITS,
+    DRAM_BUFFERS,
+    DSTORABLE,
     ERRORS,
     OPCODES,
     SEM_BITS,
@@ -116,13 +131,19 @@ from dstar_rtl.program.isa import (
     STORABLE,
     Cmd,
     CoreConfig,
+    beat_bytes,
     buffer_depth,
+    bytes_to_rows,
     check_core,
     cmd_bits,
     decode,
+    dram_beats,
+    dram_row_bytes,
     encode,
     host_words_per_row,
+    row_layout,
     row_to_words,
+    rows_to_bytes,
     words_to_row,
 )
 from dstar_rtl.program.vrow import VrowEngine
@@ -162,11 +183,14 @@ class CoreExecutor(VrowEngine):
     """Sequential ISA-level model of one core (module docstring): :meth:`run` executes commands.
     VROW runs in :class:`program.vrow.VrowEngine`."""
 
-    def __init__(self, cfg: Config, core: CoreConfig):
+    def __init__(self, cfg: Config, core: CoreConfig, dram: Dram | None = None):
         check_core(cfg)
         self.cfg, self.core, self.T = cfg, core, cfg.tile
         self.tables = vpu.vpu_tables(cfg)
         self._qcfgs = {}
+        #: The DRAM behind the port (kept across :meth:`reset`; None without a port).
+        self.dram = dram if dram is not None or not cfg.dram_width else \
+            Dram(beat_bytes(cfg) << DRAM_ADDR_BITS)
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -263,9 +287,12 @@ class CoreExecutor(VrowEngine):
         if not 0 <= c < 1 << cmd_bits(self.cfg):
             raise ValueError(f"command word {c} is not a {cmd_bits(self.cfg)}-bit word")
         try:
-            return decode(self.cfg, c)
+            cmd = decode(self.cfg, c)
         except ValueError as e:
             self._fail("opcode", str(e))
+        if cmd.op in ("DLOAD", "DSTORE") and not self.cfg.dram_width:
+            self._fail("opcode", f"{cmd.op} on a core without a DRAM port (dram_width 0)")
+        return cmd
 
     def _read(self, name: str, n=1):
         """Add ``n`` memory reads to ``reads[name]`` (:data:`READS`; not a core counter)."""
@@ -392,6 +419,75 @@ class CoreExecutor(VrowEngine):
         if buf in _ROW_COUNTERS:
             self._add(_ROW_COUNTERS[buf][0], count)
         self._add("host_words_out", count * wpr)
+
+    # ------------------------------------------------------------------ DRAM transfers
+    def _dram_rows(self, a) -> tuple:
+        """``(buffer, first row, rows, first byte, beats)`` of a DLOAD/DSTORE, checked
+        (``operand``, ``address``; a group stream's beats: its header and ``count`` rows)."""
+        buf = DRAM_BUFFERS[a["buf"]]
+        addr, count, beat = a["addr"], a["count"], a["dram"]
+        if a["groups"] and buf != "GMEM":
+            self._fail("operand", f"a group stream of {buf} (groups is for GMEM)")
+        self._rows(buf, addr, count)
+        beats = dram_beats(self.cfg, buf, count) + a["groups"]
+        if beat + beats > 1 << DRAM_ADDR_BITS:
+            self._fail("address", f"DRAM beats {beat}..{beat + beats - 1} outside the port's "
+                                  f"{1 << DRAM_ADDR_BITS} beats")
+        return buf, addr, count, beat * beat_bytes(self.cfg), beats
+
+    def _op_dload(self, a, out):
+        """DLOAD: rows of a buffer from their DRAM image (a group stream: after its header)."""
+        buf, addr, count, byte, beats = self._dram_rows(a)
+        if a["groups"]:
+            bb = beat_bytes(self.cfg)
+            n = int.from_bytes(self.dram.read(byte, 4), "little")
+            self._add("dram_read_beats", 1)
+            if n > count:
+                self._fail("dram", f"a group stream of {n} rows at beat {a['dram']} does not "
+                                   f"fit the {count} rows of the DLOAD")
+            count, byte, beats = n, byte + bb, dram_beats(self.cfg, buf, n)
+        if count == 0:
+            return
+        image = self.dram.read(byte, count * dram_row_bytes(self.cfg, buf))
+        for r, word in zip(range(addr, addr + count), bytes_to_rows(self.cfg, buf, image)):
+            if buf == "GMEM":
+                self.gmem[r] = (dense_int8.Int8Group if self.int8 else SliceGroup).from_word(
+                    self.cfg, word)
+            else:
+                self._set_row(buf, r, unpack(row_layout(self.cfg, buf), word))
+        self._add("dram_read_beats", beats)
+        if buf == "GMEM":
+            self._add("gmem_writes", count)
+        elif buf in _ROW_COUNTERS:
+            self._add(_ROW_COUNTERS[buf][1], count)
+
+    def _op_dstore(self, a, out):
+        """DSTORE: the DRAM image of rows of a buffer."""
+        if DRAM_BUFFERS[a["buf"]] not in DSTORABLE:
+            self._fail("operand", f"DSTORE of {DRAM_BUFFERS[a['buf']]} (DSTORE moves "
+                                  f"{DSTORABLE})")
+        buf, addr, count, byte, beats = self._dram_rows(a)
+        if a["groups"]:                  # through the first last group, then the header
+            n = next((i + 1 for i in range(count) if self.gmem[addr + i].last), count)
+            bb = beat_bytes(self.cfg)
+            count, beats = n, dram_beats(self.cfg, buf, n)
+            self.dram.write(byte, n.to_bytes(4, "little") + bytes(bb - 4))
+            self._add("dram_write_beats", 1)
+            byte += bb
+        if count == 0:
+            return
+        if buf == "GMEM":
+            words = [self.gmem[r].word(self.cfg) for r in range(addr, addr + count)]
+        else:
+            lay = row_layout(self.cfg, buf)
+            words = [pack(lay, {"v": getattr(self, buf.lower())[r]})
+                     for r in range(addr, addr + count)]
+        self.dram.write(byte, rows_to_bytes(self.cfg, buf, words))
+        self._add("dram_write_beats", beats)
+        if buf == "GMEM":
+            self._read("gmem_reads", count)
+        else:
+            self._add(_ROW_COUNTERS[buf][0], count)
 
     # ------------------------------------------------------------------ QPU
     def _op_qcfg(self, a, out):

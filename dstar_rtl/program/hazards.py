@@ -1,14 +1,15 @@
 """A program's data hazards under the core's concurrency rules, without the RTL.
 
 The ISA executor runs every command alone, so it cannot see a program that is only right when
-its commands do not overlap. The core overlaps Q and M commands, and a VROW with ``overlap``
+its commands do not overlap. The core overlaps Q, M and D commands, and a VROW with ``overlap``
 runs beside both (program/isa.py); a program is safe only if every pair of commands that may run
 at the same time touches disjoint buffer rows, or only reads them. This module checks that, for
 any timing.
 
 **What each command touches** is recorded by running the program on the executor with its
 buffers behind recording proxies (:class:`_Rec`): the rows of ABUF, XBUF, YBUF, WMEM, GMEM,
-VBUF, RBUF and MASK each command reads and writes, and SREG and RMAX as one-row buffers (a VROW
+VBUF, RBUF and MASK each command reads and writes (a DLOAD or DSTORE too: DRAM itself is the
+D engine's alone, whose commands run in order), and SREG and RMAX as one-row buffers (a VROW
 reads RMAX when it issues: the vector engine keeps a copy).
 
 **What may overlap** follows from the dispatcher's rules, as a happens-before relation kept as a
@@ -16,11 +17,14 @@ vector of per-engine command counts (``known[e] = k``: the first ``k`` commands 
 have completed). A command issues after the one before it in the stream; H, a VROW without
 ``overlap``, BARRIER and END issue once every earlier command has completed, and nothing issues
 while H or such a VROW runs; the dispatcher's own commands wait for V; Q, V and H take one
-command at a time; a wait on a semaphore is met by its signals, which gives an order where it
-is decidable (the first ``k`` signals of one in-order engine, or all of them when exactly
-``k`` precede it). M's completions are in order, but a GEMM issues while the one before it
-drains, and two GEMMs are never checked against each other (the engine's own pipeline orders
-its drain writes and the next replay's reads of GMEM and WMEM, which M never writes).
+command at a time (D queues its commands and runs them in order, so a transfer issues while
+the one before it runs, like a GEMM); a wait on a semaphore is met by its signals, which gives
+an order where it is decidable (the first ``k`` signals of one in-order engine, or all of them
+when exactly ``k`` precede it; counted from the last command that ran alone when every signal
+before it had been taken). M's completions are in order, but a GEMM issues while the one
+before it drains, and two GEMMs are never checked against each other (the engine's own
+pipeline orders its drain writes and the next replay's reads of GMEM and WMEM, which M never
+writes).
 
 :func:`hazards` returns every conflicting pair; :func:`check_program` raises on the first.
 """
@@ -145,9 +149,12 @@ class _Recorder(CoreExecutor):
 
 
 def _engine(cmd: Cmd) -> str:
-    """``H``, ``Q``, ``M``, ``V`` (a VROW with ``overlap``: ``V+``) or ``-`` (the dispatcher's)."""
+    """``H``, ``Q``, ``M``, ``V`` (a VROW with ``overlap``: ``V+``), ``D`` or ``-`` (the
+    dispatcher's)."""
     if cmd.op in ("LOAD", "STORE"):
         return "H"
+    if cmd.op in ("DLOAD", "DSTORE"):
+        return "D"
     if cmd.op in ("QCFG", "QUANT"):
         return "Q"
     if cmd.op == "GEMM":
@@ -170,7 +177,7 @@ def accesses(cfg: Config, core: CoreConfig, runs) -> list:
     return out
 
 
-_ENG = ("H", "Q", "M", "V", "-")
+_ENG = ("H", "Q", "M", "V", "D", "-")
 
 
 def _key(e: str) -> str:
@@ -204,6 +211,11 @@ def _run_hazards(acc: list) -> list:
         alone = a.engine in ("H", "V") or a.cmd.op in ("BARRIER", "END")
         if alone:
             join(count)
+            # Every earlier signal has landed: a semaphore whose waits took all of them starts
+            # afresh, its next waits met by the signals after this command.
+            for s in range(SEMAPHORES):
+                if len(sigs[s]) == waits[s]:
+                    sigs[s], waits[s] = [], 0
         if blocker is not None:
             join(done[blocker])
         if e == "-" and "V" in last:                  # the dispatcher's own wait for V
@@ -215,7 +227,8 @@ def _run_hazards(acc: list) -> list:
                 waits[s] += 1
                 k, before = waits[s], sigs[s]
                 engines = {_key(acc[j].engine) for j in before}
-                if len(before) == k or (len(engines) == 1 and engines <= {"Q", "V", "M", "H"}):
+                if len(before) == k or (len(engines) == 1
+                                        and engines <= {"Q", "V", "M", "H", "D"}):
                     for j in before[:k]:
                         join(done[j])
         count[e] += 1
@@ -235,7 +248,7 @@ def _run_hazards(acc: list) -> list:
     by_engine = {k: [i for i, a in enumerate(acc) if _key(a.engine) == k] for k in _ENG}
     for j, b in enumerate(acc):
         eb = _key(b.engine)
-        for k in ("H", "Q", "M", "V"):
+        for k in ("H", "Q", "M", "V", "D"):
             if k == eb:
                 continue          # one engine's own commands are ordered by the engine
             lo = issue[j][k]      # commands 1..lo of engine k completed before b issued

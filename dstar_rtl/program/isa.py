@@ -36,13 +36,15 @@ Commands
 --------
 Every command is :func:`cmd_bits` bits: :data:`CMD_BITS` (128) at every preset, or
 :data:`CMD_BITS_WIDE` (160, five host words) when a deep ABUF's address fields no longer fit 128
-bits (ABUF beyond 2**16 rows). The header ``op`` (5 bits), ``wait`` and ``signal`` (4 bits each,
-masks over four counting semaphores), then the opcode's fields (:func:`cmd_layout`). The dispatcher
-reads commands in order. A command issues when its engine is idle, every semaphore in ``wait`` is
-non-zero (they are decremented at issue), and: H and V commands wait until every engine is idle and
-block the dispatcher while they run; Q and M commands may run together (the compiler uses the
-semaphores for the group double buffer). A VROW with ``overlap`` waits only for H and V to be idle,
-and Q and M commands issue while it runs: the program orders it against them with semaphores. An
+bits (ABUF beyond 2**16 rows). The header ``op`` (5 bits), ``wait`` and ``signal``
+(:data:`SEMAPHORES` bits each, masks over that many counting semaphores, 0..15 each), then the
+opcode's fields (:func:`cmd_layout`). The dispatcher reads commands in order. A command issues
+when its engine is idle, every semaphore in ``wait`` is non-zero (they are decremented at
+issue), and: H and V commands wait until every engine is idle and block the dispatcher while
+they run; Q, M and D commands may run together (the compiler uses the semaphores for the group
+double buffer and the DRAM transfers). A VROW with ``overlap`` waits only for H and V to be
+idle, and Q, M and D commands issue while it runs: the program orders it against them with
+semaphores. An
 engine increments the semaphores of ``signal`` when the command's last write has landed (a GEMM with
 ``rmax``: when RMAX holds its maxima).
 
@@ -92,9 +94,33 @@ VROW       V       VPU operation ``vop`` (:data:`golden.layouts.VPU_OPS`, not ``
                    ``overlap``: runs beside Q and M (above); not for ``gated_residual``
                    (``operand``), whose two ABUF operands take the port Q reads.
 VPARAM     V       the VROW parameter register := ``value`` (LayerNorm's ``eps_q``).
+DLOAD      D       rows ``addr .. addr+count-1`` of ``buf`` (:data:`DRAM_BUFFERS`) := the DRAM
+                   image (below) at beat ``dram`` of the DRAM port. Done when the last row is
+                   written. ``groups`` (GMEM only): a group stream (below): its header beat at
+                   ``dram`` gives its rows ``n`` (more than ``count``: ``dram``), which are
+                   loaded from beat ``dram + 1``.
+DSTORE     D       the DRAM image of rows ``addr .. addr+count-1`` of ``buf`` (one of
+                   :data:`DSTORABLE`) to beat ``dram``: only the image's bytes are
+                   written (the last beat's bytes past it keep their value). Done when DRAM
+                   has acknowledged every write. ``groups`` (GMEM only): the group stream
+                   from ``addr`` through its first ``last`` group (at most ``count`` rows,
+                   ``n``) from beat ``dram + 1``, then its header beat at ``dram``.
 STEP       -       the step phase := phase + 1, or 0 when that reaches ``interval``.
 SKIP       -       on a reuse step (phase != 0) the next ``count`` commands are discarded.
 =========  ======  ============================================================================
+
+**The D engine** exists when the configuration has a DRAM port (``cfg.dram_width`` bits a
+beat; without one DLOAD and DSTORE are ``opcode``). Like Q and M it runs beside the other
+engines (H and a VROW without ``overlap`` wait for it, BARRIER and END too) and is ordered
+against them by the semaphores; it takes one command at a time, in order.
+
+**DRAM image.** A row of ``buf`` takes :func:`dram_row_bytes` bytes in DRAM (its bits,
+:func:`dram_row_layout`, least significant first, the last byte's spare bits 0); the ``count``
+rows of one transfer lie one after another from byte ``dram · beat_bytes``, so a transfer
+moves :func:`dram_beats` beats and the rows need not meet beat boundaries. ``dram`` counts
+beats: a transfer starts on a beat. A *group stream* (``groups``, the P cache: its length is
+the data's) is one header beat, the row count ``n`` in its low 32 bits and zeros above, then
+the image of its ``n`` rows: ``1 + dram_beats(n)`` beats.
 
 On the INT8 core (``cfg.datapath == "int8"``, numerics §2.8) QCFG does nothing, QUANT runs the
 INT8 quantizer (one exponent per tile, one group per non-zero sub-channel; ``diff`` is
@@ -107,9 +133,14 @@ every further command; reset clears it): :data:`ERRORS`. ``opcode``: an unknown 
 write running past the end, a weight row past WMEM while it runs); ``operand``: an illegal
 field (VROW ``vop`` not in :data:`VROW_OPS`, ``n`` or ``R`` 0, a row longer than
 ``max_reduction``, the sub-channel walk for an operation writing ABUF, STORE of a buffer not in
-:data:`STORABLE`, LOAD of CNT, QUANT ``nch`` 0 or above ``max_reduction``); ``vpu`` / ``qpu``: the
-unit refused a command or configuration; ``shift``: ``sh - SREG`` negative; ``semaphore``: a
-count above 15, or a wait no engine can satisfy any more (every engine idle).
+:data:`STORABLE`, DSTORE of one not in :data:`DSTORABLE`, ``groups`` on a buffer but GMEM,
+LOAD of CNT, QUANT ``nch`` 0 or above ``max_reduction``); ``vpu`` / ``qpu``: the unit refused
+a command or configuration; ``shift``: ``sh - SREG`` negative; ``semaphore``: a count above 15,
+or a wait no engine can satisfy any more (every engine idle); ``dram``: the DRAM port answered a
+read or write with an error response, or a group stream's header gives more rows than its
+DLOAD's ``count``. DLOAD and DSTORE with a ``count`` of 0 do nothing; ``address`` also covers a
+transfer past the port's address space (``dram + beats > 2**DRAM_ADDR_BITS``, a group
+stream's header and ``count`` rows counted).
 """
 
 from __future__ import annotations
@@ -129,7 +160,14 @@ from dstar_rtl.golden.config import (
     bitlen,
     core_rows_limit,
 )
-from dstar_rtl.golden.layouts import VPU_OPS, layout_width, pack, qpu_config_layout, unpack
+from dstar_rtl.golden.layouts import (
+    VPU_OPS,
+    gmem_layout,
+    layout_width,
+    pack,
+    qpu_config_layout,
+    unpack,
+)
 from dstar_rtl.golden.schedule import COUNTER_NAMES
 
 __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "ERRORS",
@@ -140,40 +178,52 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "row_to_words", "words_to_row", "buffer_depth", "ENGINE", "VROW_OPS", "status_layout",
            "STORABLE", "check_core", "core_for", "CYCLE_COUNTERS", "addr_bits", "abuf_bits",
            "rbuf_bits", "vbuf_bits", "vpu_row_excess",
-           "tensor_rows", "rows_tensor", "ysum_rows", "rows_ysum", "store_counters"]
+           "tensor_rows", "rows_tensor", "ysum_rows", "rows_ysum", "store_counters",
+           "DRAM_BUFFERS", "DSTORABLE", "DRAM_ADDR_BITS", "dram_row_layout", "dram_row_bytes",
+           "beat_bytes",
+           "dram_beats", "rows_to_bytes", "bytes_to_rows", "buf_names"]
 
 CMD_BITS = 128          # one command, every configuration whose fields fit it
 CMD_BITS_WIDE = 160     # one command of a configuration with a deeper ABUF (cmd_bits)
 HOST_WORD = 32          # host stream word
 ADDR_BITS = CORE_ADDR_BITS   # the narrow address and count fields (addr_bits: the wide ones)
-SEMAPHORES = 4
+SEMAPHORES = 6          # counting semaphores (the header's wait and signal masks)
 SREGS = 16              # K/V shift registers
 SEM_BITS = 4            # each semaphore counts 0..15
 
 OPCODES = ("NOP", "END", "BARRIER", "LOAD", "STORE", "QCFG", "QUANT", "GEMM", "VROW",
-           "VPARAM", "STEP", "SKIP")
+           "VPARAM", "STEP", "SKIP", "DLOAD", "DSTORE")
 ENGINE = {"LOAD": "H", "STORE": "H", "QCFG": "Q", "QUANT": "Q", "GEMM": "M", "VROW": "V",
-          "VPARAM": "V"}
+          "VPARAM": "V", "DLOAD": "D", "DSTORE": "D"}
 BUFFERS = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "CNT")
 STORABLE = ("ABUF", "XBUF", "YBUF", "CNT")
+#: The buffers DLOAD and DSTORE move (their ``buf`` field indexes this tuple): every buffer,
+#: GMEM (group rows: the P cache) in CNT's place.
+DRAM_BUFFERS = ("ABUF", "XBUF", "YBUF", "WMEM", "RBUF", "VBUF", "MASK", "GMEM")
+#: The buffers DSTORE moves: those the core writes (WMEM, RBUF, VBUF and MASK are loaded, never
+#: stored: WMEM's read ports are the MPU's).
+DSTORABLE = ("ABUF", "XBUF", "YBUF", "GMEM")
+DRAM_ADDR_BITS = 32     # DLOAD/DSTORE ``dram``: a DRAM address in beats of the port
 VROW_OPS = ("softmax", "layernorm", "modulate", "gelu", "gated_residual", "kv_amax", "kv_quant",
             "softmax_mx")
 
 #: Sticky error codes (0 = none).
-ERRORS = ("none", "opcode", "address", "operand", "vpu", "qpu", "shift", "semaphore")
+ERRORS = ("none", "opcode", "address", "operand", "vpu", "qpu", "shift", "semaphore",
+          "dram")
 
 #: Performance counters (32-bit, saturating) in CNT order. Cycle counters: ``cycles`` since
 #: reset; per engine ``busy_E`` (a command running) and ``stall_E`` (a command of that engine
 #: waiting at the dispatcher). The rest are event counts the ISA executor reproduces exactly.
 COUNTERS = (
-    ("cycles", "busy_H", "busy_Q", "busy_M", "busy_V", "stall_H", "stall_Q", "stall_M",
-     "stall_V", "commands", "host_words_in", "host_words_out",
+    ("cycles", "busy_H", "busy_Q", "busy_M", "busy_V", "busy_D", "stall_H", "stall_Q",
+     "stall_M", "stall_V", "stall_D", "commands", "host_words_in", "host_words_out",
+     "dram_read_beats", "dram_write_beats",
      "groups_replayed", "lanes_valid", "pcache_groups_written", "pcache_groups_read",
      "abuf_reads", "abuf_writes", "xbuf_reads", "xbuf_writes", "ybuf_reads", "ybuf_writes",
      "wmem_writes", "gmem_writes", "vpu_rows", "vpu_beats", "vpu_saturated", "y_saturated",
      "ysum_saturated")
     + tuple(f"qpu_{n}" for n in COUNTER_NAMES))
-CYCLE_COUNTERS = COUNTERS[:9]
+CYCLE_COUNTERS = COUNTERS[:11]
 
 
 def _f(name, width, dims=(), signed=False):
@@ -277,6 +327,46 @@ def row_width(cfg: Config, buf: str) -> int:
 
 def host_words_per_row(cfg: Config, buf: str) -> int:
     return -(-row_width(cfg, buf) // HOST_WORD)
+
+
+def dram_row_layout(cfg: Config, buf: str) -> list:
+    """The layout of one row of ``buf`` (a name of :data:`DRAM_BUFFERS`) as DLOAD and DSTORE
+    move it: :func:`row_layout`, or a GMEM group (:func:`golden.layouts.gmem_layout`)."""
+    if buf == "GMEM":
+        return gmem_layout(cfg)
+    if buf not in DRAM_BUFFERS:
+        raise ValueError(f"buf must be one of {DRAM_BUFFERS}, not {buf!r}")
+    return row_layout(cfg, buf)
+
+
+def dram_row_bytes(cfg: Config, buf: str) -> int:
+    """Bytes one row of ``buf`` takes in DRAM: its bits rounded up to whole bytes."""
+    return -(-layout_width(dram_row_layout(cfg, buf)) // 8)
+
+
+def beat_bytes(cfg: Config) -> int:
+    """Bytes of one beat of the DRAM port (``cfg.dram_width / 8``); 0 without a port."""
+    return cfg.dram_width // 8
+
+
+def dram_beats(cfg: Config, buf: str, count: int) -> int:
+    """Beats a DLOAD or DSTORE of ``count`` rows of ``buf`` moves: ``ceil(count · row bytes /
+    beat bytes)`` (module docstring, "DRAM image")."""
+    return -(-count * dram_row_bytes(cfg, buf) // beat_bytes(cfg))
+
+
+def rows_to_bytes(cfg: Config, buf: str, words) -> bytes:
+    """Packed rows of ``buf`` (integers of :func:`dram_row_layout`) → their DRAM image:
+    each row in :func:`dram_row_bytes` bytes, least significant first, rows one after another."""
+    n = dram_row_bytes(cfg, buf)
+    return b"".join(int(w).to_bytes(n, "little") for w in words)
+
+
+def bytes_to_rows(cfg: Config, buf: str, image: bytes) -> list:
+    """Inverse of :func:`rows_to_bytes` (the padding bits of a row's last byte dropped)."""
+    n = dram_row_bytes(cfg, buf)
+    mask = (1 << layout_width(dram_row_layout(cfg, buf))) - 1
+    return [int.from_bytes(image[i:i + n], "little") & mask for i in range(0, len(image), n)]
 
 
 def buffer_depth(core: CoreConfig, buf: str) -> int:
@@ -432,6 +522,9 @@ def _cmd_layout_of(cfg: Config, op: str) -> list:
         return [_f("vop", 4), _f("cols", 1), _f("R", A), _f("n", A), _f("a", B), _f("C", A),
                 _f("c", max(B, VB)), _f("vb", VB), _f("dst", B), _f("sreg", 4),
                 _f("overlap", 1)]
+    if op in ("DLOAD", "DSTORE"):
+        return [_f("buf", 3), _f("groups", 1), _f("addr", W), _f("count", W),
+                _f("dram", DRAM_ADDR_BITS)]
     if op == "VPARAM":
         return [_f("value", 64)]
     if op == "STEP":
@@ -517,6 +610,12 @@ def disassemble(cfg: Config, words) -> list:
     return [decode(cfg, w) for w in words]
 
 
+def buf_names(op: str) -> tuple:
+    """The buffers ``op``'s ``buf`` field indexes: :data:`DRAM_BUFFERS` for DLOAD and DSTORE,
+    :data:`BUFFERS` for LOAD and STORE."""
+    return DRAM_BUFFERS if op in ("DLOAD", "DSTORE") else BUFFERS
+
+
 def format_cmd(cmd: Cmd) -> str:
     """One line of assembly: ``GEMM gsrc=0 wbase=16 ... [wait=1 signal=2]``."""
     parts = [cmd.op]
@@ -524,7 +623,7 @@ def format_cmd(cmd: Cmd) -> str:
         if k == "vop" and v < len(VPU_OPS):
             v = VPU_OPS[v]
         elif k == "buf":
-            v = BUFFERS[v]
+            v = buf_names(cmd.op)[v]
         elif isinstance(v, list):
             v = ",".join(str(x) for x in v)
         parts.append(f"{k}={v}")
@@ -553,9 +652,10 @@ def parse_cmd(cfg: Config, line: str) -> Cmd:
                 raise ValueError(f"vop must be one of {VPU_OPS}, not {v!r}")
             val = VPU_OPS.index(v)
         elif k == "buf":
-            if v not in BUFFERS:
-                raise ValueError(f"buf must be one of {BUFFERS}, not {v!r}")
-            val = BUFFERS.index(v)
+            names = buf_names(op)
+            if v not in names:
+                raise ValueError(f"buf must be one of {names}, not {v!r}")
+            val = names.index(v)
         elif "," in v:
             val = [int(x, 0) for x in v.split(",")]
         else:
@@ -595,6 +695,10 @@ def encoding_markdown(cfg: Config) -> str:
         f = ", ".join(f"{n}[{math.prod(d)}]×{w}" if d else f"{n}×{w}"
                       for n, w, d, _s in row_layout(cfg, b))
         lines.append(f"| {b} | {f} | {row_width(cfg, b)} | {host_words_per_row(cfg, b)} |")
+    lines += ["", "## DRAM rows (DLOAD/DSTORE `buf`; bytes per row in DRAM)", "",
+              "| buf | buffer | bits | bytes |", "|---:|---|---:|---:|"]
+    lines += [f"| {i} | {b} | {layout_width(dram_row_layout(cfg, b))} | "
+              f"{dram_row_bytes(cfg, b)} |" for i, b in enumerate(DRAM_BUFFERS)]
     lines += ["", "## Error codes", "", "| code | name |", "|---:|---|"]
     lines += [f"| {i} | {e} |" for i, e in enumerate(ERRORS)]
     lines += ["", "## Counters (`STORE CNT`, one 32-bit word each)", "", "| index | name |",

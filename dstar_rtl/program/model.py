@@ -38,6 +38,20 @@ rest fit (``stream`` forces every object of the named buffers to stream). The st
 the ``qk`` layers lie inside their SKIP, so a reuse step neither sends nor returns them
 (:meth:`ModelProgram.transfers`).
 
+**DRAM** (a core with a DRAM port, ``cfg.dram_width``; docs/core.md §9). The objects that
+stream live in DRAM instead of with the host (:attr:`ModelProgram.dram_map`: each at its own
+beats; :meth:`ModelProgram.dram_image` holds the weights, and each streamed layer's RBUF rows
+beside them, written before the init program;
+:meth:`ModelProgram.zero_state_image` zeroes the state before a trajectory) and move through
+the D engine, two windows per buffer so that a layer's objects load while the layer before it
+runs: before layer ``k`` a NOP waits for its window's ``D_READY`` (which its last DLOAD signals)
+and the DLOADs of layer ``k+1`` follow, running beside ``k``; after ``k``'s BARRIER its state
+goes back with DSTOREs. The first layer and every ``qk`` layer (which a reuse step skips) load
+their own objects as they start, and the layer after a ``qk`` is loaded before the ``qk``
+layer's SKIP, so that a reuse step loads it too. Windows alternate with the layers' order, and
+the D engine's order keeps a window's DSTORE before the next DLOAD into it.
+:meth:`ModelProgram.dram_state` reads a row's state back for the sampler's check.
+
 **Padding.** A patch size below the tile size ``T`` (e.g. 2×2 patches of one channel, 4 values,
 at ``T = 8``) is padded to the next multiple of ``T``: the patch embedding gets zero input
 channels (zero weight rows), the final layer zero output channels (zero weights, bias and
@@ -59,12 +73,17 @@ from types import SimpleNamespace
 import numpy as np
 
 from dstar_rtl.golden.dit_int import LAYERS, MOD_NAMES
+from dstar_rtl.golden.layouts import unpack
 from dstar_rtl.golden.schedule import Counters
 from dstar_rtl.models.dit_int_model import IntDiT, ModelStep
 from dstar_rtl.program.compiler import (
     BUF_ORDER,
+    D_READY,
     Emitter,
+    PCacheStream,
     Region,
+    StateStream,
+    TileStream,
     attention_words,
     check_bias,
     check_block,
@@ -85,11 +104,16 @@ from dstar_rtl.program.isa import (
     COUNTERS,
     CoreConfig,
     abuf_bits,
+    beat_bytes,
     buffer_depth,
+    bytes_to_rows,
     check_core,
+    dram_row_bytes,
     host_words_per_row,
+    row_layout,
     row_to_words,
     rows_tensor,
+    rows_to_bytes,
     rows_ysum,
     tensor_rows,
     words_to_row,
@@ -142,6 +166,25 @@ def _pad_to(n: int, T: int) -> int:
     return -(-n // T) * T
 
 
+@dataclass(frozen=True)
+class DramObject:
+    """Where an object lives in DRAM (module docstring, "DRAM"): from beat ``beat``, ``rows``
+    rows of ``buf`` in pieces of ``tile_rows`` (a token tile of the state; all the rows for
+    weights), each piece's image ``stride`` beats from the one before."""
+
+    beat: int
+    rows: int
+    buf: str
+    tile_rows: int
+    stride: int
+
+    @property
+    def pieces(self) -> list:
+        """``(first row, rows, beat)`` of each piece."""
+        return [(i * self.tile_rows, self.tile_rows, self.beat + i * self.stride)
+                for i in range(self.rows // self.tile_rows)]
+
+
 @dataclass
 class ModelProgram:
     """A compiled model (:func:`compile_model`): commands with their host-tensor tags, the
@@ -156,6 +199,9 @@ class ModelProgram:
     regions: dict = field(default_factory=dict)
     streamed: dict = field(default_factory=dict)    # buffer → streamed layer names
     streamed_rows: dict = field(default_factory=dict)   # buffer → streamed (row, layer)
+    dram_map: dict = field(default_factory=dict)    # DRAM object key → DramObject
+    tile_windows: dict = field(default_factory=dict)    # XBUF/YBUF → bases of a tile's windows
+    order: list = field(default_factory=list)       # the layers of one batch row, in order
     init: list = field(default_factory=list)
     init_words: list = field(default_factory=list)
     step: list = field(default_factory=list)
@@ -214,10 +260,13 @@ class ModelProgram:
 
     def initial_state(self) -> list:
         """The host's copy of every streamed state before the first step, per batch row:
-        zeros."""
+        zeros (none when the state streams through DRAM: :meth:`zero_state_image`)."""
         N, states = self.model.spec.tokens, []
         for r in range(self.rows):
             state = {}
+            if self.cfg.dram_width:
+                states.append(state)
+                continue
             for name in self.streamed.get("XBUF", []):
                 state[f"{name}.xhat"] = np.zeros((N, self.layers[name].W.shape[0]), np.int64)
             for name in self.streamed.get("YBUF", []):
@@ -303,13 +352,7 @@ class ModelProgram:
             if r != row or op != "STORE" or not key.endswith((".xhat", ".Y")):
                 continue
             name, what = key.rsplit(".", 1)
-            if name in ms.state:
-                v = ms.state[name][0 if what == "xhat" else 1]
-            else:
-                i, k = name.split(".")[1:]
-                ls = ms.blocks[int(i)].layers[k]
-                v = ls.xhat if what == "xhat" else ls.Y
-            res[key] = self._pad_cols(v, name, rows_in=what == "xhat")
+            res[key] = self._state_value(ms, name, what)
         return {k: np.asarray(v, np.int64) for k, v in res.items()}
 
     def expected_counters(self, steps: list) -> dict:
@@ -331,6 +374,68 @@ class ModelProgram:
             return out
         want = cin if rows_in else cout
         return np.pad(v, ((0, 0), (0, want - v.shape[1]))) if v.shape[1] < want else v
+
+    # ------------------------------------------------------------------ DRAM
+    def dram_image(self) -> dict:
+        """``{byte address: bytes}``: the weights (and requantization rows) of every layer
+        whose weights live in DRAM (module docstring, "DRAM"), written before the init program
+        runs."""
+        bb, out = beat_bytes(self.cfg), {}
+        for key, obj in self.dram_map.items():
+            if obj.buf in ("WMEM", "RBUF"):
+                w = (self.weights[key] if obj.buf == "WMEM" else
+                     rbuf_words(self.cfg, self.layers[key[:-2]]))
+                k = host_words_per_row(self.cfg, obj.buf)
+                rows = [sum(int(x) << (32 * i) for i, x in enumerate(w[j:j + k]))
+                        for j in range(0, len(w), k)]
+                out[obj.beat * bb] = rows_to_bytes(self.cfg, obj.buf, rows)
+        return out
+
+    def zero_state_image(self) -> dict:
+        """``{byte address: bytes}`` of zeros over every state object in DRAM: what the host
+        writes before a trajectory's first step (the resident state is zeroed by
+        :func:`zero_state_commands`)."""
+        bb = beat_bytes(self.cfg)
+        return {o.beat * bb: bytes(len(o.pieces) * o.stride * bb)
+                for o in self.dram_map.values() if o.buf in ("XBUF", "YBUF")}
+
+    def dram_state(self, read, row: int, cache: bool) -> dict:
+        """Batch row ``row``'s state objects in DRAM after a step, read with ``read(byte
+        address, count)`` (:meth:`program.dram.Dram.read`, or an AXI RAM's): ``{"<layer>.xhat"
+        | "<layer>.Y": (N, C) array}``, the ``qk`` layers' only after a cache step."""
+        bb, out = beat_bytes(self.cfg), {}
+        for name in self.layers:
+            if name.endswith(".qk") and not cache:
+                continue
+            for buf, key in _dram_objects(self, row, name, ("XBUF", "YBUF")):
+                rb, lay = dram_row_bytes(self.cfg, buf), row_layout(self.cfg, buf)
+                vals = [unpack(lay, w)["v"] for _r0, n, beat in self.dram_map[key].pieces
+                        for w in bytes_to_rows(self.cfg, buf, bytes(read(beat * bb, n * rb)))]
+                hk = f"{name}.{_SUFFIX[buf]}"
+                out[hk] = self._tensor(hk, np.array(vals, np.int64))
+        return out
+
+    def expected_dram_state(self, ms: ModelStep, row: int, cache: bool) -> dict:
+        """The golden values of :meth:`dram_state` after the integer model's step ``ms``."""
+        got = {}
+        for name in self.layers:
+            if name.endswith(".qk") and not cache:
+                continue
+            for buf, _key in _dram_objects(self, row, name, ("XBUF", "YBUF")):
+                what = _SUFFIX[buf]
+                got[f"{name}.{what}"] = np.asarray(self._state_value(ms, name, what), np.int64)
+        return got
+
+    def _state_value(self, ms: ModelStep, name: str, what: str):
+        """Layer ``name``'s ``x̂`` (``what`` "xhat") or ``Y`` after step ``ms``, padded as the
+        core holds it."""
+        if name in ms.state:
+            v = ms.state[name][0 if what == "xhat" else 1]
+        else:
+            i, k = name.split(".")[1:]
+            ls = ms.blocks[int(i)].layers[k]
+            v = ls.xhat if what == "xhat" else ls.Y
+        return self._pad_cols(v, name, rows_in=what == "xhat")
 
     # ------------------------------------------------------------------ memory
     def memory_map(self) -> str:
@@ -432,6 +537,13 @@ def _core_layers(prog: ModelProgram):
     prog.weights = {f"{n}.W": weight_words(cfg, lay) for n, lay in prog.layers.items()}
 
 
+def _tile_rows(prog: ModelProgram, buf: str, name: str) -> int:
+    """Rows of one token tile of layer ``name``'s ``x̂`` (XBUF: its inputs) or ``Y`` (YBUF:
+    its outputs)."""
+    cin, cout = prog.layers[name].W.shape
+    return cin if buf == "XBUF" else cout
+
+
 def _object_rows(prog: ModelProgram, buf: str, name: str) -> int:
     """Rows of layer ``name``'s weights (WMEM), ``x̂`` (XBUF) or ``Y`` (YBUF)."""
     cin, cout = prog.layers[name].W.shape
@@ -464,8 +576,9 @@ def _plan(prog: ModelProgram, force: set):
         return prog.regions[name]
 
     top["ABUF"] = _place_abuf(prog)
-    for name in prog.layers:
-        take("RBUF", f"{name}.r", prog.layers[name].W.shape[1] // T)
+    if not cfg.dram_width:     # (through DRAM: after the weights, with which they travel)
+        for name in prog.layers:
+            take("RBUF", f"{name}.r", prog.layers[name].W.shape[1] // T)
     for i in range(depth):
         take("RBUF", f"blocks.{i}.S.r", 1)
         take("RBUF", f"blocks.{i}.O.r", 1)
@@ -491,7 +604,12 @@ def _plan(prog: ModelProgram, force: set):
     take("GMEM", "slot0", slot)
     take("GMEM", "slot1", slot)
     pc = H * nt * group_rows(cfg, N)
-    if prog.interval == 1 and depth:     # no reuse step: the P-cache lives inside one block
+    if cfg.dram_width and depth:         # in DRAM: one head's tiles in GMEM at a time
+        window = take("GMEM", "pcache.window", nt * group_rows(cfg, N))
+        for r in range(prog.rows):
+            for i in range(depth):
+                prog.regions[_state(r, f"blocks.{i}", "pcache")] = window
+    elif prog.interval == 1 and depth:   # no reuse step: the P-cache lives inside one block
         shared = take("GMEM", "pcache", pc)
         for r in range(prog.rows):
             for i in range(depth):
@@ -505,31 +623,77 @@ def _plan(prog: ModelProgram, force: set):
             if buf not in STREAMABLE and top[buf] > buffer_depth(prog.core, buf)]
     if over:
         raise ValueError("the model does not fit: " + "; ".join(over))
+    dram = bool(cfg.dram_width)
+    prog.order = layer_names(depth)
+    bb = beat_bytes(cfg) if dram else 1
+    beat = 0
     for buf in STREAMABLE:
         rows_of = [None] if buf == "WMEM" else list(range(prog.rows))
         objs = [(r, n) for r in rows_of for n in prog.layers]
         size = {o: _object_rows(prog, buf, o[1]) for o in objs}
+        # Through DRAM the weights take two windows (the next layer's load beside this one),
+        # the state three windows of one token tile (emit_layer's StateStream).
+        tiled = dram and buf != "WMEM"
+        windows = (3 if tiled else 2) if dram else 1
+        unit = {o: (_tile_rows(prog, buf, o[1]) if tiled else size[o]) for o in objs}
         room = buffer_depth(prog.core, buf) - top[buf]
         streamed = list(objs) if buf in force else []
         if buf not in force and sum(size.values()) > room:
             for o in sorted(objs, key=lambda o: -size[o]):
                 streamed.append(o)
                 rest = sum(size[k] for k in objs if k not in streamed)
-                if rest + max(size[k] for k in streamed) <= room:
+                if rest + windows * max(unit[k] for k in streamed) <= room:
                     break
-        window = max((size[o] for o in streamed), default=0)
-        if window + sum(size[o] for o in objs if o not in streamed) > room:
-            raise ValueError(f"the model does not fit: {buf} needs {top[buf] + window} rows "
-                             f"even with every layer streamed, the core has "
+        streamed = [o for o in streamed if size[o]]
+        window = max((unit[o] for o in streamed), default=0)
+        if windows * window + sum(size[o] for o in objs if o not in streamed) > room:
+            raise ValueError(f"the model does not fit: {buf} needs {top[buf] + windows * window}"
+                             f" rows even with every layer streamed, the core has "
                              f"{buffer_depth(prog.core, buf)} ({buf.lower()}_rows)")
         wbase = top[buf]
-        top[buf] += window
+        top[buf] += windows * window
+        if tiled and window:
+            prog.tile_windows[buf] = tuple(wbase + i * window for i in range(windows))
+            for i, base in enumerate(prog.tile_windows[buf]):
+                take(buf, f"{buf.lower()}.tile{i}", window, base=base)
         for o in objs:
             r, n = o
             key = f"{n}.W" if r is None else _state(r, n, _SUFFIX[buf])
-            take(buf, key, size[o], base=wbase if o in streamed else None)
+            at = wbase + (0 if tiled else window * (prog.order.index(n) % windows))
+            take(buf, key, unit[o] if o in streamed else size[o],
+                 base=at if o in streamed else None)
+            if dram and o in streamed:
+                stride = -(-unit[o] * dram_row_bytes(cfg, buf) // bb)
+                prog.dram_map[key] = DramObject(beat, size[o], buf, unit[o], stride)
+                beat += size[o] // unit[o] * stride
         prog.streamed[buf] = list(dict.fromkeys(n for _, n in streamed))
         prog.streamed_rows[buf] = streamed
+    if dram:       # a layer's RBUF rows travel with its weights: two windows, like theirs
+        moving = [n for n in prog.layers if f"{n}.W" in prog.dram_map]
+        rrows = {n: prog.layers[n].W.shape[1] // T for n in prog.layers}
+        window = max((rrows[n] for n in moving), default=0)
+        rbase = top["RBUF"]
+        top["RBUF"] += 2 * window
+        for n in prog.layers:
+            if n in moving:
+                take("RBUF", f"{n}.r", rrows[n], base=rbase + window * (prog.order.index(n) % 2))
+                stride = -(-rrows[n] * dram_row_bytes(cfg, "RBUF") // bb)
+                prog.dram_map[f"{n}.r"] = DramObject(beat, rrows[n], "RBUF", rrows[n], stride)
+                beat += stride
+            else:
+                take("RBUF", f"{n}.r", rrows[n])
+        over = top["RBUF"] - buffer_depth(prog.core, "RBUF")
+        if over > 0:
+            raise ValueError(f"the model does not fit: RBUF needs {top['RBUF']} rows, the core "
+                             f"has {buffer_depth(prog.core, 'RBUF')} (rbuf_rows)")
+    if dram and depth:                   # each block's P cache, one group stream a tile
+        g = group_rows(cfg, N)
+        stride = 1 + -(-g * dram_row_bytes(cfg, "GMEM") // bb)
+        for r in range(prog.rows):
+            for i in range(depth):
+                prog.dram_map[_state(r, f"blocks.{i}", "pcache")] = DramObject(
+                    beat, H * nt * g, "GMEM", g, stride)
+                beat += H * nt * stride
 
 
 def _abuf_ops(prog: ModelProgram) -> tuple:
@@ -616,11 +780,19 @@ def _block_view(prog: ModelProgram, r: int, i: int):
     def around(e, k, when):
         _around(prog, e, r, f"blocks.{i}.{k}", when)
     return SimpleNamespace(blk=prog.model.blocks[i], cfg=prog.cfg, regions=view, around=around,
-                           layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={})
+                           layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={},
+                           state_streams={k: _state_stream(prog, r, f"blocks.{i}.{k}")
+                                          for k in LAYERS},
+                           pcache_stream=_pcache_stream(prog, r, i))
 
 
 def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
-    """The host transfers of a layer's streamed objects: LOADs before it, STOREs after it."""
+    """The transfers of a layer's streamed objects: through DRAM (:func:`_around_dram`), or
+    with the host: LOADs before it, STOREs after it."""
+    if prog.cfg.dram_width:
+        return _around_dram(prog, e, r, name, when)
+    if when in ("prefetch", "started"):
+        return
     R = prog.regions
     for buf in STREAMABLE if when == "before" else ("XBUF", "YBUF"):
         obj = (None if buf == "WMEM" else r, name)
@@ -631,13 +803,79 @@ def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
         e.transfer("LOAD" if when == "before" else "STORE", buf, reg, key=(r, f"{name}.{suffix}"))
 
 
+def _dram_objects(prog: ModelProgram, r: int, name: str, bufs=STREAMABLE) -> list:
+    """``(buffer, key)`` of batch row ``r``'s objects of layer ``name`` that live in DRAM
+    (``bufs``: of :data:`STREAMABLE`, and RBUF: its requantization rows)."""
+    keys = [(b, f"{name}.W" if b == "WMEM" else f"{name}.r" if b == "RBUF" else
+             _state(r, name, _SUFFIX[b])) for b in bufs]
+    return [(b, k) for b, k in keys if k in prog.dram_map]
+
+
+def _own_fetch(name: str) -> bool:
+    """Whether layer ``name`` loads its own DRAM objects as it starts (the first layer, and a
+    ``qk`` layer, which a reuse step skips) rather than having them loaded beside the layer
+    before it."""
+    return name == "x_embed" or name.endswith(".qk")
+
+
+def _fetch(prog: ModelProgram, e: Emitter, r: int, name: str):
+    """DLOAD layer ``name``'s weights from DRAM into its window; the last DLOAD signals the
+    window's ``D_READY``."""
+    objs = _dram_objects(prog, r, name, ("WMEM", "RBUF"))
+    sig = D_READY[prog.order.index(name) % 2]
+    for i, (buf, key) in enumerate(objs):
+        e.dram("DLOAD", buf, prog.regions[key], prog.dram_map[key].beat,
+               signal=sig if i == len(objs) - 1 else 0)
+
+
+def _state_stream(prog: ModelProgram, r: int, name: str) -> StateStream | None:
+    """Batch row ``r``'s state of layer ``name`` as :func:`program.compiler.emit_layer`
+    streams it from DRAM by token tiles (None when all of it is resident)."""
+    parts = {}
+    for buf in ("XBUF", "YBUF"):
+        obj = prog.dram_map.get(_state(r, name, _SUFFIX[buf]))
+        parts[buf] = obj and TileStream(prog.tile_windows[buf], obj.beat, obj.stride)
+    return StateStream(parts["XBUF"], parts["YBUF"]) if any(parts.values()) else None
+
+
+def _pcache_stream(prog: ModelProgram, r: int, i: int) -> PCacheStream | None:
+    """Batch row ``r``'s P cache of block ``i`` in DRAM (None without a DRAM port)."""
+    obj = prog.dram_map.get(_state(r, f"blocks.{i}", "pcache"))
+    if obj is None:
+        return None
+    return PCacheStream(prog.regions["pcache.window"].base, obj.beat, obj.stride)
+
+
+def _around_dram(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
+    """A layer's weights in DRAM (module docstring, "DRAM"): ``"before"`` it, its own DLOADs
+    (:func:`_own_fetch`) and a NOP waiting for them; once it has asked for its first state
+    tiles (``"started"``), the DLOADs of the next layer's weights, which run beside it (a ``qk``
+    layer's successor is loaded at ``"prefetch"``, before the SKIP). Its state moves inside
+    the layer (:func:`_state_stream`)."""
+    order = prog.order
+    nxt = order[order.index(name) + 1] if order.index(name) + 1 < len(order) else None
+    if when == "prefetch":
+        if nxt and not _own_fetch(nxt):
+            _fetch(prog, e, r, nxt)
+    elif when == "before":
+        if _own_fetch(name):
+            _fetch(prog, e, r, name)
+        if _dram_objects(prog, r, name, ("WMEM", "RBUF")):
+            e("NOP", wait=D_READY[order.index(name) % 2])
+    elif when == "started":
+        if nxt and not _own_fetch(nxt) and not name.endswith(".qk"):
+            _fetch(prog, e, r, nxt)
+
+
 def _layer(prog: ModelProgram, e: Emitter, r: int, name: str, src: str):
     R = dict(_layer_regions(prog, r, name), slot0=prog.regions["slot0"],
              slot1=prog.regions["slot1"])
     R[src], R[f"{name}.y"] = prog.regions[src], prog.regions[f"{name}.y"]
     _around(prog, e, r, name, "before")
     lay = prog.layers[name]
-    emit_layer(e, prog.cfg, lay, prog.model.spec.tokens, R, name, src, pieces=lay.pieces)
+    emit_layer(e, prog.cfg, lay, prog.model.spec.tokens, R, name, src, pieces=lay.pieces,
+               stream=_state_stream(prog, r, name),
+               started=lambda e2: _around(prog, e2, r, name, "started"))
     _around(prog, e, r, name, "after")
 
 
@@ -650,8 +888,9 @@ def _init(prog: ModelProgram):
             e.transfer("LOAD", "WMEM", R[f"{name}.W"])
             words += prog.weights[f"{name}.W"]
     for name, lay in prog.layers.items():
-        e.transfer("LOAD", "RBUF", R[f"{name}.r"])
-        words += rbuf_words(cfg, lay)
+        if f"{name}.r" not in prog.dram_map:
+            e.transfer("LOAD", "RBUF", R[f"{name}.r"])
+            words += rbuf_words(cfg, lay)
     for i, blk in enumerate(m.blocks):
         rwords, mwords = attention_words(cfg, blk)
         e.transfer("LOAD", "RBUF", R[f"blocks.{i}.S.r"])

@@ -54,9 +54,19 @@ class CoreSampler:
     prog : the compiled model (:func:`program.model.compile_model`, ``rows`` batch rows).
     models : one :class:`models.dit_int_model.IntDiT` per batch row (same weights as ``prog``'s).
     steps : DDIM steps; guidance : the scale (two rows: conditional, then unconditional).
+    dram : with a core whose program keeps objects in DRAM (``prog.dram_map``), the DRAM
+        behind its port: anything with ``write(byte address, bytes)`` and ``read(byte
+        address, count)`` (a :class:`program.dram.Dram`, cocotbext-axi's AXI RAM). The sampler
+        writes the weights into it (:meth:`load_dram`, before the init program), zeroes the
+        state at each :meth:`start` and compares the state it holds after every step with the
+        golden's.
     """
 
-    def __init__(self, prog: ModelProgram, models: list, steps: int, guidance: float = 1.0):
+    def __init__(self, prog: ModelProgram, models: list, steps: int, guidance: float = 1.0,
+                 dram=None):
+        if prog.dram_map and dram is None:
+            raise ValueError("the program keeps objects in DRAM: give the sampler the DRAM "
+                             "(dram=)")
         if len(models) != prog.rows:
             raise ValueError(f"the program runs {prog.rows} batch row(s), not {len(models)}")
         self.prog, self.models, self.guidance = prog, list(models), guidance
@@ -65,6 +75,12 @@ class CoreSampler:
         self.x = self.label = None
         self.i = 0
         self.totals = None          # the core's counters at the last snapshot
+        self.dram = dram
+
+    def load_dram(self):
+        """Write the weights the program keeps in DRAM (before its init program runs)."""
+        for addr, data in self.prog.dram_image().items():
+            self.dram.write(addr, data)
 
     def start(self, seed: int, label: int) -> list:
         """Begin a trajectory from the noise of ``seed``; returns the commands to run first (zero
@@ -75,6 +91,9 @@ class CoreSampler:
         self.state = self.prog.initial_state()
         self.x, self.label, self.i = start_noise(self.models[0].spec, seed)[0], label, 0
         self.totals = None
+        if self.dram is not None:
+            for addr, data in self.prog.zero_state_image().items():
+                self.dram.write(addr, data)
         cmds = zero_state_commands(self.prog, self.steps_done)
         return cmds[:-1] + [store_counters(), cmds[-1]]
 
@@ -119,6 +138,11 @@ class CoreSampler:
             assert_equal(outs[r], exp, f"{where}row {r}: ")
             checked += sum(v.size for v in exp.values())
             self.state[r].update(prog.next_state(outs[r]))
+            if self.dram is not None:
+                exp = prog.expected_dram_state(self.ref[r], r, cache)
+                assert_equal(prog.dram_state(self.dram.read, r, cache), exp,
+                             f"{where}row {r} DRAM: ")
+                checked += sum(v.size for v in exp.values())
         counters = {n: totals[n] - self.totals[n] for n in COUNTERS}
         self.totals = totals
         expect = prog.expected_counters(self.ref)

@@ -5,10 +5,12 @@ Structure: the :class:`~rtl.core_dispatch.Dispatcher` issues commands to four en
 :class:`~rtl.core_host.HostEngine` (H), quantize :class:`~rtl.core_quant.QuantEngine` (Q, owns
 the QPU), matrix :class:`~rtl.core_matrix.MatrixEngine` (M, owns the MPU, whose weight buffer is
 WMEM and which requantizes its drain itself) and vector :class:`~rtl.core_vector.VectorEngine`
-(V, owns the VPU). H never runs beside another engine, nor does V, except a VROW with
-``overlap``, which reads ABUF only through the port Q does not use and yields ABUF's write port
-to M; every other shared port is a plain multiplexer on the requests of whichever engine uses
-it. Buffers are
+(V, owns the VPU), and with a DRAM port (``cfg.dram_width``) the DRAM engine
+:class:`~rtl.core_dram.DramEngine` (D, owns the AXI4 manager port ``dram``). H never runs
+beside another engine, nor does V, except a VROW with ``overlap``, which reads ABUF only through
+the port Q does not use and yields ABUF's write port to M; every other shared port is a plain
+multiplexer on the requests of whichever engine uses it, D asking last (it moves a row in a
+cycle no other engine uses the port: ``wgrant``/``rgrant``). Buffers are
 ``amaranth.lib.memory`` memories: ABUF (:class:`~rtl.core_abuf.SkewedBuffer`), XBUF, YBUF, RBUF,
 VBUF, MASK, GMEM (group streams and the P cache), and WMEM inside the MPU; SREG is 16 registers.
 
@@ -19,13 +21,14 @@ the INT8 :class:`~rtl.baseline.Baseline` array; everything else is the same.
 Ports: ``cmd`` (commands of :func:`program.isa.cmd_bits` bits: 128 at every preset),
 ``host_in`` / ``host_out`` (32-bit words), ``status``
 (``done``, ``busy``, ``error`` code of :data:`program.isa.ERRORS`, ``error_index``,
-``phase``). The performance counters (:data:`program.isa.COUNTERS`) are read with
+``phase``), and ``dram`` (AXI4 manager, :func:`rtl.core_dram.dram_port_signature`) when the
+configuration has a DRAM port. The performance counters (:data:`program.isa.COUNTERS`) are read with
 ``STORE CNT``.
 """
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -35,6 +38,7 @@ from dstar_rtl.program import isa
 
 from .core_abuf import SkewedBuffer
 from .core_dispatch import ENGINES, Dispatcher
+from .core_dram import DramEngine, dram_port_signature
 from .core_host import HostEngine
 from .core_layouts import BUF, row_layout
 from .core_matrix import MatrixEngine
@@ -72,12 +76,15 @@ class Core(wiring.Component):
         check_config(cfg)
         isa.check_core(cfg)
         self._cfg, self._core = cfg, check_core(core)
-        super().__init__({
+        ports = {
             "cmd": In(stream.Signature(isa.cmd_bits(cfg))),
             "host_in": In(stream.Signature(isa.HOST_WORD)),
             "host_out": Out(stream.Signature(isa.HOST_WORD)),
             "status": Out(status_layout()),
-        })
+        }
+        if cfg.dram_width:
+            ports["dram"] = Out(dram_port_signature(cfg))
+        super().__init__(ports)
 
     @property
     def cfg(self):
@@ -99,6 +106,12 @@ class Core(wiring.Component):
         m.submodules.vector = v = VectorEngine(cfg, core=core)
         m.submodules.vpu = vpu = VPU(cfg, requant=False)   # M requantizes on its own lanes
         eng = {"H": h, "Q": q, "M": mx, "V": v}
+        if cfg.dram_width:
+            m.submodules.dram = d = DramEngine(cfg)
+            eng["D"] = d
+            wiring.connect(m, d.dram, wiring.flipped(self.dram))
+        else:                    # no port: the dispatcher refuses DLOAD/DSTORE, D stays idle
+            d = None
 
         wiring.connect(m, wiring.flipped(self.cmd), dsp.cmd)
         wiring.connect(m, wiring.flipped(self.host_in), h.host_in)
@@ -161,52 +174,119 @@ class Core(wiring.Component):
             _share(m, wp, writers, ["addr", "data"])
 
         rdata = {}       # H's read data per storable buffer
+        drdata = {}      # D's read data per buffer DSTORE moves
+        dgrant = {"w": [], "r": []}     # D's grant on the port it asks for
 
-        # ABUF: read port 0 = Q / V.a of gated_residual / H (sub-channel rows), 1 = V (every
-        # other operand); write = M (first) / V / H.
+        def dram(buf, write, shape=None):
+            """D's request to ``buf`` (a list of one port-like record, like :func:`host`'s, or
+            none without a DRAM port), the last user of the port it joins: ``grant(users)``
+            then records that D has it when no other user asks."""
+            if d is None:
+                return []
+            shape = (gmem_layout(cfg) if buf == "GMEM" else row_layout(cfg, buf)) \
+                if shape is None else shape
+            i = isa.DRAM_BUFFERS.index(buf)
+            side = "w" if write else "r"
+            p = SimpleNamespace(en=Signal(name=f"d_{buf}_{side}_en"),
+                                addr=Signal(isa.addr_bits(cfg), name=f"d_{buf}_{side}_addr"),
+                                data=Signal(shape, name=f"d_{buf}_{side}_data"), side=side,
+                                buf=i)
+            db = d.bus
+            if write:
+                width = Shape.cast(shape).width
+                m.d.comb += [p.en.eq(db.wen & (db.wbuf == i)), p.addr.eq(db.waddr),
+                             p.data.eq(db.wdata[:width])]
+            else:
+                m.d.comb += [p.en.eq(db.ren & (db.rbuf == i)), p.addr.eq(db.raddr)]
+                drdata[buf] = p.data
+            return [p]
+
+        def grant(users):
+            """Record D's grant on a port whose users are ``users`` (D's record last, if any)."""
+            if users and isinstance(users[-1], SimpleNamespace) and \
+                    getattr(users[-1], "side", None) in ("w", "r"):
+                p = users[-1]
+                others = Cat(*(u.en for u in users[:-1])).any() if len(users) > 1 else 0
+                dgrant[p.side].append((p.buf, ~others))
+            return users
+
+        # ABUF: read port 0 = Q / V.a of gated_residual / H / D (sub-channel rows), 1 = V (every
+        # other operand); write = M (first) / V / H / D.
         m.submodules.abuf = ab = SkewedBuffer(T, width=cfg.act_width, depth=core.abuf_rows,
                                               read_ports=2)
         ashape = ab.r0.data.shape()
         hr, hw = host("ABUF", False, ashape), host("ABUF", True, ashape)
-        for p in (hr, hw):   # H moves rows (sub-channels): no skew
+        dr, dw = dram("ABUF", False, ashape), dram("ABUF", True, ashape)
+        for p in (hr, hw, *dr, *dw):   # H and D move rows (sub-channels): no skew
             p.row, p.token, p.seg = p.addr, Signal(range(T)), Signal()
-        _share(m, ab.r0, [q.abuf, v.ra, hr], ["row", "token", "seg"])
-        for u in (q.abuf, v.ra, hr):
+        r0_users = grant([q.abuf, v.ra, hr, *dr])
+        _share(m, ab.r0, r0_users, ["row", "token", "seg"])
+        for u in r0_users:
             m.d.comb += u.data.eq(ab.r0.data)
         _share(m, ab.r1, [v.rc], ["row", "token", "seg"])
         m.d.comb += v.rc.data.eq(ab.r1.data)
-        _share(m, ab.w, [mx.awr, v.awr, hw], ["row", "token", "seg", "data"])
+        _share(m, ab.w, grant([mx.awr, v.awr, hw, *dw]), ["row", "token", "seg", "data"])
 
         memory("xbuf", core.xbuf_rows, row_layout(cfg, "XBUF"),
-               [[q.xrd, host("XBUF", False)], [q.xupd]], [q.xwr, host("XBUF", True)])
+               [grant([q.xrd, host("XBUF", False), *dram("XBUF", False)]), [q.xupd]],
+               grant([q.xwr, host("XBUF", True), *dram("XBUF", True)]))
         memory("ybuf", core.ybuf_rows, row_layout(cfg, "YBUF"),
-               [[mx.yrd, host("YBUF", False)]], [mx.ywr, host("YBUF", True)])
+               [grant([mx.yrd, host("YBUF", False), *dram("YBUF", False)])],
+               grant([mx.ywr, host("YBUF", True), *dram("YBUF", True)]))
         memory("rbuf", core.rbuf_rows, row_layout(cfg, "RBUF"), [[mx.rrd]],
-               [host("RBUF", True)])
+               grant([host("RBUF", True), *dram("RBUF", True)]))
         memory("vbuf", core.vbuf_rows, row_layout(cfg, "VBUF"), [[v.vb], [v.vc]],
-               [host("VBUF", True)])
+               grant([host("VBUF", True), *dram("VBUF", True)]))
         memory("mask", core.mask_rows, row_layout(cfg, "MASK"), [[v.mrd]],
-               [host("MASK", True)])
-        memory("gmem", core.gmem_rows, gmem_layout(cfg), [[mx.grd]], [q.gwr])
+               grant([host("MASK", True), *dram("MASK", True)]))
+        memory("gmem", core.gmem_rows, gmem_layout(cfg),
+               [grant([mx.grd, *dram("GMEM", False)])], grant([q.gwr, *dram("GMEM", True)]))
 
-        # WMEM (inside the MPU): H and V write rows.
+        # WMEM (inside the MPU): H, V and D write rows.
         hw_w = host("WMEM", True)
+        dw_w = grant([v.wwr, hw_w, *dram("WMEM", True)])
         wl = mx.wload
-        m.d.comb += [wl.valid.eq(hw_w.en | v.wwr.en),
-                     wl.payload.eq(Mux(v.wwr.en, Cat(v.wwr.data.w, v.wwr.addr),
-                                       Cat(hw_w.data.w, hw_w.addr)))]
+        payload = Cat(hw_w.data.w, hw_w.addr)
+        if d is not None:
+            payload = Mux(hw_w.en, payload, Cat(dw_w[-1].data.w, dw_w[-1].addr))
+        m.d.comb += [wl.valid.eq(Cat(*(u.en for u in dw_w)).any()),
+                     wl.payload.eq(Mux(v.wwr.en, Cat(v.wwr.data.w, v.wwr.addr), payload))]
+
+        # D's grant and read data.
+        if d is not None:
+            for side, sel, flag in (("w", d.bus.wbuf, d.bus.wgrant),
+                                    ("r", d.bus.rbuf, d.bus.rgrant)):
+                with m.Switch(sel):
+                    for i, g in dgrant[side]:
+                        with m.Case(i):
+                            m.d.comb += flag.eq(g)
+            dbuf_q = Signal.like(d.bus.rbuf)
+            with m.If(d.bus.ren):
+                m.d.sync += dbuf_q.eq(d.bus.rbuf)
+            with m.Switch(dbuf_q):
+                for buf, dd in drdata.items():
+                    with m.Case(isa.DRAM_BUFFERS.index(buf)):
+                        m.d.comb += d.bus.rdata.eq(dd)
 
         # Counters.
         hload = {b: hb.wen & (hb.wbuf == BUF[b]) for b in ("ABUF", "XBUF", "YBUF", "WMEM")}
         hstore = {b: hb.ren & (hb.rbuf == BUF[b]) for b in ("ABUF", "XBUF", "YBUF")}
+        if d is not None:        # D's rows count like H's (and its GMEM rows as group writes)
+            db = d.bus
+            for b in ("ABUF", "XBUF", "YBUF", "WMEM", "GMEM"):
+                i = isa.DRAM_BUFFERS.index(b)
+                hload[b] = hload.get(b, 0) + (db.wen & db.wgrant & (db.wbuf == i))
+            for b in ("ABUF", "XBUF", "YBUF"):
+                i = isa.DRAM_BUFFERS.index(b)
+                hstore[b] = hstore[b] + (db.ren & db.rgrant & (db.rbuf == i))
         counters = self._counters(m, dsp, eng, hload, hstore)
         cnt_r = host("CNT", False, unsigned(32))
         with m.If(cnt_r.en):
             m.d.sync += cnt_r.data.eq(Array(counters)[cnt_r.addr])
         with m.Switch(hbuf_q):
-            for buf, d in rdata.items():
+            for buf, data_ in rdata.items():
                 with m.Case(BUF[buf]):
-                    m.d.comb += hb.rdata.eq(d)
+                    m.d.comb += hb.rdata.eq(data_)
 
         # Errors and status.
         fault = Signal.like(dsp.fault)
@@ -217,6 +297,9 @@ class Core(wiring.Component):
             m.d.comb += [fault.eq(q.fault), who.eq(ENGINES.index("Q"))]
         with m.If(mx.fault != 0):
             m.d.comb += [fault.eq(mx.fault), who.eq(ENGINES.index("M"))]
+        if d is not None:
+            with m.If(d.fault != 0):
+                m.d.comb += [fault.eq(d.fault), who.eq(ENGINES.index("D"))]
         m.d.comb += [dsp.fault.eq(fault), dsp.fault_engine.eq(who)]
         m.d.comb += [self.status.done.eq(dsp.done), self.status.error.eq(dsp.error),
                      self.status.error_index.eq(dsp.error_index), self.status.phase.eq(dsp.phase),
@@ -237,12 +320,16 @@ class Core(wiring.Component):
                "xbuf_writes": q.xbuf_write + hload["XBUF"],
                "ybuf_reads": mx.ybuf_read + hstore["YBUF"],
                "ybuf_writes": mx.ybuf_write + hload["YBUF"],
-               "wmem_writes": v.wmem_write + hload["WMEM"], "gmem_writes": q.groups,
+               "wmem_writes": v.wmem_write + hload["WMEM"],
+               "gmem_writes": q.groups + hload.get("GMEM", 0),
                "vpu_rows": mx.vpu_row + v.vpu_row, "vpu_beats": mx.vpu_row + v.vpu_beat,
                "vpu_saturated": v.sat + q.xsat, "y_saturated": mx.ysat, "ysum_saturated": mx.Ysat}
         for e in ENGINES:
-            inc[f"busy_{e}"] = eng[e].busy
+            inc[f"busy_{e}"] = eng[e].busy if e in eng else 0
             inc[f"stall_{e}"] = dsp.engine(e).stall
+        d = eng.get("D")         # no DRAM port, no D engine: its counters stay 0
+        inc.update(dram_read_beats=d.read_beat if d else 0,
+                   dram_write_beats=d.write_beat if d else 0)
         out = []
         for name in isa.COUNTERS:
             c = Signal(32, name=f"cnt_{name}")

@@ -1,8 +1,9 @@
 """The core's dispatcher: reads the command stream in order, checks each command's operands
 against the buffer depths, and issues it to its engine under the rules of program/isa.py
 (semaphores; H and V run alone, except a VROW with ``overlap``, which waits only for H and V and
-lets Q and M commands issue while it runs; Q and M may run together). NOP, END, BARRIER, VPARAM,
-STEP and SKIP execute here (they wait while H or V runs).
+lets Q, M and D commands issue while it runs; Q, M and D may run together). Without a DRAM port
+(``cfg.dram_width`` 0) DLOAD and DSTORE are unknown opcodes and the D engine's link is idle.
+NOP, END, BARRIER, VPARAM, STEP and SKIP execute here (they wait while H or V runs).
 
 Timing: a command is taken into the head register, checked over the next two cycles (the
 check's result is registered, so its adders and multipliers are one pipeline stage), and issued
@@ -25,7 +26,7 @@ from .params import check_config, check_core
 __all__ = ["Dispatcher", "EnginePort", "ENGINES", "ERR"]
 
 #: The engines in the order of :attr:`Dispatcher.engines` (and of ``fault_engine``).
-ENGINES = ("H", "Q", "M", "V")
+ENGINES = ("H", "Q", "M", "V", "D")
 ERR = {name: i for i, name in enumerate(isa.ERRORS)}
 
 
@@ -99,6 +100,7 @@ class Dispatcher(wiring.Component):
         op = cmd_layout(cfg, "NOP")(hd).op
         depth = {b: isa.buffer_depth(core, b) for b in isa.BUFFERS}
         depth["GMEM"] = core.gmem_rows
+        dram_ops = (OP["DLOAD"], OP["DSTORE"]) if cfg.dram_width else ()
 
         def over(end, buf):
             return end > depth[buf]
@@ -157,6 +159,25 @@ class Dispatcher(wiring.Component):
                                 ((is_op["softmax"] | is_op["softmax_mx"]) &
                                  over(v.vb + tiles + 1, "MASK"))),
                 ]
+            if dram_ops:
+                with m.Case(*dram_ops):
+                    d = cmd_layout(cfg, "DLOAD")(hd)       # DSTORE has the same fields
+                    beats = Signal(isa.DRAM_ADDR_BITS + 2, name="dram_beats")
+                    rows_bad = Signal(name="dram_rows_bad")
+                    lgB = (isa.beat_bytes(cfg) - 1).bit_length()
+                    with m.Switch(d.buf):
+                        for i, b in enumerate(isa.DRAM_BUFFERS):
+                            with m.Case(i):
+                                rb = isa.dram_row_bytes(cfg, b)
+                                m.d.comb += [rows_bad.eq(over(d.addr + d.count, b)),
+                                             beats.eq((d.count * rb + (1 << lgB) - 1) >> lgB)]
+                    storable = Cat(*(d.buf == isa.DRAM_BUFFERS.index(b)
+                                     for b in isa.DSTORABLE)).any()
+                    gmem = d.buf == isa.DRAM_BUFFERS.index("GMEM")
+                    m.d.comb += [opnd_bad.eq(((op == OP["DSTORE"]) & ~storable) |
+                                             (d.groups & ~gmem)),
+                                 addr_bad.eq(rows_bad | (d.dram + beats + d.groups >
+                                                         (1 << isa.DRAM_ADDR_BITS)))]
             with m.Case(*(OP[o] for o in ("NOP", "END", "BARRIER", "QCFG", "VPARAM", "STEP",
                                           "SKIP"))):
                 pass

@@ -20,6 +20,23 @@ from .streams import CLOCK_NS, StreamSink, StreamSource, reset, start_clock
 __all__ = ["CoreTB", "assert_equal"]   # assert_equal: program.sampling's
 
 
+def _axi_ram(dut, cfg, pause: float, rng):
+    """cocotbext-axi's AXI RAM on the core's ``dram`` port (the port's whole address space,
+    sparse), each channel paused at random with probability ``pause``."""
+    from cocotbext.axi import AxiBus, AxiRam
+
+    ram = AxiRam(AxiBus.from_prefix(dut, "dram_"), dut.clk, dut.rst,
+                 size=isa.beat_bytes(cfg) << isa.DRAM_ADDR_BITS)
+    if pause:
+        def pauses():
+            while True:
+                yield rng.random() < pause
+        for ch in (ram.write_if.aw_channel, ram.write_if.w_channel, ram.write_if.b_channel,
+                   ram.read_if.ar_channel, ram.read_if.r_channel):
+            ch.set_pause_generator(pauses())
+    return ram
+
+
 class CoreTB:
     """Owns the clock, reset, the ``cmd`` / ``host_in`` sources and the ``host_out`` sink of a
     ``dstar_core`` DUT.
@@ -35,12 +52,19 @@ class CoreTB:
         Probability of an idle cycle before each command on ``cmd`` (seeded by
         ``cocotb.RANDOM_SEED``); :attr:`cmd_idle` counts the idle cycles inserted.
 
+    dram_pause : float
+        With a DRAM port (``cfg.dram_width``): the probability that each channel of
+        cocotbext-axi's ``AxiRam`` behind it (:attr:`ram`, made by the first :meth:`reset`,
+        every byte zero until written) pauses in a cycle (random latency and back-pressure on
+        AW, W, B, AR and R).
+
     The ``host_out`` sink takes every word until the core reports ``done`` (or an error), then
     watches a trailing window of twice :func:`perf.timing.core_store_latency`: a word in it fails
     (nothing may follow ``done``).
     """
 
-    def __init__(self, dut, gap: float = 0.0, stall: float = 0.0, cmd_gap: float = 0.0):
+    def __init__(self, dut, gap: float = 0.0, stall: float = 0.0, cmd_gap: float = 0.0,
+                 dram_pause: float = 0.0):
         self.dut = dut
         self.cfg = config_from_env()
         self.core = isa.core_for(self.cfg)
@@ -53,10 +77,16 @@ class CoreTB:
         self.cmd_rng = random.Random(seed + 3)
         self.cmd_idle = 0
         self.cycles = 0
+        self.ram = None
+        self._dram = (dram_pause, random.Random(seed + 4))
         start_clock(dut)
 
     async def reset(self):
+        """Reset the core; with a DRAM port, the AXI RAM (:attr:`ram`) starts behind it after
+        the first reset (its models sample the port from then on)."""
         await reset(self.dut)
+        if self.cfg.dram_width and self.ram is None:
+            self.ram = _axi_ram(self.dut, self.cfg, *self._dram)
 
     def status(self) -> dict:
         return unpack(isa.status_layout(), self.dut.status.value.to_unsigned())

@@ -10,7 +10,10 @@ every row's inputs
 (:meth:`models.dit_int_model.IntDiT.host_inputs`; the host side is
 :class:`program.sampling.CoreSampler`), sends them and the streamed layers, the core
 runs every layer, the host reads ``h0``, every block's output, ``f``, ``eps``, the streamed state
-and the counters. Each of those is compared with the integer golden's step: the first difference
+and the counters (with a DRAM port, the objects that do not fit the core live in cocotbext-axi's
+AXI RAM behind it, paused at random: the weights written there before the init program, the
+state zeroed there before each sample and read back after every step). Each of those is
+compared with the integer golden's step: the first difference
 stops the run naming the sample (by its seed), step, row, tensor and index. The ``eps`` read from
 the core drives the DDIM update (:func:`models.dit.ddim_update`). The result file holds the
 images and, per step, the core's cycles (first command offered to ``done``) and its counters'
@@ -34,7 +37,7 @@ from .core_tb import CoreTB
 async def sample_on_core(dut):
     """The job's samples, every step bit-exact against the integer golden."""
     job = read_job(os.environ[JOB_ENV])
-    tb = CoreTB(dut)
+    tb = CoreTB(dut, dram_pause=0.2)
     await tb.reset()
     try:
         images, record = await _sample(dut, tb, job)
@@ -51,7 +54,10 @@ async def _sample(dut, tb, job):
     def model():
         return IntDiT(spec, job.params, cfg, job.masks, base_log2=job.bases)
     prog = compile_model(model(), tb.core, rows=rows, stream=job.stream)
-    host = CoreSampler(prog, [model() for _ in range(rows)], job.steps, job.guidance)
+    host = CoreSampler(prog, [model() for _ in range(rows)], job.steps, job.guidance,
+                       dram=tb.ram if prog.dram_map else None)
+    if prog.dram_map:
+        host.load_dram()
     stored = await tb.run(prog.init, prog.init_words)
     assert not stored, f"the init program stored {len(stored)} words; it stores none"
     init_cycles = tb.cycles

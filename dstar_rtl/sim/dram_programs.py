@@ -1,0 +1,217 @@
+"""Core programs that exercise the DRAM port (docs/core.md §9), shared by the Amaranth-simulator
+tests (tests/test_core_dram_amaranth.py) and the cocotb testbench (tb/test_core_dram.py): each
+is commands and the DRAM image they start from; the ISA executor gives the expected host words
+and DRAM bytes.
+
+* :func:`every_buffer_program`: DLOAD rows of every buffer from a random image (one transfer
+  across a 4 KiB boundary), DSTORE the storable ones elsewhere, STORE three to the host and the
+  counters.
+* :func:`layer_program`: a differential layer (2 token tiles, 2 column blocks) over steps whose
+  weights, RBUF rows, inputs and outputs move through DRAM beside the Q and M engines (the next
+  step's input comes in and the last step's output goes out while a step runs), its state
+  stored to DRAM at the end, then a modulate VROW with VBUF operands and a softmax with MASK
+  rows from DRAM.
+* :func:`group_stream_program`: QUANT tiles of random activations into GMEM, each group
+  stream out to DRAM as a group stream (header and its groups only) and back into other GMEM
+  rows, GEMMs from both copies; the outputs stored to the host must agree, and a stream whose
+  header names more rows than its DLOAD takes sets ``dram`` (the executor says where).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dstar_rtl.golden.config import Config
+from dstar_rtl.golden.differential import DiffLinear
+from dstar_rtl.golden.layouts import VPU_OPS, pack
+from dstar_rtl.program.compiler import FREE, FULL, make_cmd, rbuf_words, weight_words
+from dstar_rtl.program.isa import (
+    BUFFERS,
+    DRAM_BUFFERS,
+    beat_bytes,
+    dram_beats,
+    host_words_per_row,
+    row_layout,
+    rows_to_bytes,
+    store_counters,
+    tensor_rows,
+    words_to_row,
+)
+
+__all__ = ["DramProgram", "every_buffer_program", "layer_program", "group_stream_program",
+           "transfer"]
+
+
+@dataclass
+class DramProgram:
+    """``cmds`` (ending with END), ``image`` (``{byte address: bytes}`` DRAM holds before), and
+    what a check of the results needs (``extra``)."""
+
+    cmds: list
+    image: dict
+    extra: dict = field(default_factory=dict)
+
+
+def transfer(cfg: Config, op: str, buf: str, addr: int, count: int, beat: int, **kw):
+    """A DLOAD or DSTORE of ``count`` rows of ``buf`` from row ``addr`` at DRAM beat ``beat``
+    (``kw``: ``wait``, ``signal``, ``groups``)."""
+    return make_cmd(cfg, op, buf=DRAM_BUFFERS.index(buf), addr=addr, count=count, dram=beat,
+                    **kw)
+
+
+def every_buffer_program(cfg: Config, seed: int) -> DramProgram:
+    """Module docstring."""
+    B = beat_bytes(cfg)
+    rng = np.random.default_rng(seed)
+    image = {0: rng.integers(0, 256, 16384, dtype=np.uint8).tobytes()}
+    page = 4096 // B
+    loads = [("ABUF", 5, 37, page - 3), ("XBUF", 3, 20, 7), ("YBUF", 0, 11, 2 * page - 1),
+             ("GMEM", 7, 9, 40), ("WMEM", 2, 33, 90), ("RBUF", 1, 6, 130), ("VBUF", 4, 5, 150),
+             ("MASK", 0, 7, 170)]
+    cmds = [transfer(cfg, "DLOAD", *t) for t in loads]
+    out = 3 * page - 5
+    for buf, addr, count, _b in loads[:4]:
+        cmds.append(transfer(cfg, "DSTORE", buf, addr, count, out))
+        out += dram_beats(cfg, buf, count) + 1
+    cmds += [make_cmd(cfg, "STORE", buf=BUFFERS.index(b), addr=a, count=n)
+             for b, a, n in (("ABUF", 5, 37), ("XBUF", 3, 20), ("YBUF", 0, 11))]
+    cmds += [store_counters(), make_cmd(cfg, "END")]
+    return DramProgram(cmds, image)
+
+
+def _rows_of_words(cfg, buf, host_words):
+    """Host words of rows of ``buf`` → the packed rows (their DRAM image's integers)."""
+    k, lay = host_words_per_row(cfg, buf), row_layout(cfg, buf)
+    return [pack(lay, words_to_row(cfg, buf, host_words[i:i + k]))
+            for i in range(0, len(host_words), k)]
+
+
+def layer_program(cfg: Config, seed: int, steps: int = 3) -> DramProgram:
+    """Module docstring. ``extra``: ``layer`` (the DiffLinear), ``xs`` (the inputs of the
+    steps), ``out_beats`` (the DRAM beat of each step's output), ``yrows`` (its rows)."""
+    rng = np.random.default_rng(seed)
+    T = cfg.tile
+    N, cin, cout = 2 * T, 8, 2 * T
+    nt, nob = N // T, cout // T
+    W = rng.integers(-127, 128, (cin, cout))
+    lay = DiffLinear(W, rng.uniform(0.002, 0.02, cout), cfg, bias=rng.uniform(-1, 1, cout))
+    x0 = rng.integers(-3000, 3000, (N, cin))
+    xs = [x0] + [x0 + rng.integers(-60, 60, (N, cin)) for _ in range(steps - 1)]
+    Bb = beat_bytes(cfg)
+    image, at = {}, {}
+
+    def put(name, buf, rows):
+        beat = sum(-(-len(v) // Bb) for v in image.values()) + 4 * len(image)
+        data = rows_to_bytes(cfg, buf, rows)
+        image[beat * Bb] = data
+        at[name] = beat
+
+    def vrows(buf, values):
+        return [pack(row_layout(cfg, buf), {"v": r}) for r in values]
+
+    put("W", "WMEM", _rows_of_words(cfg, "WMEM", weight_words(cfg, lay)))
+    put("R", "RBUF", _rows_of_words(cfg, "RBUF", rbuf_words(cfg, lay)))
+    for s, x in enumerate(xs):
+        put(f"x{s}", "ABUF", vrows("ABUF", tensor_rows(x, T)))
+    vb = rng.integers(-300, 300, (2 * cout // T, T))
+    put("V", "VBUF", vrows("VBUF", vb))
+    put("M", "MASK", [pack(row_layout(cfg, "MASK"), {"bits": b}) for b in (0b01, 0b11)])
+    base = sum(-(-len(v) // Bb) for v in image.values()) + 64     # outputs from here
+    yrows = nt * cout
+    gap = dram_beats(cfg, "ABUF", yrows) + 1                      # beats per output
+    th = cfg.thresholds
+    xa = (0, 64)                  # ABUF: x of even / odd steps
+    ya = (128, 192)               # ABUF: y of even / odd steps
+    cmds = [transfer(cfg, "DLOAD", "WMEM", 0, nob * cin, at["W"]),
+            transfer(cfg, "DLOAD", "RBUF", 0, nob, at["R"]),
+            make_cmd(cfg, "LOAD", buf=BUFFERS.index("XBUF"), addr=0, count=nt * cin, zero=1),
+            make_cmd(cfg, "LOAD", buf=BUFFERS.index("YBUF"), addr=0, count=nt * nob * T,
+                     zero=1),
+            transfer(cfg, "DLOAD", "ABUF", xa[0], nt * cin, at["x0"]),
+            make_cmd(cfg, "BARRIER")]
+    out_beats = [base + s * gap for s in range(steps)]
+    for s in range(steps):
+        if s + 1 < steps:        # the next input comes in beside this step
+            cmds.append(transfer(cfg, "DLOAD", "ABUF", xa[(s + 1) % 2], nt * cin,
+                                 at[f"x{s + 1}"]))
+        if s:                    # the last output goes out beside it
+            cmds.append(transfer(cfg, "DSTORE", "ABUF", ya[(s - 1) % 2], yrows,
+                                 out_beats[s - 1]))
+        cmds.append(make_cmd(cfg, "QCFG", base_log2=lay.B, thr=[th[2], th[4], th[6]]))
+        for tau in range(nt):
+            slot = 512 * (tau % 2)
+            cmds.append(make_cmd(cfg, "QUANT", signal=FULL, wait=FREE if tau >= 2 else 0,
+                                 src=xa[s % 2] + tau * cin, xsrc=tau * cin, nch=cin, gdst=slot,
+                                 diff=1))
+            for ob in range(nob):
+                cmds.append(make_cmd(cfg, "GEMM", wait=FULL if ob == 0 else 0,
+                                     signal=FREE if ob == nob - 1 and tau + 2 < nt else 0,
+                                     gsrc=slot, wbase=ob * cin, ysrc=(tau * nob + ob) * T,
+                                     rrow=ob, dst=ya[s % 2] + tau * cout + ob * T, accum=1))
+        cmds.append(make_cmd(cfg, "BARRIER"))
+    state = base + steps * gap
+    y_last = ya[(steps - 1) % 2]
+    cmds += [transfer(cfg, "DSTORE", "ABUF", y_last, yrows, out_beats[-1]),
+             transfer(cfg, "DSTORE", "XBUF", 0, nt * cin, state),
+             transfer(cfg, "DSTORE", "YBUF", 0, nt * nob * T,
+                      state + dram_beats(cfg, "XBUF", nt * cin) + 1),
+             transfer(cfg, "DLOAD", "VBUF", 0, len(vb), at["V"]),
+             transfer(cfg, "DLOAD", "MASK", 0, 2, at["M"]),
+             make_cmd(cfg, "BARRIER"),
+             make_cmd(cfg, "VROW", vop=VPU_OPS.index("modulate"), R=N, n=cout, a=y_last, C=cout,
+                      vb=0, c=cout // T, dst=300),
+             make_cmd(cfg, "VROW", vop=VPU_OPS.index("softmax"), R=T, n=N, a=y_last, C=N,
+                      vb=0, dst=400),
+             make_cmd(cfg, "STORE", buf=BUFFERS.index("ABUF"), addr=300, count=yrows),
+             make_cmd(cfg, "STORE", buf=BUFFERS.index("ABUF"), addr=400, count=N),
+             store_counters(), make_cmd(cfg, "END")]
+    return DramProgram(cmds, image, dict(layer=lay, xs=xs, out_beats=out_beats, yrows=yrows))
+
+
+def group_stream_program(cfg: Config, seed: int, tiles: int = 3) -> DramProgram:
+    """Module docstring (the DSTAR datapath's groups; the INT8 core's work alike)."""
+    rng = np.random.default_rng(seed)
+    T = cfg.tile
+    nch = min(cfg.max_reduction, 4 * T)
+    rows = 4 * nch                                  # compiler.group_rows: the worst case
+    abuf = BUFFERS.index("ABUF")
+    cmds, image = [], {}
+    x = rng.integers(-3000, 3000, (tiles * nch, T))
+    xs = rng.integers(-3000, 3000, (tiles * nch, T)) * (rng.random((tiles * nch, 1)) < 0.4)
+    image[0] = rows_to_bytes(cfg, "ABUF", [pack(row_layout(cfg, "ABUF"), {"v": r})
+                                          for r in np.concatenate([x, xs])])
+    w = rng.integers(-128, 128, (nch, T))
+    wb = dram_beats(cfg, "ABUF", 2 * tiles * nch) + 2
+    image[wb * beat_bytes(cfg)] = rows_to_bytes(cfg, "WMEM", [
+        pack(row_layout(cfg, "WMEM"), {"w": r}) for r in w])
+    rrow = {"m": [1 << (cfg.mult_width - 1)] * T, "sh": [12] * T, "bias": [0] * T}
+    rbb = wb + dram_beats(cfg, "WMEM", nch) + 2
+    image[rbb * beat_bytes(cfg)] = rows_to_bytes(cfg, "RBUF", [pack(row_layout(cfg, "RBUF"),
+                                                                    rrow)])
+    cmds += [transfer(cfg, "DLOAD", "ABUF", 0, 2 * tiles * nch, 0),
+             transfer(cfg, "DLOAD", "WMEM", 0, nch, wb),
+             transfer(cfg, "DLOAD", "RBUF", 0, 1, rbb), make_cmd(cfg, "BARRIER")]
+    stream_at = rbb + 8
+    span = 1 + dram_beats(cfg, "GMEM", rows)
+    gemms_a, gemms_b = [], []
+    for k in range(2 * tiles):          # dense tiles, then sparse ones (few groups)
+        g0, g1 = (k % 2) * rows, 2 * rows + (k % 2) * rows
+        beat = stream_at + k * (span + 1)
+        cmds += [make_cmd(cfg, "QUANT", src=k * nch, nch=nch, gdst=g0),
+                 make_cmd(cfg, "BARRIER"),
+                 transfer(cfg, "DSTORE", "GMEM", g0, rows, beat, groups=1),
+                 transfer(cfg, "DLOAD", "GMEM", g1, rows, beat, groups=1),
+                 make_cmd(cfg, "BARRIER"),
+                 make_cmd(cfg, "GEMM", gsrc=g0, wbase=0, rrow=0, dst=1024 + k * T),
+                 make_cmd(cfg, "GEMM", gsrc=g1, wbase=0, rrow=0, dst=1536 + k * T),
+                 make_cmd(cfg, "BARRIER")]
+        gemms_a.append(1024 + k * T)
+        gemms_b.append(1536 + k * T)
+    cmds += [make_cmd(cfg, "STORE", buf=abuf, addr=1024, count=2 * tiles * T),
+             make_cmd(cfg, "STORE", buf=abuf, addr=1536, count=2 * tiles * T),
+             store_counters(), make_cmd(cfg, "END")]
+    # A DLOAD that takes fewer rows than the last stream holds: the ``dram`` error.
+    short = [transfer(cfg, "DLOAD", "GMEM", 0, 0, stream_at, groups=1), make_cmd(cfg, "END")]
+    return DramProgram(cmds, image, dict(words=2 * tiles * T, short=short))
