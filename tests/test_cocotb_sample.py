@@ -165,3 +165,10 @@ def test_tiny_model_through_dram(simulator):
         c = s["core_counters"]
         assert c["dram_read_beats"] > 0 and c["dram_write_beats"] > 0 and c["busy_D"] > 0
         assert c["host_words_in"] < c["dram_read_beats"]
+    # DRAM per image by kind adds up to the core's beat counters; the P cache moved groups.
+    per = rtl["record"]["core"]["dram_bytes_per_image"]
+    beats = sum(s["core_counters"][k] for s in steps
+                for k in ("dram_read_beats", "dram_write_beats"))
+    assert set(per) == {"weights", "state", "pcache"} and per["pcache"] > 0
+    assert sum(per.values()) == beats * cfg.dram_width // 8
+    assert rtl["record"]["core"]["sram_bytes"]["YBUF"] > 0

@@ -36,6 +36,7 @@ from dstar_rtl.golden.config import Config
 from dstar_rtl.models.digits import IMAGE_SIZE, classify, psnr
 from dstar_rtl.models.dit import DiT, DiTSpec
 from dstar_rtl.models.dit_int_model import IntDiT, average_bits, ddim_sample_float, ddim_sample_int
+from dstar_rtl.program.isa import beat_bytes, sram_bytes
 from dstar_rtl.program.model import quant_counters
 
 __all__ = ["BACKENDS", "RTL_BACKENDS", "run_samples", "is_digits_model",
@@ -204,7 +205,9 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
             commands_per_step=r["commands_per_step"], streamed=r["streamed"],
             memory_map=r["memory_map"].splitlines(),
             cycles_per_step=dict(mean=round(float(np.mean(cyc)), 1), min=min(cyc), max=max(cyc)),
-            cycles_per_image=round(float(np.sum(cyc)) / len(samples), 1))
+            cycles_per_image=round(float(np.sum(cyc)) / len(samples), 1),
+            sram_bytes=sram_bytes(cfg),
+            dram_bytes_per_image=_dram_per_image(cfg, r.get("dram_traffic"), samples))
     if is_digits_model(spec):
         got, ref = classify(images), classify(floats)
         for rec, g, r in zip(samples, got, ref):
@@ -227,6 +230,27 @@ def _rtl_step(st: dict, kept: float) -> dict:
                 cache_step=st["cache_step"], saturated=st["saturated"], cycles=st["cycles"],
                 qpu_counters={k: v for k, v in c.items() if k.startswith("qpu_")},
                 core_counters=c)
+
+
+def _dram_per_image(cfg, traffic, samples) -> dict | None:
+    """DRAM bytes per image by kind (read and write together), the mean over the samples:
+    the program's fixed transfers of each cache and reuse step (``traffic``,
+    :meth:`program.model.ModelProgram.dram_traffic`), the P cache's groups from the core's
+    beat counters less those. None without a DRAM port."""
+    if not cfg.dram_width or not traffic:
+        return None
+    bb, per = beat_bytes(cfg), {}
+    for s in samples:
+        for st in s["per_step"]:
+            c = st["core_counters"]
+            fixed = traffic["cache" if st["cache_step"] else "reuse"]
+            moved = c["dram_read_beats"] + c["dram_write_beats"]
+            for kind, (r, w) in fixed.items():
+                if kind != "pcache":
+                    per[kind] = per.get(kind, 0) + (r + w) * bb
+                    moved -= r + w
+            per["pcache"] = per.get("pcache", 0) + moved * bb
+    return {k: round(v / len(samples)) for k, v in per.items()}
 
 
 def _db(v):

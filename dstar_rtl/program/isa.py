@@ -181,7 +181,7 @@ __all__ = ["CoreConfig", "CORE_PRESETS", "core_preset", "OPCODES", "BUFFERS", "E
            "tensor_rows", "rows_tensor", "ysum_rows", "rows_ysum", "store_counters",
            "DRAM_BUFFERS", "DSTORABLE", "DRAM_ADDR_BITS", "dram_row_layout", "dram_row_bytes",
            "beat_bytes",
-           "dram_beats", "rows_to_bytes", "bytes_to_rows", "buf_names"]
+           "dram_beats", "rows_to_bytes", "bytes_to_rows", "buf_names", "sram_bytes"]
 
 CMD_BITS = 128          # one command, every configuration whose fields fit it
 CMD_BITS_WIDE = 160     # one command of a configuration with a deeper ABUF (cmd_bits)
@@ -367,6 +367,14 @@ def bytes_to_rows(cfg: Config, buf: str, image: bytes) -> list:
     n = dram_row_bytes(cfg, buf)
     mask = (1 << layout_width(dram_row_layout(cfg, buf))) - 1
     return [int.from_bytes(image[i:i + n], "little") & mask for i in range(0, len(image), n)]
+
+
+def sram_bytes(cfg: Config) -> dict:
+    """``{buffer: bytes}`` of the on-chip buffers ``cfg``'s core builds (:func:`core_for`
+    depths × row bits; GMEM's rows are groups), CNT and the registers left out."""
+    core = core_for(cfg)
+    return {b: buffer_depth(core, b) * layout_width(dram_row_layout(cfg, b)) // 8
+            for b in DRAM_BUFFERS}
 
 
 def buffer_depth(core: CoreConfig, buf: str) -> int:

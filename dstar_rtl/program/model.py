@@ -102,12 +102,14 @@ from dstar_rtl.program.heads import padded_head_dim
 from dstar_rtl.program.isa import (
     BUFFERS,
     COUNTERS,
+    DRAM_BUFFERS,
     CoreConfig,
     abuf_bits,
     beat_bytes,
     buffer_depth,
     bytes_to_rows,
     check_core,
+    dram_beats,
     dram_row_bytes,
     host_words_per_row,
     row_layout,
@@ -238,6 +240,30 @@ class ModelProgram:
             if tag is not None and c.op in ("LOAD", "STORE") and not c.args.get("zero"):
                 (row, key), first = tag
                 out.append((c.op, row, key, first, c.count, BUFFERS[c.buf]))
+            i += 1
+        return out
+
+    def dram_traffic(self, cache: bool) -> dict:
+        """The DRAM beats one step moves on a cache (``cache``) or reuse step, by kind:
+        ``{"weights" | "state" | "pcache": (read beats, write beats)}`` (weights: WMEM and
+        RBUF rows; state: x̂ and Y; pcache: the group streams' headers and their most rows,
+        the groups a step really moves being the data's: the core's counters). Empty without
+        a DRAM port."""
+        kinds = {"WMEM": "weights", "RBUF": "weights", "XBUF": "state", "YBUF": "state",
+                 "GMEM": "pcache"}
+        out: dict = {}
+        i = 0
+        while i < len(self.step):
+            c = self.step[i]
+            if c.op == "SKIP" and not cache:
+                i += 1 + c.count
+                continue
+            if c.op in ("DLOAD", "DSTORE"):
+                buf = DRAM_BUFFERS[c.buf]
+                beats = dram_beats(self.cfg, buf, c.count) + c.groups
+                r, w = out.get(kinds.get(buf, "activations"), (0, 0))
+                out[kinds.get(buf, "activations")] = ((r + beats, w) if c.op == "DLOAD"
+                                                      else (r, w + beats))
             i += 1
         return out
 

@@ -33,7 +33,9 @@ class SampleRecord:
 class CoreSampling:
     """How the generated core ran the samples: bit-exact at every step, batch rows, the init
     program's cycles per simulator run, the runs, commands per step, the layers whose state
-    streamed through the host port, the memory map, cycles per step and per image."""
+    streamed through the host port, the memory map, cycles per step and per image, the bytes
+    of the core's on-chip buffers and, with a DRAM port, the DRAM bytes per image by kind
+    (weights, state, P cache)."""
 
     bit_exact: bool
     batch_rows: int
@@ -44,6 +46,8 @@ class CoreSampling:
     memory_map: tuple[str, ...]
     cycles_per_step: dict[str, float]
     cycles_per_image: float
+    sram_bytes: dict[str, int] | None = None              # the core's buffers as built
+    dram_bytes_per_image: dict[str, int] | None = None    # by kind, read and write (DRAM port)
 
 
 @dataclass(frozen=True)

@@ -81,5 +81,6 @@ async def _sample(dut, tb, job):
         samples.append(dict(index=k, label=int(label), per_step=per_step))
     record = dict(rows=rows, init_cycles=init_cycles, streamed=prog.streamed,
                   memory_map=prog.memory_map(), commands_per_step=len(prog.step),
-                  samples=samples)
+                  samples=samples, dram_traffic={k: prog.dram_traffic(c) for k, c in
+                                                 (("cache", True), ("reuse", False))})
     return np.stack(images), record

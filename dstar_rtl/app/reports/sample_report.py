@@ -45,6 +45,15 @@ def sample_markdown(rec: Sample, png_name: str = "sample.png") -> str:
                       f"{core.cycles_per_image:,.0f} (every step of one sample, every batch "
                       f"row; the init program, {max(core.init_cycles):,} cycles, once per "
                       f"simulator run)."]
+        if core.sram_bytes:
+            lines += ["", "On-chip buffers: " + f"{sum(core.sram_bytes.values()) / 1024:,.1f} "
+                      "KiB (" + ", ".join(f"{b} {v / 1024:,.1f}" for b, v in
+                                          core.sram_bytes.items() if v) + ")."]
+        if core.dram_bytes_per_image:
+            d = core.dram_bytes_per_image
+            lines += ["", f"DRAM per image: {sum(d.values()) / 2**20:,.2f} MiB read and "
+                      "written (" + ", ".join(f"{k} {v / 2**20:,.2f}" for k, v in d.items())
+                      + "; the P cache's from the core's beat counters)."]
     agree = rec.classifier_agreement
     if agree:
         lines += ["", f"Digits classifier: reads the label on {agree.with_label} of "
