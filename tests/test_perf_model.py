@@ -177,3 +177,14 @@ def test_vrow_fit_tells_a_latency_growing_with_the_row_apart():
     assert fit["vrow_fixed"]["softmax_mx/tok"] == pytest.approx(7)
     assert fit["vrow_lat"]["softmax_mx/tok"] == pytest.approx(3)
     assert fit["vrow_curve"]["softmax_mx/tok"] == [[1.0, 4.0], [4.0, 5.5], [10.0, 10.0]]
+
+
+def test_a_program_with_dram_transfers_is_refused():
+    """The model has no D engine yet: a DLOAD is refused by name, not timed as free."""
+    from dstar_rtl.program.compiler import make_cmd
+
+    cfg = preset("tiny", dram_width=32)
+    cmds = [make_cmd(cfg, "DLOAD", buf=0, addr=0, count=4, dram=0), make_cmd(cfg, "END")]
+    works = trace_work(cfg, core_for(cfg), [(cmds, [])])[0]
+    with pytest.raises(ValueError, match="no D engine yet"):
+        simulate(Timing.structural(cfg), works)

@@ -20,6 +20,9 @@ set's own (program/isa.py):
   (``T`` beats through the VPU, one tile after another); a GEMM issues when the replay half is
   free and the drain queue (2 jobs) has room.
 
+The D engine (a core with a DRAM port) is not modelled yet: a program with DLOAD or DSTORE is
+refused rather than timed wrong.
+
 Durations (:class:`Timing`) are affine in the work, with constants from the RTL's structure and
 a few cycles of offset measured once on isolated commands
 (:func:`bench.perf_validate.calibrate`).
@@ -37,7 +40,7 @@ from dataclasses import asdict, dataclass, field, replace
 from dstar_rtl.golden.bitonic import network
 from dstar_rtl.golden.config import Config
 from dstar_rtl.golden.layouts import VPU_OPS, gmem_layout, layout_width
-from dstar_rtl.program.isa import BUFFERS, core_for, host_words_per_row, row_width
+from dstar_rtl.program.isa import BUFFERS, SEMAPHORES, core_for, host_words_per_row, row_width
 
 from .core_work import Work
 from .timing import BINS_FIXED, array_tile_period
@@ -249,8 +252,8 @@ def simulate(t: Timing, works: list) -> RunCycles:
     head = blocked = 0
     free = dict.fromkeys(ENGINES, 0)     # engine idle from this cycle on (M: all drains done)
     m = _M(t)
-    sig = {s: [] for s in range(4)}      # semaphore signal times
-    used = dict.fromkeys(range(4), 0)
+    sig = {s: [] for s in range(SEMAPHORES)}      # semaphore signal times
+    used = dict.fromkeys(range(SEMAPHORES), 0)
     intervals = {e: [] for e in ENGINES}
     issue, complete = [], []
     for i, w in enumerate(works):
@@ -260,7 +263,7 @@ def simulate(t: Timing, works: list) -> RunCycles:
             head += 1
             continue
         s = head + t.issue_latency
-        for b in range(4):
+        for b in range(SEMAPHORES):
             if w.wait >> b & 1:
                 times = sorted(sig[b])
                 if used[b] >= len(times):
@@ -269,6 +272,10 @@ def simulate(t: Timing, works: list) -> RunCycles:
                 s = max(s, times[used[b]] + t.signal_latency)
                 used[b] += 1
         e = w.engine
+        if e == "D":
+            raise ValueError(f"command {i} ({w.op}): the cycle model has no D engine yet "
+                             f"(a core with a DRAM port, issue 49); model a program without "
+                             f"DRAM transfers")
         ovl = w.op == "VROW" and w.args.get("overlap", 0)
         s = max(s, blocked)
         if ovl:
@@ -296,11 +303,11 @@ def simulate(t: Timing, works: list) -> RunCycles:
         if e in ENGINES:
             intervals[e].append((start, end))
             free[e] = max(free[e], end)
-            for b in range(4):
+            for b in range(SEMAPHORES):
                 if w.signal >> b & 1:
                     sig[b].append(end)
         elif w.signal:
-            for b in range(4):
+            for b in range(SEMAPHORES):
                 if w.signal >> b & 1:
                     sig[b].append(s)
         issue.append(s)
