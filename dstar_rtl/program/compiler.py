@@ -594,13 +594,16 @@ class TileStream:
 
 @dataclass(frozen=True)
 class PCacheStream:
-    """A block's P cache kept in DRAM (program.model "DRAM"): one head's query tiles at a time
-    in GMEM from ``window`` (``group_rows(N)`` rows a tile), tile ``(h, qa)`` a group stream at
-    DRAM beat ``beat + (h·nt + qa)·stride``."""
+    """A block's P cache kept in DRAM (program.model "DRAM"): two query tiles at a time in
+    GMEM from ``window`` (``group_rows(N)`` rows a tile, tile ``qa`` in slot ``qa`` mod 2),
+    tile ``(h, qa)`` a group stream at DRAM beat ``beat + (h·nt + qa)·stride``; ``free``: a
+    semaphore idle during the block's attention, which a slot's DSTORE signals to the QUANT
+    that fills the slot again."""
 
     window: int
     beat: int
     stride: int
+    free: int
 
 
 @dataclass(frozen=True)
@@ -777,10 +780,12 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
                 scores(h, qa + 1)
             if not dense(cfg):
                 e("QCFG", base_log2=cfg.act_frac, thr=list(cfg.thr))
-            e("QUANT", wait=P_READY, signal=FREE if stream else 0,
+            again = stream.free if stream and qa >= 2 else 0     # its slot stored
+            e("QUANT", wait=P_READY | again, signal=FREE if stream else 0,
               src=R["P"].base + (qa % 2) * N, nch=N, gdst=_pcache(prog, h, qa), pcache=1)
             if stream:          # out to DRAM once quantized (FREE: no QUANT/GEMM slot here)
-                _pcache_dram(prog, e, "DSTORE", h, qa, wait=FREE)
+                _pcache_dram(prog, e, "DSTORE", h, qa, wait=FREE,
+                             signal=stream.free if qa + 2 < nt else 0)
     e("BARRIER")
 
 
@@ -790,7 +795,7 @@ def _pcache(prog: CoreProgram, h: int, qa: int) -> int:
     N = prog.blk.spec.tokens
     ps = getattr(prog, "pcache_stream", None)
     if ps is not None:
-        return ps.window + qa * group_rows(prog.cfg, N)
+        return ps.window + (qa % 2) * group_rows(prog.cfg, N)
     return prog.regions["pcache"].base + (h * (N // prog.cfg.tile) + qa) * group_rows(prog.cfg, N)
 
 
@@ -805,9 +810,11 @@ def _pcache_dram(prog, e: Emitter, op: str, h: int, qa: int, **sem):
 
 def _attention_every(prog: CoreProgram, e: Emitter):
     """Every step: per head V into WMEM, then ``o`` = P-cache · V per query tile, column block.
-    With the P cache in DRAM (``prog.pcache_stream``) the head's tiles come back into its
-    window after the head's V rows (the VROWs before wait for every engine: the window is the
-    last head's no more), each tile's first GEMM waiting for its DLOAD (``FULL``)."""
+    With the P cache in DRAM (``prog.pcache_stream``) the head's tiles come back into the two
+    slots after the head's V rows (the VROWs before wait for every engine: the slots are the
+    last head's no more): tiles 0 and 1 first, tile ``qa+1`` behind tile ``qa``'s first GEMM
+    once tile ``qa-1``'s GEMMs are done (``FREE``); each tile's first GEMM waits for its DLOAD
+    (``FULL``)."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
     stream = getattr(prog, "pcache_stream", None)
     s, T = blk.spec, cfg.tile
@@ -821,15 +828,21 @@ def _attention_every(prog: CoreProgram, e: Emitter):
         a = R["v.y"].base + h * d
         emit_kv(e, cfg, a, D, N, d, SREG_V)
         emit_vrow(e, "kv_quant", R=N, n=d, a=a, C=D, dst=vw, sreg=SREG_V)
-        if stream:              # the head's P tiles in from DRAM, each beside the GEMMs before
-            for qa in range(N // T):
+        nt, nb = N // T, dp // T
+        if stream:              # the head's first two P tiles in from DRAM
+            for qa in range(min(2, nt)):
                 _pcache_dram(prog, e, "DLOAD", h, qa, signal=FULL)
-        for qa in range(N // T):
-            for cb in range(dp // T):
-                e("GEMM", wait=FULL if stream and cb == 0 else 0, gsrc=_pcache(prog, h, qa),
-                  wbase=vw + cb * N, rrow=R["O.r"].base,
+        for qa in range(nt):
+            for cb in range(nb):
+                last = stream and cb == nb - 1 and qa + 2 < nt
+                e("GEMM", wait=FULL if stream and cb == 0 else 0, signal=FREE if last else 0,
+                  gsrc=_pcache(prog, h, qa), wbase=vw + cb * N, rrow=R["O.r"].base,
                   dst=R["o"].base + (qa * H + h) * dp + cb * T, use_sreg=1, sreg=SREG_V,
                   pcache=1)
+                if stream and cb == 0 and qa >= 1 and qa + 1 < nt:
+                    # Tile qa+1 into the slot tile qa-1's GEMMs leave (FREE), behind this
+                    # tile's first GEMM so that the matrix engine never waits for it.
+                    _pcache_dram(prog, e, "DLOAD", h, qa + 1, wait=FREE, signal=FULL)
     e("BARRIER")
 
 

@@ -630,8 +630,8 @@ def _plan(prog: ModelProgram, force: set):
     take("GMEM", "slot0", slot)
     take("GMEM", "slot1", slot)
     pc = H * nt * group_rows(cfg, N)
-    if cfg.dram_width and depth:         # in DRAM: one head's tiles in GMEM at a time
-        window = take("GMEM", "pcache.window", nt * group_rows(cfg, N))
+    if cfg.dram_width and depth:         # in DRAM: two query tiles in GMEM at a time
+        window = take("GMEM", "pcache.window", 2 * group_rows(cfg, N))
         for r in range(prog.rows):
             for i in range(depth):
                 prog.regions[_state(r, f"blocks.{i}", "pcache")] = window
@@ -869,7 +869,10 @@ def _pcache_stream(prog: ModelProgram, r: int, i: int) -> PCacheStream | None:
     obj = prog.dram_map.get(_state(r, f"blocks.{i}", "pcache"))
     if obj is None:
         return None
-    return PCacheStream(prog.regions["pcache.window"].base, obj.beat, obj.stride)
+    # The block's v layer waited for its window's D_READY before attention, and the next load
+    # on that parity is fc1's, after attention: idle in between.
+    free = D_READY[prog.order.index(f"blocks.{i}.v") % 2]
+    return PCacheStream(prog.regions["pcache.window"].base, obj.beat, obj.stride, free)
 
 
 def _around_dram(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
