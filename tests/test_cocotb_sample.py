@@ -45,19 +45,26 @@ def test_tiny_model_on_the_core(simulator):
     assert core["cycles_per_image"] == sum(s["cycles"] for s in steps)
 
 
+def _streamed_tiny(cfg, simulator: str, kw: dict) -> dict:
+    """The tiny model on ``simulator`` with every layer's weights, x-hat and Y streamed (through
+    the host port, or DRAM on a core with one); its images must equal golden-int's."""
+    spec = DIT_MODELS["tiny"]
+    params = init_params(spec, 0)
+    rtl = run_samples(spec, params, cfg, backend=simulator, optimize=False,
+                      stream=("WMEM", "XBUF", "YBUF"), **kw)
+    ref = run_samples(spec, params, cfg, backend="golden-int", **kw)
+    assert np.array_equal(rtl["images"], ref["images"])
+    return rtl
+
+
 @pytest.mark.slow
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_tiny_model_streamed_with_guidance(simulator):
     """Every layer's weights, x-hat and Y through the host port, two batch rows (guidance 2),
     no reuse step (interval 1, so one P-cache serves both rows): the images equal golden-int's."""
-    spec, cfg = DIT_MODELS["tiny"], preset("tiny", sar_interval=1)
-    params = init_params(spec, 0)
-    kw = dict(steps=3, labels=[2], guidance=2.0, seed=1)
-    rtl = run_samples(spec, params, cfg, backend=simulator, optimize=False,
-                      stream=("WMEM", "XBUF", "YBUF"), **kw)
-    ref = run_samples(spec, params, cfg, backend="golden-int", **kw)
-    assert np.array_equal(rtl["images"], ref["images"])
+    rtl = _streamed_tiny(preset("tiny", sar_interval=1), simulator,
+                         dict(steps=3, labels=[2], guidance=2.0, seed=1))
     core = rtl["record"]["core"]
     assert core["batch_rows"] == 2 and all(len(v) == 7 for v in core["streamed"].values())
     steps = rtl["record"]["samples"][0]["per_step"]
@@ -153,13 +160,8 @@ def test_tiny_model_through_dram(simulator):
     RAM, paused at random), each layer's objects loaded beside the layer before it: the images
     equal golden-int's, the state in DRAM is checked after every step, nothing streams through
     the host."""
-    spec, cfg = DIT_MODELS["tiny"], preset("tiny", dram_width=32)
-    params = init_params(spec, 0)
-    kw = dict(steps=2, labels=[3], guidance=1.0, seed=2)
-    rtl = run_samples(spec, params, cfg, backend=simulator, optimize=False,
-                      stream=("WMEM", "XBUF", "YBUF"), **kw)
-    ref = run_samples(spec, params, cfg, backend="golden-int", **kw)
-    assert np.array_equal(rtl["images"], ref["images"])
+    cfg = preset("tiny", dram_width=32)
+    rtl = _streamed_tiny(cfg, simulator, dict(steps=2, labels=[3], guidance=1.0, seed=2))
     steps = rtl["record"]["samples"][0]["per_step"]
     for s in steps:
         c = s["core_counters"]

@@ -48,6 +48,20 @@ class AxiRamModel:
         assert addr // BOUNDARY == (addr + (length + 1) * B - 1) // BOUNDARY, \
             f"{kind}: burst of {length + 1} beats from {addr:#x} crosses 4 KiB"
 
+    def _address(self, kind: str, valid, payload: tuple, ready, held):
+        """One cycle of an address channel (``kind`` "AR" or "AW"): the payload held while
+        ``valid`` waits for ``ready``; returns ``(held, accepted)`` (the burst checked when
+        accepted)."""
+        if not valid:
+            assert held is None, f"{kind}: {kind.lower()}valid withdrawn before {kind.lower()}ready"
+            return None, False
+        assert held is None or held == payload, \
+            f"{kind}: payload changed before {kind.lower()}ready"
+        if ready:
+            self._check_burst(kind, *payload)
+            return None, True
+        return payload, False
+
     async def read_side(self, ctx):
         """The AR and R channels (run as a background testbench)."""
         p, B = self.port, self.bytes
@@ -69,17 +83,11 @@ class AxiRamModel:
             _, _, arv, araddr, arlen, arsize, arburst, rready = await ctx.tick().sample(
                 p.arvalid, p.araddr, p.arlen, p.arsize, p.arburst, p.rready)
             cycle += 1
-            if arv:
-                now = (araddr, arlen, arsize, arburst)
-                assert held is None or held == now, "AR: payload changed before arready"
-                held = now
-                if ar_ready:
-                    self._check_burst("AR", araddr, arlen, arsize, arburst)
-                    bursts.append((cycle + self.rng.randint(*self.latency), araddr, arlen + 1))
-                    self.reads.append((araddr, arlen + 1))
-                    held = None
-            else:
-                assert held is None, "AR: arvalid withdrawn before arready"
+            held, took = self._address("AR", arv, (araddr, arlen, arsize, arburst), ar_ready,
+                                       held)
+            if took:
+                bursts.append((cycle + self.rng.randint(*self.latency), araddr, arlen + 1))
+                self.reads.append((araddr, arlen + 1))
             if r_valid and rready:
                 beat += 1
                 if beat == bursts[0][2]:
@@ -122,16 +130,10 @@ class AxiRamModel:
                 if last:
                     addrs.popleft()
                     resps.append((cycle + self.rng.randint(*self.latency), burst[3]))
-            if awv:
-                now = (awaddr, awlen, awsize, awburst)
-                assert held is None or held == now, "AW: payload changed before awready"
-                held = now
-                if aw_ready:
-                    self._check_burst("AW", awaddr, awlen, awsize, awburst)
-                    addrs.append([awaddr, awlen + 1, 0, awaddr in self.error_at])
-                    self.writes.append((awaddr, awlen + 1))
-                    held = None
-            else:
-                assert held is None, "AW: awvalid withdrawn before awready"
+            held, took = self._address("AW", awv, (awaddr, awlen, awsize, awburst), aw_ready,
+                                       held)
+            if took:
+                addrs.append([awaddr, awlen + 1, 0, awaddr in self.error_at])
+                self.writes.append((awaddr, awlen + 1))
             if b_valid and bready:
                 resps.popleft()
