@@ -171,6 +171,6 @@ def test_tiny_model_through_dram(simulator):
     per = rtl["record"]["core"]["dram_bytes_per_image"]
     beats = sum(s["core_counters"][k] for s in steps
                 for k in ("dram_read_beats", "dram_write_beats"))
-    assert set(per) == {"weights", "state", "pcache"} and per["pcache"] > 0
+    assert set(per) == {"weights", "state", "pcache", "activations"} and per["pcache"] > 0
     assert sum(per.values()) == beats * cfg.dram_width // 8
     assert rtl["record"]["core"]["sram_bytes"]["YBUF"] > 0

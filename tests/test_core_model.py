@@ -164,8 +164,9 @@ def test_the_counters_are_checked_against_the_golden(params):
 def test_every_abuf_tensor_takes_its_own_size(params):
     """The memory map of the tiny model: each ABUF region is exactly as large as the golden
     tensor it holds (tokens / T rows per channel; S and P two query tiles, the halves of the
-    software-pipelined softmax: 2·N key columns), and
-    the placement is the peak of the tensors live together, not more."""
+    software-pipelined softmax: 2·N key columns; the element-wise results a, m and gelu in
+    their inputs' rows), and the placement is the peak of the tensors live together, not
+    more."""
     cfg = preset("tiny")
     model = IntDiT(SPEC, params, cfg)
     prog = compile_model(model, isa.core_for(cfg))
@@ -176,8 +177,10 @@ def test_every_abuf_tensor_takes_its_own_size(params):
               "ln": ms.ln.shape, "f": ms.f.shape, "final.linear.y": (N, pad)}
     for i, b in enumerate(ms.blocks):
         shapes[f"h.{i}"] = b.x.shape
-        shapes.update({f"blocks.{i}.{k}": getattr(b, k).shape
-                       for k in ("ln1", "a", "h1", "ln2", "m", "gelu")})
+        shapes.update({f"blocks.{i}.{k}": getattr(b, k).shape for k in ("ln1", "h1", "ln2")})
+        for k, src in (("a", "ln1"), ("m", "ln2"), ("gelu", "fc1")):    # in place
+            assert getattr(b, k).shape == (b.layers[src].y if src == "fc1" else
+                                           getattr(b, src)).shape
         shapes.update({f"blocks.{i}.{k}.y": ls.y.shape for k, ls in b.layers.items()})
         shapes.update({f"blocks.{i}.o": b.attn.o_tokens.shape, f"blocks.{i}.S": (2 * T, N),
                        f"blocks.{i}.P": (2 * T, N)})

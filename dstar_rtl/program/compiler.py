@@ -873,8 +873,10 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
     """The step of one block from ``ln1`` to ``res2`` (module docstring), one section per part
     (named ``prefix + part``). ``prog`` has ``blk``, ``cfg`` and ``regions``, the last mapping
     the block's region names (``x``, ``out``, ``ln1`` ..., ``<layer>.W`` ..., ``shift1`` ...)
-    to regions; ``prog.around(e, k, when)`` (if present) is called ``"before"`` and ``"after"``
-    each layer ``k``, inside the layer's SKIP for ``qk``, ``"started"`` inside it once its
+    to regions (``x.res`` and ``h1.res``, if present, are where the residuals read ``x`` and
+    ``h1`` back); ``prog.around(e, k, when)`` (if present) is also called ``"after"`` ``ln1`` and
+    ``ln2`` and ``"before"`` ``res1`` and ``res2``, and ``"before"`` and ``"after"`` each layer
+    ``k``, inside the layer's SKIP for ``qk``, ``"started"`` inside it once its
     first state tiles are asked for (:func:`emit_layer`), and for ``qk`` also ``"prefetch"``
     just before its SKIP (what must run on every step)."""
     blk, cfg, R = prog.blk, prog.cfg, prog.regions
@@ -894,8 +896,14 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
         emit_token_rows(e, op, N, n, C, R[a].base, R[dst].base, **f)
 
     vb = {k: R[k].base for k in MOD_NAMES}
+
+    def res(name):          # the residual's copy (R[name + ".res"], if the caller reloads it)
+        return name + ".res" if name + ".res" in R else name
+
     e.section(prefix + "ln1")
     vr("layernorm", "x", "ln1")
+    if around:
+        around(e, "ln1", "after")
     e.section(prefix + "mod1")
     vr("modulate", "ln1", "a", vb=vb["shift1"], c=vb["scale1"])
     e.section(prefix + "qk")
@@ -915,9 +923,13 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
     e.section(prefix + "proj")
     layer(e, "proj", "o")
     e.section(prefix + "res1")
-    vr("gated_residual", "x", "h1", vb=vb["gate1"], c=R["proj.y"].base)
+    if around:
+        around(e, "res1", "before")
+    vr("gated_residual", res("x"), "h1", vb=vb["gate1"], c=R["proj.y"].base)
     e.section(prefix + "ln2")
     vr("layernorm", "h1", "ln2")
+    if around:
+        around(e, "ln2", "after")
     e.section(prefix + "mod2")
     vr("modulate", "ln2", "m", vb=vb["shift2"], c=vb["scale2"])
     e.section(prefix + "fc1")
@@ -927,7 +939,9 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
     e.section(prefix + "fc2")
     layer(e, "fc2", "gelu")
     e.section(prefix + "res2")
-    vr("gated_residual", "h1", "out", vb=vb["gate2"], c=R["fc2.y"].base)
+    if around:
+        around(e, "res2", "before")
+    vr("gated_residual", res("h1"), "out", vb=vb["gate2"], c=R["fc2.y"].base)
 
 
 def _lower(prog: CoreProgram):

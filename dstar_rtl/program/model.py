@@ -73,7 +73,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from dstar_rtl.golden.dit_int import LAYERS, MOD_NAMES
-from dstar_rtl.golden.layouts import unpack
+from dstar_rtl.golden.layouts import pack, unpack
 from dstar_rtl.golden.schedule import Counters
 from dstar_rtl.models.dit_int_model import IntDiT, ModelStep
 from dstar_rtl.program.compiler import (
@@ -132,6 +132,10 @@ _SUFFIX = {"WMEM": "W", "XBUF": "xhat", "YBUF": "Y"}
 #: double-buffered score and P tiles; "M": M).
 _SCRATCH = {"ln1": 1, "a": 1, "qk.y": 2, "v.y": 1, "S": None, "P": None, "o": 1, "proj.y": 1,
             "h1": 1, "ln2": 1, "m": 1, "fc1.y": "M", "gelu": "M", "fc2.y": 1}
+#: Element-wise VROWs that write their result over their input (a token row's elements are its
+#: own lane of the rows, so the row read next is never one just written): the result's tensor
+#: lives in its input's rows.
+_IN_PLACE = {"a": "ln1", "m": "ln2", "gelu": "fc1.y"}
 
 
 def quant_counters(model: IntDiT, steps: list) -> dict:
@@ -245,8 +249,9 @@ class ModelProgram:
 
     def dram_traffic(self, cache: bool) -> dict:
         """The DRAM beats one step moves on a cache (``cache``) or reuse step, by kind:
-        ``{"weights" | "state" | "pcache": (read beats, write beats)}`` (weights: WMEM and
-        RBUF rows; state: x̂ and Y; pcache: the group streams' headers and their most rows,
+        ``{"weights" | "state" | "pcache" | "activations": (read beats, write beats)}``
+        (weights: WMEM and RBUF rows; state: x̂ and Y; activations: ABUF rows, ``pos`` and the
+        residuals; pcache: the group streams' headers and their most rows,
         the groups a step really moves being the data's: the core's counters). Empty without
         a DRAM port."""
         kinds = {"WMEM": "weights", "RBUF": "weights", "XBUF": "state", "YBUF": "state",
@@ -407,6 +412,10 @@ class ModelProgram:
         whose weights live in DRAM (module docstring, "DRAM"), written before the init program
         runs."""
         bb, out = beat_bytes(self.cfg), {}
+        if "pos" in self.dram_map:
+            lay = row_layout(self.cfg, "ABUF")
+            out[self.dram_map["pos"].beat * bb] = rows_to_bytes(
+                self.cfg, "ABUF", [pack(lay, {"v": r}) for r in self._rows("pos", self.model.pos)])
         for key, obj in self.dram_map.items():
             if obj.buf in ("WMEM", "RBUF"):
                 w = (self.weights[key] if obj.buf == "WMEM" else
@@ -712,6 +721,13 @@ def _plan(prog: ModelProgram, force: set):
         if over > 0:
             raise ValueError(f"the model does not fit: RBUF needs {top['RBUF']} rows, the core "
                              f"has {buffer_depth(prog.core, 'RBUF')} (rbuf_rows)")
+    if dram:       # pos, and each row's residuals of every block, wait in DRAM
+        for key, n in ([("pos", nt * D)] +
+                       [(_state(r, f"{h}", "spill"), nt * D) for r in range(prog.rows)
+                        for i in range(depth) for h in (f"h.{i}", f"blocks.{i}.h1")]):
+            stride = -(-n * dram_row_bytes(cfg, "ABUF") // bb)
+            prog.dram_map[key] = DramObject(beat, n, "ABUF", n, stride)
+            beat += stride
     if dram and depth:                   # each block's P cache, one group stream a tile
         g = group_rows(cfg, N)
         stride = 1 + -(-g * dram_row_bytes(cfg, "GMEM") // bb)
@@ -731,20 +747,28 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
     Pp = prog.layers["x_embed"].W.shape[0]
     rows = {"patches": nt * Pp, "x_embed.y": nt * D, "ln": nt * D, "f": nt * D,
             "final.linear.y": nt * Pp}
-    ops = [(["patches"], []), (["x_embed.y"], ["patches"]), (["h.0"], ["x_embed.y"]),
-           ([], ["h.0"])]
+    dram = bool(prog.cfg.dram_width)    # pos and the residuals wait in DRAM
+    pos = ["pos"] if dram else []
+    ops = [(["patches"], []), (["x_embed.y"], ["patches"]), (pos, []),
+           (["h.0"], ["x_embed.y"] + pos), ([], ["h.0"])]
+    rows["pos"] = nt * D
     for i in range(len(m.blocks)):
-        b = {n: f"blocks.{i}.{n}" for n in _SCRATCH}
+        b = {n: f"blocks.{i}.{_IN_PLACE.get(n, n)}" for n in _SCRATCH}
         for n, w in _SCRATCH.items():
             rows[b[n]] = 2 * N if w is None else nt * (M if w == "M" else w * D)
         rows[b["o"]] = nt * s.heads * padded_head_dim(s.head_dim, T)    # program.heads
         x, out = f"h.{i}", f"h.{i + 1}"
-        ops += [([b["ln1"]], [x]), ([b["a"]], [b["ln1"]]), ([b["qk.y"]], [b["a"]]),
+        # Through DRAM the block input goes out after ln1 and comes back (x.res) for res1,
+        # h1 after ln2 and back for res2; otherwise both stay.
+        xr, h1r = (f"{x}.res", f"{b['h1']}.res") if dram else (x, b["h1"])
+        rows[xr], rows[h1r] = nt * D, nt * D
+        ops += [([b["ln1"]], [x]), ([], [x]), ([b["a"]], [b["ln1"]]), ([b["qk.y"]], [b["a"]]),
                 ([b["v.y"]], [b["a"]]), ([b["S"], b["P"]], [b["qk.y"]]), ([b["o"]], [b["v.y"]]),
-                ([b["proj.y"]], [b["o"]]), ([b["h1"]], [x, b["proj.y"]]),
-                ([b["ln2"]], [b["h1"]]), ([b["m"]], [b["ln2"]]), ([b["fc1.y"]], [b["m"]]),
-                ([b["gelu"]], [b["fc1.y"]]), ([b["fc2.y"]], [b["gelu"]]),
-                ([out], [b["h1"], b["fc2.y"]]), ([], [out])]
+                ([b["proj.y"]], [b["o"]]), ([xr], []), ([b["h1"]], [xr, b["proj.y"]]),
+                ([b["ln2"]], [b["h1"]]), ([], [b["h1"]]), ([b["m"]], [b["ln2"]]),
+                ([b["fc1.y"]], [b["m"]]), ([b["gelu"]], [b["fc1.y"]]),
+                ([b["fc2.y"]], [b["gelu"]]), ([h1r], []), ([out], [h1r, b["fc2.y"]]),
+                ([], [out])]
     depth = len(m.blocks)
     ops += [(["ln"], [f"h.{depth}"]), (["f"], ["ln"]), ([], ["f"]), (["final.linear.y"], ["f"]),
             ([], ["final.linear.y"])]
@@ -754,7 +778,8 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
 
 
 def _place_abuf(prog: ModelProgram) -> int:
-    """ABUF regions by lifetime: ``pos`` (constant) first, then every tensor of
+    """ABUF regions by lifetime: ``pos`` (constant; through DRAM, loaded each step and placed
+    like the rest) first, then every tensor of
     :func:`_abuf_ops` at the lowest base where it overlaps no tensor alive at the same time (a
     tensor lives from the entry that writes it to the last that reads it, both included; the
     batch rows run one after the other and share the placement). Returns the rows used."""
@@ -764,8 +789,11 @@ def _place_abuf(prog: ModelProgram) -> int:
         for n in written + read:
             a, b = life.get(n, (k, k))
             life[n] = (min(a, k), max(b, k))
-    pos = Region("ABUF", "pos", 0, prog.model.spec.tokens // prog.cfg.tile * prog.model.spec.hidden)
-    prog.regions["pos"] = pos
+    if prog.cfg.dram_width:             # pos is a tensor like the others (loaded each step)
+        pos = Region("ABUF", "-", 0, 0)
+    else:
+        pos = Region("ABUF", "pos", 0, rows["pos"])
+        prog.regions["pos"] = pos
     placed = []
     for n in sorted(life, key=lambda n: (life[n][0], -rows[n])):
         a, b = life[n]
@@ -797,14 +825,25 @@ def _block_view(prog: ModelProgram, r: int, i: int):
             "K^T": R["K^T"], "V": R["V"], "slot0": R["slot0"], "slot1": R["slot1"],
             "pcache": R[_state(r, f"blocks.{i}", "pcache")]}
     for n in _SCRATCH:
-        view[n] = R[f"blocks.{i}.{n}"]
+        view[n] = R[f"blocks.{i}.{_IN_PLACE.get(n, n)}"]
     for k in LAYERS:
         view.update(_layer_regions(prog, r, f"blocks.{i}.{k}", k))
     for n in ("S.r", "O.r", "mask", *MOD_NAMES):
         view[n] = R[f"blocks.{i}.{n}"]
 
+    if prog.cfg.dram_width:
+        view["x.res"], view["h1.res"] = R[f"h.{i}.res"], R[f"blocks.{i}.h1.res"]
+    spills = {("ln1", "after"): ("DSTORE", f"h.{i}", f"h.{i}"),
+              ("res1", "before"): ("DLOAD", f"h.{i}.res", f"h.{i}"),
+              ("ln2", "after"): ("DSTORE", f"blocks.{i}.h1", f"blocks.{i}.h1"),
+              ("res2", "before"): ("DLOAD", f"blocks.{i}.h1.res", f"blocks.{i}.h1")}
+
     def around(e, k, when):
-        _around(prog, e, r, f"blocks.{i}.{k}", when)
+        if k in LAYERS:
+            _around(prog, e, r, f"blocks.{i}.{k}", when)
+        elif prog.cfg.dram_width:        # a residual out to DRAM or back (the VROW after waits)
+            op, region, obj = spills[k, when]
+            e.dram(op, "ABUF", R[region], prog.dram_map[_state(r, obj, "spill")].beat)
     return SimpleNamespace(blk=prog.model.blocks[i], cfg=prog.cfg, regions=view, around=around,
                            layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={},
                            state_streams={k: _state_stream(prog, r, f"blocks.{i}.{k}")
@@ -926,9 +965,10 @@ def _init(prog: ModelProgram):
         e.transfer("LOAD", "RBUF", R[f"blocks.{i}.O.r"])
         e.transfer("LOAD", "MASK", R[f"blocks.{i}.mask"])
         words += rwords + mwords
-    e.transfer("LOAD", "ABUF", R["pos"])
-    for row in prog._rows("pos", m.pos):
-        words += row_to_words(cfg, "ABUF", {"v": row})
+    if "pos" not in prog.dram_map:       # (through DRAM: in the image, loaded each step)
+        e.transfer("LOAD", "ABUF", R["pos"])
+        for row in prog._rows("pos", m.pos):
+            words += row_to_words(cfg, "ABUF", {"v": row})
     e.transfer("LOAD", "VBUF", R["one"])
     for row in m.one.reshape(-1, cfg.tile):
         words += row_to_words(cfg, "VBUF", {"v": row})
@@ -952,6 +992,8 @@ def _lower(prog: ModelProgram):
         e.section(p + "x_embed")
         _layer(prog, e, r, "x_embed", "patches")
         e.section(p + "pos")
+        if cfg.dram_width:               # in from DRAM (the VROW waits for it)
+            e.dram("DLOAD", "ABUF", R["pos"], prog.dram_map["pos"].beat)
         emit_token_rows(e, "gated_residual", N, D, D, R["pos"].base, R["h.0"].base,
                         vb=R["one"].base, c=R["x_embed.y"].base)
         e.transfer("STORE", "ABUF", R["h.0"], key=(r, "h0"))
