@@ -115,7 +115,6 @@ from dstar_rtl.golden.config import Config, ConfigError
 from dstar_rtl.golden.fmdq import dequant, quantize_subchannels
 from dstar_rtl.golden.layouts import pack, unpack
 from dstar_rtl.golden.schedule import Group, execute, schedule_tile
-from dstar_rtl.golden.schedule import Group as SliceGroup
 from dstar_rtl.program.dram import Dram
 from dstar_rtl.program.isa import (
     BUFFERS,
@@ -451,7 +450,7 @@ class CoreExecutor(VrowEngine):
         image = self.dram.read(byte, count * dram_row_bytes(self.cfg, buf))
         for r, word in zip(range(addr, addr + count), bytes_to_rows(self.cfg, buf, image)):
             if buf == "GMEM":
-                self.gmem[r] = (dense_int8.Int8Group if self.int8 else SliceGroup).from_word(
+                self.gmem[r] = (dense_int8.Int8Group if self.int8 else Group).from_word(
                     self.cfg, word)
             else:
                 self._set_row(buf, r, unpack(row_layout(self.cfg, buf), word))
