@@ -127,6 +127,22 @@ def _config_cell(preset: str, config_hash, **overrides) -> str:
     return f"`{config_hash}` (**not today's**)" if config_hash else "**unrecorded**"
 
 
+def _stale_headline() -> list:
+    """REPORT.md's first word on staleness: how many experiments of the registry are stale (the
+    last section lists them with why), so that no figure below is read as current unless its
+    experiment is."""
+    from dstar_rtl.app import experiments as ex
+
+    st = ex.stale(ex.read_ledger(REPORTS / ex.LEDGER.name), root=REPORTS.parent)
+    if not st:
+        return []
+    return [f"**{len(st)} of {len(ex.EXPERIMENTS)} experiments are stale** (their code, the "
+            "RTL, a tool or an experiment they read changed since they ran; the last section, "
+            "*Results and what is stale*, names each and why): a table below from one of them "
+            "shows the figures of the code it ran on. `dstar measure --stale` measures them "
+            "again.", ""]
+
+
 def registry_lines(stale: dict | None = None, ledger: dict | None = None) -> list:
     """REPORT.md's last section: every experiment of the registry (:mod:`app.experiments`),
     when ``dstar measure`` last recorded it and, if it is stale, why (``stale``/``ledger``:
@@ -422,6 +438,7 @@ def report_files(out: Path) -> tuple:
           "`make reports` runs every one of them (hours; `make bench`, `make profile` and "
           "`make board` run a part). One JSON per unit, preset and target is in "
           "`reports/units/`.", ""]
+    md += _stale_headline()
     md += _state_headline(_load_result(Projection, "projection"))
     md += _compare_section(_load_result(Compare, "compare"))
     shown = [u for u in units if u["target"] != "generic"]
