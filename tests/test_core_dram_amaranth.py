@@ -32,6 +32,7 @@ from dstar_rtl.sim.dram_programs import (
     every_buffer_program,
     group_stream_program,
     layer_program,
+    tiled_layer_program,
     transfer,
 )
 
@@ -158,3 +159,26 @@ def test_a_core_without_a_port_refuses_the_transfers():
     assert not hasattr(dut, "dram")
     r = run_core(dut, [_xfer(cfg, "DLOAD", "ABUF", 0, 1, 0), make_cmd(cfg, "END")], [])
     assert (r.error, r.error_index) == ("opcode", 0)
+
+
+@pytest.mark.parametrize("width,latency,stall", [(32, (1, 4), 0.2), (64, (0, 9), 0.4)])
+def test_a_layer_with_its_activations_by_token_tiles(width, latency, stall):
+    """sim.dram_programs.tiled_layer_program: input, output and state of a layer in two
+    reduction pieces, all by token tiles through DRAM beside the GEMMs; each step's output in
+    DRAM is the golden layer's, and the program has no hazard."""
+    from dstar_rtl.program.hazards import check_program
+
+    dut = _dut(width)
+    cfg = dut.cfg
+    prog = tiled_layer_program(cfg, 7)
+    assert check_program(cfg, core_for(cfg), [(prog.cmds, [])]) == 0
+    r = _both(dut, prog, seed=width + 3, latency=latency, stall=stall)
+    lay, T = prog.extra["layer"], cfg.tile
+    n = dram_row_bytes(cfg, "ABUF")
+    for s, x in enumerate(prog.extra["xs"]):
+        res = lay.step(x)
+        beat, stride = prog.extra["out"][s]
+        rows = [w for t in range(len(x) // T) for w in bytes_to_rows(
+            cfg, "ABUF", r.dram.read((beat + t * stride) * beat_bytes(cfg), 2 * T * n))]
+        got = rows_tensor([unpack(row_layout(cfg, "ABUF"), w)["v"] for w in rows], len(x), T)
+        np.testing.assert_array_equal(got, res.y, err_msg=f"y, step {s}")

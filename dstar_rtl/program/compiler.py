@@ -608,11 +608,15 @@ class PCacheStream:
 
 @dataclass(frozen=True)
 class StateStream:
-    """A layer's state streamed one token tile at a time (:func:`emit_layer`): its ``x̂``
-    (XBUF) and ``Y`` (YBUF) :class:`TileStream`, either None when that one is resident."""
+    """What of a layer moves through DRAM one token tile at a time (:func:`emit_layer`): its
+    ``x̂`` (XBUF) and ``Y`` (YBUF) :class:`TileStream`, and its input and output activations
+    (ABUF: ``ain`` loaded like the state, ``aout`` stored like it); None for what is
+    resident."""
 
     xhat: TileStream | None
     Y: TileStream | None
+    ain: TileStream | None = None
+    aout: TileStream | None = None
 
 
 def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces: int = 1,
@@ -623,14 +627,15 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
     ``R`` maps ``<k>.xhat``, ``<k>.Y``, ``<k>.W``, ``<k>.r``, ``<k>.y``, ``slot0`` and ``slot1``
     to their regions.
 
-    ``stream`` (a :class:`StateStream`): the state comes from DRAM one token tile at a time
-    into windows (tile ``t`` in window ``t`` mod their number, three: the tile the GEMMs use,
-    the one the QUANT fills, the one moving): tiles 0 and 1 are loaded first (the last DLOAD of
-    each signals ``TILE_IN``, which the tile's first QUANT waits on); after the first GEMM of
-    tile ``t`` the D engine stores tile ``t-1`` (waiting on ``TILE_DONE``, which tile ``t-1``'s
-    last GEMM signals) and loads tile ``t+2`` into the window it leaves, beside the GEMMs; the
-    last tile is stored after the loop. ``started(e)``, if given, runs once the first tiles are
-    asked for (what the layer's caller loads beside it)."""
+    ``stream`` (a :class:`StateStream`): the state (and, with ``ain``/``aout``, the input and
+    output activations) comes from DRAM one token tile at a time into windows (tile ``t`` in
+    window ``t`` mod their number, three: the tile the GEMMs use, the one the QUANT fills, the
+    one moving): tiles 0 and 1 are loaded first (the last DLOAD of each signals ``TILE_IN``,
+    which the tile's first QUANT waits on); after the first GEMM of tile ``t`` the D engine
+    stores tile ``t-1`` (state and output, waiting on ``TILE_DONE``, which tile ``t-1``'s last
+    GEMM signals) and loads tile ``t+2`` (input and state) into the windows it leaves, beside
+    the GEMMs; the last tile is stored after the loop. ``started(e)``, if given, runs once the
+    first tiles are asked for (what the layer's caller loads beside it)."""
     T = cfg.tile
     cin, cout = lay.W.shape
     nt, nb = N // T, cout // T
@@ -638,9 +643,9 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
     xa, xh, Yb = R[src].base, R[f"{k}.xhat"].base, R[f"{k}.Y"].base
     wb, rb, ya = R[f"{k}.W"].base, R[f"{k}.r"].base, R[f"{k}.y"].base
     diff = 0 if dense(cfg) else 1
-    if stream is not None and not diff:
+    if stream is not None and not diff and (stream.xhat or stream.Y):
         raise ValueError(f"layer {k!r}: the INT8 core's dense layers keep no state to stream")
-    if stream is not None and not (stream.xhat or stream.Y):
+    if stream is not None and not (stream.xhat or stream.Y or stream.ain or stream.aout):
         stream = None
 
     # The protocol's tiles: (token tile, first channel, channels) in order.
@@ -648,6 +653,7 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
     first = {t: min(i for i, x in enumerate(tiles) if x[0] == t) for t in range(nt)}
     last = {t: max(i for i, x in enumerate(tiles) if x[0] == t) for t in range(nt)}
     xs, ys = (stream.xhat, stream.Y) if stream else (None, None)
+    ai, ao = (stream.ain, stream.aout) if stream else (None, None)
 
     def xrow(t):             # x̂ of tile t: its window, or its rows of the resident region
         return xs.win[t % len(xs.win)] if xs else xh + t * cin
@@ -655,11 +661,19 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
     def yrow(t):
         return ys.win[t % len(ys.win)] if ys else Yb + t * nb * T
 
+    def arow(t):             # the input activations of tile t
+        return ai.win[t % len(ai.win)] if ai else xa + t * cin
+
+    def orow(t):             # its outputs
+        return ao.win[t % len(ao.win)] if ao else ya + t * cout
+
     def move(op, t, wait=0, signal=0):
-        """DLOAD or DSTORE of tile ``t``'s streamed x̂ and Y (the first waits on ``wait``,
-        the last signals ``signal``)."""
-        parts = [(b, ts, row(t), n) for b, ts, row, n in
-                 (("XBUF", xs, xrow, cin), ("YBUF", ys, yrow, cout)) if ts]
+        """DLOAD (the input, x̂, Y) or DSTORE (x̂, Y, the output) of tile ``t``'s streamed
+        parts (the first waits on ``wait``, the last signals ``signal``)."""
+        both = (("XBUF", xs, xrow, cin), ("YBUF", ys, yrow, cout))
+        each = ((("ABUF", ai, arow, cin),) + both if op == "DLOAD" else
+                both + (("ABUF", ao, orow, cout),))
+        parts = [(b, ts, row(t), n) for b, ts, row, n in each if ts]
         for i, (b, ts, base, n) in enumerate(parts):
             e.dram(op, b, Region(b, k, base, n), ts.beat + t * ts.stride,
                    wait=wait if i == 0 else 0, signal=signal if i == len(parts) - 1 else 0)
@@ -675,7 +689,7 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
     def quant(i):
         t, c0, n = tiles[i]
         tin = TILE_IN if stream and i == first[t] else 0
-        e("QUANT", wait=(FREE if i >= 2 else 0) | tin, signal=FULL, src=xa + t * cin + c0,
+        e("QUANT", wait=(FREE if i >= 2 else 0) | tin, signal=FULL, src=arow(t) + c0,
           xsrc=(xrow(t) + c0) * diff, nch=n, gdst=slots[i % 2], diff=diff)
 
     quant(0)
@@ -687,7 +701,7 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
             e("GEMM", wait=FULL if j == 0 else 0,
               signal=(FREE if j == nb - 1 and i + 2 < len(tiles) else 0) | done,
               gsrc=slots[i % 2], wbase=wb + j * cin + c0, ysrc=(yrow(t) + j * T) * diff,
-              rrow=rb + j, dst=ya + t * cout + j * T, accum=diff)
+              rrow=rb + j, dst=orow(t) + j * T, accum=diff)
             if stream and j == 0 and i == first[t]:
                 if t >= 1:
                     move("DSTORE", t - 1, wait=TILE_DONE)

@@ -11,6 +11,8 @@ and DRAM bytes.
   step's input comes in and the last step's output goes out while a step runs), its state
   stored to DRAM at the end, then a modulate VROW with VBUF operands and a softmax with MASK
   rows from DRAM.
+* :func:`tiled_layer_program`: a differential layer whose input, output and state all move
+  by token tiles through DRAM (program.compiler.emit_layer's StateStream).
 * :func:`group_stream_program`: QUANT tiles of random activations into GMEM, each group
   stream out to DRAM as a group stream (header and its groups only) and back into other GMEM
   rows, GEMMs from both copies; the outputs stored to the host must agree, and a stream whose
@@ -32,6 +34,7 @@ from dstar_rtl.program.isa import (
     DRAM_BUFFERS,
     beat_bytes,
     dram_beats,
+    dram_row_bytes,
     host_words_per_row,
     row_layout,
     rows_to_bytes,
@@ -41,7 +44,7 @@ from dstar_rtl.program.isa import (
 )
 
 __all__ = ["DramProgram", "every_buffer_program", "layer_program", "group_stream_program",
-           "transfer"]
+           "tiled_layer_program", "transfer"]
 
 
 @dataclass
@@ -215,3 +218,74 @@ def group_stream_program(cfg: Config, seed: int, tiles: int = 3) -> DramProgram:
     # A DLOAD that takes fewer rows than the last stream holds: the ``dram`` error.
     short = [transfer(cfg, "DLOAD", "GMEM", 0, 0, stream_at, groups=1), make_cmd(cfg, "END")]
     return DramProgram(cmds, image, dict(words=2 * tiles * T, short=short))
+
+
+def tiled_layer_program(cfg: Config, seed: int, steps: int = 2, tokens: int = 4) -> DramProgram:
+    """A differential layer (``tokens`` token tiles, 2 column blocks, 2 pieces) over ``steps``
+    steps with **everything** moved by token tiles through DRAM by :func:`program.compiler.
+    emit_layer`: each step's input tiles come in and its output tiles go out beside the
+    GEMMs with the state's (three windows each), nothing of the layer's activations or state
+    resident. ``extra``: ``layer``, ``xs``, ``out`` (per step the DRAM beat of the output's tile
+    0 and the beats between tiles)."""
+    from dstar_rtl.program.compiler import Emitter, Region, StateStream, TileStream, emit_layer
+
+    rng = np.random.default_rng(seed)
+    T = cfg.tile
+    N, cin, cout = tokens * T, 2 * T, 2 * T
+    nt, nob = N // T, cout // T
+    W = rng.integers(-127, 128, (cin, cout))
+    lay = DiffLinear(W, rng.uniform(0.002, 0.02, cout), cfg, bias=rng.uniform(-1, 1, cout),
+                     pieces=2)
+    x0 = rng.integers(-3000, 3000, (N, cin))
+    xs = [x0] + [x0 + rng.integers(-60, 60, (N, cin)) for _ in range(steps - 1)]
+    Bb = beat_bytes(cfg)
+
+    def stride(buf, rows):
+        return -(-rows * dram_row_bytes(cfg, buf) // Bb)
+
+    image, at = {}, 0
+
+    def place(buf, rows, data=None):
+        """A DRAM object of ``nt`` tiles of ``rows`` rows each: its first beat."""
+        nonlocal at
+        first = at
+        if data is not None:
+            for t in range(nt):
+                image[(first + t * stride(buf, rows)) * Bb] = rows_to_bytes(
+                    cfg, buf, data[t * rows:(t + 1) * rows])
+        at += nt * stride(buf, rows) + 2
+        return first
+
+    wrows = [pack(row_layout(cfg, "WMEM"), {"w": W[c, j * T:(j + 1) * T]})
+             for j in range(nob) for c in range(cin)]
+    image[at * Bb] = rows_to_bytes(cfg, "WMEM", wrows)
+    wbeat = at
+    at += dram_beats(cfg, "WMEM", len(wrows)) + 2
+    rrows = _rows_of_words(cfg, "RBUF", rbuf_words(cfg, lay))
+    image[at * Bb] = rows_to_bytes(cfg, "RBUF", rrows)
+    rbeat = at
+    at += dram_beats(cfg, "RBUF", len(rrows)) + 2
+    ins = [place("ABUF", cin, [pack(row_layout(cfg, "ABUF"), {"v": r})
+                               for r in tensor_rows(x, T)]) for x in xs]
+    outs = [place("ABUF", cout) for _ in xs]
+    xbeat, ybeat = place("XBUF", cin), place("YBUF", cout)
+    # Buffers: three windows of each; GMEM's two slots.
+    win = {b: tuple(i * 64 for i in range(3)) for b in ("XBUF", "YBUF")}
+    ain_w, aout_w = tuple(256 + i * 64 for i in range(3)), tuple(512 + i * 64 for i in range(3))
+    R = {"slot0": Region("GMEM", "s0", 0, 4 * cin), "slot1": Region("GMEM", "s1", 512, 4 * cin),
+         "x": Region("ABUF", "x", ain_w[0], cin), "L.y": Region("ABUF", "y", aout_w[0], cout),
+         "L.xhat": Region("XBUF", "xh", 0, cin), "L.Y": Region("YBUF", "Y", 0, cout),
+         "L.W": Region("WMEM", "W", 0, nob * cin), "L.r": Region("RBUF", "r", 0, nob)}
+    e = Emitter(cfg)
+    e.dram("DLOAD", "WMEM", R["L.W"], wbeat)
+    e.dram("DLOAD", "RBUF", R["L.r"], rbeat)
+    e("BARRIER")
+    for s in range(steps):
+        st = StateStream(TileStream(win["XBUF"], xbeat, stride("XBUF", cin)),
+                         TileStream(win["YBUF"], ybeat, stride("YBUF", cout)),
+                         TileStream(ain_w, ins[s], stride("ABUF", cin)),
+                         TileStream(aout_w, outs[s], stride("ABUF", cout)))
+        emit_layer(e, cfg, lay, N, R, "L", "x", pieces=2, stream=st)
+    cmds = e.cmds + [store_counters(), make_cmd(cfg, "END")]
+    return DramProgram(cmds, image, dict(layer=lay, xs=xs,
+                                         out=[(b, stride("ABUF", cout)) for b in outs]))

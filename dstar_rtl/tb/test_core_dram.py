@@ -1,7 +1,7 @@
 """cocotb tests of the core's DRAM port (docs/core.md §9) behind cocotbext-axi's AXI RAM, every
 channel paused at random: the programs of :mod:`sim.dram_programs` (every buffer through DRAM;
-a differential layer over steps with its operands, outputs and state moved beside the engines;
-group streams out and back)
+a differential layer over steps with its operands, outputs and state moved beside the engines,
+and one with its activations and state by token tiles; group streams out and back)
 return the executor's host words (the cycle counters of STORE CNT excepted) and leave the
 executor's bytes in DRAM; an error response stops the core with ``dram``."""
 
@@ -15,6 +15,7 @@ from dstar_rtl.sim.dram_programs import (
     every_buffer_program,
     group_stream_program,
     layer_program,
+    tiled_layer_program,
     transfer,
 )
 
@@ -55,6 +56,14 @@ async def a_layer_with_everything_in_dram(dut):
     tb = CoreTB(dut, gap=0.1, stall=0.2, cmd_gap=0.1, dram_pause=0.3)
     await tb.reset()
     await _check(tb, layer_program(tb.cfg, cocotb.RANDOM_SEED), "layer")
+
+
+@cocotb.test()
+async def a_layer_with_its_activations_by_token_tiles(dut):
+    """Input, output and state of a layer all by token tiles through DRAM beside the GEMMs."""
+    tb = CoreTB(dut, cmd_gap=0.1, dram_pause=0.3)
+    await tb.reset()
+    await _check(tb, tiled_layer_program(tb.cfg, cocotb.RANDOM_SEED), "tiled layer")
 
 
 @cocotb.test()
