@@ -98,7 +98,8 @@ from dstar_rtl.program.isa import (
 )
 
 __all__ = ["compile_block", "CoreProgram", "Region", "make_cmd", "FULL", "FREE", "D_READY",
-           "TILE_IN", "TILE_DONE", "StateStream", "TileStream", "PCacheStream", "Emitter",
+           "TILE_IN", "TILE_DONE", "StateStream", "TileStream", "PCacheStream", "AttnStream",
+           "Emitter",
            "group_rows", "dense", "emit_layer", "piece_bounds", "check_pieces",
            "ELEMENTWISE", "vrow_chunks", "emit_vrow", "emit_token_rows",
            "emit_block_body", "weight_words", "rbuf_words",
@@ -593,6 +594,32 @@ class TileStream:
 
 
 @dataclass(frozen=True)
+class AttnStream:
+    """A block's ``qk.y`` and ``v.y`` kept in DRAM by their layers (``qk``/``v``: the
+    :class:`TileStream` of their token tiles, 2·D and D rows a tile): attention loads one
+    head's Q and K (``qwin``, ``kwin``) and V (``vwin``) at a time, ``nt·d`` rows each, tile
+    ``t``'s ``d`` rows from ``t·d``."""
+
+    qk: TileStream
+    v: TileStream
+    qwin: int
+    kwin: int
+    vwin: int
+
+
+def _head_in(e: Emitter, cfg: Config, src: TileStream, c0: int, win: int, nt: int, d: int):
+    """DLOAD channels ``c0 .. c0+d-1`` of each of ``nt`` token tiles of an ABUF tensor in DRAM
+    (``src``) into ``win`` (tile ``t`` at ``win + t·d``); the rows must start on a beat."""
+    rb, bb = dram_row_bytes(cfg, "ABUF"), beat_bytes(cfg)
+    if c0 * rb % bb:
+        raise ValueError(f"a head's rows start {c0} rows into a token tile: {c0 * rb} bytes, "
+                         f"not a whole number of {bb}-byte beats (dram_width {cfg.dram_width})")
+    for t in range(nt):
+        e.dram("DLOAD", "ABUF", Region("ABUF", "head", win + t * d, d),
+               src.beat + t * src.stride + c0 * rb // bb)
+
+
+@dataclass(frozen=True)
 class PCacheStream:
     """A block's P cache kept in DRAM (program.model "DRAM"): two query tiles at a time in
     GMEM from ``window`` (``group_rows(N)`` rows a tile, tile ``qa`` in slot ``qa`` mod 2),
@@ -654,6 +681,7 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
     last = {t: max(i for i, x in enumerate(tiles) if x[0] == t) for t in range(nt)}
     xs, ys = (stream.xhat, stream.Y) if stream else (None, None)
     ai, ao = (stream.ain, stream.aout) if stream else (None, None)
+    loads, stores = bool(ai or xs or ys), bool(xs or ys or ao)     # what moves each tile
 
     def xrow(t):             # x̂ of tile t: its window, or its rows of the resident region
         return xs.win[t % len(xs.win)] if xs else xh + t * cin
@@ -678,7 +706,7 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
             e.dram(op, b, Region(b, k, base, n), ts.beat + t * ts.stride,
                    wait=wait if i == 0 else 0, signal=signal if i == len(parts) - 1 else 0)
 
-    if stream:
+    if loads:
         for t in range(min(2, nt)):
             move("DLOAD", t, signal=TILE_IN)
     if started:
@@ -688,7 +716,10 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
 
     def quant(i):
         t, c0, n = tiles[i]
-        tin = TILE_IN if stream and i == first[t] else 0
+        # A tile's windows are free once the D engine is past the tile three before: its
+        # DLOAD says so (the D engine stored that tile's first), or with nothing to load, that
+        # tile's DSTORE.
+        tin = TILE_IN if i == first[t] and (loads or (stores and t >= 3)) else 0
         e("QUANT", wait=(FREE if i >= 2 else 0) | tin, signal=FULL, src=arow(t) + c0,
           xsrc=(xrow(t) + c0) * diff, nch=n, gdst=slots[i % 2], diff=diff)
 
@@ -697,17 +728,18 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
         if i + 1 < len(tiles):
             quant(i + 1)
         for j in range(nb):
-            done = TILE_DONE if stream and j == nb - 1 and i == last[t] else 0
+            done = TILE_DONE if stores and j == nb - 1 and i == last[t] else 0
             e("GEMM", wait=FULL if j == 0 else 0,
               signal=(FREE if j == nb - 1 and i + 2 < len(tiles) else 0) | done,
               gsrc=slots[i % 2], wbase=wb + j * cin + c0, ysrc=(yrow(t) + j * T) * diff,
               rrow=rb + j, dst=orow(t) + j * T, accum=diff)
             if stream and j == 0 and i == first[t]:
-                if t >= 1:
-                    move("DSTORE", t - 1, wait=TILE_DONE)
-                if t + 2 < nt:
+                if t >= 1 and stores:
+                    move("DSTORE", t - 1, wait=TILE_DONE,
+                         signal=TILE_IN if not loads and t + 2 < nt else 0)
+                if t + 2 < nt and loads:
                     move("DLOAD", t + 2, signal=TILE_IN)
-    if stream:
+    if stores:
         move("DSTORE", nt - 1, wait=TILE_DONE)
     e("BARRIER")
 
@@ -767,12 +799,16 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
     nt = N // T
     qk, kt = R["qk.y"].base, R["K^T"].base
     stream = getattr(prog, "pcache_stream", None)
+    attn = getattr(prog, "attn_stream", None)
     slots = (R["slot0"].base, R["slot1"].base)
+
+    def q_row(h, qa):       # the first row of head h's queries of tile qa
+        return attn.qwin + qa * d if attn else qk + qa * 2 * D + h * d
 
     def scores(h, qa):
         if not dense(cfg):
             e("QCFG", base_log2=blk.B, thr=list(cfg.thr))
-        e("QUANT", signal=FULL, src=qk + qa * 2 * D + h * d, nch=d, gdst=slots[qa % 2])
+        e("QUANT", signal=FULL, src=q_row(h, qa), nch=d, gdst=slots[qa % 2])
         kept = [kb for kb in range(nt) if blk.mask[h, qa, kb]]
         for i, kb in enumerate(kept):
             # The drain finds each query's max over the kept keys (RMAX) on the way.
@@ -784,7 +820,12 @@ def _attention_cache(prog: CoreProgram, e: Emitter):
             e("NOP", signal=S_READY)
 
     for h in range(H):
-        emit_kv(e, cfg, qk + D + h * d, 2 * D, N, d, SREG_K, kt)
+        if attn:            # the head's Q and K in from DRAM (the VROWs below wait for them)
+            _head_in(e, cfg, attn.qk, h * d, attn.qwin, nt, d)
+            _head_in(e, cfg, attn.qk, D + h * d, attn.kwin, nt, d)
+            emit_kv(e, cfg, attn.kwin, d, N, d, SREG_K, kt)
+        else:
+            emit_kv(e, cfg, qk + D + h * d, 2 * D, N, d, SREG_K, kt)
         scores(h, 0)
         for qa in range(nt):
             emit_vrow(e, "softmax_mx", wait=S_READY, signal=P_READY, overlap=1, R=T, n=N,
@@ -839,9 +880,14 @@ def _attention_every(prog: CoreProgram, e: Emitter):
         # The head's max |v| over sub-channels (one VPU row per token tile, as for K: a
         # token-row walk pays each row's fixed cycles N times); its INT8 rows by token rows,
         # the layout the P·V GEMM reads (WMEM row = key, T columns of the head).
-        a = R["v.y"].base + h * d
-        emit_kv(e, cfg, a, D, N, d, SREG_V)
-        emit_vrow(e, "kv_quant", R=N, n=d, a=a, C=D, dst=vw, sreg=SREG_V)
+        attn = getattr(prog, "attn_stream", None)
+        if attn:            # the head's V in from DRAM (the VROWs wait for it)
+            _head_in(e, cfg, attn.v, h * d, attn.vwin, N // T, d)
+            a, C = attn.vwin, d
+        else:
+            a, C = R["v.y"].base + h * d, D
+        emit_kv(e, cfg, a, C, N, d, SREG_V)
+        emit_vrow(e, "kv_quant", R=N, n=d, a=a, C=C, dst=vw, sreg=SREG_V)
         nt, nb = N // T, dp // T
         if stream:              # the head's first two P tiles in from DRAM
             for qa in range(min(2, nt)):

@@ -79,6 +79,7 @@ from dstar_rtl.models.dit_int_model import IntDiT, ModelStep
 from dstar_rtl.program.compiler import (
     BUF_ORDER,
     D_READY,
+    AttnStream,
     Emitter,
     PCacheStream,
     Region,
@@ -728,6 +729,13 @@ def _plan(prog: ModelProgram, force: set):
             stride = -(-n * dram_row_bytes(cfg, "ABUF") // bb)
             prog.dram_map[key] = DramObject(beat, n, "ABUF", n, stride)
             beat += stride
+        for r in range(prog.rows):       # qk.y and v.y, by token tiles
+            for i in range(depth):
+                for k, per in (("qk", 2 * D), ("v", D)):
+                    stride = -(-per * dram_row_bytes(cfg, "ABUF") // bb)
+                    prog.dram_map[_state(r, f"blocks.{i}.{k}", "y")] = DramObject(
+                        beat, nt * per, "ABUF", per, stride)
+                    beat += nt * stride
     if dram and depth:                   # each block's P cache, one group stream a tile
         g = group_rows(cfg, N)
         stride = 1 + -(-g * dram_row_bytes(cfg, "GMEM") // bb)
@@ -762,8 +770,17 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
         # h1 after ln2 and back for res2; otherwise both stay.
         xr, h1r = (f"{x}.res", f"{b['h1']}.res") if dram else (x, b["h1"])
         rows[xr], rows[h1r] = nt * D, nt * D
-        ops += [([b["ln1"]], [x]), ([], [x]), ([b["a"]], [b["ln1"]]), ([b["qk.y"]], [b["a"]]),
-                ([b["v.y"]], [b["a"]]), ([b["S"], b["P"]], [b["qk.y"]]), ([b["o"]], [b["v.y"]]),
+        if dram:    # qk.y and v.y go out by token tiles; attention takes one head at a time
+            d = s.head_dim
+            qkw, vw = f"blocks.{i}.qk.win", f"blocks.{i}.v.win"
+            hq, hv = f"blocks.{i}.attn.qk", f"blocks.{i}.attn.v"
+            rows.update({qkw: 3 * 2 * D, vw: 3 * D, hq: 2 * nt * d, hv: nt * d})
+            att = [([qkw], [b["a"]]), ([vw], [b["a"]]), ([hq], []), ([b["S"], b["P"]], [hq]),
+                   ([hv], []), ([b["o"]], [hv])]
+        else:
+            att = [([b["qk.y"]], [b["a"]]), ([b["v.y"]], [b["a"]]),
+                   ([b["S"], b["P"]], [b["qk.y"]]), ([b["o"]], [b["v.y"]])]
+        ops += [([b["ln1"]], [x]), ([], [x]), ([b["a"]], [b["ln1"]]), *att,
                 ([b["proj.y"]], [b["o"]]), ([xr], []), ([b["h1"]], [xr, b["proj.y"]]),
                 ([b["ln2"]], [b["h1"]]), ([], [b["h1"]]), ([b["m"]], [b["ln2"]]),
                 ([b["fc1.y"]], [b["m"]]), ([b["gelu"]], [b["fc1.y"]]),
@@ -825,7 +842,8 @@ def _block_view(prog: ModelProgram, r: int, i: int):
             "K^T": R["K^T"], "V": R["V"], "slot0": R["slot0"], "slot1": R["slot1"],
             "pcache": R[_state(r, f"blocks.{i}", "pcache")]}
     for n in _SCRATCH:
-        view[n] = R[f"blocks.{i}.{_IN_PLACE.get(n, n)}"]
+        if f"blocks.{i}.{_IN_PLACE.get(n, n)}" in R:     # (through DRAM qk.y, v.y: below)
+            view[n] = R[f"blocks.{i}.{_IN_PLACE.get(n, n)}"]
     for k in LAYERS:
         view.update(_layer_regions(prog, r, f"blocks.{i}.{k}", k))
     for n in ("S.r", "O.r", "mask", *MOD_NAMES):
@@ -833,6 +851,14 @@ def _block_view(prog: ModelProgram, r: int, i: int):
 
     if prog.cfg.dram_width:
         view["x.res"], view["h1.res"] = R[f"h.{i}.res"], R[f"blocks.{i}.h1.res"]
+        view["qk.y"], view["v.y"] = R[f"blocks.{i}.qk.win"], R[f"blocks.{i}.v.win"]
+        qk, v = (prog.dram_map[_state(r, f"blocks.{i}.{k}", "y")] for k in ("qk", "v"))
+        nt_d = prog.model.spec.tokens // prog.cfg.tile * prog.model.spec.head_dim
+        attn = AttnStream(TileStream((), qk.beat, qk.stride), TileStream((), v.beat, v.stride),
+                          R[f"blocks.{i}.attn.qk"].base, R[f"blocks.{i}.attn.qk"].base + nt_d,
+                          R[f"blocks.{i}.attn.v"].base)
+    else:
+        attn = None
     spills = {("ln1", "after"): ("DSTORE", f"h.{i}", f"h.{i}"),
               ("res1", "before"): ("DLOAD", f"h.{i}.res", f"h.{i}"),
               ("ln2", "after"): ("DSTORE", f"blocks.{i}.h1", f"blocks.{i}.h1"),
@@ -848,7 +874,7 @@ def _block_view(prog: ModelProgram, r: int, i: int):
                            layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={},
                            state_streams={k: _state_stream(prog, r, f"blocks.{i}.{k}")
                                           for k in LAYERS},
-                           pcache_stream=_pcache_stream(prog, r, i))
+                           pcache_stream=_pcache_stream(prog, r, i), attn_stream=attn)
 
 
 def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
@@ -900,7 +926,14 @@ def _state_stream(prog: ModelProgram, r: int, name: str) -> StateStream | None:
     for buf in ("XBUF", "YBUF"):
         obj = prog.dram_map.get(_state(r, name, _SUFFIX[buf]))
         parts[buf] = obj and TileStream(prog.tile_windows[buf], obj.beat, obj.stride)
-    return StateStream(parts["XBUF"], parts["YBUF"]) if any(parts.values()) else None
+    out = prog.dram_map.get(_state(r, name, "y"))       # qk.y, v.y: out by token tiles
+    if out is not None:
+        w = prog.regions[f"{name}.win"]
+        parts["ABUF"] = TileStream(tuple(w.base + j * out.tile_rows for j in range(3)),
+                                   out.beat, out.stride)
+    if not any(parts.values()):
+        return None
+    return StateStream(parts["XBUF"], parts["YBUF"], aout=parts.get("ABUF"))
 
 
 def _pcache_stream(prog: ModelProgram, r: int, i: int) -> PCacheStream | None:
