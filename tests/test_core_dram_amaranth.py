@@ -78,8 +78,7 @@ def _both(dut, prog, *, seed=0, latency=(1, 1), stall=0.0):
     return r
 
 
-@pytest.mark.parametrize("width,latency,stall", [(32, (1, 1), 0.0), (64, (0, 7), 0.3),
-                                                 (128, (3, 12), 0.5)])
+@pytest.mark.parametrize("width,latency,stall", [(32, (1, 1), 0.0), (128, (3, 12), 0.5)])
 def test_every_buffer_through_dram(width, latency, stall):
     """sim.dram_programs.every_buffer_program: the bursts split at 16 beats and at 4 KiB."""
     dut = _dut(width)
@@ -89,7 +88,7 @@ def test_every_buffer_through_dram(width, latency, stall):
     assert any(a % 4096 == 0 for a, _n in r.axi.reads)
 
 
-@pytest.mark.parametrize("width,latency,stall", [(32, (1, 4), 0.2), (64, (0, 10), 0.5)])
+@pytest.mark.parametrize("width,latency,stall", [(64, (0, 10), 0.5)])
 def test_a_layer_with_everything_in_dram(width, latency, stall):
     """sim.dram_programs.layer_program; each step's y in DRAM is the golden layer's."""
     dut = _dut(width)
@@ -107,7 +106,7 @@ def test_a_layer_with_everything_in_dram(width, latency, stall):
         np.testing.assert_array_equal(got, res.y, err_msg=f"y, step {s}")
 
 
-@pytest.mark.parametrize("width,latency,stall", [(32, (1, 3), 0.2), (64, (0, 9), 0.4)])
+@pytest.mark.parametrize("width,latency,stall", [(32, (1, 3), 0.2)])
 def test_group_streams_through_dram(width, latency, stall):
     """sim.dram_programs.group_stream_program: each tile's groups out as a group stream and
     back; the GEMMs of both copies agree (and equal the executor's); a DLOAD too short for a
@@ -161,7 +160,7 @@ def test_a_core_without_a_port_refuses_the_transfers():
     assert (r.error, r.error_index) == ("opcode", 0)
 
 
-@pytest.mark.parametrize("width,latency,stall", [(32, (1, 4), 0.2), (64, (0, 9), 0.4)])
+@pytest.mark.parametrize("width,latency,stall", [(64, (0, 9), 0.4)])
 def test_a_layer_with_its_activations_by_token_tiles(width, latency, stall):
     """sim.dram_programs.tiled_layer_program: input, output and state of a layer in two
     reduction pieces, all by token tiles through DRAM beside the GEMMs; each step's output in
