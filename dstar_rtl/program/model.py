@@ -663,6 +663,14 @@ def _plan(prog: ModelProgram, force: set):
     prog.order = layer_names(depth)
     bb = beat_bytes(cfg) if dram else 1
     beat = 0
+
+    def in_dram(key, buf, rows, tile_rows):
+        """Place DRAM object ``key`` (``rows`` of ``buf`` in pieces of ``tile_rows``, each
+        from a beat) after the ones before."""
+        nonlocal beat
+        stride = -(-tile_rows * dram_row_bytes(cfg, buf) // bb)
+        prog.dram_map[key] = DramObject(beat, rows, buf, tile_rows, stride)
+        beat += rows // tile_rows * stride
     for buf in STREAMABLE:
         rows_of = [None] if buf == "WMEM" else list(range(prog.rows))
         objs = [(r, n) for r in rows_of for n in prog.layers]
@@ -699,9 +707,7 @@ def _plan(prog: ModelProgram, force: set):
             take(buf, key, unit[o] if o in streamed else size[o],
                  base=at if o in streamed else None)
             if dram and o in streamed:
-                stride = -(-unit[o] * dram_row_bytes(cfg, buf) // bb)
-                prog.dram_map[key] = DramObject(beat, size[o], buf, unit[o], stride)
-                beat += size[o] // unit[o] * stride
+                in_dram(key, buf, size[o], unit[o])
         prog.streamed[buf] = list(dict.fromkeys(n for _, n in streamed))
         prog.streamed_rows[buf] = streamed
     if dram:       # a layer's RBUF rows travel with its weights: two windows, like theirs
@@ -713,9 +719,7 @@ def _plan(prog: ModelProgram, force: set):
         for n in prog.layers:
             if n in moving:
                 take("RBUF", f"{n}.r", rrows[n], base=rbase + window * (prog.order.index(n) % 2))
-                stride = -(-rrows[n] * dram_row_bytes(cfg, "RBUF") // bb)
-                prog.dram_map[f"{n}.r"] = DramObject(beat, rrows[n], "RBUF", rrows[n], stride)
-                beat += stride
+                in_dram(f"{n}.r", "RBUF", rrows[n], rrows[n])
             else:
                 take("RBUF", f"{n}.r", rrows[n])
         over = top["RBUF"] - buffer_depth(prog.core, "RBUF")
@@ -723,19 +727,13 @@ def _plan(prog: ModelProgram, force: set):
             raise ValueError(f"the model does not fit: RBUF needs {top['RBUF']} rows, the core "
                              f"has {buffer_depth(prog.core, 'RBUF')} (rbuf_rows)")
     if dram:       # pos, and each row's residuals of every block, wait in DRAM
-        for key, n in ([("pos", nt * D)] +
-                       [(_state(r, f"{h}", "spill"), nt * D) for r in range(prog.rows)
-                        for i in range(depth) for h in (f"h.{i}", f"blocks.{i}.h1")]):
-            stride = -(-n * dram_row_bytes(cfg, "ABUF") // bb)
-            prog.dram_map[key] = DramObject(beat, n, "ABUF", n, stride)
-            beat += stride
-        for r in range(prog.rows):       # qk.y and v.y, by token tiles
+        in_dram("pos", "ABUF", nt * D, nt * D)
+        for r in range(prog.rows):
             for i in range(depth):
-                for k, per in (("qk", 2 * D), ("v", D)):
-                    stride = -(-per * dram_row_bytes(cfg, "ABUF") // bb)
-                    prog.dram_map[_state(r, f"blocks.{i}.{k}", "y")] = DramObject(
-                        beat, nt * per, "ABUF", per, stride)
-                    beat += nt * stride
+                for h in (f"h.{i}", f"blocks.{i}.h1"):
+                    in_dram(_state(r, h, "spill"), "ABUF", nt * D, nt * D)
+                for k, per in (("qk", 2 * D), ("v", D)):      # qk.y and v.y, by token tiles
+                    in_dram(_state(r, f"blocks.{i}.{k}", "y"), "ABUF", nt * per, per)
     if dram and depth:                   # each block's P cache, one group stream a tile
         g = group_rows(cfg, N)
         stride = 1 + -(-g * dram_row_bytes(cfg, "GMEM") // bb)
