@@ -37,7 +37,8 @@ def sample_markdown(rec: Sample, png_name: str = "sample.png") -> str:
                       f"step** ({core.batch_rows} batch row(s), {core.runs} simulator "
                       f"run(s), {core.commands_per_step:,} commands per step). Buffers set: "
                       + (", ".join(f"`{k}={v}`" for k, v in depths.items()) or "the preset's")
-                      + ". Streamed through the host port: "
+                      + ". Streamed through "
+                      + ("DRAM" if cfg.get("dram_width") else "the host port") + ": "
                       + (", ".join(f"{n} layers' {b}" for b, n in streamed.items()) or "nothing")
                       + ".",
                   "", f"Core cycles per step: mean {cps['mean']:,.0f}, "
