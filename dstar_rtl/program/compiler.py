@@ -490,14 +490,16 @@ class Emitter:
                  buf=DRAM_BUFFERS.index(buf), addr=reg.base + a, count=n,
                  dram=beat + a * rb // bb)
 
-    def transfer(self, op: str, buf: str, reg: Region, zero: int = 0, key: str | None = None):
+    def transfer(self, op: str, buf: str, reg: Region, zero: int = 0, key: str | None = None,
+                 offset: int = 0):
         """LOAD/STORE of a whole region, split at :data:`MAX_COUNT` rows; ``key`` names the host
-        tensor the rows come from or go to (the tag ``(key, first row)`` of each command)."""
+        tensor the rows come from or go to (the tag ``(key, first row)`` of each command, the
+        region's rows starting ``offset`` rows into that tensor)."""
         for a in range(0, reg.rows, MAX_COUNT):
             f = dict(buf=BUFFERS.index(buf), addr=reg.base + a, count=min(MAX_COUNT, reg.rows - a))
             if op == "LOAD":
                 f["zero"] = zero
-            self(op, tag=None if key is None else (key, a), **f)
+            self(op, tag=None if key is None else (key, offset + a), **f)
 
 
 #: VPU operations that work element by element along a row (their VBUF operands per channel,

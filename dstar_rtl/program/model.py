@@ -618,11 +618,17 @@ def _plan(prog: ModelProgram, force: set):
     for i in range(depth):
         take("RBUF", f"blocks.{i}.S.r", 1)
         take("RBUF", f"blocks.{i}.O.r", 1)
-    take("VBUF", "mods", (len(MOD_NAMES) * depth + 2) * D // T)
+    per = len(MOD_NAMES) * D // T                  # one block's adaLN vectors
+    if cfg.dram_width:   # one block's vectors at a time (the host sends each before its block)
+        take("VBUF", "mods", per + 2 * D // T)
+        blocks_at = [0] * depth
+    else:                # every block's, sent at the step's start
+        take("VBUF", "mods", (len(MOD_NAMES) * depth + 2) * D // T)
+        blocks_at = [i * per for i in range(depth)]
     for i in range(depth):
         for j, n in enumerate(MOD_NAMES):
-            take("VBUF", f"blocks.{i}.{n}", D // T, base=(i * len(MOD_NAMES) + j) * D // T)
-    base = len(MOD_NAMES) * depth * D // T
+            take("VBUF", f"blocks.{i}.{n}", D // T, base=blocks_at[i] + j * D // T)
+    base = per if cfg.dram_width else len(MOD_NAMES) * depth * D // T
     take("VBUF", "final.shift", D // T, base=base)
     take("VBUF", "final.scale", D // T, base=base + D // T)
     take("VBUF", "one", D // T)
@@ -1018,7 +1024,13 @@ def _lower(prog: ModelProgram):
         p = f"r{r}." if prog.rows > 1 else ""
         e.section(p + "load")
         e.transfer("LOAD", "ABUF", R["patches"], key=(r, "patches"))
-        e.transfer("LOAD", "VBUF", R["mods"], key=(r, "mods"))
+        per = len(MOD_NAMES) * D // cfg.tile
+        depth = len(m.blocks)
+        if cfg.dram_width:               # the final layer's vectors now, each block's before it
+            e.transfer("LOAD", "VBUF", Region("VBUF", "mods", per, 2 * D // cfg.tile),
+                       key=(r, "mods"), offset=depth * per)
+        else:
+            e.transfer("LOAD", "VBUF", R["mods"], key=(r, "mods"))
         e("VPARAM", value=m.eps_q)
         e.section(p + "x_embed")
         _layer(prog, e, r, "x_embed", "patches")
@@ -1030,6 +1042,9 @@ def _lower(prog: ModelProgram):
         e.transfer("STORE", "ABUF", R["h.0"], key=(r, "h0"))
         for i in range(len(m.blocks)):
             view = _block_view(prog, r, i)
+            if cfg.dram_width:           # this block's adaLN vectors (H waits for every engine)
+                e.transfer("LOAD", "VBUF", Region("VBUF", "mods", 0, per), key=(r, "mods"),
+                           offset=i * per)
             emit_block_body(view, e, prefix=f"{p}blocks.{i}.")
             e.section(f"{p}blocks.{i}.store")
             e.transfer("STORE", "ABUF", view.regions["out"], key=(r, f"blocks.{i}.out"))
