@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections import deque
 
 from dstar_rtl.program.dram import Dram
+from dstar_rtl.rtl.axi import BOUNDARY
 
 __all__ = ["AxiRamModel"]
-
-BOUNDARY = 4096
 
 
 class AxiRamModel:
