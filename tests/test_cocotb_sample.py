@@ -153,13 +153,16 @@ def test_reduced_dit_s_checkpoint_on_the_fpga_core(tmp_path, capsys, simulator):
     assert rec["core"]["bit_exact"] and len(rec["samples"][0]["per_step"]) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_tiny_model_through_dram(simulator):
     """Every layer's weights, x-hat and Y in DRAM behind the core's AXI4 port (cocotbext-axi's
     RAM, paused at random), each layer's objects loaded beside the layer before it: the images
     equal golden-int's, the state in DRAM is checked after every step, nothing streams through
-    the host."""
+    the host. In make regress: the fast tier runs the same program on the executor
+    (tests/test_core_model.py) and the DRAM port's testbench on both simulators
+    (tests/test_cocotb_core.py::test_core_dram_port)."""
     cfg = preset("tiny", dram_width=32)
     # Icarus, about ten times slower per cycle: the cache step (both steps on Verilator).
     steps = 2 if simulator == "verilator" else 1

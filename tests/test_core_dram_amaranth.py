@@ -78,7 +78,8 @@ def _both(dut, prog, *, seed=0, latency=(1, 1), stall=0.0):
     return r
 
 
-@pytest.mark.parametrize("width,latency,stall", [(32, (1, 1), 0.0), (128, (3, 12), 0.5)])
+@pytest.mark.parametrize("width,latency,stall", [
+    (32, (1, 1), 0.0), pytest.param(128, (3, 12), 0.5, marks=pytest.mark.slow)])
 def test_every_buffer_through_dram(width, latency, stall):
     """sim.dram_programs.every_buffer_program: the bursts split at 16 beats and at 4 KiB."""
     dut = _dut(width)

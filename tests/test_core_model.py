@@ -52,10 +52,12 @@ def _sample(host, ex, seed, label):
     ((), 2, {"gmem_rows": 2048, "ybuf_rows": 2048}),    # two rows, everything resident
     ((), 1, {"datapath": "int8"}),                   # the INT8 core: dense, no state
     (("WMEM",), 2, {"datapath": "int8", "sar_interval": 1}),
-    # Through the DRAM port: every object, what does not fit, the INT8 core's weights.
+    # Through the DRAM port: every object, what does not fit (two rows), the INT8 core's
+    # weights (the last two in make regress).
     (("WMEM", "XBUF", "YBUF"), 1, {"dram_width": 32}),
-    ((), 2, {"dram_width": 64, "sar_interval": 1}),
-    (("WMEM",), 1, {"datapath": "int8", "dram_width": 64}),
+    pytest.param((), 2, {"dram_width": 64, "sar_interval": 1}, marks=pytest.mark.slow),
+    pytest.param(("WMEM",), 1, {"datapath": "int8", "dram_width": 64},
+                 marks=pytest.mark.slow),
 ])
 def test_the_program_equals_the_integer_model(params, stream, rows, overrides):
     cfg = preset("tiny", **overrides)
