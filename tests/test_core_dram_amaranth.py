@@ -89,7 +89,7 @@ def test_every_buffer_through_dram(width, latency, stall):
     assert any(a % 4096 == 0 for a, _n in r.axi.reads)
 
 
-@pytest.mark.parametrize("width,latency,stall", [(64, (0, 10), 0.5)])
+@pytest.mark.parametrize("width,latency,stall", [(32, (0, 10), 0.5)])
 def test_a_layer_with_everything_in_dram(width, latency, stall):
     """sim.dram_programs.layer_program; each step's y in DRAM is the golden layer's."""
     dut = _dut(width)
@@ -161,7 +161,7 @@ def test_a_core_without_a_port_refuses_the_transfers():
     assert (r.error, r.error_index) == ("opcode", 0)
 
 
-@pytest.mark.parametrize("width,latency,stall", [(64, (0, 9), 0.4)])
+@pytest.mark.parametrize("width,latency,stall", [(32, (0, 9), 0.4)])
 def test_a_layer_with_its_activations_by_token_tiles(width, latency, stall):
     """sim.dram_programs.tiled_layer_program: input, output and state of a layer in two
     reduction pieces, all by token tiles through DRAM beside the GEMMs; each step's output in

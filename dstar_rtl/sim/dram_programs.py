@@ -6,9 +6,9 @@ and DRAM bytes.
 * :func:`every_buffer_program`: DLOAD rows of every buffer from a random image (one transfer
   across a 4 KiB boundary), DSTORE the storable ones elsewhere, STORE three to the host and the
   counters.
-* :func:`layer_program`: a differential layer (2 token tiles, 2 column blocks) over steps whose
-  weights, RBUF rows, inputs and outputs move through DRAM beside the Q and M engines (the next
-  step's input comes in and the last step's output goes out while a step runs), its state
+* :func:`layer_program`: a differential layer (2 token tiles, 2 column blocks) over two steps
+  whose weights, RBUF rows, inputs and outputs move through DRAM beside the Q and M engines (the
+  next step's input comes in and the last step's output goes out while a step runs), its state
   stored to DRAM at the end, then a modulate VROW with VBUF operands and a softmax with MASK
   rows from DRAM.
 * :func:`tiled_layer_program`: a differential layer whose input, output and state all move
@@ -91,7 +91,7 @@ def _rows_of_words(cfg, buf, host_words):
             for i in range(0, len(host_words), k)]
 
 
-def layer_program(cfg: Config, seed: int, steps: int = 3) -> DramProgram:
+def layer_program(cfg: Config, seed: int, steps: int = 2) -> DramProgram:
     """Module docstring. ``extra``: ``layer`` (the DiffLinear), ``xs`` (the inputs of the
     steps), ``out_beats`` (the DRAM beat of each step's output), ``yrows`` (its rows)."""
     rng = np.random.default_rng(seed)
