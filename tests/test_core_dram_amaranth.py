@@ -3,7 +3,8 @@
 the ISA executor (host words, DRAM bytes, event counters); a differential layer over steps with
 its weights, requantization rows, inputs, outputs and state moved through DRAM beside the
 engines equals the executor and golden.differential.DiffLinear; an error response stops the
-core with ``dram``; the dispatcher refuses what the ISA refuses."""
+core with ``dram``; the dispatcher refuses what the ISA refuses. The programs run in make
+regress here (the fast tier runs them on both simulators, tb/test_core_dram.py)."""
 
 import numpy as np
 import pytest
@@ -78,8 +79,8 @@ def _both(dut, prog, *, seed=0, latency=(1, 1), stall=0.0):
     return r
 
 
-@pytest.mark.parametrize("width,latency,stall", [
-    (32, (1, 1), 0.0), pytest.param(128, (3, 12), 0.5, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("width,latency,stall", [(32, (1, 1), 0.0), (128, (3, 12), 0.5)])
 def test_every_buffer_through_dram(width, latency, stall):
     """sim.dram_programs.every_buffer_program: the bursts split at 16 beats and at 4 KiB."""
     dut = _dut(width)
@@ -89,6 +90,7 @@ def test_every_buffer_through_dram(width, latency, stall):
     assert any(a % 4096 == 0 for a, _n in r.axi.reads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width,latency,stall", [(32, (0, 10), 0.5)])
 def test_a_layer_with_everything_in_dram(width, latency, stall):
     """sim.dram_programs.layer_program; each step's y in DRAM is the golden layer's."""
@@ -107,6 +109,7 @@ def test_a_layer_with_everything_in_dram(width, latency, stall):
         np.testing.assert_array_equal(got, res.y, err_msg=f"y, step {s}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width,latency,stall", [(32, (1, 3), 0.2)])
 def test_group_streams_through_dram(width, latency, stall):
     """sim.dram_programs.group_stream_program: each tile's groups out as a group stream and
@@ -161,6 +164,7 @@ def test_a_core_without_a_port_refuses_the_transfers():
     assert (r.error, r.error_index) == ("opcode", 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width,latency,stall", [(32, (0, 9), 0.4)])
 def test_a_layer_with_its_activations_by_token_tiles(width, latency, stall):
     """sim.dram_programs.tiled_layer_program: input, output and state of a layer in two
