@@ -14,11 +14,14 @@ row) in above what it holds, so rows and beats of any sizes pass at the rate of 
   the gearbox; a row leaves it whenever it holds one and the buffer's write port is free of
   the other engines (D asks last: ``wgrant``).
 * **DSTORE.** Rows are read from the buffer (when its read port is free: ``rgrant``; the data
-  comes the cycle after) into the gearbox while it has room; a beat leaves whenever the gearbox
-  holds one (or the transfer's last bytes), with ``wstrb`` covering exactly the image's bytes
-  on the last beat. The write-address side issues bursts ahead of the data, at most
-  :data:`WRITE_BURSTS` without their response; the command is done when every response has
-  come back.
+  comes the cycle after) into the gearbox while it has room; a beat leaves into a write queue
+  (two bursts) whenever the gearbox holds one (or the transfer's last bytes), with ``wstrb``
+  covering exactly the image's bytes on the last beat. A burst's address goes out once the
+  queue holds its beats (or the last of them), at most :data:`WRITE_BURSTS` without their
+  response, its length queued for ``wlast``; so a group stream (``groups``: GMEM rows through
+  the first ``last`` one, one at a time) learns its length on the way and ends with its header
+  beat at the transfer's first beat. The command is done when every response has come back.
+* **DLOAD of a group stream** reads its header beat first and then its rows.
 
 An error response (``rresp`` or ``bresp`` not OKAY) raises the ``dram`` fault; the engine then
 writes no more rows and sends the rest of its write data with no strobes, so the bus is left
