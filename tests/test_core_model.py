@@ -197,7 +197,7 @@ def test_every_abuf_tensor_takes_its_own_size(params):
 
 
 def test_a_model_too_big_names_every_buffer(params, digits):
-    with pytest.raises(ValueError, match=r"ABUF needs 6208 rows, the core has 4096 .*"
+    with pytest.raises(ValueError, match=r"ABUF needs \d+ rows, the core has 4096 .*"
                                          r"GMEM needs 34816 rows"):
         compile_model(digits[0], isa.core_for(preset("fpga")))
     with pytest.raises(ValueError, match="rows must be an integer in 1..16"):

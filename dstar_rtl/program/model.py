@@ -752,7 +752,9 @@ def _plan(prog: ModelProgram, force: set):
 
 def _abuf_ops(prog: ModelProgram) -> tuple:
     """One batch row's step as a sequence of ``(written, read)`` ABUF tensor names (a layer,
-    a VROW, a STORE or an attention part is one entry), and every tensor's rows."""
+    a VROW, a STORE or an attention part is one entry), every tensor's rows, and (through
+    DRAM, where ABUF is small) the ``(result, input)`` pairs whose result is written over its
+    input (:func:`_shared_offsets`)."""
     m, T = prog.model, prog.cfg.tile
     s = m.spec
     N, D, M, nt = s.tokens, s.hidden, s.mlp_hidden, s.tokens // T
@@ -764,6 +766,7 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
     ops = [(["patches"], []), (["x_embed.y"], ["patches"]), (pos, []),
            (["h.0"], ["x_embed.y"] + pos), ([], ["h.0"])]
     rows["pos"] = nt * D
+    shares = [("x_embed.y", "patches"), ("h.0", "pos")] if dram else []
     for i in range(len(m.blocks)):
         b = {n: f"blocks.{i}.{_IN_PLACE.get(n, n)}" for n in _SCRATCH}
         for n, w in _SCRATCH.items():
@@ -784,6 +787,9 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
         else:
             att = [([b["qk.y"]], [b["a"]]), ([b["v.y"]], [b["a"]]),
                    ([b["S"], b["P"]], [b["qk.y"]]), ([b["o"]], [b["v.y"]])]
+        if dram:    # a layer's output over its input, a residual sum over the output it adds
+            shares += [(b["proj.y"], b["o"]), (b["h1"], b["proj.y"]), (b["fc1.y"], b["m"]),
+                       (b["fc2.y"], b["gelu"]), (out, b["fc2.y"])]
         ops += [([b["ln1"]], [x]), ([], [x]), ([b["a"]], [b["ln1"]]), *att,
                 ([b["proj.y"]], [b["o"]]), ([xr], []), ([b["h1"]], [xr, b["proj.y"]]),
                 ([b["ln2"]], [b["h1"]]), ([], [b["h1"]]), ([b["m"]], [b["ln2"]]),
@@ -793,41 +799,87 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
     depth = len(m.blocks)
     ops += [(["ln"], [f"h.{depth}"]), (["f"], ["ln"]), ([], ["f"]), (["final.linear.y"], ["f"]),
             ([], ["final.linear.y"])]
+    if dram:
+        shares += [("f", "ln"), ("final.linear.y", "f")]
     for i in range(depth + 1):
         rows[f"h.{i}"] = nt * D
-    return ops, rows
+    return ops, rows, shares
+
+
+def _shared_offsets(shares: list, rows: dict, life: dict) -> dict:
+    """``{tensor: (head, offset)}``: each tensor of a ``(result, input)`` pair of ``shares``
+    placed inside one region with its input (``head``: the region's first tensor). The input
+    must die where the result is born. A result no longer than its input starts with it; a
+    longer one ends with it. Both are safe for an element-wise VROW (each element is read
+    before it is written) and for a layer: its GEMMs write token tile ``t`` after the QUANT of
+    tile ``t`` read it and beside the QUANT of ``t + 1``; with the result's tile at most the
+    input's, result tile ``t`` starts at or before input tile ``t``; with a longer one the
+    ends meet and result tile ``t`` covers input tiles up to ``t`` only."""
+    at = {}
+    for res, inp in shares:
+        if life[inp][1] != life[res][0]:
+            raise AssertionError(f"ABUF: {res} cannot be written over {inp}, which is read "
+                                 f"after it is written")
+        head, off = at.get(inp, (inp, 0))
+        at.setdefault(inp, (head, off))
+        off += 0 if rows[res] <= rows[inp] else rows[inp] - rows[res]
+        at[res] = (head, off)
+        low = min(o for h, o in at.values() if h == head)
+        if low < 0:
+            at = {n: (h, o - low if h == head else o) for n, (h, o) in at.items()}
+    return at
 
 
 def _place_abuf(prog: ModelProgram) -> int:
     """ABUF regions by lifetime: ``pos`` (constant; through DRAM, loaded each step and placed
-    like the rest) first, then every tensor of
-    :func:`_abuf_ops` at the lowest base where it overlaps no tensor alive at the same time (a
-    tensor lives from the entry that writes it to the last that reads it, both included; the
-    batch rows run one after the other and share the placement). Returns the rows used."""
-    ops, rows = _abuf_ops(prog)
+    like the rest) first, then every tensor of :func:`_abuf_ops` (a tensor written over
+    another, :func:`_shared_offsets`, as one with it) at the lowest base where it overlaps no
+    tensor alive at the same time (a tensor lives from the entry that writes it to the last
+    that reads it, both included; the batch rows run one after the other and share the
+    placement). Returns the rows used."""
+    ops, rows, shares = _abuf_ops(prog)
     life = {}
     for k, (written, read) in enumerate(ops):
         for n in written + read:
             a, b = life.get(n, (k, k))
             life[n] = (min(a, k), max(b, k))
+    at = _shared_offsets(shares, rows, life)
+    units = {}                                  # head -> [(offset, rows, life)] of its tensors
+    for n in life:
+        head, off = at.get(n, (n, 0))
+        units.setdefault(head, []).append((off, rows[n], life[n]))
     if prog.cfg.dram_width:             # pos is a tensor like the others (loaded each step)
         pos = Region("ABUF", "-", 0, 0)
     else:
         pos = Region("ABUF", "pos", 0, rows["pos"])
         prog.regions["pos"] = pos
-    placed = []
-    for n in sorted(life, key=lambda n: (life[n][0], -rows[n])):
-        a, b = life[n]
-        busy = sorted((r.base, r.base + r.rows) for r, (c, d) in placed if c <= b and a <= d)
-        base = pos.rows
-        for lo, hi in busy:
-            if base + rows[n] <= lo:
-                break
-            base = max(base, hi)
-        reg = Region("ABUF", n, base, rows[n])
-        prog.regions[n] = reg
-        placed.append((reg, (a, b)))
-    return max([pos.rows] + [r.base + r.rows for r, _ in placed])
+    size = {u: max(o + n for o, n, _ in parts) for u, parts in units.items()}
+    span = {u: (min(a for _, _, (a, _) in parts), max(b for _, _, (_, b) in parts))
+            for u, parts in units.items()}
+    orders = (lambda u: (span[u][0], -size[u]), lambda u: (-size[u], span[u][0]),
+              lambda u: (-size[u] * (span[u][1] - span[u][0] + 1), span[u][0]))
+    base_of = min((_first_fit(units, sorted(units, key=key), pos.rows) for key in orders),
+                  key=lambda b: max(b[u] + size[u] for u in units))
+    for n in life:
+        head, off = at.get(n, (n, 0))
+        prog.regions[n] = Region("ABUF", n, base_of[head] + off, rows[n])
+    return max([pos.rows] + [base_of[u] + size[u] for u in units])
+
+
+def _first_fit(units: dict, order: list, low: int) -> dict:
+    """``{unit: base}``: each unit (``[(offset, rows, (first op, last op))]`` of its tensors)
+    in ``order`` at the lowest base from ``low`` where none of its tensors overlaps, in rows
+    and in time, one placed before."""
+    placed, base_of = [], {}             # placed: (first row, end row, first op, last op)
+    for u in order:
+        parts = units[u]
+        starts = sorted({low} | {hi - o for _, hi, _, _ in placed for o, _, _ in parts
+                                 if hi - o >= low})
+        base_of[u] = next(b for b in starts if not any(
+            lo < b + o + n and b + o < hi and c <= z and a <= d
+            for o, n, (a, z) in parts for lo, hi, c, d in placed))
+        placed += [(base_of[u] + o, base_of[u] + o + n, a, z) for o, n, (a, z) in parts]
+    return base_of
 
 
 def _layer_regions(prog: ModelProgram, r: int, name: str, k: str | None = None) -> dict:
