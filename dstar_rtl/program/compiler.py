@@ -646,10 +646,14 @@ class StateStream:
     Y: TileStream | None
     ain: TileStream | None = None
     aout: TileStream | None = None
+    #: Whether the ``x̂`` tiles go back to DRAM (False: a pass that re-quantizes them, whose
+    #: ``x̂`` a later pass of the layer writes, :func:`emit_layer` ``blocks``).
+    xhat_out: bool = True
 
 
 def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces: int = 1,
-               stream: StateStream | None = None, started=None):
+               stream: StateStream | None = None, started=None, blocks: tuple | None = None,
+               chans: tuple | None = None, ostride: int | None = None):
     """One linear layer (module docstring): ``lay`` (a :class:`golden.differential.DiffLinear`, or
     on the INT8 core a dense :class:`golden.dense_int8.DenseInt8Linear`) over ``N`` tokens read
     from ``R[src]``, each token tile's reduction in ``pieces`` pieces (:func:`piece_bounds`);
@@ -664,45 +668,76 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
     stores tile ``t-1`` (state and output, waiting on ``TILE_DONE``, which tile ``t-1``'s last
     GEMM signals) and loads tile ``t+2`` (input and state) into the windows it leaves, beside
     the GEMMs; the last tile is stored after the loop. ``started(e)``, if given, runs once the
-    first tiles are asked for (what the layer's caller loads beside it)."""
+    first tiles are asked for (what the layer's caller loads beside it).
+
+    **A pass** runs part of the layer, so that a core holds only that part's weights (the
+    compiler loads the next pass's beside it; program.model "Passes"):
+
+    - ``blocks = (j0, j1)``: output column blocks ``j0 .. j1-1`` only, every token tile.
+      WMEM at ``<k>.W`` holds those blocks' rows (``cin`` a block), RBUF at ``<k>.r`` their
+      rows; a streamed ``Y`` window holds their ``(j1-j0)·T`` rows of the tile (its
+      :class:`TileStream` starting there). Each pass quantizes the whole input again; on the
+      core with state, from the same ``x̂`` (each pass loads the tiles' ``x̂`` from DRAM and
+      only the last stores it, ``StateStream.xhat_out``), so every pass's groups are the
+      layer's.
+    - ``chans = (c0, n)``: input channels ``c0 .. c0+n-1`` only (a reduction piece run over
+      every token tile; DSTAR only), read from ``R[src]``, a tensor of those ``n`` channels.
+      WMEM holds the piece's rows (``n`` a block); ``x̂`` is the piece's rows of each tile; each
+      pass accumulates into ``Y``, so ``Y`` streams through every pass; the golden layer must
+      run the same pieces (numerics §2.5).
+    - ``ostride``: the output's rows per token tile (default ``cout``; 0: every tile's into
+      the same rows, for a piece whose partial output is discarded)."""
     T = cfg.tile
     cin, cout = lay.W.shape
     nt, nb = N // T, cout // T
+    j0, j1 = blocks or (0, nb)
+    p0, pn = chans or (0, cin)
+    if not (0 <= j0 < j1 <= nb and 0 <= p0 < p0 + pn <= cin):
+        raise ValueError(f"layer {k!r}: blocks {blocks} / chans {chans} outside its {nb} "
+                         f"column blocks and {cin} input channels")
     slots = (R["slot0"].base, R["slot1"].base)
     xa, xh, Yb = R[src].base, R[f"{k}.xhat"].base, R[f"{k}.Y"].base
     wb, rb, ya = R[f"{k}.W"].base, R[f"{k}.r"].base, R[f"{k}.y"].base
+    ostride = cout if ostride is None else ostride
     diff = 0 if dense(cfg) else 1
+    if chans and not diff:
+        raise ValueError(f"layer {k!r}: the INT8 core cannot split a reduction (chans)")
     if stream is not None and not diff and (stream.xhat or stream.Y):
         raise ValueError(f"layer {k!r}: the INT8 core's dense layers keep no state to stream")
     if stream is not None and not (stream.xhat or stream.Y or stream.ain or stream.aout):
         stream = None
+    if stream is not None and stream.aout and (j0, j1) != (0, nb):
+        raise ValueError(f"layer {k!r}: a pass over some column blocks stores no output tiles")
 
-    # The protocol's tiles: (token tile, first channel, channels) in order.
-    tiles = [(t, c0, n) for t in range(nt) for c0, n in piece_bounds(cin, pieces)]
+    # The protocol's tiles: (token tile, first channel of the pass, channels) in order.
+    tiles = [(t, c0, n) for t in range(nt) for c0, n in piece_bounds(pn, pieces)]
     first = {t: min(i for i, x in enumerate(tiles) if x[0] == t) for t in range(nt)}
     last = {t: max(i for i, x in enumerate(tiles) if x[0] == t) for t in range(nt)}
     xs, ys = (stream.xhat, stream.Y) if stream else (None, None)
     ai, ao = (stream.ain, stream.aout) if stream else (None, None)
-    loads, stores = bool(ai or xs or ys), bool(xs or ys or ao)     # what moves each tile
+    xout = bool(xs) and stream.xhat_out
+    loads, stores = bool(ai or xs or ys), bool(xout or ys or ao)     # what moves each tile
 
-    def xrow(t):             # x̂ of tile t: its window, or its rows of the resident region
-        return xs.win[t % len(xs.win)] if xs else xh + t * cin
+    def xrow(t):             # x̂ of the pass's channels of tile t: a window, or resident rows
+        return xs.win[t % len(xs.win)] if xs else xh + t * cin + p0
 
-    def yrow(t):
-        return ys.win[t % len(ys.win)] if ys else Yb + t * nb * T
+    def yrow(t):             # Y of the pass's blocks of tile t
+        return ys.win[t % len(ys.win)] if ys else Yb + (t * nb + j0) * T
 
     def arow(t):             # the input activations of tile t
-        return ai.win[t % len(ai.win)] if ai else xa + t * cin
+        return ai.win[t % len(ai.win)] if ai else xa + t * pn
 
     def orow(t):             # its outputs
-        return ao.win[t % len(ao.win)] if ao else ya + t * cout
+        return ao.win[t % len(ao.win)] if ao else ya + t * ostride
 
     def move(op, t, wait=0, signal=0):
         """DLOAD (the input, x̂, Y) or DSTORE (x̂, Y, the output) of tile ``t``'s streamed
         parts (the first waits on ``wait``, the last signals ``signal``)."""
-        both = (("XBUF", xs, xrow, cin), ("YBUF", ys, yrow, cout))
-        each = ((("ABUF", ai, arow, cin),) + both if op == "DLOAD" else
-                both + (("ABUF", ao, orow, cout),))
+        ny = (j1 - j0) * T
+        each = ((("ABUF", ai, arow, pn), ("XBUF", xs, xrow, pn), ("YBUF", ys, yrow, ny))
+                if op == "DLOAD" else
+                (("XBUF", xs if xout else None, xrow, pn), ("YBUF", ys, yrow, ny),
+                 ("ABUF", ao, orow, cout)))
         parts = [(b, ts, row(t), n) for b, ts, row, n in each if ts]
         for i, (b, ts, base, n) in enumerate(parts):
             e.dram(op, b, Region(b, k, base, n), ts.beat + t * ts.stride,
@@ -729,13 +764,14 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
     for i, (t, c0, _n) in enumerate(tiles):
         if i + 1 < len(tiles):
             quant(i + 1)
-        for j in range(nb):
-            done = TILE_DONE if stores and j == nb - 1 and i == last[t] else 0
-            e("GEMM", wait=FULL if j == 0 else 0,
-              signal=(FREE if j == nb - 1 and i + 2 < len(tiles) else 0) | done,
-              gsrc=slots[i % 2], wbase=wb + j * cin + c0, ysrc=(yrow(t) + j * T) * diff,
-              rrow=rb + j, dst=orow(t) + j * T, accum=diff)
-            if stream and j == 0 and i == first[t]:
+        for j in range(j0, j1):
+            done = TILE_DONE if stores and j == j1 - 1 and i == last[t] else 0
+            e("GEMM", wait=FULL if j == j0 else 0,
+              signal=(FREE if j == j1 - 1 and i + 2 < len(tiles) else 0) | done,
+              gsrc=slots[i % 2], wbase=wb + (j - j0) * pn + c0,
+              ysrc=(yrow(t) + (j - j0) * T) * diff, rrow=rb + j - j0, dst=orow(t) + j * T,
+              accum=diff)
+            if stream and j == j0 and i == first[t]:
                 if t >= 1 and stores:
                     move("DSTORE", t - 1, wait=TILE_DONE,
                          signal=TILE_IN if not loads and t + 2 < nt else 0)

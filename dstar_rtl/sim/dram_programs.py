@@ -13,6 +13,9 @@ and DRAM bytes.
   rows from DRAM.
 * :func:`tiled_layer_program`: a differential layer whose input, output and state all move
   by token tiles through DRAM (program.compiler.emit_layer's StateStream).
+* :func:`layer_passes_program`: a differential layer in passes (output column blocks, or
+  reduction pieces over every token tile), each pass's weights loaded before it, its state by
+  token tiles through DRAM (program.compiler.emit_layer ``blocks``/``chans``).
 * :func:`group_stream_program`: QUANT tiles of random activations into GMEM, each group
   stream out to DRAM as a group stream (header and its groups only) and back into other GMEM
   rows, GEMMs from both copies; the outputs stored to the host must agree, and a stream whose
@@ -44,7 +47,7 @@ from dstar_rtl.program.isa import (
 )
 
 __all__ = ["DramProgram", "every_buffer_program", "layer_program", "group_stream_program",
-           "tiled_layer_program", "transfer"]
+           "tiled_layer_program", "layer_passes_program", "transfer"]
 
 
 @dataclass
@@ -289,3 +292,108 @@ def tiled_layer_program(cfg: Config, seed: int, steps: int = 2, tokens: int = 4)
     cmds = e.cmds + [store_counters(), make_cmd(cfg, "END")]
     return DramProgram(cmds, image, dict(layer=lay, xs=xs,
                                          out=[(b, stride("ABUF", cout)) for b in outs]))
+
+
+def layer_passes_program(cfg: Config, seed: int, split: str, passes: int = 2,
+                         steps: int = 3, tokens: int = 3) -> DramProgram:
+    """A differential layer (``tokens`` token tiles, ``2·T`` inputs and ``4·T`` outputs) run as
+    ``passes`` passes of :func:`program.compiler.emit_layer` (``split``: ``"blocks"``, each pass
+    a range of output column blocks, or ``"chans"``, each a reduction piece over every token
+    tile, the golden layer in the same pieces) over ``steps`` steps: each pass's weights and
+    RBUF rows loaded into one window before it, ``x̂`` and ``Y`` by token tiles through DRAM,
+    the input and output in ABUF (a piece reads its own input tensor; every piece but the last
+    writes its discarded output into one tile's rows, ``ostride`` 0). ``extra``: the layer,
+    the inputs, the host words and the output's ABUF rows (each step's stored to the host)."""
+    from dstar_rtl.golden.schedule import piece_bounds
+    from dstar_rtl.program.compiler import Emitter, Region, StateStream, TileStream, emit_layer
+
+    if split not in ("blocks", "chans"):
+        raise ValueError(f"split must be 'blocks' or 'chans', not {split!r}")
+    rng = np.random.default_rng(seed)
+    T = cfg.tile
+    N, cin, cout = tokens * T, 2 * T, 4 * T
+    nt, nb = N // T, cout // T
+    W = rng.integers(-127, 128, (cin, cout))
+    lay = DiffLinear(W, rng.uniform(0.002, 0.02, cout), cfg, bias=rng.uniform(-1, 1, cout),
+                     pieces=passes if split == "chans" else None)
+    x0 = rng.integers(-3000, 3000, (N, cin))
+    xs = [x0] + [x0 + rng.integers(-60, 60, (N, cin)) for _ in range(steps - 1)]
+    Bb = beat_bytes(cfg)
+    image, at = {}, 0
+
+    def obj(buf, rows):
+        """A DRAM object of ``rows`` rows of ``buf`` (rows given: their image): its beat."""
+        nonlocal at
+        first = at
+        n = rows if isinstance(rows, int) else len(rows)
+        if not isinstance(rows, int):
+            image[first * Bb] = rows_to_bytes(cfg, buf, rows)
+        at += dram_beats(cfg, buf, n) + 1
+        return first
+
+    def beats(buf, rows):
+        b, r = divmod(rows * dram_row_bytes(cfg, buf), Bb)
+        if r:
+            raise ValueError(f"{rows} rows of {buf} are not whole {Bb}-byte beats")
+        return b
+
+    wrow = lambda j, c: pack(row_layout(cfg, "WMEM"), {"w": W[c, j * T:(j + 1) * T]})  # noqa
+    rrows = _rows_of_words(cfg, "RBUF", rbuf_words(cfg, lay))
+    bounds = piece_bounds(nb if split == "blocks" else cin, passes)
+    work = []          # per pass: (blocks, chans, weight beat, rbuf beat, weight rows)
+    for a, n in bounds:
+        blk, ch = ((a, a + n), (0, cin)) if split == "blocks" else ((0, nb), (a, n))
+        rows = [wrow(j, c) for j in range(*blk) for c in range(ch[0], ch[0] + ch[1])]
+        work.append((blk, ch, obj("WMEM", rows), obj("RBUF", rrows[blk[0]:blk[1]]),
+                     len(rows)))
+    xbeat = obj("XBUF", nt * cin)          # zero state: DRAM reads as zero where unwritten
+    ybeat = obj("YBUF", nt * cout)
+    image[xbeat * Bb] = bytes(beats("XBUF", nt * cin) * Bb)
+    image[ybeat * Bb] = bytes(beats("YBUF", nt * cout) * Bb)
+    win = {b: tuple(i * 4 * T for i in range(3)) for b in ("XBUF", "YBUF")}
+    if split == "blocks":      # every pass reads the whole input; a piece reads its own
+        ins = dict.fromkeys(range(passes), Region("ABUF", "x", nt * cout, nt * cin))
+    else:
+        ins = {p: Region("ABUF", f"x{p}", nt * cout + p * nt * cin, nt * ch[1])
+               for p, (_, ch, *_r) in enumerate(work)}
+    loaded = list(dict.fromkeys(ins.values()))
+    scratch = Region("ABUF", "partial", nt * (cout + 2 * cin), cout)   # a piece's partial y
+    out = Region("ABUF", "y", 0, nt * cout)
+    e = Emitter(cfg)
+    for s, x in enumerate(xs):
+        for p, reg in enumerate(loaded):               # the inputs from the host
+            e.transfer("LOAD", "ABUF", reg, key=(s, p))
+        for p, (blk, ch, wbeat, rbeat, wrows) in enumerate(work):
+            R = {"slot0": Region("GMEM", "s0", 0, 4 * cin),
+                 "slot1": Region("GMEM", "s1", 4 * cin, 4 * cin),
+                 "x": ins[p], "L.xhat": Region("XBUF", "xh", 0, cin),
+                 "L.Y": Region("YBUF", "Y", 0, cout), "L.W": Region("WMEM", "W", 0, wrows),
+                 "L.r": Region("RBUF", "r", 0, blk[1] - blk[0])}
+            last = p == len(work) - 1
+            R["L.y"] = out if split == "blocks" or last else scratch
+            e.dram("DLOAD", "WMEM", R["L.W"], wbeat)
+            e.dram("DLOAD", "RBUF", R["L.r"], rbeat)
+            e("BARRIER")
+            st = StateStream(
+                TileStream(win["XBUF"], xbeat + beats("XBUF", ch[0]), beats("XBUF", cin)),
+                TileStream(win["YBUF"], ybeat + beats("YBUF", blk[0] * T), beats("YBUF", cout)),
+                xhat_out=split == "chans" or last)
+            emit_layer(e, cfg, lay, N, R, "L", "x", stream=st, blocks=blk,
+                       chans=ch if split == "chans" else None,
+                       ostride=None if R["L.y"] is out else 0)
+        e.transfer("STORE", "ABUF", out, key=(s, "y"))
+    cmds = e.cmds + [store_counters(), make_cmd(cfg, "END")]
+    host = []
+    for s, x in enumerate(xs):
+        for p in range(len(loaded)):
+            ch = work[p][1]
+            for row in tensor_rows(x[:, ch[0]:ch[0] + ch[1]], T):
+                host += _words_of_row(cfg, row)
+    return DramProgram(cmds, image, dict(layer=lay, xs=xs, host_words=host, out=out,
+                                         tags=e.tags))
+
+
+def _words_of_row(cfg: Config, row) -> list:
+    from dstar_rtl.program.isa import row_to_words
+
+    return row_to_words(cfg, "ABUF", {"v": row})
