@@ -55,6 +55,8 @@ def _sample(host, ex, seed, label):
     # Through the DRAM port: every object, what does not fit (two rows), the INT8 core's
     # weights (the last two in make regress).
     (("WMEM", "XBUF", "YBUF"), 1, {"dram_width": 32}),
+    # ... and in passes: qk over column blocks, each MLP chunk's fc1 pass, GELU and fc2 piece.
+    (("WMEM", "XBUF", "YBUF"), 1, {"dram_width": 32, "mlp_chunks": 2}),
     pytest.param((), 2, {"dram_width": 64, "sar_interval": 1}, marks=pytest.mark.slow),
     pytest.param(("WMEM",), 1, {"datapath": "int8", "dram_width": 64},
                  marks=pytest.mark.slow),

@@ -140,6 +140,7 @@ def test_whole_model_step_has_no_hazard():
 
 @pytest.mark.parametrize("overrides, stream", [
     (dict(dram_width=32), ("WMEM", "XBUF", "YBUF")),
+    (dict(dram_width=32, mlp_chunks=2), ("WMEM", "XBUF", "YBUF")),
     (dict(dram_width=64, datapath="int8"), ("WMEM",)),
 ])
 def test_whole_model_through_dram_has_no_hazard(overrides, stream):

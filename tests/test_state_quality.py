@@ -4,15 +4,18 @@ table; the measurement itself is make reports' (minutes)."""
 import pytest
 
 import dstar_rtl.app.cli
-from dstar_rtl.app.reports.state_quality import FRACS, PIECES, markdown, points
+from dstar_rtl.app.reports.state_quality import CHUNKS, FRACS, PIECES, markdown, points
+from dstar_rtl.golden.config import YSTATE_FRAC_CHOSEN
 
 
 def test_every_fraction_at_the_operating_point_and_one_finer():
     pts = points(-2)
-    assert [(o, g) for _, o, g, _ in pts] == [(o, g) for o in (-2, -1, -2) for g in FRACS]
+    assert [(o, g) for _, o, g, _ in pts[:-1]] == [(o, g) for o in (-2, -1, -2) for g in FRACS]
     assert pts[0][0] == "base -2, Y whole" and pts[7][0] == "base -1, stored Y, g = 4"
-    assert pts[-1][0] == "base -2, max_reduction 64, stored Y, g = 4"
-    assert pts[-1][3] == PIECES and not pts[0][3]
+    assert pts[-2][0] == "base -2, max_reduction 64, stored Y, g = 4"
+    assert pts[-2][3] == PIECES and not pts[0][3]
+    # the MLP in chunks, at the chosen fraction
+    assert pts[-1][1:] == (-2, YSTATE_FRAC_CHOSEN, CHUNKS)
 
 
 @pytest.mark.parametrize("argv, msg", [

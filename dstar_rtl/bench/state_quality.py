@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dstar_rtl.gen.progress import say
 
-__all__ = ["FRACS", "PIECES", "points", "measure"]
+__all__ = ["FRACS", "PIECES", "CHUNKS", "points", "measure"]
 
 
 #: The stored Y's fractions the report measures (``None``: Y kept whole, the reference).
@@ -18,17 +18,27 @@ FRACS = (None, 0, 2, 4)
 #: its MLP's 256 in 4 (its 64 tokens are the softmax row's bound).
 PIECES = dict(max_reduction=64)
 
+#: The MLP in chunks as a core with a DRAM port runs it (numerics §2.5, "MLP chunks"): fc2's
+#: 256 channels in 2 pieces, each rounding the stored Y.
+CHUNKS = dict(mlp_chunks=2)
+
 
 def points(op_offset: int) -> list:
     """``[(name, base_offset, ystate_frac, overrides)]``: every fraction of :data:`FRACS` at the
     operating point's base offset and at one finer (``op_offset + 1``: more bits, more
-    headroom), then at the operating point with the reductions in pieces (:data:`PIECES`)."""
+    headroom), then at the operating point with the reductions in pieces (:data:`PIECES`), and
+    the chosen fraction with the MLP in chunks (:data:`CHUNKS`)."""
+    from dstar_rtl.golden.config import YSTATE_FRAC_CHOSEN
+
     out = []
     for off, over in ((op_offset, {}), (op_offset + 1, {}), (op_offset, PIECES)):
         for g in FRACS:
             what = "Y whole" if g is None else f"stored Y, g = {g}"
             where = f", max_reduction {over['max_reduction']}" if over else ""
             out.append((f"base {off:+d}{where}, {what}", off, g, over))
+    g = YSTATE_FRAC_CHOSEN
+    out.append((f"base {op_offset:+d}, mlp_chunks {CHUNKS['mlp_chunks']}, stored Y, g = {g}",
+                op_offset, g, CHUNKS))
     return out
 
 
@@ -57,7 +67,8 @@ def measure(seeds: int, steps: int, jobs: int, op_offset: int, thr) -> dict:
     cfg = preset("fpga", thr=tuple(thr))
     cal = calibrate(spec, params, cfg.replace(base_offset=0), steps, 1000)
     todo = [(name, off, g, cfg.replace(ystate_frac=g, **over,
-                                        **({"ln_row_max": spec.hidden} if over else {})),
+                                        **({"ln_row_max": spec.hidden}
+                                           if "max_reduction" in over else {})),
              layer_bases(cal.profiled, off, cfg)) for name, off, g, over in points(op_offset)]
     args = [(c, cal.masks, steps, s, b) for _, _, _, c, b in todo for s in range(seeds)]
     say(f"[state-quality] {len(todo)} points × {seeds} seeds, {steps} steps, {jobs} jobs")

@@ -80,7 +80,8 @@ def core_rows_limit(buf: str) -> int:
     return 1 << bits
 HASH_IF_CHANGED = ("digit_product", "digits", "weight_hop", "act_hop", "open_groups",
                    "pack_windows", "datapath", "base_offset", "packer",
-                   "pack_bins", "ln_row_max", "ystate_frac", "dram_width") + CORE_BUFFER_ROWS
+                   "pack_bins", "ln_row_max", "ystate_frac", "dram_width",
+                   "mlp_chunks") + CORE_BUFFER_ROWS
 
 
 class ConfigError(ValueError):
@@ -233,6 +234,13 @@ class Config:
         The core's DRAM port (docs/core.md §9): ``0`` (default) builds none, so the D engine's
         commands (DLOAD, DSTORE) are unknown opcodes; otherwise the bits of one beat of its
         AXI4 manager port, one of :data:`DRAM_WIDTHS`.
+    mlp_chunks:
+        The MLP's hidden channels in this many chunks (numerics §2.5): ``fc2``'s reduction runs
+        in as many pieces, its stored ``Y`` rounded after each, so that a core with a DRAM port
+        runs a chunk of ``fc1``, its GELU and the matching piece of ``fc2`` one after another
+        with only that chunk's weights on chip (``program.model``, "Passes"). ``1`` (default):
+        the hidden channels whole. DSTAR only: the INT8 core's quantizer scales a whole tile by
+        one exponent, so it cannot split a reduction.
     """
 
     rows: int = 4
@@ -281,6 +289,7 @@ class Config:
     vbuf_rows: int | None = None
     mask_rows: int | None = None
     dram_width: int = 0
+    mlp_chunks: int = 1
     name: str = field(default="custom", compare=False)
 
     # ------------------------------------------------------------------ validation
@@ -387,6 +396,9 @@ class Config:
                 pos_int(buf, 1, core_rows_limit(buf))
         need(self.dram_width in (0, *DRAM_WIDTHS) and not isinstance(self.dram_width, bool),
              "dram_width", self.dram_width, f"0 (no DRAM port) or one of {DRAM_WIDTHS}")
+        pos_int("mlp_chunks", 1, 64)
+        need(self.mlp_chunks == 1 or self.datapath != "int8", "mlp_chunks", self.mlp_chunks,
+             "1 with datapath 'int8' (its quantizer cannot split a reduction)")
 
     # ------------------------------------------------------------------ derived values
     @property

@@ -325,8 +325,10 @@ class IntDiTBlock:
                              f"{cfg.safe_acc_width}; the integer DiT block supports only the "
                              f"width that cannot overflow")
         self.cfg, self.spec, self.index = cfg, spec, index
-        #: Reduction pieces per layer beyond the least (``{layer: p}``; the compiler runs them).
-        self.layer_pieces = dict(pieces or {})
+        #: Reduction pieces per layer beyond the least (``{layer: p}``; the compiler runs them):
+        #: ``fc2`` in ``cfg.mlp_chunks`` unless ``pieces`` says otherwise.
+        chunks = {"fc2": cfg.mlp_chunks} if cfg.mlp_chunks > 1 else {}
+        self.layer_pieces = {**chunks, **dict(pieces or {})}
         unknown = sorted(set(self.layer_pieces) - set(LAYERS))
         if unknown:
             raise ValueError(f"pieces: no layer {unknown[0]!r}; layers are {list(LAYERS)}")

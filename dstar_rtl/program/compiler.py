@@ -575,10 +575,17 @@ def emit_kv(e: Emitter, cfg: Config, a: int, C: int, N: int, d: int, sreg: int,
                       dst=kt + kb * d + c0, sreg=sreg)
 
 
-def _layer(prog, e: Emitter, k: str, src: str, started=None):
+def _layer(prog, e: Emitter, k: str, src: str, started=None, q: int | None = None):
     """One differential layer ``k`` of ``prog.blk`` reading ABUF region ``src`` (its state
-    streamed when ``prog.state_streams`` names it; ``started`` as :func:`emit_layer`)."""
+    streamed when ``prog.state_streams`` names it; ``started`` as :func:`emit_layer`), or its
+    pass ``q`` (``prog.pass_call(k, q)``: the regions, stream and :func:`emit_layer` arguments
+    of the pass)."""
     lay = prog.layers[k]
+    if q is not None:
+        regions, stream, kw = prog.pass_call(k, q)
+        emit_layer(e, prog.cfg, lay, prog.blk.spec.tokens, regions, k, kw.pop("src"),
+                   stream=stream, started=started, **kw)
+        return
     emit_layer(e, prog.cfg, lay, prog.blk.spec.tokens, prog.regions, k, src,
                pieces=prog.pieces.get(k, lay.pieces),
                stream=getattr(prog, "state_streams", {}).get(k), started=started)
@@ -675,8 +682,9 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
 
     - ``blocks = (j0, j1)``: output column blocks ``j0 .. j1-1`` only, every token tile.
       WMEM at ``<k>.W`` holds those blocks' rows (``cin`` a block), RBUF at ``<k>.r`` their
-      rows; a streamed ``Y`` window holds their ``(j1-j0)·T`` rows of the tile (its
-      :class:`TileStream` starting there). Each pass quantizes the whole input again; on the
+      rows; a streamed ``Y`` (and ``aout``) window holds their ``(j1-j0)·T`` rows of the tile
+      (its :class:`TileStream` starting there); ``<k>.y`` starts at the pass's first column
+      (``ostride`` rows a token tile). Each pass quantizes the whole input again; on the
       core with state, from the same ``x̂`` (each pass loads the tiles' ``x̂`` from DRAM and
       only the last stores it, ``StateStream.xhat_out``), so every pass's groups are the
       layer's.
@@ -706,8 +714,6 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
         raise ValueError(f"layer {k!r}: the INT8 core's dense layers keep no state to stream")
     if stream is not None and not (stream.xhat or stream.Y or stream.ain or stream.aout):
         stream = None
-    if stream is not None and stream.aout and (j0, j1) != (0, nb):
-        raise ValueError(f"layer {k!r}: a pass over some column blocks stores no output tiles")
 
     # The protocol's tiles: (token tile, first channel of the pass, channels) in order.
     tiles = [(t, c0, n) for t in range(nt) for c0, n in piece_bounds(pn, pieces)]
@@ -737,7 +743,7 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
         each = ((("ABUF", ai, arow, pn), ("XBUF", xs, xrow, pn), ("YBUF", ys, yrow, ny))
                 if op == "DLOAD" else
                 (("XBUF", xs if xout else None, xrow, pn), ("YBUF", ys, yrow, ny),
-                 ("ABUF", ao, orow, cout)))
+                 ("ABUF", ao, orow, ny)))
         parts = [(b, ts, row(t), n) for b, ts, row, n in each if ts]
         for i, (b, ts, base, n) in enumerate(parts):
             e.dram(op, b, Region(b, k, base, n), ts.beat + t * ts.stride,
@@ -769,7 +775,8 @@ def emit_layer(e: Emitter, cfg: Config, lay, N: int, R, k: str, src: str, pieces
             e("GEMM", wait=FULL if j == j0 else 0,
               signal=(FREE if j == j1 - 1 and i + 2 < len(tiles) else 0) | done,
               gsrc=slots[i % 2], wbase=wb + (j - j0) * pn + c0,
-              ysrc=(yrow(t) + (j - j0) * T) * diff, rrow=rb + j - j0, dst=orow(t) + j * T,
+              ysrc=(yrow(t) + (j - j0) * T) * diff, rrow=rb + j - j0,
+              dst=orow(t) + (j - j0) * T,
               accum=diff)
             if stream and j == j0 and i == first[t]:
                 if t >= 1 and stores:
@@ -930,6 +937,9 @@ def _attention_every(prog: CoreProgram, e: Emitter):
         if stream:              # the head's first two P tiles in from DRAM
             for qa in range(min(2, nt)):
                 _pcache_dram(prog, e, "DLOAD", h, qa, signal=FULL)
+        around = getattr(prog, "around", None)
+        if around and h == H - 1:    # after the last VROW: what D may load beside the GEMMs
+            around(e, "attn", "tail")
         for qa in range(nt):
             for cb in range(nb):
                 last = stream and cb == nb - 1 and qa + 2 < nt
@@ -982,13 +992,16 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
     N, D, M = s.tokens, s.hidden, s.mlp_hidden
     around = getattr(prog, "around", None)
 
-    def layer(em, k, src):
-        if around:
-            around(em, k, "before")
-        _layer(prog, em, k, src,
-               started=(lambda e2: around(e2, k, "started")) if around else None)
-        if around:
-            around(em, k, "after")
+    passes = getattr(prog, "passes", None)     # through DRAM: each layer in its passes
+
+    def layer(em, k, src, qs=None):
+        for q in (qs if qs is not None else range(len(passes[k])) if passes else [None]):
+            if around:
+                around(em, k, "before", q)
+            _layer(prog, em, k, src, q=q,
+                   started=(lambda e2, q=q: around(e2, k, "started", q)) if around else None)
+            if around:
+                around(em, k, "after", q)
 
     def vr(op, a, dst, n=D, C=D, **f):
         emit_token_rows(e, op, N, n, C, R[a].base, R[dst].base, **f)
@@ -1004,14 +1017,18 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
         around(e, "ln1", "after")
     e.section(prefix + "mod1")
     vr("modulate", "ln1", "a", vb=vb["shift1"], c=vb["scale1"])
+    if passes:              # v first: a reuse step skips qk and finds the same windows
+        e.section(prefix + "v")
+        layer(e, "v", "a")
     e.section(prefix + "qk")
     sub = Emitter(cfg)
     layer(sub, "qk", "a")
-    if around:              # what runs every step before the qk layer's SKIP
+    if around and not passes:       # what runs every step before the qk layer's SKIP
         around(e, "qk", "prefetch")
     e.skip(sub)
-    e.section(prefix + "v")
-    layer(e, "v", "a")
+    if not passes:
+        e.section(prefix + "v")
+        layer(e, "v", "a")
     e.section(prefix + "attn.cache")
     sub = Emitter(cfg)
     _attention_cache(prog, sub)
@@ -1030,12 +1047,16 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
         around(e, "ln2", "after")
     e.section(prefix + "mod2")
     vr("modulate", "ln2", "m", vb=vb["shift2"], c=vb["scale2"])
-    e.section(prefix + "fc1")
-    layer(e, "fc1", "m")
-    e.section(prefix + "gelu")
-    vr("gelu", "fc1.y", "gelu", n=M, C=M)
-    e.section(prefix + "fc2")
-    layer(e, "fc2", "gelu")
+    chunks = len(passes["fc2"]) if passes else 1
+    for c in range(chunks):     # the MLP, or through DRAM each chunk: fc1's pass, GELU, fc2's
+        part = "" if chunks == 1 else f".{c}"
+        e.section(prefix + "fc1" + part)
+        layer(e, "fc1", "m", qs=[c] if chunks > 1 else None)
+        e.section(prefix + "gelu" + part)
+        y = "fc1.y" if chunks == 1 else f"fc1.y.{c}"
+        vr("gelu", y, y if chunks > 1 else "gelu", n=M // chunks, C=M // chunks)
+        e.section(prefix + "fc2" + part)
+        layer(e, "fc2", "gelu", qs=[c] if chunks > 1 else None)
     e.section(prefix + "res2")
     if around:
         around(e, "res2", "before")

@@ -74,7 +74,7 @@ import numpy as np
 
 from dstar_rtl.golden.dit_int import LAYERS, MOD_NAMES
 from dstar_rtl.golden.layouts import pack, unpack
-from dstar_rtl.golden.schedule import Counters
+from dstar_rtl.golden.schedule import Counters, piece_bounds
 from dstar_rtl.models.dit_int_model import IntDiT, ModelStep
 from dstar_rtl.program.compiler import (
     BUF_ORDER,
@@ -139,7 +139,7 @@ _SCRATCH = {"ln1": 1, "a": 1, "qk.y": 2, "v.y": 1, "S": None, "P": None, "o": 1,
 _IN_PLACE = {"a": "ln1", "m": "ln2", "gelu": "fc1.y"}
 
 
-def quant_counters(model: IntDiT, steps: list) -> dict:
+def quant_counters(model: IntDiT, steps: list, again: dict | None = None) -> dict:
     """The QPU counters (``qpu_<name>``, :data:`golden.layouts.COUNTER_NAMES`) a core adds while
     it runs one model step of every batch row (``steps``: each row's
     :class:`~models.dit_int_model.ModelStep`), recomputed from the integer golden: every QUANT
@@ -149,7 +149,9 @@ def quant_counters(model: IntDiT, steps: list) -> dict:
       padded to a multiple of T with zero channels, each a zero sub-channel per token tile: the
       one thing this lowering adds);
     - every block's attention (:attr:`golden.dit_int.AttnStep.counters`: on a cache step ``Q``
-      and ``P`` per query tile).
+      and ``P`` per query tile);
+    - ``again``: ``{block layer name: n}``, the layers quantized ``n`` more times (passes over
+      column blocks each quantize the whole input: module docstring, "Passes").
     """
     T = model.cfg.tile
     total = Counters()
@@ -160,6 +162,11 @@ def quant_counters(model: IntDiT, steps: list) -> dict:
             total.add(name, v)
         total.add("subchannels", pad * tiles)
         total.add("subchannels_zero", pad * tiles)
+        for name, n in (again or {}).items():
+            i, k = name.split(".")[1:]
+            ls = ms.blocks[int(i)].layers[k]
+            for c, v in (ls.counters.items() if ls.updated else ()):
+                total.add(c, n * v)
     return {f"qpu_{k}": v for k, v in total.values.items()}
 
 
@@ -209,6 +216,10 @@ class ModelProgram:
     dram_map: dict = field(default_factory=dict)    # DRAM object key → DramObject
     tile_windows: dict = field(default_factory=dict)    # XBUF/YBUF → bases of a tile's windows
     order: list = field(default_factory=list)       # the layers of one batch row, in order
+    passes: dict = field(default_factory=dict)      # layer → its Passes (through DRAM)
+    pass_order: list = field(default_factory=list)  # (layer, pass) of a cache step, in order
+    window: dict = field(default_factory=dict)      # (layer, pass) → its weight window
+    pass_of: dict = field(default_factory=dict)     # DRAM key of weights → (layer, pass)
     init: list = field(default_factory=list)
     init_words: list = field(default_factory=list)
     step: list = field(default_factory=list)
@@ -392,7 +403,9 @@ class ModelProgram:
         rows' :class:`ModelStep`): :func:`quant_counters`."""
         if len(steps) != self.rows:
             raise ValueError(f"the program runs {self.rows} batch row(s), not {len(steps)}")
-        return quant_counters(self.model, steps)
+        again = {n: len(ps) - 1 for n, ps in self.passes.items()
+                 if len(ps) > 1 and ps[0].chans is None}
+        return quant_counters(self.model, steps, again)
 
     def _pad_cols(self, v, name: str, rows_in: bool = False):
         """``v`` (N, C) with zero columns up to the core layer's padded width (a ``proj`` input
@@ -419,13 +432,23 @@ class ModelProgram:
                 self.cfg, "ABUF", [pack(lay, {"v": r}) for r in self._rows("pos", self.model.pos)])
         for key, obj in self.dram_map.items():
             if obj.buf in ("WMEM", "RBUF"):
-                w = (self.weights[key] if obj.buf == "WMEM" else
-                     rbuf_words(self.cfg, self.layers[key[:-2]]))
-                k = host_words_per_row(self.cfg, obj.buf)
-                rows = [sum(int(x) << (32 * i) for i, x in enumerate(w[j:j + k]))
-                        for j in range(0, len(w), k)]
-                out[obj.beat * bb] = rows_to_bytes(self.cfg, obj.buf, rows)
+                out[obj.beat * bb] = rows_to_bytes(self.cfg, obj.buf,
+                                                   self._pass_rows(*self.pass_of[key], obj.buf))
         return out
+
+    def _pass_rows(self, name: str, q: int, buf: str) -> list:
+        """The packed WMEM or RBUF rows of pass ``q`` of layer ``name``: per column block of
+        the pass, its input channels' weight rows (WMEM) or its requantization row (RBUF)."""
+        lay, cfg, T = self.layers[name], self.cfg, self.cfg.tile
+        j0, j1 = self.passes[name][q].blocks
+        c0, n = _pass_chans(self, name, q)
+        if buf == "WMEM":
+            wl = row_layout(cfg, "WMEM")
+            return [pack(wl, {"w": lay.W[c, j * T:(j + 1) * T]})
+                    for j in range(j0, j1) for c in range(c0, c0 + n)]
+        w, k = rbuf_words(cfg, lay), host_words_per_row(cfg, "RBUF")
+        return [sum(int(x) << (32 * i) for i, x in enumerate(w[j * k:(j + 1) * k]))
+                for j in range(j0, j1)]
 
     def zero_state_image(self) -> dict:
         """``{byte address: bytes}`` of zeros over every state object in DRAM: what the host
@@ -642,7 +665,9 @@ def _plan(prog: ModelProgram, force: set):
         if v.base + v.rows > reach:
             raise ValueError(f"K^T and V of one head need {v.base + v.rows} WMEM rows; VROW "
                              f"reaches {reach}")
-    slot = group_rows(cfg, max(lay.W.shape[0] for lay in prog.layers.values()))
+    prog.passes = _layer_passes(prog)
+    slot = group_rows(cfg, max(_pass_chans(prog, n, q)[1] for n, ps in prog.passes.items()
+                               for q in range(len(ps))))
     take("GMEM", "slot0", slot)
     take("GMEM", "slot1", slot)
     pc = H * nt * group_rows(cfg, N)
@@ -677,61 +702,10 @@ def _plan(prog: ModelProgram, force: set):
         stride = -(-tile_rows * dram_row_bytes(cfg, buf) // bb)
         prog.dram_map[key] = DramObject(beat, rows, buf, tile_rows, stride)
         beat += rows // tile_rows * stride
-    for buf in STREAMABLE:
-        rows_of = [None] if buf == "WMEM" else list(range(prog.rows))
-        objs = [(r, n) for r in rows_of for n in prog.layers]
-        size = {o: _object_rows(prog, buf, o[1]) for o in objs}
-        # Through DRAM the weights take two windows (the next layer's load beside this one),
-        # the state three windows of one token tile (emit_layer's StateStream).
-        tiled = dram and buf != "WMEM"
-        windows = (3 if tiled else 2) if dram else 1
-        unit = {o: (_tile_rows(prog, buf, o[1]) if tiled else size[o]) for o in objs}
-        room = buffer_depth(prog.core, buf) - top[buf]
-        streamed = list(objs) if buf in force else []
-        if buf not in force and sum(size.values()) > room:
-            for o in sorted(objs, key=lambda o: -size[o]):
-                streamed.append(o)
-                rest = sum(size[k] for k in objs if k not in streamed)
-                if rest + windows * max(unit[k] for k in streamed) <= room:
-                    break
-        streamed = [o for o in streamed if size[o]]
-        window = max((unit[o] for o in streamed), default=0)
-        if windows * window + sum(size[o] for o in objs if o not in streamed) > room:
-            raise ValueError(f"the model does not fit: {buf} needs {top[buf] + windows * window}"
-                             f" rows even with every layer streamed, the core has "
-                             f"{buffer_depth(prog.core, buf)} ({buf.lower()}_rows)")
-        wbase = top[buf]
-        top[buf] += windows * window
-        if tiled and window:
-            prog.tile_windows[buf] = tuple(wbase + i * window for i in range(windows))
-            for i, base in enumerate(prog.tile_windows[buf]):
-                take(buf, f"{buf.lower()}.tile{i}", window, base=base)
-        for o in objs:
-            r, n = o
-            key = f"{n}.W" if r is None else _state(r, n, _SUFFIX[buf])
-            at = wbase + (0 if tiled else window * (prog.order.index(n) % windows))
-            take(buf, key, unit[o] if o in streamed else size[o],
-                 base=at if o in streamed else None)
-            if dram and o in streamed:
-                in_dram(key, buf, size[o], unit[o])
-        prog.streamed[buf] = list(dict.fromkeys(n for _, n in streamed))
-        prog.streamed_rows[buf] = streamed
-    if dram:       # a layer's RBUF rows travel with its weights: two windows, like theirs
-        moving = [n for n in prog.layers if f"{n}.W" in prog.dram_map]
-        rrows = {n: prog.layers[n].W.shape[1] // T for n in prog.layers}
-        window = max((rrows[n] for n in moving), default=0)
-        rbase = top["RBUF"]
-        top["RBUF"] += 2 * window
-        for n in prog.layers:
-            if n in moving:
-                take("RBUF", f"{n}.r", rrows[n], base=rbase + window * (prog.order.index(n) % 2))
-                in_dram(f"{n}.r", "RBUF", rrows[n], rrows[n])
-            else:
-                take("RBUF", f"{n}.r", rrows[n])
-        over = top["RBUF"] - buffer_depth(prog.core, "RBUF")
-        if over > 0:
-            raise ValueError(f"the model does not fit: RBUF needs {top['RBUF']} rows, the core "
-                             f"has {buffer_depth(prog.core, 'RBUF')} (rbuf_rows)")
+    if dram:
+        _plan_dram_objects(prog, top, take, in_dram)
+    else:
+        _plan_host_streams(prog, top, take, force)
     if dram:       # pos, and each row's residuals of every block, wait in DRAM
         in_dram("pos", "ABUF", nt * D, nt * D)
         for r in range(prog.rows):
@@ -748,6 +722,185 @@ def _plan(prog: ModelProgram, force: set):
                 prog.dram_map[_state(r, f"blocks.{i}", "pcache")] = DramObject(
                     beat, H * nt * g, "GMEM", g, stride)
                 beat += H * nt * stride
+
+
+def _plan_host_streams(prog: ModelProgram, top: dict, take, force: set):
+    """Per streamable buffer: resident objects, and one window for those that stream through
+    the host (the largest first until the rest fit; all of a buffer in ``force``)."""
+    for buf in STREAMABLE:
+        rows_of = [None] if buf == "WMEM" else list(range(prog.rows))
+        objs = [(r, n) for r in rows_of for n in prog.layers]
+        size = {o: _object_rows(prog, buf, o[1]) for o in objs}
+        room = buffer_depth(prog.core, buf) - top[buf]
+        streamed = list(objs) if buf in force else []
+        if buf not in force and sum(size.values()) > room:
+            for o in sorted(objs, key=lambda o: -size[o]):
+                streamed.append(o)
+                rest = sum(size[k] for k in objs if k not in streamed)
+                if rest + max(size[k] for k in streamed) <= room:
+                    break
+        streamed = [o for o in streamed if size[o]]
+        window = max((size[o] for o in streamed), default=0)
+        if window + sum(size[o] for o in objs if o not in streamed) > room:
+            raise ValueError(f"the model does not fit: {buf} needs {top[buf] + window} rows "
+                             f"even with every layer streamed, the core has "
+                             f"{buffer_depth(prog.core, buf)} ({buf.lower()}_rows)")
+        wbase = top[buf]
+        top[buf] += window
+        for o in objs:
+            r, n = o
+            key = f"{n}.W" if r is None else _state(r, n, _SUFFIX[buf])
+            take(buf, key, size[o], base=wbase if o in streamed else None)
+        prog.streamed[buf] = list(dict.fromkeys(n for _, n in streamed))
+        prog.streamed_rows[buf] = streamed
+
+
+def _plan_dram_objects(prog: ModelProgram, top: dict, take, in_dram):
+    """Through DRAM (module docstring, "Passes"): every pass's weights and RBUF rows in one of
+    two windows (the window :func:`_windows` gives it), the state of every layer in DRAM by
+    token tiles through three tile windows per buffer, each as large as the largest pass's."""
+    prog.pass_order = _pass_order(prog)
+    prog.window = _windows(prog)
+    for buf in ("WMEM", "RBUF"):
+        rows = {(n, q): _pass_rows(prog, n, q, buf) for n, ps in prog.passes.items()
+                for q in range(len(ps))}
+        window = max(rows.values())
+        base = top[buf]
+        top[buf] += 2 * window
+        for (n, q), nrows in rows.items():
+            key = _pass_key(prog, n, q, buf)
+            take(buf, key, nrows, base=base + window * prog.window[n, q])
+            in_dram(key, buf, nrows, nrows)
+            prog.pass_of[key] = (n, q)
+    prog.streamed["WMEM"] = list(prog.layers)
+    prog.streamed_rows["WMEM"] = [(None, n) for n in prog.layers]
+    for buf in ("XBUF", "YBUF"):
+        objs = [(r, n) for r in range(prog.rows) for n in prog.layers
+                if _object_rows(prog, buf, n)]
+        unit = max((_tile_pass_rows(prog, n, q, buf) for _, n in objs
+                    for q in range(len(prog.passes[n]))), default=0)
+        wbase = top[buf]
+        top[buf] += 3 * unit
+        if unit:
+            prog.tile_windows[buf] = tuple(wbase + i * unit for i in range(3))
+            for i, b in enumerate(prog.tile_windows[buf]):
+                take(buf, f"{buf.lower()}.tile{i}", unit, base=b)
+        for r in range(prog.rows):
+            for n in prog.layers:       # (the INT8 core's: no rows, nothing in DRAM)
+                key = _state(r, n, _SUFFIX[buf])
+                take(buf, key, unit if (r, n) in objs else 0, base=wbase)
+                if (r, n) in objs:
+                    in_dram(key, buf, _object_rows(prog, buf, n), _tile_rows(prog, buf, n))
+        prog.streamed[buf] = list(dict.fromkeys(n for _, n in objs))
+        prog.streamed_rows[buf] = objs
+    for buf in ("WMEM", "XBUF", "YBUF", "RBUF"):
+        if top[buf] > buffer_depth(prog.core, buf):
+            raise ValueError(f"the model does not fit: {buf} needs {top[buf]} rows, the core "
+                             f"has {buffer_depth(prog.core, buf)} ({buf.lower()}_rows)")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass of a layer through DRAM (module docstring, "Passes";
+    :func:`program.compiler.emit_layer` ``blocks``/``chans``): its output column ``blocks``
+    ``(j0, j1)`` and its reduction piece ``chans`` ``(c0, n)`` (None: every input channel)."""
+
+    blocks: tuple
+    chans: tuple | None = None
+
+
+def _layer_passes(prog: ModelProgram) -> dict:
+    """``{layer: [Pass]}``: one pass each without a DRAM port or MLP chunks; through DRAM,
+    each block's ``fc1`` in ``mlp_chunks`` column-block passes and ``fc2`` in as many
+    reduction pieces (its golden layer's), and any other layer whose weights exceed the
+    largest of those passes in the fewest column-block passes that do not."""
+    cfg, T = prog.cfg, prog.cfg.tile
+    out = {n: [Pass((0, lay.W.shape[1] // T))] for n, lay in prog.layers.items()}
+    k = cfg.mlp_chunks
+    if not cfg.dram_width or k == 1 or not prog.model.blocks:
+        return out
+    for i in range(len(prog.model.blocks)):
+        f1, f2 = prog.layers[f"blocks.{i}.fc1"], prog.layers[f"blocks.{i}.fc2"]
+        nb = f1.W.shape[1] // T
+        if nb % k:
+            raise ValueError(f"mlp_chunks = {k} must divide the MLP's {nb} column blocks "
+                             f"(mlp hidden {f1.W.shape[1]} / T = {T})")
+        if f2.pieces != k:
+            raise ValueError(f"blocks.{i}.fc2 runs in {f2.pieces} reduction pieces; the MLP's "
+                             f"chunks need {k} (mlp_chunks)")
+        out[f"blocks.{i}.fc1"] = [Pass((a, a + n)) for a, n in piece_bounds(nb, k)]
+        out[f"blocks.{i}.fc2"] = [Pass((0, f2.W.shape[1] // T), (a, n))
+                                  for a, n in piece_bounds(f2.W.shape[0], k)]
+    window = max((j1 - j0) * (p.chans[1] if p.chans else prog.layers[n].W.shape[0])
+                 for n, ps in out.items() if n.endswith((".fc1", ".fc2"))
+                 for p in ps for j0, j1 in [p.blocks])
+    for n, lay in prog.layers.items():
+        if n.endswith((".fc1", ".fc2")):
+            continue
+        cin, nb = lay.W.shape[0], lay.W.shape[1] // T
+        count = next(c for c in range(1, nb + 1) if -(-nb // c) * cin <= window or c == nb)
+        out[n] = [Pass((a, a + m)) for a, m in piece_bounds(nb, count)]
+    return out
+
+
+def _pass_chans(prog: ModelProgram, name: str, q: int) -> tuple:
+    """``(first channel, channels)`` pass ``q`` of ``name`` reduces over."""
+    ch = prog.passes[name][q].chans
+    return ch if ch else (0, prog.layers[name].W.shape[0])
+
+
+def _pass_rows(prog: ModelProgram, name: str, q: int, buf: str) -> int:
+    """WMEM or RBUF rows of pass ``q`` of layer ``name``."""
+    j0, j1 = prog.passes[name][q].blocks
+    return (j1 - j0) * (_pass_chans(prog, name, q)[1] if buf == "WMEM" else 1)
+
+
+def _tile_pass_rows(prog: ModelProgram, name: str, q: int, buf: str) -> int:
+    """Rows of one token tile of pass ``q``'s ``x̂`` (XBUF) or ``Y`` (YBUF)."""
+    j0, j1 = prog.passes[name][q].blocks
+    return _pass_chans(prog, name, q)[1] if buf == "XBUF" else (j1 - j0) * prog.cfg.tile
+
+
+def _pass_key(prog: ModelProgram, name: str, q: int, buf: str) -> str:
+    """Region and DRAM key of pass ``q``'s weights (WMEM: ``<layer>.W``) or RBUF rows
+    (``<layer>.r``), ``@q`` added when the layer runs in several passes."""
+    key = f"{name}.{'W' if buf == 'WMEM' else 'r'}"
+    return key if len(prog.passes[name]) == 1 else f"{key}@{q}"
+
+
+def _pass_order(prog: ModelProgram) -> list:
+    """``(layer, pass)`` in the order a cache step runs them through DRAM: per block ``v``
+    before ``qk`` (so a reuse step, which skips ``qk``, sees the same windows), then ``proj``,
+    then per MLP chunk its ``fc1`` pass and its ``fc2`` piece (one ``fc2`` pass without
+    chunks)."""
+    out = [("x_embed", 0)]
+    for i in range(len(prog.model.blocks)):
+        b = f"blocks.{i}."
+        for k in ("v", "qk", "proj"):
+            out += [(b + k, q) for q in range(len(prog.passes[b + k]))]
+        chunks = len(prog.passes[b + "fc2"])
+        for c in range(len(prog.passes[b + "fc1"])):
+            out.append((b + "fc1", c))
+            if chunks > 1:
+                out.append((b + "fc2", c))
+        if chunks == 1:
+            out.append((b + "fc2", 0))
+    return out + [("final.linear", 0)]
+
+
+def _windows(prog: ModelProgram) -> dict:
+    """``{(layer, pass): 0 | 1}``, each pass's weight window: alternating along a reuse step's
+    passes (every pass but ``qk``'s), a ``qk`` layer's passes alternating from the window the
+    ``v`` before it does not use; so both kinds of step find the same windows, and the pass
+    after ``qk`` (``proj``) never the window of the pass before it."""
+    out, w = {}, 1
+    for n, q in _pass_order(prog):
+        if n.endswith(".qk"):
+            out[n, q] = (w + 1 + q) % 2
+        else:
+            w = 1 - w
+            out[n, q] = w
+    return out
 
 
 def _abuf_ops(prog: ModelProgram) -> tuple:
@@ -787,15 +940,20 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
         else:
             att = [([b["qk.y"]], [b["a"]]), ([b["v.y"]], [b["a"]]),
                    ([b["S"], b["P"]], [b["qk.y"]]), ([b["o"]], [b["v.y"]])]
+        # The MLP: whole, or through DRAM in chunks (fc1's pass, its GELU, fc2's piece).
+        mlp, ys = _mlp_tensors(prog, i)
+        for y in ys:
+            rows[y] = nt * M // len(ys)
+        for c, y in enumerate(ys[:-1]):       # a piece's partial output over its input
+            mlp += [([y], [b["m"]]), ([y], [y]), _partial_op(prog, i, y, rows)]
+        mlp += [([ys[-1]], [b["m"]]), ([ys[-1]], [ys[-1]]), ([b["fc2.y"]], [ys[-1]])]
         if dram:    # a layer's output over its input, a residual sum over the output it adds
-            shares += [(b["proj.y"], b["o"]), (b["h1"], b["proj.y"]), (b["fc1.y"], b["m"]),
-                       (b["fc2.y"], b["gelu"]), (out, b["fc2.y"])]
+            shares += [(b["proj.y"], b["o"]), (b["h1"], b["proj.y"]), (ys[-1], b["m"]),
+                       (b["fc2.y"], ys[-1]), (out, b["fc2.y"])]
         ops += [([b["ln1"]], [x]), ([], [x]), ([b["a"]], [b["ln1"]]), *att,
                 ([b["proj.y"]], [b["o"]]), ([xr], []), ([b["h1"]], [xr, b["proj.y"]]),
-                ([b["ln2"]], [b["h1"]]), ([], [b["h1"]]), ([b["m"]], [b["ln2"]]),
-                ([b["fc1.y"]], [b["m"]]), ([b["gelu"]], [b["fc1.y"]]),
-                ([b["fc2.y"]], [b["gelu"]]), ([h1r], []), ([out], [h1r, b["fc2.y"]]),
-                ([], [out])]
+                ([b["ln2"]], [b["h1"]]), ([], [b["h1"]]), ([b["m"]], [b["ln2"]]), *mlp,
+                ([h1r], []), ([out], [h1r, b["fc2.y"]]), ([], [out])]
     depth = len(m.blocks)
     ops += [(["ln"], [f"h.{depth}"]), (["f"], ["ln"]), ([], ["f"]), (["final.linear.y"], ["f"]),
             ([], ["final.linear.y"])]
@@ -804,6 +962,26 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
     for i in range(depth + 1):
         rows[f"h.{i}"] = nt * D
     return ops, rows, shares
+
+
+def _mlp_tensors(prog: ModelProgram, i: int) -> tuple:
+    """``([], [fc1 output tensor of each MLP chunk])`` of block ``i``: ``blocks.i.fc1.y``
+    alone without chunks (its GELU in place), ``blocks.i.fc1.y.<c>`` per chunk through DRAM
+    with ``mlp_chunks``."""
+    k = prog.cfg.mlp_chunks if prog.cfg.dram_width else 1
+    b = f"blocks.{i}.fc1.y"
+    return [], ([b] if k == 1 else [f"{b}.{c}" for c in range(k)])
+
+
+def _partial_op(prog: ModelProgram, i: int, y: str, rows: dict) -> tuple:
+    """The ABUF entry of an MLP chunk's ``fc2`` piece but the last: its partial output over its
+    input ``y`` when a token tile of it is no longer (:func:`_shared_offsets`'s argument), else
+    into one token tile's rows of its own (``blocks.i.fc2.partial``)."""
+    D, nt = prog.model.spec.hidden, prog.model.spec.tokens // prog.cfg.tile
+    if D <= rows[y] // nt:
+        return ([], [y])
+    rows[f"blocks.{i}.fc2.partial"] = D
+    return ([f"blocks.{i}.fc2.partial"], [y])
 
 
 def _shared_offsets(shares: list, rows: dict, life: dict) -> dict:
@@ -886,8 +1064,12 @@ def _layer_regions(prog: ModelProgram, r: int, name: str, k: str | None = None) 
     """Batch row ``r``'s regions of layer ``name`` under the names emit_layer reads (``k`` or
     ``name``: ``<k>.xhat``, ``<k>.Y``, ``<k>.W``, ``<k>.r``)."""
     R, k = prog.regions, k or name
-    return {f"{k}.xhat": R[_state(r, name, "xhat")], f"{k}.Y": R[_state(r, name, "Y")],
-            f"{k}.W": R[f"{name}.W"], f"{k}.r": R[f"{name}.r"]}
+    out = {f"{k}.xhat": R[_state(r, name, "xhat")], f"{k}.Y": R[_state(r, name, "Y")]}
+    for buf in ("WMEM", "RBUF"):       # (a layer in several passes: its pass's, _pass_call)
+        key = f"{name}.{'W' if buf == 'WMEM' else 'r'}"
+        if key in R:
+            out[f"{k}.{key.rsplit('.', 1)[1]}"] = R[key]
+    return out
 
 
 def _block_view(prog: ModelProgram, r: int, i: int):
@@ -920,24 +1102,34 @@ def _block_view(prog: ModelProgram, r: int, i: int):
               ("ln2", "after"): ("DSTORE", f"blocks.{i}.h1", f"blocks.{i}.h1"),
               ("res2", "before"): ("DLOAD", f"blocks.{i}.h1.res", f"blocks.{i}.h1")}
 
-    def around(e, k, when):
+    dram = bool(prog.cfg.dram_width)
+    for c in range(len(prog.passes[f"blocks.{i}.fc2"]) if dram else 0):
+        if f"blocks.{i}.fc1.y.{c}" in R:          # an MLP chunk's fc1 output (and GELU)
+            view[f"fc1.y.{c}"] = R[f"blocks.{i}.fc1.y.{c}"]
+
+    def around(e, k, when, q=None):
         if k in LAYERS:
-            _around(prog, e, r, f"blocks.{i}.{k}", when)
-        elif prog.cfg.dram_width:        # a residual out to DRAM or back (the VROW after waits)
+            _around(prog, e, r, f"blocks.{i}.{k}", when, q)
+        elif k == "attn":               # proj's first pass loads beside the last P·V GEMMs
+            if dram:
+                _fetch(prog, e, r, f"blocks.{i}.proj", 0)
+        elif dram:                      # a residual out to DRAM or back (the VROW after waits)
             op, region, obj = spills[k, when]
             e.dram(op, "ABUF", R[region], prog.dram_map[_state(r, obj, "spill")].beat)
-    return SimpleNamespace(blk=prog.model.blocks[i], cfg=prog.cfg, regions=view, around=around,
-                           layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={},
-                           state_streams={k: _state_stream(prog, r, f"blocks.{i}.{k}")
-                                          for k in LAYERS},
-                           pcache_stream=_pcache_stream(prog, r, i), attn_stream=attn)
+    return SimpleNamespace(
+        blk=prog.model.blocks[i], cfg=prog.cfg, regions=view, around=around,
+        layers={k: prog.layers[f"blocks.{i}.{k}"] for k in LAYERS}, pieces={},
+        state_streams={k: _state_stream(prog, r, f"blocks.{i}.{k}") for k in LAYERS},
+        pcache_stream=_pcache_stream(prog, r, i), attn_stream=attn,
+        passes={k: prog.passes[f"blocks.{i}.{k}"] for k in LAYERS} if dram else None,
+        pass_call=lambda k, q: _pass_call(prog, r, i, view, k, q))
 
 
-def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
-    """The transfers of a layer's streamed objects: through DRAM (:func:`_around_dram`), or
-    with the host: LOADs before it, STOREs after it."""
+def _around(prog: ModelProgram, e: Emitter, r: int, name: str, when: str, q=None):
+    """The transfers of a layer's (through DRAM: of its pass ``q``'s) streamed objects:
+    through DRAM (:func:`_around_dram`), or with the host: LOADs before it, STOREs after it."""
     if prog.cfg.dram_width:
-        return _around_dram(prog, e, r, name, when)
+        return _around_dram(prog, e, r, name, when, q or 0)
     if when in ("prefetch", "started"):
         return
     R = prog.regions
@@ -965,31 +1157,49 @@ def _own_fetch(name: str) -> bool:
     return name == "x_embed" or name.endswith(".qk")
 
 
-def _fetch(prog: ModelProgram, e: Emitter, r: int, name: str):
-    """DLOAD layer ``name``'s weights from DRAM into its window; the last DLOAD signals the
-    window's ``D_READY``."""
-    objs = _dram_objects(prog, r, name, ("WMEM", "RBUF"))
-    sig = D_READY[prog.order.index(name) % 2]
-    for i, (buf, key) in enumerate(objs):
+def _fetch(prog: ModelProgram, e: Emitter, r: int, name: str, q: int = 0):
+    """DLOAD pass ``q`` of layer ``name``'s weights and RBUF rows from DRAM into its window;
+    the last DLOAD signals the window's ``D_READY``."""
+    keys = [(b, _pass_key(prog, name, q, b)) for b in ("WMEM", "RBUF")]
+    sig = D_READY[prog.window[name, q]]
+    for i, (buf, key) in enumerate(keys):
         e.dram("DLOAD", buf, prog.regions[key], prog.dram_map[key].beat,
-               signal=sig if i == len(objs) - 1 else 0)
+               signal=sig if i == len(keys) - 1 else 0)
 
 
-def _state_stream(prog: ModelProgram, r: int, name: str) -> StateStream | None:
-    """Batch row ``r``'s state of layer ``name`` as :func:`program.compiler.emit_layer`
-    streams it from DRAM by token tiles (None when all of it is resident)."""
+def _beats(prog: ModelProgram, buf: str, rows: int) -> int:
+    """Beats ``rows`` rows of ``buf`` take in DRAM, refused unless whole (a pass's part of a
+    token tile must start on a beat)."""
+    b, rest = divmod(rows * dram_row_bytes(prog.cfg, buf), beat_bytes(prog.cfg))
+    if rest:
+        raise ValueError(f"a pass starts {rows} rows into a token tile of {buf}: "
+                         f"{rows * dram_row_bytes(prog.cfg, buf)} bytes, not a whole number of "
+                         f"{beat_bytes(prog.cfg)}-byte beats (dram_width {prog.cfg.dram_width})")
+    return b
+
+
+def _state_stream(prog: ModelProgram, r: int, name: str, q: int = 0) -> StateStream | None:
+    """Batch row ``r``'s state of pass ``q`` of layer ``name`` as
+    :func:`program.compiler.emit_layer` streams it from DRAM by token tiles (None when all of
+    it is resident): the pass's rows of each tile (``x̂``: its input channels; ``Y`` and the
+    output: its column blocks), ``x̂`` stored by a reduction piece and by the last pass."""
+    pa, T = prog.passes[name][q], prog.cfg.tile
+    c0 = _pass_chans(prog, name, q)[0]
+    j0, j1 = pa.blocks
     parts = {}
-    for buf in ("XBUF", "YBUF"):
+    for buf, skip in (("XBUF", c0), ("YBUF", j0 * T)):
         obj = prog.dram_map.get(_state(r, name, _SUFFIX[buf]))
-        parts[buf] = obj and TileStream(prog.tile_windows[buf], obj.beat, obj.stride)
+        parts[buf] = obj and TileStream(prog.tile_windows[buf],
+                                        obj.beat + _beats(prog, buf, skip), obj.stride)
     out = prog.dram_map.get(_state(r, name, "y"))       # qk.y, v.y: out by token tiles
     if out is not None:
-        w = prog.regions[f"{name}.win"]
-        parts["ABUF"] = TileStream(tuple(w.base + j * out.tile_rows for j in range(3)),
-                                   out.beat, out.stride)
+        w, n = prog.regions[f"{name}.win"], (j1 - j0) * T
+        parts["ABUF"] = TileStream(tuple(w.base + j * n for j in range(3)),
+                                   out.beat + _beats(prog, "ABUF", j0 * T), out.stride)
     if not any(parts.values()):
         return None
-    return StateStream(parts["XBUF"], parts["YBUF"], aout=parts.get("ABUF"))
+    return StateStream(parts["XBUF"], parts["YBUF"], aout=parts.get("ABUF"),
+                       xhat_out=pa.chans is not None or q == len(prog.passes[name]) - 1)
 
 
 def _pcache_stream(prog: ModelProgram, r: int, i: int) -> PCacheStream | None:
@@ -997,31 +1207,61 @@ def _pcache_stream(prog: ModelProgram, r: int, i: int) -> PCacheStream | None:
     obj = prog.dram_map.get(_state(r, f"blocks.{i}", "pcache"))
     if obj is None:
         return None
-    # The block's v layer waited for its window's D_READY before attention, and the next load
-    # on that parity is fc1's, after attention: idle in between.
-    free = D_READY[prog.order.index(f"blocks.{i}.v") % 2]
+    # The window of the block's v: its last pass waited for its D_READY before attention (a
+    # qk pass in that window too, on a cache step), and the next load into it is the MLP's,
+    # after attention: idle in between.
+    v = f"blocks.{i}.v"
+    free = D_READY[prog.window[v, len(prog.passes[v]) - 1]]
     return PCacheStream(prog.regions["pcache.window"].base, obj.beat, obj.stride, free)
 
 
-def _around_dram(prog: ModelProgram, e: Emitter, r: int, name: str, when: str):
-    """A layer's weights in DRAM (module docstring, "DRAM"): ``"before"`` it, its own DLOADs
-    (:func:`_own_fetch`) and a NOP waiting for them; once it has asked for its first state
-    tiles (``"started"``), the DLOADs of the next layer's weights, which run beside it (a ``qk``
-    layer's successor is loaded at ``"prefetch"``, before the SKIP). Its state moves inside
-    the layer (:func:`_state_stream`)."""
-    order = prog.order
-    nxt = order[order.index(name) + 1] if order.index(name) + 1 < len(order) else None
-    if when == "prefetch":
-        if nxt and not _own_fetch(nxt):
-            _fetch(prog, e, r, nxt)
-    elif when == "before":
-        if _own_fetch(name):
-            _fetch(prog, e, r, name)
-        if _dram_objects(prog, r, name, ("WMEM", "RBUF")):
-            e("NOP", wait=D_READY[order.index(name) % 2])
-    elif when == "started":
-        if nxt and not _own_fetch(nxt) and not name.endswith(".qk"):
-            _fetch(prog, e, r, nxt)
+def _around_dram(prog: ModelProgram, e: Emitter, r: int, name: str, when: str, q: int = 0):
+    """Pass ``q`` of a layer through DRAM (module docstring, "Passes"): ``"before"`` it, the
+    first layer's own DLOADs and a NOP waiting for its window's ``D_READY``; once it has asked
+    for its first state tiles (``"started"``), the DLOADs of the next pass's weights, which run
+    beside it: behind a SKIP when the next is a ``qk`` layer's first (a reuse step skips
+    ``qk``), none when it is ``proj``'s first (loaded at the attention's tail, on every step).
+    Its state moves inside the pass (:func:`_state_stream`)."""
+    order = prog.pass_order
+    k = order.index((name, q))
+    if when == "before":
+        if k == 0:
+            _fetch(prog, e, r, name, q)
+        e("NOP", wait=D_READY[prog.window[name, q]])
+    elif when == "started" and k + 1 < len(order):
+        n2, q2 = order[k + 1]
+        if n2.endswith(".proj") and q2 == 0:
+            return
+        if n2.endswith(".qk") and q2 == 0:
+            sub = Emitter(prog.cfg)
+            _fetch(prog, sub, r, n2, q2)
+            e.skip(sub)
+            return
+        _fetch(prog, e, r, n2, q2)
+
+
+def _pass_call(prog: ModelProgram, r: int, i: int, view: dict, k: str, q: int) -> tuple:
+    """``(regions, stream, emit_layer arguments)`` of pass ``q`` of block ``i``'s layer ``k``
+    (through DRAM): its weight and RBUF windows; an MLP chunk's ``fc1`` pass writes the chunk's
+    own tensor, its ``fc2`` piece reads it, and every piece but the last writes its partial
+    output over that input (or, when a token tile of it is longer, into ``fc2.partial``)."""
+    name = f"blocks.{i}.{k}"
+    pa, lay, T = prog.passes[name][q], prog.layers[name], prog.cfg.tile
+    R = dict(view, **{f"{k}.W": prog.regions[_pass_key(prog, name, q, "WMEM")],
+                      f"{k}.r": prog.regions[_pass_key(prog, name, q, "RBUF")]})
+    src = {"qk": "a", "v": "a", "proj": "o", "fc1": "m", "fc2": "gelu"}[k]
+    kw = dict(blocks=pa.blocks, chans=pa.chans, pieces=1 if pa.chans else lay.pieces)
+    chunks = len(prog.passes[f"blocks.{i}.fc2"])
+    if chunks > 1 and k == "fc1":
+        R["fc1.y"] = prog.regions[f"{name}.y.{q}"]
+        kw["ostride"] = (pa.blocks[1] - pa.blocks[0]) * T
+    if chunks > 1 and k == "fc2":
+        R["gelu"] = inp = prog.regions[f"blocks.{i}.fc1.y.{q}"]
+        if q < chunks - 1:
+            part = prog.regions.get(f"{name}.partial")
+            R["fc2.y"] = part or inp
+            kw["ostride"] = 0 if part else pa.chans[1]
+    return R, _state_stream(prog, r, name, q), dict(kw, src=src)
 
 
 def _layer(prog: ModelProgram, e: Emitter, r: int, name: str, src: str):
@@ -1045,7 +1285,7 @@ def _init(prog: ModelProgram):
             e.transfer("LOAD", "WMEM", R[f"{name}.W"])
             words += prog.weights[f"{name}.W"]
     for name, lay in prog.layers.items():
-        if f"{name}.r" not in prog.dram_map:
+        if not cfg.dram_width:          # (through DRAM: with the weights, pass by pass)
             e.transfer("LOAD", "RBUF", R[f"{name}.r"])
             words += rbuf_words(cfg, lay)
     for i, blk in enumerate(m.blocks):

@@ -370,7 +370,8 @@ def layer_passes_program(cfg: Config, seed: int, split: str, passes: int = 2,
                  "L.Y": Region("YBUF", "Y", 0, cout), "L.W": Region("WMEM", "W", 0, wrows),
                  "L.r": Region("RBUF", "r", 0, blk[1] - blk[0])}
             last = p == len(work) - 1
-            R["L.y"] = out if split == "blocks" or last else scratch
+            R["L.y"] = (Region("ABUF", "y", out.base + blk[0] * T, out.rows)
+                        if split == "blocks" or last else scratch)
             e.dram("DLOAD", "WMEM", R["L.W"], wbeat)
             e.dram("DLOAD", "RBUF", R["L.r"], rbeat)
             e("BARRIER")
@@ -380,7 +381,7 @@ def layer_passes_program(cfg: Config, seed: int, split: str, passes: int = 2,
                 xhat_out=split == "chans" or last)
             emit_layer(e, cfg, lay, N, R, "L", "x", stream=st, blocks=blk,
                        chans=ch if split == "chans" else None,
-                       ostride=None if R["L.y"] is out else 0)
+                       ostride=0 if R["L.y"] is scratch else None)
         e.transfer("STORE", "ABUF", out, key=(s, "y"))
     cmds = e.cmds + [store_counters(), make_cmd(cfg, "END")]
     host = []

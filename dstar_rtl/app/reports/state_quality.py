@@ -5,7 +5,9 @@ Each point is the trained digits DiT on :class:`models.dit_int_model.IntDiT` at 
 preset, SAR on with the calibration run's masks, per-layer bases profiled on the float
 calibration run plus an offset (the operating point's, ``reports/profile_sweep.json``, and one
 finer, and the operating point's again with every layer's reduction in pieces, ``max_reduction``
-64: the paper chip's plans run many, and a stored Y is rounded after each), against the float
+64: the paper chip's plans run many, and a stored Y is rounded after each; and the chosen
+fraction with the MLP in two chunks, ``mlp_chunks`` 2, as the core with a DRAM port runs it),
+against the float
 sample of the same seed: PSNR with its 95 % Student-t interval over
 the seeds, the classifier's agreement with the float sample, the average bits. A point passes
 the operating-point rule of ``dstar profile --sweep`` (:func:`analysis.profile.meets_rule`:
@@ -21,14 +23,14 @@ from pathlib import Path
 
 from dstar_rtl.app.experiments import run_provenance
 from dstar_rtl.app.measurement import Measurement, option
-from dstar_rtl.bench.state_quality import FRACS, PIECES, measure, points
+from dstar_rtl.bench.state_quality import CHUNKS, FRACS, PIECES, measure, points
 from dstar_rtl.gen.errors import UserError
 from dstar_rtl.gen.paths import REPORTS
 from dstar_rtl.gen.tables import md_table
 from dstar_rtl.results.base import plain
 from dstar_rtl.results.state_quality import QualityPoint, StateQuality
 
-__all__ = ["FRACS", "PIECES", "points", "measure", "markdown", "StateQuality",
+__all__ = ["FRACS", "PIECES", "CHUNKS", "points", "measure", "markdown", "StateQuality",
            "StateQualityOptions", "QualityPoint", "MEASUREMENT"]
 
 @dataclass(frozen=True)
