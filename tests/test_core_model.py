@@ -57,6 +57,8 @@ def _sample(host, ex, seed, label):
     (("WMEM", "XBUF", "YBUF"), 1, {"dram_width": 32}),
     # ... and in passes: qk over column blocks, each MLP chunk's fc1 pass, GELU and fc2 piece.
     (("WMEM", "XBUF", "YBUF"), 1, {"dram_width": 32, "mlp_chunks": 2}),
+    # the INT8 core in passes over column blocks: a WMEM of two 64-row windows
+    (("WMEM",), 1, {"datapath": "int8", "dram_width": 32, "wmem_rows": 192}),
     pytest.param((), 2, {"dram_width": 64, "sar_interval": 1}, marks=pytest.mark.slow),
     pytest.param(("WMEM",), 1, {"datapath": "int8", "dram_width": 64},
                  marks=pytest.mark.slow),
@@ -68,6 +70,8 @@ def test_the_program_equals_the_integer_model(params, stream, rows, overrides):
                          stream=stream)
     if stream:
         assert all(len(prog.streamed[b]) == len(prog.layers) for b in stream)
+    if {"mlp_chunks", "wmem_rows"} & set(overrides):      # some layers run in passes
+        assert any(len(p) > 1 for p in prog.passes.values())
     ex = CoreExecutor(cfg, isa.core_for(cfg))
     host = CoreSampler(prog, [IntDiT(SPEC, params, cfg, masks) for _ in range(rows)], 3, 2.0,
                        dram=ex.dram)

@@ -142,6 +142,7 @@ def test_whole_model_step_has_no_hazard():
     (dict(dram_width=32), ("WMEM", "XBUF", "YBUF")),
     (dict(dram_width=32, mlp_chunks=2), ("WMEM", "XBUF", "YBUF")),
     (dict(dram_width=64, datapath="int8"), ("WMEM",)),
+    (dict(dram_width=32, datapath="int8", wmem_rows=192), ("WMEM",)),
 ])
 def test_whole_model_through_dram_has_no_hazard(overrides, stream):
     """The tiny DiT with its weights and state in DRAM (each layer's objects loaded beside the

@@ -1047,7 +1047,7 @@ def emit_block_body(prog, e: Emitter, prefix: str = ""):
         around(e, "ln2", "after")
     e.section(prefix + "mod2")
     vr("modulate", "ln2", "m", vb=vb["shift2"], c=vb["scale2"])
-    chunks = len(passes["fc2"]) if passes else 1
+    chunks = cfg.mlp_chunks if passes else 1
     for c in range(chunks):     # the MLP, or through DRAM each chunk: fc1's pass, GELU, fc2's
         part = "" if chunks == 1 else f".{c}"
         e.section(prefix + "fc1" + part)

@@ -14,8 +14,10 @@ the gate ``1.0`` (VBUF ``one``); END. Before each sample's first step
 STEP phase back to 0.
 
 **ABUF by lifetime.** Every activation tensor of a step lives from the command that writes it to
-the last that reads it; tensors whose lifetimes do not meet share rows (first fit, in order of
-definition). The batch rows run one after the other and share the placement.
+the last that reads it; tensors whose lifetimes do not meet share rows (first fit by rows and
+time, the best of three orders). Through DRAM a layer run in one pass writes its output over
+its input, and a residual sum and a partial ``fc2`` output over what they read
+(:func:`_shared_offsets`). The batch rows run one after the other and share the placement.
 
 *Step* (the same command list every step; every batch row in turn, then the last line)::
 
@@ -38,19 +40,29 @@ rest fit (``stream`` forces every object of the named buffers to stream). The st
 the ``qk`` layers lie inside their SKIP, so a reuse step neither sends nor returns them
 (:meth:`ModelProgram.transfers`).
 
-**DRAM** (a core with a DRAM port, ``cfg.dram_width``; docs/core.md §9). The objects that
-stream live in DRAM instead of with the host (:attr:`ModelProgram.dram_map`: each at its own
-beats; :meth:`ModelProgram.dram_image` holds the weights, and each streamed layer's RBUF rows
-beside them, written before the init program;
+**DRAM** (a core with a DRAM port, ``cfg.dram_width``; docs/core.md §9). Every layer's
+weights and state live in DRAM instead of on chip or with the host
+(:attr:`ModelProgram.dram_map`: each object at its own beats; :meth:`ModelProgram.dram_image`
+holds the weights and RBUF rows, pass by pass, written before the init program;
 :meth:`ModelProgram.zero_state_image` zeroes the state before a trajectory) and move through
-the D engine, two windows per buffer so that a layer's objects load while the layer before it
-runs: before layer ``k`` a NOP waits for its window's ``D_READY`` (which its last DLOAD signals)
-and the DLOADs of layer ``k+1`` follow, running beside ``k``; after ``k``'s BARRIER its state
-goes back with DSTOREs. The first layer and every ``qk`` layer (which a reuse step skips) load
-their own objects as they start, and the layer after a ``qk`` is loaded before the ``qk``
-layer's SKIP, so that a reuse step loads it too. Windows alternate with the layers' order, and
-the D engine's order keeps a window's DSTORE before the next DLOAD into it.
+the D engine: the state one token tile at a time inside each pass
+(:class:`program.compiler.StateStream`), the weights as below.
 :meth:`ModelProgram.dram_state` reads a row's state back for the sampler's check.
+
+**Passes** (through DRAM; :class:`Pass`, :func:`_layer_passes`). Each layer runs in one or
+more passes (:func:`program.compiler.emit_layer` ``blocks``/``chans``), each pass's weights
+and RBUF rows in one of two windows as large as the largest pass, loaded while the pass before
+runs: before pass ``p`` a NOP waits for its window's ``D_READY`` (which its last DLOAD
+signals); once ``p`` has asked for its first state tiles, the DLOADs of the next pass follow,
+running beside it. With ``cfg.mlp_chunks = k`` each block's ``fc1`` runs in ``k`` column-block
+passes and ``fc2`` in ``k`` reduction pieces (its golden layer's), chunk by chunk (``fc1``'s
+pass, the chunk's GELU, ``fc2``'s piece); any other layer whose weights exceed the window
+runs in column-block passes (each quantizing the whole input again from the same ``x̂``:
+:func:`quant_counters` counts it). The pass order (:func:`_pass_order`) runs each block's
+``v`` before ``qk``: the first ``qk`` pass's weights load behind a SKIP beside ``v`` (a reuse
+step skips ``qk``), ``proj``'s beside the last head's P·V GEMMs, and the windows alternate
+along a reuse step's passes (:func:`_windows`), so both kinds of step find the same windows
+and the D engine's order keeps a window's loads after the pass that used it.
 
 **Padding.** A patch size below the tile size ``T`` (e.g. 2×2 patches of one channel, 4 values,
 at ``T = 8``) is padded to the next multiple of ``T``: the patch embedding gets zero input
@@ -634,6 +646,8 @@ def _plan(prog: ModelProgram, force: set):
             top[buf] += rows
         return prog.regions[name]
 
+    att = (nt * s.head_dim + padded_head_dim(s.head_dim, T) // T * N) if depth else 0
+    prog.passes = _layer_passes(prog, (buffer_depth(prog.core, "WMEM") - att) // 2)
     top["ABUF"] = _place_abuf(prog)
     if not cfg.dram_width:     # (through DRAM: after the weights, with which they travel)
         for name in prog.layers:
@@ -665,7 +679,6 @@ def _plan(prog: ModelProgram, force: set):
         if v.base + v.rows > reach:
             raise ValueError(f"K^T and V of one head need {v.base + v.rows} WMEM rows; VROW "
                              f"reaches {reach}")
-    prog.passes = _layer_passes(prog)
     slot = group_rows(cfg, max(_pass_chans(prog, n, q)[1] for n, ps in prog.passes.items()
                                for q in range(len(ps))))
     take("GMEM", "slot0", slot)
@@ -809,17 +822,20 @@ class Pass:
     chans: tuple | None = None
 
 
-def _layer_passes(prog: ModelProgram) -> dict:
-    """``{layer: [Pass]}``: one pass each without a DRAM port or MLP chunks; through DRAM,
-    each block's ``fc1`` in ``mlp_chunks`` column-block passes and ``fc2`` in as many
-    reduction pieces (its golden layer's), and any other layer whose weights exceed the
-    largest of those passes in the fewest column-block passes that do not."""
+def _layer_passes(prog: ModelProgram, cap: int) -> dict:
+    """``{layer: [Pass]}``: one pass each without a DRAM port; through DRAM, with
+    ``mlp_chunks`` > 1 each block's ``fc1`` in that many column-block passes and ``fc2`` in as
+    many reduction pieces (its golden layer's), and every other layer in the fewest column-block
+    passes whose weights fit the window: the largest MLP pass (the largest layer without chunks),
+    or ``cap`` rows (half the WMEM the attention leaves) if that is less."""
     cfg, T = prog.cfg, prog.cfg.tile
     out = {n: [Pass((0, lay.W.shape[1] // T))] for n, lay in prog.layers.items()}
-    k = cfg.mlp_chunks
-    if not cfg.dram_width or k == 1 or not prog.model.blocks:
+    if not cfg.dram_width:
         return out
-    for i in range(len(prog.model.blocks)):
+    k = cfg.mlp_chunks
+    rows = lambda n, p: (p.blocks[1] - p.blocks[0]) * (      # noqa: E731
+        p.chans[1] if p.chans else prog.layers[n].W.shape[0])
+    for i in range(len(prog.model.blocks) if k > 1 else 0):
         f1, f2 = prog.layers[f"blocks.{i}.fc1"], prog.layers[f"blocks.{i}.fc2"]
         nb = f1.W.shape[1] // T
         if nb % k:
@@ -831,14 +847,23 @@ def _layer_passes(prog: ModelProgram) -> dict:
         out[f"blocks.{i}.fc1"] = [Pass((a, a + n)) for a, n in piece_bounds(nb, k)]
         out[f"blocks.{i}.fc2"] = [Pass((0, f2.W.shape[1] // T), (a, n))
                                   for a, n in piece_bounds(f2.W.shape[0], k)]
-    window = max((j1 - j0) * (p.chans[1] if p.chans else prog.layers[n].W.shape[0])
-                 for n, ps in out.items() if n.endswith((".fc1", ".fc2"))
-                 for p in ps for j0, j1 in [p.blocks])
+    chunked = [(n, p) for n, ps in out.items() if k > 1 and n.endswith((".fc1", ".fc2"))
+               for p in ps]
+    window = min(cap, max(rows(n, p) for n, p in (chunked or
+                                                  [(n, ps[0]) for n, ps in out.items()])))
+    for n, p in chunked:
+        if rows(n, p) > window:
+            raise ValueError(f"{n}: an MLP chunk's weights need {rows(n, p)} WMEM rows, a "
+                             f"window has {window} (wmem_rows {buffer_depth(prog.core, 'WMEM')}"
+                             f"; more mlp_chunks or a deeper WMEM)")
     for n, lay in prog.layers.items():
-        if n.endswith((".fc1", ".fc2")):
+        if k > 1 and n.endswith((".fc1", ".fc2")):
             continue
         cin, nb = lay.W.shape[0], lay.W.shape[1] // T
-        count = next(c for c in range(1, nb + 1) if -(-nb // c) * cin <= window or c == nb)
+        if cin > window:
+            raise ValueError(f"{n}: one column block's weights need {cin} WMEM rows, a window "
+                             f"has {window} (wmem_rows {buffer_depth(prog.core, 'WMEM')})")
+        count = next(c for c in range(1, nb + 1) if -(-nb // c) * cin <= window)
         out[n] = [Pass((a, a + m)) for a, m in piece_bounds(nb, count)]
     return out
 
@@ -871,20 +896,18 @@ def _pass_key(prog: ModelProgram, name: str, q: int, buf: str) -> str:
 def _pass_order(prog: ModelProgram) -> list:
     """``(layer, pass)`` in the order a cache step runs them through DRAM: per block ``v``
     before ``qk`` (so a reuse step, which skips ``qk``, sees the same windows), then ``proj``,
-    then per MLP chunk its ``fc1`` pass and its ``fc2`` piece (one ``fc2`` pass without
-    chunks)."""
+    then per MLP chunk its ``fc1`` pass and its ``fc2`` piece (without chunks, ``fc1``'s passes
+    and then ``fc2``'s)."""
     out = [("x_embed", 0)]
     for i in range(len(prog.model.blocks)):
         b = f"blocks.{i}."
         for k in ("v", "qk", "proj"):
             out += [(b + k, q) for q in range(len(prog.passes[b + k]))]
-        chunks = len(prog.passes[b + "fc2"])
-        for c in range(len(prog.passes[b + "fc1"])):
-            out.append((b + "fc1", c))
-            if chunks > 1:
-                out.append((b + "fc2", c))
-        if chunks == 1:
-            out.append((b + "fc2", 0))
+        if prog.cfg.mlp_chunks > 1:
+            for c in range(prog.cfg.mlp_chunks):
+                out += [(b + "fc1", c), (b + "fc2", c)]
+        else:
+            out += [(b + k, q) for k in ("fc1", "fc2") for q in range(len(prog.passes[b + k]))]
     return out + [("final.linear", 0)]
 
 
@@ -948,8 +971,13 @@ def _abuf_ops(prog: ModelProgram) -> tuple:
             mlp += [([y], [b["m"]]), ([y], [y]), _partial_op(prog, i, y, rows)]
         mlp += [([ys[-1]], [b["m"]]), ([ys[-1]], [ys[-1]]), ([b["fc2.y"]], [ys[-1]])]
         if dram:    # a layer's output over its input, a residual sum over the output it adds
-            shares += [(b["proj.y"], b["o"]), (b["h1"], b["proj.y"]), (ys[-1], b["m"]),
-                       (b["fc2.y"], ys[-1]), (out, b["fc2.y"])]
+            one = {k: len(prog.passes[f"blocks.{i}.{k}"]) == 1 for k in ("proj", "fc1", "fc2")}
+            chunked = len(ys) > 1               # (the last chunk's passes are single)
+            shares += [(b["proj.y"], b["o"])] if one["proj"] else []
+            shares += [(b["h1"], b["proj.y"])]
+            shares += [(ys[-1], b["m"])] if chunked or one["fc1"] else []
+            shares += [(b["fc2.y"], ys[-1])] if chunked or one["fc2"] else []
+            shares += [(out, b["fc2.y"])]
         ops += [([b["ln1"]], [x]), ([], [x]), ([b["a"]], [b["ln1"]]), *att,
                 ([b["proj.y"]], [b["o"]]), ([xr], []), ([b["h1"]], [xr, b["proj.y"]]),
                 ([b["ln2"]], [b["h1"]]), ([], [b["h1"]]), ([b["m"]], [b["ln2"]]), *mlp,
@@ -998,6 +1026,8 @@ def _shared_offsets(shares: list, rows: dict, life: dict) -> dict:
         if life[inp][1] != life[res][0]:
             raise AssertionError(f"ABUF: {res} cannot be written over {inp}, which is read "
                                  f"after it is written")
+        if res in at:
+            raise AssertionError(f"ABUF: {res} is written over two tensors")
         head, off = at.get(inp, (inp, 0))
         at.setdefault(inp, (head, off))
         off += 0 if rows[res] <= rows[inp] else rows[inp] - rows[res]
@@ -1251,7 +1281,10 @@ def _pass_call(prog: ModelProgram, r: int, i: int, view: dict, k: str, q: int) -
                       f"{k}.r": prog.regions[_pass_key(prog, name, q, "RBUF")]})
     src = {"qk": "a", "v": "a", "proj": "o", "fc1": "m", "fc2": "gelu"}[k]
     kw = dict(blocks=pa.blocks, chans=pa.chans, pieces=1 if pa.chans else lay.pieces)
-    chunks = len(prog.passes[f"blocks.{i}.fc2"])
+    chunks = prog.cfg.mlp_chunks
+    if f"{k}.y" in R and len(prog.passes[name]) > 1:    # the pass's columns of the output
+        y = R[f"{k}.y"]
+        R[f"{k}.y"] = Region("ABUF", y.name, y.base + pa.blocks[0] * T, y.rows)
     if chunks > 1 and k == "fc1":
         R["fc1.y"] = prog.regions[f"{name}.y.{q}"]
         kw["ostride"] = (pa.blocks[1] - pa.blocks[0]) * T
