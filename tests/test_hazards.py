@@ -170,9 +170,15 @@ def test_whole_model_through_dram_has_no_hazard(overrides, stream):
 
 
 @pytest.mark.slow
-def test_trained_digits_model_on_fpga_has_no_hazard():
+@pytest.mark.parametrize("overrides", [
+    {},                                                    # the whole model on chip
+    {"dram_width": 64, "mlp_chunks": 2},                   # in DRAM, MLP chunks
+    {"dram_width": 64, "datapath": "int8", "wmem_rows": 4608},     # in DRAM, column passes
+], ids=["on-chip", "dram-mlp-chunks", "dram-int8-column-passes"])
+def test_trained_digits_model_on_fpga_has_no_hazard(overrides):
     """The program `dstar sample` runs on the fpga core (the trained digits DiT, buffers deep
-    enough to hold it, 6,240 commands a step): no hazard on a cache step (about half a minute)."""
+    enough to hold it, 6,240 commands a step; or through DRAM at the least buffers): no hazard
+    on a cache step, nor through DRAM on the reuse step after it (about a minute each)."""
     from dstar_rtl.models.digits import load_trained
     from dstar_rtl.models.dit import start_noise
     from dstar_rtl.models.dit_int_model import IntDiT
@@ -180,11 +186,15 @@ def test_trained_digits_model_on_fpga_has_no_hazard():
     from dstar_rtl.program.model import compile_model, resident_depths
 
     spec, p = load_trained()
-    cfg = preset("fpga", **resident_depths(IntDiT(spec, p, preset("fpga"))))
+    base = preset("fpga", **overrides)
+    cfg = preset("fpga", **overrides, **{k: v for k, v in resident_depths(
+        IntDiT(spec, p, base)).items() if k not in overrides and v})
     model = IntDiT(spec, p, cfg)
     core = isa.core_for(cfg)
     prog = compile_model(model, core)
     inputs = model.host_inputs(start_noise(spec, 0)[0], 999, 1)
-    runs = [(prog.init, prog.init_words),
-            (prog.step, prog.host_words([inputs], prog.initial_state(), True))]
+    state = prog.initial_state()
+    runs = [(prog.init, prog.init_words)] + [
+        (prog.step, prog.host_words([inputs], state, cache))
+        for cache in ((True, False) if cfg.dram_width else (True,))]
     assert check_program(cfg, core, runs) == 0

@@ -569,11 +569,16 @@ def deepened(cfg, depths: dict) -> tuple:
 def resident_depths(model: IntDiT, *, rows: int = 1, streamed: bool = False) -> dict:
     """The buffer depths (``abuf_rows`` ...: rows) at which ``model`` with ``rows`` batch rows
     runs with nothing streamed (for ``--set``), or with ``streamed`` every layer of
-    :data:`STREAMABLE` buffers streamed (the least depths it runs at); raises ValueError when
-    even the deepest core cannot hold it."""
+    :data:`STREAMABLE` buffers streamed (the least depths it runs at); with a DRAM port
+    (everything in DRAM) either gives the depths with the widest weight windows (column passes
+    only where ``mlp_chunks`` sets them, or where a ``wmem_rows`` the configuration sets needs
+    them: that depth is kept). Raises ValueError when even the deepest core cannot hold it."""
     from dstar_rtl.golden.config import core_rows_limit
 
-    deepest = CoreConfig(**{f: core_rows_limit(f) for f in CoreConfig.__dataclass_fields__})
+    cfg = model.cfg
+    keep = {"wmem_rows": cfg.wmem_rows} if cfg.dram_width and cfg.wmem_rows else {}
+    deepest = CoreConfig(**{f: keep.get(f) or core_rows_limit(f)
+                            for f in CoreConfig.__dataclass_fields__})
     prog = ModelProgram(model=model, core=deepest, rows=rows)     # the memory map only
     _core_layers(prog)
     _plan(prog, set(STREAMABLE) if streamed else set())

@@ -83,8 +83,9 @@ def register(sub):
     p.add_argument("--fit-buffers", action="store_true",
                    help="RTL backends: deepen every buffer of the preset's core that is too "
                         "shallow to hold the whole model (weights, state, P-cache), so nothing "
-                        "streams, and raise ln_row_max to the model's hidden size where it is "
-                        "shorter; the datapath stays the preset's")
+                        "streams (with a DRAM port, --set dram_width=64: the buffers the model "
+                        "needs with all of it in DRAM), and raise ln_row_max to the model's "
+                        "hidden size where it is shorter; the datapath stays the preset's")
     p.add_argument("--jobs", type=int, default=1,
                    help="RTL backends: split the samples over this many simulator runs side by "
                         "side (default 1)")
