@@ -57,8 +57,10 @@ def _sample(host, ex, seed, label):
     (("WMEM", "XBUF", "YBUF"), 1, {"dram_width": 32}),
     # ... and in passes: qk over column blocks, each MLP chunk's fc1 pass, GELU and fc2 piece.
     (("WMEM", "XBUF", "YBUF"), 1, {"dram_width": 32, "mlp_chunks": 2}),
-    # the INT8 core in passes over column blocks: a WMEM of two 64-row windows
-    (("WMEM",), 1, {"datapath": "int8", "dram_width": 32, "wmem_rows": 192}),
+    # the INT8 core in passes over column blocks, a WMEM of two 64-row windows (make regress;
+    # the fast tier checks its program for hazards, tests/test_hazards.py)
+    pytest.param(("WMEM",), 1, {"datapath": "int8", "dram_width": 32, "wmem_rows": 192},
+                 marks=pytest.mark.slow),
     pytest.param((), 2, {"dram_width": 64, "sar_interval": 1}, marks=pytest.mark.slow),
     pytest.param(("WMEM",), 1, {"datapath": "int8", "dram_width": 64},
                  marks=pytest.mark.slow),
