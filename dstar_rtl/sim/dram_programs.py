@@ -232,15 +232,11 @@ def tiled_layer_program(cfg: Config, seed: int, steps: int = 2, tokens: int = 4)
     0 and the beats between tiles)."""
     from dstar_rtl.program.compiler import Emitter, Region, StateStream, TileStream, emit_layer
 
-    rng = np.random.default_rng(seed)
     T = cfg.tile
     N, cin, cout = tokens * T, 2 * T, 2 * T
     nt, nob = N // T, cout // T
-    W = rng.integers(-127, 128, (cin, cout))
-    lay = DiffLinear(W, rng.uniform(0.002, 0.02, cout), cfg, bias=rng.uniform(-1, 1, cout),
-                     pieces=2)
-    x0 = rng.integers(-3000, 3000, (N, cin))
-    xs = [x0] + [x0 + rng.integers(-60, 60, (N, cin)) for _ in range(steps - 1)]
+    lay, xs = _random_layer(cfg, seed, N, cin, cout, steps, 2)
+    W = lay.W
     Bb = beat_bytes(cfg)
 
     def stride(buf, rows):
@@ -309,15 +305,12 @@ def layer_passes_program(cfg: Config, seed: int, split: str, passes: int = 2,
 
     if split not in ("blocks", "chans"):
         raise ValueError(f"split must be 'blocks' or 'chans', not {split!r}")
-    rng = np.random.default_rng(seed)
     T = cfg.tile
     N, cin, cout = tokens * T, 2 * T, 4 * T
     nt, nb = N // T, cout // T
-    W = rng.integers(-127, 128, (cin, cout))
-    lay = DiffLinear(W, rng.uniform(0.002, 0.02, cout), cfg, bias=rng.uniform(-1, 1, cout),
-                     pieces=passes if split == "chans" else None)
-    x0 = rng.integers(-3000, 3000, (N, cin))
-    xs = [x0] + [x0 + rng.integers(-60, 60, (N, cin)) for _ in range(steps - 1)]
+    lay, xs = _random_layer(cfg, seed, N, cin, cout, steps,
+                            passes if split == "chans" else None)
+    W = lay.W
     Bb = beat_bytes(cfg)
     image, at = {}, 0
 
@@ -392,6 +385,17 @@ def layer_passes_program(cfg: Config, seed: int, split: str, passes: int = 2,
                 host += _words_of_row(cfg, row)
     return DramProgram(cmds, image, dict(layer=lay, xs=xs, host_words=host, out=out,
                                          tags=e.tags))
+
+
+def _random_layer(cfg: Config, seed: int, N: int, cin: int, cout: int, steps: int, pieces):
+    """A random differential layer (``pieces`` reduction pieces; None: the least) and ``steps``
+    inputs of ``N`` tokens, each a small change of the one before."""
+    rng = np.random.default_rng(seed)
+    W = rng.integers(-127, 128, (cin, cout))
+    lay = DiffLinear(W, rng.uniform(0.002, 0.02, cout), cfg, bias=rng.uniform(-1, 1, cout),
+                     pieces=pieces)
+    x0 = rng.integers(-3000, 3000, (N, cin))
+    return lay, [x0] + [x0 + rng.integers(-60, 60, (N, cin)) for _ in range(steps - 1)]
 
 
 def _words_of_row(cfg: Config, row) -> list:
