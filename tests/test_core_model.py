@@ -111,6 +111,28 @@ def test_a_model_wider_than_max_reduction():
     assert max(c.n for c in vrows if c.vop != ln) <= 16
 
 
+def test_mlp_chunks_of_a_reduction_longer_than_max_reduction():
+    """Hidden 32 and an MLP of 64 at max_reduction 16 through DRAM in two MLP chunks: fc2 runs
+    in 4 reduction pieces (the least multiple of the chunks that max_reduction allows), two in
+    each chunk's pass; every stored tensor equal to the integer model's over three steps."""
+    from dataclasses import replace
+
+    spec = replace(SPEC, hidden=32, heads=4)
+    cfg = preset("tiny", max_reduction=16, ln_row_max=32, dram_width=32, mlp_chunks=2)
+    p = init_params(spec, 0)
+    model = IntDiT(spec, p, cfg)
+    assert model.blocks[0].layers["fc2"].pieces == 4
+    cfg = preset("tiny", max_reduction=16, ln_row_max=32, dram_width=32, mlp_chunks=2,
+                 **resident_depths(model))
+    prog = compile_model(IntDiT(spec, p, cfg), isa.core_for(cfg))
+    assert [q.chans for q in prog.passes["blocks.0.fc2"]] == [(0, 32), (32, 32)]
+    ex = CoreExecutor(cfg, isa.core_for(cfg))
+    host = CoreSampler(prog, [IntDiT(spec, p, cfg)], 3, 1.0, dram=ex.dram)
+    host.load_dram()
+    ex.run(prog.init, prog.init_words)
+    _sample(host, ex, seed=0, label=1)
+
+
 def test_the_tiny_core_streams_only_what_does_not_fit(params):
     cfg = preset("tiny")
     prog = compile_model(IntDiT(SPEC, params, cfg), isa.core_for(cfg))

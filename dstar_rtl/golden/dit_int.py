@@ -81,7 +81,12 @@ from dstar_rtl.golden.sar import (
     is_cache_step,
     quantize_p,
 )
-from dstar_rtl.golden.schedule import Counters, quantize_counted, reference_product
+from dstar_rtl.golden.schedule import (
+    Counters,
+    quantize_counted,
+    reduction_pieces,
+    reference_product,
+)
 
 __all__ = ["IntDiTBlock", "BlockStep", "LayerStep", "AttnStep", "LAYERS", "MOD_NAMES", "BASE_KEYS",
            "pack_pcache", "unpack_pcache", "kv_e_max"]
@@ -326,8 +331,11 @@ class IntDiTBlock:
                              f"width that cannot overflow")
         self.cfg, self.spec, self.index = cfg, spec, index
         #: Reduction pieces per layer beyond the least (``{layer: p}``; the compiler runs them):
-        #: ``fc2`` in ``cfg.mlp_chunks`` unless ``pieces`` says otherwise.
-        chunks = {"fc2": cfg.mlp_chunks} if cfg.mlp_chunks > 1 else {}
+        #: ``fc2`` in a multiple of ``cfg.mlp_chunks`` (the least one at or above what
+        #: ``max_reduction`` needs) unless ``pieces`` says otherwise.
+        k = cfg.mlp_chunks
+        chunks = ({"fc2": k * -(-reduction_pieces(spec.mlp_hidden, cfg) // k)} if k > 1
+                  else {})
         self.layer_pieces = {**chunks, **dict(pieces or {})}
         unknown = sorted(set(self.layer_pieces) - set(LAYERS))
         if unknown:

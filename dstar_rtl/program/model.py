@@ -846,9 +846,10 @@ def _layer_passes(prog: ModelProgram, cap: int) -> dict:
         if nb % k:
             raise ValueError(f"mlp_chunks = {k} must divide the MLP's {nb} column blocks "
                              f"(mlp hidden {f1.W.shape[1]} / T = {T})")
-        if f2.pieces != k:
-            raise ValueError(f"blocks.{i}.fc2 runs in {f2.pieces} reduction pieces; the MLP's "
-                             f"chunks need {k} (mlp_chunks)")
+        if f2.pieces % k or f2.W.shape[0] % f2.pieces:
+            raise ValueError(f"blocks.{i}.fc2 runs in {f2.pieces} reduction pieces of its "
+                             f"{f2.W.shape[0]} channels; the MLP's chunks need a multiple of "
+                             f"{k} (mlp_chunks) that divides them")
         out[f"blocks.{i}.fc1"] = [Pass((a, a + n)) for a, n in piece_bounds(nb, k)]
         out[f"blocks.{i}.fc2"] = [Pass((0, f2.W.shape[1] // T), (a, n))
                                   for a, n in piece_bounds(f2.W.shape[0], k)]
@@ -1285,7 +1286,8 @@ def _pass_call(prog: ModelProgram, r: int, i: int, view: dict, k: str, q: int) -
     R = dict(view, **{f"{k}.W": prog.regions[_pass_key(prog, name, q, "WMEM")],
                       f"{k}.r": prog.regions[_pass_key(prog, name, q, "RBUF")]})
     src = {"qk": "a", "v": "a", "proj": "o", "fc1": "m", "fc2": "gelu"}[k]
-    kw = dict(blocks=pa.blocks, chans=pa.chans, pieces=1 if pa.chans else lay.pieces)
+    kw = dict(blocks=pa.blocks, chans=pa.chans,       # (a chunk's piece: its own pieces)
+              pieces=lay.pieces // len(prog.passes[name]) if pa.chans else lay.pieces)
     chunks = prog.cfg.mlp_chunks
     if f"{k}.y" in R and len(prog.passes[name]) > 1:    # the pass's columns of the output
         y = R[f"{k}.y"]
