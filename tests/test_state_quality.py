@@ -10,12 +10,13 @@ from dstar_rtl.golden.config import YSTATE_FRAC_CHOSEN
 
 def test_every_fraction_at_the_operating_point_and_one_finer():
     pts = points(-2)
-    assert [(o, g) for _, o, g, _ in pts[:-1]] == [(o, g) for o in (-2, -1, -2) for g in FRACS]
+    assert [(o, g) for _, o, g, _ in pts[:-2]] == [(o, g) for o in (-2, -1, -2) for g in FRACS]
     assert pts[0][0] == "base -2, Y whole" and pts[7][0] == "base -1, stored Y, g = 4"
-    assert pts[-2][0] == "base -2, max_reduction 64, stored Y, g = 4"
-    assert pts[-2][3] == PIECES and not pts[0][3]
-    # the MLP in chunks, at the chosen fraction
-    assert pts[-1][1:] == (-2, YSTATE_FRAC_CHOSEN, CHUNKS)
+    assert pts[-3][0] == "base -2, max_reduction 64, stored Y, g = 4"
+    assert pts[-3][3] == PIECES and not pts[0][3]
+    # the MLP in chunks, at the chosen fraction and two bits finer
+    assert [p[1:] for p in pts[-2:]] == [(-2, g, CHUNKS) for g in (YSTATE_FRAC_CHOSEN,
+                                                                    YSTATE_FRAC_CHOSEN + 2)]
 
 
 @pytest.mark.parametrize("argv, msg", [

@@ -27,7 +27,7 @@ def points(op_offset: int) -> list:
     """``[(name, base_offset, ystate_frac, overrides)]``: every fraction of :data:`FRACS` at the
     operating point's base offset and at one finer (``op_offset + 1``: more bits, more
     headroom), then at the operating point with the reductions in pieces (:data:`PIECES`), and
-    the chosen fraction with the MLP in chunks (:data:`CHUNKS`)."""
+    the chosen fraction and one two bits finer with the MLP in chunks (:data:`CHUNKS`)."""
     from dstar_rtl.golden.config import YSTATE_FRAC_CHOSEN
 
     out = []
@@ -36,9 +36,9 @@ def points(op_offset: int) -> list:
             what = "Y whole" if g is None else f"stored Y, g = {g}"
             where = f", max_reduction {over['max_reduction']}" if over else ""
             out.append((f"base {off:+d}{where}, {what}", off, g, over))
-    g = YSTATE_FRAC_CHOSEN
-    out.append((f"base {op_offset:+d}, mlp_chunks {CHUNKS['mlp_chunks']}, stored Y, g = {g}",
-                op_offset, g, CHUNKS))
+    for g in (YSTATE_FRAC_CHOSEN, YSTATE_FRAC_CHOSEN + 2):    # (a finer stored Y: rounded
+        out.append((f"base {op_offset:+d}, mlp_chunks {CHUNKS['mlp_chunks']}, stored Y, "
+                    f"g = {g}", op_offset, g, CHUNKS))       # once per chunk)
     return out
 
 
