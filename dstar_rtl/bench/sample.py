@@ -38,6 +38,7 @@ from dstar_rtl.models.dit import DiT, DiTSpec
 from dstar_rtl.models.dit_int_model import IntDiT, average_bits, ddim_sample_float, ddim_sample_int
 from dstar_rtl.program.isa import beat_bytes, sram_bytes
 from dstar_rtl.program.model import quant_counters
+from dstar_rtl.sim.sample_job import DRAM_PAUSE
 
 __all__ = ["BACKENDS", "RTL_BACKENDS", "run_samples", "is_digits_model",
            "check_model", "RTLMismatch"]
@@ -68,7 +69,7 @@ def check_model(spec: DiTSpec, params: dict, cfg: Config, backend: str = "golden
 
 
 def _rtl_samples(spec, params, cfg, cal, *, simulator, steps, labels, guidance, seed,
-                 stream, waves, jobs, optimize) -> dict:
+                 stream, waves, jobs, optimize, dram=None) -> dict:
     """Every sample on the RTL core: the labels split into ``jobs`` cocotb runs side by side
     (each with its own core and init), the core built once (Verilator at ``-O2`` when
     ``optimize``). Returns the images and the loops' records, merged in label order; progress
@@ -94,7 +95,7 @@ def _rtl_samples(spec, params, cfg, cal, *, simulator, steps, labels, guidance, 
                             steps=steps,
                             labels=[labels[k] for k in idx], seeds=[seed + k for k in idx],
                             guidance=guidance, stream=tuple(stream),
-                            result=tmp / f"result{j}.npz")
+                            result=tmp / f"result{j}.npz", dram=dram)
             write_job(tmp / f"job{j}.npz", job)
             specs.append(job)
 
@@ -134,11 +135,14 @@ def _rtl_samples(spec, params, cfg, cal, *, simulator, steps, labels, guidance, 
 
 def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps: int,
                 labels: list, guidance: float, seed: int, sar: bool = True, stream=(),
-                waves: bool = False, jobs: int = 1, optimize: bool = True) -> dict:
+                waves: bool = False, jobs: int = 1, optimize: bool = True,
+                dram: tuple | None = None) -> dict:
     """Sample ``len(labels)`` images with ``backend`` and with the float model; returns
     ``{"images": (n, C, H, W) backend samples, "float": the float samples, "record": a
     JSON-serialisable dict}``. An RTL backend raises :class:`RTLMismatch` at the first
-    difference from the integer golden."""
+    difference from the integer golden; ``dram``: ``(latency, bytes_per_cycle)`` of a
+    deterministic DRAM behind a core with a DRAM port (:class:`tb.dram_model.DramTiming`;
+    None: the AXI RAM paused at random)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
     t0 = time.perf_counter()
@@ -153,7 +157,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
     if backend in RTL_BACKENDS:
         rtl = _rtl_samples(spec, params, cfg, cal, simulator=backend, steps=steps,
                            labels=labels, guidance=guidance, seed=seed, stream=stream,
-                           waves=waves, jobs=jobs, optimize=optimize)
+                           waves=waves, jobs=jobs, optimize=optimize, dram=dram)
     images, floats, samples = [], [], []
     for k, label in progress(enumerate(labels), "samples", total=len(labels)):
         s = seed + k
@@ -207,7 +211,10 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
             cycles_per_step=dict(mean=round(float(np.mean(cyc)), 1), min=min(cyc), max=max(cyc)),
             cycles_per_image=round(float(np.sum(cyc)) / len(samples), 1),
             sram_bytes=sram_bytes(cfg),
-            dram_bytes_per_image=_dram_per_image(cfg, r.get("dram_traffic"), samples))
+            dram_bytes_per_image=_dram_per_image(cfg, r.get("dram_traffic"), samples),
+            dram=None if not cfg.dram_width else
+            dict(pause=DRAM_PAUSE) if dram is None else
+            dict(latency=dram[0], bytes_per_cycle=dram[1]))
     if is_digits_model(spec):
         got, ref = classify(images), classify(floats)
         for rec, g, r in zip(samples, got, ref):

@@ -35,7 +35,9 @@ class CoreSampling:
     program's cycles per simulator run, the runs, commands per step, the layers whose state
     streamed through the host port, the memory map, cycles per step and per image, the bytes
     of the core's on-chip buffers and, with a DRAM port, the DRAM bytes per image by kind
-    (weights, state, P cache)."""
+    (weights, state, P cache) and the DRAM behind it (``dram``: ``{"latency": cycles,
+    "bytes_per_cycle": ...}`` of a deterministic DRAM, or ``{"pause": p}`` of the AXI RAM
+    paused at random)."""
 
     bit_exact: bool
     batch_rows: int
@@ -48,6 +50,7 @@ class CoreSampling:
     cycles_per_image: float
     sram_bytes: dict[str, int] | None = None              # the core's buffers as built
     dram_bytes_per_image: dict[str, int] | None = None    # by kind, read and write (DRAM port)
+    dram: dict[str, float] | None = None                  # the DRAM behind the port
 
 
 @dataclass(frozen=True)

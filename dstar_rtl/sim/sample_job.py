@@ -24,6 +24,10 @@ __all__ = ["SampleJob", "write_job", "read_job", "write_result", "read_result", 
 #: The environment variable that names the job file for the cocotb module.
 JOB_ENV = "DSTAR_SAMPLE_JOB"
 
+#: The probability that each channel of the AXI RAM behind a core's DRAM port pauses in a cycle
+#: when a job names no deterministic DRAM (``SampleJob.dram`` None).
+DRAM_PAUSE = 0.2
+
 
 @dataclass
 class SampleJob:
@@ -31,7 +35,9 @@ class SampleJob:
     ``bases``: ``{layer: B}`` or None, :class:`analysis.calibration.Calibration`) and
     ``steps``, ``labels`` with their start-noise ``seeds``, ``guidance``, ``stream`` (buffers that
     stream every layer, :data:`program.model.STREAMABLE`), ``result`` (the path the loop
-    writes; it appends one line per step done to ``result`` + ``.progress``)."""
+    writes; it appends one line per step done to ``result`` + ``.progress``), ``dram``
+    (``(latency, bytes_per_cycle)`` of a deterministic DRAM behind a core with a DRAM port,
+    :class:`tb.dram_model.DramTiming`; None: the AXI RAM paused at random)."""
 
     spec: DiTSpec
     params: dict
@@ -43,6 +49,7 @@ class SampleJob:
     stream: tuple
     result: Path
     bases: dict | None = None
+    dram: tuple | None = None
 
     @property
     def progress(self) -> Path:
@@ -55,7 +62,8 @@ def write_job(path: Path, job: SampleJob):
     opts = dict(steps=job.steps, labels=[int(v) for v in job.labels],
                 seeds=[int(v) for v in job.seeds], guidance=job.guidance,
                 stream=list(job.stream), result=str(job.result),
-                masks=job.masks is not None, bases=job.bases)
+                masks=job.masks is not None, bases=job.bases,
+                dram=list(job.dram) if job.dram is not None else None)
     arrays = {f"param/{k}": np.asarray(v) for k, v in job.params.items()}
     arrays.update({f"mask/{k}": np.asarray(v) for k, v in (job.masks or {}).items()})
     np.savez(path, spec=data_json(job.spec.to_dict()), options=data_json(opts), **arrays)
@@ -71,7 +79,8 @@ def read_job(path) -> SampleJob:
     return SampleJob(spec=spec, params=params, masks=masks if o["masks"] else None,
                      steps=o["steps"], labels=o["labels"], seeds=o["seeds"],
                      guidance=o["guidance"], stream=tuple(o["stream"]),
-                     result=Path(o["result"]), bases=o.get("bases"))
+                     result=Path(o["result"]), bases=o.get("bases"),
+                     dram=tuple(o["dram"]) if o.get("dram") is not None else None)
 
 
 def write_result(path: Path, images=None, record=None, error: str | None = None):

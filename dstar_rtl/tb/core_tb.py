@@ -57,6 +57,9 @@ class CoreTB:
         cocotbext-axi's ``AxiRam`` behind it (:attr:`ram`, made by the first :meth:`reset`,
         every byte zero until written) pauses in a cycle (random latency and back-pressure on
         AW, W, B, AR and R).
+    dram_timing : tb.dram_model.DramTiming, optional
+        With a DRAM port: a deterministic DRAM of this latency and bandwidth
+        (:class:`tb.dram_model.DramModel`) in place of the paused AXI RAM.
 
     The ``host_out`` sink takes every word until the core reports ``done`` (or an error), then
     watches a trailing window of twice :func:`perf.timing.core_store_latency`: a word in it fails
@@ -64,7 +67,7 @@ class CoreTB:
     """
 
     def __init__(self, dut, gap: float = 0.0, stall: float = 0.0, cmd_gap: float = 0.0,
-                 dram_pause: float = 0.0):
+                 dram_pause: float = 0.0, dram_timing=None):
         self.dut = dut
         self.cfg = config_from_env()
         self.core = isa.core_for(self.cfg)
@@ -79,6 +82,7 @@ class CoreTB:
         self.cycles = 0
         self.ram = None
         self._dram = (dram_pause, random.Random(seed + 4))
+        self._dram_timing = dram_timing
         start_clock(dut)
 
     async def reset(self):
@@ -86,7 +90,12 @@ class CoreTB:
         the first reset (its models sample the port from then on)."""
         await reset(self.dut)
         if self.cfg.dram_width and self.ram is None:
-            self.ram = _axi_ram(self.dut, self.cfg, *self._dram)
+            if self._dram_timing is not None:
+                from .dram_model import DramModel
+
+                self.ram = DramModel(self.dut, isa.beat_bytes(self.cfg), self._dram_timing)
+            else:
+                self.ram = _axi_ram(self.dut, self.cfg, *self._dram)
 
     def status(self) -> dict:
         return unpack(isa.status_layout(), self.dut.status.value.to_unsigned())

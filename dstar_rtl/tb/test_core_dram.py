@@ -1,9 +1,10 @@
 """cocotb tests of the core's DRAM port (docs/core.md §9) behind cocotbext-axi's AXI RAM, every
 channel paused at random: the programs of :mod:`sim.dram_programs` (every buffer through DRAM;
 a differential layer over steps with its operands, outputs and state moved beside the engines,
-and one with its activations and state by token tiles; group streams out and back)
-return the executor's host words (the cycle counters of STORE CNT excepted) and leave the
-executor's bytes in DRAM; an error response stops the core with ``dram``."""
+and one with its activations and state by token tiles; group streams out and back; a layer in
+passes behind the deterministic DRAM of tb.dram_model) return the executor's host words (the
+cycle counters of STORE CNT excepted) and leave the executor's bytes in DRAM; an error response
+stops the core with ``dram``."""
 
 import cocotb
 
@@ -14,23 +15,28 @@ from dstar_rtl.program.executor import CoreExecutor
 from dstar_rtl.sim.dram_programs import (
     every_buffer_program,
     group_stream_program,
+    layer_passes_program,
     layer_program,
     tiled_layer_program,
     transfer,
 )
 
+from .array_tb import config_from_env
 from .core_tb import CoreTB
+from .dram_model import DramTiming
 
 
 async def _check(tb, prog, what):
-    """Run ``prog`` on the core and on the executor, both DRAMs holding its image; compare."""
+    """Run ``prog`` on the core and on the executor, both DRAMs holding its image (and both
+    given its host words, ``extra["host_words"]``, if it has any); compare."""
     cfg = tb.cfg
     dram = Dram(isa.beat_bytes(cfg) << isa.DRAM_ADDR_BITS)
     for a, data in prog.image.items():
         dram.write(a, data)
         tb.ram.write(a, data)
-    want = CoreExecutor(cfg, tb.core, dram=dram).run(prog.cmds)
-    got = await tb.run(prog.cmds)
+    host = prog.extra.get("host_words", [])
+    want = CoreExecutor(cfg, tb.core, dram=dram).run(prog.cmds, host)
+    got = await tb.run(prog.cmds, host)
     assert len(got) == len(want), f"{what}: {len(got)} host words, expected {len(want)}"
     base = len(got) - len(isa.COUNTERS)
     assert got[base + isa.COUNTERS.index("busy_D")] > 0, f"{what}: D never busy"
@@ -74,6 +80,30 @@ async def group_streams_through_dram(dut):
     await tb.reset()
     prog = group_stream_program(tb.cfg, cocotb.RANDOM_SEED)
     await _check(tb, prog, "group streams")
+
+
+@cocotb.test()
+async def a_layer_in_passes_behind_a_deterministic_dram(dut):
+    """A layer in two reduction pieces over every token tile (each piece's weights loaded
+    before it, the state by token tiles) behind tb.dram_model at half a beat a cycle and 12
+    cycles of latency: the executor's host words and DRAM bytes; the same cycles when run
+    again; no faster than the DRAM's bandwidth allows."""
+    cfg = config_from_env()
+    timing = DramTiming(latency=12, bytes_per_cycle=isa.beat_bytes(cfg) / 2)
+    tb = CoreTB(dut, dram_timing=timing)
+    await tb.reset()
+    prog = layer_passes_program(cfg, cocotb.RANDOM_SEED, "chans", 2, steps=2)
+    runs = []
+    for k in range(2):
+        if k:
+            await tb.reset()
+        before = tb.ram.beats
+        await _check(tb, prog, f"layer in passes, run {k}")
+        beats = tb.ram.beats - before
+        assert tb.cycles * timing.bytes_per_cycle >= beats * isa.beat_bytes(cfg), \
+            f"{beats} beats in {tb.cycles} cycles: faster than the DRAM"
+        runs.append(tb.cycles)
+    assert runs[0] == runs[1], f"cycles differ between two runs: {runs}"
 
 
 @cocotb.test()

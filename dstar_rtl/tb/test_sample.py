@@ -11,7 +11,8 @@ every row's inputs
 :class:`program.sampling.CoreSampler`), sends them and the streamed layers, the core
 runs every layer, the host reads ``h0``, every block's output, ``f``, ``eps``, the streamed state
 and the counters (with a DRAM port, the objects that do not fit the core live in cocotbext-axi's
-AXI RAM behind it, paused at random: the weights written there before the init program, the
+AXI RAM behind it, paused at random, or the job's deterministic DRAM, tb.dram_model: the
+weights written there before the init program, the
 state zeroed there before each sample and read back after every step). Each of those is
 compared with the integer golden's step: the first difference
 stops the run naming the sample (by its seed), step, row, tensor and index. The ``eps`` read from
@@ -28,7 +29,7 @@ import numpy as np
 from dstar_rtl.models.dit_int_model import IntDiT
 from dstar_rtl.program.model import compile_model
 from dstar_rtl.program.sampling import CoreSampler
-from dstar_rtl.sim.sample_job import JOB_ENV, read_job, write_result
+from dstar_rtl.sim.sample_job import DRAM_PAUSE, JOB_ENV, read_job, write_result
 
 from .core_tb import CoreTB
 
@@ -37,7 +38,12 @@ from .core_tb import CoreTB
 async def sample_on_core(dut):
     """The job's samples, every step bit-exact against the integer golden."""
     job = read_job(os.environ[JOB_ENV])
-    tb = CoreTB(dut, dram_pause=0.2)
+    timing = None
+    if job.dram is not None:
+        from .dram_model import DramTiming
+
+        timing = DramTiming(*job.dram)
+    tb = CoreTB(dut, dram_pause=DRAM_PAUSE, dram_timing=timing)
     await tb.reset()
     try:
         images, record = await _sample(dut, tb, job)
