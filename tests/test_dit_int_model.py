@@ -128,6 +128,11 @@ def test_dstar_sample_writes_the_grid_and_the_record(tmp_path, capsys):
     (["--backend", "verilator", "--jobs", "0"], "--jobs must be >= 1"),
     (["--backend", "verilator", "--set", "gmem_rows=512"], "GMEM needs 768 rows"),
     (["--backend", "icarus", "--cfg", "2"], "GMEM needs 1280 rows, the core has 1024"),
+    (["--dram-latency", "9"], "--dram-latency and --dram-bandwidth go together"),
+    (["--backend", "verilator", "--dram-latency", "9", "--dram-bandwidth", "4"],
+     "a core with a DRAM port"),
+    (["--backend", "verilator", "--set", "dram_width=32", "--dram-latency", "0",
+      "--dram-bandwidth", "4"], "--dram-latency must be >= 1"),
 ])
 def test_dstar_sample_refuses_bad_input_in_one_line(tmp_path, capsys, argv, message):
     out = tmp_path / "out"

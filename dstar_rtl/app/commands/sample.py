@@ -3,7 +3,8 @@
 
 ``dstar sample [--backend float|golden-int|verilator|icarus] [--model digits|tiny|small |
 --weights FILE --heads H] [--steps 10] [--labels 0 1 ...] [--cfg 1.0] [--seed 0] [--preset fpga]
-[--set k=v] [--no-sar] [--stream WMEM XBUF YBUF] [--fit-buffers] [--jobs N] [--waves]
+[--set k=v] [--no-sar] [--stream WMEM XBUF YBUF] [--fit-buffers]
+[--dram-latency CYCLES --dram-bandwidth BYTES] [--jobs N] [--waves]
 [--out DIR]`` writes
 ``DIR/sample.png`` (the grid), ``DIR/sample.json`` (per step average bits, cache or reuse step
 and saturations, and on an RTL backend the core's cycles and counters; per sample PSNR against
@@ -86,6 +87,14 @@ def register(sub):
                         "streams (with a DRAM port, --set dram_width=64: the buffers the model "
                         "needs with all of it in DRAM), and raise ln_row_max to the model's "
                         "hidden size where it is shorter; the datapath stays the preset's")
+    p.add_argument("--dram-latency", type=int, default=None, metavar="CYCLES",
+                   help="RTL backends, a core with a DRAM port: a deterministic DRAM behind it "
+                        "(tb/dram_model.py), this many cycles from a burst's address to its "
+                        "first read beat or from its last write beat to the response; with "
+                        "--dram-bandwidth (default: cocotbext-axi's AXI RAM paused at random)")
+    p.add_argument("--dram-bandwidth", type=float, default=None, metavar="BYTES",
+                   help="RTL backends: the deterministic DRAM's bytes per core cycle, reads and "
+                        "writes together; with --dram-latency")
     p.add_argument("--jobs", type=int, default=1,
                    help="RTL backends: split the samples over this many simulator runs side by "
                         "side (default 1)")
@@ -195,6 +204,17 @@ def run(args) -> int:
         require_extra("sim", f"dstar sample --backend {args.backend}")
         if args.backend == "icarus":
             require_iverilog("dstar sample --backend icarus")
+    dram = None
+    if (args.dram_latency is None) != (args.dram_bandwidth is None):
+        raise UserError("--dram-latency and --dram-bandwidth go together")
+    if args.dram_latency is not None:
+        if args.backend not in RTL_BACKENDS or not cfg.dram_width:
+            raise UserError("--dram-latency and --dram-bandwidth go with an RTL backend and a "
+                            "core with a DRAM port (--set dram_width=64)")
+        if args.dram_latency < 1 or not args.dram_bandwidth > 0:
+            raise UserError(f"--dram-latency must be >= 1 and --dram-bandwidth > 0, not "
+                            f"{args.dram_latency} and {args.dram_bandwidth}")
+        dram = (args.dram_latency, args.dram_bandwidth)
     if args.fit_buffers:
         cfg = _fit_buffers(spec, params, cfg, args.guidance)
     try:
@@ -209,7 +229,7 @@ def run(args) -> int:
         res = run_samples(spec, params, cfg, backend=args.backend, steps=args.steps,
                           labels=labels, guidance=args.guidance, seed=args.seed,
                           sar=not args.no_sar, stream=args.stream, waves=args.waves,
-                          jobs=args.jobs, optimize=OPTIMIZE)
+                          jobs=args.jobs, optimize=OPTIMIZE, dram=dram)
     except RTLMismatch as why:
         raise WorkError(f"the {args.backend} core differs from the integer golden: {why}") \
             from None
