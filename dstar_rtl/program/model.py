@@ -227,7 +227,6 @@ class ModelProgram:
     streamed_rows: dict = field(default_factory=dict)   # buffer → streamed (row, layer)
     dram_map: dict = field(default_factory=dict)    # DRAM object key → DramObject
     tile_windows: dict = field(default_factory=dict)    # XBUF/YBUF → bases of a tile's windows
-    order: list = field(default_factory=list)       # the layers of one batch row, in order
     passes: dict = field(default_factory=dict)      # layer → its Passes (through DRAM)
     pass_order: list = field(default_factory=list)  # (layer, pass) of a cache step, in order
     window: dict = field(default_factory=dict)      # (layer, pass) → its weight window
@@ -709,7 +708,6 @@ def _plan(prog: ModelProgram, force: set):
     if over:
         raise ValueError("the model does not fit: " + "; ".join(over))
     dram = bool(cfg.dram_width)
-    prog.order = layer_names(depth)
     bb = beat_bytes(cfg) if dram else 1
     beat = 0
 
@@ -1184,13 +1182,6 @@ def _dram_objects(prog: ModelProgram, r: int, name: str, bufs=STREAMABLE) -> lis
     keys = [(b, f"{name}.W" if b == "WMEM" else f"{name}.r" if b == "RBUF" else
              _state(r, name, _SUFFIX[b])) for b in bufs]
     return [(b, k) for b, k in keys if k in prog.dram_map]
-
-
-def _own_fetch(name: str) -> bool:
-    """Whether layer ``name`` loads its own DRAM objects as it starts (the first layer, and a
-    ``qk`` layer, which a reuse step skips) rather than having them loaded beside the layer
-    before it."""
-    return name == "x_embed" or name.endswith(".qk")
 
 
 def _fetch(prog: ModelProgram, e: Emitter, r: int, name: str, q: int = 0):
