@@ -315,3 +315,17 @@ def test_per_layer_bases_reach_the_core(params):
         IntDiT(SPEC, params, cfg, base_log2={"blocks.0.mlp.fc3": 4})
     with pytest.raises(ValueError, match=r"base_log2 of x_embed must be an integer in \[0, 8\]"):
         IntDiT(SPEC, params, cfg, base_log2={"x_embed": 9})
+
+
+def test_a_result_over_its_input_starts_with_it_or_ends_with_it():
+    """program.model._shared_offsets: a result no longer than its input starts with it, a
+    longer one ends with it (its token tile t then covers input tiles up to t only); a chain
+    shares one region; an input read after the result is written is refused."""
+    from dstar_rtl.program.model import _shared_offsets
+
+    rows = {"m": 8, "fc1": 16, "fc2": 8, "x": 8}
+    life = {"m": (0, 1), "fc1": (1, 2), "fc2": (2, 3), "x": (0, 5)}
+    at = _shared_offsets([("fc1", "m"), ("fc2", "fc1")], rows, life)
+    assert at == {"m": ("m", 8), "fc1": ("m", 0), "fc2": ("m", 0)}
+    with pytest.raises(AssertionError, match="read after it is written"):
+        _shared_offsets([("fc2", "x")], rows, life)
