@@ -9,7 +9,7 @@ fill count; each cycle it can give out a row (or a beat) from its bottom and tak
 row) in above what it holds, so rows and beats of any sizes pass at the rate of the slower side.
 
 * **DLOAD.** The read-address side issues bursts as long as the read buffer
-  (:data:`READ_BUFFER_BEATS` beats) has room for every beat already asked for, so up to two
+  (:data:`READ_BUFFER_BEATS` beats) has room for every beat already asked for, so up to four
   bursts are outstanding and ``rready`` never stalls DRAM. Beats go through the buffer into
   the gearbox; a row leaves it whenever it holds one and the buffer's write port is free of
   the other engines (D asks last: ``wgrant``).
@@ -56,8 +56,10 @@ __all__ = ["DramEngine", "dram_bus_signature", "READ_BUFFER_BEATS", "WRITE_BURST
            "COMMAND_QUEUE",
            "dram_port_signature"]
 
-#: R beats the read side buffers (so this many beats may be asked for ahead).
-READ_BUFFER_BEATS = 2 * BURST_BEATS
+#: R beats the read side buffers (so this many beats may be asked for ahead): four bursts, so
+#: reads keep a beat a cycle coming through about 48 cycles of DRAM latency (two bursts held
+#: the digits DiT's DSTAR core at 0.65 beats a busy cycle behind 30 cycles of latency).
+READ_BUFFER_BEATS = 4 * BURST_BEATS
 #: Write bursts that may wait for their response.
 WRITE_BURSTS = 4
 #: Commands the engine holds: the one it runs and those queued behind it.
