@@ -71,7 +71,10 @@ def test_crossover():
     assert got["size"] is None and got["ahead"] == [4, 8] and got["miss"] == 1.25
 
 
+@pytest.mark.slow
 def test_tiny_sweep_end_to_end(tmp_path, capsys):
+    """The sweep from the command line on a tiny library, end to end (make regress: 13 s of
+    make test's 7 minutes; the tests above check its parts)."""
     lib = DATA / "tiny_cells.lib"
     # A stored ASIC report on the same library with the QPU by part (so the sweep does not
     # synthesize the QPU): the figures are made up, only their plumbing is checked.
