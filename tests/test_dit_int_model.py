@@ -132,7 +132,7 @@ def test_dstar_sample_writes_the_grid_and_the_record(tmp_path, capsys):
     (["--backend", "verilator", "--dram-latency", "9", "--dram-bandwidth", "4"],
      "a core with a DRAM port"),
     (["--backend", "verilator", "--set", "dram_width=32", "--dram-latency", "0",
-      "--dram-bandwidth", "4"], "--dram-latency must be >= 1"),
+      "--dram-bandwidth", "4"], "latency must be an integer >= 1"),
 ])
 def test_dstar_sample_refuses_bad_input_in_one_line(tmp_path, capsys, argv, message):
     out = tmp_path / "out"

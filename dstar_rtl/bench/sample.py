@@ -141,7 +141,7 @@ def run_samples(spec: DiTSpec, params: dict, cfg: Config, *, backend: str, steps
     ``{"images": (n, C, H, W) backend samples, "float": the float samples, "record": a
     JSON-serialisable dict}``. An RTL backend raises :class:`RTLMismatch` at the first
     difference from the integer golden; ``dram``: ``(latency, bytes_per_cycle)`` of a
-    deterministic DRAM behind a core with a DRAM port (:class:`tb.dram_model.DramTiming`;
+    deterministic DRAM behind a core with a DRAM port (:class:`sim.dram_timing.DramTiming`;
     None: the AXI RAM paused at random)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")

@@ -36,9 +36,9 @@ def points(op_offset: int) -> list:
             what = "Y whole" if g is None else f"stored Y, g = {g}"
             where = f", max_reduction {over['max_reduction']}" if over else ""
             out.append((f"base {off:+d}{where}, {what}", off, g, over))
-    for g in (YSTATE_FRAC_CHOSEN, YSTATE_FRAC_CHOSEN + 2):    # (a finer stored Y: rounded
+    for g in (YSTATE_FRAC_CHOSEN, YSTATE_FRAC_CHOSEN + 2):    # chunks round once more a step
         out.append((f"base {op_offset:+d}, mlp_chunks {CHUNKS['mlp_chunks']}, stored Y, "
-                    f"g = {g}", op_offset, g, CHUNKS))       # once per chunk)
+                    f"g = {g}", op_offset, g, CHUNKS))
     return out
 
 

@@ -444,10 +444,10 @@ class ModelProgram:
         for key, obj in self.dram_map.items():
             if obj.buf in ("WMEM", "RBUF"):
                 out[obj.beat * bb] = rows_to_bytes(self.cfg, obj.buf,
-                                                   self._pass_rows(*self.pass_of[key], obj.buf))
+                                                   self._pass_image(*self.pass_of[key], obj.buf))
         return out
 
-    def _pass_rows(self, name: str, q: int, buf: str) -> list:
+    def _pass_image(self, name: str, q: int, buf: str) -> list:
         """The packed WMEM or RBUF rows of pass ``q`` of layer ``name``: per column block of
         the pass, its input channels' weight rows (WMEM) or its requantization row (RBUF)."""
         lay, cfg, T = self.layers[name], self.cfg, self.cfg.tile
@@ -824,6 +824,14 @@ class Pass:
     blocks: tuple
     chans: tuple | None = None
 
+    def channels(self, cin: int) -> tuple:
+        """``(first channel, channels)`` the pass reduces over, of a layer of ``cin``."""
+        return self.chans or (0, cin)
+
+    def weight_rows(self, cin: int) -> int:
+        """WMEM rows of the pass's weights, of a layer of ``cin`` input channels."""
+        return (self.blocks[1] - self.blocks[0]) * self.channels(cin)[1]
+
 
 def _layer_passes(prog: ModelProgram, cap: int) -> dict:
     """``{layer: [Pass]}``: one pass each without a DRAM port; through DRAM, with
@@ -836,8 +844,8 @@ def _layer_passes(prog: ModelProgram, cap: int) -> dict:
     if not cfg.dram_width:
         return out
     k = cfg.mlp_chunks
-    rows = lambda n, p: (p.blocks[1] - p.blocks[0]) * (      # noqa: E731
-        p.chans[1] if p.chans else prog.layers[n].W.shape[0])
+    def rows(n, p):
+        return p.weight_rows(prog.layers[n].W.shape[0])
     for i in range(len(prog.model.blocks) if k > 1 else 0):
         f1, f2 = prog.layers[f"blocks.{i}.fc1"], prog.layers[f"blocks.{i}.fc2"]
         nb = f1.W.shape[1] // T
@@ -874,14 +882,14 @@ def _layer_passes(prog: ModelProgram, cap: int) -> dict:
 
 def _pass_chans(prog: ModelProgram, name: str, q: int) -> tuple:
     """``(first channel, channels)`` pass ``q`` of ``name`` reduces over."""
-    ch = prog.passes[name][q].chans
-    return ch if ch else (0, prog.layers[name].W.shape[0])
+    return prog.passes[name][q].channels(prog.layers[name].W.shape[0])
 
 
 def _pass_rows(prog: ModelProgram, name: str, q: int, buf: str) -> int:
     """WMEM or RBUF rows of pass ``q`` of layer ``name``."""
-    j0, j1 = prog.passes[name][q].blocks
-    return (j1 - j0) * (_pass_chans(prog, name, q)[1] if buf == "WMEM" else 1)
+    p = prog.passes[name][q]
+    return p.weight_rows(prog.layers[name].W.shape[0]) if buf == "WMEM" else \
+        p.blocks[1] - p.blocks[0]
 
 
 def _tile_pass_rows(prog: ModelProgram, name: str, q: int, buf: str) -> int:

@@ -37,7 +37,7 @@ class SampleJob:
     stream every layer, :data:`program.model.STREAMABLE`), ``result`` (the path the loop
     writes; it appends one line per step done to ``result`` + ``.progress``), ``dram``
     (``(latency, bytes_per_cycle)`` of a deterministic DRAM behind a core with a DRAM port,
-    :class:`tb.dram_model.DramTiming`; None: the AXI RAM paused at random)."""
+    :class:`sim.dram_timing.DramTiming`; None: the AXI RAM paused at random)."""
 
     spec: DiTSpec
     params: dict

@@ -57,7 +57,7 @@ class CoreTB:
         cocotbext-axi's ``AxiRam`` behind it (:attr:`ram`, made by the first :meth:`reset`,
         every byte zero until written) pauses in a cycle (random latency and back-pressure on
         AW, W, B, AR and R).
-    dram_timing : tb.dram_model.DramTiming, optional
+    dram_timing : sim.dram_timing.DramTiming, optional
         With a DRAM port: a deterministic DRAM of this latency and bandwidth
         (:class:`tb.dram_model.DramModel`) in place of the paused AXI RAM.
 

@@ -20,10 +20,10 @@ from dstar_rtl.sim.dram_programs import (
     tiled_layer_program,
     transfer,
 )
+from dstar_rtl.sim.dram_timing import DramTiming
 
 from .array_tb import config_from_env
 from .core_tb import CoreTB
-from .dram_model import DramTiming
 
 
 async def _check(tb, prog, what):

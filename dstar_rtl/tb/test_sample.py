@@ -40,7 +40,7 @@ async def sample_on_core(dut):
     job = read_job(os.environ[JOB_ENV])
     timing = None
     if job.dram is not None:
-        from .dram_model import DramTiming
+        from dstar_rtl.sim.dram_timing import DramTiming
 
         timing = DramTiming(*job.dram)
     tb = CoreTB(dut, dram_pause=DRAM_PAUSE, dram_timing=timing)

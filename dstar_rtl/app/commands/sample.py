@@ -208,12 +208,15 @@ def run(args) -> int:
     if (args.dram_latency is None) != (args.dram_bandwidth is None):
         raise UserError("--dram-latency and --dram-bandwidth go together")
     if args.dram_latency is not None:
+        from dstar_rtl.sim.dram_timing import DramTiming
+
         if args.backend not in RTL_BACKENDS or not cfg.dram_width:
             raise UserError("--dram-latency and --dram-bandwidth go with an RTL backend and a "
                             "core with a DRAM port (--set dram_width=64)")
-        if args.dram_latency < 1 or not args.dram_bandwidth > 0:
-            raise UserError(f"--dram-latency must be >= 1 and --dram-bandwidth > 0, not "
-                            f"{args.dram_latency} and {args.dram_bandwidth}")
+        try:
+            DramTiming(args.dram_latency, args.dram_bandwidth)
+        except ValueError as why:
+            raise UserError(f"--dram-latency / --dram-bandwidth: {why}") from None
         dram = (args.dram_latency, args.dram_bandwidth)
     if args.fit_buffers:
         cfg = _fit_buffers(spec, params, cfg, args.guidance)
